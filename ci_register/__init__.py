@@ -1,0 +1,13 @@
+"""What runs where: registration markers, the suite catalog, static collection,
+partitioning, hardware checks and the suite runner."""
+
+from __future__ import annotations
+
+from ci_register.markers import (
+    register_ci_gate,
+    register_cpu_ci,
+    register_cuda_ci,
+    register_rocm_ci,
+)
+
+__all__ = ["register_cuda_ci", "register_rocm_ci", "register_cpu_ci", "register_ci_gate"]
