@@ -1,0 +1,93 @@
+"""Timing: several samples, each the median of many iterations, warm-up discarded.
+
+GPU-NOTES: the first iterations of every batch are 6-12% slow and one sample per run is
+weak evidence for a gate, so a measurement is ``samples`` medians of ``iters`` timed
+calls each, after ``warmup`` untimed calls (which also absorb FlashInfer's JIT). GPU
+calls are timed with CUDA events around each call, so host overhead between calls is
+not counted but launch latency is.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = ["Timing", "time_cpu", "time_cuda", "median"]
+
+
+@dataclass(frozen=True)
+class Timing:
+    """Per-sample medians in seconds, plus what produced them."""
+
+    samples: list[float]
+    iters: int
+    warmup: int
+
+    @property
+    def median(self) -> float:
+        return statistics.median(self.samples)
+
+    def rate(self, amount: float) -> list[float]:
+        """``amount / t`` for each sample (bytes -> B/s, FLOP -> FLOP/s)."""
+        return [amount / t for t in self.samples]
+
+
+def median(xs: list[float]) -> float:
+    return statistics.median(xs)
+
+
+def _check(samples: int, iters: int, warmup: int) -> None:
+    if samples < 1 or iters < 1 or warmup < 0:
+        raise ValueError(
+            f"samples={samples}, iters={iters}, warmup={warmup}: need samples, iters >= 1"
+        )
+
+
+def time_cpu(
+    fn: Callable[[], Any], *, samples: int = 5, iters: int = 10, warmup: int = 2
+) -> Timing:
+    """Wall-clock timing of a CPU callable."""
+    _check(samples, iters, warmup)
+    for _ in range(warmup):
+        fn()
+    out: list[float] = []
+    for _ in range(samples):
+        ts = []
+        for _ in range(iters):
+            t0 = time.perf_counter()
+            fn()
+            ts.append(time.perf_counter() - t0)
+        out.append(statistics.median(ts))
+    return Timing(out, iters, warmup)
+
+
+def time_cuda(
+    fn: Callable[[], Any], *, samples: int = 5, iters: int = 20, warmup: int = 3
+) -> Timing:
+    """CUDA-event timing of a callable that launches work on the current stream.
+
+    Each iteration gets its own event pair; the stream is synchronised once per sample,
+    so iterations queue back to back and the events measure GPU time.
+    """
+    import torch  # local: keep this module importable without a CUDA build
+
+    _check(samples, iters, warmup)
+    for _ in range(warmup):
+        fn()
+    torch.cuda.synchronize()
+    out: list[float] = []
+    for _ in range(samples):
+        evs = [
+            (torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
+            for _ in range(iters)
+        ]
+        for start, end in evs:
+            start.record()
+            fn()
+            end.record()
+        torch.cuda.synchronize()
+        out.append(statistics.median(s.elapsed_time(e) for s, e in evs) / 1e3)
+    return Timing(out, iters, warmup)
