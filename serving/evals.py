@@ -1,0 +1,289 @@
+"""Accuracy evals from vLLM-style YAML configs over GSM8K-format JSONL datasets.
+
+Config validation, few-shot prompting, answer extraction and scoring are pure; only
+:func:`run_eval` talks to a server.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import requests
+import yaml
+
+from serving.client import complete
+
+__all__ = [
+    "DEFAULT_DATASET",
+    "EvalConfig",
+    "EvalConfigError",
+    "Problem",
+    "EvalResult",
+    "load_eval_config",
+    "parse_eval_config",
+    "load_dataset",
+    "parse_gold_answer",
+    "extract_answer",
+    "build_prompt",
+    "score",
+    "split_problems",
+    "run_eval",
+]
+
+DEFAULT_DATASET = Path(__file__).parent / "data" / "arithmetic_word_problems.jsonl"
+
+# Field -> (types accepted, required). Names and meaning follow vLLM's eval configs.
+_SCHEMA: dict[str, tuple[tuple[type, ...], bool]] = {
+    "model_name": ((str,), True),
+    "accuracy_threshold": ((int, float), True),
+    "tolerance": ((int, float), True),
+    "num_questions": ((int,), True),
+    "num_fewshot": ((int,), True),
+    "max_tokens": ((int,), True),
+    "server_args": ((str, list), True),
+    "dataset": ((str,), False),  # local JSONL, relative to the config file
+}
+
+_STOP = ("Question:", "\n\n")
+_NUMBER = re.compile(r"-?\d[\d,]*(?:\.\d+)?")
+_MARKED = re.compile(r"####\s*\$?\s*(-?\d[\d,]*(?:\.\d+)?)")
+
+
+class EvalConfigError(ValueError):
+    """A malformed eval config or dataset; the message names the file and field."""
+
+
+@dataclass(frozen=True)
+class EvalConfig:
+    model_name: str
+    accuracy_threshold: float
+    tolerance: float
+    num_questions: int
+    num_fewshot: int
+    max_tokens: int
+    server_args: tuple[str, ...]
+    dataset: Path
+    source: str = "<config>"
+
+    @property
+    def floor(self) -> float:
+        """The hard floor ``accuracy_threshold - tolerance`` (vLLM's pass condition)."""
+        return self.accuracy_threshold - self.tolerance
+
+
+@dataclass(frozen=True)
+class Problem:
+    question: str
+    answer: str  # the dataset's full answer text, ending in '#### N'
+    value: float
+
+
+@dataclass(frozen=True)
+class EvalResult:
+    n: int
+    correct: int
+    invalid: int
+    errors: int
+    predictions: tuple[float | None, ...]
+
+    @property
+    def accuracy(self) -> float:
+        return self.correct / self.n if self.n else 0.0
+
+    @property
+    def invalid_rate(self) -> float:
+        return self.invalid / self.n if self.n else 0.0
+
+
+def parse_eval_config(
+    data: Any, source: str = "<config>", base_dir: Path | None = None
+) -> EvalConfig:
+    """Validate a mapping against the schema; every error names ``source`` and the field."""
+    if not isinstance(data, Mapping):
+        raise EvalConfigError(f"{source}: expected a mapping of fields, got {type(data).__name__}")
+    for key in data:
+        if key not in _SCHEMA:
+            raise EvalConfigError(f"{source}: unknown field {key!r}; known: {', '.join(_SCHEMA)}")
+    for key, (types, required) in _SCHEMA.items():
+        if key not in data:
+            if required:
+                raise EvalConfigError(f"{source}: missing field {key!r}")
+            continue
+        value = data[key]
+        if isinstance(value, bool) or not isinstance(value, types):
+            names = " or ".join(t.__name__ for t in types)
+            raise EvalConfigError(
+                f"{source}: field {key!r} must be {names}, got {type(value).__name__}"
+            )
+    threshold, tolerance = float(data["accuracy_threshold"]), float(data["tolerance"])
+    checks = [
+        ("accuracy_threshold", 0.0 <= threshold <= 1.0, "must be in [0, 1]"),
+        ("tolerance", 0.0 <= tolerance <= 1.0 and math.isfinite(tolerance), "must be in [0, 1]"),
+        ("num_questions", data["num_questions"] >= 1, "must be at least 1"),
+        ("num_fewshot", data["num_fewshot"] >= 0, "must be at least 0"),
+        ("max_tokens", data["max_tokens"] >= 1, "must be at least 1"),
+        ("model_name", bool(data["model_name"].strip()), "must not be empty"),
+    ]
+    for key, ok, why in checks:
+        if not ok:
+            raise EvalConfigError(f"{source}: field {key!r} {why}, got {data[key]!r}")
+    args = data["server_args"]
+    if isinstance(args, list):
+        if not all(isinstance(a, str) for a in args):
+            raise EvalConfigError(f"{source}: field 'server_args' must be a list of strings")
+        server_args = tuple(args)
+    else:
+        server_args = tuple(args.split())
+    dataset = Path(data["dataset"]) if "dataset" in data else DEFAULT_DATASET
+    if not dataset.is_absolute():
+        dataset = (base_dir or Path.cwd()) / dataset
+    return EvalConfig(
+        model_name=data["model_name"],
+        accuracy_threshold=threshold,
+        tolerance=tolerance,
+        num_questions=data["num_questions"],
+        num_fewshot=data["num_fewshot"],
+        max_tokens=data["max_tokens"],
+        server_args=server_args,
+        dataset=dataset,
+        source=source,
+    )
+
+
+def load_eval_config(path: str | Path) -> EvalConfig:
+    path = Path(path)
+    try:
+        data = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as exc:
+        raise EvalConfigError(f"{path}: not valid YAML: {exc}") from None
+    return parse_eval_config(data, str(path), base_dir=path.parent)
+
+
+def parse_gold_answer(answer: str) -> float:
+    """The number after GSM8K's ``####`` marker."""
+    m = _MARKED.search(answer)
+    if m is None:
+        raise ValueError(f"answer has no '#### N' marker: {answer[-60:]!r}")
+    return float(m.group(1).replace(",", ""))
+
+
+def load_dataset(path: str | Path) -> list[Problem]:
+    """Read GSM8K-format JSONL: one ``{"question": ..., "answer": "... #### N"}`` a line."""
+    path = Path(path)
+    problems = []
+    for lineno, line in enumerate(path.read_text().splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            obj = json.loads(line)
+            problems.append(
+                Problem(obj["question"], obj["answer"], parse_gold_answer(obj["answer"]))
+            )
+        except (ValueError, KeyError, TypeError) as exc:
+            raise EvalConfigError(f"{path}:{lineno}: bad GSM8K record: {exc}") from None
+    return problems
+
+
+def extract_answer(completion: str) -> float | None:
+    """The model's answer: after '####' if it wrote one, else the last number; ``None``
+    (invalid) when there is no number. Text after the next few-shot 'Question:' is cut
+    off first so a continued prompt does not count."""
+    for stop in _STOP:
+        idx = completion.find(stop)
+        if idx > 0:
+            completion = completion[:idx]
+    m = _MARKED.search(completion)
+    if m is not None:
+        raw = m.group(1)
+    else:
+        numbers = _NUMBER.findall(completion)
+        if not numbers:
+            return None
+        raw = numbers[-1]
+    raw = raw.replace(",", "")
+    try:
+        value = float(raw)
+    except ValueError:
+        return None
+    return value if math.isfinite(value) else None
+
+
+def build_prompt(shots: Sequence[Problem], question: str) -> str:
+    """GSM8K few-shot prompt: solved examples, then the open question."""
+    parts = [f"Question: {p.question}\nAnswer: {p.answer}\n\n" for p in shots]
+    return "".join(parts) + f"Question: {question}\nAnswer:"
+
+
+def score(
+    predictions: Sequence[float | None], golds: Sequence[float], errors: int = 0
+) -> EvalResult:
+    if len(predictions) != len(golds):
+        raise ValueError(f"{len(predictions)} predictions for {len(golds)} questions")
+    correct = sum(
+        1 for p, g in zip(predictions, golds, strict=True) if p is not None and abs(p - g) < 1e-6
+    )
+    invalid = sum(1 for p in predictions if p is None)
+    return EvalResult(len(golds), correct, invalid, errors, tuple(predictions))
+
+
+def split_problems(
+    problems: Sequence[Problem], config: EvalConfig
+) -> tuple[list[Problem], list[Problem]]:
+    """Few-shot examples first, then the evaluated questions (disjoint)."""
+    need = config.num_fewshot + config.num_questions
+    if len(problems) < need:
+        raise EvalConfigError(
+            f"{config.source}: num_fewshot + num_questions = {need} but dataset "
+            f"{config.dataset} has {len(problems)} problems"
+        )
+    return list(problems[: config.num_fewshot]), list(problems[config.num_fewshot : need])
+
+
+def run_eval(
+    base_url: str,
+    config: EvalConfig,
+    *,
+    model: str | None = None,
+    concurrency: int = 8,
+    timeout_s: float = 60.0,
+    complete_fn: Callable[[str], str] | None = None,
+) -> EvalResult:
+    """Ask every question once (greedy) and score. A failed request counts as an error
+    and an invalid answer, never as a silent drop."""
+    shots, questions = split_problems(load_dataset(config.dataset), config)
+    model = model or config.model_name
+
+    def ask(problem: Problem) -> tuple[float | None, bool]:
+        prompt = build_prompt(shots, problem.question)
+        try:
+            if complete_fn is not None:
+                text = complete_fn(prompt)
+            else:
+                with requests.Session() as session:
+                    text = complete(
+                        session,
+                        base_url,
+                        model,
+                        prompt,
+                        max_tokens=config.max_tokens,
+                        stop=["Question:"],
+                        timeout_s=timeout_s,
+                    )
+        except (requests.RequestException, KeyError, ValueError):
+            return None, True
+        return extract_answer(text), False
+
+    with ThreadPoolExecutor(max_workers=concurrency) as pool:
+        answers = list(pool.map(ask, questions))
+    return score(
+        [a for a, _ in answers],
+        [q.value for q in questions],
+        errors=sum(1 for _, err in answers if err),
+    )
