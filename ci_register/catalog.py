@@ -1,0 +1,281 @@
+"""The suite catalog: suites, their hardware, and how test files register.
+
+The catalog is data (TOML) so that adding a suite, or reading a tree whose
+markers have other names, needs no code. This module is stdlib-only because
+``noxfile.py`` imports it before any virtualenv exists.
+"""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+
+__all__ = [
+    "BACKENDS",
+    "SCHEDULES",
+    "CatalogError",
+    "Capability",
+    "Hardware",
+    "Suite",
+    "Catalog",
+    "load_catalog",
+    "parse_catalog",
+    "DEFAULT_CATALOG",
+]
+
+BACKENDS = ("cuda", "rocm", "cpu")
+SCHEDULES = ("per-commit", "nightly")
+DEFAULT_CATALOG = Path("suites") / "catalog.toml"
+
+_SUITE_NAME = re.compile(r"^[a-z0-9][a-z0-9_.-]*$")
+_CAPABILITY = re.compile(r"^(\d+)\.(\d+|x)$")
+_SUITE_KEYS = {
+    "backend",
+    "description",
+    "schedule",
+    "runner_labels",
+    "shard_budget_s",
+    "shards",
+    "hardware",
+    "install",
+    "uninstall",
+    "pytest_args",
+}
+_HARDWARE_KEYS = {"gpu_count", "gpu_models", "min_capability", "max_capability"}
+
+
+class CatalogError(ValueError):
+    """A catalog that cannot be used; the message names file, line and fix."""
+
+
+@dataclass(frozen=True, order=True)
+class Capability:
+    """A compute capability bound; ``minor=None`` means any minor (``10.x``)."""
+
+    major: int
+    minor: int | None
+
+    def __str__(self) -> str:
+        return f"{self.major}.{'x' if self.minor is None else self.minor}"
+
+    def admits_as_min(self, cap: tuple[int, int]) -> bool:
+        return cap >= (self.major, self.minor or 0)
+
+    def admits_as_max(self, cap: tuple[int, int]) -> bool:
+        if self.minor is None:
+            return cap[0] <= self.major
+        return cap <= (self.major, self.minor)
+
+
+@dataclass(frozen=True)
+class Hardware:
+    gpu_count: int = 0
+    gpu_models: tuple[str, ...] = ()
+    min_capability: Capability | None = None
+    max_capability: Capability | None = None
+
+    def describe(self) -> str:
+        """`4x H200 (capability 9.0)` style, for error messages and listings."""
+        if self.gpu_count == 0:
+            return "no GPU"
+        what = "/".join(self.gpu_models) if self.gpu_models else "GPU"
+        lo, hi = self.min_capability, self.max_capability
+        if lo and hi and str(lo) == str(hi):
+            cap = f" (capability {lo})"
+        elif lo and hi:
+            cap = f" (capability {lo} to {hi})"
+        elif lo:
+            cap = f" (capability {lo} or newer)"
+        elif hi:
+            cap = f" (capability up to {hi})"
+        else:
+            cap = ""
+        return f"{self.gpu_count}x {what}{cap}"
+
+
+@dataclass(frozen=True)
+class Suite:
+    name: str
+    backend: str
+    description: str
+    schedule: str
+    runner_labels: tuple[str, ...]
+    shard_budget_s: float
+    hardware: Hardware
+    shards: int | None = None
+    install: tuple[str, ...] = ()
+    uninstall: tuple[str, ...] = ()
+    pytest_args: tuple[str, ...] = ()
+
+    @property
+    def is_gpu(self) -> bool:
+        return self.hardware.gpu_count > 0
+
+    @property
+    def nightly(self) -> bool:
+        return self.schedule == "nightly"
+
+    def tags(self) -> list[str]:
+        """Nox tags: backend, GPU count, schedule, and gpu or cpu."""
+        return [
+            self.backend,
+            f"{self.hardware.gpu_count}gpu",
+            self.schedule,
+            "gpu" if self.is_gpu else "cpu",
+        ]
+
+
+@dataclass(frozen=True)
+class Catalog:
+    path: Path
+    suites: dict[str, Suite]
+    markers: dict[str, str]  # marker function name -> backend
+    globs: tuple[str, ...] = ("**/test_*.py",)
+    exclude: tuple[str, ...] = ()
+    gate_marker: str = "register_ci_gate"
+    root: Path = field(default=Path("."))
+
+    def known(self) -> str:
+        return ", ".join(sorted(self.suites))
+
+
+def _line_of(text: str, needle: str) -> int:
+    """Best-effort line number of a table header, for error messages."""
+    for i, line in enumerate(text.splitlines(), 1):
+        if needle in line:
+            return i
+    return 1
+
+
+def _capability(value: object, where: str) -> Capability:
+    m = _CAPABILITY.match(str(value)) if isinstance(value, str) else None
+    if not m:
+        raise CatalogError(f"{where}: capability {value!r} must be a string like \"9.0\" or \"10.x\"")
+    minor = None if m.group(2) == "x" else int(m.group(2))
+    return Capability(int(m.group(1)), minor)
+
+
+def _str_list(value: object, where: str) -> tuple[str, ...]:
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise CatalogError(f"{where}: must be a list of strings, got {value!r}")
+    return tuple(value)
+
+
+def _suite(name: str, raw: object, where: str) -> Suite:
+    if not _SUITE_NAME.match(name):
+        raise CatalogError(f"{where}: suite name {name!r} must be lowercase letters, digits, '-', '_' or '.'")
+    if not isinstance(raw, dict):
+        raise CatalogError(f"{where}: [suites.{name}] must be a table")
+    unknown = sorted(set(raw) - _SUITE_KEYS)
+    if unknown:
+        raise CatalogError(
+            f"{where}: unknown field {unknown[0]!r} in [suites.{name}]; known: {', '.join(sorted(_SUITE_KEYS))}"
+        )
+    for key in ("backend", "description", "schedule", "shard_budget_s"):
+        if key not in raw:
+            raise CatalogError(f"{where}: [suites.{name}] is missing {key!r}")
+    backend = raw["backend"]
+    if backend not in BACKENDS:
+        raise CatalogError(f"{where}: [suites.{name}] backend {backend!r}; use one of {', '.join(BACKENDS)}")
+    schedule = raw["schedule"]
+    if schedule not in SCHEDULES:
+        raise CatalogError(f"{where}: [suites.{name}] schedule {schedule!r}; use one of {', '.join(SCHEDULES)}")
+    description = raw["description"]
+    if not isinstance(description, str) or not description.strip() or "\n" in description:
+        raise CatalogError(f"{where}: [suites.{name}] description must be one non-empty line")
+    budget = raw["shard_budget_s"]
+    if isinstance(budget, bool) or not isinstance(budget, int | float) or budget <= 0:
+        raise CatalogError(f"{where}: [suites.{name}] shard_budget_s must be a positive number of seconds")
+    shards = raw.get("shards")
+    if shards is not None and (isinstance(shards, bool) or not isinstance(shards, int) or shards < 1):
+        raise CatalogError(f"{where}: [suites.{name}] shards must be a positive integer")
+    hw_raw = raw.get("hardware", {})
+    if not isinstance(hw_raw, dict):
+        raise CatalogError(f"{where}: [suites.{name}.hardware] must be a table")
+    unknown = sorted(set(hw_raw) - _HARDWARE_KEYS)
+    if unknown:
+        raise CatalogError(
+            f"{where}: unknown field {unknown[0]!r} in [suites.{name}.hardware]; known: {', '.join(sorted(_HARDWARE_KEYS))}"
+        )
+    count = hw_raw.get("gpu_count", 0)
+    if isinstance(count, bool) or not isinstance(count, int) or count < 0:
+        raise CatalogError(f"{where}: [suites.{name}.hardware] gpu_count must be an integer >= 0")
+    if backend == "cpu" and count:
+        raise CatalogError(f"{where}: [suites.{name}] is a cpu suite but asks for {count} GPUs")
+    if backend != "cpu" and not count:
+        raise CatalogError(f"{where}: [suites.{name}] is a {backend} suite: set hardware.gpu_count >= 1")
+    hardware = Hardware(
+        gpu_count=count,
+        gpu_models=_str_list(hw_raw.get("gpu_models", []), f"{where}: [suites.{name}.hardware] gpu_models"),
+        min_capability=_capability(hw_raw["min_capability"], where) if "min_capability" in hw_raw else None,
+        max_capability=_capability(hw_raw["max_capability"], where) if "max_capability" in hw_raw else None,
+    )
+    return Suite(
+        name=name,
+        backend=backend,
+        description=description.strip(),
+        schedule=schedule,
+        runner_labels=_str_list(raw.get("runner_labels", []), f"{where}: [suites.{name}] runner_labels"),
+        shard_budget_s=float(budget),
+        hardware=hardware,
+        shards=shards,
+        install=_str_list(raw.get("install", []), f"{where}: [suites.{name}] install"),
+        uninstall=_str_list(raw.get("uninstall", []), f"{where}: [suites.{name}] uninstall"),
+        pytest_args=_str_list(raw.get("pytest_args", []), f"{where}: [suites.{name}] pytest_args"),
+    )
+
+
+def parse_catalog(text: str, path: Path) -> Catalog:
+    """Parse catalog TOML text; every problem is a one-line :class:`CatalogError`."""
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        # tomllib reports "(at line N, column M)"; lift the line to the front.
+        m = re.search(r"at line (\d+)", str(exc))
+        line = m.group(1) if m else "1"
+        raise CatalogError(f"{path}:{line}: malformed catalog: {exc}; fix the TOML (a suite defined twice is a duplicate table)") from None
+    unknown = sorted(set(data) - {"collect", "markers", "suites"})
+    if unknown:
+        raise CatalogError(f"{path}:{_line_of(text, unknown[0])}: unknown table {unknown[0]!r}; known: collect, markers, suites")
+    collect = data.get("collect", {})
+    where = f"{path}:{_line_of(text, '[collect]')}"
+    globs = _str_list(collect.get("globs", ["**/test_*.py"]), f"{where}: collect.globs")
+    exclude = _str_list(collect.get("exclude", []), f"{where}: collect.exclude")
+    gate_marker = collect.get("gate_marker", "register_ci_gate")
+    markers_raw = data.get("markers", {"register_cuda_ci": "cuda", "register_rocm_ci": "rocm", "register_cpu_ci": "cpu"})
+    markers: dict[str, str] = {}
+    for name, backend in markers_raw.items():
+        if backend not in BACKENDS:
+            raise CatalogError(
+                f"{path}:{_line_of(text, name)}: marker {name!r} maps to unknown backend {backend!r}; use one of {', '.join(BACKENDS)}"
+            )
+        markers[name] = backend
+    suites_raw = data.get("suites", {})
+    if not suites_raw:
+        raise CatalogError(f"{path}:1: the catalog defines no suites; add a [suites.NAME] table")
+    suites = {
+        name: _suite(name, raw, f"{path}:{_line_of(text, f'[suites.{name}]')}")
+        for name, raw in suites_raw.items()
+    }
+    return Catalog(
+        path=path,
+        suites=suites,
+        markers=markers,
+        globs=globs,
+        exclude=exclude,
+        gate_marker=gate_marker,
+        root=path.parent,
+    )
+
+
+def load_catalog(path: str | Path) -> Catalog:
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise CatalogError(f"{path}: catalog not found; pass --catalog PATH") from None
+    except UnicodeDecodeError:
+        raise CatalogError(f"{path}:1: catalog is not UTF-8 text") from None
+    return parse_catalog(text, path)

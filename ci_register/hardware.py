@@ -1,0 +1,158 @@
+"""What GPUs this machine has, and whether a suite's requirement is met.
+
+Detection is the only I/O here (torch if it is importable, else nvidia-smi or
+rocm-smi, each with a timeout); :func:`check` is pure so it can be tested
+with any machine description.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+from dataclasses import asdict, dataclass, field
+
+from ci_register.catalog import Hardware, Suite
+
+__all__ = ["GPU", "Machine", "detect", "check", "FAKE_ENV"]
+
+# A JSON machine description that replaces detection, for tests and dry planning:
+# {"vendor": "nvidia", "gpus": [{"name": "NVIDIA H200", "capability": [9, 0]}]}
+FAKE_ENV = "CI_REGISTER_FAKE_HARDWARE"
+
+
+@dataclass(frozen=True)
+class GPU:
+    name: str
+    capability: tuple[int, int] | None = None
+    memory_mb: int | None = None
+
+
+@dataclass(frozen=True)
+class Machine:
+    vendor: str  # "nvidia", "amd" or "none"
+    gpus: tuple[GPU, ...] = ()
+    driver: str | None = None
+    source: str = "none"
+    notes: tuple[str, ...] = field(default=())
+
+    def describe(self) -> str:
+        if not self.gpus:
+            return "no GPU" + (f" ({'; '.join(self.notes)})" if self.notes else "")
+        names = sorted({g.name for g in self.gpus})
+        return f"{len(self.gpus)}x {' + '.join(names)}"
+
+    def to_json(self) -> dict[str, object]:
+        return asdict(self)
+
+
+def _run(cmd: list[str]) -> str | None:
+    if not shutil.which(cmd[0]):
+        return None
+    try:
+        out = subprocess.run(cmd, capture_output=True, text=True, timeout=20, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return out.stdout if out.returncode == 0 else None
+
+
+def _from_fake(raw: str) -> Machine:
+    data = json.loads(raw)
+    gpus = tuple(
+        GPU(g["name"], tuple(g["capability"]) if g.get("capability") else None, g.get("memory_mb"))
+        for g in data.get("gpus", [])
+    )
+    return Machine(data.get("vendor", "nvidia" if gpus else "none"), gpus, data.get("driver"), "fake")
+
+
+def _from_nvidia_smi() -> Machine | None:
+    out = _run(["nvidia-smi", "--query-gpu=name,compute_cap,memory.total,driver_version", "--format=csv,noheader,nounits"])
+    if not out:
+        return None
+    gpus, driver = [], None
+    for line in out.strip().splitlines():
+        parts = [p.strip() for p in line.split(",")]
+        if len(parts) < 4:
+            continue
+        m = re.match(r"(\d+)\.(\d+)", parts[1])
+        cap = (int(m.group(1)), int(m.group(2))) if m else None
+        mem = int(parts[2]) if parts[2].isdigit() else None
+        gpus.append(GPU(parts[0], cap, mem))
+        driver = parts[3]
+    # nvidia-smi ignores CUDA_VISIBLE_DEVICES; honour it like CUDA does.
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if visible is not None and gpus:
+        idx = [int(x) for x in visible.split(",") if x.strip().isdigit() and int(x) < len(gpus)]
+        gpus = [gpus[i] for i in idx]
+    return Machine("nvidia", tuple(gpus), driver, "nvidia-smi") if gpus else None
+
+
+def _from_torch() -> Machine | None:
+    try:
+        import torch  # noqa: PLC0415 - optional, heavy
+    except Exception:  # noqa: BLE001 - any import failure means "no torch here"
+        return None
+    try:
+        if not torch.cuda.is_available():
+            return None
+        gpus = []
+        for i in range(torch.cuda.device_count()):
+            p = torch.cuda.get_device_properties(i)
+            gpus.append(GPU(p.name, (p.major, p.minor), p.total_memory // (1 << 20)))
+    except Exception:  # noqa: BLE001 - a broken driver reads as no GPU, with a note
+        return None
+    vendor = "amd" if getattr(torch.version, "hip", None) else "nvidia"
+    return Machine(vendor, tuple(gpus), None, "torch")
+
+
+def _from_rocm_smi() -> Machine | None:
+    out = _run(["rocm-smi", "--showproductname", "--json"])
+    if not out:
+        return None
+    try:
+        data = json.loads(out)
+    except json.JSONDecodeError:
+        return None
+    gpus = [GPU(str(v.get("Card Series") or v.get("Card series") or "AMD GPU")) for k, v in data.items() if k.startswith("card")]
+    return Machine("amd", tuple(gpus), None, "rocm-smi") if gpus else None
+
+
+def detect(use_torch: bool = True) -> Machine:
+    """Describe this machine's GPUs; never raises."""
+    fake = os.environ.get(FAKE_ENV)
+    if fake:
+        return _from_fake(fake)
+    for probe in ((_from_torch,) if use_torch else ()) + (_from_nvidia_smi, _from_rocm_smi):
+        m = probe()
+        if m is not None:
+            return m
+    return Machine("none", (), None, "none", ("torch sees no GPU, no nvidia-smi or rocm-smi",))
+
+
+def _model_matches(name: str, models: tuple[str, ...]) -> bool:
+    # "H200" must match "NVIDIA H200" and "NVIDIA H200 NVL" but not "H2000".
+    return any(re.search(rf"(?<![A-Za-z0-9]){re.escape(m)}(?![0-9])", name, re.I) for m in models)
+
+
+def check(suite: Suite, machine: Machine) -> str | None:
+    """None when the machine can run the suite, else the one-line reason."""
+    hw: Hardware = suite.hardware
+    if hw.gpu_count == 0:
+        return None
+    vendor = "amd" if suite.backend == "rocm" else "nvidia"
+    need = f"{suite.name} needs {hw.describe()}"
+    found = f"found {machine.describe()}"
+    usable = [g for g in machine.gpus if machine.vendor == vendor]
+    if hw.gpu_models:
+        usable = [g for g in usable if _model_matches(g.name, hw.gpu_models)]
+    if hw.min_capability:
+        usable = [g for g in usable if g.capability is None or hw.min_capability.admits_as_min(g.capability)]
+    if hw.max_capability:
+        usable = [g for g in usable if g.capability is None or hw.max_capability.admits_as_max(g.capability)]
+    if len(usable) >= hw.gpu_count:
+        return None
+    caps = sorted({f"{g.capability[0]}.{g.capability[1]}" for g in machine.gpus if g.capability})
+    cap_note = f" (capability {', '.join(caps)})" if caps else ""
+    return f"{need}; {found}{cap_note}"

@@ -1,0 +1,297 @@
+"""One suite run, as a pipeline of small steps.
+
+collect -> select -> plan -> check hardware -> run pytest -> gate (-> confirm) -> exit code
+
+Each step either returns the next value or an int, which ends the run as its
+exit code (nox's workflow has the same shape). Exit codes: 0 passed, 1 tests or
+a gate failed, 2 usage or bad input (including hardware that cannot run the suite).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ci_register.catalog import DEFAULT_CATALOG, Catalog, CatalogError, Suite, load_catalog
+from ci_register.collect import Collection, Registration, collect
+from ci_register.hardware import check, detect
+from ci_register.partition import PartitionError, Shard, lower_bound, lpt, parse_partition
+
+__all__ = ["RunOptions", "parse_run_args", "run_suite", "plan_text", "Plan", "make_plan", "GATE_MODES"]
+
+GATE_MODES = ("enforce", "warn", "off")
+DEFAULT_CONFIRM = 1  # reruns of tripped tests before a regression is believed
+
+
+class UsageError(ValueError):
+    pass
+
+
+class _ArgParser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # one line, exit 2, like every other usage error
+        raise UsageError(message)
+
+
+@dataclass
+class RunOptions:
+    suite: str
+    partition: tuple[int, int] | None = None
+    dry_run: bool = False
+    history: str | None = None
+    gate: str = "enforce"
+    confirm: int = DEFAULT_CONFIRM
+    nightly: bool | None = None
+    files: list[str] = field(default_factory=list)
+    results: Path = Path("results")
+    catalog: Path = DEFAULT_CATALOG
+    root: Path = Path(".")
+    pytest_args: list[str] = field(default_factory=list)
+    suite_pytest_args: list[str] = field(default_factory=list)  # from the catalog
+
+
+def parse_run_args(suite: str, argv: list[str]) -> RunOptions:
+    """Our options; everything else passes through to pytest in order."""
+    p = _ArgParser(prog=f"nox -s {suite} --", add_help=False, allow_abbrev=False)
+    p.add_argument("--partition", default=None)
+    p.add_argument("--dry-run", action="store_true")
+    p.add_argument("--history", default=None)
+    p.add_argument("--gate", default="enforce")
+    p.add_argument("--confirm", type=int, default=DEFAULT_CONFIRM)
+    p.add_argument("--nightly", action="store_true", default=None)
+    p.add_argument("--file", dest="files", action="append", default=[])
+    p.add_argument("--results", default="results")
+    p.add_argument("--catalog", default=str(DEFAULT_CATALOG))
+    p.add_argument("--root", default=".")
+    ns, rest = p.parse_known_args(argv)
+    if ns.gate not in GATE_MODES:
+        raise UsageError(f"--gate {ns.gate!r}: use one of {', '.join(GATE_MODES)}")
+    if ns.confirm < 0:
+        raise UsageError(f"--confirm {ns.confirm}: must be >= 0")
+    try:
+        part = parse_partition(ns.partition) if ns.partition is not None else None
+    except PartitionError as exc:
+        raise UsageError(str(exc)) from None
+    return RunOptions(
+        suite=suite,
+        partition=part,
+        dry_run=ns.dry_run,
+        history=ns.history,
+        gate=ns.gate,
+        confirm=ns.confirm,
+        nightly=ns.nightly,
+        files=ns.files,
+        results=Path(ns.results),
+        catalog=Path(ns.catalog),
+        root=Path(ns.root),
+        pytest_args=rest,
+    )
+
+
+@dataclass
+class Plan:
+    suite: Suite
+    shards: list[Shard]
+    index: int  # 1-based shard this process runs
+    registrations: dict[str, Registration]
+    expected: dict[str, float]
+    disabled: list[Registration]
+    source: dict[str, str]  # path -> "history" | "est_time"
+
+    @property
+    def mine(self) -> Shard:
+        return self.shards[self.index - 1]
+
+
+def expected_durations(regs: list[Registration], suite: Suite, history: str | None) -> tuple[dict[str, float], dict[str, str]]:
+    """Expected seconds per file: measured history where there is enough, else est_time.
+
+    History lookup lives in ``ci_register.durations`` when present (it needs sqlite);
+    the literal ``est_time`` is always the fallback.
+    """
+    expected = {r.path: r.est_time for r in regs}
+    source = dict.fromkeys(expected, "est_time")
+    if importlib.util.find_spec("ci_register.durations") is not None:
+        from ci_register import durations  # noqa: PLC0415 - optional step
+
+        measured = durations.measured(regs, suite, history)
+        for path, secs in measured.items():
+            expected[path] = secs
+            source[path] = "history"
+    return expected, source
+
+
+def make_plan(collection: Collection, suite: Suite, opts: RunOptions) -> Plan:
+    nightly = opts.nightly if opts.nightly is not None else suite.nightly
+    regs = collection.for_suite(suite.name, nightly=nightly)
+    disabled = [r for r in collection.for_suite(suite.name, include_disabled=True, nightly=nightly) if r.disabled]
+    if opts.files:
+        wanted = {Path(f).as_posix() for f in opts.files}
+        regs = [r for r in regs if r.path in wanted]
+    expected, source = expected_durations(regs, suite, opts.history)
+    i, n = opts.partition or (1, 1)
+    shards = lpt([(r.path, expected[r.path]) for r in regs], n)
+    return Plan(suite, shards, i, {r.path: r for r in regs}, expected, disabled, source)
+
+
+def plan_text(plan: Plan) -> str:
+    """The dry-run listing: every shard, its files and times, and the makespan's bound."""
+    lines = [f"suite {plan.suite.name}: {plan.suite.description}", f"  needs {plan.suite.hardware.describe()}; runs on {', '.join(plan.suite.runner_labels) or '-'}"]
+    n = len(plan.shards)
+    durs = list(plan.expected.values())
+    makespan = max((s.total for s in plan.shards), default=0.0)
+    bound = lower_bound(durs, n)
+    for s in plan.shards:
+        mark = "  <- this shard" if s.index == plan.index else ""
+        lines.append(f"  shard {s.index}/{n}: {len(s.items)} files, expected {s.total:.0f} s{mark}")
+        for path, d in s.items:
+            r = plan.registrations[path]
+            lines.append(f"    {path}:{r.line}  est_time {r.est_time:g} s  expected {d:.0f} s ({plan.source[path]})")
+    for r in plan.disabled:
+        lines.append(f"  disabled: {r.path}:{r.line}  ({r.disabled})")
+    gap = (makespan / bound - 1) * 100 if bound else 0.0
+    lines.append(f"  makespan {makespan:.0f} s; lower bound max(total/shards, longest) {bound:.0f} s (+{gap:.1f}%)")
+    return "\n".join(lines)
+
+
+def _plan_json(plan: Plan, run_id: str, root: Path, collection: Collection, confirm_of: str | None = None) -> dict:
+    files = [
+        {
+            "path": path,
+            "line": plan.registrations[path].line,
+            "est_time": plan.registrations[path].est_time,
+            "expected": plan.expected[path],
+            "marker": plan.registrations[path].marker,
+            "labels": list(plan.registrations[path].labels),
+        }
+        for path, _ in plan.mine.items
+    ]
+    mine = {f["path"] for f in files}
+    return {
+        "suite": plan.suite.name,
+        "shard": [plan.index, len(plan.shards)],
+        "run_id": run_id,
+        "root": str(root.resolve()),
+        "confirm_of": confirm_of,
+        "files": files,
+        "gates": [g.to_json() for g in collection.gates if g.path in mine],
+    }
+
+
+def _history_path(opts: RunOptions) -> str:
+    return opts.history or os.environ.get("GATES_HISTORY") or str(opts.root / "history.db")
+
+
+def _pytest(plan_file: Path, plan: dict, opts: RunOptions, targets: list[str], extra: list[str]) -> int:
+    i, n = plan["shard"]
+    opts.results.mkdir(parents=True, exist_ok=True)
+    junit = opts.results / f"junit-{plan['suite']}-{i}-of-{n}{'-confirm' if plan.get('confirm_of') else ''}.xml"
+    cmd = [sys.executable, "-m", "pytest", "-p", "ci_register.pytest_plugin", "--ci-plan", str(plan_file), f"--junitxml={junit}", "-o", "junit_family=xunit2"]
+    if importlib.util.find_spec("gates.plugin") is not None:
+        cmd += ["-p", "gates.plugin", "--gates-suite", plan["suite"], "--gates-shard", f"{i}/{n}", "--gates-run-id", plan["run_id"], "--gates-plan", str(plan_file), "--gates-history", _history_path(opts)]
+    cmd += [*opts.suite_pytest_args, *targets, *extra]
+    print("+ " + " ".join(cmd), flush=True)
+    return subprocess.run(cmd, cwd=opts.root, check=False).returncode
+
+
+def _gate(opts: RunOptions, run_id: str, plan_file: Path, confirm_of: str | None, tripped_out: Path) -> int | None:
+    """Gate one run; None when the gates package is absent (then nothing can be judged)."""
+    if opts.gate == "off" or importlib.util.find_spec("gates.gate") is None:
+        return None
+    cmd = [sys.executable, "-m", "gates.gate", "--history", _history_path(opts), "--run-id", run_id, "--plan", str(plan_file), "--mode", opts.gate, "--tripped-out", str(tripped_out)]
+    if confirm_of:
+        cmd += ["--confirm-of", confirm_of]
+    return subprocess.run(cmd, cwd=opts.root, check=False).returncode
+
+
+def _write(path: Path, data: dict) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(data, indent=1), encoding="utf-8")
+    return path
+
+
+def run_suite(opts: RunOptions) -> int:
+    try:
+        catalog: Catalog = load_catalog(opts.root / opts.catalog if not opts.catalog.is_absolute() else opts.catalog)
+    except CatalogError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    suite = catalog.suites.get(opts.suite)
+    if suite is None:
+        print(f"error: unknown suite {opts.suite!r}; known: {catalog.known()}", file=sys.stderr)
+        return 2
+    collection = collect(catalog, base=opts.root)
+    if collection.issues:
+        for issue in collection.issues:
+            print(f"error: {issue}", file=sys.stderr)
+        print(f"error: {len(collection.issues)} registration problem(s); nothing was run", file=sys.stderr)
+        return 2
+    plan = make_plan(collection, suite, opts)
+    if not plan.registrations:
+        what = f"of {', '.join(opts.files)} " if opts.files else ""
+        print(f"error: no enabled test file {what}is registered to suite {suite.name!r}; register one with suite=\"{suite.name}\"", file=sys.stderr)
+        return 2
+    print(plan_text(plan), flush=True)
+    if opts.dry_run:
+        print("dry run: hardware not checked, nothing run")
+        return 0
+    machine = detect()
+    problem = check(suite, machine)
+    if problem:
+        print(f"error: {problem}", file=sys.stderr)
+        return 2
+    if not plan.mine.items:
+        # More shards than files: an empty shard is a planned outcome, not a silent green.
+        print(f"shard {plan.index}/{len(plan.shards)} of {suite.name} has no files in this plan; nothing to run")
+        return 0
+    targets = [p for p, _ in plan.mine.items]
+    run_id = uuid.uuid4().hex
+    i, n = plan.index, len(plan.shards)
+    plan_data = _plan_json(plan, run_id, opts.root, collection)
+    plan_file = _write(opts.results / f"plan-{suite.name}-{i}-of-{n}.json", plan_data)
+    opts.suite_pytest_args = list(suite.pytest_args)
+    started = time.monotonic()
+    rc = _pytest(plan_file, plan_data, opts, targets, opts.pytest_args)
+    if rc == 5:
+        print(f"error: suite {suite.name} shard {i}/{n}: pytest collected no tests from {len(targets)} registered file(s)", file=sys.stderr)
+        rc = 1
+    if rc not in (0, 1):
+        return rc
+    tripped = opts.results / f"tripped-{suite.name}-{i}-of-{n}.json"
+    grc = _gate(opts, run_id, plan_file, None, tripped)
+    attempt = 0
+    while grc == 1 and attempt < opts.confirm and tripped.exists():
+        nodeids = json.loads(tripped.read_text(encoding="utf-8") or "[]")
+        if not nodeids:
+            break
+        attempt += 1
+        print(f"gate tripped on {len(nodeids)} test(s); confirming (attempt {attempt} of {opts.confirm})", flush=True)
+        confirm_id = uuid.uuid4().hex
+        confirm_plan = dict(plan_data, run_id=confirm_id, confirm_of=run_id)
+        cfile = _write(opts.results / f"plan-{suite.name}-{i}-of-{n}-confirm{attempt}.json", confirm_plan)
+        crc = _pytest(cfile, confirm_plan, opts, nodeids, [a for a in opts.pytest_args if a not in ("-x", "--exitfirst")])
+        if crc not in (0, 1):
+            return crc
+        rc = max(rc, crc) if crc == 1 else rc
+        grc = _gate(opts, confirm_id, cfile, run_id, tripped)
+        run_id = confirm_id
+    print(f"suite {suite.name} shard {i}/{n}: pytest exit {rc}, gate {'-' if grc is None else grc}, {time.monotonic() - started:.1f} s", flush=True)
+    if grc is None and opts.gate != "off":
+        print("note: gates are not installed here; metrics were not judged", flush=True)
+    return max(rc, grc or 0)
+
+
+def main_run(suite: str, argv: list[str]) -> int:
+    try:
+        opts = parse_run_args(suite, argv)
+    except UsageError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    return run_suite(opts)

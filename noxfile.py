@@ -1,0 +1,87 @@
+"""The doors: one session per hardware suite (generated from suites/catalog.toml),
+plus the framework's tests, lint, reports and planning.
+
+Sessions parse nothing themselves: each calls one library entry point.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import nox
+
+ROOT = Path(__file__).parent
+sys.path.insert(0, str(ROOT))  # ci_register.catalog is stdlib-only: safe before any venv
+
+from ci_register.catalog import Suite, load_catalog  # noqa: E402
+
+nox.options.default_venv_backend = "venv"
+nox.options.error_on_external_run = True
+# Only CPU-safe sessions run by default.
+nox.options.sessions = ["tests", "cpu"]
+
+CATALOG = load_catalog(ROOT / "suites" / "catalog.toml")
+PYTHON = f"{sys.version_info.major}.{sys.version_info.minor}"
+CPU_TORCH = "torch==2.13.0"  # the local CPU wheel; a bare "torch" pulls a multi-GB CUDA build
+
+
+def _install_project(session: nox.Session, *extras: str) -> None:
+    # CPU torch first, so nothing later resolves "torch" to a CUDA build.
+    if "cpu" in extras:
+        session.install(CPU_TORCH)
+    spec = f".[{','.join(extras)}]" if extras else "."
+    session.install("-e", spec)
+
+
+def _suite_session(suite: Suite):
+    def session_fn(session: nox.Session) -> None:
+        if suite.is_gpu:
+            # GPU images carry their own CUDA torch: run in the machine's Python, with
+            # this checkout importable even where the package is not installed.
+            session.env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
+            session.env.setdefault("NCCL_NVLS_ENABLE", "0")  # never NVLink multicast (shared hosts)
+        else:
+            _install_project(session, "cpu")
+            if suite.install:
+                session.install(*suite.install)
+            if suite.uninstall:
+                session.run("pip", "uninstall", "-y", *suite.uninstall)
+        session.run("python", "-m", "ci_register", "run", suite.name, *session.posargs, external=suite.is_gpu)
+
+    session_fn.__doc__ = suite.description
+    session_fn.__name__ = suite.name.replace("-", "_")
+    return nox.session(
+        name=suite.name,
+        python=None if suite.is_gpu else PYTHON,
+        venv_backend="none" if suite.is_gpu else None,
+        tags=suite.tags(),
+        reuse_venv=not suite.is_gpu,
+    )(session_fn)
+
+
+for _suite in CATALOG.suites.values():
+    globals()[f"suite_{_suite.name.replace('-', '_')}"] = _suite_session(_suite)
+
+
+@nox.session(python=PYTHON, tags=["cpu", "framework"])
+def tests(session: nox.Session) -> None:
+    """The framework's own tests (CPU only)."""
+    _install_project(session, "cpu", "dev")
+    args = session.posargs or ["tests"]
+    # pytest exit 5 means "no tests collected": here that is a broken tree, never a pass.
+    session.run("python", "-m", "pytest", *args, success_codes=[0])
+
+
+@nox.session(python=PYTHON, tags=["cpu", "framework"])
+def lint(session: nox.Session) -> None:
+    """Ruff over the framework, the suites and this noxfile."""
+    session.install("ruff>=0.6")
+    session.run("ruff", "check", ".")
+
+
+@nox.session(venv_backend="none", tags=["cpu", "framework"])
+def registry(session: nox.Session) -> None:
+    """List every suite and its registered files (static; nothing imported)."""
+    session.run(sys.executable, "-m", "ci_register", "list", *session.posargs, external=True)
