@@ -1,0 +1,906 @@
+"""The metric history: runs, test outcomes, metric samples and verdicts in SQLite.
+
+One file (default `history.db` at the repository root) holds every suite run.
+The schema is versioned with sqlite-utils migrations (set ``gates-history`` in
+``_sqlite_migrations``); a file written by a newer version, a corrupt file or a
+file that is not SQLite raises `HistoryError` and is never modified.
+
+Writes are short ``BEGIN IMMEDIATE`` transactions on a WAL database with a busy
+timeout, retried on "database is locked", so parallel suite processes can share
+one file. A run is written in two steps: `History.start_run` inserts its
+provenance with ``status = 'incomplete'``; `History.record_run` writes every test,
+metric and sample and flips the status to ``'complete'`` in one transaction. A
+process killed in between leaves an ``incomplete`` run, which is never a baseline.
+
+Tables (browse them with ``sqlite-utils tables history.db --counts``):
+
+- ``runs``: one row per run id: suite, shard_index/shard_count, status,
+  exit_status, commit_sha, branch, ci_url, started_at/finished_at (UTC ISO), host,
+  python, fingerprint (hardware key that baselines match on), hardware (JSON),
+  trusted (1/0), trust_reason, trust_changed_at.
+- ``tests``: one row per test and attempt: run_id, attempt, nodeid, path (relative
+  to the rootdir, posix), outcome (passed/failed/skipped/error/xfailed/xpassed),
+  duration (setup + call + teardown, seconds), skip_reason, error (trimmed).
+- ``metrics``: one row per (run, attempt, test, key): unit, better, n, min_value,
+  max_value, count, median, and copies of the run's suite, fingerprint and
+  started_at so "this metric on this suite and hardware, newest first" is one
+  index range scan.
+- ``samples``: metric_id, seq, value.
+- ``plan_files`` / ``plan_gates``: the runner's plan (what was registered and
+  planned for the run, with est_time / expected seconds; declared gates).
+- ``verdicts``: written by the gates engine, see `History.save_verdicts`.
+- ``trust_log``: every trust change with its reason.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import random
+import sqlite3
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TypeVar
+
+from sqlite_utils import Database, Migrations
+
+from gates.metrics import Metric
+from gates.provenance import Provenance, utc_now
+
+__all__ = [
+    "BUSY_TIMEOUT_S",
+    "MIGRATIONS",
+    "OUTCOMES",
+    "SCHEMA_VERSION",
+    "VERDICT_COLUMNS",
+    "History",
+    "HistoryError",
+    "MergeConflict",
+    "MergeReport",
+    "RunRecord",
+    "TestResult",
+    "merge_histories",
+    "open_history",
+]
+
+OUTCOMES = ("passed", "failed", "skipped", "error", "xfailed", "xpassed")
+FAILING = ("failed", "error")
+BUSY_TIMEOUT_S = 60.0
+_SQLITE_MAGIC = b"SQLite format 3\x00"
+_T = TypeVar("_T")
+
+
+class HistoryError(Exception):
+    """A history file cannot be used as asked; the message names the file and the fix."""
+
+
+class MergeConflict(HistoryError):
+    """A run id exists in two histories with different content; nothing was merged."""
+
+
+# ------------------------------------------------------------------ migrations
+
+MIGRATIONS = Migrations("gates-history")
+
+
+@MIGRATIONS(name="m001_initial")
+def _m001_initial(db: Database) -> None:
+    db["runs"].create(
+        {
+            "run_id": str, "suite": str, "shard_index": int, "shard_count": int,
+            "status": str, "exit_status": int,
+            "commit_sha": str, "branch": str, "ci_url": str,
+            "started_at": str, "finished_at": str, "host": str, "python": str,
+            "fingerprint": str, "hardware": str,
+            "trusted": int, "trust_reason": str, "trust_changed_at": str,
+        },
+        pk="run_id",
+        not_null={"suite", "status", "started_at", "fingerprint", "trusted"},
+        defaults={"status": "incomplete", "trusted": 1, "shard_index": 1, "shard_count": 1},
+    )
+    db["runs"].create_index(["suite", "fingerprint", "started_at"], index_name="runs_series")
+    db["runs"].create_index(["commit_sha"], index_name="runs_commit")
+    db["tests"].create(
+        {
+            "id": int, "run_id": str, "attempt": int, "nodeid": str, "path": str,
+            "outcome": str, "duration": float, "skip_reason": str, "error": str,
+        },
+        pk="id",
+        not_null={"run_id", "attempt", "nodeid", "outcome"},
+        foreign_keys=[("run_id", "runs", "run_id")],
+    )
+    db["tests"].create_index(["run_id", "attempt", "nodeid"], unique=True,
+                             index_name="tests_run_node")
+    db["tests"].create_index(["run_id", "path"], index_name="tests_run_path")
+    db["metrics"].create(
+        {
+            "id": int, "run_id": str, "attempt": int, "nodeid": str, "key": str,
+            "unit": str, "better": str, "n": int, "min_value": float, "max_value": float,
+            "count": int, "median": float,
+            "suite": str, "fingerprint": str, "started_at": str,
+        },
+        pk="id",
+        not_null={"run_id", "attempt", "nodeid", "key", "unit", "better", "count"},
+        foreign_keys=[("run_id", "runs", "run_id")],
+    )
+    db["metrics"].create_index(["run_id", "attempt", "nodeid", "key"], unique=True,
+                               index_name="metrics_run_node_key")
+    db["metrics"].create_index(["suite", "key", "fingerprint", "started_at"],
+                               index_name="metrics_series")
+    db["samples"].create(
+        {"metric_id": int, "seq": int, "value": float},
+        pk=("metric_id", "seq"),
+        not_null={"value"},
+        foreign_keys=[("metric_id", "metrics", "id")],
+    )
+    db["plan_files"].create(
+        {"run_id": str, "path": str, "line": int, "est_time": float, "expected": float,
+         "marker": str, "labels": str},
+        pk=("run_id", "path"),
+        foreign_keys=[("run_id", "runs", "run_id")],
+    )
+    db["plan_gates"].create(
+        {"id": int, "run_id": str, "path": str, "line": int, "metric_key": str, "options": str},
+        pk="id",
+        foreign_keys=[("run_id", "runs", "run_id")],
+    )
+    db["plan_gates"].create_index(["run_id"], index_name="plan_gates_run")
+    db["verdicts"].create(
+        {
+            "id": int, "run_id": str, "attempt": int, "key": str, "nodeid": str,
+            "verdict": str, "baseline": float, "new": float, "rel_change": float,
+            "ci_low": float, "ci_high": float, "statistic": float, "p_value": float,
+            "q_value": float, "floor": float, "mode": str, "detail": str, "created_at": str,
+        },
+        pk="id",
+        not_null={"run_id", "attempt", "key", "verdict"},
+        foreign_keys=[("run_id", "runs", "run_id")],
+    )
+    db["verdicts"].create_index(["run_id", "attempt"], index_name="verdicts_run")
+    db["trust_log"].create(
+        {"id": int, "run_id": str, "trusted": int, "reason": str, "at": str},
+        pk="id",
+        foreign_keys=[("run_id", "runs", "run_id")],
+    )
+    db["trust_log"].create_index(["run_id"], index_name="trust_log_run")
+
+
+# The code's schema version: how many migrations it knows. A file whose
+# `_sqlite_migrations` names one we do not know was written by newer code.
+_KNOWN_MIGRATIONS = ("m001_initial",)
+SCHEMA_VERSION = len(_KNOWN_MIGRATIONS)
+
+VERDICT_COLUMNS = (
+    "key", "nodeid", "verdict", "baseline", "new", "rel_change", "ci_low", "ci_high",
+    "statistic", "p_value", "q_value", "floor", "mode", "detail", "attempt",
+)
+
+
+# ------------------------------------------------------------------- records
+
+
+@dataclass
+class TestResult:
+    """One test's outcome in a run (one attempt)."""
+
+    __test__ = False  # not a pytest test class despite the name
+
+    nodeid: str
+    path: str
+    outcome: str
+    duration: float = 0.0
+    skip_reason: str | None = None
+    error: str | None = None
+
+
+@dataclass
+class RunRecord:
+    """Everything the plugin hands to `History.record_run` at the end of a session."""
+
+    provenance: Provenance
+    tests: list[TestResult] = field(default_factory=list)
+    metrics: list[tuple[str, Metric]] = field(default_factory=list)  # (nodeid, metric)
+    plan: Mapping[str, Any] | None = None
+    exit_status: int | None = None
+
+
+@dataclass
+class MergeReport:
+    """What `merge_histories` did: run ids added, and run ids already present unchanged."""
+
+    into: Path
+    added: list[str] = field(default_factory=list)
+    unchanged: list[str] = field(default_factory=list)
+    per_shard: dict[str, int] = field(default_factory=dict)  # shard path -> runs added
+
+    def __str__(self) -> str:
+        return (f"merged {len(self.added)} new run(s) into {self.into}; "
+                f"{len(self.unchanged)} already present")
+
+
+# ------------------------------------------------------------------ the store
+
+
+def open_history(path: str | os.PathLike[str], *, create: bool = True,
+                 readonly: bool = False) -> History:
+    """Open (and create or migrate, unless `readonly`) the history at `path`."""
+    return History(path, create=create, readonly=readonly)
+
+
+class History:
+    """A history file. Use as a context manager or call `close()`.
+
+    `create=False` refuses a missing file; `readonly=True` opens without writing
+    (no WAL switch, no migration; an older schema is then an error).
+    """
+
+    def __init__(self, path: str | os.PathLike[str], *, create: bool = True,
+                 readonly: bool = False) -> None:
+        self.path = Path(path)
+        self.readonly = readonly
+        _check_file(self.path, create=create and not readonly)
+        if not self.path.exists():
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            if readonly:
+                conn = sqlite3.connect(self.path.resolve().as_uri() + "?mode=ro", uri=True,
+                                       timeout=BUSY_TIMEOUT_S)
+            else:
+                conn = sqlite3.connect(self.path, timeout=BUSY_TIMEOUT_S)
+        except sqlite3.Error as exc:
+            raise HistoryError(f"{self.path}: cannot open ({exc}); check the path and "
+                               "its permissions") from exc
+        self.conn = conn
+        try:
+            conn.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_S * 1000)}")
+            conn.execute("PRAGMA foreign_keys = ON")
+            conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
+            self.db = Database(conn, execute_plugins=False)
+            if not readonly:
+                self._retry(self._enable_wal)
+            self._check_and_migrate()
+        except sqlite3.DatabaseError as exc:
+            conn.close()
+            raise _corrupt(self.path, exc) from exc
+        except BaseException:
+            conn.close()
+            raise
+
+    # -------------------------------------------------------------- plumbing
+
+    def close(self) -> None:
+        self.conn.close()
+
+    def __enter__(self) -> History:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"<History {self.path}>"
+
+    def _enable_wal(self) -> None:
+        mode = self.conn.execute("PRAGMA journal_mode").fetchone()[0]
+        if mode.lower() != "wal":
+            self.db.enable_wal()
+
+    def _check_and_migrate(self) -> None:
+        applied = {m.name for m in MIGRATIONS.applied(self.db)}
+        unknown = sorted(applied - set(_KNOWN_MIGRATIONS))
+        if unknown:
+            raise HistoryError(
+                f"{self.path}: written by a newer gates (schema migrations {', '.join(unknown)}); "
+                "upgrade this checkout (pip install -U gpu-ci-gates) or use another --gates-history"
+            )
+        if not applied:
+            tables = [t for t in self.db.table_names()
+                      if not t.startswith(("sqlite_", "_sqlite_migrations"))]
+            if tables:
+                raise HistoryError(
+                    f"{self.path}: an SQLite database but not a gates history (tables: "
+                    f"{', '.join(tables[:5])}); point --gates-history at another file"
+                )
+        if len(applied) == SCHEMA_VERSION:
+            return
+        if self.readonly:
+            raise HistoryError(f"{self.path}: schema is older than this code's; open it "
+                               "once read-write (e.g. gate-report) to migrate it")
+        self._write(lambda: MIGRATIONS.apply(self.db))
+
+    def _retry(self, fn: Callable[[], _T]) -> _T:
+        # busy_timeout already waits inside SQLite; this outer loop covers the cases
+        # where SQLite returns BUSY without calling the handler (lock upgrades in WAL).
+        deadline = time.monotonic() + BUSY_TIMEOUT_S
+        delay = 0.005
+        while True:
+            try:
+                return fn()
+            except sqlite3.OperationalError as exc:
+                message = str(exc).lower()
+                if ("locked" not in message and "busy" not in message) or \
+                        time.monotonic() > deadline:
+                    raise HistoryError(f"{self.path}: {exc}; another process holds the "
+                                       "write lock for too long, retry later") from exc
+                time.sleep(delay * (1 + random.random()))
+                delay = min(delay * 2, 0.5)
+
+    def _write(self, fn: Callable[[], _T]) -> _T:
+        """Run `fn` in one BEGIN IMMEDIATE transaction, retried while the file is locked."""
+        if self.readonly:
+            raise HistoryError(f"{self.path}: opened read-only; open it without readonly "
+                               "to write")
+
+        def attempt() -> _T:
+            self.conn.execute("BEGIN IMMEDIATE")
+            try:
+                result = fn()
+                self.conn.execute("COMMIT")
+            except BaseException:
+                if self.conn.in_transaction:
+                    self.conn.execute("ROLLBACK")
+                raise
+            return result
+
+        try:
+            return self._retry(attempt)
+        except sqlite3.DatabaseError as exc:
+            if isinstance(exc, sqlite3.IntegrityError):
+                raise HistoryError(f"{self.path}: {exc}") from exc
+            raise _corrupt(self.path, exc) from exc
+
+    def _rows(self, sql: str, params: Sequence[Any] | Mapping[str, Any] = ()) -> list[dict]:
+        try:
+            cursor = self.conn.execute(sql, params)
+        except sqlite3.DatabaseError as exc:
+            raise _corrupt(self.path, exc) from exc
+        names = [d[0] for d in cursor.description]
+        return [dict(zip(names, row, strict=True)) for row in cursor.fetchall()]
+
+    @property
+    def schema_version(self) -> int:
+        """Number of schema migrations applied to this file."""
+        return len(MIGRATIONS.applied(self.db))
+
+    def check(self) -> None:
+        """Run SQLite's integrity check; raise `HistoryError` if the file is damaged."""
+        result = [r[0] for r in self.conn.execute("PRAGMA quick_check").fetchall()]
+        if result != ["ok"]:
+            raise HistoryError(f"{self.path}: integrity check failed ({result[0]}); restore "
+                               "it from a backup or CI artifact")
+
+    # ----------------------------------------------------------------- writes
+
+    def start_run(self, provenance: Provenance) -> None:
+        """Insert the run's provenance as ``incomplete`` (a no-op if the run id exists)."""
+        row = _run_row(provenance, status="incomplete", exit_status=None)
+
+        def insert() -> None:
+            existing = self._run_suite(provenance.run_id)
+            if existing is None:
+                _insert(self.conn, "runs", [row])
+            elif existing != provenance.suite:
+                raise HistoryError(f"{self.path}: run id {provenance.run_id} already belongs "
+                                   f"to suite {existing!r}; pass a fresh --gates-run-id")
+
+        self._write(insert)
+
+    def record_run(self, record: RunRecord) -> int:
+        """Write a run's tests, metrics, samples and plan in one transaction; mark it complete.
+
+        A run id that already has results (a rerun of tripped tests under the same
+        id) gets the next attempt number. Returns the attempt number written.
+        """
+        prov = record.provenance
+        for test in record.tests:
+            if test.outcome not in OUTCOMES:
+                raise HistoryError(f"{self.path}: outcome {test.outcome!r} of {test.nodeid} "
+                                   f"is not one of {', '.join(OUTCOMES)}")
+
+        def write() -> int:
+            existing = self._run_suite(prov.run_id)
+            if existing is not None and existing != prov.suite:
+                raise HistoryError(f"{self.path}: run id {prov.run_id} already belongs to "
+                                   f"suite {existing!r}; pass a fresh --gates-run-id")
+            finished = prov.finished_at or utc_now()
+            if existing is None:
+                row = _run_row(prov, status="complete", exit_status=record.exit_status)
+                row["finished_at"] = finished
+                _insert(self.conn, "runs", [row])
+                run = row
+            else:
+                self.conn.execute(
+                    "UPDATE runs SET status = 'complete', finished_at = ?, exit_status = ? "
+                    "WHERE run_id = ?", (finished, record.exit_status, prov.run_id))
+                run = self._rows("SELECT * FROM runs WHERE run_id = ?", (prov.run_id,))[0]
+            prior = self.conn.execute(
+                "SELECT max(attempt) FROM (SELECT attempt FROM tests WHERE run_id = ? "
+                "UNION ALL SELECT attempt FROM metrics WHERE run_id = ?)",
+                (prov.run_id, prov.run_id)).fetchone()[0]
+            attempt = (prior or 0) + 1
+            tests = [
+                {"run_id": prov.run_id, "attempt": attempt, "nodeid": t.nodeid,
+                 "path": t.path, "outcome": t.outcome, "duration": t.duration,
+                 "skip_reason": t.skip_reason, "error": t.error}
+                for t in _dedupe_tests(record.tests)
+            ]
+            _insert(self.conn, "tests", tests)
+            metrics = [
+                {"run_id": prov.run_id, "attempt": attempt, "nodeid": nodeid,
+                 "key": m.key, "unit": m.unit, "better": m.better, "n": m.n,
+                 "min_value": m.min_value, "max_value": m.max_value,
+                 "count": m.count, "median": m.median, "suite": run["suite"],
+                 "fingerprint": run["fingerprint"], "started_at": run["started_at"],
+                 "samples": list(m.samples)}
+                for nodeid, m in record.metrics
+            ]
+            _insert_metrics(self.conn, metrics)
+            if record.plan is not None:
+                files, gates = _plan_rows(prov.run_id, record.plan)
+                _insert(self.conn, "plan_files", files, verb="INSERT OR IGNORE")
+                if not self.conn.execute("SELECT 1 FROM plan_gates WHERE run_id = ? LIMIT 1",
+                                         (prov.run_id,)).fetchone():
+                    _insert(self.conn, "plan_gates", gates)
+            return attempt
+
+        return self._write(write)
+
+    def set_trust(self, run_ids: Iterable[str] | None = None, commit: str | None = None,
+                  trusted: bool = False, *, reason: str) -> list[str]:
+        """Mark runs untrusted (or trusted again) by run id and/or commit, with a reason.
+
+        `commit` matches a full sha or a prefix of at least 7 characters. Untrusted
+        runs stay in history but `metric_series(trusted_only=True)` and
+        `file_durations` skip them. Returns the run ids changed; raises
+        `HistoryError` when nothing matches.
+        """
+        ids = list(run_ids or [])
+        if not ids and not commit:
+            raise HistoryError("set_trust needs run ids or a commit; pass run_ids=[...] or "
+                               "commit='abc1234'")
+        if not reason or not reason.strip():
+            raise HistoryError("set_trust needs a reason; say why the runs are (un)trusted")
+        if commit is not None and len(commit) < 7:
+            raise HistoryError(f"commit {commit!r} is too short; give at least 7 characters")
+        now = utc_now()
+
+        def update() -> list[str]:
+            clauses, params = [], []
+            if ids:
+                clauses.append(f"run_id IN ({','.join('?' * len(ids))})")
+                params += ids
+            if commit:
+                clauses.append("commit_sha LIKE ? ESCAPE '\\'")
+                params.append(commit.replace("\\", "\\\\").replace("%", "\\%")
+                              .replace("_", "\\_") + "%")
+            matched = [r[0] for r in self.conn.execute(
+                f"SELECT run_id FROM runs WHERE {' OR '.join(clauses)} ORDER BY started_at",
+                params)]
+            missing = sorted(set(ids) - set(matched))
+            if missing or not matched:
+                what = f"run id(s) {', '.join(missing)}" if missing else f"commit {commit}"
+                raise HistoryError(f"{self.path}: no run matches {what}; list runs with "
+                                   "sqlite-utils rows history.db runs")
+            self.conn.executemany(
+                "UPDATE runs SET trusted = ?, trust_reason = ?, trust_changed_at = ? "
+                "WHERE run_id = ?", [(int(trusted), reason, now, r) for r in matched])
+            self.conn.executemany(
+                "INSERT INTO trust_log (run_id, trusted, reason, at) VALUES (?, ?, ?, ?)",
+                [(r, int(trusted), reason, now) for r in matched])
+            return matched
+
+        return self._write(update)
+
+    def save_verdicts(self, run_id: str, rows: Iterable[Mapping[str, Any]]) -> int:
+        """Store the gate's verdicts for a run, replacing earlier ones of the same attempt.
+
+        Each row is a mapping with these keys (missing ones are NULL):
+
+        - ``key`` (required): metric key; ``nodeid``: test that recorded it.
+        - ``verdict`` (required): e.g. pass, regression, improvement,
+          insufficient-history, threshold-fail (the gates engine owns the vocabulary).
+        - ``baseline`` / ``new``: the compared central values (e.g. medians), in the
+          metric's unit.
+        - ``rel_change``: (new - baseline) / |baseline|, signed, not direction-adjusted.
+        - ``ci_low`` / ``ci_high``: confidence interval of rel_change.
+        - ``statistic`` / ``p_value``: the test statistic and its p-value;
+          ``q_value``: the FDR-adjusted p-value across the run's metrics.
+        - ``floor``: the practical-effect floor (relative) the change had to exceed.
+        - ``mode``: enforce | warn | off.
+        - ``detail``: any JSON-able extra (method name, window size ...); other
+          unknown keys are folded into it.
+        - ``attempt``: 1 for the first gate, 2 after a confirm-on-trip rerun.
+        """
+        prepared = []
+        for row in rows:
+            detail = row.get("detail")
+            extra = {k: v for k, v in row.items() if k not in VERDICT_COLUMNS}
+            if extra:
+                base = detail if isinstance(detail, Mapping) else (
+                    {} if detail is None else {"detail": detail})
+                detail = {**base, **extra}
+            if not row.get("key") or not row.get("verdict"):
+                raise HistoryError(f"verdict row without key or verdict: {dict(row)!r}")
+            out = {c: row.get(c) for c in VERDICT_COLUMNS}
+            out["detail"] = None if detail is None else json.dumps(detail, sort_keys=True,
+                                                                   default=str)
+            out["attempt"] = int(row.get("attempt") or 1)
+            out["run_id"] = run_id
+            out["created_at"] = utc_now()
+            prepared.append(out)
+
+        def write() -> int:
+            if self._run_suite(run_id) is None:
+                raise HistoryError(f"{self.path}: no run {run_id}; record the run before "
+                                   "saving its verdicts")
+            for attempt in sorted({r["attempt"] for r in prepared}):
+                self.conn.execute("DELETE FROM verdicts WHERE run_id = ? AND attempt = ?",
+                                  (run_id, attempt))
+            _insert(self.conn, "verdicts", prepared)
+            return len(prepared)
+
+        return self._write(write)
+
+    # ------------------------------------------------------------------ reads
+
+    def _run_suite(self, run_id: str) -> str | None:
+        row = self.conn.execute("SELECT suite FROM runs WHERE run_id = ?", (run_id,)).fetchone()
+        return None if row is None else row[0]
+
+    def run(self, run_id: str) -> dict[str, Any] | None:
+        """The `runs` row of `run_id` with `hardware` decoded, or None."""
+        rows = self._rows("SELECT * FROM runs WHERE run_id = ?", (run_id,))
+        return _decode_run(rows[0]) if rows else None
+
+    def runs(self, suite: str | None = None, *, limit: int = 100,
+             status: str | None = None) -> list[dict[str, Any]]:
+        """Runs newest first, optionally of one suite and/or status."""
+        clauses, params = [], []
+        if suite is not None:
+            clauses.append("suite = ?")
+            params.append(suite)
+        if status is not None:
+            clauses.append("status = ?")
+            params.append(status)
+        where = f"WHERE {' AND '.join(clauses)}" if clauses else ""
+        rows = self._rows(f"SELECT * FROM runs {where} ORDER BY started_at DESC, run_id "
+                          "LIMIT ?", [*params, limit])
+        return [_decode_run(r) for r in rows]
+
+    def tests(self, run_id: str) -> list[dict[str, Any]]:
+        """The run's test rows, by attempt then nodeid."""
+        return self._rows("SELECT * FROM tests WHERE run_id = ? ORDER BY attempt, nodeid",
+                          (run_id,))
+
+    def outcome_counts(self, run_id: str, attempt: int | None = None) -> dict[str, int]:
+        """{outcome: count} of a run (all attempts unless one is given)."""
+        sql = "SELECT outcome, count(*) FROM tests WHERE run_id = ?"
+        params: list[Any] = [run_id]
+        if attempt is not None:
+            sql += " AND attempt = ?"
+            params.append(attempt)
+        return dict(self.conn.execute(sql + " GROUP BY outcome", params).fetchall())
+
+    def metrics(self, run_id: str) -> list[dict[str, Any]]:
+        """The run's metric rows, each with its ``samples`` list, by attempt, nodeid, key."""
+        rows = self._rows("SELECT * FROM metrics WHERE run_id = ? "
+                          "ORDER BY attempt, nodeid, key", (run_id,))
+        return self._with_samples(rows)
+
+    def _with_samples(self, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        ids = [r["id"] for r in rows]
+        samples: dict[int, list[float]] = {i: [] for i in ids}
+        for chunk in range(0, len(ids), 500):
+            part = ids[chunk:chunk + 500]
+            for metric_id, value in self.conn.execute(
+                    f"SELECT metric_id, value FROM samples WHERE metric_id IN "
+                    f"({','.join('?' * len(part))}) ORDER BY metric_id, seq", part):
+                samples[metric_id].append(value)
+        for row in rows:
+            row["samples"] = samples[row["id"]]
+        return rows
+
+    def metric_series(self, suite: str, key: str, fingerprint: str | None, limit: int = 50,
+                      trusted_only: bool = True,
+                      exclude_run_id: str | None = None) -> list[dict[str, Any]]:
+        """The last `limit` values of one metric on one suite and hardware, NEWEST FIRST.
+
+        Only complete runs; with `trusted_only`, only trusted ones (baselines).
+        `fingerprint=None` matches any hardware; `exclude_run_id` leaves out the
+        run being judged. Each row: id (metric row id), run_id, attempt, commit,
+        branch, started_at, nodeid, unit, better, n, min_value, max_value, count,
+        median, trusted, samples (list of floats in recording order).
+        """
+        clauses = ["m.suite = ?", "m.key = ?", "r.status = 'complete'"]
+        params: list[Any] = [suite, key]
+        if fingerprint is not None:
+            clauses.append("m.fingerprint = ?")
+            params.append(fingerprint)
+        if trusted_only:
+            clauses.append("r.trusted = 1")
+        if exclude_run_id is not None:
+            clauses.append("m.run_id != ?")
+            params.append(exclude_run_id)
+        rows = self._rows(
+            "SELECT m.id, m.run_id, m.attempt, r.commit_sha AS \"commit\", r.branch, "
+            "m.started_at, m.nodeid, m.unit, m.better, m.n, m.min_value, m.max_value, "
+            "m.count, m.median, r.trusted, m.fingerprint "
+            "FROM metrics m JOIN runs r ON r.run_id = m.run_id "
+            f"WHERE {' AND '.join(clauses)} ORDER BY m.started_at DESC, m.id DESC LIMIT ?",
+            [*params, limit])
+        return self._with_samples(rows)
+
+    def file_durations(self, suite: str, fingerprint: str,
+                       limit: int = 15) -> dict[str, list[float]]:
+        """{path: [seconds, ...] newest first} of each file's total test time.
+
+        Over complete, trusted runs of `suite` on `fingerprint`, first attempts only,
+        counting a run for a file only when none of that file's tests failed or
+        errored (a crash cut short is not a duration). At most `limit` per file.
+        """
+        rows = self.conn.execute(
+            """
+            WITH per AS (
+                SELECT t.path, r.started_at, t.run_id, sum(t.duration) AS seconds,
+                       sum(t.outcome IN ('failed', 'error')) AS bad
+                FROM runs r JOIN tests t ON t.run_id = r.run_id AND t.attempt = 1
+                WHERE r.suite = ? AND r.fingerprint = ? AND r.status = 'complete'
+                      AND r.trusted = 1 AND t.path IS NOT NULL
+                GROUP BY t.run_id, t.path
+            ), ranked AS (
+                SELECT path, seconds, row_number() OVER (
+                    PARTITION BY path ORDER BY started_at DESC, run_id) AS rn
+                FROM per WHERE bad = 0
+            )
+            SELECT path, seconds FROM ranked WHERE rn <= ? ORDER BY path, rn
+            """, (suite, fingerprint, limit)).fetchall()
+        out: dict[str, list[float]] = {}
+        for path, seconds in rows:
+            out.setdefault(path, []).append(seconds)
+        return out
+
+    def plan_files(self, run_id: str) -> list[dict[str, Any]]:
+        """The files the runner planned for the run (labels decoded), by path."""
+        rows = self._rows("SELECT * FROM plan_files WHERE run_id = ? ORDER BY path", (run_id,))
+        for row in rows:
+            row["labels"] = json.loads(row["labels"]) if row["labels"] else []
+        return rows
+
+    def plan_gates(self, run_id: str) -> list[dict[str, Any]]:
+        """The gates declared in the run's plan (options decoded), in plan order."""
+        rows = self._rows("SELECT * FROM plan_gates WHERE run_id = ? ORDER BY id", (run_id,))
+        for row in rows:
+            row["options"] = json.loads(row["options"]) if row["options"] else {}
+        return rows
+
+    def verdicts(self, run_id: str, attempt: int | None = None) -> list[dict[str, Any]]:
+        """Saved verdict rows of a run (``detail`` decoded), by attempt then insertion."""
+        sql = "SELECT * FROM verdicts WHERE run_id = ?"
+        params: list[Any] = [run_id]
+        if attempt is not None:
+            sql += " AND attempt = ?"
+            params.append(attempt)
+        rows = self._rows(sql + " ORDER BY attempt, id", params)
+        for row in rows:
+            row["detail"] = json.loads(row["detail"]) if row["detail"] else None
+        return rows
+
+    def trust_log(self, run_id: str | None = None) -> list[dict[str, Any]]:
+        """Trust changes, oldest first (of one run, or all)."""
+        if run_id is None:
+            return self._rows("SELECT * FROM trust_log ORDER BY id")
+        return self._rows("SELECT * FROM trust_log WHERE run_id = ? ORDER BY id", (run_id,))
+
+    # ---------------------------------------------------------------- bundles
+
+    def export_run(self, run_id: str) -> dict[str, Any]:
+        """A run with all its rows, ids dropped (for merging and comparing)."""
+        runs = self._rows("SELECT * FROM runs WHERE run_id = ?", (run_id,))
+        if not runs:
+            raise HistoryError(f"{self.path}: no run {run_id}")
+        metrics = self.metrics(run_id)
+        return {
+            "run": runs[0],
+            "tests": [_drop(r, "id") for r in self.tests(run_id)],
+            "metrics": [_drop(r, "id") for r in metrics],
+            "plan_files": self._rows("SELECT * FROM plan_files WHERE run_id = ? ORDER BY path",
+                                     (run_id,)),
+            "plan_gates": [_drop(r, "id") for r in self._rows(
+                "SELECT * FROM plan_gates WHERE run_id = ? ORDER BY id", (run_id,))],
+            "verdicts": [_drop(r, "id") for r in self._rows(
+                "SELECT * FROM verdicts WHERE run_id = ? ORDER BY attempt, id", (run_id,))],
+            "trust_log": [_drop(r, "id") for r in self._rows(
+                "SELECT * FROM trust_log WHERE run_id = ? ORDER BY id", (run_id,))],
+        }
+
+    def run_ids(self) -> list[str]:
+        return [r[0] for r in self.conn.execute("SELECT run_id FROM runs ORDER BY started_at")]
+
+
+# ------------------------------------------------------------------- helpers
+
+
+def _check_file(path: Path, *, create: bool) -> None:
+    if not path.exists():
+        if not create:
+            raise HistoryError(f"{path}: no such history; check the path (--gates-history / "
+                               "GATES_HISTORY) or run a suite to create it")
+        return
+    if path.is_dir():
+        raise HistoryError(f"{path}: is a directory; point --gates-history at a file")
+    try:
+        with path.open("rb") as handle:
+            header = handle.read(len(_SQLITE_MAGIC))
+    except OSError as exc:
+        raise HistoryError(f"{path}: cannot read ({exc}); check its permissions") from exc
+    if header and header != _SQLITE_MAGIC:
+        raise HistoryError(f"{path}: not an SQLite database; move it away or point "
+                           "--gates-history at a history file")
+
+
+def _corrupt(path: Path, exc: BaseException) -> HistoryError:
+    if isinstance(exc, HistoryError):
+        return exc
+    return HistoryError(f"{path}: unreadable or corrupt SQLite file ({exc}); restore it from "
+                        "a backup or CI artifact, or move it away to start a new history")
+
+
+def _run_row(prov: Provenance, *, status: str, exit_status: int | None) -> dict[str, Any]:
+    return {
+        "run_id": prov.run_id, "suite": prov.suite,
+        "shard_index": prov.shard_index, "shard_count": prov.shard_count,
+        "status": status, "exit_status": exit_status,
+        "commit_sha": prov.commit, "branch": prov.branch, "ci_url": prov.ci_url,
+        "started_at": prov.started_at, "finished_at": prov.finished_at,
+        "host": prov.host, "python": prov.python, "fingerprint": prov.fingerprint,
+        "hardware": json.dumps(prov.hardware, sort_keys=True, default=str),
+        "trusted": 1, "trust_reason": None, "trust_changed_at": None,
+    }
+
+
+def _decode_run(row: dict[str, Any]) -> dict[str, Any]:
+    row["hardware"] = json.loads(row["hardware"]) if row.get("hardware") else {}
+    return row
+
+
+def _drop(row: dict[str, Any], *keys: str) -> dict[str, Any]:
+    return {k: v for k, v in row.items() if k not in keys}
+
+
+def _dedupe_tests(tests: Iterable[TestResult]) -> list[TestResult]:
+    # pytest can report one nodeid twice (e.g. a parametrize id collision); keep the last.
+    return list({t.nodeid: t for t in tests}.values())
+
+
+def _insert(conn: sqlite3.Connection, table: str, rows: list[dict[str, Any]],
+            verb: str = "INSERT") -> None:
+    if not rows:
+        return
+    columns = list(rows[0])
+    sql = (f"{verb} INTO {table} ({', '.join(_q(c) for c in columns)}) "
+           f"VALUES ({', '.join('?' * len(columns))})")
+    conn.executemany(sql, [tuple(r.get(c) for c in columns) for r in rows])
+
+
+def _insert_metrics(conn: sqlite3.Connection, metrics: list[dict[str, Any]]) -> None:
+    # Ids are assigned here: safe because we hold the write lock (BEGIN IMMEDIATE),
+    # and it saves one round trip per metric for lastrowid.
+    if not metrics:
+        return
+    first = (conn.execute("SELECT max(id) FROM metrics").fetchone()[0] or 0) + 1
+    rows, samples = [], []
+    for offset, metric in enumerate(metrics):
+        metric_id = first + offset
+        row = _drop(metric, "samples", "id")
+        row["id"] = metric_id
+        rows.append(row)
+        samples.extend((metric_id, seq, value) for seq, value in enumerate(metric["samples"]))
+    _insert(conn, "metrics", rows)
+    conn.executemany("INSERT INTO samples (metric_id, seq, value) VALUES (?, ?, ?)", samples)
+
+
+def _plan_rows(run_id: str, plan: Mapping[str, Any]) -> tuple[list[dict], list[dict]]:
+    files = [
+        {"run_id": run_id, "path": f.get("path"), "line": f.get("line"),
+         "est_time": f.get("est_time"), "expected": f.get("expected"),
+         "marker": f.get("marker"), "labels": json.dumps(f.get("labels") or [])}
+        for f in plan.get("files") or [] if isinstance(f, Mapping) and f.get("path")
+    ]
+    gates = [
+        {"run_id": run_id, "path": g.get("path"), "line": g.get("line"),
+         "metric_key": g.get("metric_key"),
+         "options": json.dumps(g.get("options") or {}, sort_keys=True)}
+        for g in plan.get("gates") or [] if isinstance(g, Mapping)
+    ]
+    return files, gates
+
+
+def _q(identifier: str) -> str:
+    return '"' + identifier.replace('"', '""') + '"'
+
+
+# ---------------------------------------------------------------------- merge
+
+# Trust is a judgement made after the fact, and verdicts are derived: neither
+# makes two copies of a run "different content".
+_VOLATILE_RUN_COLUMNS = ("trusted", "trust_reason", "trust_changed_at")
+
+
+def run_digest(bundle: Mapping[str, Any]) -> str:
+    """Content hash of an exported run, ignoring trust, verdicts and row ids."""
+    content = {
+        "run": _drop(dict(bundle["run"]), *_VOLATILE_RUN_COLUMNS),
+        "tests": bundle["tests"],
+        "metrics": bundle["metrics"],
+        "plan_files": bundle["plan_files"],
+        "plan_gates": bundle["plan_gates"],
+    }
+    blob = json.dumps(content, sort_keys=True, default=str, separators=(",", ":"))
+    return hashlib.sha256(blob.encode()).hexdigest()
+
+
+def _insert_bundle(conn: sqlite3.Connection, bundle: Mapping[str, Any]) -> None:
+    _insert(conn, "runs", [dict(bundle["run"])])
+    _insert(conn, "tests", list(bundle["tests"]))
+    _insert_metrics(conn, [dict(m) for m in bundle["metrics"]])
+    _insert(conn, "plan_files", list(bundle["plan_files"]))
+    _insert(conn, "plan_gates", list(bundle["plan_gates"]))
+    _insert(conn, "verdicts", list(bundle["verdicts"]))
+    _insert(conn, "trust_log", list(bundle["trust_log"]))
+
+
+def merge_histories(shards: Sequence[str | os.PathLike[str]],
+                    into: str | os.PathLike[str]) -> MergeReport:
+    """Fold shard history files into `into` (created if missing), idempotently.
+
+    A run already in `into` with the same content is left alone (so merging a
+    file twice changes nothing); a run id present with different content, in
+    `into` or in two shards, raises `MergeConflict` and nothing is written.
+    Shards are only read.
+    """
+    target = Path(into)
+    report = MergeReport(into=target)
+    pending: dict[str, tuple[str, dict[str, Any], str]] = {}  # run_id -> (shard, bundle, digest)
+    with History(target) as history:
+        for shard in shards:
+            shard_path = Path(shard)
+            if shard_path.exists() and target.exists() and shard_path.samefile(target):
+                raise HistoryError(f"{shard_path}: is the merge target itself; pass shard "
+                                   "files other than --into")
+            with History(shard_path, create=False, readonly=True) as source:
+                for run_id in source.run_ids():
+                    bundle = source.export_run(run_id)
+                    digest = run_digest(bundle)
+                    if run_id in pending:
+                        other_shard, _, other_digest = pending[run_id]
+                        if other_digest != digest:
+                            raise MergeConflict(
+                                f"{shard_path}: run {run_id} differs from the same run in "
+                                f"{other_shard}; merge the shards separately or drop one")
+                        continue
+                    pending[run_id] = (str(shard_path), bundle, digest)
+            report.per_shard.setdefault(str(shard_path), 0)
+
+        def write() -> None:
+            # Reset: a retry after "database is locked" runs this again.
+            report.added.clear()
+            report.unchanged.clear()
+            report.per_shard.update(dict.fromkeys(report.per_shard, 0))
+            for run_id, (shard_name, bundle, digest) in pending.items():
+                if history._run_suite(run_id) is not None:
+                    if run_digest(history.export_run(run_id)) != digest:
+                        raise MergeConflict(
+                            f"{shard_name}: run {run_id} exists in {target} with different "
+                            "content; refusing to overwrite (inspect both, then merge the "
+                            "shard into a fresh file)")
+                    report.unchanged.append(run_id)
+                    continue
+                _insert_bundle(history.conn, bundle)
+                report.added.append(run_id)
+                report.per_shard[shard_name] += 1
+
+        history._write(write)
+    return report
