@@ -15,7 +15,7 @@ process killed in between leaves an ``incomplete`` run, which is never a baselin
 Tables (browse them with ``sqlite-utils tables history.db --counts``):
 
 - ``runs``: one row per run id: suite, shard_index/shard_count, status,
-  exit_status, commit_sha, branch, ci_url, started_at/finished_at (UTC ISO), host,
+  exit_status, confirm_of (the run a confirm-on-trip rerun re-checks), commit_sha, branch, ci_url, started_at/finished_at (UTC ISO), host,
   python, fingerprint (hardware key that baselines match on), hardware (JSON),
   trusted (1/0), trust_reason, trust_changed_at.
 - ``tests``: one row per test and attempt: run_id, attempt, nodeid, path (relative
@@ -91,7 +91,7 @@ def _m001_initial(db: Database) -> None:
     db["runs"].create(
         {
             "run_id": str, "suite": str, "shard_index": int, "shard_count": int,
-            "status": str, "exit_status": int,
+            "status": str, "exit_status": int, "confirm_of": str,
             "commit_sha": str, "branch": str, "ci_url": str,
             "started_at": str, "finished_at": str, "host": str, "python": str,
             "fingerprint": str, "hardware": str,
@@ -612,7 +612,8 @@ class History:
         `fingerprint=None` matches any hardware; `exclude_run_id` leaves out the
         run being judged. Each row: id (metric row id), run_id, attempt, commit,
         branch, started_at, nodeid, unit, better, n, min_value, max_value, count,
-        median, trusted, samples (list of floats in recording order).
+        median, trusted, fingerprint, confirm_of (run id this run re-checked, when
+        it is a confirm-on-trip rerun), samples (list of floats in recording order).
         """
         clauses = ["m.suite = ?", "m.key = ?", "r.status = 'complete'"]
         params: list[Any] = [suite, key]
@@ -627,7 +628,7 @@ class History:
         rows = self._rows(
             "SELECT m.id, m.run_id, m.attempt, r.commit_sha AS \"commit\", r.branch, "
             "m.started_at, m.nodeid, m.unit, m.better, m.n, m.min_value, m.max_value, "
-            "m.count, m.median, r.trusted, m.fingerprint "
+            "m.count, m.median, r.trusted, m.fingerprint, r.confirm_of "
             "FROM metrics m JOIN runs r ON r.run_id = m.run_id "
             f"WHERE {' AND '.join(clauses)} ORDER BY m.started_at DESC, m.id DESC LIMIT ?",
             [*params, limit])
@@ -752,7 +753,7 @@ def _run_row(prov: Provenance, *, status: str, exit_status: int | None) -> dict[
     return {
         "run_id": prov.run_id, "suite": prov.suite,
         "shard_index": prov.shard_index, "shard_count": prov.shard_count,
-        "status": status, "exit_status": exit_status,
+        "status": status, "exit_status": exit_status, "confirm_of": prov.confirm_of,
         "commit_sha": prov.commit, "branch": prov.branch, "ci_url": prov.ci_url,
         "started_at": prov.started_at, "finished_at": prov.finished_at,
         "host": prov.host, "python": prov.python, "fingerprint": prov.fingerprint,

@@ -66,6 +66,7 @@ class Provenance:
     python: str = field(default_factory=platform.python_version)
     fingerprint: str = "cpu"
     hardware: dict[str, Any] = field(default_factory=dict)
+    confirm_of: str | None = None  # run id re-checked by this confirm-on-trip run
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -1,0 +1,365 @@
+"""pytest plugin: the `metrics` fixture and recording of every outcome into the history.
+
+Registered through the ``pytest11`` entry point, so it is loaded in every pytest
+run; it records only when ``--gates-suite`` is given. Without it the fixture still
+validates each `record` call (a bad metric fails the test either way) and stores
+nothing. Heavy imports (sqlite-utils, which pulls numpy) happen only when recording.
+
+Options (group "gates"): ``--gates-suite NAME``, ``--gates-shard I/N``,
+``--gates-run-id ID``, ``--gates-plan PATH`` and ``--gates-history PATH``
+(env ``GATES_HISTORY``, default ``history.db`` in the rootdir).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+from gates.metrics import Metric, MetricBook, validate_metric
+
+if TYPE_CHECKING:
+    from gates.history import History, TestResult
+    from gates.provenance import Provenance
+
+__all__ = ["ERROR_CHARS", "GatesOptions", "MetricsRecorder", "metrics", "parse_options"]
+
+ERROR_CHARS = 2000  # the tail of a traceback holds the assertion; keep that much
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
+_SHARD = re.compile(r"^\s*(\d+)\s*/\s*(\d+)\s*$")
+_OPTIONS_KEY = pytest.StashKey["GatesOptions"]()
+_BOOK_KEY = pytest.StashKey[MetricBook]()
+
+
+# ------------------------------------------------------------------ options
+
+
+@dataclass(frozen=True)
+class GatesOptions:
+    """The validated ``--gates-*`` options of a session."""
+
+    history: Path
+    suite: str | None = None
+    shard: tuple[int, int] = (1, 1)
+    run_id: str | None = None
+    plan: dict[str, Any] | None = None
+    plan_path: Path | None = None
+
+    @property
+    def recording(self) -> bool:
+        return self.suite is not None
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("gates", "metric history (gates)")
+    group.addoption("--gates-suite", metavar="NAME", default=None,
+                    help="record this run into the history under suite NAME (enables recording)")
+    group.addoption("--gates-shard", metavar="I/N", default=None,
+                    help="which shard of the suite this run is (default 1/1)")
+    group.addoption("--gates-run-id", metavar="ID", default=None,
+                    help="run id to record under (default: the plan's, else a fresh uuid4 hex)")
+    group.addoption("--gates-plan", metavar="PATH", default=None,
+                    help="plan JSON written by the suite runner (planned files and gates)")
+    group.addoption("--gates-history", metavar="PATH", default=None,
+                    help="history file (default: $GATES_HISTORY, else history.db in the rootdir)")
+
+
+def _usage(option: str, value: object, what: str) -> pytest.UsageError:
+    return pytest.UsageError(f"{option} {value!r}: {what}")
+
+
+def parse_options(
+    *,
+    suite: str | None,
+    shard: str | None,
+    run_id: str | None,
+    plan_path: str | None,
+    history: str | None,
+    rootdir: Path,
+    env: dict[str, str] | os._Environ[str],
+) -> GatesOptions:
+    """Validate raw option values; raise `pytest.UsageError` naming the bad value."""
+    if suite is not None and not _NAME.match(suite):
+        raise _usage("--gates-suite", suite, "use letters, digits and . _ - (e.g. base-b-1gpu)")
+    shard_t = (1, 1)
+    if shard is not None:
+        match = _SHARD.match(shard)
+        if not match or not 1 <= int(match[1]) <= int(match[2]):
+            raise _usage("--gates-shard", shard, "expected I/N with 1 <= I <= N, e.g. 2/4")
+        shard_t = (int(match[1]), int(match[2]))
+    if run_id is not None and not _NAME.match(run_id):
+        raise _usage("--gates-run-id", run_id,
+                     "use at most 128 letters, digits and . _ - (e.g. a uuid4 hex)")
+    plan = None
+    if plan_path is not None:
+        try:
+            plan = json.loads(Path(plan_path).read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+            raise _usage("--gates-plan", plan_path, f"cannot read the plan JSON ({exc})") from None
+        if not isinstance(plan, dict) or not isinstance(plan.get("files", []), list) \
+                or not isinstance(plan.get("gates", []), list):
+            raise _usage("--gates-plan", plan_path,
+                         "not a plan (a JSON object with 'files' and 'gates' lists)")
+        if suite is not None and plan.get("suite") not in (None, suite):
+            raise _usage("--gates-plan", plan_path,
+                         f"is for suite {plan.get('suite')!r}, not --gates-suite {suite!r}")
+        plan_run = plan.get("run_id")
+        if run_id is not None and plan_run not in (None, run_id):
+            raise _usage("--gates-plan", plan_path,
+                         f"is for run {plan_run!r}, not --gates-run-id {run_id!r}")
+        if run_id is None and isinstance(plan_run, str):
+            if not _NAME.match(plan_run):
+                raise _usage("--gates-plan", plan_path, f"has an invalid run_id {plan_run!r}")
+            run_id = plan_run
+        if shard is None and isinstance(plan.get("shard"), list) and len(plan["shard"]) == 2:
+            shard_t = (int(plan["shard"][0]), int(plan["shard"][1]))
+    history_value = history or env.get("GATES_HISTORY") or None
+    history_path = Path(history_value) if history_value else rootdir / "history.db"
+    if history_path.is_dir():
+        source = "--gates-history" if history else "GATES_HISTORY"
+        raise _usage(source, str(history_path), "is a directory; give a file path")
+    return GatesOptions(history=history_path, suite=suite, shard=shard_t, run_id=run_id,
+                        plan=plan, plan_path=Path(plan_path) if plan_path else None)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    options = parse_options(
+        suite=config.getoption("--gates-suite"),
+        shard=config.getoption("--gates-shard"),
+        run_id=config.getoption("--gates-run-id"),
+        plan_path=config.getoption("--gates-plan"),
+        history=config.getoption("--gates-history"),
+        rootdir=config.rootpath,
+        env=os.environ,
+    )
+    config.stash[_OPTIONS_KEY] = options
+    if not options.recording or hasattr(config, "workerinput") \
+            or config.option.collectonly or config.option.help:
+        return  # nothing will run: recording would only add an empty run
+    if getattr(config.option, "numprocesses", None):
+        raise pytest.UsageError("--gates-suite cannot record under pytest-xdist (-n); "
+                                "run each shard as its own process with --gates-shard")
+    recorder = _Recorder(config, options)
+    recorder.start()
+    config.pluginmanager.register(recorder, "gates-recorder")
+
+
+def pytest_report_header(config: pytest.Config) -> list[str]:
+    options = config.stash.get(_OPTIONS_KEY, None)
+    if options is None:
+        return []
+    if not options.recording:
+        return [f"gates: recording off (no --gates-suite); history {options.history}"]
+    recorder = config.pluginmanager.get_plugin("gates-recorder")
+    run_id = recorder.provenance.run_id if recorder else options.run_id
+    fingerprint = recorder.provenance.fingerprint if recorder else "?"
+    i, n = options.shard
+    return [f"gates: history {options.history}, suite {options.suite}, shard {i}/{n}, "
+            f"run {run_id}, hardware {fingerprint}"]
+
+
+# ------------------------------------------------------------------ fixture
+
+
+class MetricsRecorder:
+    """What a test gets as ``metrics``: call `record` once or more per key."""
+
+    def __init__(self, book: MetricBook) -> None:
+        self._book = book
+
+    def record(self, key: str, values: Any, *, unit: str, better: str, n: int | None = None,
+               min_value: float | None = None, max_value: float | None = None) -> Metric:
+        """Record one value or several samples of metric `key` for this test.
+
+        Raises `gates.MetricError` on bad input; nothing of that call is stored.
+        Returns the metric as stored so far (samples of earlier calls included).
+        """
+        metric = validate_metric(key, values, unit=unit, better=better, n=n,
+                                 min_value=min_value, max_value=max_value)
+        return self._book.add(metric)
+
+    def __getitem__(self, key: str) -> Metric:
+        return self._book.metrics[key]
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._book.metrics
+
+    def __iter__(self) -> Iterator[Metric]:
+        return iter(self._book)
+
+    def __len__(self) -> int:
+        return len(self._book)
+
+
+@pytest.fixture
+def metrics(request: pytest.FixtureRequest) -> MetricsRecorder:
+    """Record metrics of this test: ``metrics.record(key, values, unit=..., better=...)``."""
+    book = request.node.stash.setdefault(_BOOK_KEY, MetricBook())
+    return MetricsRecorder(book)
+
+
+# ----------------------------------------------------------------- recording
+
+
+@dataclass
+class _TestState:
+    nodeid: str
+    path: str
+    outcome: str | None = None  # None until a phase decides it
+    duration: float = 0.0
+    skip_reason: str | None = None
+    errors: list[str] = field(default_factory=list)
+
+
+def _skip_reason(report: pytest.TestReport | pytest.CollectReport) -> str | None:
+    longrepr = report.longrepr
+    if isinstance(longrepr, tuple) and len(longrepr) == 3:
+        reason = str(longrepr[2])
+        return reason.removeprefix("Skipped: ")
+    return str(longrepr) if longrepr else None
+
+
+def _error_text(report: pytest.TestReport | pytest.CollectReport) -> str:
+    text = report.longreprtext or ""
+    return text[-ERROR_CHARS:]
+
+
+def outcome_of(when: str, report_outcome: str, wasxfail: bool) -> str | None:
+    """Map one phase report to a test outcome; None when the phase changes nothing.
+
+    Pure: setup/teardown failures are ``error``, a failing call is ``failed``, a
+    skip is ``skipped`` (``xfailed`` when expected), a passing call is
+    ``passed`` (``xpassed`` when a failure was expected).
+    """
+    if report_outcome == "failed":
+        return "failed" if when == "call" else "error"
+    if report_outcome == "skipped":
+        return "xfailed" if wasxfail else "skipped"
+    if when == "call":
+        return "xpassed" if wasxfail else "passed"
+    return None
+
+
+class _Recorder:
+    """Collects a session's outcomes and metrics and writes them as one run."""
+
+    def __init__(self, config: pytest.Config, options: GatesOptions) -> None:
+        from gates.history import HistoryError, open_history
+        from gates.provenance import collect_provenance
+
+        self.config = config
+        self.options = options
+        self.states: dict[str, _TestState] = {}
+        self.metrics: list[tuple[str, Metric]] = []
+        self.written: str | None = None
+        self.problem: str | None = None
+        assert options.suite is not None
+        self.provenance: Provenance = collect_provenance(
+            options.suite, run_id=options.run_id, shard=options.shard, root=config.rootpath)
+        if options.plan:
+            confirm_of = options.plan.get("confirm_of")
+            self.provenance.confirm_of = confirm_of if isinstance(confirm_of, str) else None
+        try:
+            self.history: History = open_history(options.history)
+        except HistoryError as exc:
+            raise pytest.UsageError(str(exc)) from None
+        self._history_error = HistoryError
+
+    def start(self) -> None:
+        try:
+            self.history.start_run(self.provenance)
+        except self._history_error as exc:
+            self.history.close()
+            raise pytest.UsageError(str(exc)) from None
+
+    def _state(self, nodeid: str) -> _TestState:
+        state = self.states.get(nodeid)
+        if state is None:
+            state = self.states[nodeid] = _TestState(nodeid, nodeid.split("::", 1)[0])
+        return state
+
+    @pytest.hookimpl
+    def pytest_collectreport(self, report: pytest.CollectReport) -> None:
+        if report.failed:
+            # A file that fails to import counts against that file (and its durations).
+            state = self._state(report.nodeid or "<collection>")
+            state.outcome = "error"
+            state.errors.append(_error_text(report))
+
+    @pytest.hookimpl
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        state = self._state(report.nodeid)
+        state.duration += report.duration
+        outcome = outcome_of(report.when, report.outcome, hasattr(report, "wasxfail"))
+        if outcome is None:
+            return
+        if report.when == "teardown":
+            # A teardown error turns a pass into an error but keeps "failed" informative.
+            if state.outcome not in ("failed", "error"):
+                state.outcome = "error"
+            state.errors.append(_error_text(report))
+            return
+        state.outcome = outcome
+        if outcome == "skipped":
+            state.skip_reason = _skip_reason(report)
+        elif outcome in ("xfailed", "xpassed"):
+            state.skip_reason = str(getattr(report, "wasxfail", "")) or None
+        elif outcome in ("failed", "error"):
+            state.errors.append(_error_text(report))
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_teardown(self, item: pytest.Item) -> Iterator[None]:
+        try:
+            return (yield)
+        finally:
+            self._take_metrics(item)
+
+    def _take_metrics(self, item: pytest.Item) -> None:
+        # Read the book after fixtures tore down, so nothing recorded late is lost.
+        book = item.stash.get(_BOOK_KEY, None)
+        if book:
+            self.metrics.extend((item.nodeid, m) for m in book)
+
+    def results(self) -> list[TestResult]:
+        from gates.history import TestResult
+
+        out = []
+        for s in self.states.values():
+            errors = s.errors if s.outcome else [*s.errors, "test did not finish (no call phase)"]
+            error = "\n".join(errors)[-ERROR_CHARS:] if errors else None
+            out.append(TestResult(s.nodeid, s.path, s.outcome or "error", round(s.duration, 6),
+                                  s.skip_reason, error))
+        return out
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
+        from gates.history import RunRecord
+        from gates.provenance import utc_now
+
+        self.provenance.finished_at = utc_now()
+        record = RunRecord(self.provenance, self.results(), self.metrics,
+                           self.options.plan, int(exitstatus))
+        try:
+            self.history.record_run(record)
+            self.written = self.provenance.run_id
+        except self._history_error as exc:
+            # The run happened but is not in history: nothing can gate it, so fail.
+            self.problem = str(exc)
+            session.exitstatus = pytest.ExitCode.INTERNAL_ERROR
+
+    def pytest_terminal_summary(self, terminalreporter: Any) -> None:
+        if self.problem:
+            terminalreporter.write_line(f"gates: run NOT recorded: {self.problem}", red=True)
+        elif self.written:
+            terminalreporter.write_line(
+                f"gates: recorded run {self.written} ({len(self.states)} tests, "
+                f"{len(self.metrics)} metrics) in {self.options.history}")
+
+    def pytest_unconfigure(self, config: pytest.Config) -> None:
+        self.history.close()
