@@ -1,0 +1,333 @@
+"""gates.history: the SQLite store, its schema guard, trust, verdicts and merge."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from gates.history import (
+    SCHEMA_VERSION,
+    History,
+    HistoryError,
+    MergeConflict,
+    RunRecord,
+    TestResult,
+    merge_histories,
+    open_history,
+)
+from gates.metrics import validate_metric
+from gates.provenance import Provenance
+
+PLAN = {
+    "suite": "s", "shard": [1, 1],
+    "files": [{"path": "suites/a/test_a.py", "line": 3, "est_time": 120, "expected": 131.5,
+               "marker": "register_cuda_ci", "labels": ["x"]}],
+    "gates": [{"path": "suites/a/test_a.py", "line": 5, "metric_key": "k",
+               "options": {"better": "lower", "level": 0.05}}],
+}
+
+
+def prov(i: int, *, suite="s", fp="gpu-a", commit=None, run_id=None) -> Provenance:
+    return Provenance(
+        run_id=run_id or f"run{i:03d}", suite=suite, commit=commit or f"{i:07d}abcdef",
+        branch="main", started_at=f"2026-01-01T00:{i // 60:02d}:{i % 60:02d}+00:00",
+        fingerprint=fp, hardware={"gpus": [{"name": "A"}]} if fp != "cpu" else {},
+    )
+
+
+def record(h: History, i: int, *, samples=(1.0, 2.0, 3.0), outcome="passed", duration=1.0,
+           key="k", plan=None, start=True, **kw) -> Provenance:
+    p = prov(i, **kw)
+    if start:
+        h.start_run(p)
+    nodeid = "suites/a/test_a.py::test_x"
+    tests = [TestResult(nodeid, "suites/a/test_a.py", outcome, duration),
+             TestResult("suites/b/test_b.py::test_y", "suites/b/test_b.py", "passed", 2.0)]
+    metric = validate_metric(key, list(samples), unit="s", better="lower")
+    h.record_run(RunRecord(p, tests, [(nodeid, metric)], plan, 0))
+    return p
+
+
+@pytest.fixture
+def h(tmp_path: Path):
+    with open_history(tmp_path / "history.db") as history:
+        yield history
+
+
+def test_new_file_gets_schema_wal_and_tables(tmp_path):
+    path = tmp_path / "sub" / "history.db"
+    with open_history(path) as h:
+        assert h.schema_version == SCHEMA_VERSION
+        assert h.conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+        tables = set(h.db.table_names())
+    assert {"runs", "tests", "metrics", "samples", "plan_files", "plan_gates", "verdicts",
+            "trust_log", "_sqlite_migrations"} <= tables
+    with open_history(path) as h:  # reopening migrates nothing and keeps data
+        assert h.schema_version == SCHEMA_VERSION
+
+
+def test_run_roundtrip(h):
+    p = record(h, 1, plan=PLAN)
+    run = h.run(p.run_id)
+    assert run["status"] == "complete" and run["exit_status"] == 0
+    assert run["finished_at"] and run["hardware"] == {"gpus": [{"name": "A"}]}
+    assert run["trusted"] == 1 and run["commit_sha"] == p.commit
+    tests = h.tests(p.run_id)
+    assert [(t["nodeid"], t["outcome"], t["attempt"]) for t in tests] == [
+        ("suites/a/test_a.py::test_x", "passed", 1), ("suites/b/test_b.py::test_y", "passed", 1)]
+    [metric] = h.metrics(p.run_id)
+    assert metric["samples"] == [1.0, 2.0, 3.0]
+    assert (metric["median"], metric["count"], metric["unit"], metric["better"]) == (
+        2.0, 3, "s", "lower")
+    assert h.plan_files(p.run_id)[0]["est_time"] == 120
+    assert h.plan_files(p.run_id)[0]["labels"] == ["x"]
+    assert h.plan_gates(p.run_id)[0]["options"] == {"better": "lower", "level": 0.05}
+    assert h.outcome_counts(p.run_id) == {"passed": 2}
+
+
+def test_started_run_is_incomplete_and_never_a_baseline(h):
+    p = prov(1)
+    h.start_run(p)
+    assert h.run(p.run_id)["status"] == "incomplete"
+    record(h, 2)
+    assert [r["run_id"] for r in h.metric_series("s", "k", "gpu-a")] == ["run002"]
+    assert h.file_durations("s", "gpu-a") == {"suites/a/test_a.py": [1.0],
+                                             "suites/b/test_b.py": [2.0]}
+
+
+def test_same_run_id_twice_is_a_second_attempt(h):
+    record(h, 1)
+    record(h, 1, samples=[9.0], start=False)
+    attempts = sorted({t["attempt"] for t in h.tests("run001")})
+    assert attempts == [1, 2]
+    assert [m["attempt"] for m in h.metrics("run001")] == [1, 2]
+
+
+def test_run_id_of_another_suite_is_refused(h):
+    record(h, 1)
+    with pytest.raises(HistoryError, match="already belongs to suite 's'"):
+        h.start_run(prov(1, suite="other"))
+
+
+def test_bad_outcome_refused_and_nothing_written(h):
+    p = prov(1)
+    with pytest.raises(HistoryError, match="outcome"):
+        h.record_run(RunRecord(p, [TestResult("t::x", "t", "exploded")]))
+    assert h.run(p.run_id) is None
+
+
+def test_metric_series_newest_first_filtered(h):
+    for i in range(1, 8):
+        record(h, i, samples=[float(i)])
+    record(h, 8, fp="gpu-b")
+    record(h, 9, suite="other")
+    record(h, 10, key="other-key")
+    series = h.metric_series("s", "k", "gpu-a", limit=5)
+    assert [r["run_id"] for r in series] == ["run007", "run006", "run005", "run004", "run003"]
+    assert series[0]["samples"] == [7.0] and series[0]["commit"] == prov(7).commit
+    assert {"run_id", "commit", "started_at", "samples", "n", "unit", "better",
+            "nodeid"} <= set(series[0])
+    assert [r["run_id"] for r in h.metric_series("s", "k", "gpu-a", exclude_run_id="run007",
+                                                 limit=1)] == ["run006"]
+    assert len(h.metric_series("s", "k", None, limit=100)) == 8
+
+
+def test_untrusted_runs_are_not_baselines_but_stay(h):
+    for i in range(1, 4):
+        record(h, i, commit=f"deadbee{i}" if i == 2 else None)
+    changed = h.set_trust(commit="deadbee2", trusted=False, reason="broken runner")
+    assert changed == ["run002"]
+    assert [r["run_id"] for r in h.metric_series("s", "k", "gpu-a")] == ["run003", "run001"]
+    assert len(h.metric_series("s", "k", "gpu-a", trusted_only=False)) == 3
+    assert "suites/a/test_a.py" in h.file_durations("s", "gpu-a")
+    assert len(h.file_durations("s", "gpu-a")["suites/a/test_a.py"]) == 2
+    assert h.run("run002")["trust_reason"] == "broken runner"
+    h.set_trust(run_ids=["run002"], trusted=True, reason="runner fixed")
+    assert len(h.metric_series("s", "k", "gpu-a")) == 3
+    assert [(e["run_id"], e["trusted"]) for e in h.trust_log()] == [
+        ("run002", 0), ("run002", 1)]
+
+
+def test_set_trust_errors(h):
+    record(h, 1)
+    with pytest.raises(HistoryError, match="run ids or a commit"):
+        h.set_trust(reason="x")
+    with pytest.raises(HistoryError, match="reason"):
+        h.set_trust(run_ids=["run001"], reason=" ")
+    with pytest.raises(HistoryError, match="nope"):
+        h.set_trust(run_ids=["run001", "nope"], reason="x")
+    with pytest.raises(HistoryError, match="too short"):
+        h.set_trust(commit="abc", reason="x")
+    assert h.run("run001")["trusted"] == 1  # the failed call changed nothing
+
+
+def test_file_durations_skip_failing_runs_and_limit(h):
+    for i in range(1, 6):
+        record(h, i, duration=float(i), outcome="failed" if i == 4 else "passed")
+    durations = h.file_durations("s", "gpu-a", limit=3)
+    assert durations["suites/a/test_a.py"] == [5.0, 3.0, 2.0]
+    assert durations["suites/b/test_b.py"] == [2.0, 2.0, 2.0]
+    assert h.file_durations("s", "gpu-b") == {}
+
+
+def test_file_durations_sum_tests_of_a_file(h):
+    p = prov(1)
+    tests = [TestResult(f"f.py::t{i}", "f.py", "passed", 0.5) for i in range(4)]
+    tests.append(TestResult("f.py::skip", "f.py", "skipped", 0.0, skip_reason="no gpu"))
+    h.record_run(RunRecord(p, tests))
+    assert h.file_durations("s", "gpu-a") == {"f.py": [2.0]}
+
+
+def test_verdicts_roundtrip_and_replace(h):
+    record(h, 1)
+    rows = [{"key": "k", "nodeid": "n", "verdict": "regression", "baseline": 1.0, "new": 1.2,
+             "rel_change": 0.2, "p_value": 0.01, "q_value": 0.02, "mode": "enforce",
+             "detail": {"method": "mwu"}, "window": 30}]
+    assert h.save_verdicts("run001", rows) == 1
+    [v] = h.verdicts("run001")
+    assert v["verdict"] == "regression" and v["attempt"] == 1
+    assert v["detail"] == {"method": "mwu", "window": 30}
+    h.save_verdicts("run001", [{"key": "k", "verdict": "pass"}])
+    assert [v["verdict"] for v in h.verdicts("run001")] == ["pass"]
+    h.save_verdicts("run001", [{"key": "k", "verdict": "pass", "attempt": 2}])
+    assert [v["attempt"] for v in h.verdicts("run001")] == [1, 2]
+    with pytest.raises(HistoryError, match="no run"):
+        h.save_verdicts("missing", [{"key": "k", "verdict": "pass"}])
+    with pytest.raises(HistoryError, match="key or verdict"):
+        h.save_verdicts("run001", [{"key": "k"}])
+
+
+# ------------------------------------------------------------ bad files
+
+
+def test_not_sqlite_is_refused_and_untouched(tmp_path):
+    path = tmp_path / "history.db"
+    path.write_text("this is a CSV, not a database\n" * 10)
+    before = path.read_bytes()
+    with pytest.raises(HistoryError, match=r"history\.db: not an SQLite database; move it"):
+        open_history(path)
+    assert path.read_bytes() == before
+
+
+def test_corrupt_is_refused_and_untouched(tmp_path):
+    path = tmp_path / "history.db"
+    with open_history(path) as h:
+        record(h, 1)
+    data = bytearray(path.read_bytes())
+    data[100:] = b"\xff" * (len(data) - 100)  # keep the magic header, wreck every page
+    path.write_bytes(bytes(data))
+    with pytest.raises(HistoryError, match="corrupt") as info:
+        open_history(path)
+    assert "\n" not in str(info.value) and str(path) in str(info.value)
+    assert path.read_bytes() == bytes(data)
+
+
+def test_newer_schema_is_refused_and_untouched(tmp_path):
+    path = tmp_path / "history.db"
+    with open_history(path) as h:
+        record(h, 1)
+        h.conn.execute("INSERT INTO _sqlite_migrations (migration_set, name, applied_at) "
+                       "VALUES ('gates-history', 'm099_from_the_future', 'x')")
+        h.conn.commit()
+    before = path.read_bytes()
+    with pytest.raises(HistoryError, match="newer gates.*m099_from_the_future.*upgrade"):
+        open_history(path)
+    assert path.read_bytes() == before
+
+
+def test_foreign_sqlite_database_is_refused(tmp_path):
+    path = tmp_path / "other.db"
+    conn = sqlite3.connect(path)
+    conn.execute("CREATE TABLE runs (x)")
+    conn.commit()
+    conn.close()
+    with pytest.raises(HistoryError, match="not a gates history"):
+        open_history(path)
+    assert sqlite3.connect(path).execute(
+        "SELECT name FROM sqlite_master").fetchall() == [("runs",)]
+
+
+def test_missing_directory_and_readonly(tmp_path):
+    with pytest.raises(HistoryError, match="no such history"):
+        open_history(tmp_path / "nope.db", create=False)
+    assert not (tmp_path / "nope.db").exists()
+    with pytest.raises(HistoryError, match="is a directory"):
+        open_history(tmp_path)
+    with open_history(tmp_path / "h.db") as h:
+        record(h, 1)
+    with open_history(tmp_path / "h.db", readonly=True) as ro:
+        assert ro.run("run001")["status"] == "complete"
+        with pytest.raises(HistoryError, match="read-only"):
+            ro.set_trust(run_ids=["run001"], reason="x")
+
+
+# ----------------------------------------------------------------- merge
+
+
+def shard(tmp_path: Path, name: str, *runs: int, **kw) -> Path:
+    path = tmp_path / name
+    with open_history(path) as h:
+        for i in runs:
+            record(h, i, plan=PLAN, **kw)
+        h.save_verdicts(f"run{runs[0]:03d}", [{"key": "k", "verdict": "pass"}])
+    return path
+
+
+def test_merge_is_idempotent(tmp_path):
+    a = shard(tmp_path, "a.db", 1, 2)
+    b = shard(tmp_path, "b.db", 3)
+    into = tmp_path / "history.db"
+    report = merge_histories([a, b], into)
+    assert sorted(report.added) == ["run001", "run002", "run003"]
+    assert report.per_shard == {str(a): 2, str(b): 1}
+    with open_history(into) as h:
+        snapshot = {r: h.export_run(r) for r in h.run_ids()}
+        assert h.metrics("run003")[0]["samples"] == [1.0, 2.0, 3.0]
+        assert len(h.verdicts("run001")) == 1
+        assert h.plan_files("run002")[0]["path"] == "suites/a/test_a.py"
+    again = merge_histories([a, b, a], into)
+    assert again.added == [] and sorted(again.unchanged) == ["run001", "run002", "run003"]
+    with open_history(into) as h:
+        assert {r: h.export_run(r) for r in h.run_ids()} == snapshot
+        assert h.db["samples"].count == 9
+
+
+def test_merge_after_trust_change_is_not_a_conflict(tmp_path):
+    a = shard(tmp_path, "a.db", 1)
+    into = tmp_path / "history.db"
+    merge_histories([a], into)
+    with open_history(into) as h:
+        h.set_trust(run_ids=["run001"], reason="bad commit")
+    assert merge_histories([a], into).unchanged == ["run001"]
+    with open_history(into) as h:
+        assert h.run("run001")["trusted"] == 0
+
+
+def test_merge_conflict_with_target_writes_nothing(tmp_path):
+    into = tmp_path / "history.db"
+    merge_histories([shard(tmp_path, "a.db", 1)], into)
+    other = shard(tmp_path, "b.db", 1, 2, samples=(5.0,))  # run001 with other samples
+    with pytest.raises(MergeConflict, match="run001 exists in .* different content"):
+        merge_histories([other], into)
+    with open_history(into) as h:
+        assert h.run_ids() == ["run001"] and h.metrics("run001")[0]["samples"] == [1.0, 2.0, 3.0]
+
+
+def test_merge_conflict_between_shards(tmp_path):
+    a = shard(tmp_path, "a.db", 1)
+    b = shard(tmp_path, "b.db", 1, samples=(5.0,))
+    into = tmp_path / "history.db"
+    with pytest.raises(MergeConflict, match="differs from the same run"):
+        merge_histories([a, b], into)
+    with open_history(into) as h:
+        assert h.run_ids() == []
+
+
+def test_merge_refuses_target_as_shard_and_missing_shard(tmp_path):
+    a = shard(tmp_path, "a.db", 1)
+    with pytest.raises(HistoryError, match="merge target itself"):
+        merge_histories([a], a)
+    with pytest.raises(HistoryError, match="no such history"):
+        merge_histories([tmp_path / "missing.db"], tmp_path / "h.db")
