@@ -211,7 +211,9 @@ def stream_request(
                 result.error = "stream ended without [DONE]"
                 return result
     except (requests.RequestException, ValueError) as exc:
-        result.error = f"{type(exc).__name__}: {exc}"
+        # A read timeout mid-stream surfaces as a ConnectionError from iter_content.
+        timed_out = isinstance(exc, requests.Timeout) or "timed out" in str(exc)
+        result.error = f"{'timeout' if timed_out else type(exc).__name__}: {exc}"
         return result
     result.e2e_s = time.perf_counter() - start
     result.text = "".join(texts)

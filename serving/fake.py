@@ -102,12 +102,17 @@ def _handler(opts: FakeOptions, born: float) -> type[BaseHTTPRequestHandler]:
     return Handler
 
 
+class _QuietServer(ThreadingHTTPServer):
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        pass  # clients that hang up mid-stream (timeout tests) are expected
+
+
 class FakeServer:
     """The fake in a background thread on 127.0.0.1; use as a context manager."""
 
     def __init__(self, opts: FakeOptions | None = None, port: int = 0) -> None:
         self.opts = opts or FakeOptions()
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", port), _handler(self.opts, time.monotonic()))
+        self.httpd = _QuietServer(("127.0.0.1", port), _handler(self.opts, time.monotonic()))
         self.httpd.daemon_threads = True
         self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
 

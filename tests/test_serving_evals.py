@@ -1,0 +1,174 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from serving.evals import (
+    DEFAULT_DATASET,
+    EvalConfigError,
+    Problem,
+    build_prompt,
+    extract_answer,
+    load_dataset,
+    load_eval_config,
+    parse_eval_config,
+    parse_gold_answer,
+    run_eval,
+    score,
+)
+
+GOOD = {
+    "model_name": "tiny-llama",
+    "accuracy_threshold": 0.0,
+    "tolerance": 0.0,
+    "num_questions": 10,
+    "num_fewshot": 3,
+    "max_tokens": 32,
+    "server_args": "--max-model-len 512 --enforce-eager",
+}
+
+
+def write(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "cfg.yaml"
+    path.write_text(text)
+    return path
+
+
+def test_vllm_style_yaml_parses(tmp_path: Path) -> None:
+    path = write(
+        tmp_path,
+        """\
+model_name: "nvidia/Qwen3.5-397B-A17B-NVFP4"
+accuracy_threshold: 0.88
+tolerance: 0.03
+num_questions: 1319
+num_fewshot: 5
+max_tokens: 12000
+server_args: >-
+  --max-model-len 16384 --data-parallel-size 2 --enable-expert-parallel
+  --max-num-seqs 256
+""",
+    )
+    cfg = load_eval_config(path)
+    assert cfg.floor == pytest.approx(0.85)
+    assert cfg.server_args[:2] == ("--max-model-len", "16384")
+    assert cfg.server_args[-1] == "256"
+    assert cfg.dataset == DEFAULT_DATASET
+
+
+def test_unknown_field_names_file_and_field(tmp_path: Path) -> None:
+    path = write(tmp_path, "\n".join(f"{k}: {v!r}" for k, v in {**GOOD, "num_shots": 5}.items()))
+    with pytest.raises(EvalConfigError, match=r"cfg\.yaml: unknown field 'num_shots'"):
+        load_eval_config(path)
+
+
+@pytest.mark.parametrize("field", sorted(GOOD))
+def test_each_missing_field_is_named(field: str) -> None:
+    data = {k: v for k, v in GOOD.items() if k != field}
+    with pytest.raises(EvalConfigError, match=rf"x\.yaml: missing field '{field}'"):
+        parse_eval_config(data, "x.yaml")
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "why"),
+    [
+        ("num_questions", "10", "must be int"),
+        ("num_questions", True, "must be int"),
+        ("num_questions", 0, "must be at least 1"),
+        ("accuracy_threshold", 1.5, r"must be in \[0, 1\]"),
+        ("tolerance", -0.1, r"must be in \[0, 1\]"),
+        ("max_tokens", 2.5, "must be int"),
+        ("model_name", " ", "must not be empty"),
+    ],
+)
+def test_bad_values_are_named(field: str, value: object, why: str) -> None:
+    with pytest.raises(EvalConfigError, match=rf"x\.yaml: field '{field}' {why}"):
+        parse_eval_config({**GOOD, field: value}, "x.yaml")
+
+
+def test_not_a_mapping_and_bad_yaml(tmp_path: Path) -> None:
+    with pytest.raises(EvalConfigError, match="expected a mapping"):
+        load_eval_config(write(tmp_path, "- a\n- b\n"))
+    with pytest.raises(EvalConfigError, match="not valid YAML"):
+        load_eval_config(write(tmp_path, "a: [1\n"))
+
+
+def test_relative_dataset_resolves_next_to_config(tmp_path: Path) -> None:
+    cfg = parse_eval_config({**GOOD, "dataset": "d.jsonl"}, "x.yaml", base_dir=tmp_path)
+    assert cfg.dataset == tmp_path / "d.jsonl"
+
+
+@pytest.mark.parametrize(
+    ("text", "value"),
+    [
+        (" She has 12 + 30 = 42 apples.\n#### 42", 42.0),
+        ("The answer is 1,234.", 1234.0),
+        ("#### -7", -7.0),
+        ("It costs $3.50 in total", 3.5),
+        (" 5 then 6\n\nQuestion: 99 apples", 6.0),  # stop at the next few-shot block
+        ("Answer: 8 #### 9 and more 10", 9.0),  # the marked answer wins over later numbers
+        ("no digits here", None),
+        ("", None),
+    ],
+)
+def test_extract_answer(text: str, value: float | None) -> None:
+    assert extract_answer(text) == value
+
+
+def test_gold_answer_needs_marker() -> None:
+    assert parse_gold_answer("2 + 2 = 4\n#### 4") == 4.0
+    with pytest.raises(ValueError, match="####"):
+        parse_gold_answer("2 + 2 = 4")
+
+
+def test_fewshot_prompt_shape() -> None:
+    shots = [Problem("Q1?", "A1\n#### 1", 1.0), Problem("Q2?", "A2\n#### 2", 2.0)]
+    prompt = build_prompt(shots, "Q3?")
+    assert (
+        prompt
+        == "Question: Q1?\nAnswer: A1\n#### 1\n\nQuestion: Q2?\nAnswer: A2\n#### 2\n\nQuestion: Q3?\nAnswer:"
+    )
+    assert build_prompt([], "Q?") == "Question: Q?\nAnswer:"
+
+
+def test_score_counts_correct_and_invalid() -> None:
+    result = score([1.0, None, 3.0, 5.0], [1.0, 2.0, 4.0, 5.0], errors=1)
+    assert (result.n, result.correct, result.invalid, result.errors) == (4, 2, 1, 1)
+    assert result.accuracy == 0.5 and result.invalid_rate == 0.25
+    with pytest.raises(ValueError):
+        score([1.0], [1.0, 2.0])
+
+
+def test_bad_dataset_line_is_named(tmp_path: Path) -> None:
+    path = tmp_path / "d.jsonl"
+    path.write_text('{"question": "q", "answer": "#### 1"}\n{"question": "q", "answer": "none"}\n')
+    with pytest.raises(EvalConfigError, match=r"d\.jsonl:2: bad GSM8K record"):
+        load_dataset(path)
+
+
+def test_run_eval_uses_disjoint_shots_and_counts_errors() -> None:
+    cfg = parse_eval_config({**GOOD, "num_questions": 6, "num_fewshot": 2}, "x.yaml")
+    problems = load_dataset(cfg.dataset)
+    golds = {p.question: p.value for p in problems[2:8]}
+    seen: list[str] = []
+
+    def oracle(prompt: str) -> str:
+        question = prompt.rsplit("Question: ", 1)[1].removesuffix("\nAnswer:")
+        seen.append(question)
+        assert prompt.count("Question: ") == 3  # two shots + the question
+        if question == problems[2].question:
+            raise ValueError("server said no")  # counted as an error, not dropped
+        if question == problems[3].question:
+            return " I do not know"
+        return f" so #### {golds[question]:g}"
+
+    result = run_eval("http://127.0.0.1:9", cfg, complete_fn=oracle, concurrency=2)
+    assert sorted(seen) == sorted(golds)
+    assert (result.n, result.correct, result.invalid, result.errors) == (6, 4, 2, 1)
+
+
+def test_too_few_problems_is_an_error() -> None:
+    cfg = parse_eval_config({**GOOD, "num_questions": 10_000}, "x.yaml")
+    with pytest.raises(EvalConfigError, match="has 200 problems"):
+        run_eval("http://127.0.0.1:9", cfg, complete_fn=lambda p: "1")
