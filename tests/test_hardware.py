@@ -1,0 +1,64 @@
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from ci_register.catalog import load_catalog
+from ci_register.hardware import FAKE_ENV, GPU, Machine, check, detect
+
+CAT = load_catalog(Path(__file__).resolve().parents[1] / "suites" / "catalog.toml")
+
+
+def m(*gpus, vendor="nvidia"):
+    return Machine(vendor, tuple(gpus))
+
+
+H200 = GPU("NVIDIA H200", (9, 0), 143771)
+H100 = GPU("NVIDIA H100 80GB HBM3", (9, 0), 81559)
+A100 = GPU("NVIDIA A100-SXM4-80GB", (8, 0))
+GB300 = GPU("NVIDIA GB300", (10, 3))
+B200 = GPU("NVIDIA B200", (10, 0))
+
+
+def test_cpu_suite_runs_anywhere():
+    assert check(CAT.suites["cpu"], m()) is None
+
+
+def test_stage_c_needs_four_h200_and_says_what_it_found():
+    assert check(CAT.suites["stage-c-4gpu"], m(H200, H200, H200, H200)) is None
+    msg = check(CAT.suites["stage-c-4gpu"], m(H200))
+    assert msg == "stage-c-4gpu needs 4x H200 (capability 9.0); found 1x NVIDIA H200 (capability 9.0)"
+    # An H100 is also 9.0: the model name decides.
+    assert "needs 4x H200" in check(CAT.suites["stage-c-4gpu"], m(H100, H100, H100, H100))
+
+
+def test_capability_ranges():
+    base = CAT.suites["base-b-1gpu"]
+    assert check(base, m(H100)) is None and check(base, m(GB300)) is None
+    assert "capability 9.0 or newer" in check(base, m(A100))
+    gb = CAT.suites["gb300-nightly"]
+    assert check(gb, m(GB300, GB300, GB300, GB300)) is None
+    assert check(gb, m(B200, B200, B200, B200)) is not None  # model must match
+    assert check(gb, m(H200, H200, H200, H200)) is not None
+
+
+def test_rocm_suite_wants_amd():
+    s = CAT.suites["rocm-mi350-nightly"]
+    assert check(s, m(*[GPU("AMD Instinct MI350X")] * 4, vendor="amd")) is None
+    assert check(s, m(H200, H200, H200, H200)) is not None
+
+
+def test_no_gpu_message():
+    msg = check(CAT.suites["base-b-1gpu"], Machine("none", (), None, "none", ("torch sees no GPU",)))
+    assert msg.startswith("base-b-1gpu needs 1x GPU (capability 9.0 or newer); found no GPU")
+
+
+def test_fake_hardware_env(monkeypatch):
+    monkeypatch.setenv(FAKE_ENV, json.dumps({"gpus": [{"name": "NVIDIA H200", "capability": [9, 0]}] * 2}))
+    got = detect()
+    assert got.vendor == "nvidia" and len(got.gpus) == 2 and got.gpus[0].capability == (9, 0)
+
+
+def test_detect_never_raises_here(monkeypatch):
+    monkeypatch.delenv(FAKE_ENV, raising=False)
+    assert isinstance(detect(use_torch=False), Machine)

@@ -1,0 +1,149 @@
+"""The suite runner end to end, in subprocesses, on small generated trees."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+
+CATALOG = """
+[suites.cpu]
+backend = "cpu"
+description = "cpu"
+schedule = "per-commit"
+shard_budget_s = 600
+[suites.gpu1]
+backend = "cuda"
+description = "one H200"
+schedule = "per-commit"
+shard_budget_s = 600
+[suites.gpu1.hardware]
+gpu_count = 1
+gpu_models = ["H200"]
+min_capability = "9.0"
+"""
+
+OK = 'from ci_register import register_cpu_ci\nregister_cpu_ci(est_time={t}, suite="cpu")\n'
+
+
+def make_tree(tmp: Path, files: dict[str, str]) -> Path:
+    (tmp / "suites").mkdir(parents=True, exist_ok=True)
+    (tmp / "suites" / "catalog.toml").write_text(CATALOG)
+    for rel, text in files.items():
+        p = tmp / "suites" / rel
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_text(textwrap.dedent(text))
+    return tmp
+
+
+def run(tmp: Path, *args: str, env: dict | None = None) -> subprocess.CompletedProcess:
+    e = dict(os.environ, PYTHONPATH=str(REPO), **(env or {}))
+    e.pop("CI_REGISTER_FAKE_HARDWARE", None) if not env or "CI_REGISTER_FAKE_HARDWARE" not in env else None
+    return subprocess.run(
+        [sys.executable, "-m", "ci_register", "run", *args, "--history", str(tmp / "h.db")],
+        cwd=tmp, env=e, capture_output=True, text=True, timeout=120,
+    )
+
+
+@pytest.fixture
+def tree(tmp_path):
+    return make_tree(tmp_path, {
+        "a/test_one.py": OK.format(t=30) + "def test_pass():\n    assert 1 + 1 == 2\n",
+        "a/test_two.py": OK.format(t=10) + "def test_decode():\n    pass\ndef test_other():\n    pass\n",
+        "b/test_three.py": OK.format(t=20) + "def test_x():\n    pass\n",
+        "b/test_off.py": 'from ci_register import register_cpu_ci\nregister_cpu_ci(est_time=5, suite="cpu", disabled="broken by driver 580")\ndef test_x():\n    raise AssertionError("must never run")\n',
+    })
+
+
+def test_dry_run_lists_files_partition_and_disabled(tree):
+    r = run(tree, "cpu", "--dry-run", "--partition", "2/2")
+    assert r.returncode == 0, r.stderr
+    out = r.stdout
+    assert "shard 1/2" in out and "shard 2/2" in out and "<- this shard" in out
+    assert "suites/a/test_one.py:2  est_time 30 s" in out
+    assert "disabled: suites/b/test_off.py:2  (broken by driver 580)" in out
+    assert "lower bound" in out and "nothing run" in out
+    assert not (tree / "results").exists()
+
+
+def test_run_passes_writes_junit_and_never_runs_disabled(tree):
+    r = run(tree, "cpu", "--gate", "off")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "must never run" not in r.stdout
+    assert "4 passed" in r.stdout
+    assert (tree / "results" / "junit-cpu-1-of-1.xml").exists()
+
+
+def test_pytest_args_pass_through(tree):
+    r = run(tree, "cpu", "--gate", "off", "-k", "decode", "-x")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "1 passed" in r.stdout and "deselected" in r.stdout
+
+
+def test_partition_runs_only_its_shard(tree):
+    r = run(tree, "cpu", "--gate", "off", "--partition", "1/2")
+    assert r.returncode == 0, r.stdout + r.stderr
+    # LPT: one(30) -> shard 1; three(20) -> shard 2; two(10) -> shard 2.
+    assert "1 passed" in r.stdout
+
+
+@pytest.mark.parametrize("spec", ["0/3", "4/3", "x"])
+def test_bad_partition_is_usage_error(tree, spec):
+    r = run(tree, "cpu", "--partition", spec)
+    assert r.returncode == 2 and "--partition" in r.stderr
+
+
+def test_gpu_suite_on_this_machine_fails_with_what_it_needs(tree):
+    (tree / "suites" / "test_g.py").write_text('from ci_register import register_cuda_ci\nregister_cuda_ci(est_time=5, suite="gpu1")\ndef test_g():\n    pass\n')
+    r = run(tree, "gpu1", env={"CI_REGISTER_FAKE_HARDWARE": json.dumps({"gpus": [{"name": "NVIDIA A100", "capability": [8, 0]}]})})
+    assert r.returncode == 2
+    assert "gpu1 needs 1x H200 (capability 9.0 or newer); found 1x NVIDIA A100 (capability 8.0)" in r.stderr
+    r = run(tree, "gpu1", env={"CI_REGISTER_FAKE_HARDWARE": json.dumps({"gpus": [{"name": "NVIDIA H200", "capability": [9, 0]}]}), })
+    assert r.returncode == 0, r.stdout + r.stderr
+
+
+def test_registered_file_that_collects_nothing_fails(tree):
+    (tree / "suites" / "test_empty.py").write_text(OK.format(t=5) + "class TestNothing:\n    helper = 1\n")
+    r = run(tree, "cpu", "--gate", "off")
+    assert r.returncode == 1
+    assert "suites/test_empty.py: registered but ran no tests" in r.stdout
+
+
+def test_failing_test_fails_the_session(tree):
+    (tree / "suites" / "test_bad.py").write_text(OK.format(t=5) + "def test_bad():\n    assert 0\n")
+    r = run(tree, "cpu", "--gate", "off")
+    assert r.returncode == 1 and "1 failed" in r.stdout
+
+
+def test_collection_errors_stop_the_run(tree):
+    (tree / "suites" / "test_typo.py").write_text('from ci_register import register_cpu_ci\nregister_cpu_ci(est_time=5, suite="cpu-typo")\ndef test_a():\n    pass\n')
+    r = run(tree, "cpu")
+    assert r.returncode == 2
+    assert "suites/test_typo.py:2: unknown suite 'cpu-typo'; known: cpu, gpu1" in r.stderr
+    assert not (tree / "results").exists()
+
+
+def test_unknown_suite_and_empty_suite(tree):
+    r = run(tree, "nope")
+    assert r.returncode == 2 and "unknown suite 'nope'; known: cpu, gpu1" in r.stderr
+    r = run(tree, "gpu1")
+    assert r.returncode == 2 and "no enabled test file" in r.stderr
+
+
+def test_per_file_budget_times_out_a_hung_test(tmp_path):
+    (tmp_path / "test_slow.py").write_text("import time\ndef test_fast():\n    pass\ndef test_hang():\n    time.sleep(30)\n")
+    plan = {"root": str(tmp_path), "files": [{"path": "test_slow.py", "expected": -29.0}]}  # budget = 2 s
+    (tmp_path / "plan.json").write_text(json.dumps(plan))
+    r = subprocess.run(
+        [sys.executable, "-m", "pytest", "-p", "ci_register.pytest_plugin", "--ci-plan", "plan.json", "test_slow.py", "-q", "-p", "no:cacheprovider"],
+        cwd=tmp_path, env=dict(os.environ, PYTHONPATH=str(REPO)), capture_output=True, text=True, timeout=60,
+    )
+    assert r.returncode == 1
+    assert "Timeout" in r.stdout and "1 passed" in r.stdout
