@@ -25,6 +25,9 @@ class Timing:
     samples: list[float]
     iters: int
     warmup: int
+    # Wall time of the first warm-up call, synchronised: includes JIT compilation and
+    # lazy initialisation when the cache is cold. Reported, never mixed into samples.
+    first_call_s: float | None = None
 
     @property
     def median(self) -> float:
@@ -64,19 +67,38 @@ def time_cpu(
     return Timing(out, iters, warmup)
 
 
+# Larger than any current L2 (H200: 60 MB, B200: 126 MB).
+_FLUSH_BYTES = 256 << 20
+
+
 def time_cuda(
-    fn: Callable[[], Any], *, samples: int = 5, iters: int = 20, warmup: int = 3
+    fn: Callable[[], Any],
+    *,
+    samples: int = 5,
+    iters: int = 20,
+    warmup: int = 3,
+    flush_l2: bool = True,
 ) -> Timing:
     """CUDA-event timing of a callable that launches work on the current stream.
 
-    Each iteration gets its own event pair; the stream is synchronised once per sample,
-    so iterations queue back to back and the events measure GPU time.
+    Each iteration gets its own event pair; the stream is synchronised once per sample.
+    With ``flush_l2`` a 256 MiB buffer is zeroed before each iteration (outside its
+    events), as ``triton.testing.do_bench`` does: the kernel reads cold memory rather
+    than what the last iteration left in L2, and the GPU stays busy while the host
+    enqueues the next call, so host overhead does not show up as kernel time.
     """
     import torch  # local: keep this module importable without a CUDA build
 
+    flush = torch.empty(_FLUSH_BYTES, dtype=torch.uint8, device="cuda") if flush_l2 else None
+
     _check(samples, iters, warmup)
-    for _ in range(warmup):
+    first: float | None = None
+    for i in range(warmup):
+        t0 = time.perf_counter()
         fn()
+        if i == 0:
+            torch.cuda.synchronize()
+            first = time.perf_counter() - t0
     torch.cuda.synchronize()
     out: list[float] = []
     for _ in range(samples):
@@ -85,9 +107,11 @@ def time_cuda(
             for _ in range(iters)
         ]
         for start, end in evs:
+            if flush is not None:
+                flush.zero_()
             start.record()
             fn()
             end.record()
         torch.cuda.synchronize()
         out.append(statistics.median(s.elapsed_time(e) for s, e in evs) / 1e3)
-    return Timing(out, iters, warmup)
+    return Timing(out, iters, warmup, first)

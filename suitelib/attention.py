@@ -1,0 +1,182 @@
+"""Attention references, paged KV caches and roofline arithmetic for the kernel suites.
+
+Layouts follow FlashInfer's ``NHD``: queries ``[tokens, Hq, D]``, keys and values
+``[tokens, Hkv, D]``; a paged cache is ``[pages, 2, page_size, Hkv, D]`` (K then V).
+The reference is computed in float64 from the same bf16 inputs the kernel sees, so its
+error is the kernel's alone.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+
+import torch
+
+__all__ = [
+    "reference_attention",
+    "sdpa_attention",
+    "PagedKV",
+    "build_paged_kv",
+    "decode_bytes",
+    "prefill_flops",
+    "nan_filled_outputs",
+    "PAD_K",
+    "PAD_V",
+]
+
+# Filler for cache slots no request owns. Finite (a masked NaN can still poison a
+# correct kernel through 0 * NaN) but large: a kernel that reads a slot it should not
+# gets logits of ~1e3 and values of 1e3, far outside any tolerance.
+PAD_K = 64.0
+PAD_V = 1000.0
+
+
+def reference_attention(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, causal: bool = False
+) -> torch.Tensor:
+    """float64 ``softmax(q k^T / sqrt(d)) v`` with GQA; returns ``[Sq, Hq, D]`` float64.
+
+    Causal masking aligns the last query with the last key (FlashInfer's and SDPA's
+    convention when ``Sq == Skv``; for ``Sq < Skv`` it is FlashInfer's bottom-right one).
+    """
+    sq, hq, d = q.shape
+    skv, hkv, _ = k.shape
+    if hq % hkv:
+        raise ValueError(f"{hq} query heads are not a multiple of {hkv} kv heads")
+    group = hq // hkv
+    qd = q.double().transpose(0, 1)  # [Hq, Sq, D]
+    kd = k.double().transpose(0, 1).repeat_interleave(group, dim=0)  # [Hq, Skv, D]
+    vd = v.double().transpose(0, 1).repeat_interleave(group, dim=0)
+    scores = qd @ kd.transpose(1, 2) / math.sqrt(d)
+    if causal:
+        i = torch.arange(sq, device=q.device)[:, None] + (skv - sq)
+        j = torch.arange(skv, device=q.device)[None, :]
+        scores = scores.masked_fill(j > i, float("-inf"))
+    return (torch.softmax(scores, dim=-1) @ vd).transpose(0, 1)
+
+
+def sdpa_attention(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, causal: bool = False
+) -> torch.Tensor:
+    """torch SDPA in the inputs' dtype (cuDNN/flash on a GPU), NHD in and out."""
+    hq, hkv = q.shape[1], k.shape[1]
+    out = torch.nn.functional.scaled_dot_product_attention(
+        q.transpose(0, 1).unsqueeze(0),
+        k.transpose(0, 1).unsqueeze(0),
+        v.transpose(0, 1).unsqueeze(0),
+        is_causal=causal,
+        enable_gqa=hq != hkv,
+    )
+    return out.squeeze(0).transpose(0, 1)
+
+
+@dataclass
+class PagedKV:
+    """A paged KV cache plus the page table FlashInfer's ``plan`` takes."""
+
+    cache: torch.Tensor  # [pages, 2, page_size, Hkv, D]
+    indptr: torch.Tensor  # int32 [B + 1]
+    indices: torch.Tensor  # int32 [indptr[-1]], shuffled page ids
+    last_page_len: torch.Tensor  # int32 [B], in 1..page_size
+    lengths: list[int]
+    page_size: int
+
+    def request_kv(self, i: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """Contiguous ``(k, v)`` of request ``i``, gathered through the page table."""
+        lo, hi = int(self.indptr[i]), int(self.indptr[i + 1])
+        pages = self.cache[self.indices[lo:hi].long()]  # [n, 2, P, Hkv, D]
+        kv = pages.transpose(0, 1).reshape(2, -1, *self.cache.shape[3:])
+        n = self.lengths[i]
+        return kv[0, :n], kv[1, :n]
+
+
+def build_paged_kv(
+    lengths: Sequence[int],
+    *,
+    num_kv_heads: int,
+    head_dim: int,
+    page_size: int = 16,
+    dtype: torch.dtype = torch.bfloat16,
+    device: torch.device | str = "cpu",
+    spare_pages: int = 3,
+    seed: int = 0,
+) -> PagedKV:
+    """Random K/V for requests of ``lengths`` tokens in shuffled pages.
+
+    Pages are assigned in a random permutation (so a kernel that assumes contiguous
+    pages reads the wrong data); ``spare_pages`` unowned pages and the unused tail of
+    each last page hold ``PAD_K`` / ``PAD_V``.
+    """
+    if not lengths or min(lengths) < 1:
+        raise ValueError(f"lengths must be non-empty and >= 1, got {list(lengths)}")
+    g = torch.Generator(device="cpu").manual_seed(seed)
+    # Values come from a generator on the target device: GBs of randn on a CPU take minutes.
+    gd = torch.Generator(device=device).manual_seed(seed)
+    npages = [math.ceil(n / page_size) for n in lengths]
+    total = sum(npages) + spare_pages
+    perm = torch.randperm(total, generator=g)[: sum(npages)].to(torch.int32)
+    cache = torch.empty(total, 2, page_size, num_kv_heads, head_dim, dtype=dtype, device=device)
+    cache[:, 0] = PAD_K
+    cache[:, 1] = PAD_V
+    indptr = [0]
+    for n, p in zip(lengths, npages, strict=True):
+        lo = indptr[-1]
+        ids = perm[lo : lo + p].long().to(device)
+        kv = torch.randn(2, p * page_size, num_kv_heads, head_dim, generator=gd, device=device).to(
+            dtype
+        )
+        kv[0, n:] = PAD_K
+        kv[1, n:] = PAD_V
+        cache[ids] = kv.reshape(2, p, page_size, num_kv_heads, head_dim).transpose(0, 1)
+        indptr.append(lo + p)
+    last = [n - (p - 1) * page_size for n, p in zip(lengths, npages, strict=True)]
+    as_i32 = {"dtype": torch.int32, "device": device}
+    return PagedKV(
+        cache=cache,
+        indptr=torch.tensor(indptr, **as_i32),
+        indices=perm.to(device),
+        last_page_len=torch.tensor(last, **as_i32),
+        lengths=list(lengths),
+        page_size=page_size,
+    )
+
+
+def decode_bytes(batch: int, kv_len: int, num_kv_heads: int, head_dim: int, elem: int = 2) -> int:
+    """Bytes a decode step must read: K and V once (q and output are negligible)."""
+    return 2 * batch * kv_len * num_kv_heads * head_dim * elem
+
+
+def prefill_flops(sq: int, skv: int, num_qo_heads: int, head_dim: int, *, causal: bool) -> float:
+    """Matmul FLOPs of attention: 2 GEMMs of 2*Sq*Skv*D each per head, halved if causal."""
+    flops = 4.0 * sq * skv * num_qo_heads * head_dim
+    return flops / 2 if causal else flops
+
+
+@contextlib.contextmanager
+def nan_filled_outputs(
+    dtypes: tuple[torch.dtype, ...] = (torch.bfloat16, torch.float16),
+) -> Iterator[None]:
+    """Make ``torch.empty``/``empty_like`` of ``dtypes`` return NaN-filled tensors.
+
+    Kernel wrappers that allocate their own output (FlashInfer's single decode and
+    prefill) then hand back NaN wherever the kernel wrote nothing. Only half-precision
+    allocations are filled: float32 scratch (LSE, split-k partials) keeps its
+    uninitialised contents, as kernels may legitimately leave parts of it unwritten.
+    Use it around correctness calls only, never inside timed loops.
+    """
+    empty, empty_like = torch.empty, torch.empty_like
+
+    def _fill(t: torch.Tensor) -> torch.Tensor:
+        if t.dtype in dtypes:
+            t.fill_(float("nan"))
+        return t
+
+    torch.empty = lambda *a, **k: _fill(empty(*a, **k))  # type: ignore[assignment]
+    torch.empty_like = lambda *a, **k: _fill(empty_like(*a, **k))  # type: ignore[assignment]
+    try:
+        yield
+    finally:
+        torch.empty, torch.empty_like = empty, empty_like
