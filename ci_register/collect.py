@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import ast
 import fnmatch
+import functools
 import math
 import os
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -238,6 +240,11 @@ def _gate(call: ast.Call, path: str, marker: str) -> tuple[GateDeclaration | Non
     return GateDeclaration(path, line, key, opts), []
 
 
+@functools.lru_cache(maxsize=8)
+def _call_pattern(names: tuple[str, ...]) -> re.Pattern[str]:
+    return re.compile(r"\b(?:" + "|".join(map(re.escape, names)) + r")\s*\(")
+
+
 def parse_file(source: str, path: str, catalog: Catalog) -> tuple[list[Registration], list[GateDeclaration], list[CollectIssue]]:
     """Read one file's registrations and gate declarations (pure: text in, data out)."""
     names = set(catalog.markers) | {catalog.gate_marker}
@@ -267,7 +274,11 @@ def parse_file(source: str, path: str, catalog: Catalog) -> tuple[list[Registrat
                 issues += errs
                 if decl:
                     gates.append(decl)
-    for node in ast.walk(tree):
+    # Walking the whole tree is most of the cost of collection; skip it when the text
+    # has no more `marker(` occurrences than the top-level calls already found.
+    pattern = _call_pattern(tuple(sorted(names)))
+    nested = ast.walk(tree) if len(pattern.findall(source)) > len(top_level) else ()
+    for node in nested:
         if isinstance(node, ast.Call) and id(node) not in top_level and _call_name(node) in names:
             issues.append(CollectIssue(path, node.lineno, f"{_call_name(node)}() must be called at module top level (not inside a function, class, if or loop) to count; move it"))
     seen: dict[str, int] = {}
@@ -305,7 +316,7 @@ def find_test_files(root: Path, globs: Iterable[str], exclude: Iterable[str] = (
 
 def _display(path: Path, base: Path) -> str:
     try:
-        return path.resolve().relative_to(base.resolve()).as_posix()
+        return path.relative_to(base).as_posix()
     except ValueError:
         return path.as_posix()
 
@@ -322,6 +333,7 @@ def collect(catalog: Catalog, root: Path | None = None, base: Path | None = None
     if not root.is_dir():
         out.issues.append(CollectIssue(str(root), 1, "test root is not a folder; pass --root PATH"))
         return out
+    root, base = root.resolve(), base.resolve()  # once: resolving per file is slow
     for file in find_test_files(root, catalog.globs, catalog.exclude):
         rel = _display(file, base)
         out.files.append(rel)

@@ -1,0 +1,41 @@
+"""The nox sessions are generated from the catalog (nox itself lists them)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def nox_json(*args: str) -> list[dict]:
+    r = subprocess.run([sys.executable, "-m", "nox", "-f", str(REPO / "noxfile.py"), *args, "-l", "--json"], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    return json.loads(r.stdout)
+
+
+def test_one_session_per_suite_with_description_and_tags():
+    from ci_register.catalog import load_catalog
+
+    cat = load_catalog(REPO / "suites" / "catalog.toml")
+    sessions = {s["session"]: s for s in nox_json()}
+    for name, suite in cat.suites.items():
+        assert name in sessions, name
+        assert sessions[name]["description"] == suite.description
+        assert set(suite.tags()) <= set(sessions[name]["tags"])
+
+
+def test_nightly_tag_lists_exactly_the_nightly_suites():
+    from ci_register.catalog import load_catalog
+
+    cat = load_catalog(REPO / "suites" / "catalog.toml")
+    listed = {s["session"] for s in nox_json("-t", "nightly")}
+    assert listed == {n for n, s in cat.suites.items() if s.nightly}
+
+
+def test_default_sessions_are_cpu_safe():
+    r = subprocess.run([sys.executable, "-m", "nox", "-f", str(REPO / "noxfile.py"), "-l"], capture_output=True, text=True, timeout=60)
+    selected = [line.split()[1] for line in r.stdout.splitlines() if line.startswith("* ")]
+    assert selected and all(not s.startswith(("base-", "stage-", "gb300", "rocm")) for s in selected)
