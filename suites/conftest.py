@@ -1,0 +1,83 @@
+"""Shared fixtures of the serving suites (suites/serving, suites/evals).
+
+One vLLM CPU server per pytest session, started on first use: the ~20 s start is paid
+once, not per file. ``SERVING_URL`` (and optionally ``SERVING_MODEL``) attach to a
+server that is already running instead. Heavy imports happen inside the fixtures, so
+other suites that share this directory pay nothing.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+
+@dataclass(frozen=True)
+class ServingTarget:
+    url: str
+    model: str
+    launch_args: tuple[str, ...]  # empty when attached
+    start_s: float | None  # launch to healthy; None when attached
+    log_path: Path | None
+    model_dir: Path | None  # None when attached
+
+
+def _results_dir(config: pytest.Config) -> Path:
+    path = Path(config.rootpath) / "results" / "serving"
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+@pytest.fixture(scope="session")
+def serving_results(pytestconfig: pytest.Config) -> Path:
+    """Where server logs go (results/serving/), kept with the run's other results."""
+    return _results_dir(pytestconfig)
+
+
+@pytest.fixture(scope="session")
+def tiny_model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The tiny random Llama + BPE tokenizer, built locally (seconds, no downloads)."""
+    from serving.tiny_model import build_tiny_model
+
+    return build_tiny_model(tmp_path_factory.mktemp("tiny-model"))
+
+
+@pytest.fixture(scope="session")
+def vllm_installed() -> None:
+    """Fail (never skip: a skip would read as green) where vLLM is missing."""
+    if importlib.util.find_spec("vllm") is None:
+        pytest.fail(
+            "vllm is not installed in this environment; run the suite with `nox -s serving-cpu`",
+            pytrace=False,
+        )
+
+
+@pytest.fixture(scope="session")
+def vllm_server(
+    tmp_path_factory: pytest.TempPathFactory, serving_results: Path, request: pytest.FixtureRequest
+) -> Iterator[ServingTarget]:
+    """The session's server: a vLLM CPU server on the tiny model, or ``SERVING_URL``."""
+    from serving.lifecycle import attach, start_server, vllm_cpu_config
+    from serving.tiny_model import TINY_MODEL_NAME
+
+    url = os.environ.get("SERVING_URL")
+    if url:
+        srv = attach(url, timeout_s=60)
+        yield ServingTarget(
+            srv.url, os.environ.get("SERVING_MODEL", TINY_MODEL_NAME), (), None, None, None
+        )
+        return
+    request.getfixturevalue("vllm_installed")
+    model_dir = request.getfixturevalue("tiny_model_dir")
+    cfg = vllm_cpu_config(
+        model_dir, tmp_path_factory.mktemp("vllm-run"), served_model_name=TINY_MODEL_NAME
+    )
+    with start_server(cfg, serving_results) as srv:
+        yield ServingTarget(
+            srv.url, TINY_MODEL_NAME, tuple(cfg.args()), srv.started_s, srv.log_path, model_dir
+        )

@@ -1,0 +1,74 @@
+"""Accuracy evals from suites/evals/configs/*.yaml against the session's server.
+
+The tiny random model scores about 0: these tests check the pipeline (few-shot
+prompting, extraction, counts, recorded metrics with N and the config's floor)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from ci_register import register_cpu_ci
+from serving.evals import EvalConfig, load_dataset, load_eval_config, run_eval, split_problems
+from serving.lifecycle import start_server, vllm_cpu_config
+
+register_cpu_ci(est_time=120, suite="serving-cpu")
+
+CONFIGS = sorted((Path(__file__).parent / "configs").glob("*.yaml"))
+
+
+def _flags(args: tuple[str, ...]) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for i, a in enumerate(args):
+        if a.startswith("--"):
+            nxt = args[i + 1] if i + 1 < len(args) else ""
+            out[a] = "" if nxt.startswith("--") else nxt
+    return out
+
+
+def test_configs_exist_and_parse() -> None:
+    assert CONFIGS, "no eval configs found"
+    for path in CONFIGS:
+        cfg = load_eval_config(path)
+        split_problems(load_dataset(cfg.dataset), cfg)  # enough problems for shots + questions
+
+
+@pytest.mark.parametrize("path", CONFIGS, ids=lambda p: p.stem)
+def test_eval_config(path: Path, vllm_server, metrics, serving_results, tmp_path_factory) -> None:
+    cfg: EvalConfig = load_eval_config(path)
+    assert cfg.model_name == vllm_server.model, (
+        f"{path}: model {cfg.model_name!r} is not served here"
+    )
+    launched = _flags(vllm_server.launch_args)
+    if vllm_server.launch_args and _flags(cfg.server_args).items() - launched.items():
+        # The config asks for server args the session server was not started with.
+        srv_cfg = vllm_cpu_config(
+            vllm_server.model_dir,
+            tmp_path_factory.mktemp("vllm-eval"),
+            served_model_name=cfg.model_name,
+            extra_args=cfg.server_args,
+        )
+        with start_server(srv_cfg, serving_results) as srv:
+            result = run_eval(srv.url, cfg, model=vllm_server.model)
+    else:
+        result = run_eval(vllm_server.url, cfg, model=vllm_server.model)
+    assert result.errors == 0, f"{result.errors} of {result.n} requests failed"
+    assert result.n == cfg.num_questions == len(result.predictions)
+    assert result.correct + result.invalid <= result.n
+    assert result.invalid == sum(p is None for p in result.predictions)
+    print(
+        f"{path.name}: accuracy {result.accuracy:.3f} invalid {result.invalid_rate:.3f} n={result.n}"
+    )
+    key = f"evals/{path.stem}"
+    metrics.record(
+        f"{key}/accuracy",
+        result.accuracy,
+        unit="ratio",
+        better="higher",
+        n=result.n,
+        min_value=cfg.floor,
+    )
+    metrics.record(
+        f"{key}/invalid_rate", result.invalid_rate, unit="ratio", better="lower", n=result.n
+    )
