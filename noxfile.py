@@ -48,7 +48,9 @@ def _suite_session(suite: Suite):
                 session.install(*suite.install)
             if suite.uninstall:
                 session.run("pip", "uninstall", "-y", *suite.uninstall)
-        session.run("python", "-m", "ci_register", "run", suite.name, *session.posargs, external=suite.is_gpu)
+        # GPU: the interpreter running nox is the machine's own (the one with CUDA torch).
+        python = sys.executable if suite.is_gpu else "python"
+        session.run(python, "-m", "ci_register", "run", suite.name, *session.posargs, external=suite.is_gpu)
 
     session_fn.__doc__ = suite.description
     session_fn.__name__ = suite.name.replace("-", "_")
