@@ -43,6 +43,10 @@ __all__ = [
     "quantize_weight",
     "dequantize_weight",
     "load_quantized",
+    "QuantizedActivation",
+    "quantize_activation",
+    "dequantize_activation",
+    "quantized_matmul",
     "quantized_linear",
     "relative_error",
 ]
@@ -260,11 +264,45 @@ def load_quantized(
 # ---------------------------------------------------------------- linear layers
 
 
+@dataclass(frozen=True)
+class QuantizedActivation:
+    """Activations ``[M, K]`` quantised the way a scheme's GEMM consumes them."""
+
+    scheme: str
+    q: torch.Tensor
+    scale: torch.Tensor  # [M] (int8_channel), [] (fp8_tensor) or [M, K/bk] (block schemes)
+    group: int = BLOCK[1]
+
+
+def quantize_activation(x: torch.Tensor, scheme: str, group: int = BLOCK[1]) -> QuantizedActivation:
+    """Dynamic activation quantisation: per token (int8_channel), per tensor (fp8_tensor),
+    per token and ``group`` columns (block schemes)."""
+    if scheme == "int8_channel":
+        q, s = quantize_int8_per_token(x)
+    elif scheme == "int8_block":
+        q, s = quantize_int8_groups(x, group)
+    elif scheme == "fp8_tensor":
+        q, s = quantize_fp8_per_tensor(x)
+    elif scheme == "fp8_block":
+        q, s = quantize_fp8_block(x, (1, group))
+    else:
+        raise ValueError(f"unknown quantisation scheme {scheme!r}; known: {', '.join(SCHEMES)}")
+    return QuantizedActivation(scheme, q, s, group)
+
+
+def dequantize_activation(a: QuantizedActivation) -> torch.Tensor:
+    if a.scheme == "int8_channel":
+        return dequantize_int8_per_channel(a.q, a.scale)
+    if a.scheme == "fp8_tensor":
+        return dequantize_fp8_per_tensor(a.q, a.scale)
+    return dequantize_block(a.q, a.scale, (1, a.group))
+
+
 def _int_mm(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     """int8 [M, K] @ int8 [K, N] -> int32, exact.
 
-    ``torch._int_mm`` on CUDA needs M > 16 and K, N multiples of 8; smaller shapes are
-    padded with zero rows, which add nothing to the sums.
+    ``torch._int_mm`` on CUDA needs M > 16 and K, N multiples of 8; smaller M is padded
+    with zero rows, which add nothing to the sums.
     """
     m = a.shape[0]
     if a.is_cuda and m <= 16:
@@ -272,62 +310,90 @@ def _int_mm(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     return torch._int_mm(a, b)[:m]
 
 
-def _linear_int8_channel(x: torch.Tensor, qw: QuantizedWeight) -> torch.Tensor:
-    xq, xs = quantize_int8_per_token(x)
-    acc = _int_mm(xq, qw.qweight.t())
-    return acc.float() * xs[:, None] * qw.scale[None, :]
+def _mm_int8_channel(a: QuantizedActivation, qw: QuantizedWeight) -> torch.Tensor:
+    acc = _int_mm(a.q, qw.qweight.t())
+    return acc.float() * a.scale[:, None] * qw.scale[None, :]
 
 
-def _linear_int8_block(x: torch.Tensor, qw: QuantizedWeight) -> torch.Tensor:
-    # Activations per token and per bk group; one exact int GEMM per K block, scaled and
-    # summed in float32 (the arithmetic of block-scaled W8A8 kernels).
+def _mm_int8_block(a: QuantizedActivation, qw: QuantizedWeight) -> torch.Tensor:
+    # One exact int GEMM per K block, scaled and summed in float32: the arithmetic of
+    # block-scaled W8A8 kernels (which do the same inside one launch).
     bn, bk = qw.block
     n, k = qw.shape
-    if k % bk:
-        raise ValueError(f"int8_block linear needs K ({k}) to be a multiple of {bk}")
-    xq, xs = quantize_int8_groups(x, bk)
+    if k % bk or a.group != bk:
+        raise ValueError(f"int8_block GEMM needs K ({k}) a multiple of {bk} and groups of {bk}")
     wt = qw.qweight.t()
     ws = qw.scale.repeat_interleave(bn, dim=0)[:n]  # [N, K/bk]
-    out = torch.zeros(x.shape[0], n, dtype=torch.float32, device=x.device)
+    out = torch.zeros(a.q.shape[0], n, dtype=torch.float32, device=a.q.device)
     for j in range(k // bk):
-        acc = _int_mm(xq[:, j * bk : (j + 1) * bk].contiguous(), wt[j * bk : (j + 1) * bk])
-        out += acc.float() * xs[:, j : j + 1] * ws[None, :, j]
+        acc = _int_mm(a.q[:, j * bk : (j + 1) * bk].contiguous(), wt[j * bk : (j + 1) * bk])
+        out += acc.float() * a.scale[:, j : j + 1] * ws[None, :, j]
     return out
 
 
-def _linear_fp8_tensor(x: torch.Tensor, qw: QuantizedWeight) -> torch.Tensor:
-    xq, xs = quantize_fp8_per_tensor(x)
-    if x.is_cuda:
-        # cuBLASLt FP8 needs the second operand column-major: q.t() of a row-major [N, K].
+def _mm_fp8_tensor(a: QuantizedActivation, qw: QuantizedWeight) -> torch.Tensor:
+    if a.q.is_cuda:
+        # cuBLASLt FP8 wants the second operand column-major: q.t() of a row-major [N, K].
         return torch._scaled_mm(
-            xq, qw.qweight.t(), scale_a=xs, scale_b=qw.scale, out_dtype=torch.float32
+            a.q, qw.qweight.t(), scale_a=a.scale, scale_b=qw.scale, out_dtype=torch.float32
         )
-    return (xq.float() @ qw.qweight.float().t()) * (xs * qw.scale)
+    return (a.q.float() @ qw.qweight.float().t()) * (a.scale * qw.scale)
 
 
-def _linear_fp8_block_emulated(x: torch.Tensor, qw: QuantizedWeight) -> torch.Tensor:
-    bn, bk = qw.block
-    xq, xs = quantize_fp8_block(x, (1, bk))
-    return dequantize_block(xq, xs, (1, bk)) @ dequantize_block(qw.qweight, qw.scale, qw.block).t()
+def _mm_fp8_block_native(a: QuantizedActivation, qw: QuantizedWeight) -> torch.Tensor:
+    """Block-scaled FP8 GEMM of torch/cuBLASLt (1x128 activations, 128x128 weights).
 
-
-def quantized_linear(x: torch.Tensor, qw: QuantizedWeight) -> torch.Tensor:
-    """``x [M, K] @ w.T`` computed from the quantised weight, activations quantised too.
-
-    Returns float32 ``[M, N]``. FP8 block here is emulated (dequantise, then matmul);
-    ``fp8_block_linear_native`` is the GPU kernel path where the torch build has it.
+    cuBLASLt >= 12.9 on capability 9.0; scales must be "outer-dim major" (column-major
+    activation scales, weight scales as the transpose of the checkpoint's
+    ``[N/128, K/128]``). The output is bf16 (the only dtype this recipe offers).
     """
+    if qw.block != (128, 128) or a.group != 128:
+        raise ValueError(f"native FP8 block GEMM needs 128x128 blocks, got {qw.block}")
+    scale_a = a.scale.t().contiguous().t()
+    return torch._scaled_mm(
+        a.q, qw.qweight.t(), scale_a=scale_a, scale_b=qw.scale.t(), out_dtype=torch.bfloat16
+    ).float()
+
+
+def _mm_fp8_block_emulated(a: QuantizedActivation, qw: QuantizedWeight) -> torch.Tensor:
+    return dequantize_activation(a) @ dequantize_weight(qw).t()
+
+
+def quantized_matmul(
+    a: QuantizedActivation, qw: QuantizedWeight, *, fp8_block: str = "auto"
+) -> torch.Tensor:
+    """GEMM of quantised activations and weight -> float32 ``[M, N]``.
+
+    ``fp8_block``: ``"native"`` (torch ``_scaled_mm`` with block scales), ``"emulated"``
+    (dequantise, then a float matmul) or ``"auto"`` (native on CUDA, emulated on CPU).
+    """
+    if a.scheme != qw.scheme:
+        raise ValueError(f"activation scheme {a.scheme} does not match weight {qw.scheme}")
+    if a.q.dim() != 2 or a.q.shape[1] != qw.shape[1]:
+        raise ValueError(f"x {tuple(a.q.shape)} does not match weight {qw.shape}")
+    if qw.scheme == "int8_channel":
+        return _mm_int8_channel(a, qw)
+    if qw.scheme == "int8_block":
+        return _mm_int8_block(a, qw)
+    if qw.scheme == "fp8_tensor":
+        return _mm_fp8_tensor(a, qw)
+    if fp8_block == "auto":
+        fp8_block = "native" if a.q.is_cuda else "emulated"
+    if fp8_block == "native":
+        return _mm_fp8_block_native(a, qw)
+    if fp8_block == "emulated":
+        return _mm_fp8_block_emulated(a, qw)
+    raise ValueError(f"fp8_block must be native, emulated or auto, got {fp8_block!r}")
+
+
+def quantized_linear(
+    x: torch.Tensor, qw: QuantizedWeight, *, fp8_block: str = "auto"
+) -> torch.Tensor:
+    """``x [M, K] @ w.T`` from the quantised weight, activations quantised dynamically."""
     if x.dim() != 2 or x.shape[1] != qw.shape[1]:
         raise ValueError(f"x {tuple(x.shape)} does not match weight {qw.shape}")
-    if qw.scheme == "int8_channel":
-        return _linear_int8_channel(x, qw)
-    if qw.scheme == "int8_block":
-        return _linear_int8_block(x, qw)
-    if qw.scheme == "fp8_tensor":
-        return _linear_fp8_tensor(x, qw)
-    if qw.scheme == "fp8_block":
-        return _linear_fp8_block_emulated(x, qw)
-    raise ValueError(f"unknown quantisation scheme {qw.scheme!r}; known: {', '.join(SCHEMES)}")
+    a = quantize_activation(x, qw.scheme, qw.block[1])
+    return quantized_matmul(a, qw, fp8_block=fp8_block)
 
 
 def relative_error(out: torch.Tensor, ref: torch.Tensor) -> float:

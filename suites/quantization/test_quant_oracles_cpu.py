@@ -36,18 +36,7 @@ def _data(seed: int, m: int = M, n: int = N, k: int = K) -> tuple[torch.Tensor, 
 
 def _dequant_activation_product(x: torch.Tensor, qw: Q.QuantizedWeight) -> torch.Tensor:
     """Float64 product of the dequantised activations and weight, quantised as the layer does."""
-    if qw.scheme == "int8_channel":
-        xq, xs = Q.quantize_int8_per_token(x)
-        xd = Q.dequantize_int8_per_channel(xq, xs)
-    elif qw.scheme == "int8_block":
-        xq, xs = Q.quantize_int8_groups(x, qw.block[1])
-        xd = Q.dequantize_block(xq, xs, (1, qw.block[1]))
-    elif qw.scheme == "fp8_tensor":
-        xq, xs = Q.quantize_fp8_per_tensor(x)
-        xd = Q.dequantize_fp8_per_tensor(xq, xs)
-    else:
-        xq, xs = Q.quantize_fp8_block(x, (1, qw.block[1]))
-        xd = Q.dequantize_block(xq, xs, (1, qw.block[1]))
+    xd = Q.dequantize_activation(Q.quantize_activation(x, qw.scheme, qw.block[1]))
     return xd.double() @ Q.dequantize_weight(qw).double().t()
 
 
