@@ -1,0 +1,239 @@
+"""gates.plugin, driven through pytester: the metrics fixture, recording, options."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from gates.history import open_history
+from gates.plugin import outcome_of, parse_options
+
+pytest_plugins = ["pytester"]
+
+SUITE_FILE = """
+import pytest
+
+def test_latency(metrics):
+    metrics.record("decode/latency", [0.5, 0.25, 0.75], unit="s", better="lower")
+    metrics.record("decode/latency", 1.0, unit="s", better="lower")
+    metrics.record("eval/gsm8k", 0.9, unit="ratio", better="higher", n=1319, min_value=0.85)
+
+def test_fails(metrics):
+    metrics.record("fail/metric", [1.0], unit="s", better="lower")
+    assert 1 == 2, "boom" + "x" * 5000
+
+@pytest.mark.skip(reason="needs 8 GPUs")
+def test_skipped():
+    pass
+
+@pytest.mark.xfail(reason="known bug")
+def test_xfail():
+    assert False
+
+@pytest.mark.xfail(reason="fixed?")
+def test_xpass():
+    pass
+
+@pytest.fixture
+def broken():
+    raise RuntimeError("setup broke")
+
+def test_setup_error(broken):
+    pass
+
+@pytest.fixture
+def bad_teardown():
+    yield
+    raise RuntimeError("teardown broke")
+
+def test_teardown_error(bad_teardown):
+    pass
+
+def test_bad_metric(metrics):
+    metrics.record("ok/metric", [1.0], unit="s", better="lower")
+    metrics.record("ok/metric", [2.0], unit="ms", better="lower")
+"""
+
+
+@pytest.fixture
+def suite(pytester: pytest.Pytester) -> pytest.Pytester:
+    pytester.mkpydir("suites")
+    pytester.path.joinpath("suites", "test_suite.py").write_text(SUITE_FILE)
+    return pytester
+
+
+def inner(pytester: pytest.Pytester, *argv: str) -> pytest.RunResult:
+    # In-process run; hypothesis' plugin (if installed) costs seconds per run, so leave it out.
+    return pytester.runpytest(*argv, "-p", "no:cacheprovider", "-p", "no:hypothesispytest")
+
+
+def args(pytester: pytest.Pytester, *extra: str) -> list[str]:
+    return ["--gates-suite", "cpu", "--gates-history", str(pytester.path / "h.db"), *extra]
+
+
+def test_records_every_outcome_and_metric(suite: pytest.Pytester):
+    plan = {"suite": "cpu", "shard": [2, 3], "run_id": "r1", "root": str(suite.path),
+            "files": [{"path": "suites/test_suite.py", "line": 1, "est_time": 30,
+                       "expected": 31.5, "marker": "register_cpu_ci", "labels": []}],
+            "gates": [{"path": "suites/test_suite.py", "line": 2, "metric_key": "decode/latency",
+                       "options": {"better": "lower"}}]}
+    (suite.path / "plan.json").write_text(json.dumps(plan))
+    result = inner(suite, *args(suite, "--gates-plan", "plan.json", "--gates-shard", "2/3"))
+    result.assert_outcomes(passed=2, failed=2, skipped=1, xfailed=1, xpassed=1, errors=2)
+    result.stdout.fnmatch_lines([
+        f"gates: history {suite.path / 'h.db'}, suite cpu, shard 2/3, run r1, hardware *",
+        "gates: recorded run r1 (8 tests, 4 metrics) in *h.db",
+    ])
+    with open_history(suite.path / "h.db") as h:
+        run = h.run("r1")
+        assert (run["suite"], run["shard_index"], run["shard_count"]) == ("cpu", 2, 3)
+        assert run["status"] == "complete" and run["exit_status"] == 1
+        assert run["started_at"] <= run["finished_at"] and run["host"] and run["python"]
+        tests = {t["nodeid"].split("::")[1]: t for t in h.tests("r1")}
+        assert {k: v["outcome"] for k, v in tests.items()} == {
+            "test_latency": "passed", "test_fails": "failed", "test_skipped": "skipped",
+            "test_xfail": "xfailed", "test_xpass": "xpassed", "test_setup_error": "error",
+            "test_teardown_error": "error", "test_bad_metric": "failed",
+        }
+        assert all(t["path"] == "suites/test_suite.py" for t in tests.values())
+        assert tests["test_skipped"]["skip_reason"] == "needs 8 GPUs"
+        assert tests["test_xfail"]["skip_reason"] == "known bug"
+        fail_error = tests["test_fails"]["error"]
+        assert len(fail_error) == 2000 and "AssertionError" in fail_error
+        assert "setup broke" in tests["test_setup_error"]["error"]
+        assert "teardown broke" in tests["test_teardown_error"]["error"]
+        assert tests["test_latency"]["duration"] >= 0
+        assert "MetricError" in tests["test_bad_metric"]["error"]
+        metrics = {(m["nodeid"].split("::")[1], m["key"]): m for m in h.metrics("r1")}
+        latency = metrics[("test_latency", "decode/latency")]
+        assert latency["samples"] == [0.5, 0.25, 0.75, 1.0] and latency["median"] == 0.625
+        gsm = metrics[("test_latency", "eval/gsm8k")]
+        assert (gsm["n"], gsm["min_value"], gsm["better"]) == (1319, 0.85, "higher")
+        assert ("test_fails", "fail/metric") in metrics  # a failing test's metrics are kept
+        # the rejected second call stored nothing; the first call's sample stays
+        assert metrics[("test_bad_metric", "ok/metric")]["samples"] == [1.0]
+        assert h.plan_files("r1")[0]["expected"] == 31.5
+        assert h.plan_gates("r1")[0]["metric_key"] == "decode/latency"
+
+
+def test_bad_metric_message_reaches_the_test_report(suite: pytest.Pytester):
+    suite.makepyfile(test_nan="""
+        def test_nan(metrics):
+            metrics.record("x", float("nan"), unit="s", better="lower")
+        def test_empty(metrics):
+            metrics.record("x", [], unit="s", better="lower")
+        def test_key(metrics):
+            metrics.record("bad key!", 1, unit="s", better="lower")
+        def test_direction(metrics):
+            metrics.record("x", 1, unit="s", better="faster")
+    """)
+    result = inner(suite, "test_nan.py")
+    result.assert_outcomes(failed=4)
+    result.stdout.fnmatch_lines([
+        "*MetricError: metric 'x': value must be finite, got nan*",
+        "*MetricError: metric 'x': empty sample list*",
+        "*MetricError: metric key 'bad key!' is invalid*",
+        "*MetricError: metric 'x': better must be 'higher' or 'lower', got 'faster'*",
+    ])
+
+
+def test_without_suite_nothing_is_recorded(suite: pytest.Pytester):
+    result = inner(suite, "suites", "-k", "latency")
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(["gates: recording off (no --gates-suite); history *history.db"])
+    assert not (suite.path / "history.db").exists()
+
+
+def test_history_from_env_and_default(suite: pytest.Pytester, monkeypatch):
+    monkeypatch.setenv("GATES_HISTORY", str(suite.path / "env.db"))
+    inner(suite, "suites", "--gates-suite", "cpu", "-k", "latency")
+    with open_history(suite.path / "env.db") as h:
+        [run] = h.runs()
+        assert run["status"] == "complete" and len(run["run_id"]) == 32
+    monkeypatch.delenv("GATES_HISTORY")
+    inner(suite, "suites", "--gates-suite", "cpu", "-k", "latency")
+    with open_history(suite.path / "history.db") as h:
+        assert len(h.runs()) == 1
+
+
+def test_two_sessions_make_two_runs(suite: pytest.Pytester):
+    for _ in range(2):
+        inner(suite, *args(suite, "-k", "latency"))
+    with open_history(suite.path / "h.db") as h:
+        runs = h.runs()
+        assert len(runs) == 2 and runs[0]["run_id"] != runs[1]["run_id"]
+        assert len(h.metric_series("cpu", "decode/latency", runs[0]["fingerprint"])) == 2
+        assert list(h.file_durations("cpu", runs[0]["fingerprint"])) == ["suites/test_suite.py"]
+
+
+def test_collection_error_is_recorded_against_the_file(pytester: pytest.Pytester):
+    pytester.makepyfile(test_broken="import not_a_module_anywhere\n")
+    result = inner(pytester, *args(pytester))
+    assert result.ret == pytest.ExitCode.INTERRUPTED
+    with open_history(pytester.path / "h.db") as h:
+        [run] = h.runs()
+        [test] = h.tests(run["run_id"])
+        assert (test["path"], test["outcome"]) == ("test_broken.py", "error")
+        assert "not_a_module_anywhere" in test["error"]
+
+
+@pytest.mark.parametrize("option,value,message", [
+    ("--gates-shard", "3/2", "--gates-shard '3/2': expected I/N"),
+    ("--gates-shard", "one", "--gates-shard 'one': expected I/N"),
+    ("--gates-run-id", "bad id", "--gates-run-id 'bad id'"),
+    ("--gates-suite", "-x", "--gates-suite '-x'"),
+    ("--gates-plan", "missing.json", "--gates-plan 'missing.json': cannot read"),
+])
+def test_bad_options_are_usage_errors(pytester: pytest.Pytester, option, value, message):
+    pytester.makepyfile(test_ok="def test_ok(): pass\n")
+    base = ["--gates-suite", "cpu"] if option != "--gates-suite" else []
+    result = inner(pytester, *base, f"{option}={value}")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([f"*{message}*"])
+    assert not (pytester.path / "history.db").exists()
+
+
+def test_plan_for_another_suite_is_a_usage_error(pytester: pytest.Pytester):
+    (pytester.path / "plan.json").write_text(json.dumps({"suite": "gpu", "files": []}))
+    result = inner(pytester, "--gates-suite", "cpu", "--gates-plan", "plan.json")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*is for suite 'gpu', not --gates-suite 'cpu'*"])
+
+
+def test_unusable_history_is_a_usage_error_and_untouched(pytester: pytest.Pytester):
+    pytester.makepyfile(test_ok="def test_ok(): pass\n")
+    bad = pytester.path / "h.db"
+    bad.write_text("not a database")
+    result = inner(pytester, *args(pytester))
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*h.db: not an SQLite database; move it away*"])
+    assert bad.read_text() == "not a database"
+
+
+def test_parse_options_plan_fills_run_and_shard(tmp_path: Path):
+    plan = tmp_path / "p.json"
+    plan.write_text(json.dumps({"suite": "s", "shard": [2, 4], "run_id": "abc", "files": []}))
+    opts = parse_options(suite="s", shard=None, run_id=None, plan_path=str(plan), history=None,
+                         rootdir=tmp_path, env={})
+    assert (opts.run_id, opts.shard, opts.history) == ("abc", (2, 4), tmp_path / "history.db")
+    with pytest.raises(pytest.UsageError, match="is for run 'abc'"):
+        parse_options(suite="s", shard=None, run_id="zzz", plan_path=str(plan), history=None,
+                      rootdir=tmp_path, env={})
+
+
+@pytest.mark.parametrize("when,outcome,xfail,expected", [
+    ("setup", "passed", False, None),
+    ("setup", "failed", False, "error"),
+    ("setup", "skipped", False, "skipped"),
+    ("setup", "skipped", True, "xfailed"),
+    ("call", "passed", False, "passed"),
+    ("call", "passed", True, "xpassed"),
+    ("call", "failed", False, "failed"),
+    ("call", "skipped", True, "xfailed"),
+    ("teardown", "failed", False, "error"),
+    ("teardown", "passed", False, None),
+])
+def test_outcome_of(when, outcome, xfail, expected):
+    assert outcome_of(when, outcome, xfail) == expected

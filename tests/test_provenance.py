@@ -1,0 +1,92 @@
+"""gates.provenance: fingerprints, nvidia-smi parsing, CI environment, and safe probes."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+from gates.provenance import (
+    ci_from_env,
+    collect_provenance,
+    detect_hardware,
+    fingerprint_key,
+    git_info,
+    parse_nvidia_smi,
+)
+
+SMI = """NVIDIA H200, 143771, 570.124.06, 9.0
+NVIDIA H200, 143771, 570.124.06, 9.0
+"""
+
+
+def test_parse_nvidia_smi():
+    gpus = parse_nvidia_smi(SMI + "\n garbage line\n")
+    assert gpus == [{"name": "NVIDIA H200", "driver": "570.124.06", "memory_mib": 143771,
+                     "capability": "9.0"}] * 2
+
+
+def test_parse_nvidia_smi_unsupported_fields():
+    [gpu] = parse_nvidia_smi("Tesla T4, [N/A], 535.1, [N/A]")
+    assert gpu["memory_mib"] is None and gpu["capability"] is None
+
+
+def test_fingerprint_is_stable_and_ignores_versions():
+    hw = {"gpus": parse_nvidia_smi(SMI), "driver": "570", "torch": "2.6"}
+    key = fingerprint_key(hw)
+    assert key == "nvidia-h200-x2-sm90"
+    assert fingerprint_key({**hw, "driver": "580", "torch": "2.9"}) == key
+    assert fingerprint_key({"gpus": hw["gpus"][:1]}) != key
+    assert fingerprint_key({}) == "cpu"
+
+
+def test_fingerprint_of_many_models_is_short():
+    hw = {"gpus": [{"name": f"Vendor Model Number {i} Extended Edition", "capability": "8.0"}
+                   for i in range(8)]}
+    key = fingerprint_key(hw)
+    assert len(key) <= 64 and key == fingerprint_key(hw)
+
+
+def test_ci_from_env_github():
+    env = {"GITHUB_SHA": "abc", "GITHUB_REF_NAME": "main", "GITHUB_SERVER_URL": "https://gh.io/",
+           "GITHUB_REPOSITORY": "o/r", "GITHUB_RUN_ID": "42"}
+    assert ci_from_env(env) == {"commit": "abc", "branch": "main",
+                                "ci_url": "https://gh.io/o/r/actions/runs/42"}
+    assert ci_from_env({}) == {"commit": None, "branch": None, "ci_url": None}
+
+
+def test_probes_survive_missing_tools(tmp_path, monkeypatch):
+    monkeypatch.setenv("PATH", str(tmp_path))  # no git, no nvidia-smi
+    hw = detect_hardware()
+    assert hw["gpus"] == [] and hw["python"]
+    assert git_info(tmp_path) == {"commit": None, "branch": None}
+    prov = collect_provenance("cpu", root=tmp_path, env={}, hardware=hw)
+    assert prov.fingerprint == "cpu" and len(prov.run_id) == 32 and prov.commit is None
+
+
+def test_fake_nvidia_smi_is_used(tmp_path, monkeypatch):
+    smi = tmp_path / "nvidia-smi"
+    smi.write_text(f"#!/bin/sh\nif [ -n \"$1\" ]; then printf '{SMI}'; "
+                   "else echo 'CUDA Version: 12.8'; fi\n")
+    smi.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path}")
+    monkeypatch.delitem(sys.modules, "torch", raising=False)
+    hw = detect_hardware()
+    assert hw["vendor"] == "nvidia" and len(hw["gpus"]) == 2
+    assert hw["driver"] == "570.124.06" and hw["cuda"] == "12.8"
+    assert fingerprint_key(hw) == "nvidia-h200-x2-sm90"
+
+
+def test_git_info_in_a_repo(tmp_path):
+    subprocess.run(["git", "init", "-q", "-b", "feature", str(tmp_path)], check=True)
+    subprocess.run(["git", "-C", str(tmp_path), "-c", "user.email=a@b", "-c", "user.name=a",
+                    "commit", "-q", "--allow-empty", "-m", "x"], check=True)
+    info = git_info(tmp_path)
+    assert info["branch"] == "feature" and len(info["commit"]) == 40
+
+
+def test_ci_env_wins_over_git(tmp_path):
+    prov = collect_provenance("s", root=tmp_path, hardware={},
+                              env={"GITHUB_SHA": "f" * 40, "GITHUB_REF_NAME": "pr-1"},
+                              run_id="given", shard=(2, 3))
+    assert (prov.commit, prov.branch, prov.run_id, prov.shard_index, prov.shard_count) == (
+        "f" * 40, "pr-1", "given", 2, 3)
