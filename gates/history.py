@@ -257,11 +257,8 @@ class History:
         try:
             conn.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_S * 1000)}")
             conn.execute("PRAGMA foreign_keys = ON")
-            conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
             self.db = Database(conn, execute_plugins=False)
-            if not readonly:
-                self._retry(self._enable_wal)
-            self._check_and_migrate()
+            self._retry(self._prepare)
         except sqlite3.DatabaseError as exc:
             conn.close()
             raise _corrupt(self.path, exc) from exc
@@ -283,10 +280,14 @@ class History:
     def __repr__(self) -> str:
         return f"<History {self.path}>"
 
-    def _enable_wal(self) -> None:
-        mode = self.conn.execute("PRAGMA journal_mode").fetchone()[0]
-        if mode.lower() != "wal":
-            self.db.enable_wal()
+    def _prepare(self) -> None:
+        # First read: fails here on a damaged file, before anything is written.
+        self.conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
+        if not self.readonly:
+            mode = self.conn.execute("PRAGMA journal_mode").fetchone()[0]
+            if mode.lower() != "wal":
+                self.db.enable_wal()
+        self._check_and_migrate()
 
     def _check_and_migrate(self) -> None:
         applied = {m.name for m in MIGRATIONS.applied(self.db)}
@@ -321,10 +322,11 @@ class History:
                 return fn()
             except sqlite3.OperationalError as exc:
                 message = str(exc).lower()
-                if ("locked" not in message and "busy" not in message) or \
-                        time.monotonic() > deadline:
+                if "locked" not in message and "busy" not in message:
+                    raise
+                if time.monotonic() > deadline:
                     raise HistoryError(f"{self.path}: {exc}; another process holds the "
-                                       "write lock for too long, retry later") from exc
+                                       "file for too long, retry later") from exc
                 time.sleep(delay * (1 + random.random()))
                 delay = min(delay * 2, 0.5)
 
@@ -745,6 +747,9 @@ def _check_file(path: Path, *, create: bool) -> None:
 def _corrupt(path: Path, exc: BaseException) -> HistoryError:
     if isinstance(exc, HistoryError):
         return exc
+    if any(word in str(exc).lower() for word in ("locked", "busy")):
+        return HistoryError(f"{path}: {exc}; another process holds the file for too long, "
+                            "retry later")
     return HistoryError(f"{path}: unreadable or corrupt SQLite file ({exc}); restore it from "
                         "a backup or CI artifact, or move it away to start a new history")
 
