@@ -2,6 +2,10 @@
 
     python -m ci_register list [--root PATH] [--catalog FILE] [--suite NAME] [--json]
     python -m ci_register run SUITE [--partition I/N] [--dry-run] [pytest args...]
+    python -m ci_register plan [SUITE...] [--event E] [--history PATH]
+    python -m ci_register matrix --event pull_request|push|schedule [--output FILE]
+    python -m ci_register rerun SPEC [--suite NAME] [--run] [pytest args...]
+    python -m ci_register est-time --check|--write [--suite NAME]
 """
 
 from __future__ import annotations
@@ -67,7 +71,106 @@ def _run(args: argparse.Namespace) -> int:
     return main_run(args.suite, args.rest)
 
 
-COMMANDS = {"list": _list, "run": _run}
+def _load(args: argparse.Namespace):
+    """(catalog, collection) for the planning commands, or an exit code."""
+    root = Path(args.root)
+    try:
+        catalog = load_catalog(Path(args.catalog) if args.catalog else root / DEFAULT_CATALOG)
+    except CatalogError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    col = collect(catalog, base=root)
+    if col.issues:
+        for issue in col.issues:
+            print(f"error: {issue}", file=sys.stderr)
+        print(f"error: {len(col.issues)} registration problem(s); fix them first", file=sys.stderr)
+        return 2
+    return catalog, col
+
+
+def _fingerprint(value: str | None) -> str | None:
+    from ci_register.durations import LATEST  # noqa: PLC0415
+
+    return {None: LATEST, "latest": LATEST, "this": None}.get(value, value)
+
+
+def _matrix(args: argparse.Namespace, *, as_text: bool = False) -> int:
+    from ci_register.matrix import MatrixError, build, summary, write_output  # noqa: PLC0415
+
+    loaded = _load(args)
+    if isinstance(loaded, int):
+        return loaded
+    catalog, col = loaded
+    try:
+        matrix, plans = build(catalog, col, args.event, args.history, only=args.suites, fingerprint=_fingerprint(args.fingerprint))
+    except MatrixError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    if as_text:
+        print("\n".join(sp.text() for sp in plans) or f"no suite runs for --event {args.event}")
+        return 0
+    write_output(matrix, Path(args.output) if args.output else None)
+    print(summary(plans) or f"no suite runs for --event {args.event}", file=sys.stderr)
+    return 0
+
+
+def _rerun(args: argparse.Namespace, rest: list[str]) -> int:
+    from ci_register.rerun import main_rerun  # noqa: PLC0415
+
+    root = Path(args.root)
+    return main_rerun(args.spec, root, Path(args.catalog) if args.catalog else root / DEFAULT_CATALOG,
+                      suite=args.suite, history=args.history, run=args.run, via_nox=not args.no_nox, extra=rest)
+
+
+def _est_time(args: argparse.Namespace) -> int:
+    from ci_register.est_time import EstTimeError, find_drifts, write_drifts  # noqa: PLC0415
+
+    if args.check == args.write:
+        print("error: pass exactly one of --check or --write", file=sys.stderr)
+        return 2
+    loaded = _load(args)
+    if isinstance(loaded, int):
+        return loaded
+    catalog, col = loaded
+    unknown = [s for s in args.suites if s not in catalog.suites]
+    if unknown:
+        print(f"error: unknown suite {unknown[0]!r}; known: {catalog.known()}", file=sys.stderr)
+        return 2
+    drifts, warnings = find_drifts(catalog, col, args.history, suites=args.suites, fingerprint=_fingerprint(args.fingerprint), root=Path(args.root))
+    for w in warnings:
+        print(f"warning: {w}", file=sys.stderr)
+    if args.check:
+        for d in drifts:
+            print(d)
+        if drifts:
+            print(f"{len(drifts)} est_time literal(s) off by more than 30 s and 30%; `python -m ci_register est-time --write` updates them")
+        else:
+            print("every measured est_time is within 30 s or 30% of its figure")
+        return 1 if drifts else 0
+    try:
+        for line in write_drifts(drifts, Path(args.root)):
+            print(f"updated {line}")
+    except (EstTimeError, SyntaxError, OSError, UnicodeDecodeError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    if not drifts:
+        print("nothing to update")
+    return 0
+
+
+COMMANDS = {
+    "list": _list,
+    "run": _run,
+    "plan": lambda a: _matrix(a, as_text=True),
+    "matrix": _matrix,
+    "est-time": _est_time,
+}
+
+
+def _common(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--root", default=".", help="repository root; paths are shown relative to it")
+    p.add_argument("--catalog", default=None, help="catalog TOML (default ROOT/suites/catalog.toml)")
+    p.add_argument("--history", default=None, help="history file for durations (default $GATES_HISTORY or ROOT/history.db)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -82,6 +185,31 @@ def build_parser() -> argparse.ArgumentParser:
     run = sub.add_parser("run", help="run one suite (what `nox -s SUITE` calls)", add_help=False)
     run.add_argument("suite")
     run.add_argument("rest", nargs=argparse.REMAINDER)
+    fp_help = "hardware fingerprint of the durations: latest (the suite's newest trusted run), this (this machine) or a key"
+    for name, hlp in (("plan", "show each suite's budget-derived shards, files and makespan (nothing run)"),
+                      ("matrix", "print the GitHub Actions matrix JSON for an event")):
+        m = sub.add_parser(name, help=hlp)
+        _common(m)
+        if name == "plan":
+            m.add_argument("suites", nargs="*", metavar="SUITE", help="only these suites (default: all the event runs)")
+            m.add_argument("--event", default="schedule", help="which suites: schedule (all, default), pull_request, push")
+        else:
+            m.add_argument("--event", required=True, help="pull_request, push or schedule (nightly suites only for schedule)")
+            m.add_argument("--suite", dest="suites", action="append", default=[], help="only this suite (repeatable)")
+            m.add_argument("--output", default=None, help="write the JSON here instead of stdout")
+        m.add_argument("--fingerprint", default=None, help=fp_help)
+    rr = sub.add_parser("rerun", help="the suite command(s) that rerun exactly the files a SPEC names")
+    _common(rr)
+    rr.add_argument("spec", help="path, bare file name, glob or folder under suites/, optionally ::test")
+    rr.add_argument("--suite", default=None, help="pick one suite when the file is registered to several")
+    rr.add_argument("--run", action="store_true", help="run the command(s), not just print them")
+    rr.add_argument("--no-nox", action="store_true", help="with --run: run `python -m ci_register run` in this Python instead of the nox session")
+    et = sub.add_parser("est-time", help="list (--check) or rewrite (--write) est_time literals that drifted from history")
+    _common(et)
+    et.add_argument("--check", action="store_true", help="list drifted literals; exit 1 if any")
+    et.add_argument("--write", action="store_true", help="rewrite the drifted literals in place")
+    et.add_argument("--suite", dest="suites", action="append", default=[], help="only this suite (repeatable)")
+    et.add_argument("--fingerprint", default=None, help=fp_help)
     return p
 
 
@@ -93,5 +221,9 @@ def main(argv: list[str] | None = None) -> int:
 
         return main_run(argv[1], argv[2:])
     parser = build_parser()
+    if argv and argv[0] == "rerun":
+        # Unknown options after the spec go to pytest (-x, -k EXPR, ...).
+        args, rest = parser.parse_known_args(argv)
+        return _rerun(args, rest)
     args = parser.parse_args(argv)
     return COMMANDS[args.command](args)

@@ -104,6 +104,7 @@ class Plan:
     expected: dict[str, float]
     disabled: list[Registration]
     source: dict[str, str]  # path -> "history" | "est_time"
+    note: str = ""  # how the shard count was chosen, when the plan chose it
 
     @property
     def mine(self) -> Shard:
@@ -133,17 +134,41 @@ def make_plan(collection: Collection, suite: Suite, opts: RunOptions) -> Plan:
     regs = collection.for_suite(suite.name, nightly=nightly)
     disabled = [r for r in collection.for_suite(suite.name, include_disabled=True, nightly=nightly) if r.disabled]
     if opts.files:
-        wanted = {Path(f).as_posix() for f in opts.files}
+        # `--file PATH::TEST` selects the file; the node id goes to pytest (see _targets).
+        wanted = {Path(f.split("::", 1)[0]).as_posix() for f in opts.files}
         regs = [r for r in regs if r.path in wanted]
     expected, source = expected_durations(regs, suite, opts.history)
+    items = [(r.path, expected[r.path]) for r in regs]
+    if opts.partition is None and opts.dry_run:
+        # A dry run without --partition shows the plan CI would use: shards from the budget.
+        from ci_register.schedule import plan_schedule  # noqa: PLC0415
+
+        sched = plan_schedule(items, suite.shard_budget_s, suite.shards, where={r.path: f"{r.path}:{r.line}" for r in regs}, suite=suite.name)
+        return Plan(suite, sched.shards, 0, {r.path: r for r in regs}, expected, disabled, source, sched.describe())
     i, n = opts.partition or (1, 1)
-    shards = lpt([(r.path, expected[r.path]) for r in regs], n)
+    shards = lpt(items, n)
     return Plan(suite, shards, i, {r.path: r for r in regs}, expected, disabled, source)
+
+
+def _targets(items: list[tuple[str, float]], files: list[str]) -> list[str]:
+    """pytest targets: a file's node ids where only `--file PATH::TEST` named it, else the file."""
+    nodes: dict[str, list[str]] = {}
+    whole: set[str] = set()
+    for f in files:
+        path, sep, test = f.partition("::")
+        path = Path(path).as_posix()
+        if sep and test:
+            nodes.setdefault(path, []).append(f"{path}::{test}")
+        else:
+            whole.add(path)
+    return [t for p, _ in items for t in ([p] if p in whole or p not in nodes else nodes[p])]
 
 
 def plan_text(plan: Plan) -> str:
     """The dry-run listing: every shard, its files and times, and the makespan's bound."""
     lines = [f"suite {plan.suite.name}: {plan.suite.description}", f"  needs {plan.suite.hardware.describe()}; runs on {', '.join(plan.suite.runner_labels) or '-'}"]
+    if plan.note:
+        lines.append(f"  {plan.note}")
     n = len(plan.shards)
     durs = list(plan.expected.values())
     makespan = max((s.total for s in plan.shards), default=0.0)
@@ -233,7 +258,11 @@ def run_suite(opts: RunOptions) -> int:
             print(f"error: {issue}", file=sys.stderr)
         print(f"error: {len(collection.issues)} registration problem(s); nothing was run", file=sys.stderr)
         return 2
-    plan = make_plan(collection, suite, opts)
+    try:
+        plan = make_plan(collection, suite, opts)
+    except ValueError as exc:  # ScheduleError: a file longer than the shard budget
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     if not plan.registrations:
         what = f"of {', '.join(opts.files)} " if opts.files else ""
         print(f"error: no enabled test file {what}is registered to suite {suite.name!r}; register one with suite=\"{suite.name}\"", file=sys.stderr)
@@ -251,7 +280,7 @@ def run_suite(opts: RunOptions) -> int:
         # More shards than files: an empty shard is a planned outcome, not a silent green.
         print(f"shard {plan.index}/{len(plan.shards)} of {suite.name} has no files in this plan; nothing to run")
         return 0
-    targets = [p for p, _ in plan.mine.items]
+    targets = _targets(plan.mine.items, opts.files)
     run_id = uuid.uuid4().hex
     i, n = plan.index, len(plan.shards)
     plan_data = _plan_json(plan, run_id, opts.root, collection)
