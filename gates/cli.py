@@ -1,0 +1,321 @@
+"""`gate-report`: reports over the metric history, and the history's chores.
+
+    gate-report [report] [--suite S] [--run ID | --since 30d] [--format text|md|json|html]
+                         [--out FILE] [--history PATH]
+    gate-report health   [--suite S] [--format text|md|json]
+    gate-report merge    SHARD.db ... --into history.db
+    gate-report untrust  (--run ID ... | --commit SHA) --reason "..."
+    gate-report trust    (--run ID ... | --commit SHA) --reason "..."
+
+A thin skin: each command parses its arguments and calls the library
+(`gates.report_query`, `gates.report`, `gates.render_*`, `gates.health`,
+`gates.history`). Exit codes: 0 nothing regressed in what is reported, 1 a
+gate failed in it, 2 usage or input errors (one line, ``error: ...``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import NoReturn
+
+__all__ = ["COMMANDS", "FORMATS", "build_parser", "main"]
+
+FORMATS = ("text", "md", "json", "html")
+_DEFAULT_COMMAND = "report"
+
+
+class _UsageError(Exception):
+    pass
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse with one-line errors that name the fix, exit 2."""
+
+    def error(self, message: str) -> NoReturn:
+        raise _UsageError(f"{message}; see {self.prog} --help")
+
+
+def _default_history() -> str:
+    return os.environ.get("GATES_HISTORY") or "history.db"
+
+
+def _add_history(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--history", default=None, metavar="PATH",
+                   help="history file (default: $GATES_HISTORY, else ./history.db)")
+
+
+# ------------------------------------------------------------------ commands
+
+
+def _now() -> str:
+    import datetime as dt  # noqa: PLC0415
+
+    return dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
+
+
+def _health_for(history, suites: dict[str, str], root: Path, window: int) -> list:
+    from gates.health import analyse  # noqa: PLC0415
+    from gates.report_query import load_health_input, load_registrations  # noqa: PLC0415
+
+    out = []
+    for suite, until in sorted(suites.items()):
+        regs = load_registrations(root, suite)
+        out.append(analyse(load_health_input(history, suite, window=window,
+                                             registrations=regs, until=until)))
+    return out
+
+
+def _emit(text: str, out: str | None) -> None:
+    if out is None:
+        sys.stdout.write(text)
+        return
+    path = Path(out)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+    except OSError as exc:
+        raise _UsageError(f"--out {out}: cannot write ({exc.strerror or exc}); choose a "
+                          "writable path") from None
+    print(f"wrote {path} ({len(text.encode())} bytes)", file=sys.stderr)
+
+
+def _render(report, fmt: str) -> str:
+    if fmt == "json":
+        from gates.report import report_to_json  # noqa: PLC0415
+
+        return json.dumps(report_to_json(report), indent=1, sort_keys=False) + "\n"
+    if fmt == "md":
+        from gates.render_md import render_md  # noqa: PLC0415
+
+        return render_md(report)
+    if fmt == "html":
+        from gates.render_html import render_html  # noqa: PLC0415
+
+        return render_html(report)
+    from gates.render_text import render_text  # noqa: PLC0415
+
+    return render_text(report)
+
+
+def _report(args: argparse.Namespace) -> int:
+    from gates.history import open_history  # noqa: PLC0415
+    from gates.report import build_report  # noqa: PLC0415
+    from gates.report_query import load_report_input, parse_since, select_runs  # noqa: PLC0415
+
+    if args.run and args.since:
+        raise _UsageError("--run and --since exclude each other; give one")
+    if args.points < 2:
+        raise _UsageError(f"--points {args.points}: give at least 2")
+    since = parse_since(args.since) if args.since else None
+    with open_history(args.history or _default_history(), create=False,
+                      readonly=True) as history:
+        runs, scope = select_runs(history, run=args.run, suite=args.suite, since=since,
+                                  limit=args.limit)
+        data = load_report_input(history, runs, scope=scope, since=since,
+                                 trend_points=args.points, generated_at=_now())
+        report = build_report(data, all_rows=args.all)
+        if not args.no_health:
+            until: dict[str, str] = {}
+            for r in runs:
+                until[r["suite"]] = max(until.get(r["suite"], ""), r["started_at"])
+            report.health = _health_for(history, until, Path(args.root), args.window)
+    _emit(_render(report, args.format), args.out)
+    _github(report, args.format, Path(args.root))
+    return report.exit_code
+
+
+def _github(report, fmt: str, root: Path) -> None:
+    from gates import ghactions  # noqa: PLC0415
+
+    if not ghactions.on_github():
+        return
+    from gates.render_md import render_md  # noqa: PLC0415
+
+    note = ghactions.append_step_summary(render_md(report))
+    for line in ghactions.annotations(report, lambda n: ghactions.locate_test(n, root)):
+        print(line, file=sys.stderr)  # the runner reads workflow commands on stderr too
+    print(f"gate-report: {note}", file=sys.stderr)
+
+
+def _health(args: argparse.Namespace) -> int:
+    from gates.history import open_history  # noqa: PLC0415
+    from gates.report import Report  # noqa: PLC0415
+
+    with open_history(args.history or _default_history(), create=False,
+                      readonly=True) as history:
+        suite = args.suite
+        if suite is None:
+            latest = history.runs(limit=1)
+            if not latest:
+                raise _UsageError(f"{history.path}: no runs yet; run a suite first")
+            suite = latest[0]["suite"]
+        health = _health_for(history, {suite: "9999"}, Path(args.root), args.window)
+    if not health[0].runs:
+        raise _UsageError(f"{history.path}: no run of suite {suite!r}; check --suite")
+    report = Report(title=f"CI health of {suite}", scope="health", runs=[], verdicts=[],
+                    summary={}, health=health, generated_at=_now())
+    if args.format == "json":
+        _emit(json.dumps([h.to_json() for h in health], indent=1) + "\n", args.out)
+    elif args.format == "md":
+        from gates.render_md import render_md  # noqa: PLC0415
+
+        _emit(render_md(report), args.out)
+    else:
+        from gates.render_text import render_text  # noqa: PLC0415
+
+        _emit(render_text(report), args.out)
+    return 0
+
+
+def _merge(args: argparse.Namespace) -> int:
+    from gates.history import merge_histories  # noqa: PLC0415
+
+    missing = [s for s in args.shards if not Path(s).is_file()]
+    if missing:
+        raise _UsageError(f"shard history {missing[0]} does not exist; check the path "
+                          "(download the shard artifacts first)")
+    result = merge_histories(args.shards, args.into)
+    print(result)
+    for shard, n in result.per_shard.items():
+        print(f"  {shard}: {n} new run(s)")
+    return 0
+
+
+def _trust(trusted: bool) -> Callable[[argparse.Namespace], int]:
+    def command(args: argparse.Namespace) -> int:
+        from gates.history import open_history  # noqa: PLC0415
+
+        if not args.run and not args.commit:
+            raise _UsageError("give --run ID (repeatable) or --commit SHA")
+        with open_history(args.history or _default_history(), create=False) as history:
+            changed = history.set_trust(args.run, commit=args.commit, trusted=trusted,
+                                        reason=args.reason)
+        verb = "trusted" if trusted else "untrusted"
+        print(f"{verb} {len(changed)} run(s): {', '.join(changed)}")
+        return 0
+
+    return command
+
+
+COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
+    "report": _report,
+    "health": _health,
+    "merge": _merge,
+    "trust": _trust(True),
+    "untrust": _trust(False),
+}
+
+
+# -------------------------------------------------------------------- parser
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = _Parser(prog="gate-report",
+                description="Reports over the metric history: what changed, how sure we are, "
+                            "and where CI time goes. Without a command, runs `report`.",
+                epilog="exit codes: 0 nothing regressed in what is reported; 1 a gate failed "
+                       "in it; 2 usage or input error")
+    sub = p.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+
+    rep = sub.add_parser(
+        "report", help="report a run or a range of runs (the default command)",
+        description="Report one run (default: the latest, with its other shards) or every "
+                    "run in a time range: runs, verdicts (failing first) with baseline, "
+                    "change and confidence interval, statistic, p/q value and floor, where "
+                    "each metric changed, trends, and CI health.")
+    _add_history(rep)
+    rep.add_argument("--suite", help="only runs of this suite")
+    rep.add_argument("--run", metavar="ID", help="this run (id or a unique prefix, >= 6 chars)")
+    rep.add_argument("--since", metavar="SPAN",
+                     help="every run since: 30d, 12h, 2w, 90m or an ISO date (2026-11-01)")
+    rep.add_argument("--format", choices=FORMATS, default="text",
+                     help="text (terminal), md (GitHub Markdown), json, html (self-contained "
+                          "page)")
+    rep.add_argument("--out", metavar="FILE", help="write here instead of stdout")
+    rep.add_argument("--all", action="store_true",
+                     help="in a range, list every passing verdict, not only the newest")
+    rep.add_argument("--points", type=int, default=30, metavar="N",
+                     help="trend length in runs (default 30)")
+    rep.add_argument("--limit", type=int, default=200, metavar="N",
+                     help="at most this many runs in a range (default 200)")
+    rep.add_argument("--no-health", action="store_true", help="leave out the CI health sections")
+    rep.add_argument("--window", type=int, default=20, metavar="N",
+                     help="runs the CI health sections look back over (default 20)")
+    rep.add_argument("--root", default=".", metavar="PATH",
+                     help="repository root, for registrations and annotation lines (default .)")
+
+    hl = sub.add_parser(
+        "health", help="CI health only: stale est_time, flaky, skipped, never-run, slow files",
+        description="CI health of one suite from history: est_time stale against the p90 of "
+                    "recent passing runs (with a suggested value), flaky tests, tests always "
+                    "skipped, registered files that never ran, the slowest files and what "
+                    "fresh estimates would save the slowest shard.")
+    _add_history(hl)
+    hl.add_argument("--suite", help="suite (default: the suite of the newest run)")
+    hl.add_argument("--format", choices=("text", "md", "json"), default="text",
+                    help="output format (default text)")
+    hl.add_argument("--out", metavar="FILE", help="write here instead of stdout")
+    hl.add_argument("--window", type=int, default=20, metavar="N",
+                    help="runs to look back over (default 20)")
+    hl.add_argument("--root", default=".", metavar="PATH",
+                    help="repository root with suites/catalog.toml (default .)")
+
+    mg = sub.add_parser(
+        "merge", help="fold shard history files into one history (idempotent)",
+        description="Fold the history files written by parallel CI shards into one history. "
+                    "Merging a file twice changes nothing; a run id present with different "
+                    "content is an error and nothing is written.")
+    mg.add_argument("shards", nargs="+", metavar="SHARD.db", help="shard history files")
+    mg.add_argument("--into", required=True, metavar="PATH",
+                    help="target history (created if missing)")
+
+    for name, trusted in (("untrust", False), ("trust", True)):
+        what = "trusted again" if trusted else "untrusted (never a baseline, never deleted)"
+        tp = sub.add_parser(
+            name, help=f"mark runs {'trusted again' if trusted else 'untrusted'}",
+            description=f"Mark runs {what}, by run id or commit, with a reason kept in the "
+                        "trust log.")
+        _add_history(tp)
+        tp.add_argument("--run", action="append", default=[], metavar="ID",
+                        help="run id (repeatable)")
+        tp.add_argument("--commit", metavar="SHA",
+                        help="every run of this commit (full sha or >= 7 characters)")
+        tp.add_argument("--reason", required=True,
+                        help='why, e.g. "broken runner gpu-17"')
+    return p
+
+
+def _with_default_command(argv: Sequence[str]) -> list[str]:
+    argv = list(argv)
+    if not argv or (argv[0].startswith("-") and argv[0] not in ("-h", "--help")):
+        return [_DEFAULT_COMMAND, *argv]
+    return argv
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    from gates.history import HistoryError  # noqa: PLC0415
+    from gates.report_query import ReportInputError  # noqa: PLC0415
+
+    argv = sys.argv[1:] if argv is None else argv
+    parser = build_parser()
+    try:
+        args = parser.parse_args(_with_default_command(argv))
+        return COMMANDS[args.command](args)
+    except _UsageError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except (HistoryError, ReportInputError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except BrokenPipeError:  # `gate-report | head`: the reader left; not our error
+        sys.stderr.close()
+        return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,208 @@
+"""Terminal rendering of a `gates.report.Report`, and the number formats the
+Markdown renderer shares. Pure: returns a string."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from tabulate import tabulate
+
+from gates.health import HealthReport
+from gates.report import Report, RunInfo, VerdictRow
+
+__all__ = [
+    "LABELS",
+    "SPARK",
+    "fmt_change",
+    "fmt_pq",
+    "fmt_seconds",
+    "fmt_value",
+    "headline",
+    "health_tables",
+    "render_text",
+    "run_table",
+    "sparkline",
+    "verdict_table",
+]
+
+SPARK = "▁▂▃▄▅▆▇█"
+SPARK_WIDTH = 24
+LABELS = {"fail": "FAIL", "warn": "warn", "improved": "better", "info": "info", "pass": "ok"}
+
+
+def sparkline(values: Sequence[float], width: int = SPARK_WIDTH) -> str:
+    """Unicode sparkline of the last `width` values (flat series -> a flat line)."""
+    vals = [v for v in values[-width:] if v == v]  # drop NaN
+    if not vals:
+        return ""
+    lo, hi = min(vals), max(vals)
+    if hi == lo:
+        return SPARK[3] * len(vals)
+    scale = (len(SPARK) - 1) / (hi - lo)
+    return "".join(SPARK[int(round((v - lo) * scale))] for v in vals)
+
+
+def fmt_value(x: float | None, unit: str | None = None) -> str:
+    if x is None:
+        return "-"
+    text = f"{x:.4g}"
+    return f"{text} {unit}" if unit else text
+
+
+def fmt_change(v: VerdictRow) -> str:
+    """"+12.3% [+8.1, +16.0]": relative change with its 95% CI, in percent."""
+    if v.rel_change is None:
+        return "-"
+    text = f"{v.rel_change * 100:+.1f}%"
+    if v.ci_low is not None and v.ci_high is not None:
+        text += f" [{v.ci_low * 100:+.1f}, {v.ci_high * 100:+.1f}]"
+    return text
+
+
+def _p(x: float) -> str:
+    return f"{x:.2g}" if x >= 0.001 else f"{x:.1e}"
+
+
+def fmt_pq(v: VerdictRow) -> str:
+    parts = []
+    if v.p_value is not None:
+        parts.append(f"p={_p(v.p_value)}")
+    if v.q_value is not None:
+        parts.append(f"q={_p(v.q_value)}")
+    return " ".join(parts) or "-"
+
+
+def fmt_seconds(x: float | None) -> str:
+    if x is None:
+        return "-"
+    if x >= 3600:
+        return f"{x / 3600:.1f} h"
+    if x >= 120:
+        return f"{x / 60:.1f} min"
+    return f"{x:.0f} s" if x >= 10 else f"{x:.1f} s"
+
+
+def _wall(r: RunInfo) -> str:
+    text = fmt_seconds(r.wall_s)
+    if r.est_s:
+        delta = r.est_delta
+        text += f" vs est {fmt_seconds(r.est_s)}"
+        if delta is not None:
+            text += f" ({delta * 100:+.0f}%)"
+    return text
+
+
+def headline(report: Report) -> str:
+    n_fail = report.summary.get("fail", 0)
+    state = (f"FAILED: {n_fail} gate(s) failed" if n_fail
+             else "passed: no gate failed")
+    counts = ", ".join(f"{n} {LABELS.get(k, k)}" for k, n in
+                       sorted(report.summary.items(), key=lambda kv: list(LABELS).index(kv[0])
+                              if kv[0] in LABELS else 9))
+    return f"{report.title}: {state}" + (f" ({counts})" if counts else "")
+
+
+def run_table(report: Report) -> tuple[list[str], list[list[str]]]:
+    head = ["run", "suite", "shard", "commit", "branch", "started (UTC)", "status",
+            "passed", "failed", "skipped", "wall vs est_time", "hardware"]
+    rows = []
+    for r in report.runs:
+        failed = r.counts.get("failed", 0) + r.counts.get("error", 0)
+        status = r.status + ("" if r.trusted else " (untrusted)")
+        if r.confirm_runs:
+            status += f", {len(r.confirm_runs)} confirm run(s)"
+        rows.append([r.run_id[:12], r.suite, r.shard, (r.commit or "-")[:10], r.branch or "-",
+                     r.started_at[:19].replace("T", " "), status,
+                     str(r.counts.get("passed", 0)), str(failed),
+                     str(r.counts.get("skipped", 0)), _wall(r), r.hardware])
+    return head, rows
+
+
+def verdict_table(report: Report, *, with_run: bool | None = None
+                  ) -> tuple[list[str], list[list[str]]]:
+    with_run = report.scope == "range" if with_run is None else with_run
+    head = (["run"] if with_run else []) + [
+        "verdict", "metric", "test", "baseline", "new", "change [95% CI]", "statistic",
+        "p / q", "floor", "trend", "changed in"]
+    rows = []
+    for v in report.verdicts:
+        verdict = f"{LABELS.get(v.cls, v.cls)} {v.verdict}" if v.cls != "pass" else v.verdict
+        if v.mode and v.mode != "enforce" and v.cls in ("warn",):
+            verdict += f" ({v.mode})"
+        if v.confirmed_by:
+            verdict += " (confirmed)"
+        stat = "-" if v.statistic is None else f"{v.statistic:.3g}"
+        if v.method:
+            stat = f"{v.method} {stat}"
+        change = v.change
+        rows.append(([v.run_id[:12]] if with_run else []) + [
+            verdict, v.key, v.nodeid.split("::", 1)[-1] if v.nodeid else "-",
+            fmt_value(v.baseline, v.unit), fmt_value(v.new, v.unit), fmt_change(v), stat,
+            fmt_pq(v), "-" if v.floor is None else f"{v.floor * 100:.1f}%",
+            sparkline(v.trend.values) if v.trend else "",
+            f"{change.commit_range} ({(change.rel or 0) * 100:+.1f}%)" if change else "-",
+        ])
+    return head, rows
+
+
+def health_tables(h: HealthReport) -> list[tuple[str, list[str], list[list[str]], str]]:
+    """(title, header, rows, note) per health section that has something to say."""
+    out: list[tuple[str, list[str], list[list[str]], str]] = []
+    if h.stale:
+        out.append(("Stale est_time (vs p90 of recent passing runs)",
+                    ["file", "est_time", "measured p90", "runs", "suggested"],
+                    [[f"{s.path}:{s.line or 1}", f"{s.est_time:g} s", f"{s.p90:.0f} s",
+                      str(s.runs), f"est_time={s.suggested}"] for s in h.stale], ""))
+    if h.flaky:
+        out.append(("Flaky tests", ["test", "passed", "failed", "why"],
+                    [[f.nodeid, str(f.passes), str(f.fails), f.why] for f in h.flaky], ""))
+    if h.always_skipped:
+        out.append(("Always skipped where registered to run", ["test", "runs", "reason"],
+                    [[s.nodeid, str(s.runs), s.reason or "-"] for s in h.always_skipped], ""))
+    if h.never_ran:
+        out.append(("Registered files that never ran", ["file", "why"],
+                    [[f"{n.path}:{n.line or 1}", n.why] for n in h.never_ran], ""))
+    if h.slowest:
+        note = ""
+        g = h.shard_gain
+        if g is not None:
+            if g.shards > 1:
+                note = (f"{g.shards} shards: slowest shard {fmt_seconds(g.makespan_est)} when "
+                        f"planned by est_time, {fmt_seconds(g.makespan_fresh)} with fresh "
+                        f"estimates (-{fmt_seconds(max(g.drop_s, 0.0))}, "
+                        f"{max(g.drop_pct, 0.0):.0f}%)")
+            else:
+                note = (f"1 shard: {fmt_seconds(g.makespan_fresh)} measured; fresh "
+                        "estimates change nothing on one shard")
+        out.append(("Slowest files", ["file", "median", "p90", "est_time", "runs"],
+                    [[s.path, fmt_seconds(s.median), fmt_seconds(s.p90),
+                      "-" if s.est_time is None else f"{s.est_time:g} s", str(s.runs)]
+                     for s in h.slowest], note))
+    return out
+
+
+def render_text(report: Report) -> str:
+    parts = [headline(report), ""]
+    head, rows = run_table(report)
+    parts += ["Runs", tabulate(rows, head, tablefmt="simple", disable_numparse=True), ""]
+    head, rows = verdict_table(report)
+    title = f"Verdicts ({len(rows)})"
+    if report.omitted:
+        title += f"; {report.omitted} older passing row(s) not listed (--all lists them)"
+    parts.append(title)
+    parts.append(tabulate(rows, head, tablefmt="simple", disable_numparse=True)
+                 if rows else "  no metrics recorded")
+    parts.append("")
+    for h in report.health:
+        parts.append(f"CI health: {h.suite} (last {h.runs} run(s), hardware "
+                     f"{h.fingerprint or '-'})")
+        sections = health_tables(h)
+        if not sections:
+            parts += ["  nothing to report", ""]
+        for title, head, rows, note in sections:
+            parts += [f"  {title}", tabulate(rows, head, tablefmt="simple",
+                                             disable_numparse=True)]
+            if note:
+                parts.append(f"  {note}")
+            parts.append("")
+    return "\n".join(parts).rstrip() + "\n"

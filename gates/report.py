@@ -1,0 +1,515 @@
+"""The report model: what changed, how sure we are, where CI time goes. Pure, no I/O.
+
+`build_report` turns rows read from the history (see `gates.report_query`) into a
+`Report` that every renderer (text, Markdown, JSON, HTML) draws from, so all
+formats say the same thing in the same order: runs first, then every verdict
+with failing ones on top, the commit range where a metric changed, its trend,
+and (optionally) the CI health sections of `gates.health`.
+
+Verdict vocabulary belongs to the gates engine (`gates.gate`); this module only
+classifies it: a `regression` or `threshold-fail` in `enforce` mode fails the
+report (exit 1), the same in `warn` mode is a warning, `improvement` and
+`insufficient-history` are shown but never fail.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+__all__ = [
+    "CHANGE_P",
+    "Change",
+    "Point",
+    "Report",
+    "ReportInput",
+    "RunInfo",
+    "Trend",
+    "VerdictRow",
+    "build_report",
+    "classify",
+    "describe_hardware",
+    "find_change",
+    "report_to_json",
+]
+
+CHANGE_P = 0.05  # Pettitt p below which a trend's change point is reported
+_BAD = ("regression", "threshold-fail", "fail", "confirmed-regression")
+# Display order of verdict classes: what fails the build first, then what needs a look.
+_CLASS_ORDER = {"fail": 0, "warn": 1, "improved": 2, "info": 3, "pass": 4}
+
+
+def classify(verdict: str | None, mode: str | None) -> str:
+    """fail | warn | improved | info | pass for a stored verdict and its gate mode."""
+    v = (verdict or "").lower()
+    if v in _BAD or v.startswith(("regression", "threshold")):
+        if mode in ("warn", "off"):
+            return "warn"
+        return "fail"
+    if v.startswith("improv"):
+        return "improved"
+    if v in ("pass", "ok", "no-change"):
+        return "pass"
+    return "info"  # insufficient-history, not-judged, anything new
+
+
+@dataclass
+class Point:
+    run_id: str
+    commit: str | None
+    started_at: str
+    value: float
+    trusted: bool = True
+
+
+@dataclass
+class Change:
+    """Where a metric's series moved (Pettitt's change point)."""
+
+    index: int  # first point of the new regime
+    p: float
+    before: float  # median before
+    after: float  # median after
+    rel: float | None  # (after - before) / |before|
+    last_before: str | None  # commit of the last point before the change
+    first_after: str | None  # commit of the first point after
+    run_id: str  # run of the first point after
+
+    @property
+    def commit_range(self) -> str:
+        a = (self.last_before or "?")[:10]
+        b = (self.first_after or "?")[:10]
+        return f"{a}..{b}"
+
+
+@dataclass
+class Trend:
+    suite: str
+    fingerprint: str
+    key: str
+    points: list[Point]  # oldest first
+    change: Change | None = None
+
+    @property
+    def values(self) -> list[float]:
+        return [p.value for p in self.points]
+
+
+@dataclass
+class RunInfo:
+    run_id: str
+    suite: str
+    shard: str  # "1/2"
+    status: str
+    commit: str | None
+    branch: str | None
+    started_at: str
+    finished_at: str | None
+    host: str | None
+    fingerprint: str
+    hardware: str
+    trusted: bool
+    trust_reason: str | None
+    ci_url: str | None
+    counts: dict[str, int]  # first attempt outcomes
+    wall_s: float | None  # finished - started
+    test_s: float  # sum of test durations (first attempt)
+    est_s: float | None  # summed est_time of the planned files
+    expected_s: float | None  # summed planned expectation (history or est_time)
+    planned_files: int
+    confirm_runs: list[str] = field(default_factory=list)
+
+    @property
+    def est_delta(self) -> float | None:
+        """Wall time relative to the summed est_time (+0.1 = 10% slower than declared)."""
+        if self.wall_s is None or not self.est_s:
+            return None
+        return self.wall_s / self.est_s - 1.0
+
+
+@dataclass
+class VerdictRow:
+    run_id: str
+    suite: str
+    fingerprint: str
+    key: str
+    nodeid: str | None
+    verdict: str
+    cls: str  # classify(verdict, mode)
+    mode: str | None
+    baseline: float | None
+    new: float | None
+    unit: str | None
+    better: str | None
+    rel_change: float | None
+    ci_low: float | None
+    ci_high: float | None
+    statistic: float | None
+    p_value: float | None
+    q_value: float | None
+    floor: float | None
+    attempt: int
+    confirmed_by: str | None = None  # confirm run whose verdict replaced the first one
+    method: str | None = None
+    trend: Trend | None = None
+
+    @property
+    def path(self) -> str | None:
+        return self.nodeid.split("::", 1)[0] if self.nodeid else None
+
+    @property
+    def change(self) -> Change | None:
+        return self.trend.change if self.trend else None
+
+
+@dataclass
+class ReportInput:
+    """Rows from the history, already selected: everything `build_report` needs."""
+
+    runs: list[Mapping[str, Any]]  # `runs` rows (hardware decoded), the reported runs
+    counts: Mapping[str, Mapping[str, int]] = field(default_factory=dict)  # run -> outcome -> n
+    test_seconds: Mapping[str, float] = field(default_factory=dict)  # run -> summed durations
+    plans: Mapping[str, Sequence[Mapping[str, Any]]] = field(default_factory=dict)  # run -> files
+    metrics: Sequence[Mapping[str, Any]] = ()  # metric rows of the runs (no samples needed)
+    verdicts: Sequence[Mapping[str, Any]] = ()  # verdict rows of the runs and their confirms
+    confirms: Mapping[str, Sequence[Mapping[str, Any]]] = field(default_factory=dict)
+    series: Mapping[tuple[str, str, str], Sequence[Mapping[str, Any]]] = field(
+        default_factory=dict)  # (suite, fingerprint, key) -> rows oldest first
+    scope: str = "run"  # "run" or "range"
+    since: str | None = None
+    generated_at: str | None = None
+
+
+@dataclass
+class Report:
+    title: str
+    scope: str
+    runs: list[RunInfo]
+    verdicts: list[VerdictRow]  # failing first
+    summary: dict[str, int]  # verdict class -> count (of the listed rows)
+    since: str | None = None
+    generated_at: str | None = None
+    omitted: int = 0  # pass rows left out of a range report (older duplicates)
+    health: list[Any] = field(default_factory=list)  # gates.health.HealthReport per suite
+
+    @property
+    def failing(self) -> list[VerdictRow]:
+        return [v for v in self.verdicts if v.cls == "fail"]
+
+    @property
+    def changes(self) -> list[VerdictRow]:
+        return [v for v in self.verdicts if v.change is not None]
+
+    @property
+    def exit_code(self) -> int:
+        """1 when a gate failed in what is reported, else 0."""
+        return 1 if self.failing else 0
+
+
+# ------------------------------------------------------------------ helpers
+
+
+def describe_hardware(hw: Mapping[str, Any] | None, fingerprint: str | None = None) -> str:
+    """One line: "8x NVIDIA H200 (sm 9.0, 141 GiB), driver 570.86, CUDA 12.8, torch 2.8"."""
+    hw = hw or {}
+    parts: list[str] = []
+    gpus = hw.get("gpus") or []
+    if gpus:
+        names: dict[str, int] = {}
+        for g in gpus:
+            names[str(g.get("name") or "GPU")] = names.get(str(g.get("name") or "GPU"), 0) + 1
+        first = gpus[0]
+        extra = []
+        if first.get("capability"):
+            extra.append(f"sm {first['capability']}")
+        if first.get("memory_mib"):
+            extra.append(f"{round(first['memory_mib'] / 1024)} GiB")
+        gpu_text = " + ".join(f"{n}x {name}" for name, n in names.items())
+        parts.append(gpu_text + (f" ({', '.join(extra)})" if extra else ""))
+    else:
+        parts.append("CPU" + (f" {hw['machine']}" if hw.get("machine") else ""))
+    for label, key in (("driver", "driver"), ("CUDA", "cuda"), ("HIP", "hip"),
+                       ("torch", "torch"), ("flashinfer", "flashinfer"), ("Python", "python")):
+        if hw.get(key):
+            parts.append(f"{label} {hw[key]}")
+    if fingerprint and not gpus and fingerprint != "cpu":
+        parts.append(f"[{fingerprint}]")
+    return ", ".join(parts)
+
+
+def _seconds_between(start: str | None, end: str | None) -> float | None:
+    import datetime as dt  # local: keeps module import cost at zero for callers
+
+    if not start or not end:
+        return None
+    try:
+        a = dt.datetime.fromisoformat(start)
+        b = dt.datetime.fromisoformat(end)
+    except ValueError:
+        return None
+    return max(0.0, (b - a).total_seconds())
+
+
+def _finite(x: Any) -> float | None:
+    if x is None:
+        return None
+    try:
+        f = float(x)
+    except (TypeError, ValueError):
+        return None
+    return f if math.isfinite(f) else None
+
+
+def _median(values: Sequence[float]) -> float:
+    s = sorted(values)
+    n = len(s)
+    mid = n // 2
+    return s[mid] if n % 2 else (s[mid - 1] + s[mid]) / 2
+
+
+def find_change(points: Sequence[Point], max_p: float = CHANGE_P) -> Change | None:
+    """The most likely single change point of a series, or None if not significant.
+
+    Pettitt's rank test (as `gates.stats.pettitt`), computed in O(T^2) numpy without
+    a Python loop so a report over 10,000 metrics stays fast: with V_i =
+    sum_j sgn(x_j - x_i), U_t = V_0 + ... + V_t (pairs inside the prefix cancel).
+    """
+    T = len(points)
+    if T < 4:
+        return None
+    import numpy as np  # local: numpy only when a trend is long enough
+
+    a = np.fromiter((p.value for p in points), dtype=float, count=T)
+    if np.all(a == a[0]):
+        return None
+    v = np.sign(a[None, :] - a[:, None]).sum(axis=1)
+    u = np.cumsum(v)[:-1]
+    t = int(np.argmax(np.abs(u)))
+    k = float(abs(u[t]))
+    p = min(1.0, 2.0 * math.exp(-6.0 * k * k / (T**3 + T**2)))
+    if p >= max_p:
+        return None
+    idx = t + 1
+    before = float(np.median(a[:idx]))
+    after = float(np.median(a[idx:]))
+    rel = (after - before) / abs(before) if before else None
+    return Change(idx, p, before, after, rel, points[idx - 1].commit, points[idx].commit,
+                  points[idx].run_id)
+
+
+def _trend(suite: str, fingerprint: str, key: str,
+           rows: Sequence[Mapping[str, Any]], want_change: bool) -> Trend:
+    points = [
+        Point(str(r["run_id"]), r.get("commit"), str(r.get("started_at") or ""),
+              float(r["value"]), bool(r.get("trusted", 1)))
+        for r in rows if _finite(r.get("value")) is not None
+    ]
+    trend = Trend(suite, fingerprint, key, points)
+    if want_change:
+        trend.change = find_change(points)
+    return trend
+
+
+def _run_info(row: Mapping[str, Any], data: ReportInput) -> RunInfo:
+    run_id = str(row["run_id"])
+    plan = data.plans.get(run_id) or ()
+    est = [_finite(f.get("est_time")) for f in plan]
+    exp = [_finite(f.get("expected")) for f in plan]
+    hw = row.get("hardware")
+    return RunInfo(
+        run_id=run_id,
+        suite=str(row.get("suite")),
+        shard=f"{row.get('shard_index') or 1}/{row.get('shard_count') or 1}",
+        status=str(row.get("status")),
+        commit=row.get("commit_sha"),
+        branch=row.get("branch"),
+        started_at=str(row.get("started_at") or ""),
+        finished_at=row.get("finished_at"),
+        host=row.get("host"),
+        fingerprint=str(row.get("fingerprint") or ""),
+        hardware=describe_hardware(hw if isinstance(hw, Mapping) else {},
+                                   row.get("fingerprint")),
+        trusted=bool(row.get("trusted", 1)),
+        trust_reason=row.get("trust_reason"),
+        ci_url=row.get("ci_url"),
+        counts=dict(data.counts.get(run_id) or {}),
+        wall_s=_seconds_between(row.get("started_at"), row.get("finished_at")),
+        test_s=float(data.test_seconds.get(run_id) or 0.0),
+        est_s=sum(e for e in est if e is not None) if plan else None,
+        expected_s=sum(e for e in exp if e is not None) if plan else None,
+        planned_files=len(plan),
+        confirm_runs=[str(c["run_id"]) for c in data.confirms.get(run_id) or ()],
+    )
+
+
+def _latest_attempt(rows: Iterable[Mapping[str, Any]]) -> dict[tuple[str, str], Mapping]:
+    """Per (key, nodeid): the verdict of the highest attempt (a rerun under one run id)."""
+    out: dict[tuple[str, str], Mapping[str, Any]] = {}
+    for r in rows:
+        k = (str(r["key"]), str(r.get("nodeid") or ""))
+        if k not in out or int(r.get("attempt") or 1) >= int(out[k].get("attempt") or 1):
+            out[k] = r
+    return out
+
+
+def _sort_key(v: VerdictRow) -> tuple:
+    # Failing first; within a class the biggest relative change first, then by key.
+    mag = abs(v.rel_change) if v.rel_change is not None else -1.0
+    return (_CLASS_ORDER.get(v.cls, 3), -mag, v.suite, v.key, v.nodeid or "", v.run_id)
+
+
+# --------------------------------------------------------------------- build
+
+
+def build_report(data: ReportInput, *, title: str | None = None,
+                 all_rows: bool = False) -> Report:
+    """Assemble the report model. Deterministic for equal input.
+
+    One row per metric of each reported run: its verdict when the gate judged it
+    (a confirm run's verdict replaces the first one's), else ``not-judged``.
+    A range report lists every non-passing row but only the newest passing row
+    of each metric (``all_rows`` lists them all); the rest are counted in
+    `Report.omitted`.
+    """
+    runs = [_run_info(r, data) for r in data.runs]
+    run_rows = {str(r["run_id"]): r for r in data.runs}
+
+    verdicts_by_run: dict[str, list[Mapping[str, Any]]] = {}
+    for v in data.verdicts:
+        verdicts_by_run.setdefault(str(v["run_id"]), []).append(v)
+    metric_by_run: dict[str, dict[tuple[str, str], Mapping[str, Any]]] = {}
+    for m in data.metrics:
+        slot = metric_by_run.setdefault(str(m["run_id"]), {})
+        k = (str(m["key"]), str(m.get("nodeid") or ""))
+        if k not in slot or int(m.get("attempt") or 1) >= int(slot[k].get("attempt") or 1):
+            slot[k] = m
+
+    rows: list[VerdictRow] = []
+    for run in runs:
+        final = _latest_attempt(verdicts_by_run.get(run.run_id, ()))
+        origin: dict[tuple[str, str], str | None] = dict.fromkeys(final)
+        for confirm in data.confirms.get(run.run_id) or ():  # oldest first: the last wins
+            cid = str(confirm["run_id"])
+            for k, v in _latest_attempt(verdicts_by_run.get(cid, ())).items():
+                final[k] = v
+                origin[k] = cid
+        metrics = metric_by_run.get(run.run_id, {})
+        keys = list(dict.fromkeys([*final, *metrics]))
+        for k in keys:
+            v = final.get(k) or {}
+            m = metrics.get(k) or {}
+            detail = v.get("detail") if isinstance(v.get("detail"), Mapping) else {}
+            verdict = str(v.get("verdict") or "not-judged")
+            mode = v.get("mode")
+            new = _finite(v.get("new"))
+            rows.append(VerdictRow(
+                run_id=run.run_id, suite=run.suite, fingerprint=run.fingerprint,
+                key=k[0], nodeid=k[1] or None, verdict=verdict, cls=classify(verdict, mode),
+                mode=mode, baseline=_finite(v.get("baseline")),
+                new=new if new is not None else _finite(m.get("median")),
+                unit=m.get("unit") or (detail or {}).get("unit"),
+                better=m.get("better") or (detail or {}).get("better"),
+                rel_change=_finite(v.get("rel_change")), ci_low=_finite(v.get("ci_low")),
+                ci_high=_finite(v.get("ci_high")), statistic=_finite(v.get("statistic")),
+                p_value=_finite(v.get("p_value")), q_value=_finite(v.get("q_value")),
+                floor=_finite(v.get("floor")), attempt=int(v.get("attempt") or 1),
+                confirmed_by=origin.get(k),
+                method=(detail or {}).get("method") or (detail or {}).get("statistic"),
+            ))
+
+    omitted = 0
+    if data.scope == "range" and not all_rows:
+        newest: dict[tuple[str, str, str, str], VerdictRow] = {}
+        for r in rows:
+            ident = (r.suite, r.fingerprint, r.key, r.nodeid or "")
+            cur = newest.get(ident)
+            if cur is None or run_rows[r.run_id].get("started_at", "") >= \
+                    run_rows[cur.run_id].get("started_at", ""):
+                newest[ident] = r
+        keep_newest = {id(r) for r in newest.values()}
+        kept = [r for r in rows if r.cls not in ("pass", "info") or id(r) in keep_newest]
+        omitted = len(rows) - len(kept)
+        rows = kept
+
+    # One trend per (suite, fingerprint, key); the change point only where it matters
+    # to a reader (not a plain pass), which keeps 10,000-metric reports fast.
+    trends: dict[tuple[str, str, str], Trend] = {}
+    for r in rows:
+        ident = (r.suite, r.fingerprint, r.key)
+        series = data.series.get(ident)
+        if series is None:
+            continue
+        want = r.cls != "pass"
+        t = trends.get(ident)
+        if t is None or (want and t.change is None and len(t.points) >= 4):
+            t = _trend(*ident, series, want)
+            trends[ident] = t
+        r.trend = t
+
+    rows.sort(key=_sort_key)
+    summary: dict[str, int] = {}
+    for r in rows:
+        summary[r.cls] = summary.get(r.cls, 0) + 1
+    if title is None:
+        suites = sorted({r.suite for r in runs})
+        if data.scope == "run" and runs:
+            head = runs[0]
+            title = f"{head.suite} @ {(head.commit or 'unknown commit')[:10]}"
+        else:
+            title = f"{', '.join(suites) or 'no runs'}" + (f" since {data.since}"
+                                                           if data.since else "")
+    return Report(title=title, scope=data.scope, runs=runs, verdicts=rows, summary=summary,
+                  since=data.since, generated_at=data.generated_at, omitted=omitted)
+
+
+# ---------------------------------------------------------------------- JSON
+
+
+def _clean(obj: Any) -> Any:
+    if isinstance(obj, float):
+        return obj if math.isfinite(obj) else None
+    if isinstance(obj, Mapping):
+        return {str(k): _clean(v) for k, v in obj.items()}
+    if isinstance(obj, list | tuple):
+        return [_clean(v) for v in obj]
+    return obj
+
+
+def report_to_json(report: Report) -> dict[str, Any]:
+    """A JSON-ready dict (NaN/inf -> null); trends are listed once, rows refer to them."""
+    trends: dict[str, Any] = {}
+    verdicts = []
+    for v in report.verdicts:
+        d = asdict(v)
+        d.pop("trend", None)
+        d["path"] = v.path
+        if v.trend is not None:
+            tid = f"{v.trend.suite}|{v.trend.fingerprint}|{v.trend.key}"
+            d["trend"] = tid
+            d["change"] = None if v.change is None else dict(
+                asdict(v.change), commit_range=v.change.commit_range)
+            if tid not in trends:
+                trends[tid] = {
+                    "suite": v.trend.suite, "fingerprint": v.trend.fingerprint,
+                    "key": v.trend.key,
+                    "points": [asdict(p) for p in v.trend.points],
+                }
+        else:
+            d["trend"] = None
+            d["change"] = None
+        verdicts.append(d)
+    runs = []
+    for r in report.runs:
+        d = asdict(r)
+        d["est_delta"] = r.est_delta
+        runs.append(d)
+    out = {
+        "title": report.title, "scope": report.scope, "since": report.since,
+        "generated_at": report.generated_at, "exit_code": report.exit_code,
+        "summary": report.summary, "omitted": report.omitted,
+        "runs": runs, "verdicts": verdicts, "trends": trends,
+        "health": [h.to_json() if hasattr(h, "to_json") else asdict(h) for h in report.health],
+    }
+    return _clean(out)

@@ -1,0 +1,282 @@
+"""Read side of the report: select runs and fetch, in a few bulk queries, the rows
+that `gates.report.build_report` and `gates.health.analyse` need.
+
+The history store (`gates.history`) owns the schema and the writes; its
+per-metric reads are right for a gate (one metric, newest first) but a report
+over 10,000 metrics needs one query per table, not one per metric, so those
+queries live here, over the same tables.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import re
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+from gates.history import History
+from gates.report import ReportInput
+
+__all__ = [
+    "ReportInputError",
+    "load_health_input",
+    "load_registrations",
+    "load_report_input",
+    "parse_since",
+    "select_runs",
+]
+
+_CHUNK = 900  # stay under SQLite's bound-parameter limit on old builds
+_SINCE = re.compile(r"^\s*(\d+)\s*([mhdw])\s*$")
+_UNITS = {"m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
+
+
+class ReportInputError(ValueError):
+    """The selection names nothing in the history; the message says what exists."""
+
+
+def parse_since(text: str, now: dt.datetime | None = None) -> str:
+    """`30d`, `12h`, `2w`, `90m` or an ISO date/time -> UTC ISO lower bound (sorts as text)."""
+    now = now or dt.datetime.now(dt.UTC)
+    match = _SINCE.match(text)
+    if match:
+        cutoff = now - dt.timedelta(seconds=int(match.group(1)) * _UNITS[match.group(2)])
+    else:
+        try:
+            cutoff = dt.datetime.fromisoformat(text.strip())
+        except ValueError:
+            raise ReportInputError(
+                f"--since {text!r}: use a span like 30d, 12h, 2w, 90m or a date like "
+                "2026-11-01") from None
+        if cutoff.tzinfo is None:
+            cutoff = cutoff.replace(tzinfo=dt.UTC)
+    return cutoff.astimezone(dt.UTC).isoformat(timespec="microseconds")
+
+
+def _chunks(items: Sequence[Any]) -> Iterable[Sequence[Any]]:
+    for i in range(0, len(items), _CHUNK):
+        yield items[i:i + _CHUNK]
+
+
+def _query_in(h: History, sql: str, column_values: Sequence[Any],
+              params: Sequence[Any] = ()) -> list[dict[str, Any]]:
+    """Run `sql` (with one `{in}` placeholder) over `column_values` in chunks."""
+    out: list[dict[str, Any]] = []
+    for part in _chunks(list(column_values)):
+        marks = ",".join("?" * len(part))
+        out.extend(h.db.query(sql.format(**{"in": marks}), [*part, *params]))
+    return out
+
+
+def _decode(row: dict[str, Any]) -> dict[str, Any]:
+    hw = row.get("hardware")
+    if isinstance(hw, str):
+        try:
+            row["hardware"] = json.loads(hw) if hw else {}
+        except ValueError:
+            row["hardware"] = {}
+    return row
+
+
+def _known_suites(h: History) -> str:
+    names = [r["suite"] for r in h.db.query("SELECT DISTINCT suite FROM runs ORDER BY suite")]
+    return ", ".join(names) or "none (the history is empty; run a suite first)"
+
+
+def select_runs(h: History, *, run: str | None = None, suite: str | None = None,
+                since: str | None = None, limit: int = 200) -> tuple[list[dict[str, Any]], str]:
+    """The runs a report covers, newest first, and the scope ("run" or "range").
+
+    `run`: one run id (or a unique prefix of at least 6 characters). `since`: every
+    top-level run (not a confirm-on-trip rerun) started at or after that UTC ISO
+    time. Neither: the newest top-level run (of `suite` if given) together with
+    the other shards of the same commit, which together are "the latest run".
+    """
+    if run:
+        if len(run) < 6:
+            raise ReportInputError(f"--run {run!r}: give at least 6 characters of the run id")
+        rows = list(h.db.query(
+            "SELECT * FROM runs WHERE run_id = ? OR run_id LIKE ? ORDER BY started_at DESC",
+            [run, run.replace("%", "").replace("_", "\\_") + "%"]))
+        exact = [r for r in rows if r["run_id"] == run]
+        rows = exact or rows
+        if not rows:
+            raise ReportInputError(f"{h.path}: no run {run}; list runs with "
+                                   f"sqlite-utils rows {h.path} runs -c run_id -c suite")
+        if len(rows) > 1:
+            raise ReportInputError(f"--run {run}: matches {len(rows)} runs; give more "
+                                   "characters of the run id")
+        if suite and rows[0]["suite"] != suite:
+            raise ReportInputError(f"run {rows[0]['run_id']} belongs to suite "
+                                   f"{rows[0]['suite']!r}, not {suite!r}; drop --suite")
+        return [_decode(rows[0])], "run"
+
+    clauses = ["confirm_of IS NULL"]
+    params: list[Any] = []
+    if suite:
+        clauses.append("suite = ?")
+        params.append(suite)
+    if since:
+        clauses.append("started_at >= ?")
+        params.append(since)
+    where = " AND ".join(clauses)
+    if since:
+        rows = list(h.db.query(
+            f"SELECT * FROM runs WHERE {where} ORDER BY started_at DESC, run_id LIMIT ?",
+            [*params, limit]))
+        if not rows:
+            raise ReportInputError(
+                f"{h.path}: no run{' of suite ' + repr(suite) if suite else ''} since "
+                f"{since[:19]}; widen --since (suites here: {_known_suites(h)})")
+        return [_decode(r) for r in rows], "range"
+
+    rows = list(h.db.query(
+        f"SELECT * FROM runs WHERE {where} ORDER BY started_at DESC, run_id LIMIT 1", params))
+    if not rows:
+        what = f"of suite {suite!r}" if suite else "at all"
+        raise ReportInputError(f"{h.path}: no run {what}; suites here: {_known_suites(h)}")
+    head = rows[0]
+    out = [head]
+    if (head.get("shard_count") or 1) > 1 and head.get("commit_sha"):
+        # The other shards of the same suite run: same commit and shard count, the
+        # newest run of each other shard index.
+        seen = {head.get("shard_index")}
+        for r in h.db.query(
+                "SELECT * FROM runs WHERE suite = ? AND commit_sha = ? AND shard_count = ? "
+                "AND confirm_of IS NULL AND run_id != ? ORDER BY started_at DESC",
+                [head["suite"], head["commit_sha"], head["shard_count"], head["run_id"]]):
+            if r.get("shard_index") not in seen:
+                seen.add(r.get("shard_index"))
+                out.append(r)
+        out.sort(key=lambda r: r.get("shard_index") or 1)
+    return [_decode(r) for r in out], "run"
+
+
+def load_report_input(h: History, runs: list[dict[str, Any]], *, scope: str = "run",
+                      since: str | None = None, trend_points: int = 30,
+                      generated_at: str | None = None) -> ReportInput:
+    """Fetch counts, plans, metrics, verdicts, confirm runs and trends of `runs`."""
+    ids = [r["run_id"] for r in runs]
+    confirms: dict[str, list[dict[str, Any]]] = {}
+    for r in _query_in(h, "SELECT * FROM runs WHERE confirm_of IN ({in}) "
+                       "ORDER BY started_at, run_id", ids):
+        confirms.setdefault(r["confirm_of"], []).append(_decode(r))
+    confirm_ids = [c["run_id"] for cs in confirms.values() for c in cs]
+
+    counts: dict[str, dict[str, int]] = {}
+    seconds: dict[str, float] = {}
+    for r in _query_in(h, "SELECT run_id, outcome, count(*) AS n, sum(duration) AS s FROM tests "
+                       "WHERE run_id IN ({in}) AND attempt = 1 GROUP BY run_id, outcome", ids):
+        counts.setdefault(r["run_id"], {})[r["outcome"]] = r["n"]
+        seconds[r["run_id"]] = seconds.get(r["run_id"], 0.0) + (r["s"] or 0.0)
+
+    plans: dict[str, list[dict[str, Any]]] = {}
+    for r in _query_in(h, "SELECT * FROM plan_files WHERE run_id IN ({in}) ORDER BY path", ids):
+        plans.setdefault(r["run_id"], []).append(r)
+
+    metrics = _query_in(h, "SELECT run_id, attempt, nodeid, key, unit, better, n, count, median "
+                        "FROM metrics WHERE run_id IN ({in})", ids)
+    verdicts = _query_in(h, "SELECT * FROM verdicts WHERE run_id IN ({in}) ORDER BY attempt, id",
+                         ids + confirm_ids)
+    for v in verdicts:
+        if isinstance(v.get("detail"), str):
+            try:
+                v["detail"] = json.loads(v["detail"])
+            except ValueError:
+                v["detail"] = {"detail": v["detail"]}
+
+    # Trends: one windowed query per (suite, hardware) group of the reported runs.
+    series: dict[tuple[str, str, str], list[dict[str, Any]]] = {}
+    groups: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    for r in runs:
+        groups.setdefault((r["suite"], r["fingerprint"]), []).append(r)
+    keys_by_group: dict[tuple[str, str], set[str]] = {}
+    run_group = {r["run_id"]: (r["suite"], r["fingerprint"]) for r in runs}
+    for m in metrics:
+        keys_by_group.setdefault(run_group[m["run_id"]], set()).add(m["key"])
+    for v in verdicts:
+        if v["run_id"] in run_group:
+            keys_by_group.setdefault(run_group[v["run_id"]], set()).add(v["key"])
+    for (suite, fp), group_runs in groups.items():
+        wanted = keys_by_group.get((suite, fp))
+        if not wanted:
+            continue
+        upper = max(r["started_at"] for r in group_runs)
+        lower = since or ""
+        rows = h.db.query(
+            """
+            SELECT key, run_id, "commit", started_at, trusted, value FROM (
+                SELECT m.key, m.run_id, r.commit_sha AS "commit", m.started_at, r.trusted,
+                       avg(m.median) AS value,
+                       row_number() OVER (PARTITION BY m.key
+                                          ORDER BY m.started_at DESC, m.run_id) AS rn
+                FROM metrics m JOIN runs r ON r.run_id = m.run_id
+                WHERE m.suite = ? AND m.fingerprint = ? AND m.started_at <= ?
+                      AND m.started_at >= ? AND m.attempt = 1 AND r.status = 'complete'
+                      AND r.confirm_of IS NULL
+                GROUP BY m.key, m.run_id
+            ) WHERE rn <= ? ORDER BY key, started_at, run_id
+            """, [suite, fp, upper, lower, trend_points])
+        for r in rows:
+            if r["key"] in wanted:
+                series.setdefault((suite, fp, r["key"]), []).append(r)
+    return ReportInput(runs=runs, counts=counts, test_seconds=seconds, plans=plans,
+                       metrics=metrics, verdicts=verdicts, confirms=confirms, series=series,
+                       scope=scope, since=since, generated_at=generated_at)
+
+
+# -------------------------------------------------------------------- health
+
+
+def load_registrations(root: Path, suite: str) -> list[dict[str, Any]] | None:
+    """The suite's registrations, collected statically from `root` (None without a catalog)."""
+    from ci_register.catalog import DEFAULT_CATALOG, CatalogError, load_catalog  # noqa: PLC0415
+    from ci_register.collect import collect  # noqa: PLC0415
+
+    catalog_path = root / DEFAULT_CATALOG
+    if not catalog_path.is_file():
+        return None
+    try:
+        catalog = load_catalog(catalog_path)
+    except CatalogError:
+        return None
+    if suite not in catalog.suites:
+        return None
+    col = collect(catalog, base=root)
+    return [r.to_json() for r in col.registrations if r.suite == suite]
+
+
+def load_health_input(h: History, suite: str, *, window: int = 20,
+                      registrations: list[dict[str, Any]] | None = None,
+                      until: str | None = None) -> dict[str, Any]:
+    """Rows for `gates.health.analyse` over the last `window` runs of `suite`."""
+    params: list[Any] = [suite]
+    bound = ""
+    if until:
+        bound = " AND started_at <= ?"
+        params.append(until)
+    runs = list(h.db.query(
+        "SELECT run_id, suite, status, commit_sha, started_at, confirm_of, shard_index, "
+        f"shard_count, fingerprint, trusted FROM runs WHERE suite = ?{bound} AND confirm_of IS NULL "
+        "ORDER BY started_at DESC, run_id LIMIT ?", [*params, window]))
+    ids = [r["run_id"] for r in runs]
+    confirm_runs = _query_in(
+        h, "SELECT run_id, suite, status, commit_sha, started_at, confirm_of, shard_index, "
+        "shard_count, fingerprint, trusted FROM runs WHERE confirm_of IN ({in})", ids)
+    all_runs = runs + confirm_runs
+    tests = _query_in(h, "SELECT run_id, attempt, nodeid, path, outcome, duration, skip_reason "
+                      "FROM tests WHERE run_id IN ({in})", [r["run_id"] for r in all_runs])
+    plan_files = _query_in(h, "SELECT run_id, path, line, est_time, expected FROM plan_files "
+                           "WHERE run_id IN ({in})", ids)
+    fingerprint = runs[0]["fingerprint"] if runs else None
+    durations = h.file_durations(suite, fingerprint, limit=15) if fingerprint else {}
+    ever = {r["path"] for r in h.db.query(
+        "SELECT DISTINCT t.path FROM tests t JOIN runs r ON r.run_id = t.run_id "
+        "WHERE r.suite = ? AND t.path IS NOT NULL", [suite])}
+    return {
+        "suite": suite, "fingerprint": fingerprint, "runs": all_runs, "tests": tests,
+        "plan_files": plan_files, "durations": durations, "registrations": registrations,
+        "ever_ran": ever,
+    }
