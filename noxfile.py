@@ -87,3 +87,17 @@ def lint(session: nox.Session) -> None:
 def registry(session: nox.Session) -> None:
     """List every suite and its registered files (static; nothing imported)."""
     session.run(sys.executable, "-m", "ci_register", "list", *session.posargs, external=True)
+
+
+@nox.session(venv_backend="none", tags=["cpu", "framework"])
+def matrix(session: nox.Session) -> None:
+    """GitHub Actions matrix JSON for an event: -- --event pull_request|push|schedule."""
+    session.run(sys.executable, "-m", "ci_register", "matrix", *session.posargs, external=True)
+
+
+@nox.session(venv_backend="none", tags=["cpu", "framework"])
+def rerun(session: nox.Session) -> None:
+    """The suite command for the files a SPEC names (path, name, glob, folder[::test]); --run runs it."""
+    if not session.posargs:
+        session.error("usage: nox -s rerun -- SPEC [--suite NAME] [--run] [pytest args]")
+    session.run(sys.executable, "-m", "ci_register", "rerun", *session.posargs, external=True)
