@@ -1,0 +1,134 @@
+"""Variant perf matrix: each variant with its own batch sizes; every variant runs even when
+an earlier one raises, all failures are listed at the end, all metrics are recorded."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from ci_register import register_cuda_ci
+from suitelib import hardware as hw
+from suitelib import quant as Q
+from suitelib.attention import decode_bytes, prefill_flops
+from suitelib.matrix import Measurement, Variant, failure_report, run_matrix
+from suitelib.timing import Timing, time_cuda
+
+# FlashInfer decode JIT ~10 s on a fresh machine; the cells take ~1 s each.
+register_cuda_ci(est_time=120, suite="stage-c-4gpu")
+register_cuda_ci(est_time=180, suite="gb300-nightly", nightly=True)
+
+pytestmark = hw.needs_cuda
+
+HIDDEN, FFN = 4096, 14336  # Llama-3-8B MLP up-projection
+HQ, HKV, D = 32, 8, 128
+
+
+def _rates(prefix: str, t: Timing, amount: float, unit: str, scale: float) -> list[Measurement]:
+    return [
+        Measurement(f"{prefix}/latency", t.samples, "s", "lower"),
+        Measurement(
+            f"{prefix}/{unit.split('/')[0].lower()}",
+            [r / scale for r in t.rate(amount)],
+            unit,
+            "higher",
+        ),
+    ]
+
+
+def _gemm_bf16(bs: int) -> list[Measurement]:
+    x = torch.randn(bs, HIDDEN, device="cuda", dtype=torch.bfloat16)
+    w = torch.randn(FFN, HIDDEN, device="cuda", dtype=torch.bfloat16)
+    t = time_cuda(lambda: x @ w.t(), samples=5, iters=20)
+    return _rates(f"matrix/gemm_bf16/bs{bs}", t, 2.0 * bs * HIDDEN * FFN, "TFLOP/s", 1e12)
+
+
+def _gemm_quant(scheme: str):
+    def run(bs: int) -> list[Measurement]:
+        if scheme.startswith("fp8") and hw.capability() < (8, 9):
+            raise RuntimeError(f"{scheme} needs capability 8.9+, found {hw.capability()}")
+        w = torch.randn(FFN, HIDDEN, device="cuda") * 0.02
+        qw = Q.quantize_weight(w, scheme)
+        a = Q.quantize_activation(torch.randn(bs, HIDDEN, device="cuda"), scheme)
+        out = Q.quantized_matmul(a, qw)
+        ref = Q.dequantize_activation(a) @ Q.dequantize_weight(qw).t()
+        err = Q.relative_error(out, ref)
+        assert err < 5e-3, f"{scheme} bs {bs}: {err:.2e} vs dequantised reference"
+        t = time_cuda(lambda: Q.quantized_matmul(a, qw), samples=5, iters=20)
+        return _rates(f"matrix/gemm_{scheme}/bs{bs}", t, 2.0 * bs * HIDDEN * FFN, "TFLOP/s", 1e12)
+
+    return run
+
+
+def _decode_sdpa(bs: int, kv_len: int = 8192) -> list[Measurement]:
+    q = torch.randn(bs, HQ, 1, D, device="cuda", dtype=torch.bfloat16)
+    k = torch.randn(bs, HKV, kv_len, D, device="cuda", dtype=torch.bfloat16)
+    v = torch.randn_like(k)
+    sdpa = torch.nn.functional.scaled_dot_product_attention
+    t = time_cuda(lambda: sdpa(q, k, v, enable_gqa=True), samples=5, iters=20)
+    return _rates(
+        f"matrix/decode_sdpa_kv{kv_len}/bs{bs}", t, decode_bytes(bs, kv_len, HKV, D), "TB/s", 1e12
+    )
+
+
+def _decode_flashinfer(bs: int, kv_len: int = 8192) -> list[Measurement]:
+    from suitelib.attention import build_paged_kv
+
+    fi = hw.import_flashinfer()
+    paged = build_paged_kv(
+        [kv_len] * bs, num_kv_heads=HKV, head_dim=D, device="cuda", spare_pages=0
+    )
+    ws = torch.zeros(128 << 20, dtype=torch.uint8, device="cuda")
+    w = fi.BatchDecodeWithPagedKVCacheWrapper(ws, "NHD")
+    w.plan(
+        paged.indptr,
+        paged.indices,
+        paged.last_page_len,
+        HQ,
+        HKV,
+        D,
+        paged.page_size,
+        q_data_type=torch.bfloat16,
+        kv_data_type=torch.bfloat16,
+    )
+    q = torch.randn(bs, HQ, D, device="cuda", dtype=torch.bfloat16)
+    out = torch.empty_like(q)
+    t = time_cuda(lambda: w.run(q, paged.cache, out=out), samples=5, iters=20)
+    return _rates(
+        f"matrix/decode_flashinfer_kv{kv_len}/bs{bs}",
+        t,
+        decode_bytes(bs, kv_len, HKV, D),
+        "TB/s",
+        1e12,
+    )
+
+
+def _prefill_sdpa(bs: int, seq: int = 4096) -> list[Measurement]:
+    q = torch.randn(bs, HQ, seq, D, device="cuda", dtype=torch.bfloat16)
+    k = torch.randn(bs, HKV, seq, D, device="cuda", dtype=torch.bfloat16)
+    v = torch.randn_like(k)
+    sdpa = torch.nn.functional.scaled_dot_product_attention
+    t = time_cuda(lambda: sdpa(q, k, v, is_causal=True, enable_gqa=True), samples=5, iters=10)
+    flops = bs * prefill_flops(seq, seq, HQ, D, causal=True)
+    return _rates(f"matrix/prefill_sdpa_s{seq}/bs{bs}", t, flops, "TFLOP/s", 1e12)
+
+
+# Each variant has the batch sizes its nightly needs, not one shared list.
+VARIANTS = [
+    Variant("gemm_bf16", (1, 4, 16, 64), _gemm_bf16),
+    Variant("gemm_fp8_tensor", (16, 128), _gemm_quant("fp8_tensor")),
+    Variant("gemm_int8_channel", (32, 256), _gemm_quant("int8_channel")),
+    Variant("decode_sdpa", (1, 4), _decode_sdpa),
+    Variant("decode_flashinfer", (16,), _decode_flashinfer),
+    Variant("prefill_sdpa", (1, 2), _prefill_sdpa),
+]
+
+
+def test_variant_matrix(metrics, record_property) -> None:
+    def record(m: Measurement) -> None:
+        metrics.record(m.key, list(m.values), unit=m.unit, better=m.better)
+
+    errors, cells = run_matrix(VARIANTS, record, after_each=torch.cuda.empty_cache)
+    record_property("cells", cells)
+    record_property("failed_cells", len(errors))
+    if errors:
+        pytest.fail(failure_report(errors, cells), pytrace=False)

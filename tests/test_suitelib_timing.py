@@ -1,0 +1,41 @@
+"""suitelib.timing on CPU: samples are medians of iterations, warm-up is not timed."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from suitelib.timing import time_cpu
+
+
+def test_warmup_calls_are_not_in_samples() -> None:
+    calls: list[float] = []
+
+    def fn() -> None:
+        # The first two calls are slow, like a JIT or a cold cache.
+        time.sleep(0.05 if len(calls) < 2 else 0.0005)
+        calls.append(1.0)
+
+    t = time_cpu(fn, samples=3, iters=5, warmup=2)
+    assert len(calls) == 2 + 3 * 5
+    assert len(t.samples) == 3
+    assert max(t.samples) < 0.02, t.samples
+
+
+def test_median_resists_one_outlier_per_sample() -> None:
+    n = [0]
+
+    def fn() -> None:
+        n[0] += 1
+        time.sleep(0.03 if n[0] % 5 == 0 else 0.001)
+
+    t = time_cpu(fn, samples=2, iters=5, warmup=0)
+    assert all(s < 0.015 for s in t.samples), t.samples
+
+
+def test_rate_and_bad_arguments() -> None:
+    t = time_cpu(lambda: None, samples=2, iters=1, warmup=0)
+    assert [r > 0 for r in t.rate(1e6)] == [True, True]
+    with pytest.raises(ValueError, match="samples"):
+        time_cpu(lambda: None, samples=0)
