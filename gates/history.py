@@ -130,11 +130,10 @@ def _m001_initial(db: Database) -> None:
                                index_name="metrics_run_node_key")
     db["metrics"].create_index(["suite", "key", "fingerprint", "started_at"],
                                index_name="metrics_series")
-    db["samples"].create(
-        {"metric_id": int, "seq": int, "value": float},
-        pk=("metric_id", "seq"),
-        not_null={"value"},
-        foreign_keys=[("metric_id", "metrics", "id")],
+    # WITHOUT ROWID: the (metric_id, seq) key is the table, no second copy as an index.
+    db.execute(
+        "CREATE TABLE samples (metric_id INTEGER NOT NULL REFERENCES metrics(id), "
+        "seq INTEGER NOT NULL, value REAL NOT NULL, PRIMARY KEY (metric_id, seq)) WITHOUT ROWID"
     )
     db["plan_files"].create(
         {"run_id": str, "path": str, "line": int, "est_time": float, "expected": float,
