@@ -1,0 +1,129 @@
+"""The GitHub Actions matrix: entries per shard, nightly only on schedule, budget errors."""
+
+from __future__ import annotations
+
+import json
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from history_seed import seed
+
+from ci_register.matrix import timeout_minutes
+
+REPO = Path(__file__).resolve().parents[1]
+
+CATALOG = """
+[suites.cpu]
+backend = "cpu"
+description = "cpu"
+schedule = "per-commit"
+runner_labels = ["ubuntu-latest"]
+shard_budget_s = 100
+[suites.gpu]
+backend = "cuda"
+description = "gpu"
+schedule = "per-commit"
+runner_labels = ["self-hosted", "h200"]
+shard_budget_s = 1000
+shards = 2
+[suites.gpu.hardware]
+gpu_count = 1
+[suites.night]
+backend = "cuda"
+description = "nightly"
+schedule = "nightly"
+runner_labels = ["self-hosted", "gb300"]
+shard_budget_s = 7200
+[suites.night.hardware]
+gpu_count = 4
+[suites.empty]
+backend = "cpu"
+description = "nothing registered"
+schedule = "per-commit"
+shard_budget_s = 100
+"""
+
+
+@pytest.fixture
+def tree(tmp_path: Path) -> Path:
+    s = tmp_path / "suites"
+    s.mkdir()
+    (s / "catalog.toml").write_text(CATALOG)
+    files = {
+        "test_c1.py": 'register_cpu_ci(est_time=60, suite="cpu")',
+        "test_c2.py": 'register_cpu_ci(est_time=60, suite="cpu")',
+        "test_c3.py": 'register_cpu_ci(est_time=60, suite="cpu", nightly=True)',
+        "test_g1.py": 'register_cuda_ci(est_time=30, suite="gpu")\nregister_cuda_ci(est_time=300, suite="night")',
+        "test_g2.py": 'register_cuda_ci(est_time=30, suite="gpu")',
+    }
+    for name, reg in files.items():
+        (s / name).write_text(reg + "\ndef test_x():\n    pass\n")
+    return tmp_path
+
+
+def matrix(tree: Path, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "ci_register", "matrix", *args], cwd=tree, capture_output=True,
+                          text=True, timeout=60, env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin"})
+
+
+def entries(r: subprocess.CompletedProcess) -> dict[str, dict]:
+    assert r.returncode == 0, r.stderr
+    return {e["name"]: e for e in json.loads(r.stdout)["include"]}
+
+
+def test_pull_request_matrix(tree):
+    got = entries(matrix(tree, "--event", "pull_request"))
+    # cpu: 2 x 60 s on a 100 s budget -> 2 shards; gpu fixed at 2; night and empty absent.
+    assert sorted(got) == ["cpu 1/2", "cpu 2/2", "gpu 1/2", "gpu 2/2"]
+    e = got["cpu 2/2"]
+    assert e["suite"] == "cpu" and e["shard"] == 2 and e["shards"] == 2
+    assert e["runs-on"] == ["ubuntu-latest"] and e["timeout-minutes"] == timeout_minutes(60, 100)
+    assert e["history"] == "shard-cpu-2-of-2.db"
+    assert shlex.split(e["command"]) == ["nox", "-s", "cpu", "--", "--partition", "2/2", "--history", "shard-cpu-2-of-2.db"]
+    assert got["gpu 1/2"]["runs-on"] == ["self-hosted", "h200"]
+
+
+def test_schedule_adds_nightly_suites_and_files(tree):
+    got = entries(matrix(tree, "--event", "schedule"))
+    assert "night 1/1" in got and got["night 1/1"]["runs-on"] == ["self-hosted", "gb300"]
+    assert "--nightly" not in got["night 1/1"]["command"]  # a nightly suite runs nightly files anyway
+    cpu = [e for e in got.values() if e["suite"] == "cpu"]
+    assert len(cpu) == 3 and all(e["command"].endswith("--nightly") for e in cpu)
+
+
+def test_output_file_and_summary(tree):
+    r = matrix(tree, "--event", "push", "--output", "m.json", "--suite", "gpu")
+    assert r.returncode == 0 and r.stdout == ""
+    data = json.loads((tree / "m.json").read_text())
+    assert [e["name"] for e in data["include"]] == ["gpu 1/2", "gpu 2/2"]
+    assert "gpu: 2 shard(s) fixed by the catalog" in r.stderr
+
+
+def test_durations_from_history_change_the_shard_count(tree):
+    # Measured on the suite's hardware (the matrix job runs on a CPU box: "latest" fingerprint).
+    seed(tree / "history.db", "cpu", "cpu", [{"suites/test_c1.py": 10.0, "suites/test_c2.py": 10.0}] * 3)
+    got = entries(matrix(tree, "--event", "push"))
+    assert [n for n in got if n.startswith("cpu")] == ["cpu 1/1"]
+
+
+def test_file_over_budget_fails_the_matrix(tree):
+    (tree / "suites" / "test_big.py").write_text('register_cpu_ci(est_time=500, suite="cpu")\ndef test_x():\n    pass\n')
+    r = matrix(tree, "--event", "push")
+    assert r.returncode == 2 and r.stdout == ""
+    assert "error: suites/test_big.py:1: expected 500 s exceeds suite 'cpu'" in r.stderr
+
+
+def test_bad_event_and_registration_errors_exit_2(tree):
+    r = matrix(tree, "--event", "release")
+    assert r.returncode == 2 and "--event 'release'" in r.stderr
+    (tree / "suites" / "test_bad.py").write_text('register_cpu_ci(est_time=5, suite="nope")\ndef test_x():\n    pass\n')
+    r = matrix(tree, "--event", "push")
+    assert r.returncode == 2 and "unknown suite 'nope'" in r.stderr
+
+
+def test_timeout_minutes():
+    assert timeout_minutes(0, 600) == 25  # budget + 15 min setup
+    assert timeout_minutes(1800, 600) == 75  # twice the expected time + setup
