@@ -261,7 +261,8 @@ def analyse(data: Mapping[str, Any]) -> HealthReport:
         if t.get("path"):
             ran_in.setdefault(t["path"], set()).add(t["run_id"])
     ever = set(data.get("ever_ran") or ()) | set(ran_in)
-    lines = {p: line for p, (_, line) in est.items()}
+    lines = {f["path"]: f.get("line") for f in plan_files}
+    lines.update({p: line for p, (_, line) in est.items() if line is not None})
     if regs is not None:
         for r in sorted(enabled, key=lambda r: r["path"]):
             if r["path"] not in ever:

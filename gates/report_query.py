@@ -98,8 +98,9 @@ def select_runs(h: History, *, run: str | None = None, suite: str | None = None,
         if len(run) < 6:
             raise ReportInputError(f"--run {run!r}: give at least 6 characters of the run id")
         rows = list(h.db.query(
-            "SELECT * FROM runs WHERE run_id = ? OR run_id LIKE ? ORDER BY started_at DESC",
-            [run, run.replace("%", "").replace("_", "\\_") + "%"]))
+            "SELECT * FROM runs WHERE run_id = ? OR run_id LIKE ? ESCAPE '\\' "
+            "ORDER BY started_at DESC",
+            [run, run.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"]))
         exact = [r for r in rows if r["run_id"] == run]
         rows = exact or rows
         if not rows:

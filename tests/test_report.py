@@ -1,0 +1,209 @@
+"""gates.report and gates.report_query: the report model built from a real history."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import math
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+from report_history import (
+    BW,
+    FP,
+    LAT,
+    SUITE,
+    commit,
+    make_history,
+    regression_verdicts,
+    write_run,
+)
+
+from gates.history import open_history
+from gates.report import Point, build_report, classify, find_change, report_to_json
+from gates.report_query import (
+    ReportInputError,
+    load_report_input,
+    parse_since,
+    select_runs,
+)
+from gates.stats import pettitt
+
+
+def report_of(path: Path, **select):
+    with open_history(path, create=False, readonly=True) as h:
+        runs, scope = select_runs(h, **select)
+        since = select.get("since")
+        return build_report(load_report_input(h, runs, scope=scope, since=since))
+
+
+@pytest.fixture(scope="module")
+def template(tmp_path_factory) -> tuple[Path, list[str]]:
+    path = tmp_path_factory.mktemp("template") / "history.db"
+    return path, make_history(path)
+
+
+@pytest.fixture
+def hist(template, tmp_path: Path) -> tuple[Path, list[str]]:
+    # One history per module, copied per test (some tests write to it).
+    path = tmp_path / "history.db"
+    shutil.copy(template[0], path)
+    return path, template[1]
+
+
+def test_latest_run_lists_the_regression_first_with_its_statistics(hist):
+    path, ids = hist
+    report = report_of(path)
+    assert [r.run_id for r in report.runs] == [ids[-1]]
+    run = report.runs[0]
+    assert run.counts == {"passed": 2, "skipped": 1}
+    assert run.est_s == 60 and run.wall_s == 65
+    assert run.hardware.startswith("1x NVIDIA H200 (sm 9.0")
+    first, second = report.verdicts
+    assert (first.key, first.cls, second.key, second.cls) == (LAT, "fail", BW, "pass")
+    assert (first.baseline, first.new, first.rel_change) == (1.0, 1.3, 0.3)
+    assert (first.ci_low, first.ci_high, first.q_value, first.floor) == (0.22, 0.38, 2e-6, 0.05)
+    assert first.unit == "s" and first.method == "robust-t"
+    assert report.exit_code == 1 and report.summary == {"fail": 1, "pass": 1}
+
+
+def test_change_point_names_the_commit_range_of_the_jump(hist):
+    path, _ = hist
+    row = report_of(path).verdicts[0]
+    assert row.trend is not None and len(row.trend.points) == 16
+    change = row.change
+    assert change is not None and change.index == 10
+    assert (change.last_before, change.first_after) == (commit(9), commit(10))
+    assert change.commit_range == f"{commit(9)[:10]}..{commit(10)[:10]}"
+    assert change.rel == pytest.approx(0.3, abs=0.02)
+    # A passing metric gets a trend but no change-point search.
+    assert report_of(path).verdicts[1].change is None
+
+
+def test_find_change_agrees_with_gates_stats_pettitt():
+    rng = np.random.default_rng(7)
+    for trial in range(20):
+        x = rng.normal(size=30) + (np.arange(30) >= 12 + trial % 5) * (trial % 3)
+        points = [Point(f"r{i}", f"c{i}", "", float(v)) for i, v in enumerate(x)]
+        ref = pettitt(x)
+        mine = find_change(points, max_p=1.1)
+        assert mine is not None and ref is not None
+        assert (mine.index, mine.p) == (ref.index, pytest.approx(ref.p))
+    flat = [Point("r", "c", "", 1.0)] * 10
+    assert find_change(flat) is None and find_change(flat[:3]) is None
+
+
+def test_confirm_run_verdict_replaces_the_first_one(hist):
+    path, ids = hist
+    with open_history(path) as h:
+        cid = write_run(h, 16, latency=1.0, confirm_of=ids[-1], run_id="confirm" + "0" * 20)
+        h.save_verdicts(cid, [dict(v, verdict="pass") for v in regression_verdicts(cid)][:1])
+    report = report_of(path)
+    assert [r.run_id for r in report.runs] == [ids[-1]]  # the confirm run is not "latest"
+    assert report.runs[0].confirm_runs == [cid]
+    lat = next(v for v in report.verdicts if v.key == LAT)
+    assert (lat.verdict, lat.confirmed_by) == ("pass", cid)
+    assert report.exit_code == 0
+
+
+def test_warn_mode_and_classes():
+    assert classify("regression", "warn") == "warn"
+    assert classify("regression", None) == "fail"
+    assert classify("threshold-fail", "enforce") == "fail"
+    assert classify("improvement", "enforce") == "improved"
+    assert classify("insufficient-history", "enforce") == "info"
+    assert classify("pass", "enforce") == "pass"
+
+
+def test_warn_mode_regression_does_not_fail(tmp_path):
+    path = tmp_path / "h.db"
+    ids = make_history(path, runs=6, verdicts=False)
+    with open_history(path) as h:
+        h.save_verdicts(ids[-1], regression_verdicts(ids[-1], mode="warn"))
+    report = report_of(path)
+    assert report.verdicts[0].cls == "warn" and report.exit_code == 0
+
+
+def test_metrics_without_verdicts_are_listed_as_not_judged(tmp_path):
+    path = tmp_path / "h.db"
+    make_history(path, runs=3, verdicts=False)
+    report = report_of(path)
+    assert {v.key: v.verdict for v in report.verdicts} == {LAT: "not-judged", BW: "not-judged"}
+    assert report.exit_code == 0
+    new = {v.key: v.new for v in report.verdicts}
+    assert new[LAT] == pytest.approx(1.0, rel=0.05) and new[BW] == pytest.approx(500, rel=0.05)
+
+
+def test_range_keeps_every_failure_and_the_newest_pass(hist):
+    path, ids = hist
+    report = report_of(path, since="2026-10-01")
+    assert report.scope == "range" and len(report.runs) == 16
+    assert report.runs[0].run_id == ids[-1]  # newest first
+    # 16 runs x 2 metrics: the one failure, the newest row of each metric.
+    assert len(report.verdicts) == 2 and report.omitted == 30
+    assert report.verdicts[0].cls == "fail" and report.exit_code == 1
+    with open_history(path, readonly=True) as h:
+        runs, scope = select_runs(h, since="2026-10-01")
+        full = build_report(load_report_input(h, runs, scope=scope), all_rows=True)
+    assert len(full.verdicts) == 32 and full.omitted == 0
+
+
+def test_untrusted_runs_show_in_the_trend_marked(hist):
+    path, ids = hist
+    with open_history(path) as h:
+        h.set_trust([ids[3]], reason="broken runner")
+    points = report_of(path).verdicts[0].trend.points
+    assert [p.trusted for p in points].count(False) == 1
+    assert not next(p for p in points if p.run_id == ids[3]).trusted
+
+
+def test_select_latest_includes_the_other_shards_of_the_same_commit(tmp_path):
+    path = tmp_path / "h.db"
+    with open_history(path) as h:
+        write_run(h, 1, latency=1.0, shard=(1, 2), run_id="a" * 32)
+        write_run(h, 1, latency=1.0, shard=(2, 2), run_id="b" * 32,
+                  when="2026-11-01T01:30:00.000000+00:00")
+        write_run(h, 0, latency=1.0, shard=(1, 2), run_id="c" * 32)  # older commit
+        runs, scope = select_runs(h)
+        assert scope == "run" and [r["run_id"] for r in runs] == ["a" * 32, "b" * 32]
+        runs, _ = select_runs(h, run="cccccc")
+        assert [r["run_id"] for r in runs] == ["c" * 32]
+
+
+@pytest.mark.parametrize(("select", "message"), [
+    ({"run": "nope12"}, "no run nope12"),
+    ({"run": "abc"}, "at least 6 characters"),
+    ({"run": "run000"}, "matches 10 runs"),
+    ({"suite": "other"}, "no run of suite 'other'; suites here: stage-x"),
+    ({"since": "2027-01-01T00:00:00+00:00"}, "widen --since"),
+    ({"run": "run0015", "suite": "other"}, "belongs to suite 'stage-x'"),
+])
+def test_selection_errors_say_what_exists(hist, select, message):
+    path, _ = hist
+    with open_history(path, readonly=True) as h, pytest.raises(ReportInputError, match=message):
+        select_runs(h, **select)
+
+
+def test_parse_since():
+    now = dt.datetime(2026, 11, 30, 12, 0, tzinfo=dt.UTC)
+    assert parse_since("30d", now).startswith("2026-10-31T12:00:00")
+    assert parse_since("12h", now).startswith("2026-11-30T00:00:00")
+    assert parse_since("2w", now).startswith("2026-11-16T12")
+    assert parse_since("2026-11-01", now).startswith("2026-11-01T00:00:00")
+    with pytest.raises(ReportInputError, match="use a span like 30d"):
+        parse_since("last week", now)
+
+
+def test_json_is_strict_json_with_trends_once(hist):
+    path, _ = hist
+    report = report_of(path)
+    report.verdicts[1].statistic = math.nan
+    data = json.loads(json.dumps(report_to_json(report), allow_nan=False))
+    assert data["exit_code"] == 1 and data["verdicts"][0]["key"] == LAT
+    assert data["verdicts"][1]["statistic"] is None
+    tid = data["verdicts"][0]["trend"]
+    assert tid == f"{SUITE}|{FP}|{LAT}" and len(data["trends"][tid]["points"]) == 16
+    assert data["verdicts"][0]["change"]["commit_range"].startswith(commit(9)[:10])
+    assert data["runs"][0]["est_delta"] == pytest.approx(65 / 60 - 1)

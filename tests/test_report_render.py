@@ -1,0 +1,142 @@
+"""Renderers (text, Markdown, HTML) and the GitHub Actions edge."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+from report_history import BW, FILE_A, LAT, hostile_input, make_history
+
+from gates import ghactions
+from gates.health import analyse
+from gates.history import open_history
+from gates.render_html import render_html, spark_svg
+from gates.render_md import md_code, md_text, render_md
+from gates.render_text import render_text, sparkline
+from gates.report import build_report
+from gates.report_query import load_health_input, load_report_input, select_runs
+
+
+@pytest.fixture(scope="module")
+def report(tmp_path_factory):
+    path = tmp_path_factory.mktemp("render") / "history.db"
+    make_history(path)
+    with open_history(path, readonly=True) as h:
+        runs, scope = select_runs(h)
+        rep = build_report(load_report_input(h, runs, scope=scope))
+        rep.health = [analyse(load_health_input(h, runs[0]["suite"]))]
+    return rep
+
+
+def test_sparkline():
+    assert sparkline([1, 2, 3, 4, 5, 6, 7, 8]) == "▁▂▃▄▅▆▇█"
+    assert sparkline([5, 5, 5]) == "▄▄▄"
+    assert sparkline([]) == ""
+    assert len(sparkline(list(range(100)))) == 24
+
+
+def test_text_has_runs_verdicts_trends_and_health(report):
+    text = render_text(report)
+    assert text.startswith("stage-x @ 0015c0ffee: FAILED: 1 gate(s) failed")
+    assert "65 s vs est 60 s (+8%)" in text
+    lines = text.splitlines()
+    lat = next(i for i, line in enumerate(lines) if LAT in line)
+    bw = next(i for i, line in enumerate(lines) if BW in line)
+    assert lat < bw and "FAIL regression" in lines[lat]
+    assert "+30.0% [+22.0, +38.0]" in lines[lat] and "q=2.0e-06" in lines[lat]
+    assert "0009c0ffee..0010c0ffee" in lines[lat] and "▁▁▁" in lines[lat]
+    for section in ("Stale est_time", "Flaky tests", "Always skipped", "never ran",
+                    "Slowest files"):
+        assert section in text
+
+
+def test_markdown_puts_failures_on_top_and_passes_in_a_fold(report):
+    md = render_md(report)
+    assert md.startswith("## ❌ ")
+    assert md.index(LAT) < md.index("<details><summary>1 passing metric(s)") < md.index(BW)
+    assert "### Where metrics changed" in md and "`0009c0ffee..0010c0ffee`" in md
+    assert md.count("<details>") == md.count("</details>")
+
+
+def test_markdown_escaping():
+    assert md_text("a|b <x> *y* [z](u)") == r"a\|b &lt;x&gt; \*y\* \[z\](u)"
+    assert md_code("k|v") == r"`k\|v`"
+    assert md_code("a`b") == "`` a`b ``"
+    md = render_md(build_report(hostile_input()))
+    # Code spans show their content literally; outside them no tag may survive.
+    prose = re.sub(r"``.*?``|`[^`]*`", "", md)
+    assert "alert(1)" in md and "alert(2)" in md
+    assert "<script" not in prose and "<img" not in prose and "<b>" not in prose
+    assert "<svg" not in prose and "&lt;svg onload" in prose
+    assert "javascript:" not in md  # a non-http CI url is not turned into a link
+    row = next(line for line in md.splitlines() if "alert(1)" in line)
+    assert row.count(" | ") == 10  # the pipe in the test id did not add a column
+
+
+def test_html_is_self_contained_and_escaped(report):
+    page = render_html(report)
+    assert page.startswith("<!doctype html>") and "default-src 'none'" in page
+    assert not re.search(r"""(src|href)\s*=\s*["']?\s*(https?:)?//""", page)
+    assert "<script" not in page and "@import" not in page and "url(" not in page
+    assert page.count("<svg") >= 4 and 'class="change"' in page
+    assert "<table>" in page and "CI health: stage-x" in page
+    hostile = render_html(build_report(hostile_input()))
+    assert "<script" not in hostile and "<img" not in hostile and "<b>suite" not in hostile
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in hostile
+    assert "javascript:" not in hostile.replace("javascript:alert(3)", "")  # only as text
+
+
+def test_spark_svg_marks_the_change(report):
+    row = report.verdicts[0]
+    svg = spark_svg(row.trend)
+    assert svg.startswith("<svg") and "stroke=\"#c62828\"" in svg
+    assert spark_svg(None) == ""
+
+
+# ----------------------------------------------------------------- GitHub Actions
+
+
+def test_fit_summary_cuts_at_a_line_with_a_note_and_closes_details():
+    md = "## head\n" + "<details><summary>x</summary>\n\n" + "| row |\n" * 200_000
+    cut = ghactions.fit_summary(md, 100_000)
+    assert len(cut.encode()) <= 100_000
+    assert cut.startswith("## head") and "cut to fit GitHub's 1 MiB" in cut
+    assert cut.count("<details>") == cut.count("</details>")
+    assert ghactions.fit_summary("small\n", 100) == "small\n"
+
+
+def test_step_summary_appends_within_the_cap(tmp_path: Path, report):
+    target = tmp_path / "summary.md"
+    target.write_text("x" * (ghactions.SUMMARY_CAP - 5000))
+    note = ghactions.append_step_summary(render_md(report) * 10,
+                                         {"GITHUB_STEP_SUMMARY": str(target)})
+    assert "cut to fit" in note
+    assert ghactions.SUMMARY_CAP - 1000 < target.stat().st_size <= ghactions.SUMMARY_CAP
+    assert "not set" in ghactions.append_step_summary("x", {})
+
+
+def test_annotations_point_at_the_test_function(tmp_path: Path, report):
+    test_file = tmp_path / FILE_A
+    test_file.parent.mkdir(parents=True)
+    test_file.write_text("import x\n\n\nclass TestK:\n    def test_a(self): ...\n\n\n"
+                         "def test_decode(metrics):\n    pass\n")
+    lines = ghactions.annotations(report, lambda n: ghactions.locate_test(n, tmp_path))
+    assert len(lines) == 1
+    assert lines[0].startswith(f"::error file={FILE_A},line=8,title=gate regression%3A {LAT}::")
+    assert "+30.0%25 [+22.0, +38.0]" in lines[0]  # % is escaped for the runner
+    assert ghactions.locate_test(f"{FILE_A}::TestK::test_a[p1]", tmp_path) == (FILE_A, 5)
+    assert ghactions.locate_test("missing.py::t", tmp_path) == ("missing.py", 1)
+
+
+def test_at_most_ten_annotations(report):
+    many = [report.verdicts[0]] * 25
+    report_many = type(report)(title="t", scope="run", runs=[], verdicts=many, summary={})
+    lines = ghactions.annotations(report_many, lambda n: ("f.py", 3))
+    assert sum(line.startswith("::error") for line in lines) == 10
+    assert lines[-1].startswith("15 more failing gate(s)")
+
+
+def test_workflow_command_escaping():
+    assert ghactions.escape_data("50%\nx\r") == "50%25%0Ax%0D"
+    assert ghactions.escape_property("a:b,c") == "a%3Ab%2Cc"
