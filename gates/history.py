@@ -9,14 +9,17 @@ Writes are short ``BEGIN IMMEDIATE`` transactions on a WAL database with a busy
 timeout, retried on "database is locked", so parallel suite processes can share
 one file. A run is written in two steps: `History.start_run` inserts its
 provenance with ``status = 'incomplete'``; `History.record_run` writes every test,
-metric and sample and flips the status to ``'complete'`` in one transaction. A
-process killed in between leaves an ``incomplete`` run, which is never a baseline.
+metric and sample and flips the status to ``'complete'`` (``'interrupted'`` when
+pytest was interrupted) in one transaction. A process killed in between leaves an
+``incomplete`` run. Only complete runs serve as baselines.
 
 Tables (browse them with ``sqlite-utils tables history.db --counts``):
 
-- ``runs``: one row per run id: suite, shard_index/shard_count, status,
-  exit_status, confirm_of (the run a confirm-on-trip rerun re-checks), commit_sha, branch, ci_url, started_at/finished_at (UTC ISO), host,
-  python, fingerprint (hardware key that baselines match on), hardware (JSON),
+- ``runs``: one row per run id: suite, shard_index/shard_count, status
+  (incomplete: started, never finished; complete; interrupted: pytest exit 2/3),
+  exit_status (pytest's), confirm_of (the run a confirm-on-trip rerun re-checks),
+  commit_sha, branch, ci_url, started_at/finished_at (UTC ISO), host, python,
+  fingerprint (hardware key that baselines match on), hardware (JSON),
   trusted (1/0), trust_reason, trust_changed_at.
 - ``tests``: one row per test and attempt: run_id, attempt, nodeid, path (relative
   to the rootdir, posix), outcome (passed/failed/skipped/error/xfailed/xpassed),
@@ -66,6 +69,8 @@ __all__ = [
     "open_history",
 ]
 
+# pytest ExitCode.INTERRUPTED and INTERNAL_ERROR: the session did not run to its end.
+_INTERRUPTED = (2, 3)
 OUTCOMES = ("passed", "failed", "skipped", "error", "xfailed", "xpassed")
 FAILING = ("failed", "error")
 BUSY_TIMEOUT_S = 60.0
@@ -349,9 +354,11 @@ class History:
         try:
             return self._retry(attempt)
         except sqlite3.DatabaseError as exc:
-            if isinstance(exc, sqlite3.IntegrityError):
-                raise HistoryError(f"{self.path}: {exc}") from exc
             raise _corrupt(self.path, exc) from exc
+
+    def query(self, sql: str, params: Sequence[Any] | Mapping[str, Any] = ()) -> list[dict]:
+        """Rows of a read-only SQL query as dicts (database errors become `HistoryError`)."""
+        return self._rows(sql, params)
 
     def _rows(self, sql: str, params: Sequence[Any] | Mapping[str, Any] = ()) -> list[dict]:
         try:
@@ -392,6 +399,9 @@ class History:
     def record_run(self, record: RunRecord) -> int:
         """Write a run's tests, metrics, samples and plan in one transaction; mark it complete.
 
+        A pytest exit status of 2 (interrupted: Ctrl-C, collection errors) or 3
+        (internal error) marks it ``interrupted`` instead: kept, never a baseline.
+
         A run id that already has results (a rerun of tripped tests under the same
         id) gets the next attempt number. Returns the attempt number written.
         """
@@ -407,15 +417,16 @@ class History:
                 raise HistoryError(f"{self.path}: run id {prov.run_id} already belongs to "
                                    f"suite {existing!r}; pass a fresh --gates-run-id")
             finished = prov.finished_at or utc_now()
+            status = "interrupted" if record.exit_status in _INTERRUPTED else "complete"
             if existing is None:
-                row = _run_row(prov, status="complete", exit_status=record.exit_status)
+                row = _run_row(prov, status=status, exit_status=record.exit_status)
                 row["finished_at"] = finished
                 _insert(self.conn, "runs", [row])
                 run = row
             else:
                 self.conn.execute(
-                    "UPDATE runs SET status = 'complete', finished_at = ?, exit_status = ? "
-                    "WHERE run_id = ?", (finished, record.exit_status, prov.run_id))
+                    "UPDATE runs SET status = ?, finished_at = ?, exit_status = ? "
+                    "WHERE run_id = ?", (status, finished, record.exit_status, prov.run_id))
                 run = self._rows("SELECT * FROM runs WHERE run_id = ?", (prov.run_id,))[0]
             prior = self.conn.execute(
                 "SELECT max(attempt) FROM (SELECT attempt FROM tests WHERE run_id = ? "
@@ -749,6 +760,10 @@ def _corrupt(path: Path, exc: BaseException) -> HistoryError:
     if any(word in str(exc).lower() for word in ("locked", "busy")):
         return HistoryError(f"{path}: {exc}; another process holds the file for too long, "
                             "retry later")
+    if isinstance(exc, (sqlite3.OperationalError, sqlite3.ProgrammingError,
+                        sqlite3.IntegrityError)):
+        # A bad query or constraint, not a damaged file.
+        return HistoryError(f"{path}: {exc}")
     return HistoryError(f"{path}: unreadable or corrupt SQLite file ({exc}); restore it from "
                         "a backup or CI artifact, or move it away to start a new history")
 

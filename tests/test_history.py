@@ -97,6 +97,26 @@ def test_started_run_is_incomplete_and_never_a_baseline(h):
                                              "suites/b/test_b.py": [2.0]}
 
 
+def test_interrupted_session_is_kept_but_not_a_baseline(h):
+    p = prov(1)
+    metric = validate_metric("k", [1.0], unit="s", better="lower")
+    h.record_run(RunRecord(p, [TestResult("t.py::a", "t.py", "passed", 1.0)],
+                           [("t.py::a", metric)], None, exit_status=2))
+    assert h.run(p.run_id)["status"] == "interrupted"
+    assert h.metrics(p.run_id)[0]["samples"] == [1.0]
+    assert h.metric_series("s", "k", "gpu-a") == []
+    assert h.file_durations("s", "gpu-a") == {}
+
+
+def test_query_returns_dicts_and_wraps_errors(h):
+    record(h, 1)
+    assert h.query("SELECT run_id, status FROM runs") == [
+        {"run_id": "run001", "status": "complete"}]
+    with pytest.raises(HistoryError, match="no such table") as info:
+        h.query("SELECT * FROM nope")
+    assert "corrupt" not in str(info.value)
+
+
 def test_same_run_id_twice_is_a_second_attempt(h):
     record(h, 1)
     record(h, 1, samples=[9.0], start=False)

@@ -174,6 +174,7 @@ def test_collection_error_is_recorded_against_the_file(pytester: pytest.Pytester
     assert result.ret == pytest.ExitCode.INTERRUPTED
     with open_history(pytester.path / "h.db") as h:
         [run] = h.runs()
+        assert run["status"] == "interrupted" and run["exit_status"] == 2
         [test] = h.tests(run["run_id"])
         assert (test["path"], test["outcome"]) == ("test_broken.py", "error")
         assert "not_a_module_anywhere" in test["error"]
