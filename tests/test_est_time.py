@@ -1,0 +1,111 @@
+"""est_time upkeep: which literals drifted, and rewriting just those bytes."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from history_seed import seed
+
+from ci_register.est_time import EstTimeError, drifted, literal_span, rewrite, suggest
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+@pytest.mark.parametrize(("literal", "measured", "expected"), [
+    (60, 300, True),    # 240 s and 80% off
+    (60, 85, False),    # 25 s: under the absolute floor
+    (3600, 3000, False),  # 600 s but only 20% of the figure
+    (3600, 2000, True),
+    (100, 60, True),    # over-estimates count too: they waste shards
+])
+def test_drifted_needs_both_30_s_and_30_percent(literal, measured, expected):
+    assert drifted(literal, measured) is expected
+
+
+def test_suggest_rounds_up_to_5_s():
+    assert suggest(301.2) == 305 and suggest(300.0) == 300 and suggest(0.4) == 5
+
+
+SOURCE = '''\
+# -*- coding: utf-8 -*-
+"""Décodage: a docstring with non-ASCII text."""
+from ci_register import register_cuda_ci
+
+register_cuda_ci(est_time=60, suite="a")  # keep this comment
+register_cuda_ci(  # multi-line call
+    suite="b",
+    est_time = 1.5e2 ,
+)
+register_cuda_ci(120, "c", labels=["é"])
+'''
+
+
+def test_literal_span_and_byte_exact_rewrite():
+    spans = [literal_span(SOURCE, 5, "register_cuda_ci"), literal_span(SOURCE, 6, "register_cuda_ci"),
+             literal_span(SOURCE, 10, "register_cuda_ci")]
+    data = SOURCE.replace("\n", "\r\n").encode()
+    out = rewrite(data, zip(spans, ["300", "45", "9"], strict=True)).decode()
+    assert out == SOURCE.replace("\n", "\r\n").replace("est_time=60,", "est_time=300,").replace(
+        "est_time = 1.5e2 ,", "est_time = 45 ,").replace('(120, "c"', '(9, "c"')
+
+
+def test_literal_span_errors():
+    with pytest.raises(EstTimeError, match="x.py:4: no top-level register_cuda_ci"):
+        literal_span(SOURCE, 4, "register_cuda_ci", "x.py")
+    with pytest.raises(EstTimeError, match="not a plain number literal"):
+        literal_span("register_cuda_ci(est_time=+60, suite='a')\n", 1, "register_cuda_ci")
+
+
+CATALOG = """
+[suites.cpu]
+backend = "cpu"
+description = "cpu"
+schedule = "per-commit"
+shard_budget_s = 3600
+"""
+
+
+def make_tree(tmp: Path) -> Path:
+    s = tmp / "suites"
+    s.mkdir()
+    (s / "catalog.toml").write_text(CATALOG)
+    (s / "test_slow.py").write_text('from ci_register import register_cpu_ci\n\nregister_cpu_ci(est_time=60, suite="cpu")  # measured? see history\ndef test_x():\n    pass\n')
+    (s / "test_ok.py").write_text('register_cpu_ci(est_time=100, suite="cpu")\ndef test_x():\n    pass\n')
+    (s / "test_new.py").write_text('register_cpu_ci(est_time=5, suite="cpu")\ndef test_x():\n    pass\n')
+    seed(tmp / "history.db", "cpu", "cpu", [{"suites/test_slow.py": 290.0 + i, "suites/test_ok.py": 110.0} for i in range(5)])
+    seed(tmp / "history.db", "cpu", "cpu", [{"suites/test_new.py": 500.0}] * 2, start=50)  # too few runs
+    return tmp
+
+
+def est(tree: Path, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "ci_register", "est-time", *args], cwd=tree, capture_output=True,
+                          text=True, timeout=60, env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin"})
+
+
+def test_check_then_write_then_clean(tmp_path):
+    tree = make_tree(tmp_path)
+    before_ok = (tree / "suites" / "test_ok.py").read_text()
+    r = est(tree, "--check")
+    assert r.returncode == 1, r.stderr
+    lines = r.stdout.splitlines()
+    assert lines[0] == "suites/test_slow.py:3: est_time 60 s, measured 294 s (p90 of 5 runs, suite cpu on cpu); set est_time=295"
+    assert len(lines) == 2 and "est-time --write" in lines[1]
+    r = est(tree, "--write")
+    assert r.returncode == 0 and "updated suites/test_slow.py:3: est_time 60 -> 295" in r.stdout
+    text = (tree / "suites" / "test_slow.py").read_text()
+    assert 'register_cpu_ci(est_time=295, suite="cpu")  # measured? see history\n' in text
+    assert text.startswith("from ci_register import register_cpu_ci\n\n")
+    assert (tree / "suites" / "test_ok.py").read_text() == before_ok
+    r = est(tree, "--check")
+    assert r.returncode == 0 and "within 30 s or 30%" in r.stdout
+
+
+def test_usage_and_missing_history(tmp_path):
+    tree = make_tree(tmp_path)
+    assert est(tree).returncode == 2
+    assert est(tree, "--check", "--suite", "nope").returncode == 2
+    r = est(tree, "--check", "--history", "missing.db")
+    assert r.returncode == 0 and r.stderr == ""
