@@ -101,3 +101,15 @@ def rerun(session: nox.Session) -> None:
     if not session.posargs:
         session.error("usage: nox -s rerun -- SPEC [--suite NAME] [--run] [pytest args]")
     session.run(sys.executable, "-m", "ci_register", "rerun", *session.posargs, external=True)
+
+
+@nox.session(name="history-browse", python=PYTHON)  # no tag: a server, never in `nox -t`
+def history_browse(session: nox.Session) -> None:
+    """Browse the metric history in datasette, read-only: -- [PATH] (default history.db)."""
+    session.install("datasette", "sqlite-utils>=4.2,<5")
+    path = session.posargs[0] if session.posargs else os.environ.get("GATES_HISTORY") or str(ROOT / "history.db")
+    if not Path(path).is_file():
+        session.error(f"no history at {path}; run a suite first or pass -- PATH")
+    # -i (immutable) skips the write-ahead log: fold it into the file first.
+    session.run("sqlite-utils", path, "PRAGMA wal_checkpoint(TRUNCATE)", silent=True)
+    session.run("datasette", "-i", path)
