@@ -124,19 +124,28 @@ def _report(args: argparse.Namespace) -> int:
             for r in runs:
                 until[r["suite"]] = max(until.get(r["suite"], ""), r["started_at"])
             report.health = _health_for(history, until, Path(args.root), args.window)
-    _emit(_render(report, args.format), args.out)
-    _github(report, args.format, Path(args.root))
-    return report.exit_code
-
-
-def _github(report, fmt: str, root: Path) -> None:
+    text = _render(report, args.format)
     from gates import ghactions  # noqa: PLC0415
 
     if not ghactions.on_github():
-        return
+        _emit(text, args.out)
+        return report.exit_code
+    # `gate-report --format md >> "$GITHUB_STEP_SUMMARY"` already writes the summary:
+    # cut that output to the cap and do not append a second copy.
+    room = ghactions.summary_room() if args.out is None else None
+    if room is not None and args.format == "md":
+        text = ghactions.fit_summary(text, room)
+    _emit(text, args.out)
+    _github(report, Path(args.root), append=room is None)
+    return report.exit_code
+
+
+def _github(report, root: Path, *, append: bool) -> None:
+    from gates import ghactions  # noqa: PLC0415
     from gates.render_md import render_md  # noqa: PLC0415
 
-    note = ghactions.append_step_summary(render_md(report))
+    note = (ghactions.append_step_summary(render_md(report)) if append
+            else "stdout is the step summary; not appended twice")
     for line in ghactions.annotations(report, lambda n: ghactions.locate_test(n, root)):
         print(line, file=sys.stderr)  # the runner reads workflow commands on stderr too
     print(f"gate-report: {note}", file=sys.stderr)

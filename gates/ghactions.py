@@ -10,11 +10,14 @@ metric (found statically with `ast`; nothing is imported).
 from __future__ import annotations
 
 import ast
+import io
 import os
 import re
+import sys
 from collections.abc import Callable, Mapping
 from functools import lru_cache
 from pathlib import Path
+from typing import IO
 
 from gates.render_text import fmt_change, fmt_pq, fmt_value
 from gates.report import Report, VerdictRow
@@ -29,6 +32,7 @@ __all__ = [
     "fit_summary",
     "locate_test",
     "on_github",
+    "summary_room",
 ]
 
 SUMMARY_CAP = 1024 * 1024  # bytes GitHub accepts per step summary
@@ -88,6 +92,27 @@ def append_step_summary(markdown: str, env: Mapping[str, str] | None = None) -> 
         handle.write(text)
     cut = " (cut to fit 1 MiB)" if text != markdown else ""
     return f"appended {len(text.encode())} bytes to the step summary{cut}"
+
+
+def summary_room(stream: IO[str] | None = None,
+                 env: Mapping[str, str] | None = None) -> int | None:
+    """Bytes left under the cap when `stream` (default stdout) IS the step summary file
+    (`gate-report --format md >> "$GITHUB_STEP_SUMMARY"`), else None.
+
+    Then the CLI cuts its own output to fit and does not append a second copy."""
+    env = os.environ if env is None else env
+    target = env.get("GITHUB_STEP_SUMMARY")
+    stream = sys.stdout if stream is None else stream
+    if not target:
+        return None
+    try:
+        mine = os.fstat(stream.fileno())
+        theirs = os.stat(target)
+    except (OSError, ValueError, AttributeError, io.UnsupportedOperation):
+        return None
+    if not os.path.samestat(mine, theirs):
+        return None
+    return max(0, SUMMARY_CAP - theirs.st_size)
 
 
 @lru_cache(maxsize=256)

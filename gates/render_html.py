@@ -19,7 +19,9 @@ from gates.render_text import (
     fmt_value,
     headline,
     health_tables,
+    run_label,
     run_table,
+    several_runs,
 )
 from gates.report import Report, Trend, VerdictRow
 
@@ -165,8 +167,8 @@ def _table(head: Sequence[str], rows: Sequence[Sequence[str]], classes: Sequence
 
 
 def _verdict_cells(report: Report, rows: Sequence[VerdictRow]) -> tuple[list[str], list[list[str]]]:
-    with_run = report.scope == "range"
-    head = (["run"] if with_run else []) + [
+    with_run = several_runs(report)
+    head = (["suite run"] if with_run else []) + [
         "verdict", "metric", "test", "baseline", "new", "change [95% CI]", "statistic",
         "p / q", "floor", "trend", "changed in"]
     out = []
@@ -178,7 +180,7 @@ def _verdict_cells(report: Report, rows: Sequence[VerdictRow]) -> tuple[list[str
         if v.method:
             stat = f"{v.method} {stat}"
         c = v.change
-        out.append(([f"<code>{_e(v.run_id[:12])}</code>"] if with_run else []) + [
+        out.append(([_e(run_label(v))] if with_run else []) + [
             f'<span class="v-{_e(v.cls)}">{_e(LABELS.get(v.cls, v.cls))}</span> {_e(label)}',
             f"<code>{_e(v.key)}</code>",
             f"<code>{_e(v.nodeid)}</code>" if v.nodeid else "-",

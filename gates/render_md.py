@@ -11,7 +11,13 @@ from __future__ import annotations
 
 import re
 
-from gates.render_text import headline, health_tables, run_table, verdict_table
+from gates.render_text import (
+    headline,
+    health_tables,
+    run_table,
+    several_runs,
+    verdict_table,
+)
 from gates.report import Report
 
 __all__ = ["ICONS", "md_code", "md_text", "render_md", "table"]
@@ -45,7 +51,7 @@ def table(head: list[str], rows: list[list[str]]) -> str:
 
 def _verdict_rows(report: Report) -> tuple[list[str], list[list[str]], list[list[str]]]:
     head, raw = verdict_table(report)
-    offset = 1 if report.scope == "range" else 0
+    offset = 1 if several_runs(report) else 0
     top, passing = [], []
     for v, cells in zip(report.verdicts, raw, strict=True):
         out = [md_text(c) for c in cells]

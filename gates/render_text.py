@@ -20,7 +20,9 @@ __all__ = [
     "headline",
     "health_tables",
     "render_text",
+    "run_label",
     "run_table",
+    "several_runs",
     "sparkline",
     "verdict_table",
 ]
@@ -118,10 +120,19 @@ def run_table(report: Report) -> tuple[list[str], list[list[str]]]:
     return head, rows
 
 
+def several_runs(report: Report) -> bool:
+    """Rows need a run column when the report covers more than one run."""
+    return report.scope == "range" or len(report.runs) > 1
+
+
+def run_label(v: VerdictRow) -> str:
+    return f"{v.suite} {v.run_id[:8]}"
+
+
 def verdict_table(report: Report, *, with_run: bool | None = None
                   ) -> tuple[list[str], list[list[str]]]:
-    with_run = report.scope == "range" if with_run is None else with_run
-    head = (["run"] if with_run else []) + [
+    with_run = several_runs(report) if with_run is None else with_run
+    head = (["suite run"] if with_run else []) + [
         "verdict", "metric", "test", "baseline", "new", "change [95% CI]", "statistic",
         "p / q", "floor", "trend", "changed in"]
     rows = []
@@ -135,7 +146,7 @@ def verdict_table(report: Report, *, with_run: bool | None = None
         if v.method:
             stat = f"{v.method} {stat}"
         change = v.change
-        rows.append(([v.run_id[:12]] if with_run else []) + [
+        rows.append(([run_label(v)] if with_run else []) + [
             verdict, v.key, v.nodeid.split("::", 1)[-1] if v.nodeid else "-",
             fmt_value(v.baseline, v.unit), fmt_value(v.new, v.unit), fmt_change(v), stat,
             fmt_pq(v), "-" if v.floor is None else f"{v.floor * 100:.1f}%",

@@ -455,8 +455,7 @@ def build_report(data: ReportInput, *, title: str | None = None,
     if title is None:
         suites = sorted({r.suite for r in runs})
         if data.scope == "run" and runs:
-            head = runs[0]
-            title = f"{head.suite} @ {(head.commit or 'unknown commit')[:10]}"
+            title = f"{', '.join(suites)} @ {(runs[0].commit or 'unknown commit')[:10]}"
         else:
             title = f"{', '.join(suites) or 'no runs'}" + (f" since {data.since}"
                                                            if data.since else "")

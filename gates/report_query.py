@@ -91,8 +91,8 @@ def select_runs(h: History, *, run: str | None = None, suite: str | None = None,
 
     `run`: one run id (or a unique prefix of at least 6 characters). `since`: every
     top-level run (not a confirm-on-trip rerun) started at or after that UTC ISO
-    time. Neither: the newest top-level run (of `suite` if given) together with
-    the other shards of the same commit, which together are "the latest run".
+    time. Neither: the newest top-level run (of `suite` if given) and the newest run
+    of every other suite shard of the same commit, which together are "the latest run".
     """
     if run:
         if len(run) < 6:
@@ -139,19 +139,15 @@ def select_runs(h: History, *, run: str | None = None, suite: str | None = None,
         what = f"of suite {suite!r}" if suite else "at all"
         raise ReportInputError(f"{h.path}: no run {what}; suites here: {_known_suites(h)}")
     head = rows[0]
-    out = [head]
-    if (head.get("shard_count") or 1) > 1 and head.get("commit_sha"):
-        # The other shards of the same suite run: same commit and shard count, the
-        # newest run of each other shard index.
-        seen = {head.get("shard_index")}
-        for r in h.db.query(
-                "SELECT * FROM runs WHERE suite = ? AND commit_sha = ? AND shard_count = ? "
-                "AND confirm_of IS NULL AND run_id != ? ORDER BY started_at DESC",
-                [head["suite"], head["commit_sha"], head["shard_count"], head["run_id"]]):
-            if r.get("shard_index") not in seen:
-                seen.add(r.get("shard_index"))
-                out.append(r)
-        out.sort(key=lambda r: r.get("shard_index") or 1)
+    if not head.get("commit_sha"):
+        return [_decode(head)], "run"
+    # "The latest run" of a CI workflow is every suite shard of the newest commit
+    # (after `gate-report merge`): the newest run per (suite, shard) of that commit.
+    newest: dict[tuple[Any, ...], dict[str, Any]] = {}
+    for r in h.db.query(f"SELECT * FROM runs WHERE {where} AND commit_sha = ? "
+                        "ORDER BY started_at DESC, run_id", [*params, head["commit_sha"]]):
+        newest.setdefault((r["suite"], r.get("shard_index"), r.get("shard_count")), r)
+    out = sorted(newest.values(), key=lambda r: (r["suite"], r.get("shard_index") or 1))
     return [_decode(r) for r in out], "run"
 
 

@@ -1,0 +1,272 @@
+"""gate-report's command line: commands, help, exit codes, one-line errors."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from report_history import FILE_A, LAT, SUITE, make_history, regression_verdicts, write_run
+
+from gates.cli import COMMANDS, build_parser, main
+from gates.history import open_history
+
+
+@pytest.fixture(scope="module")
+def template(tmp_path_factory):
+    path = tmp_path_factory.mktemp("cli") / "history.db"
+    return path, make_history(path)
+
+
+@pytest.fixture
+def hist(template, tmp_path: Path, monkeypatch):
+    path = tmp_path / "history.db"
+    shutil.copy(template[0], path)
+    monkeypatch.delenv("GITHUB_ACTIONS", raising=False)
+    monkeypatch.delenv("GATES_HISTORY", raising=False)
+    monkeypatch.chdir(tmp_path)  # --root . has no catalog: health uses plans only
+    return path, template[1]
+
+
+def run(argv, capsys) -> tuple[int, str, str]:
+    code = main([str(a) for a in argv])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+# --------------------------------------------------------------------- help
+
+
+def test_every_command_has_help_text(capsys):
+    parser = build_parser()
+    sub = next(a for a in parser._actions if a.dest == "command")
+    assert set(sub.choices) == set(COMMANDS) == {"report", "health", "merge", "trust",
+                                                 "untrust"}
+    helps = {a.dest: a.help for a in sub._choices_actions}
+    for name, sub_parser in sub.choices.items():
+        assert helps[name] and sub_parser.description, name
+        for action in sub_parser._actions:
+            assert action.help, f"{name} {action.option_strings or action.dest} has no help"
+        with pytest.raises(SystemExit) as exc:
+            main([name, "--help"])
+        assert exc.value.code == 0
+        assert f"usage: gate-report {name}" in capsys.readouterr().out
+    with pytest.raises(SystemExit):
+        main(["--help"])
+    out = capsys.readouterr().out
+    assert all(name in out for name in COMMANDS) and "exit codes" in out
+
+
+def test_console_script_runs_in_a_subprocess(hist):
+    path, _ = hist
+    exe = shutil.which("gate-report")
+    cmd = [exe] if exe else [sys.executable, "-m", "gates.cli"]
+    done = subprocess.run([*cmd, "--history", str(path), "--format", "json", "--no-health"],
+                          capture_output=True, text=True, timeout=60, check=False)
+    assert done.returncode == 1, done.stderr
+    assert json.loads(done.stdout)["verdicts"][0]["key"] == LAT
+
+
+# ------------------------------------------------------------------- report
+
+
+def test_default_command_is_report_and_exits_1_on_a_failed_gate(hist, capsys):
+    path, _ = hist
+    code, out, _ = run(["--history", path], capsys)
+    assert code == 1
+    assert out.startswith(f"{SUITE} @ 0015c0ffee: FAILED") and "CI health" in out
+    code2, out2, _ = run(["report", "--history", path], capsys)
+    assert (code2, out2) == (code, out)
+
+
+def test_history_from_the_environment(hist, capsys, monkeypatch):
+    path, _ = hist
+    monkeypatch.setenv("GATES_HISTORY", str(path))
+    assert run(["--no-health"], capsys)[0] == 1
+
+
+def test_a_passing_run_exits_0(hist, capsys):
+    path, ids = hist
+    code, out, _ = run(["--history", path, "--run", ids[-2], "--format", "md"], capsys)
+    assert code == 0 and out.startswith("## ✅")
+
+
+def test_suite_since_md(hist, capsys):
+    path, _ = hist
+    code, out, _ = run(["--history", path, "--suite", SUITE, "--since", "2026-10-01",
+                        "--format", "md"], capsys)
+    assert code == 1 and "older passing row(s) not listed" in out
+    assert out.index("❌") < out.index("passing metric(s)")
+
+
+def test_html_out_file(hist, capsys, tmp_path):
+    path, _ = hist
+    target = tmp_path / "site" / "report.html"
+    code, out, err = run(["--history", path, "--suite", SUITE, "--format", "html",
+                          "--out", target], capsys)
+    assert code == 1 and out == "" and f"wrote {target}" in err
+    page = target.read_text()
+    assert page.startswith("<!doctype html>") and "<svg" in page
+
+
+@pytest.mark.parametrize(("argv", "message"), [
+    (["--history", "missing.db"], "missing.db: no such history"),
+    (["--suite", "nope"], "no run of suite 'nope'; suites here: stage-x"),
+    (["--since", "yesterday"], "use a span like 30d"),
+    (["--run", "run0015", "--since", "3d"], "--run and --since exclude each other"),
+    (["--format", "pdf"], "invalid choice: 'pdf'"),
+    (["--points", "1"], "--points 1: give at least 2"),
+    (["frobnicate"], "invalid choice: 'frobnicate'"),
+    (["untrust", "--run", "x" * 32], "--reason"),
+    (["trust", "--reason", "fixed"], "give --run ID (repeatable) or --commit SHA"),
+    (["untrust", "--run", "nosuchrun", "--reason", "r"], "no run matches run id(s) nosuchrun"),
+    (["merge", "nope.db", "--into", "x.db"], "shard history nope.db does not exist"),
+])
+def test_usage_and_input_errors_are_one_line_exit_2(hist, capsys, argv, message):
+    path, _ = hist
+    if "--history" not in argv and argv[0] not in ("merge", "frobnicate"):
+        argv = [*argv, "--history", path] if argv[0] in COMMANDS else \
+            ["--history", path, *argv]
+    code, out, err = run(argv, capsys)
+    assert code == 2 and out == ""
+    assert err.startswith("error: ") and message in err and err.count("\n") == 1
+
+
+def test_a_file_that_is_not_a_history_is_an_input_error(tmp_path, capsys):
+    bad = tmp_path / "notes.db"
+    bad.write_text("not sqlite")
+    code, _, err = run(["--history", bad], capsys)
+    assert code == 2 and "not an SQLite database" in err
+
+
+def test_unwritable_out_is_an_input_error(hist, capsys, tmp_path):
+    path, _ = hist
+    (tmp_path / "file").write_text("x")
+    code, _, err = run(["--history", path, "--out", tmp_path / "file" / "r.txt"], capsys)
+    assert code == 2 and "cannot write" in err
+
+
+# ------------------------------------------------------------ merge and trust
+
+
+def test_merge_twice_changes_nothing(tmp_path, capsys):
+    shard1, shard2 = tmp_path / "s1.db", tmp_path / "s2.db"
+    with open_history(shard1) as h:
+        write_run(h, 1, latency=1.0, shard=(1, 2), run_id="a" * 32)
+    with open_history(shard2) as h:
+        write_run(h, 1, latency=1.0, shard=(2, 2), run_id="b" * 32)
+    into = tmp_path / "main.db"
+    code, out, _ = run(["merge", shard1, shard2, "--into", into], capsys)
+    assert code == 0 and f"merged 2 new run(s) into {into}; 0 already present" in out
+    code, out, _ = run(["merge", shard1, shard2, "--into", into], capsys)
+    assert code == 0 and "merged 0 new run(s)" in out and "2 already present" in out
+    code, out, _ = run(["--history", into, "--no-health"], capsys)
+    assert code == 0 and "1/2" in out and "2/2" in out  # both shards of the commit
+
+
+def test_merge_conflict_is_exit_2(tmp_path, capsys):
+    a, b = tmp_path / "a.db", tmp_path / "b.db"
+    with open_history(a) as h:
+        write_run(h, 1, latency=1.0, run_id="c" * 32)
+    with open_history(b) as h:
+        write_run(h, 1, latency=2.0, run_id="c" * 32)
+    code, _, err = run(["merge", a, b, "--into", tmp_path / "m.db"], capsys)
+    assert code == 2 and "differs" in err
+
+
+def test_untrust_and_trust_by_run_and_commit(hist, capsys):
+    path, ids = hist
+    code, out, _ = run(["untrust", "--history", path, "--run", ids[3], "--reason",
+                        "broken runner gpu-17"], capsys)
+    assert code == 0 and out.strip() == f"untrusted 1 run(s): {ids[3]}"
+    with open_history(path, readonly=True) as h:
+        row = h.run(ids[3])
+        assert row["trusted"] == 0 and row["trust_reason"] == "broken runner gpu-17"
+    code, out, _ = run(["--history", path, "--run", ids[3], "--no-health"], capsys)
+    assert "(untrusted)" in out
+    commit = h_commit(path, ids[3])
+    code, out, _ = run(["trust", "--history", path, "--commit", commit[:9], "--reason",
+                        "runner fixed"], capsys)
+    assert code == 0 and out.startswith("trusted 1 run(s)")
+    with open_history(path, readonly=True) as h:
+        assert h.run(ids[3])["trusted"] == 1
+        assert [e["reason"] for e in h.trust_log(ids[3])] == ["broken runner gpu-17",
+                                                              "runner fixed"]
+
+
+def h_commit(path: Path, run_id: str) -> str:
+    with open_history(path, readonly=True) as h:
+        return h.run(run_id)["commit_sha"]
+
+
+# ------------------------------------------------------------------- health
+
+
+def test_health_command(hist, capsys):
+    path, _ = hist
+    code, out, _ = run(["health", "--history", path], capsys)
+    assert code == 0 and "Flaky tests" in out and "est_time=70" in out
+    code, out, _ = run(["health", "--history", path, "--format", "json"], capsys)
+    assert json.loads(out)[0]["flaky"][0]["nodeid"].endswith("test_sometimes")
+    code, _, err = run(["health", "--history", path, "--suite", "nope"], capsys)
+    assert code == 2 and "no run of suite 'nope'" in err
+
+
+# ------------------------------------------------------------ GitHub Actions
+
+
+def test_github_actions_summary_and_annotations(hist, capsys, monkeypatch, tmp_path):
+    path, ids = hist
+    summary = tmp_path / "step_summary.md"
+    monkeypatch.setenv("GITHUB_ACTIONS", "true")
+    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(summary))
+    (tmp_path / FILE_A).parent.mkdir(parents=True)
+    (tmp_path / FILE_A).write_text("\n\ndef test_decode(metrics):\n    pass\n")
+    code, out, err = run(["--history", path, "--format", "json"], capsys)
+    assert code == 1 and json.loads(out)["exit_code"] == 1  # stdout stays clean JSON
+    assert summary.read_text().startswith("## ❌")
+    errors = [line for line in err.splitlines() if line.startswith("::error ")]
+    assert errors == [line for line in errors if f"file={FILE_A},line=3," in line]
+    assert len(errors) == 1 and "appended" in err
+    # More regressions than annotations allowed: still at most 10.
+    with open_history(path) as h:
+        many = [dict(regression_verdicts(ids[-1])[0], key=f"k{i}") for i in range(14)]
+        h.save_verdicts(ids[-1], many)
+    code, _, err = run(["--history", path, "--no-health"], capsys)
+    assert code == 1 and err.count("::error ") == 10 and "4 more failing gate(s)" in err
+
+
+def test_md_redirected_into_the_step_summary_is_written_once(hist, tmp_path):
+    path, _ = hist
+    summary = tmp_path / "step_summary.md"
+    summary.write_text("# earlier step output\n")
+    env = {**os.environ, "GITHUB_ACTIONS": "true",
+           "GITHUB_STEP_SUMMARY": str(summary)}
+    with summary.open("a") as handle:  # what `>> "$GITHUB_STEP_SUMMARY"` does
+        done = subprocess.run([sys.executable, "-m", "gates.cli", "--history", str(path),
+                               "--format", "md"], stdout=handle, stderr=subprocess.PIPE,
+                              text=True, env=env, timeout=60, check=False)
+    text = summary.read_text()
+    assert done.returncode == 1, done.stderr
+    assert text.startswith("# earlier step output\n## ❌") and text.count("## ❌") == 1
+    assert "not appended twice" in done.stderr and "::error " in done.stderr
+
+
+def test_latest_run_is_every_suite_shard_of_the_newest_commit(tmp_path, capsys):
+    path = tmp_path / "h.db"
+    with open_history(path) as h:
+        write_run(h, 0, latency=1.0, suite="other", run_id="o" * 32)  # older commit
+        write_run(h, 1, latency=1.0, shard=(1, 2), run_id="a" * 32)
+        write_run(h, 1, latency=1.0, shard=(2, 2), run_id="b" * 32)
+        write_run(h, 1, latency=1.0, suite="nightly-x", run_id="n" * 32)
+    code, out, _ = run(["--history", path, "--no-health", "--format", "json"], capsys)
+    data = json.loads(out)
+    assert [(r["suite"], r["shard"]) for r in data["runs"]] == [
+        ("nightly-x", "1/1"), ("stage-x", "1/2"), ("stage-x", "2/2")]
+    assert data["title"] == "nightly-x, stage-x @ 0001c0ffee"
+    code, out, _ = run(["--history", path, "--no-health", "--suite", "other"], capsys)
+    assert code == 0 and "oooooooo" in out
