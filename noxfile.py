@@ -113,3 +113,10 @@ def history_browse(session: nox.Session) -> None:
     # -i (immutable) skips the write-ahead log: fold it into the file first.
     session.run("sqlite-utils", path, "PRAGMA wal_checkpoint(TRUNCATE)", silent=True)
     session.run("datasette", "-i", path)
+
+
+@nox.session(name="gate-report", python=PYTHON, reuse_venv=True, tags=["cpu", "framework"])
+def gate_report(session: nox.Session) -> None:
+    """Report runs from the history: -- [--suite S] [--since 30d] [--format text|md|json|html]."""
+    _install_project(session)  # no torch: reports need sqlite-utils, numpy, tabulate only
+    session.run("gate-report", *session.posargs)
