@@ -13,6 +13,7 @@ registered to several suites fans out to one command per suite.
 
 from __future__ import annotations
 
+import ast
 import fnmatch
 import os
 import shlex
@@ -31,6 +32,7 @@ __all__ = [
     "RerunError",
     "Selection",
     "Target",
+    "check_test_name",
     "describe",
     "execute",
     "main_rerun",
@@ -155,6 +157,23 @@ def resolve(spec: str, collection: Collection, root: Path, suite: str | None = N
     return Selection(enabled, test, disabled)
 
 
+def check_test_name(path: str, test: str, source: str) -> None:
+    """Refuse ``::name`` when the file has no top-level test function or class of that name."""
+    head = test.split("::", 1)[0].split("[", 1)[0]
+    tree = ast.parse(source, filename=path)
+    names: list[str] = []
+    for n in tree.body:  # defined, imported or assigned at top level: pytest collects all three
+        if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            names.append(n.name)
+        elif isinstance(n, ast.ImportFrom):
+            names += [a.asname or a.name for a in n.names]
+        elif isinstance(n, ast.Assign):
+            names += [t.id for t in n.targets if isinstance(t, ast.Name)]
+    if head not in names:
+        known = [n for n in names if n.startswith(("test", "Test"))]
+        raise RerunError(f"{path}: no test {head!r} at top level; known: {', '.join(known) or 'none'}")
+
+
 def make_targets(
     sel: Selection,
     expected: Mapping[tuple[str, str], float],
@@ -223,6 +242,8 @@ def plan_rerun(
     if suite is not None and suite not in catalog.suites:
         raise RerunError(f"--suite {suite!r}: unknown suite; known: {catalog.known()}")
     sel = resolve(spec, collect(catalog, base=root), root, suite)
+    if sel.test is not None:
+        check_test_name(sel.registrations[0].path, sel.test, (root / sel.registrations[0].path).read_text(encoding="utf-8"))
     expected: dict[tuple[str, str], float] = {}
     sources: dict[tuple[str, str], str] = {}
     for name in sorted({r.suite for r in sel.registrations}):

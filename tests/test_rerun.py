@@ -138,6 +138,8 @@ def test_cli_prints_one_command_per_suite(tree):
 
 
 def test_cli_errors_exit_2(tree):
+    r = cli(tree, "test_prefill.py::test_zz[1]")
+    assert r.returncode == 2 and "no test 'test_zz' at top level; known: test_a, test_b" in r.stderr
     r = cli(tree, "test_decode.py")
     assert r.returncode == 2 and r.stderr.startswith("error: test_decode.py: ambiguous")
     r = cli(tree, "test_off.py")
