@@ -4,7 +4,9 @@
 for ``strategy.matrix: ${{ fromJSON(needs.matrix.outputs.matrix) }}``. Each entry
 carries the suite, its shard index and count, the ``runs-on`` labels, a
 ``timeout-minutes`` derived from the shard's expected time, the shard's history
-file and the exact nox command, so the workflow holds no logic of its own.
+file, the fingerprint whose durations planned it (the workflow exports it as
+``CI_REGISTER_FINGERPRINT`` so every shard computes the same partition) and the
+exact nox command, so the workflow holds no logic of its own.
 
 Nightly suites (and nightly-only files) run only for ``--event schedule``.
 :func:`entries` is pure; :func:`build` reads the tree and the history.
@@ -97,6 +99,9 @@ def entries(plans: Sequence[SuitePlan]) -> dict[str, list[dict[str, object]]]:
                 "expected-s": round(shard.total, 1),
                 "files": len(shard.items),
                 "history": hist,
+                # Every shard must plan the same partition: pin the durations' hardware key
+                # (CI_REGISTER_FINGERPRINT) rather than trust each runner's own GPU count.
+                "fingerprint": sp.fingerprint or "",
                 "command": shlex.join(["nox", "-s", sp.suite.name, "--", *args]),
             })
     return {"include": include}

@@ -107,6 +107,7 @@ def test_durations_from_history_change_the_shard_count(tree):
     seed(tree / "history.db", "cpu", "cpu", [{"suites/test_c1.py": 10.0, "suites/test_c2.py": 10.0}] * 3)
     got = entries(matrix(tree, "--event", "push"))
     assert [n for n in got if n.startswith("cpu")] == ["cpu 1/1"]
+    assert got["cpu 1/1"]["fingerprint"] == "cpu" and got["gpu 1/2"]["fingerprint"] == ""
 
 
 def test_file_over_budget_fails_the_matrix(tree):
