@@ -11,6 +11,8 @@ from __future__ import annotations
 import datetime as _dt
 import hashlib
 import importlib.metadata
+import importlib.util
+import json
 import os
 import platform
 import re
@@ -33,6 +35,7 @@ __all__ = [
     "git_info",
     "new_run_id",
     "parse_nvidia_smi",
+    "torch_probe",
     "utc_now",
 ]
 
@@ -174,11 +177,71 @@ def _cuda_from_smi_header() -> str | None:
     return match.group(1) if match else None
 
 
-def detect_hardware() -> dict[str, Any]:
+# Runs in a child interpreter: initialising CUDA inside the pytest process would
+# break tests that fork later ("Cannot re-initialize CUDA in forked subprocess").
+_TORCH_PROBE = r"""
+import json, sys
+import torch
+out = {"torch": torch.__version__, "cuda": torch.version.cuda,
+       "hip": getattr(torch.version, "hip", None), "gpus": []}
+try:
+    if sys.argv[1:] == ["gpus"] and torch.cuda.is_available():
+        for i in range(torch.cuda.device_count()):
+            p = torch.cuda.get_device_properties(i)
+            out["gpus"].append({"name": p.name, "memory_mib": p.total_memory // 2**20,
+                                "capability": f"{p.major}.{p.minor}"})
+except Exception as exc:
+    out["error"] = str(exc)[:200]
+print(json.dumps(out))
+"""
+_TORCH_PROBE_TIMEOUT_S = 120.0  # a cold torch import on a network filesystem is slow
+
+
+def torch_probe(*, gpus: bool = True) -> dict[str, Any]:
+    """Torch version, its CUDA/HIP build and (with `gpus`) the GPUs it sees, from a
+    child process. Without `gpus` the child never touches CUDA.
+
+    Empty when torch is not installed (checked without importing it) or the probe fails.
+    """
+    if importlib.util.find_spec("torch") is None:
+        return {}
+    try:
+        argv = [sys.executable, "-c", _TORCH_PROBE, *(["gpus"] if gpus else [])]
+        done = subprocess.run(argv, capture_output=True,
+                              text=True, timeout=_TORCH_PROBE_TIMEOUT_S, check=False)
+        lines = done.stdout.strip().splitlines()
+        info = json.loads(lines[-1]) if done.returncode == 0 and lines else {}
+    except (OSError, subprocess.SubprocessError, ValueError):
+        return {}
+    return info if isinstance(info, dict) else {}
+
+
+def _torch_in_process(torch: Any) -> dict[str, Any]:
+    # torch is already imported by the tests: read versions; read GPUs only when CUDA
+    # is already initialised, so this never initialises it.
+    version = getattr(torch, "version", None)
+    info: dict[str, Any] = {"torch": getattr(torch, "__version__", None),
+                            "cuda": getattr(version, "cuda", None),
+                            "hip": getattr(version, "hip", None), "gpus": []}
+    try:
+        if torch.cuda.is_initialized():
+            for i in range(torch.cuda.device_count()):
+                props = torch.cuda.get_device_properties(i)
+                info["gpus"].append({"name": props.name,
+                                     "memory_mib": int(props.total_memory // 2**20),
+                                     "capability": f"{props.major}.{props.minor}"})
+    except Exception:  # noqa: BLE001 - provenance must never fail a run
+        info["gpus"] = []
+    return info
+
+
+def detect_hardware(*, probe_torch: bool = True) -> dict[str, Any]:
     """GPU models, count, capability, memory, driver, CUDA, torch and flashinfer versions.
 
-    Torch is consulted only if the tests already imported it (no multi-second import
-    just for provenance); otherwise its version comes from package metadata.
+    GPUs come from nvidia-smi; where it is missing (ROCm, slim containers) from torch.
+    Torch is read in-process only if already imported; otherwise (with `probe_torch`)
+    in a child process, so the caller never pays the import nor initialises CUDA.
+    ``cuda`` is torch's CUDA build, ``cuda_driver`` the driver's CUDA version.
     """
     hardware: dict[str, Any] = {
         "machine": platform.machine(),
@@ -192,43 +255,25 @@ def detect_hardware() -> dict[str, Any]:
         hardware["gpus"] = parse_nvidia_smi(smi)
         drivers = {g["driver"] for g in hardware["gpus"] if g.get("driver")}
         hardware["driver"] = ",".join(sorted(drivers)) or None
+        hardware["cuda_driver"] = _cuda_from_smi_header()
     visible = os.environ.get("CUDA_VISIBLE_DEVICES")
     if visible is not None:
         hardware["cuda_visible_devices"] = visible
 
     torch = sys.modules.get("torch")
-    hardware["torch"] = _version("torch")
     if torch is not None:
-        hardware["torch"] = getattr(torch, "__version__", hardware["torch"])
-        version = getattr(torch, "version", None)
-        hardware["cuda"] = getattr(version, "cuda", None)
-        hardware["hip"] = getattr(version, "hip", None)
-        if not hardware["gpus"]:
-            hardware["gpus"] = _torch_gpus(torch)
-            if hardware["gpus"]:
-                hardware["vendor"] = "amd" if hardware.get("hip") else "nvidia"
-    if not hardware.get("cuda") and smi:
-        hardware["cuda"] = _cuda_from_smi_header()
+        info = _torch_in_process(torch)
+    else:
+        # GPUs from torch only where nvidia-smi saw none (ROCm, slim containers).
+        info = torch_probe(gpus=not hardware["gpus"]) if probe_torch else {}
+    hardware["torch"] = info.get("torch") or _version("torch")
+    hardware["cuda"] = info.get("cuda")
+    hardware["hip"] = info.get("hip")
+    if not hardware["gpus"] and info.get("gpus"):
+        hardware["gpus"] = info["gpus"]
+        hardware["vendor"] = "amd" if info.get("hip") else "nvidia"
     hardware["flashinfer"] = _version("flashinfer-python", "flashinfer")
     return {k: v for k, v in hardware.items() if v is not None}
-
-
-def _torch_gpus(torch: Any) -> list[dict[str, Any]]:
-    # Only reached when torch is already imported; any failure means "no GPU info".
-    try:
-        if not torch.cuda.is_available():
-            return []
-        gpus = []
-        for i in range(torch.cuda.device_count()):
-            props = torch.cuda.get_device_properties(i)
-            gpus.append({
-                "name": props.name,
-                "memory_mib": int(props.total_memory // (1024 * 1024)),
-                "capability": f"{props.major}.{props.minor}",
-            })
-        return gpus
-    except Exception:  # noqa: BLE001 - provenance must never fail a run
-        return []
 
 
 def collect_provenance(

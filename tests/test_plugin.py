@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from gates import provenance
 from gates.history import open_history
 from gates.plugin import outcome_of, parse_options
 
@@ -55,6 +56,12 @@ def test_bad_metric(metrics):
     metrics.record("ok/metric", [1.0], unit="s", better="lower")
     metrics.record("ok/metric", [2.0], unit="ms", better="lower")
 """
+
+
+@pytest.fixture(autouse=True)
+def no_torch_probe(monkeypatch):
+    # Provenance probes torch in a child interpreter (seconds); not what these tests test.
+    monkeypatch.setattr(provenance, "torch_probe", lambda **kw: {})
 
 
 @pytest.fixture

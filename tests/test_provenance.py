@@ -5,6 +5,9 @@ from __future__ import annotations
 import subprocess
 import sys
 
+import pytest
+
+from gates import provenance
 from gates.provenance import (
     ci_from_env,
     collect_provenance,
@@ -56,7 +59,7 @@ def test_ci_from_env_github():
 
 def test_probes_survive_missing_tools(tmp_path, monkeypatch):
     monkeypatch.setenv("PATH", str(tmp_path))  # no git, no nvidia-smi
-    hw = detect_hardware()
+    hw = detect_hardware(probe_torch=False)
     assert hw["gpus"] == [] and hw["python"]
     assert git_info(tmp_path) == {"commit": None, "branch": None}
     prov = collect_provenance("cpu", root=tmp_path, env={}, hardware=hw)
@@ -70,10 +73,49 @@ def test_fake_nvidia_smi_is_used(tmp_path, monkeypatch):
     smi.chmod(0o755)
     monkeypatch.setenv("PATH", f"{tmp_path}")
     monkeypatch.delitem(sys.modules, "torch", raising=False)
-    hw = detect_hardware()
+    hw = detect_hardware(probe_torch=False)
     assert hw["vendor"] == "nvidia" and len(hw["gpus"]) == 2
-    assert hw["driver"] == "570.124.06" and hw["cuda"] == "12.8"
+    assert hw["driver"] == "570.124.06" and hw["cuda_driver"] == "12.8"
     assert fingerprint_key(hw) == "nvidia-h200-x2-sm90"
+
+
+FAKE_PROBE = """
+import json, sys
+gpus = [{"name": "AMD Instinct MI300X", "memory_mib": 196592, "capability": "9.4"}]
+print("noise from an import")
+print(json.dumps({"torch": "9.9.9", "cuda": None, "hip": "6.2",
+                  "gpus": gpus if sys.argv[1:] == ["gpus"] else [], "argv": sys.argv[1:]}))
+"""
+
+
+@pytest.fixture
+def fake_torch(monkeypatch):
+    # The probe runs a child interpreter; swap its script for one that needs no torch.
+    monkeypatch.setattr(provenance, "_TORCH_PROBE", FAKE_PROBE)
+    monkeypatch.setattr(provenance.importlib.util, "find_spec", lambda name: object())
+    monkeypatch.delitem(sys.modules, "torch", raising=False)
+
+
+def test_gpus_from_torch_probe_where_nvidia_smi_is_missing(tmp_path, monkeypatch, fake_torch):
+    monkeypatch.setenv("PATH", str(tmp_path))
+    hw = detect_hardware()
+    assert hw["vendor"] == "amd" and hw["torch"] == "9.9.9" and hw["hip"] == "6.2"
+    assert fingerprint_key(hw) == "amd-instinct-mi300x-x1-sm94"
+
+
+def test_torch_probe_skips_gpus_when_nvidia_smi_saw_them(tmp_path, monkeypatch, fake_torch):
+    smi = tmp_path / "nvidia-smi"
+    smi.write_text(f"#!/bin/sh\nprintf '{SMI}'\n")
+    smi.chmod(0o755)
+    monkeypatch.setenv("PATH", str(tmp_path))
+    assert provenance.torch_probe(gpus=False)["argv"] == []
+    hw = detect_hardware()
+    assert fingerprint_key(hw) == "nvidia-h200-x2-sm90" and hw["torch"] == "9.9.9"
+
+
+def test_failing_torch_probe_is_empty(monkeypatch, fake_torch):
+    monkeypatch.setattr(provenance, "_TORCH_PROBE", "raise SystemExit(3)")
+    assert provenance.torch_probe() == {}
 
 
 def test_git_info_in_a_repo(tmp_path):
