@@ -78,10 +78,12 @@ def find_drifts(
     suites: Sequence[str] = (),
     fingerprint: str | None = LATEST,
     root: Path | None = None,
-) -> tuple[list[Drift], list[str]]:
-    """Drifted registrations (by path, line) and warnings about the history."""
+) -> tuple[list[Drift], list[str], int]:
+    """Drifted registrations (by path, line), warnings about the history, and how many
+    registrations had a measured figure at all."""
     drifts: list[Drift] = []
     warnings: list[str] = []
+    measured = 0
     for name in sorted(catalog.suites):
         if suites and name not in suites:
             continue
@@ -93,9 +95,10 @@ def find_drifts(
             warnings.append(found.warning)
         for r in regs:
             fig = found.figures.get(r.path)
+            measured += fig is not None
             if fig is not None and drifted(r.est_time, fig.seconds):
                 drifts.append(Drift(r, fig, found.fingerprint, suggest(fig.seconds)))
-    return sorted(drifts, key=lambda d: (d.registration.path, d.registration.line)), warnings
+    return sorted(drifts, key=lambda d: (d.registration.path, d.registration.line)), warnings, measured
 
 
 def _marker_call(tree: ast.Module, line: int, marker: str) -> ast.Call | None:

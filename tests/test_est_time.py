@@ -100,7 +100,7 @@ def test_check_then_write_then_clean(tmp_path):
     assert text.startswith("from ci_register import register_cpu_ci\n\n")
     assert (tree / "suites" / "test_ok.py").read_text() == before_ok
     r = est(tree, "--check")
-    assert r.returncode == 0 and "within 30 s or 30%" in r.stdout
+    assert r.returncode == 0 and "2 measured registration(s), each within 30 s or 30%" in r.stdout
 
 
 def test_usage_and_missing_history(tmp_path):
@@ -108,4 +108,4 @@ def test_usage_and_missing_history(tmp_path):
     assert est(tree).returncode == 2
     assert est(tree, "--check", "--suite", "nope").returncode == 2
     r = est(tree, "--check", "--history", "missing.db")
-    assert r.returncode == 0 and r.stderr == ""
+    assert r.returncode == 0 and r.stderr == "" and "nothing to compare" in r.stdout
