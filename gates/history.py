@@ -193,7 +193,7 @@ class TestResult:
     __test__ = False  # not a pytest test class despite the name
 
     nodeid: str
-    path: str
+    path: str | None  # relative to the rootdir, posix; None for session-level errors
     outcome: str
     duration: float = 0.0
     skip_reason: str | None = None
@@ -879,7 +879,8 @@ def merge_histories(shards: Sequence[str | os.PathLike[str]],
     A run already in `into` with the same content is left alone (so merging a
     file twice changes nothing); a run id present with different content, in
     `into` or in two shards, raises `MergeConflict` and nothing is written.
-    Shards are only read.
+    Trust flags and verdicts are not content: for a run already present, the
+    target's are kept. Shards are only read. All new runs land in one transaction.
     """
     target = Path(into)
     report = MergeReport(into=target)

@@ -33,6 +33,7 @@ __all__ = ["ERROR_CHARS", "GatesOptions", "MetricsRecorder", "metrics", "parse_o
 ERROR_CHARS = 2000  # the tail of a traceback holds the assertion; keep that much
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 _SHARD = re.compile(r"^\s*(\d+)\s*/\s*(\d+)\s*$")
+_SESSION_NODE = "<session>"  # nodeid for collection errors not tied to a file
 _OPTIONS_KEY = pytest.StashKey["GatesOptions"]()
 _BOOK_KEY = pytest.StashKey[MetricBook]()
 
@@ -210,7 +211,7 @@ def metrics(request: pytest.FixtureRequest) -> MetricsRecorder:
 @dataclass
 class _TestState:
     nodeid: str
-    path: str
+    path: str | None  # None for a session-level error (e.g. a broken conftest)
     outcome: str | None = None  # None until a phase decides it
     duration: float = 0.0
     skip_reason: str | None = None
@@ -281,14 +282,15 @@ class _Recorder:
     def _state(self, nodeid: str) -> _TestState:
         state = self.states.get(nodeid)
         if state is None:
-            state = self.states[nodeid] = _TestState(nodeid, nodeid.split("::", 1)[0])
+            path = nodeid.split("::", 1)[0] if nodeid != _SESSION_NODE else None
+            state = self.states[nodeid] = _TestState(nodeid, path)
         return state
 
     @pytest.hookimpl
     def pytest_collectreport(self, report: pytest.CollectReport) -> None:
         if report.failed:
             # A file that fails to import counts against that file (and its durations).
-            state = self._state(report.nodeid or "<collection>")
+            state = self._state(report.nodeid or _SESSION_NODE)
             state.outcome = "error"
             state.errors.append(_error_text(report))
 

@@ -187,6 +187,18 @@ def test_collection_error_is_recorded_against_the_file(pytester: pytest.Pytester
         assert "not_a_module_anywhere" in test["error"]
 
 
+def test_broken_conftest_is_recorded_as_a_session_error(pytester: pytest.Pytester):
+    pytester.makepyfile(test_ok="def test_ok(): pass\n")
+    pytester.mkdir("sub").joinpath("conftest.py").write_text("raise RuntimeError('bad conftest')\n")
+    pytester.path.joinpath("sub", "test_in_sub.py").write_text("def test_x(): pass\n")
+    inner(pytester, *args(pytester))
+    with open_history(pytester.path / "h.db") as h:
+        [run] = h.runs()
+        errors = [t for t in h.tests(run["run_id"]) if t["outcome"] == "error"]
+        assert [(t["nodeid"], t["path"]) for t in errors] == [("sub", "sub")]
+        assert "bad conftest" in errors[0]["error"]
+
+
 @pytest.mark.parametrize("option,value,message", [
     ("--gates-shard", "3/2", "--gates-shard '3/2': expected I/N"),
     ("--gates-shard", "one", "--gates-shard 'one': expected I/N"),
