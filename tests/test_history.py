@@ -154,6 +154,17 @@ def test_metric_series_newest_first_filtered(h):
     assert len(h.metric_series("s", "k", None, limit=100)) == 8
 
 
+def test_series_query_walks_the_index_without_sorting(h):
+    record(h, 1)
+    statements: list[str] = []
+    h.conn.set_trace_callback(statements.append)
+    h.metric_series("s", "k", "gpu-a")
+    h.conn.set_trace_callback(None)
+    [sql] = [q for q in statements if "FROM metrics m JOIN runs" in q]
+    plan = " ".join(row[-1] for row in h.conn.execute("EXPLAIN QUERY PLAN " + sql))
+    assert "USING INDEX metrics_series" in plan and "TEMP B-TREE" not in plan
+
+
 def test_untrusted_runs_are_not_baselines_but_stay(h):
     for i in range(1, 4):
         record(h, i, commit=f"deadbee{i}" if i == 2 else None)
