@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -241,6 +243,15 @@ def test_parse_options_plan_fills_run_and_shard(tmp_path: Path):
     with pytest.raises(pytest.UsageError, match="is for run 'abc'"):
         parse_options(suite="s", shard=None, run_id="zzz", plan_path=str(plan), history=None,
                       rootdir=tmp_path, env={})
+
+
+def test_plugin_import_is_light():
+    # Loaded in every pytest session via the entry point: no numpy, torch or sqlite-utils.
+    code = ("import sys, gates, gates.plugin; "
+            "print(sorted(m for m in ('numpy', 'torch', 'sqlite_utils') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True).stdout.strip()
+    assert out == "[]"
 
 
 @pytest.mark.parametrize("when,outcome,xfail,expected", [
