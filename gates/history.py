@@ -299,7 +299,8 @@ class History:
         if unknown:
             raise HistoryError(
                 f"{self.path}: written by a newer gates (schema migrations {', '.join(unknown)}); "
-                "upgrade this checkout (pip install -U gpu-ci-gates) or use another --gates-history"
+                "update this checkout (git pull, pip install -e .) or point --gates-history "
+                "at another file"
             )
         if not applied:
             tables = [t for t in self.db.table_names()
@@ -469,7 +470,7 @@ class History:
         `file_durations` skip them. Returns the run ids changed; raises
         `HistoryError` when nothing matches.
         """
-        ids = list(run_ids or [])
+        ids = [run_ids] if isinstance(run_ids, str) else list(run_ids or [])
         if not ids and not commit:
             raise HistoryError("set_trust needs run ids or a commit; pass run_ids=[...] or "
                                "commit='abc1234'")

@@ -175,7 +175,7 @@ def test_untrusted_runs_are_not_baselines_but_stay(h):
     assert "suites/a/test_a.py" in h.file_durations("s", "gpu-a")
     assert len(h.file_durations("s", "gpu-a")["suites/a/test_a.py"]) == 2
     assert h.run("run002")["trust_reason"] == "broken runner"
-    h.set_trust(run_ids=["run002"], trusted=True, reason="runner fixed")
+    h.set_trust(run_ids="run002", trusted=True, reason="runner fixed")  # a bare id works
     assert len(h.metric_series("s", "k", "gpu-a")) == 3
     assert [(e["run_id"], e["trusted"]) for e in h.trust_log()] == [
         ("run002", 0), ("run002", 1)]
@@ -263,7 +263,7 @@ def test_newer_schema_is_refused_and_untouched(tmp_path):
                        "VALUES ('gates-history', 'm099_from_the_future', 'x')")
         h.conn.commit()
     before = path.read_bytes()
-    with pytest.raises(HistoryError, match="newer gates.*m099_from_the_future.*upgrade"):
+    with pytest.raises(HistoryError, match="newer gates.*m099_from_the_future.*update this checkout"):
         open_history(path)
     assert path.read_bytes() == before
 
