@@ -36,6 +36,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from functools import lru_cache
 
 import numpy as np
 from scipy import special
@@ -60,9 +61,10 @@ __all__ = [
 ]
 
 MAD_K = 1.482602218505602  # 1 / Phi^-1(3/4): MAD -> sigma for a normal
-# SD of a standard normal winsorized at its 10% / 90% quantiles (closed form:
-# sqrt((2*Phi(q)-1) - 2*q*phi(q) + 2*0.1*q^2), q = 1.28155).
-WINSOR_K = 0.8238
+QN_K = 2.2219  # Qn -> sigma for a normal (Rousseeuw & Croux 1993)
+QN_EFF = 0.82  # Gaussian efficiency of Qn: its scale is worth ~0.82 (n - 1) degrees of freedom
+HUBER_C = 1.5  # Huber's clipping constant, in scales (95% efficient at the normal)
+HUBER_VAR = 1.037  # asymptotic variance of the Huber location (c = 1.5) over sigma^2 / k
 HALF_PI = math.pi / 2  # variance of a median of k normals ~ (pi/2) sigma^2 / k
 
 
@@ -71,7 +73,8 @@ class GateParams:
     """Default settings of the gate; every field can be overridden per metric."""
 
     level: float = 0.01  # BH false discovery level across a run's metrics (first attempt)
-    confirm_level: float = 0.05  # level the confirm attempt must reach on its own
+    confirm_level: float = 0.02  # level the confirm attempt must reach on its own
+    confirm_run_level: float = 0.1  # the rerun alone, when a window decided
     confirm_attempts: int = 1  # reruns of tripped tests before a regression holds
     window: int = 30  # baseline runs
     min_history: int = 5  # fewer trusted runs -> insufficient-history
@@ -120,32 +123,52 @@ class ChangePoint:
 
 def run_summary(samples: Sequence[float] | np.ndarray | float) -> float:
     """Median of a run's samples: robust to the slow first iterations (GPU-NOTES)."""
-    a = np.asarray(samples, dtype=float).ravel()
-    return float(np.median(a))
+    return _median(np.asarray(samples, dtype=float))
 
 
 def robust_scale(x: np.ndarray) -> float:
-    """Run-to-run scale: max of the normal-consistent MAD and the 10% winsorized SD.
+    """Run-to-run scale: the Qn estimator of Rousseeuw & Croux.
 
-    Test: none, an estimator. Assumptions: most values come from the noise
-    distribution. The MAD has a 50% breakdown point (one spike cannot inflate
-    it); the winsorized SD keeps a genuine minority mode (30% slow runs) in the
-    scale so that such runs are not flagged. Reference: Huber & Ronchetti,
-    *Robust Statistics*, 2nd ed. (2009), ch. 5; Wilcox, *Introduction to Robust
-    Estimation and Hypothesis Testing*, 4th ed. (2017), sec. 3.3 (winsorized
-    variance).
+    Test: none, an estimator. Qn = 2.2219 * d * {|x_i - x_j|; i < j}_(k), the
+    k-th order statistic of pairwise distances with k = C(h, 2), h = n//2 + 1,
+    and d a small-sample correction. It has a 50% breakdown point (spikes
+    and a minority mode of slow runs do not inflate it; the empirical guards
+    in ``judge_summaries`` handle such modes) and 82% Gaussian efficiency
+    (the MAD: 37%). Reference: Rousseeuw & Croux, JASA 88 (1993) 1273-1283;
+    small-sample factors from Croux & Rousseeuw, Comput. Stat. (1992).
     """
     n = x.size
-    med = np.median(x)
-    mad = MAD_K * float(np.median(np.abs(x - med)))
-    g = int(0.1 * n)
-    if g > 0 and n >= 5:
-        s = np.sort(x)
-        w = np.clip(s, s[g], s[n - 1 - g])
-        wsd = float(np.std(w, ddof=1)) / WINSOR_K
+    if n < 2:
+        return 0.0
+    d = np.abs(np.subtract.outer(x, x))[_triu(n)]
+    h = n // 2 + 1
+    k = h * (h - 1) // 2
+    q = float(np.partition(d, k - 1)[k - 1])
+    if n <= 9:
+        dn = (0.399, 0.994, 0.512, 0.844, 0.611, 0.857, 0.669, 0.872)[n - 2]
+    elif n % 2:
+        dn = n / (n + 1.4)
     else:
-        wsd = float(np.std(x, ddof=1)) if n > 1 else 0.0
-    return max(mad, wsd)
+        dn = n / (n + 3.8)
+    return QN_K * dn * q
+
+
+@lru_cache(maxsize=512)
+def _triu(n: int) -> tuple[np.ndarray, np.ndarray]:
+    return np.triu_indices(n, 1)
+
+
+def _median(x: np.ndarray) -> float:
+    s = np.sort(x, axis=None)
+    n = s.size
+    return float(0.5 * (s[(n - 1) // 2] + s[n // 2]))
+
+
+def _row_medians(a: np.ndarray) -> np.ndarray:
+    # np.median carries ~50 us of overhead per call; a sort is cheaper for short rows.
+    s = np.sort(a, axis=-1)
+    k = s.shape[-1]
+    return 0.5 * (s[..., (k - 1) // 2] + s[..., k // 2])
 
 
 def lag1_autocorr(x: np.ndarray, center: float, scale: float) -> float:
@@ -195,7 +218,7 @@ def predictive_z_pvalue(z: float, df: float) -> float:
 
 
 def _center_scale(base: np.ndarray, n_trials: float | None) -> tuple[float, float]:
-    c = float(np.median(base))
+    c = _median(base)
     s = robust_scale(base)
     if n_trials:
         s = max(s, binomial_se(c, n_trials))
@@ -204,8 +227,22 @@ def _center_scale(base: np.ndarray, n_trials: float | None) -> tuple[float, floa
     return c, s
 
 
-def _rolling_medians(x: np.ndarray, k: int) -> np.ndarray:
-    return np.median(np.lib.stride_tricks.sliding_window_view(x, k), axis=1)
+def huber_location(x: np.ndarray, center: np.ndarray | float, scale: float) -> np.ndarray:
+    """Huber M-estimate of location along the last axis, with a known scale.
+
+    Test: none, an estimator: mu solves sum psi((x_i - mu) / scale) = 0 with
+    psi(u) = clip(u, -1.5, 1.5); five fixed-point steps from the median. Near
+    the mean's efficiency (95%) on Gaussian noise, while one spike in a window
+    moves it by at most 1.5 scales / k. Reference: Huber, Ann. Math. Stat. 35
+    (1964) 73-101; Huber & Ronchetti (2009) ch. 3.
+    """
+    k = x.shape[-1]
+    mu = _row_medians(x)
+    c = HUBER_C * scale
+    for _ in range(5):
+        d = x - mu[..., None]
+        mu = mu + np.minimum(np.maximum(d, -c), c).sum(axis=-1) / k
+    return mu
 
 
 def judge_summaries(
@@ -224,15 +261,16 @@ def judge_summaries(
     ``extra_var`` is added to the new run's variance (fewer samples than usual).
 
     Tests: robust predictive t-tests (``predictive_z_pvalue``) of the new run
-    (k=1, against the last ``window`` runs) and of the medians of the last 3
-    and 10 runs (against the ``window`` runs before the last 10), Bonferroni
-    combined (Holm, Scand. J. Stat. 6 (1979) 65-70). Each test's p-value is
-    bounded below by an empirical rank p: the share of baseline runs (or
-    rolling k-medians) that were as extreme, so that a level the noise has
-    already produced (a second mode, an old spike) is not evidence.
-    Variances of window medians are inflated for lag-1 autocorrelation.
-    Assumptions: baseline runs exchangeable up to AR(1) dependence; a
-    shift, not a change in shape, is what matters.
+    (k=1, against the last ``window`` runs) and of the Huber location of the
+    last 3 and 10 runs (against the ``window`` runs before the last 10),
+    Bonferroni combined (Holm, Scand. J. Stat. 6 (1979) 65-70). Centre =
+    median, scale = Qn, t degrees of freedom = 0.82 (n - 1) (Qn's efficiency).
+    Each p-value is bounded below by an empirical rank p when the baseline
+    already produced a value (or rolling k-run location) as extreme: a level
+    the noise has produced before (a second mode, an old spike) is not
+    evidence. Window variances are inflated for lag-1 autocorrelation.
+    Assumptions: baseline runs exchangeable up to AR(1) dependence; the
+    change of interest is a shift in location.
     """
     h = np.asarray(history, dtype=float)
     h = h[np.isfinite(h)]
@@ -251,21 +289,16 @@ def judge_summaries(
     var1 = s1 * s1 * (1.0 + HALF_PI / n1 * ar1_variance_factor(rho, n1)) + extra_var
     se1 = math.sqrt(max(var1, 1e-300))
     z1 = sign * (value - c1) / se1
-    df1 = max(n1 - 1, 2)
+    df1 = max(QN_EFF * (n1 - 1), 2.0)
     pw1 = predictive_z_pvalue(z1, df1)
     pb1 = predictive_z_pvalue(-z1, df1)
-    d = sign * (b1 - c1)
-    dv = sign * (value - c1)
-    worse = int(np.count_nonzero(d >= dv))
-    better = int(np.count_nonzero(d <= dv))
-    if worse:
-        pw1 = max(pw1, (worse + 1) / (n1 + 1))
-    if better:
-        pb1 = max(pb1, (better + 1) / (n1 + 1))
+    dev1 = sign * (b1 - c1)
+    pw1, pb1 = _empirical_bound(dev1, sign * (value - c1), pw1, pb1)
+    pw1, pb1 = _tail_bound(dev1, sign * (value - c1), 3.0 * s1, pw1, pb1)
     cands = [(min(pw1, pb1), 1, c1, value, se1, z1, df1)]
     pws = [pw1]
     pbs = [pb1]
-    # k > 1: medians of the last k runs against the W runs before the last kmax.
+    # k > 1: Huber location of the last k runs against the W runs before the last kmax.
     ks = [k for k in params.windows if k > 1]
     kmax = max(ks, default=1)
     if ks and h.size - (kmax - 1) >= params.min_history:
@@ -273,25 +306,29 @@ def judge_summaries(
         base = full[-kmax - W : -kmax]
         n = base.size
         c, s = _center_scale(base, n_trials)
-        rho_b = max(rho, _rho_corrected(base, c, s))
+        # From the baseline only: a step inside the last runs would look like autocorrelation.
+        rho_b = _rho_corrected(base, c, s)
         cvar = HALF_PI * s * s / n * ar1_variance_factor(rho_b, n)
-        df = max(n - 1, 2)
+        df = max(QN_EFF * (n - 1), 2.0)
         for k in ks:
-            est = float(np.median(full[-k:]))
-            se = math.sqrt(s * s * HALF_PI / k * ar1_variance_factor(rho_b, k) + cvar)
-            z = sign * (est - c) / se
+            est = float(huber_location(full[-k:], c, s))
+            # Bootstrap the window estimator over the baseline's own distribution: its
+            # mean and variance under second modes and heavy tails (iid), then inflate
+            # the variance for AR(1) dependence.
+            boot = huber_location(base[_boot_idx(n, k)], c, s)
+            ck = float(boot.mean())
+            var_iid = max(s * s * HUBER_VAR / k, float(boot.var()))
+            se = math.sqrt(var_iid * ar1_variance_factor(rho_b, k) + cvar)
+            z = sign * (est - ck) / se
             pw = predictive_z_pvalue(z, df)
             pb = predictive_z_pvalue(-z, df)
-            if n >= k + 2:
-                rm = sign * (_rolling_medians(base, k) - c)
-                dz = sign * (est - c)
-                nw = int(np.count_nonzero(rm >= dz))
-                nb = int(np.count_nonzero(rm <= dz))
-                if nw:
-                    pw = max(pw, (nw + 1) / (rm.size + 1))
-                if nb:
-                    pb = max(pb, (nb + 1) / (rm.size + 1))
-            cands.append((min(pw, pb), k, c, est, se, z, df))
+            pw, pb = _tail_bound(sign * (boot - ck), sign * (est - ck), 3.0 * math.sqrt(var_iid),
+                                 pw, pb)
+            if n >= k + 4:
+                # Rolling k-run stretches of the baseline: a level it already produced.
+                roll = huber_location(np.lib.stride_tricks.sliding_window_view(base, k), c, s)
+                pw, pb = _empirical_bound(sign * (roll - ck), sign * (est - ck), pw, pb)
+            cands.append((min(pw, pb), k, ck, est, se, z, df))
             pws.append(pw)
             pbs.append(pb)
     m = len(cands)
@@ -306,19 +343,81 @@ def judge_summaries(
     return Judgement(
         "ok", c1, value, _nan_none(rel), None if rel != rel else ci, float(z),
         min(1.0, min(pws) * m), min(1.0, min(pbs) * m), float(floor), k, int(h.size),
-        _nan_none(own), sign, statistic=f"robust-t/median-of-{k}", scale=s1,
+        _nan_none(own), sign, statistic=f"robust-t/{'run' if k == 1 else f'huber-{k}'}",
+        scale=s1, extras={"p_run_worse": pw1, "p_run_better": pb1, "rho": rho},
     )
 
 
-def _rho_corrected(x: np.ndarray, c: float, s: float) -> float:
-    """Lag-1 autocorrelation with the first-order small-sample bias added back.
+def _tail_bound(
+    base_dev: np.ndarray, dev: float, u: float, pw: float, pb: float
+) -> tuple[float, float]:
+    """Bound p below by an exponential tail fitted to the baseline's exceedances of u.
 
-    E[r] ~ rho - (1 + 3 rho) / n (Marriott & Pope, Biometrika 41 (1954) 390-402).
+    Test: peaks over threshold. When at least 3 baseline deviations exceed u
+    (3 run-to-run scales), the tail beyond u is modelled as exponential
+    (a generalised Pareto with shape 0), mean excess fitted by maximum
+    likelihood, P(dev > d) = (exceedances / (n + 1)) * exp(-(d - u) / beta).
+    A heavy tail or a second mode the baseline has shown thus keeps a value
+    beyond the baseline's maximum from looking impossible. Assumptions:
+    exceedances iid, tail no heavier than exponential at this scale.
+    Reference: Pickands, Ann. Stat. 3 (1975) 119-131; Coles, *An Introduction
+    to Statistical Modeling of Extreme Values* (2001), ch. 4.
+    """
+    n = base_dev.size
+    for side in (1, -1):
+        if side * dev <= u:
+            continue
+        e = side * base_dev - u
+        e = e[e > 0]
+        if e.size < 3:
+            continue
+        p = e.size / (n + 1) * math.exp(-(side * dev - u) / float(e.mean()))
+        if side == 1:
+            pw = max(pw, p)
+        else:
+            pb = max(pb, p)
+    return pw, pb
+
+
+@lru_cache(maxsize=256)
+def _boot_idx(n: int, k: int, draws: int = 256) -> np.ndarray:
+    """Fixed bootstrap resampling indices (reproducible verdicts, no per-call RNG)."""
+    return np.random.default_rng(n * 1000 + k).integers(0, n, (draws, k))
+
+
+def _empirical_bound(
+    base_dev: np.ndarray, dev: float, pw: float, pb: float
+) -> tuple[float, float]:
+    """Bound p below by the rank p (count + 1) / (n + 1) when the baseline was as extreme.
+
+    Test: the exact rank (permutation) test of one new value among n
+    exchangeable ones (Good, *Permutation Tests*, 2nd ed., 2000, sec. 3.1),
+    used only as a lower bound: it cannot reach small p by itself.
+    """
+    n = base_dev.size
+    worse = int(np.count_nonzero(base_dev >= dev))
+    better = int(np.count_nonzero(base_dev <= dev))
+    if worse:
+        pw = max(pw, (worse + 1) / (n + 1))
+    if better:
+        pb = max(pb, (better + 1) / (n + 1))
+    return pw, pb
+
+
+def _rho_corrected(x: np.ndarray, c: float, s: float) -> float:
+    """A cautious lag-1 autocorrelation: bias-corrected, plus 0.84 standard errors.
+
+    E[r] ~ rho - (1 + 3 rho) / n (Marriott & Pope, Biometrika 41 (1954)
+    390-402) and se(r) ~ sqrt((1 - rho^2) / n) (Bartlett 1946): with 30 runs
+    r is too noisy to take at face value, and under-estimating rho makes window
+    tests over-confident, so the gate uses the one-sided 80% upper bound.
     """
     r = lag1_autocorr(x, c, s)
     if r <= 0:
         return 0.0
-    return min(0.9, r + (1 + 3 * r) / x.size)
+    n = x.size
+    r = r + (1 + 3 * r) / n
+    return min(0.9, r + 0.84 * math.sqrt(max(1 - r * r, 0.0) / n))
 
 
 def _nan_none(x: float) -> float | None:
@@ -342,19 +441,28 @@ def judge(
     can lower confidence but never raise it beyond the run-to-run spread.
     """
     sign = 1 if better == "lower" else -1
-    summaries = np.array([run_summary(r) for r in history], dtype=float)
+    # Only the runs the windows can reach matter (keeps 200-run histories cheap).
+    recent = list(history)[-(params.window + max(params.windows)) :]
+    summaries = _summaries(recent)
     new_a = np.asarray(new, dtype=float).ravel()
-    extra = _extra_within_var(history, new_a)
+    extra = _extra_within_var(recent, new_a)
     return judge_summaries(
         summaries, run_summary(new_a), sign=sign, params=params, n_trials=n_trials,
         extra_var=extra, min_change=min_change,
     )
 
 
+def _summaries(runs: Sequence) -> np.ndarray:
+    try:
+        return _row_medians(np.asarray(runs, dtype=float).reshape(len(runs), -1))
+    except ValueError:  # ragged: runs with different sample counts
+        return np.array([run_summary(r) for r in runs], dtype=float)
+
+
 def _within_se2(a: np.ndarray) -> float | None:
     if a.size < 3:
         return None
-    s = MAD_K * float(np.median(np.abs(a - np.median(a))))
+    s = MAD_K * _median(np.abs(a - _median(a)))
     return HALF_PI * s * s / a.size
 
 
@@ -362,9 +470,16 @@ def _extra_within_var(history: Sequence, new: np.ndarray) -> float:
     se_new = _within_se2(new)
     if se_new is None:
         return 0.0
-    past = [_within_se2(np.asarray(r, dtype=float).ravel()) for r in list(history)[-30:]]
-    past_v = [v for v in past if v is not None]
-    typical = float(np.median(past_v)) if past_v else 0.0
+    try:
+        a = np.asarray(history, dtype=float).reshape(len(history), -1)
+        if a.shape[1] < 3:
+            return 0.0
+        mad = MAD_K * _row_medians(np.abs(a - _row_medians(a)[:, None]))
+        typical = _median(HALF_PI * mad * mad / a.shape[1])
+    except ValueError:
+        past = [_within_se2(np.asarray(r, dtype=float).ravel()) for r in history]
+        past_v = [v for v in past if v is not None]
+        typical = float(np.median(past_v)) if past_v else 0.0
     return max(0.0, se_new - typical)
 
 
@@ -439,40 +554,32 @@ def pettitt(x: Sequence[float] | np.ndarray) -> ChangePoint | None:
 
 def confirm(
     history: np.ndarray,
-    first: float,
-    second: float,
+    rerun: float,
     *,
     sign: int,
     params: GateParams = DEFAULTS,
     n_trials: float | None = None,
     min_change: float | None = None,
-) -> tuple[Judgement, Judgement]:
-    """Judge a confirm attempt: the rerun alone and the pooled (first, rerun) pair.
+    extra_var: float = 0.0,
+) -> tuple[Judgement, str]:
+    """Judge a confirm attempt: the rerun of a tripped metric, the first attempt excluded.
 
-    ``history`` must exclude the first attempt. The rerun must trip on its own
-    at ``params.confirm_level`` (a pre-registered one-sided test of the
-    hypothesis the first attempt raised), and the mean of the two run summaries
-    (variance halved: two independent processes) must be significant at
-    ``params.level``. Sequential two-stage testing; reference: Armitage,
-    McPherson & Rowe, JRSS A 132 (1969) 235-244 on repeated testing, and
-    Bauer & Koehne, Biometrics 50 (1994) 1029-1041 on combining stages.
-    Returns (rerun judgement, pooled judgement); use ``decide`` on each.
+    ``history`` must not contain the first (tripped) attempt. The rerun is
+    judged like any run and must itself reach ``regression`` at
+    ``params.confirm_level``: a one-sided test of the hypothesis the first
+    attempt raised, so the false-alarm rate of the pair is about
+    level * confirm_level for independent run-level noise (sequential
+    two-stage testing; Bauer & Koehne, Biometrics 50 (1994) 1029-1041).
+    When the rerun's deciding evidence is a multi-run window, the rerun alone
+    (k = 1) must also have p <= ``params.confirm_run_level``: the window shares
+    all its other runs with the first attempt.
+    Returns (judgement, verdict of the rerun).
     """
-    jb = judge_summaries(
-        history, second, sign=sign, params=params, n_trials=n_trials, min_change=min_change
-    )
-    pooled_params = GateParams(**{**params.__dict__, "windows": (1,)})
-    pooled = 0.5 * (first + second)
-    # Half the new-run variance for a mean of two runs: pass it as negative extra variance.
-    h = np.asarray(history, dtype=float)
-    if h.size >= params.min_history:
-        base = h[-params.window :]
-        _, s = _center_scale(base, n_trials)
-        extra = -0.5 * s * s
-    else:
-        extra = 0.0
-    jp = judge_summaries(
-        history, pooled, sign=sign, params=pooled_params, n_trials=n_trials,
-        extra_var=extra, min_change=min_change,
-    )
-    return jb, jp
+    j = judge_summaries(history, rerun, sign=sign, params=params, n_trials=n_trials,
+                        extra_var=extra_var, min_change=min_change)
+    v = decide(j, j.p_worse, level=params.confirm_level)
+    if v == "regression" and j.window > 1 and j.extras["p_run_worse"] > params.confirm_run_level:
+        # A window shares all but one run with the first attempt; the rerun itself is
+        # the only new evidence, so it must lean the bad way on its own too.
+        v = "pass"
+    return j, v

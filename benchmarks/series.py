@@ -1,0 +1,208 @@
+"""Synthetic metric series with known answers, for the gate detection benchmark.
+
+A series is ``n_runs`` CI runs of one latency-like metric (higher is worse),
+baseline 1.0, each run holding ``m`` samples. Noise has two levels, as on real
+GPUs: a run-level offset (one per process/run) and within-run sample noise.
+Every run also has a *twin*: an independent rerun at the same point in time
+(fresh process, same regime), used to simulate confirm-on-trip.
+
+Noise models (run-level / within-run):
+
+- ``gauss1``/``gauss3``/``gauss8``: N(0, cv) / N(0, cv), cv = 1/3/8%.
+- ``student_t``: 3% * t(3)/sqrt(3) at both levels (heavy tails, unit variance).
+- ``bimodal``: N(0, 1%) plus, in 30% of runs, a slow mode U(3%, 28%) (the
+  fresh-process FlashInfer decode of GPU-NOTES) / N(0, 0.5%).
+- ``ar1``: AR(1) run offsets, phi = 0.7, marginal sd 3% (a rerun shares the
+  previous state) / N(0, 3%).
+- ``h200``: real H200 samples (``shared/data/h200-noise``), one benchmark per
+  series (matmul, flashinfer decode, SDPA decode in turn). Within-run noise is
+  a contiguous block of the measured series (keeps the heavy tail, power-cap
+  dips and lag-1 autocorrelation 0.7-0.9), normalised by its median; the run
+  offset is the measured spread of medians across fresh processes: matmul
+  N(0, 1.2%), SDPA N(0, 0.45%), FlashInfer N(0, 0.45%) plus the 3-in-10 slow
+  mode U(3%, 28%).
+
+Effects start at run ``tau``: ``null``; ``stepX`` (a lasting X% increase);
+``drift`` (+0.5% per run, 5% after 10 runs); ``spike`` (one run +20%, a
+transient runner glitch: its rerun is clean, later runs are clean).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+
+import numpy as np
+
+__all__ = [
+    "NOISE_MODELS",
+    "EFFECTS",
+    "Series",
+    "make_series",
+    "effect_size",
+    "null_summary_stats",
+    "h200_data",
+]
+
+NOISE_MODELS = ("gauss1", "gauss3", "gauss8", "student_t", "bimodal", "ar1", "h200")
+EFFECTS = ("null", "step1", "step2", "step5", "step10", "step20", "drift", "spike")
+H200_BENCHES = ("matmul", "fi_decode", "sdpa_decode")
+H200_BETWEEN = {"matmul": 0.012, "fi_decode": 0.0045, "sdpa_decode": 0.0045}
+DRIFT_PER_RUN = 0.005
+SPIKE = 0.20
+DATA_DIR = Path(__file__).resolve().parents[1] / ".." / "shared" / "data" / "h200-noise"
+
+
+@dataclass(frozen=True)
+class Series:
+    runs: np.ndarray  # (n_runs, m) samples
+    twins: np.ndarray  # (n_runs, m) an independent rerun of each run
+    tau: int | None  # first affected run, None for null series
+    effect: str
+    bench: str  # h200 benchmark used, "" otherwise
+
+    @property
+    def summaries(self) -> np.ndarray:
+        return np.median(self.runs, axis=1)
+
+    @property
+    def twin_summaries(self) -> np.ndarray:
+        return np.median(self.twins, axis=1)
+
+
+def effect_size(effect: str) -> float:
+    """Relative size of an effect as the oracle knows it (the drift after 10 runs)."""
+    if effect.startswith("step"):
+        return int(effect[4:]) / 100.0
+    if effect == "drift":
+        return DRIFT_PER_RUN * 10
+    if effect == "spike":
+        return SPIKE
+    return 0.0
+
+
+def _data_dir() -> Path:
+    for cand in (DATA_DIR, Path("/work/shared/data/h200-noise")):
+        if cand.is_dir():
+            return cand
+    raise FileNotFoundError("shared/data/h200-noise not found next to the repository")
+
+
+@lru_cache(maxsize=1)
+def h200_data() -> dict[str, list[np.ndarray]]:
+    """Measured series per benchmark, each divided by its median (relative deviations)."""
+    d = _data_dir()
+    out: dict[str, list[np.ndarray]] = {b: [] for b in H200_BENCHES}
+    single = {"matmul": "matmul.json", "fi_decode": "decode_flashinfer.json",
+              "sdpa_decode": "decode_sdpa.json"}
+    for b, f in single.items():
+        s = np.asarray(json.loads((d / f).read_text())["samples"], dtype=float)
+        out[b].append(s / np.median(s) - 1.0)
+    for p in sorted(d.glob("run2_proc*.json")):
+        doc = json.loads(p.read_text())
+        for b in H200_BENCHES:
+            s = np.asarray([x["ms"] for x in doc[b]], dtype=float)
+            out[b].append(s / np.median(s) - 1.0)
+    return out
+
+
+def _within(model: str, rng: np.random.Generator, n: int, m: int, bench: str) -> np.ndarray:
+    if m == 1 and model != "h200":
+        return np.zeros((n, 1))
+    if model.startswith("gauss"):
+        return rng.normal(0, int(model[5:]) / 100.0, (n, m))
+    if model == "student_t":
+        return 0.03 * rng.standard_t(3, (n, m)) / np.sqrt(3)
+    if model == "bimodal":
+        return rng.normal(0, 0.005, (n, m))
+    if model == "ar1":
+        return rng.normal(0, 0.03, (n, m))
+    if model == "h200":
+        series = h200_data()[bench]
+        out = np.empty((n, m))
+        for i in range(n):
+            s = series[rng.integers(len(series))]
+            j = rng.integers(0, s.size - m + 1)
+            out[i] = s[j : j + m]
+        return out
+    raise ValueError(f"unknown noise model {model!r}; known: {', '.join(NOISE_MODELS)}")
+
+
+def _offsets(
+    model: str, rng: np.random.Generator, n: int, bench: str
+) -> tuple[np.ndarray, np.ndarray]:
+    """Run-level offsets and the offsets of their reruns (twins)."""
+    if model.startswith("gauss"):
+        cv = int(model[5:]) / 100.0
+        return rng.normal(0, cv, n), rng.normal(0, cv, n)
+    if model == "student_t":
+        return (0.03 * rng.standard_t(3, n) / np.sqrt(3),
+                0.03 * rng.standard_t(3, n) / np.sqrt(3))
+    if model in ("bimodal", "h200"):
+        sd = 0.01 if model == "bimodal" else H200_BETWEEN[bench]
+        slow = model == "bimodal" or bench == "fi_decode"
+
+        def draw() -> np.ndarray:
+            x = rng.normal(0, sd, n)
+            if slow:
+                x = x + (rng.random(n) < 0.3) * rng.uniform(0.03, 0.28, n)
+            return x
+
+        return draw(), draw()
+    if model == "ar1":
+        phi, sd = 0.7, 0.03
+        e = rng.normal(0, sd * np.sqrt(1 - phi**2), n)
+        x = np.empty(n)
+        x[0] = rng.normal(0, sd)
+        for t in range(1, n):
+            x[t] = phi * x[t - 1] + e[t]
+        prev = np.r_[rng.normal(0, sd), x[:-1]]
+        twin = phi * prev + rng.normal(0, sd * np.sqrt(1 - phi**2), n)
+        return x, twin
+    raise ValueError(f"unknown noise model {model!r}; known: {', '.join(NOISE_MODELS)}")
+
+
+def make_series(
+    model: str,
+    effect: str,
+    rng: np.random.Generator,
+    *,
+    n_runs: int = 60,
+    tau: int = 40,
+    m: int = 1,
+    bench: str = "",
+) -> Series:
+    """One series of ``n_runs`` runs with ``m`` samples each; the effect starts at ``tau``."""
+    if model == "h200" and not bench:
+        bench = H200_BENCHES[int(rng.integers(len(H200_BENCHES)))]
+    lv, lv_twin = _offsets(model, rng, n_runs, bench)
+    runs = 1.0 + lv[:, None] + _within(model, rng, n_runs, m, bench)
+    twins = 1.0 + lv_twin[:, None] + _within(model, rng, n_runs, m, bench)
+    t = np.arange(n_runs)
+    factor = np.ones(n_runs)
+    twin_factor = np.ones(n_runs)
+    if effect.startswith("step"):
+        factor[t >= tau] += effect_size(effect)
+        twin_factor = factor.copy()
+    elif effect == "drift":
+        factor = 1.0 + DRIFT_PER_RUN * np.clip(t - tau + 1, 0, None)
+        twin_factor = factor.copy()
+    elif effect == "spike":
+        factor[tau] += SPIKE  # the rerun of a glitch is clean
+    elif effect != "null":
+        raise ValueError(f"unknown effect {effect!r}; known: {', '.join(EFFECTS)}")
+    return Series(runs * factor[:, None], twins * twin_factor[:, None],
+                  None if effect == "null" else tau, effect, bench)
+
+
+@lru_cache(maxsize=64)
+def null_summary_stats(model: str, m: int, bench: str = "") -> tuple[float, float]:
+    """Mean and SD of a null run's summary (median), by simulation: what the oracles know."""
+    rng = np.random.default_rng(12345)
+    s = np.concatenate([
+        make_series(model, "null", rng, n_runs=200, m=m, bench=bench).summaries
+        for _ in range(40)
+    ])
+    return float(np.mean(s)), float(np.std(s))
