@@ -261,16 +261,17 @@ class _Recorder:
         self.written: str | None = None
         self.problem: str | None = None
         assert options.suite is not None
-        self.provenance: Provenance = collect_provenance(
-            options.suite, run_id=options.run_id, shard=options.shard, root=config.rootpath)
-        if options.plan:
-            confirm_of = options.plan.get("confirm_of")
-            self.provenance.confirm_of = confirm_of if isinstance(confirm_of, str) else None
+        # The history first: a bad file fails fast, before the hardware probes run.
         try:
             self.history: History = open_history(options.history)
         except HistoryError as exc:
             raise pytest.UsageError(str(exc)) from None
         self._history_error = HistoryError
+        self.provenance: Provenance = collect_provenance(
+            options.suite, run_id=options.run_id, shard=options.shard, root=config.rootpath)
+        if options.plan:
+            confirm_of = options.plan.get("confirm_of")
+            self.provenance.confirm_of = confirm_of if isinstance(confirm_of, str) else None
 
     def start(self) -> None:
         try:
