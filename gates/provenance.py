@@ -235,6 +235,12 @@ def _torch_in_process(torch: Any) -> dict[str, Any]:
     return info
 
 
+def _gpu_device_nodes() -> bool:
+    """Any NVIDIA or AMD (ROCm) device node on this machine."""
+    dev = Path("/dev")
+    return any(dev.glob("nvidia[0-9]*")) or (dev / "kfd").exists() or (dev / "nvidiactl").exists()
+
+
 def detect_hardware(*, probe_torch: bool = True) -> dict[str, Any]:
     """GPU models, count, capability, memory, driver, CUDA, torch and flashinfer versions.
 
@@ -259,13 +265,20 @@ def detect_hardware(*, probe_torch: bool = True) -> dict[str, Any]:
     visible = os.environ.get("CUDA_VISIBLE_DEVICES")
     if visible is not None:
         hardware["cuda_visible_devices"] = visible
+        # nvidia-smi ignores CUDA_VISIBLE_DEVICES; the run only sees (and the baseline
+        # must match) the visible GPUs.
+        idx = [int(x) for x in visible.split(",") if x.strip().isdigit()]
+        if hardware["gpus"] and all(x.strip().isdigit() for x in visible.split(",") if x.strip()):
+            hardware["gpus"] = [hardware["gpus"][i] for i in idx if i < len(hardware["gpus"])]
 
     torch = sys.modules.get("torch")
     if torch is not None:
         info = _torch_in_process(torch)
     else:
         # GPUs from torch only where nvidia-smi saw none (ROCm, slim containers).
-        info = torch_probe(gpus=not hardware["gpus"]) if probe_torch else {}
+        # The probe costs a torch import (seconds); skip it where no GPU device node
+        # exists, since torch could find no GPU there either.
+        info = torch_probe(gpus=not hardware["gpus"]) if probe_torch and _gpu_device_nodes() else {}
     hardware["torch"] = info.get("torch") or _version("torch")
     hardware["cuda"] = info.get("cuda")
     hardware["hip"] = info.get("hip")

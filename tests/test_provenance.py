@@ -98,6 +98,7 @@ def fake_torch(monkeypatch):
 
 def test_gpus_from_torch_probe_where_nvidia_smi_is_missing(tmp_path, monkeypatch, fake_torch):
     monkeypatch.setenv("PATH", str(tmp_path))
+    monkeypatch.setattr(provenance, "_gpu_device_nodes", lambda: True)
     hw = detect_hardware()
     assert hw["vendor"] == "amd" and hw["torch"] == "9.9.9" and hw["hip"] == "6.2"
     assert fingerprint_key(hw) == "amd-instinct-mi300x-x1-sm94"
@@ -108,9 +109,28 @@ def test_torch_probe_skips_gpus_when_nvidia_smi_saw_them(tmp_path, monkeypatch, 
     smi.write_text(f"#!/bin/sh\nprintf '{SMI}'\n")
     smi.chmod(0o755)
     monkeypatch.setenv("PATH", str(tmp_path))
+    monkeypatch.setattr(provenance, "_gpu_device_nodes", lambda: True)
     assert provenance.torch_probe(gpus=False)["argv"] == []
     hw = detect_hardware()
     assert fingerprint_key(hw) == "nvidia-h200-x2-sm90" and hw["torch"] == "9.9.9"
+
+
+def test_visible_devices_narrow_the_fingerprint(tmp_path, monkeypatch, fake_torch):
+    smi = tmp_path / "nvidia-smi"
+    smi.write_text(f"#!/bin/sh\nprintf '{SMI}'\n")
+    smi.chmod(0o755)
+    monkeypatch.setenv("PATH", str(tmp_path))
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "1")
+    hw = detect_hardware(probe_torch=False)
+    assert fingerprint_key(hw) == "nvidia-h200-x1-sm90" and hw["cuda_visible_devices"] == "1"
+
+
+def test_no_torch_probe_without_gpu_device_nodes(tmp_path, monkeypatch, fake_torch):
+    monkeypatch.setenv("PATH", str(tmp_path))
+    monkeypatch.setattr(provenance, "_gpu_device_nodes", lambda: False)
+    calls = []
+    monkeypatch.setattr(provenance, "torch_probe", lambda **kw: calls.append(kw) or {})
+    assert fingerprint_key(detect_hardware()) == "cpu" and calls == []
 
 
 def test_failing_torch_probe_is_empty(monkeypatch, fake_torch):
