@@ -26,7 +26,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import requests  # noqa: E402
 
-from serving.client import RequestResult, build_payload, make_prompts, stream_request  # noqa: E402
+from serving.client import (  # noqa: E402
+    RequestResult,
+    build_payload,
+    make_prompts,
+    new_session,
+    stream_request,
+)
 from serving.sse import DONE, SSEParser, parse_openai_chunk  # noqa: E402
 from serving.stats import median, percentile  # noqa: E402
 
@@ -94,9 +100,21 @@ def raw_stream(url: str, payload: dict[str, Any], timeout_s: float) -> RequestRe
     return result
 
 
-def run_round(url: str, model: str, streams: int, max_tokens: int, seed: int, swap: bool):
+def run_round(
+    url: str,
+    model: str,
+    streams: int,
+    max_tokens: int,
+    seed: int,
+    swap: bool,
+    sessions: list[requests.Session],
+) -> dict[str, list[RequestResult]]:
+    """One round of ``streams`` concurrent requests released together by a barrier.
+
+    Client streams use kept-alive sessions (as ``run_load`` does), warmed before the
+    barrier; raw streams open a fresh socket each, inside their timing."""
     prompts = make_prompts(streams, seed=seed)
-    barrier = threading.Barrier(streams)
+    barrier = threading.Barrier(streams, timeout=120)
     out: dict[str, list[RequestResult]] = {"client": [], "raw": []}
     lock = threading.Lock()
 
@@ -105,11 +123,13 @@ def run_round(url: str, model: str, streams: int, max_tokens: int, seed: int, sw
             "completions", model, prompts[i], max_tokens=max_tokens, seed=seed + i
         )
         kind = "client" if (i % 2 == 0) != swap else "raw"
-        session = requests.Session() if kind == "client" else None
+        if kind == "client":
+            warm = build_payload("completions", model, "warm", max_tokens=1, seed=0)
+            stream_request(sessions[i], url, "completions", warm, timeout_s=120)
         barrier.wait()
         try:
-            if session is not None:
-                r = stream_request(session, url, "completions", payload, timeout_s=120)
+            if kind == "client":
+                r = stream_request(sessions[i], url, "completions", payload, timeout_s=120)
             else:
                 r = raw_stream(url, payload, timeout_s=120)
         except OSError as exc:
@@ -148,11 +168,18 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def report(args: argparse.Namespace, url: str) -> int:
-    run_round(url, args.model, 8, 8, seed=999, swap=False)  # warm-up
+    sessions = [new_session() for _ in range(args.streams)]
+    run_round(url, args.model, 8, 8, seed=999, swap=False, sessions=sessions)  # warm-up
     acc: dict[str, list[RequestResult]] = {"client": [], "raw": []}
     for r in range(args.rounds):
         out = run_round(
-            url, args.model, args.streams, args.max_tokens, seed=100 * r, swap=r % 2 == 1
+            url,
+            args.model,
+            args.streams,
+            args.max_tokens,
+            seed=100 * r,
+            swap=r % 2 == 1,
+            sessions=sessions,
         )
         for k in acc:
             acc[k] += out[k]

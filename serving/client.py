@@ -26,6 +26,7 @@ __all__ = [
     "Endpoint",
     "RequestResult",
     "LoadResult",
+    "new_session",
     "make_prompts",
     "build_payload",
     "stream_request",
@@ -118,6 +119,15 @@ class LoadResult:
         }
 
 
+def new_session() -> requests.Session:
+    """A session that ignores proxy and netrc settings from the environment: benchmark
+    traffic goes straight to the server (loopback here), and the per-request proxy
+    lookup (about 1 ms of CPU) stays out of the timings."""
+    session = requests.Session()
+    session.trust_env = False
+    return session
+
+
 def make_prompts(n: int, *, seed: int = 0, words: int = 24) -> list[str]:
     """``n`` deterministic prompts of ``words`` words each: same seed, same prompt set."""
     rng = random.Random(seed)
@@ -168,6 +178,8 @@ def stream_request(
     they come back as ``RequestResult.error`` so the caller counts them."""
     result = RequestResult()
     url = base_url.rstrip("/") + _PATHS[endpoint]
+    # Encode and prepare before the clock starts, as a raw reader builds its bytes first.
+    prepared = session.prepare_request(requests.Request("POST", url, json=payload))
     start = time.perf_counter()
     deadline = start + timeout_s
     last: float | None = None
@@ -176,9 +188,7 @@ def stream_request(
     texts: list[str] = []
     parser = SSEParser()
     try:
-        with session.post(
-            url, json=payload, stream=True, timeout=(connect_timeout_s, timeout_s)
-        ) as resp:
+        with session.send(prepared, stream=True, timeout=(connect_timeout_s, timeout_s)) as resp:
             if resp.status_code != 200:
                 result.error = f"HTTP {resp.status_code}: {resp.text[:200]}"
                 return result
@@ -260,7 +270,7 @@ def run_load(
         if request_fn is not None:
             return request_fn(base_url, endpoint, payload, timeout_s)
         if not hasattr(local, "session"):
-            local.session = requests.Session()
+            local.session = new_session()
         return stream_request(local.session, base_url, endpoint, payload, timeout_s=timeout_s)
 
     start = time.perf_counter()

@@ -18,7 +18,7 @@ from typing import Any
 import requests
 import yaml
 
-from serving.client import complete
+from serving.client import complete, new_session
 
 __all__ = [
     "DEFAULT_DATASET",
@@ -266,7 +266,7 @@ def run_eval(
             if complete_fn is not None:
                 text = complete_fn(prompt)
             else:
-                with requests.Session() as session:
+                with new_session() as session:
                     text = complete(
                         session,
                         base_url,

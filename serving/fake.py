@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import socket
 import threading
 import time
 from dataclasses import dataclass
@@ -32,6 +33,11 @@ class FakeOptions:
 def _handler(opts: FakeOptions, born: float) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
+
+        def setup(self) -> None:
+            super().setup()
+            # Like uvicorn: no Nagle, or small event writes wait for a delayed ACK (40 ms).
+            self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 
         def log_message(self, format: str, *args: Any) -> None:  # quiet
             pass

@@ -4,7 +4,7 @@ import json
 
 import requests
 
-from serving.client import build_payload, make_prompts, run_load, stream_request
+from serving.client import build_payload, make_prompts, new_session, run_load, stream_request
 from serving.fake import FakeOptions, FakeServer
 
 
@@ -112,3 +112,21 @@ def test_run_load_summary() -> None:
     assert len(load.ttft_s) == 12 and len(load.itl_s) == 36 and len(load.e2e_s) == 12
     rep = load.report()
     assert rep["ttft_s"]["count"] == 12 and rep["output_tokens_per_s"] > 0
+
+
+def test_kept_alive_session_adds_no_delayed_ack_stall() -> None:
+    # A reused connection once showed 40 ms TTFTs (Nagle against delayed ACK); the
+    # client must stay fast on its second and later requests, as run_load reuses them.
+    payload = build_payload("completions", "m", "p", max_tokens=2, seed=0)
+    with FakeServer(FakeOptions(tokens=2)) as fake, new_session() as s:
+        ttfts = [stream_request(s, fake.url, "completions", payload).ttft_s for _ in range(10)]
+    assert all(t is not None and t < 0.02 for t in ttfts), ttfts
+
+
+def test_sessions_ignore_proxy_environment(monkeypatch) -> None:
+    monkeypatch.setenv("HTTP_PROXY", "http://127.0.0.1:9")  # would swallow the request
+    with FakeServer() as fake, new_session() as s:
+        r = stream_request(
+            s, fake.url, "completions", build_payload("completions", "m", "p", max_tokens=2, seed=0)
+        )
+    assert r.ok, r.error
