@@ -349,10 +349,20 @@ def _mm_fp8_block_native(a: QuantizedActivation, qw: QuantizedWeight) -> torch.T
     """
     if qw.block != (128, 128) or a.group != 128:
         raise ValueError(f"native FP8 block GEMM needs 128x128 blocks, got {qw.block}")
-    scale_a = a.scale.t().contiguous().t()
-    return torch._scaled_mm(
-        a.q, qw.qweight.t(), scale_a=scale_a, scale_b=qw.scale.t(), out_dtype=torch.bfloat16
-    ).float()
+    # cuBLASLt answered CUBLAS_STATUS_NOT_SUPPORTED for M = 1 and 33 on an H200 (torch
+    # 2.11, CUDA 13.0) and ran M = 128, 512, 2048: pad M to a multiple of 128 with zero
+    # rows (scale 1), which add nothing, and drop them from the result.
+    m = a.q.shape[0]
+    pad = -m % 128
+    q, sa = a.q, a.scale
+    if pad:
+        q = torch.cat([q, torch.zeros(pad, q.shape[1], dtype=q.dtype, device=q.device)])
+        sa = torch.cat([sa, torch.ones(pad, sa.shape[1], dtype=sa.dtype, device=sa.device)])
+    scale_a = sa.t().contiguous().t()
+    out = torch._scaled_mm(
+        q, qw.qweight.t(), scale_a=scale_a, scale_b=qw.scale.t(), out_dtype=torch.bfloat16
+    )
+    return out[:m].float()
 
 
 def _mm_fp8_block_emulated(a: QuantizedActivation, qw: QuantizedWeight) -> torch.Tensor:

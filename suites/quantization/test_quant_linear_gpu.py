@@ -10,9 +10,11 @@ import torch
 from ci_register import register_cuda_ci
 from suitelib import hardware as hw
 from suitelib import quant as Q
+from suitelib.report import note
 from suitelib.timing import time_cuda
 
-register_cuda_ci(est_time=60, suite="base-b-1gpu")
+# Measured: 2.3 s on an H200 (no JIT: cuBLAS kernels only).
+register_cuda_ci(est_time=20, suite="base-b-1gpu")
 
 pytestmark = hw.needs_cuda
 
@@ -99,8 +101,13 @@ def test_gpu_quantiser_matches_cpu_oracle() -> None:
 
 @pytest.mark.parametrize("m", PERF_M)
 @pytest.mark.parametrize("scheme", ("bf16", *Q.SCHEMES))
-def test_gemm_throughput(scheme: str, m: int, tmp_path, metrics, record_property) -> None:
-    """GEMM alone (activations pre-quantised), M x 4096 x 4096; bf16 is the baseline."""
+def test_gemm_throughput(scheme: str, m: int, tmp_path, metrics, request) -> None:
+    """GEMM alone (activations pre-quantised), M x 4096 x 4096; bf16 is the baseline.
+
+    int8_channel, fp8_tensor and fp8_block time one cuBLAS(Lt) call plus the scaling
+    epilogue in torch; int8_block times this library's unfused reference (one int8 GEMM
+    per 128-wide K block), a regression signal for that path, not a kernel's speed.
+    """
     flops = 2.0 * m * N * K
     x = torch.randn(m, K, device="cuda").bfloat16()
     if scheme == "bf16":
@@ -116,7 +123,7 @@ def test_gemm_throughput(scheme: str, m: int, tmp_path, metrics, record_property
     key = f"quant/gpu/{scheme}/m{m}_n{N}_k{K}"
     metrics.record(f"{key}/tflops", tflops, unit="TFLOP/s", better="higher")
     metrics.record(f"{key}/latency", t.samples, unit="s", better="lower")
-    record_property(f"{key}/median_tflops", sorted(tflops)[2])
+    note(request, f"{key}/median_tflops", sorted(tflops)[2])
     assert min(tflops) > 0
     # No 8-bit dense rate on a Hopper exceeds 2x its bf16 peak (datasheet, no sparsity).
     peak = hw.bf16_peak_flop_per_s()
