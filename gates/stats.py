@@ -72,7 +72,7 @@ HALF_PI = math.pi / 2  # variance of a median of k normals ~ (pi/2) sigma^2 / k
 class GateParams:
     """Default settings of the gate; every field can be overridden per metric."""
 
-    level: float = 0.01  # BH false discovery level across a run's metrics (first attempt)
+    level: float = 0.005  # BH false discovery level across a run's metrics (first attempt)
     confirm_level: float = 0.02  # level the confirm attempt must reach on its own
     confirm_run_level: float = 0.1  # the rerun alone, when a window decided
     confirm_attempts: int = 1  # reruns of tripped tests before a regression holds
@@ -281,70 +281,71 @@ def judge_summaries(
             "insufficient-history", float(np.median(h)) if h.size else None, value,
             None, None, 0.0, 1.0, 1.0, min_change, 1, int(h.size), None, sign,
         )
-    # k = 1: the new run against the last W runs.
-    b1 = h[-W:]
-    n1 = b1.size
-    c1, s1 = _center_scale(b1, n_trials)
-    rho = _rho_corrected(b1, c1, s1)
-    var1 = s1 * s1 * (1.0 + HALF_PI / n1 * ar1_variance_factor(rho, n1)) + extra_var
-    se1 = math.sqrt(max(var1, 1e-300))
-    z1 = sign * (value - c1) / se1
-    df1 = max(QN_EFF * (n1 - 1), 2.0)
-    pw1 = predictive_z_pvalue(z1, df1)
-    pb1 = predictive_z_pvalue(-z1, df1)
-    dev1 = sign * (b1 - c1)
-    pw1, pb1 = _empirical_bound(dev1, sign * (value - c1), pw1, pb1)
-    pw1, pb1 = _tail_bound(dev1, sign * (value - c1), 3.0 * s1, pw1, pb1)
-    cands = [(min(pw1, pb1), 1, c1, value, se1, z1, df1)]
-    pws = [pw1]
-    pbs = [pb1]
-    # k > 1: Huber location of the last k runs against the W runs before the last kmax.
+    # One baseline for every window: the W runs before the last kmax, so that the
+    # first runs of a sustained change never dilute the reference they are judged
+    # against (short histories fall back to the last W runs).
     ks = [k for k in params.windows if k > 1]
     kmax = max(ks, default=1)
+    full = np.append(h, value)
     if ks and h.size - (kmax - 1) >= params.min_history:
-        full = np.append(h, value)
         base = full[-kmax - W : -kmax]
-        n = base.size
-        c, s = _center_scale(base, n_trials)
-        # From the baseline only: a step inside the last runs would look like autocorrelation.
-        rho_b = _rho_corrected(base, c, s)
-        cvar = HALF_PI * s * s / n * ar1_variance_factor(rho_b, n)
-        df = max(QN_EFF * (n - 1), 2.0)
-        for k in ks:
-            est = float(huber_location(full[-k:], c, s))
-            # Bootstrap the window estimator over the baseline's own distribution: its
-            # mean and variance under second modes and heavy tails (iid), then inflate
-            # the variance for AR(1) dependence.
-            boot = huber_location(base[_boot_idx(n, k)], c, s)
-            ck = float(boot.mean())
-            var_iid = max(s * s * HUBER_VAR / k, float(boot.var()))
-            se = math.sqrt(var_iid * ar1_variance_factor(rho_b, k) + cvar)
-            z = sign * (est - ck) / se
-            pw = predictive_z_pvalue(z, df)
-            pb = predictive_z_pvalue(-z, df)
-            pw, pb = _tail_bound(sign * (boot - ck), sign * (est - ck), 3.0 * math.sqrt(var_iid),
-                                 pw, pb)
-            if n >= k + 4:
-                # Rolling k-run stretches of the baseline: a level it already produced.
-                roll = huber_location(np.lib.stride_tricks.sliding_window_view(base, k), c, s)
-                pw, pb = _empirical_bound(sign * (roll - ck), sign * (est - ck), pw, pb)
-            cands.append((min(pw, pb), k, ck, est, se, z, df))
-            pws.append(pw)
-            pbs.append(pb)
+    else:
+        base, ks = h[-W:], []
+    n = base.size
+    c, s = _center_scale(base, n_trials)
+    rho = _rho_corrected(base, c, s)
+    # Autocorrelated runs carry fewer independent values: the sample scale is biased
+    # low by about AR(rho, n) / n and worth fewer degrees of freedom (Bayley &
+    # Hammersley, JRSS B 8 (1946) 184-197, effective sample size).
+    s = s / math.sqrt(max(0.3, 1.0 - ar1_variance_factor(rho, n) / n))
+    cvar = HALF_PI * s * s / n * ar1_variance_factor(rho, n)
+    df = max(QN_EFF * (n - 1) * (1 - rho) / (1 + rho), 2.0)
+    dev_base = sign * (base - c)
+    # k = 1: the new run alone.
+    se1 = math.sqrt(max(s * s + cvar + extra_var, 1e-300))
+    z1 = sign * (value - c) / se1
+    pw1 = predictive_z_pvalue(z1, df)
+    pb1 = predictive_z_pvalue(-z1, df)
+    pw1, pb1 = _empirical_bound(dev_base, sign * (value - c), pw1, pb1)
+    pw1, pb1 = _tail_bound(dev_base, sign * (value - c), 3.0 * s, pw1, pb1)
+    cands = [(min(pw1, pb1), 1, c, value, se1, z1)]
+    pws = [pw1]
+    pbs = [pb1]
+    for k in ks:
+        est = float(huber_location(full[-k:], c, s))
+        # Bootstrap the window estimator over the baseline's own distribution: its
+        # mean and variance under second modes and heavy tails (iid), then inflate
+        # the variance for AR(1) dependence.
+        boot = huber_location(base[_boot_idx(n, k)], c, s)
+        ck = float(boot.mean())
+        var_iid = max(s * s * HUBER_VAR / k, float(boot.var()))
+        se = math.sqrt(var_iid * ar1_variance_factor(rho, k) + cvar)
+        z = sign * (est - ck) / se
+        pw = predictive_z_pvalue(z, df)
+        pb = predictive_z_pvalue(-z, df)
+        pw, pb = _tail_bound(sign * (boot - ck), sign * (est - ck), 3.0 * math.sqrt(var_iid),
+                             pw, pb)
+        if n >= k + 4:
+            # Rolling k-run stretches of the baseline: a level it already produced.
+            roll = huber_location(np.lib.stride_tricks.sliding_window_view(base, k), c, s)
+            pw, pb = _empirical_bound(sign * (roll - ck), sign * (est - ck), pw, pb)
+        cands.append((min(pw, pb), k, ck, est, se, z))
+        pws.append(pw)
+        pbs.append(pb)
     m = len(cands)
-    _, k, c, est, se, z, df = min(cands, key=lambda t: t[0])
-    denom = abs(c) if abs(c) > 0 else float("nan")
-    rel = (est - c) / denom
-    d1 = abs(c1) if abs(c1) > 0 else float("nan")
-    own = (value - c1) / d1
+    _, k, ck, est, se, z = min(cands, key=lambda t: t[0])
+    denom = abs(ck) if abs(ck) > 0 else float("nan")
+    rel = (est - ck) / denom
+    d1 = abs(c) if abs(c) > 0 else float("nan")
+    own = (value - c) / d1
     tq = float(special.stdtrit(df, 0.975))
-    ci = ((est - c - tq * se) / denom, (est - c + tq * se) / denom)
-    floor = max(min_change, params.noise_floor * s1 / d1) if d1 == d1 else min_change
+    ci = ((est - ck - tq * se) / denom, (est - ck + tq * se) / denom)
+    floor = max(min_change, params.noise_floor * s / d1) if d1 == d1 else min_change
     return Judgement(
-        "ok", c1, value, _nan_none(rel), None if rel != rel else ci, float(z),
+        "ok", c, value, _nan_none(rel), None if rel != rel else ci, float(z),
         min(1.0, min(pws) * m), min(1.0, min(pbs) * m), float(floor), k, int(h.size),
         _nan_none(own), sign, statistic=f"robust-t/{'run' if k == 1 else f'huber-{k}'}",
-        scale=s1, extras={"p_run_worse": pw1, "p_run_better": pb1, "rho": rho},
+        scale=s, extras={"p_run_worse": pw1, "p_run_better": pb1, "rho": rho},
     )
 
 

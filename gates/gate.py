@@ -1,0 +1,462 @@
+"""Verdicts for a run from its history: the gate a suite session ends with.
+
+Library first (``evaluate_run``), command line as a thin skin (``main``)::
+
+    python -m gates.gate --history PATH --run-id ID [--plan PLAN.json]
+        [--mode enforce|warn|off] [--confirm-of RUN_ID] [--tripped-out FILE]
+
+Exit codes: 0 passed (or warn/off mode); 1 an enforced ``regression``,
+``threshold-fail`` or ``missing``; 2 bad input (unknown run, unreadable plan
+or history, an ``error`` verdict in enforce mode).
+
+Confirm on trip (what ``ci_register.runner`` does):
+
+1. ``evaluate_run(h, A)`` -> ``result.tripped_nodeids`` (written to
+   ``--tripped-out`` as a JSON list) and exit 1;
+2. the runner reruns only those tests as run B with ``confirm_of = A``;
+3. ``evaluate_run(h, B, confirm_of=A)`` judges only the metrics A tripped,
+   with A left out of the baseline, at ``confirm_level`` (and, when a multi-run
+   window decided, the rerun alone must lean the bad way at
+   ``confirm_run_level``); the regression holds only if it holds in B. B's
+   verdicts are saved under B with ``attempt = 2`` (A keeps its ``attempt = 1``
+   rows), so both attempts are recorded. The default number of confirm
+   attempts is ``DEFAULTS.confirm_attempts`` = 1 (the runner's ``--confirm``).
+
+Baselines: complete, trusted runs of the same suite, metric key and hardware
+fingerprint, started before the judged run, excluding confirm reruns (one
+value per CI run) and the run being confirmed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from gates import stats
+from gates.declarations import DeclarationError, Gate, gate_for, parse_plan_gates
+
+__all__ = [
+    "VERDICTS",
+    "FAILING",
+    "GateInputError",
+    "Verdict",
+    "GateResult",
+    "evaluate_run",
+    "verdict_table",
+    "main",
+]
+
+VERDICTS = ("pass", "regression", "improvement", "insufficient-history", "threshold-fail",
+            "missing", "error")
+FAILING = ("regression", "threshold-fail", "missing")  # fail the session when enforced
+SERIES_LIMIT = 80  # newest baseline rows fetched per metric (window 30 + 10 + confirm reruns)
+
+
+class GateInputError(Exception):
+    """Bad input to the gate (unknown run, unreadable plan): exit 2, one line."""
+
+
+@dataclass
+class Verdict:
+    key: str
+    verdict: str
+    nodeid: str | None = None
+    unit: str | None = None
+    better: str | None = None
+    baseline: float | None = None
+    new: float | None = None
+    rel_change: float | None = None
+    ci_low: float | None = None
+    ci_high: float | None = None
+    statistic: float | None = None  # signed z (> 0: worse)
+    p_value: float | None = None
+    q_value: float | None = None
+    floor: float | None = None
+    mode: str = "enforce"
+    method: str = ""
+    n_baseline: int = 0
+    change_point: dict[str, Any] | None = None
+    message: str = ""
+    declared_at: str | None = None
+
+    @property
+    def enforced_failure(self) -> bool:
+        return self.mode == "enforce" and self.verdict in FAILING
+
+    def row(self, attempt: int, confirm_of: str | None) -> dict[str, Any]:
+        """A row for ``History.save_verdicts``."""
+        detail = {"method": self.method, "n_baseline": self.n_baseline, "unit": self.unit,
+                  "better": self.better}
+        for k in ("change_point", "message", "declared_at"):
+            v = getattr(self, k)
+            if v:
+                detail[k] = v
+        if confirm_of:
+            detail["confirm_of"] = confirm_of
+        return {"key": self.key, "nodeid": self.nodeid, "verdict": self.verdict,
+                "baseline": self.baseline, "new": self.new, "rel_change": self.rel_change,
+                "ci_low": self.ci_low, "ci_high": self.ci_high, "statistic": self.statistic,
+                "p_value": self.p_value, "q_value": self.q_value, "floor": self.floor,
+                "mode": self.mode, "attempt": attempt, "detail": detail}
+
+
+@dataclass
+class GateResult:
+    run_id: str
+    suite: str
+    mode: str
+    attempt: int = 1
+    confirm_of: str | None = None
+    verdicts: list[Verdict] = field(default_factory=list)
+    note: str = ""
+
+    @property
+    def failed(self) -> bool:
+        return any(v.enforced_failure for v in self.verdicts)
+
+    @property
+    def errors(self) -> list[Verdict]:
+        return [v for v in self.verdicts if v.verdict == "error"]
+
+    @property
+    def tripped_nodeids(self) -> list[str]:
+        """Tests to rerun for a confirm attempt: those behind enforced failures."""
+        out = {v.nodeid for v in self.verdicts if v.enforced_failure and v.nodeid}
+        return sorted(out)
+
+    @property
+    def exit_code(self) -> int:
+        if self.mode == "enforce" and self.errors:
+            return 2
+        return 1 if self.failed else 0
+
+    def counts(self) -> dict[str, int]:
+        out: dict[str, int] = {}
+        for v in self.verdicts:
+            out[v.verdict] = out.get(v.verdict, 0) + 1
+        return out
+
+
+# ------------------------------------------------------------------ evaluation
+
+
+def _num(x: Any) -> float | None:
+    if x is None:
+        return None
+    x = float(x)
+    return x if math.isfinite(x) else None
+
+
+def _latest_rows(rows: Sequence[Mapping[str, Any]]) -> dict[str, list[Mapping[str, Any]]]:
+    """Metric rows by key, last pytest attempt only (a test retried in-run counts once)."""
+    by: dict[tuple[str, str], Mapping[str, Any]] = {}
+    for r in rows:
+        k = (r["key"], r["nodeid"])
+        if k not in by or (r.get("attempt") or 1) >= (by[k].get("attempt") or 1):
+            by[k] = r
+    out: dict[str, list[Mapping[str, Any]]] = {}
+    for (key, _), r in sorted(by.items()):
+        out.setdefault(key, []).append(r)
+    return out
+
+
+def _baseline_runs(history: Any, suite: str, key: str, fingerprint: str | None,
+                   run: Mapping[str, Any], exclude: set[str]) -> list[Mapping[str, Any]]:
+    rows = history.metric_series(suite, key, fingerprint, limit=SERIES_LIMIT,
+                                 trusted_only=True, exclude_run_id=run["run_id"])
+    started = run.get("started_at") or ""
+    keep: dict[str, Mapping[str, Any]] = {}
+    for r in rows:  # newest first
+        if r["run_id"] in exclude or r.get("confirm_of"):
+            continue
+        if started and (r.get("started_at") or "") > started:
+            continue  # re-gating an old run: only what came before it
+        if r["run_id"] in keep:
+            # Several tests recording one key in a run: pool their samples.
+            prev = keep[r["run_id"]]
+            keep[r["run_id"]] = {**prev, "samples": list(prev["samples"]) + list(r["samples"])}
+        else:
+            keep[r["run_id"]] = r
+    return list(reversed(list(keep.values())))  # oldest first
+
+
+def _threshold(gate: Gate, value: float) -> str | None:
+    if gate.min_value is not None and value < gate.min_value:
+        return f"{value:.6g} < min_value {gate.min_value:.6g}"
+    if gate.max_value is not None and value > gate.max_value:
+        return f"{value:.6g} > max_value {gate.max_value:.6g}"
+    return None
+
+
+def _locate(series: Sequence[Mapping[str, Any]], new_value: float, run_id: str,
+            commit: str | None) -> dict[str, Any] | None:
+    vals = [stats.run_summary(r["samples"]) if r.get("samples") else r["median"]
+            for r in series[-60:]] + [new_value]
+    ids = [(r["run_id"], r.get("commit")) for r in series[-60:]] + [(run_id, commit)]
+    cp = stats.pettitt(np.asarray(vals, dtype=float))
+    if cp is None or cp.p > 0.05:
+        # No significant split inside the history: the judged run itself is the change.
+        return {"run_id": run_id, "commit": commit, "p": None if cp is None else round(cp.p, 6),
+                "before": None, "after": new_value, "runs_ago": 0}
+    rid, com = ids[cp.index]
+    return {"run_id": rid, "commit": com, "p": round(cp.p, 6), "before": cp.before,
+            "after": cp.after, "runs_ago": len(vals) - 1 - cp.index}
+
+
+def evaluate_run(
+    history: Any,
+    run_id: str,
+    *,
+    plan: Mapping[str, Any] | None = None,
+    mode: str = "enforce",
+    confirm_of: str | None = None,
+    params: stats.GateParams = stats.DEFAULTS,
+    save: bool = True,
+) -> GateResult:
+    """Judge every gated metric of ``run_id`` against its history; save the verdicts.
+
+    ``plan``: the runner's plan JSON (its ``gates`` list); without it, the
+    gates stored with the run (``History.plan_gates``) are used.
+    ``confirm_of``: the run this one re-checks (confirm on trip); only the
+    metrics that run tripped are judged, and it is left out of the baseline.
+    """
+    if mode not in ("enforce", "warn", "off"):
+        raise GateInputError(f"--mode {mode!r}; use enforce, warn or off")
+    run = history.run(run_id)
+    if run is None:
+        raise GateInputError(f"no run {run_id!r} in {history.path}; check --run-id")
+    if run.get("status") != "complete":
+        raise GateInputError(f"run {run_id} is {run.get('status')!r}, not complete; "
+                             "only a recorded run can be gated")
+    confirm_of = confirm_of or run.get("confirm_of")
+    suite, _fp = run["suite"], run.get("fingerprint")
+    result = GateResult(run_id, suite, mode, confirm_of=confirm_of)
+    if mode == "off":
+        result.note = "gates off"
+        return result
+    try:
+        decls = (plan.get("gates") if plan is not None
+                 else [{"path": g.get("path"), "line": g.get("line"),
+                        "metric_key": g.get("metric_key"), "options": g.get("options")}
+                       for g in history.plan_gates(run_id)])
+        declared = parse_plan_gates(decls)
+    except DeclarationError as e:
+        raise GateInputError(str(e)) from None
+    recorded = _latest_rows(history.metrics(run_id))
+    exclude = {run_id}
+    keys = sorted(set(recorded) | {k for k, g in declared.items() if g.mode != "off"})
+    if confirm_of:
+        if history.run(confirm_of) is None:
+            raise GateInputError(f"--confirm-of {confirm_of}: no such run in {history.path}")
+        first = history.verdicts(confirm_of)
+        exclude.add(confirm_of)
+        last_attempt = max((r["attempt"] for r in first), default=0)
+        result.attempt = last_attempt + 1 if last_attempt else 2
+        tripped = {r["key"] for r in first
+                   if r["attempt"] == last_attempt and r["verdict"] in FAILING
+                   and r.get("mode") == "enforce"}
+        if first:
+            keys = [k for k in keys if k in tripped]
+            keys += sorted(tripped - set(keys))
+    judged: list[tuple[Verdict, stats.Judgement | None, Gate]] = []
+    bases: dict[str, list[Mapping[str, Any]]] = {}
+    for key in keys:
+        rows = recorded.get(key)
+        try:
+            gate = gate_for(key, rows[0] if rows else None, declared.get(key), mode)
+        except DeclarationError as e:
+            raise GateInputError(str(e)) from None
+        if gate.mode == "off":
+            continue
+        v = Verdict(key=key, verdict="pass", mode=gate.mode, unit=gate.unit,
+                    better=gate.better, declared_at=gate.declared_at)
+        if not rows:
+            v.verdict = "missing"
+            # Rerun the declaring file: its tests should have recorded the metric.
+            where = declared[key].declared_at if key in declared else None
+            v.nodeid = where.rsplit(":", 1)[0] if where else None
+            v.message = "declared gate, but the run recorded no such metric"
+            judged.append((v, None, gate))
+            continue
+        v.nodeid = rows[0]["nodeid"]
+        try:
+            j, bases[key] = _judge_one(history, run, key, rows, gate, params, exclude, v)
+        except Exception as e:  # noqa: BLE001 - one bad metric must not hide the others
+            v.verdict = "error"
+            v.message = f"{type(e).__name__}: {e}"
+            j = None
+        judged.append((v, j, gate))
+    # Benjamini-Hochberg across the run's judged metrics (first attempts only: a
+    # confirm attempt re-tests hypotheses already selected).
+    ok = [(v, j) for v, j, _ in judged if j is not None and j.status == "ok"]
+    if ok:
+        q = (stats.bh_qvalues([j.p_worse for _, j in ok]) if not confirm_of
+             else np.array([j.p_worse for _, j in ok]))
+        for (v, _), qi in zip(ok, q, strict=True):
+            v.q_value = float(qi)
+    for v, j, gate in judged:
+        if v.verdict in ("missing", "error"):
+            continue
+        if j is not None and j.status == "ok":
+            if confirm_of:
+                sub = replace(params, level=gate.level, min_change=gate.min_change)
+                verdict = stats.decide(j, j.p_worse, level=sub.confirm_level)
+                if (verdict == "regression" and j.window > 1
+                        and j.extras["p_run_worse"] > sub.confirm_run_level):
+                    verdict = "pass"
+                    v.message = "rerun alone does not lean worse"
+            else:
+                q = v.q_value if v.q_value is not None else j.p_worse
+                verdict = stats.decide(j, q, level=gate.level)
+            v.verdict = verdict
+            if verdict in ("regression", "improvement"):
+                v.change_point = _locate_safe(bases.get(v.key), run, v)
+        elif j is not None:
+            v.verdict = j.status  # insufficient-history
+        why = _threshold(gate, v.new) if v.new is not None else None
+        if why:
+            v.verdict = "threshold-fail"
+            v.message = why
+    result.verdicts = [v for v, _, _ in judged]
+    if not result.verdicts:
+        result.note = "no gated metrics in this run"
+    if save:
+        history.save_verdicts(run_id, [v.row(result.attempt, confirm_of)
+                                       for v in result.verdicts])
+    return result
+
+
+def _judge_one(history: Any, run: Mapping[str, Any], key: str,
+               rows: Sequence[Mapping[str, Any]], gate: Gate, params: stats.GateParams,
+               exclude: set[str], v: Verdict,
+               ) -> tuple[stats.Judgement, list[Mapping[str, Any]]]:
+    samples = [float(x) for r in rows for x in (r.get("samples") or [r["median"]])]
+    if not samples or not all(math.isfinite(x) for x in samples):
+        raise ValueError("the run recorded no finite samples")
+    if gate.better not in ("higher", "lower"):
+        raise ValueError("no direction: record better= or declare it")
+    base = _baseline_runs(history, run["suite"], key, run.get("fingerprint"), run, exclude)
+    hist = [r.get("samples") or [r["median"]] for r in base]
+    p = replace(params, level=gate.level, min_change=gate.min_change)
+    j = stats.judge(hist, samples, better=gate.better, params=p, n_trials=gate.n,
+                    min_change=gate.min_change)
+    v.new = _num(j.value)
+    v.baseline = _num(j.baseline)
+    v.rel_change = _num(j.rel_change)
+    if j.ci is not None:
+        v.ci_low, v.ci_high = _num(j.ci[0]), _num(j.ci[1])
+    v.statistic = _num(j.z) if j.status == "ok" else None
+    v.p_value = _num(j.p_worse) if j.status == "ok" else None
+    v.floor = _num(j.floor)
+    v.method = j.statistic if j.status == "ok" else f"needs {params.min_history} runs"
+    v.n_baseline = j.n_baseline
+    return j, base
+
+
+def _locate_safe(base: Sequence[Mapping[str, Any]] | None, run: Mapping[str, Any],
+                 v: Verdict) -> dict[str, Any] | None:
+    if not base or v.new is None:
+        return None
+    try:
+        return _locate(base, v.new, run["run_id"], run.get("commit_sha"))
+    except Exception:  # noqa: BLE001 - localisation is a report nicety, never a verdict
+        return None
+
+
+# ------------------------------------------------------------------ output
+
+
+def _fmt(x: float | None, pct: bool = False) -> str:
+    if x is None:
+        return "-"
+    return f"{100 * x:+.2f}%" if pct else f"{x:.4g}"
+
+
+def verdict_table(result: GateResult) -> str:
+    """The verdict table printed at the end of a suite session."""
+    from tabulate import tabulate
+
+    rows = []
+    order = {v: i for i, v in enumerate(("regression", "threshold-fail", "missing", "error",
+                                         "insufficient-history", "improvement", "pass"))}
+    for v in sorted(result.verdicts, key=lambda v: (order.get(v.verdict, 9), v.key)):
+        change = _fmt(v.rel_change, pct=True)
+        if v.ci_low is not None and v.ci_high is not None:
+            change += f" [{100 * v.ci_low:+.1f}, {100 * v.ci_high:+.1f}]"
+        pq = "-" if v.p_value is None else f"{v.p_value:.2g}"
+        if v.q_value is not None:
+            pq += f" / {v.q_value:.2g}"
+        where = ""
+        if v.change_point:
+            where = f"{v.change_point['runs_ago']} run(s) ago"
+            if v.change_point.get("commit"):
+                where += f" @{str(v.change_point['commit'])[:10]}"
+        rows.append([v.key, v.verdict + ("" if v.mode == "enforce" else f" ({v.mode})"),
+                     _fmt(v.baseline), _fmt(v.new), change, pq,
+                     "-" if v.floor is None else f"{100 * v.floor:.2f}%",
+                     v.method or "-", v.n_baseline, where or v.message])
+    head = (f"gate: run {result.run_id} suite {result.suite} mode {result.mode}"
+            + (f", confirm attempt {result.attempt} of run {result.confirm_of}"
+               if result.confirm_of else ""))
+    table = tabulate(rows, headers=["metric", "verdict", "baseline", "new", "change [95% CI]",
+                                    "p / q", "floor", "method", "runs", "where / why"],
+                     tablefmt="simple") if rows else "(no gated metrics)"
+    counts = ", ".join(f"{n} {k}" for k, n in sorted(result.counts().items()))
+    return f"{head}\n{table}\n{counts or result.note}"
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m gates.gate",
+                                 description="Judge a run's metrics against their history.")
+    ap.add_argument("--history", required=True, help="history SQLite file")
+    ap.add_argument("--run-id", required=True)
+    ap.add_argument("--plan", help="plan JSON (its 'gates' list holds register_ci_gate calls)")
+    ap.add_argument("--mode", default="enforce", choices=("enforce", "warn", "off"))
+    ap.add_argument("--confirm-of", default=None, help="the run this run re-checks")
+    ap.add_argument("--tripped-out", default=None,
+                    help="write the nodeids of tests behind enforced failures (JSON list)")
+    ap.add_argument("--json", action="store_true", help="print verdicts as JSON, not a table")
+    try:
+        a = ap.parse_args(argv)
+    except SystemExit as e:
+        return 2 if e.code else 0
+    from gates.history import HistoryError, open_history
+
+    try:
+        plan = None
+        if a.plan:
+            try:
+                plan = json.loads(Path(a.plan).read_text(encoding="utf-8"))
+            except (OSError, ValueError) as e:
+                raise GateInputError(f"--plan {a.plan}: cannot read the plan JSON ({e})") from None
+            if not isinstance(plan, dict) or not isinstance(plan.get("gates", []), list):
+                raise GateInputError(f"--plan {a.plan}: not a plan (an object with a 'gates' list)")
+        if not Path(a.history).exists():
+            raise GateInputError(f"--history {a.history}: no such file; run a suite first")
+        with open_history(a.history, create=False) as h:
+            res = evaluate_run(h, a.run_id, plan=plan, mode=a.mode, confirm_of=a.confirm_of)
+    except (GateInputError, HistoryError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    if a.tripped_out:
+        Path(a.tripped_out).parent.mkdir(parents=True, exist_ok=True)
+        Path(a.tripped_out).write_text(json.dumps(res.tripped_nodeids), encoding="utf-8")
+    if a.json:
+        print(json.dumps([asdict(v) for v in res.verdicts], indent=1, default=str))
+    else:
+        print(verdict_table(res))
+    for v in res.errors:
+        print(f"error: {v.key}: {v.message}", file=sys.stderr)
+    return res.exit_code
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,223 @@
+"""gates.gate: verdicts for a run from a temporary history, confirm on trip, the CLI."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from gates.gate import GateInputError, evaluate_run, main, verdict_table
+from gates.history import RunRecord, TestResult, open_history
+from gates.metrics import validate_metric
+from gates.provenance import Provenance
+
+ROOT = Path(__file__).resolve().parents[1]
+NODE = "suites/a/test_a.py::test_x"
+NODE2 = "suites/a/test_a.py::test_acc"
+
+
+def add_run(h, i: int, metrics: dict, *, fp="gpu-a", confirm_of=None, run_id=None,
+            trusted=True) -> str:
+    rid = run_id or f"run{i:03d}"
+    p = Provenance(run_id=rid, suite="s", commit=f"{i:07d}abc", branch="main",
+                   started_at=f"2026-01-01T{i // 3600:02d}:{i // 60 % 60:02d}:{i % 60:02d}+00:00",
+                   fingerprint=fp, confirm_of=confirm_of)
+    h.start_run(p)
+    ms = []
+    for key, (samples, kw) in metrics.items():
+        node = kw.pop("nodeid", NODE)
+        ms.append((node, validate_metric(key, list(samples), **kw)))
+    tests = [TestResult(NODE, "suites/a/test_a.py", "passed", 1.0),
+             TestResult(NODE2, "suites/a/test_a.py", "passed", 1.0)]
+    h.record_run(RunRecord(p, tests, ms, None, 0))
+    if not trusted:
+        h.set_trust([rid], trusted=False, reason="test")
+    return rid
+
+
+def lat(rng, level=1.0, cv=0.01, m=5):
+    return (level * (1 + rng.normal(0, cv, m)), {"unit": "ms", "better": "lower"})
+
+
+@pytest.fixture
+def h(tmp_path: Path):
+    with open_history(tmp_path / "history.db") as history:
+        yield history
+
+
+def fill(h, n=30, seed=0, **extra):
+    rng = np.random.default_rng(seed)
+    for i in range(n):
+        add_run(h, i, {"lat": lat(rng), **{k: f(rng) for k, f in extra.items()}})
+    return rng
+
+
+def test_pass_on_noise_and_saves_verdicts(h):
+    rng = fill(h)
+    rid = add_run(h, 100, {"lat": lat(rng)})
+    res = evaluate_run(h, rid)
+    [v] = res.verdicts
+    assert v.verdict == "pass" and res.exit_code == 0 and not res.tripped_nodeids
+    assert v.baseline == pytest.approx(1.0, abs=0.01) and v.n_baseline == 30
+    assert v.ci_low < v.rel_change < v.ci_high and v.p_value is not None
+    [row] = h.verdicts(rid)
+    assert row["verdict"] == "pass" and row["attempt"] == 1 and row["q_value"] is not None
+
+
+def test_regression_trips_names_test_then_confirm_holds(h):
+    rng = fill(h)
+    a = add_run(h, 100, {"lat": lat(rng, level=1.10)})
+    res = evaluate_run(h, a)
+    [v] = res.verdicts
+    assert v.verdict == "regression" and res.exit_code == 1
+    assert v.rel_change == pytest.approx(0.10, abs=0.02) and v.floor > 0
+    assert res.tripped_nodeids == [NODE]
+    assert v.change_point is not None and v.change_point["run_id"] == a
+    b = add_run(h, 101, {"lat": lat(rng, level=1.10)}, confirm_of=a)
+    rb = evaluate_run(h, b, confirm_of=a)
+    assert rb.attempt == 2 and rb.verdicts[0].verdict == "regression" and rb.exit_code == 1
+    assert h.verdicts(b)[0]["attempt"] == 2 and h.verdicts(a)[0]["verdict"] == "regression"
+
+
+def test_confirm_clears_a_one_off(h):
+    rng = fill(h)
+    a = add_run(h, 100, {"lat": lat(rng, level=1.25)})
+    assert evaluate_run(h, a).exit_code == 1
+    b = add_run(h, 101, {"lat": lat(rng)}, confirm_of=a)
+    rb = evaluate_run(h, b, confirm_of=a)
+    assert rb.verdicts[0].verdict == "pass" and rb.exit_code == 0
+    # The next ordinary run leaves both the spike and its confirm rerun out of the baseline's way.
+    c = add_run(h, 102, {"lat": lat(rng)})
+    assert evaluate_run(h, c).verdicts[0].verdict == "pass"
+
+
+def test_confirm_judges_only_tripped_metrics(h):
+    rng = fill(h, tp=lambda r: (1000 * (1 + r.normal(0, 0.01, 5)),
+                                {"unit": "tok/s", "better": "higher"}))
+    a = add_run(h, 100, {"lat": lat(rng, level=1.2),
+                         "tp": (1000 * (1 + rng.normal(0, 0.01, 5)),
+                                {"unit": "tok/s", "better": "higher"})})
+    res = evaluate_run(h, a)
+    assert {v.key: v.verdict for v in res.verdicts} == {"lat": "regression", "tp": "pass"}
+    b = add_run(h, 101, {"lat": lat(rng, level=1.2)}, confirm_of=a)
+    rb = evaluate_run(h, b)  # confirm_of read from the run itself
+    assert [v.key for v in rb.verdicts] == ["lat"] and rb.confirm_of == a
+
+
+def test_warn_mode_never_fails_and_off_judges_nothing(h):
+    rng = fill(h)
+    a = add_run(h, 100, {"lat": lat(rng, level=1.3)})
+    res = evaluate_run(h, a, mode="warn")
+    assert res.verdicts[0].verdict == "regression" and res.verdicts[0].mode == "warn"
+    assert res.exit_code == 0 and res.tripped_nodeids == []
+    assert evaluate_run(h, a, mode="off").verdicts == []
+
+
+def test_cold_start_insufficient_history_but_bounds_apply(h):
+    rng = np.random.default_rng(1)
+    for i in range(3):
+        add_run(h, i, {"lat": lat(rng)})
+    rid = add_run(h, 10, {"lat": lat(rng), "acc": ([0.80], {"unit": "ratio", "better": "higher",
+                                                            "n": 1319, "min_value": 0.85,
+                                                            "nodeid": NODE2})})
+    res = evaluate_run(h, rid)
+    got = {v.key: v for v in res.verdicts}
+    assert got["lat"].verdict == "insufficient-history"
+    assert got["acc"].verdict == "threshold-fail" and "min_value" in got["acc"].message
+    assert res.exit_code == 1 and res.tripped_nodeids == [NODE2]
+
+
+def test_declared_gate_missing_metric_and_declared_options(h):
+    rng = fill(h)
+    rid = add_run(h, 100, {"lat": lat(rng, level=1.04)})
+    plan = {"gates": [
+        {"path": "suites/a/test_a.py", "line": 4, "metric_key": "lat",
+         "options": {"min_change": 0.10}},
+        {"path": "suites/b/test_b.py", "line": 5, "metric_key": "gone",
+         "options": {"better": "higher"}},
+    ]}
+    res = evaluate_run(h, rid, plan=plan)
+    got = {v.key: v for v in res.verdicts}
+    assert got["lat"].verdict == "pass" and got["lat"].floor == pytest.approx(0.10)
+    assert got["gone"].verdict == "missing" and got["gone"].nodeid == "suites/b/test_b.py"
+    assert res.exit_code == 1
+
+
+def test_accuracy_uses_binomial_noise(h):
+    rng = np.random.default_rng(3)
+    acc = {"unit": "ratio", "better": "higher", "n": 200}
+    for i in range(30):
+        add_run(h, i, {"acc": ([rng.binomial(200, 0.9) / 200], dict(acc))})
+    # 0.9 -> 0.87 on 200 questions is within binomial noise (se ~ 0.021).
+    rid = add_run(h, 100, {"acc": ([0.87], dict(acc))})
+    assert evaluate_run(h, rid).verdicts[0].verdict == "pass"
+
+
+def test_baseline_uses_trusted_same_hardware_only(h):
+    rng = fill(h)
+    for i in range(40, 50):  # a faster GPU and untrusted slow runs must not move the baseline
+        add_run(h, i, {"lat": lat(rng, level=0.5)}, fp="gpu-b")
+        add_run(h, i + 20, {"lat": lat(rng, level=2.0)}, trusted=False)
+    rid = add_run(h, 100, {"lat": lat(rng)})
+    v = evaluate_run(h, rid).verdicts[0]
+    assert v.verdict == "pass" and v.n_baseline == 30
+
+
+def test_bh_across_many_metrics_keeps_quiet(h):
+    rng = np.random.default_rng(5)
+    for i in range(30):
+        add_run(h, i, {f"m{j}": lat(rng) for j in range(40)})
+    rid = add_run(h, 100, {f"m{j}": lat(rng) for j in range(40)})
+    res = evaluate_run(h, rid)
+    assert res.counts().get("regression", 0) == 0
+    assert all(v.q_value >= v.p_value for v in res.verdicts)
+
+
+def test_bad_input(h):
+    with pytest.raises(GateInputError, match="no run"):
+        evaluate_run(h, "nope")
+    fill(h, n=2)
+    with pytest.raises(GateInputError, match="mode"):
+        evaluate_run(h, "run000", mode="loud")
+    with pytest.raises(GateInputError, match="min_change"):
+        evaluate_run(h, "run000", plan={"gates": [{"metric_key": "lat", "path": "x.py",
+                                                   "line": 1, "options": {"min_change": -1}}]})
+
+
+def test_table_lists_every_verdict(h):
+    rng = fill(h)
+    rid = add_run(h, 100, {"lat": lat(rng, level=1.2)})
+    text = verdict_table(evaluate_run(h, rid))
+    assert "regression" in text and "lat" in text and "run(s) ago" in text
+
+
+def test_cli_exit_codes_and_tripped_out(h, tmp_path, capsys):
+    rng = fill(h)
+    rid = add_run(h, 100, {"lat": lat(rng, level=1.2)})
+    db = str(h.path)
+    out = tmp_path / "tripped.json"
+    assert main(["--history", db, "--run-id", rid, "--tripped-out", str(out)]) == 1
+    assert json.loads(out.read_text()) == [NODE]
+    assert "regression" in capsys.readouterr().out
+    assert main(["--history", db, "--run-id", rid, "--mode", "warn"]) == 0
+    assert main(["--history", db, "--run-id", "nope"]) == 2
+    assert "error: no run" in capsys.readouterr().err
+    assert main(["--history", str(tmp_path / "none.db"), "--run-id", rid]) == 2
+    bad = tmp_path / "plan.json"
+    bad.write_text("{")
+    assert main(["--history", db, "--run-id", rid, "--plan", str(bad)]) == 2
+    assert main(["--history", db]) == 2
+
+
+def test_cli_as_module(h):
+    rng = fill(h, n=6)
+    rid = add_run(h, 100, {"lat": lat(rng)})
+    p = subprocess.run([sys.executable, "-m", "gates.gate", "--history", str(h.path),
+                        "--run-id", rid, "--json"], cwd=ROOT, capture_output=True, text=True,
+                       timeout=60)
+    assert p.returncode == 0, p.stderr
+    assert json.loads(p.stdout)[0]["verdict"] == "pass"
