@@ -1,0 +1,163 @@
+"""gates.stats: the statistics behave as documented on series with known answers."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from gates import stats
+from gates.stats import DEFAULTS, bh_qvalues, confirm, decide, judge, judge_summaries, pettitt
+
+
+def verdict(history, value, sign=1, **kw):
+    j = judge_summaries(np.asarray(history, dtype=float), float(value), sign=sign, **kw)
+    return decide(j, j.p_worse, level=DEFAULTS.level), j
+
+
+def test_robust_scale_is_consistent_and_ignores_a_spike():
+    rng = np.random.default_rng(0)
+    x = rng.normal(0, 2.0, 4000)
+    assert stats.robust_scale(x[:400]) == pytest.approx(2.0, rel=0.1)
+    y = rng.normal(0, 1.0, 30)
+    spiked = y.copy()
+    spiked[5] = 50.0
+    assert stats.robust_scale(spiked) == pytest.approx(stats.robust_scale(y), rel=0.2)
+
+
+def test_huber_location_resists_one_spike():
+    x = np.array([1.0, 1.01, 0.99, 1.0, 1.5])
+    assert float(stats.huber_location(x, 1.0, 0.01)) == pytest.approx(1.0, abs=0.01)
+    assert float(stats.huber_location(x + 0.2, 1.0, 0.01)) == pytest.approx(1.2, abs=0.01)
+
+
+def test_ar1_factor():
+    assert stats.ar1_variance_factor(0.0, 10) == 1.0
+    assert stats.ar1_variance_factor(0.5, 2) == pytest.approx(1.5)
+
+
+def test_insufficient_history():
+    v, j = verdict([1.0, 1.0, 1.01], 2.0)
+    assert v == "insufficient-history" and j.n_baseline == 3
+
+
+def test_clear_regression_both_directions():
+    rng = np.random.default_rng(1)
+    h = 1 + rng.normal(0, 0.01, 30)
+    v, j = verdict(h, 1.08)  # latency up 8%
+    assert v == "regression" and j.rel_change == pytest.approx(0.08, abs=0.01)
+    assert j.ci[0] < j.rel_change < j.ci[1]
+    v, _ = verdict(h, 0.92, sign=-1)  # throughput down 8%
+    assert v == "regression"
+    v, _ = verdict(h, 0.92)  # latency down: an improvement, never a failure
+    assert v == "improvement"
+
+
+def test_within_run_samples_do_not_overstate_certainty():
+    # Two processes 0.06% apart with 60 tight samples each: not a regression, because
+    # the run-to-run spread (0.06%, GPU-NOTES SDPA) is the yardstick.
+    rng = np.random.default_rng(2)
+    hist = [1 + rng.normal(0, 0.0006) + rng.normal(0, 0.0001, 60) for _ in range(30)]
+    new = 1.0006 + rng.normal(0, 0.0001, 60)
+    j = judge(hist, new, better="lower")
+    assert decide(j, j.p_worse, level=DEFAULTS.level) == "pass"
+    assert j.p_worse > 0.01
+
+
+def test_fewer_samples_than_usual_widen_the_interval():
+    rng = np.random.default_rng(3)
+    hist = [1 + rng.normal(0, 0.01) + rng.normal(0, 0.05, 20) for _ in range(30)]
+    wide = judge(hist, 1 + rng.normal(0, 0.05, 3), better="lower")
+    narrow = judge(hist, 1 + rng.normal(0, 0.05, 20), better="lower")
+    assert (wide.ci[1] - wide.ci[0]) > (narrow.ci[1] - narrow.ci[0])
+
+
+def test_declared_min_change_is_a_floor():
+    rng = np.random.default_rng(4)
+    h = 1 + rng.normal(0, 0.005, 30)
+    assert verdict(h, 1.04)[0] == "regression"
+    v, j = verdict(h, 1.04, min_change=0.05)
+    assert v == "pass" and j.floor == 0.05
+
+
+def test_binomial_floor_for_accuracy():
+    # Identical past scores (a cached eval) would make any wiggle significant without N.
+    h = np.full(30, 0.90)
+    assert verdict(h, 0.88, sign=-1)[0] == "regression"
+    assert verdict(h, 0.88, sign=-1, n_trials=500)[0] == "pass"  # se ~ 0.013
+    assert verdict(h, 0.80, sign=-1, n_trials=500)[0] == "regression"
+
+
+def test_past_spike_does_not_mask_or_trigger():
+    rng = np.random.default_rng(5)
+    h = 1 + rng.normal(0, 0.01, 40)
+    h[-5] = 1.5  # a glitch five runs ago
+    assert verdict(h, 1.0)[0] == "pass"  # the runs after it are not regressions
+    assert verdict(h, 1.08)[0] == "regression"  # and it does not hide a real one
+
+
+def test_second_mode_seen_before_is_not_evidence():
+    rng = np.random.default_rng(6)
+    h = 1 + rng.normal(0, 0.002, 40)
+    slow = rng.random(40) < 0.3
+    h[slow] += rng.uniform(0.03, 0.2, slow.sum())
+    worst = h[-30:].max()
+    assert verdict(h, worst - 0.001)[0] == "pass"
+
+
+def test_sustained_small_shift_caught_by_windows():
+    rng = np.random.default_rng(7)
+    x = 1 + rng.normal(0, 0.03, 60)
+    x[40:] += 0.06  # 2 sigma: rarely significant on one run, clear over ten
+    hits = [verdict(x[:t], x[t])[0] for t in range(40, 50)]
+    assert "regression" in hits
+    j = judge_summaries(x[:49], x[49], sign=1)
+    assert j.window > 1
+
+
+def test_slow_drift_caught():
+    rng = np.random.default_rng(8)
+    x = 1 + rng.normal(0, 0.01, 60)
+    x[40:] += 0.01 * np.arange(1, 21)  # +1% per run
+    hits = [verdict(x[:t], x[t])[0] for t in range(40, 50)]
+    assert "regression" in hits
+
+
+def test_false_alarm_rate_on_gaussian_null_is_small():
+    rng = np.random.default_rng(9)
+    alarms = 0
+    for _ in range(20):
+        x = 1 + rng.normal(0, 0.03, 60)
+        alarms += any(verdict(x[:t], x[t])[0] == "regression" for t in range(30, 60))
+    assert alarms <= 2  # first stage alone, before any confirm rerun
+
+
+def test_confirm_rejects_a_clean_rerun_and_keeps_a_real_one():
+    rng = np.random.default_rng(10)
+    h = 1 + rng.normal(0, 0.01, 30)
+    assert verdict(h, 1.3)[0] == "regression"
+    assert confirm(h, 1.0 + 0.001, sign=1)[1] == "pass"
+    assert confirm(h, 1.3, sign=1)[1] == "regression"
+
+
+def test_bh_qvalues():
+    q = bh_qvalues([0.01, 0.04, 0.03, 0.5])
+    assert list(np.round(q, 4)) == [0.04, 0.0533, 0.0533, 0.5]
+    assert bh_qvalues([]).size == 0
+    assert (bh_qvalues(np.random.default_rng(0).random(100)) <= 1).all()
+
+
+def test_pettitt_localises_a_step():
+    rng = np.random.default_rng(11)
+    x = np.r_[rng.normal(0, 1, 25), rng.normal(3, 1, 15)]
+    cp = pettitt(x)
+    assert cp is not None and abs(cp.index - 25) <= 1 and cp.p < 1e-3
+    assert pettitt([1.0, 2.0]) is None
+
+
+def test_zero_centred_metric_is_judged_without_relative_change():
+    # A mismatch rate that has always been exactly 0.
+    h = np.zeros(30)
+    j = judge_summaries(h, 0.01, sign=1)
+    assert j.rel_change is None and decide(j, j.p_worse, level=DEFAULTS.level) == "regression"
+    j = judge_summaries(h, 0.0, sign=1)
+    assert decide(j, j.p_worse, level=DEFAULTS.level) == "pass"
