@@ -88,7 +88,9 @@ def _render(report, fmt: str) -> str:
     if fmt == "json":
         from gates.report import report_to_json  # noqa: PLC0415
 
-        return json.dumps(report_to_json(report), indent=1, sort_keys=False) + "\n"
+        # Compact: json's C encoder only runs without indent (a 10,000-metric report
+        # holds a million trend values); pretty-print with `| python -m json.tool`.
+        return json.dumps(report_to_json(report), separators=(",", ":")) + "\n"
     if fmt == "md":
         from gates.render_md import render_md  # noqa: PLC0415
 

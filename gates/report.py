@@ -33,6 +33,7 @@ __all__ = [
     "describe_hardware",
     "find_change",
     "report_to_json",
+    "series_columns",
 ]
 
 CHANGE_P = 0.05  # Pettitt p below which a trend's change point is reported
@@ -86,15 +87,31 @@ class Change:
 
 @dataclass
 class Trend:
+    """One metric's series, oldest first, stored as columns (a 10,000-metric report
+    holds a million points; `points` builds objects only when asked)."""
+
     suite: str
     fingerprint: str
     key: str
-    points: list[Point]  # oldest first
+    values: list[float]
+    run_ids: list[str]
+    commits: list[str | None]
+    started_at: list[str]
+    trusted: list[bool]
     change: Change | None = None
 
+    def __len__(self) -> int:
+        return len(self.values)
+
     @property
-    def values(self) -> list[float]:
-        return [p.value for p in self.points]
+    def points(self) -> list[Point]:
+        return [Point(*row) for row in zip(self.run_ids, self.commits, self.started_at,
+                                           self.values, self.trusted, strict=True)]
+
+    def columns(self) -> dict[str, list[Any]]:
+        return {"run_id": self.run_ids, "commit": self.commits,
+                "started_at": self.started_at, "value": self.values,
+                "trusted": self.trusted}
 
 
 @dataclass
@@ -175,8 +192,10 @@ class ReportInput:
     metrics: Sequence[Mapping[str, Any]] = ()  # metric rows of the runs (no samples needed)
     verdicts: Sequence[Mapping[str, Any]] = ()  # verdict rows of the runs and their confirms
     confirms: Mapping[str, Sequence[Mapping[str, Any]]] = field(default_factory=dict)
-    series: Mapping[tuple[str, str, str], Sequence[Mapping[str, Any]]] = field(
-        default_factory=dict)  # (suite, fingerprint, key) -> rows oldest first
+    # (suite, fingerprint, key) -> columns run_id, commit, started_at, trusted, value;
+    # oldest first (see `series_columns`)
+    series: Mapping[tuple[str, str, str], Mapping[str, Sequence[Any]]] = field(
+        default_factory=dict)
     scope: str = "run"  # "run" or "range"
     since: str | None = None
     generated_at: str | None = None
@@ -269,19 +288,21 @@ def _median(values: Sequence[float]) -> float:
     return s[mid] if n % 2 else (s[mid - 1] + s[mid]) / 2
 
 
-def find_change(points: Sequence[Point], max_p: float = CHANGE_P) -> Change | None:
+def find_change(values: Sequence[float], commits: Sequence[str | None] | None = None,
+                run_ids: Sequence[str] | None = None,
+                max_p: float = CHANGE_P) -> Change | None:
     """The most likely single change point of a series, or None if not significant.
 
     Pettitt's rank test (as `gates.stats.pettitt`), computed in O(T^2) numpy without
     a Python loop so a report over 10,000 metrics stays fast: with V_i =
     sum_j sgn(x_j - x_i), U_t = V_0 + ... + V_t (pairs inside the prefix cancel).
     """
-    T = len(points)
+    T = len(values)
     if T < 4:
         return None
     import numpy as np  # local: numpy only when a trend is long enough
 
-    a = np.fromiter((p.value for p in points), dtype=float, count=T)
+    a = np.asarray(values, dtype=float)
     if np.all(a == a[0]):
         return None
     v = np.sign(a[None, :] - a[:, None]).sum(axis=1)
@@ -295,20 +316,36 @@ def find_change(points: Sequence[Point], max_p: float = CHANGE_P) -> Change | No
     before = float(np.median(a[:idx]))
     after = float(np.median(a[idx:]))
     rel = (after - before) / abs(before) if before else None
-    return Change(idx, p, before, after, rel, points[idx - 1].commit, points[idx].commit,
-                  points[idx].run_id)
+    commits = commits if commits is not None else [None] * T
+    run = run_ids[idx] if run_ids is not None else str(idx)
+    return Change(idx, p, before, after, rel, commits[idx - 1], commits[idx], run)
 
 
-def _trend(suite: str, fingerprint: str, key: str,
-           rows: Sequence[Mapping[str, Any]], want_change: bool) -> Trend:
-    points = [
-        Point(str(r["run_id"]), r.get("commit"), str(r.get("started_at") or ""),
-              float(r["value"]), bool(r.get("trusted", 1)))
-        for r in rows if _finite(r.get("value")) is not None
-    ]
-    trend = Trend(suite, fingerprint, key, points)
+def series_columns(rows: Iterable[Mapping[str, Any]]) -> dict[str, list[Any]]:
+    """Row dicts (run_id, commit, started_at, trusted, value) -> the columnar series
+    `ReportInput.series` holds."""
+    cols: dict[str, list[Any]] = {"run_id": [], "commit": [], "started_at": [],
+                                  "trusted": [], "value": []}
+    for r in rows:
+        for name, col in cols.items():
+            col.append(r.get(name))
+    return cols
+
+
+def _trend(suite: str, fingerprint: str, key: str, cols: Mapping[str, Sequence[Any]],
+           want_change: bool) -> Trend:
+    # The columns are taken as they come (the loader builds them; a million points
+    # must not be copied one by one); only non-finite values force a filtered copy.
+    values = list(cols["value"])
+    run_ids, commits = list(cols["run_id"]), list(cols["commit"])
+    started, trusted = list(cols["started_at"]), list(cols["trusted"])
+    if not all(map(math.isfinite, values)):
+        keep = [i for i, v in enumerate(values) if v is not None and math.isfinite(v)]
+        values, run_ids, commits, started, trusted = (
+            [col[i] for i in keep] for col in (values, run_ids, commits, started, trusted))
+    trend = Trend(suite, fingerprint, key, values, run_ids, commits, started, trusted)
     if want_change:
-        trend.change = find_change(points)
+        trend.change = find_change(values, commits, run_ids)
     return trend
 
 
@@ -443,7 +480,7 @@ def build_report(data: ReportInput, *, title: str | None = None,
             continue
         want = r.cls != "pass"
         t = trends.get(ident)
-        if t is None or (want and t.change is None and len(t.points) >= 4):
+        if t is None or (want and t.change is None and len(t) >= 4):
             t = _trend(*ident, series, want)
             trends[ident] = t
         r.trend = t
@@ -476,39 +513,71 @@ def _clean(obj: Any) -> Any:
     return obj
 
 
+_VERDICT_FIELDS = ("run_id", "suite", "fingerprint", "key", "nodeid", "verdict", "cls", "mode",
+                   "baseline", "new", "unit", "better", "rel_change", "ci_low", "ci_high",
+                   "statistic", "p_value", "q_value", "floor", "attempt", "confirmed_by",
+                   "method")
+
+
 def report_to_json(report: Report) -> dict[str, Any]:
-    """A JSON-ready dict (NaN/inf -> null); trends are listed once, rows refer to them."""
+    """A JSON-ready dict (NaN/inf -> null).
+
+    Trends are listed once each, as two columns: ``run`` (indexes into
+    ``trend_runs``, which holds each run's id, commit, start and trust once) and
+    ``value``; rows refer to their trend by "suite|fingerprint|key".
+    """
     trends: dict[str, Any] = {}
+    run_index: dict[str, int] = {}
+    trend_runs: list[dict[str, Any]] = []
+    seen: dict[tuple[str, ...], list[int]] = {}
     verdicts = []
     for v in report.verdicts:
-        d = asdict(v)
-        d.pop("trend", None)
+        d = {name: getattr(v, name) for name in _VERDICT_FIELDS}
         d["path"] = v.path
-        if v.trend is not None:
-            tid = f"{v.trend.suite}|{v.trend.fingerprint}|{v.trend.key}"
+        d["trend"] = None
+        d["change"] = None
+        t = v.trend
+        if t is not None:
+            tid = f"{t.suite}|{t.fingerprint}|{t.key}"
             d["trend"] = tid
-            d["change"] = None if v.change is None else dict(
-                asdict(v.change), commit_range=v.change.commit_range)
+            if v.change is not None:
+                d["change"] = dict(asdict(v.change), commit_range=v.change.commit_range)
             if tid not in trends:
-                trends[tid] = {
-                    "suite": v.trend.suite, "fingerprint": v.trend.fingerprint,
-                    "key": v.trend.key,
-                    "points": [asdict(p) for p in v.trend.points],
-                }
-        else:
-            d["trend"] = None
-            d["change"] = None
+                seq = tuple(t.run_ids)  # metrics of one suite mostly share their runs
+                idx = seen.get(seq)
+                if idx is None:
+                    idx = []
+                    for rid, commit, started, trusted in zip(
+                            t.run_ids, t.commits, t.started_at, t.trusted, strict=True):
+                        i = run_index.get(rid)
+                        if i is None:
+                            i = run_index[rid] = len(trend_runs)
+                            trend_runs.append({"run_id": rid, "commit": commit,
+                                               "started_at": started,
+                                               "trusted": bool(trusted)})
+                        idx.append(i)
+                    seen[seq] = idx
+                trends[tid] = {"suite": t.suite, "fingerprint": t.fingerprint, "key": t.key,
+                               "run": idx, "value": t.values}
         verdicts.append(d)
     runs = []
     for r in report.runs:
         d = asdict(r)
         d["est_delta"] = r.est_delta
         runs.append(d)
-    out = {
+    out = _clean({
         "title": report.title, "scope": report.scope, "since": report.since,
         "generated_at": report.generated_at, "exit_code": report.exit_code,
-        "summary": report.summary, "omitted": report.omitted,
-        "runs": runs, "verdicts": verdicts, "trends": trends,
+        "summary": report.summary, "omitted": report.omitted, "runs": runs,
         "health": [h.to_json() if hasattr(h, "to_json") else asdict(h) for h in report.health],
-    }
-    return _clean(out)
+    })
+    # Flat rows, cleaned in place; trend values are finite already (`_trend` drops
+    # the rest), so the million-value columns skip `_clean`.
+    for d in verdicts:
+        for name, value in d.items():
+            if isinstance(value, float) and not math.isfinite(value):
+                d[name] = None
+    out["verdicts"] = verdicts
+    out["trend_runs"] = trend_runs
+    out["trends"] = trends
+    return out

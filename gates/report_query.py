@@ -184,8 +184,8 @@ def load_report_input(h: History, runs: list[dict[str, Any]], *, scope: str = "r
             except ValueError:
                 v["detail"] = {"detail": v["detail"]}
 
-    # Trends: one windowed query per (suite, hardware) group of the reported runs.
-    series: dict[tuple[str, str, str], list[dict[str, Any]]] = {}
+    # Trends: two queries per (suite, hardware) group of the reported runs.
+    series: dict[tuple[str, str, str], dict[str, list[Any]]] = {}
     groups: dict[tuple[str, str], list[dict[str, Any]]] = {}
     for r in runs:
         groups.setdefault((r["suite"], r["fingerprint"]), []).append(r)
@@ -198,30 +198,62 @@ def load_report_input(h: History, runs: list[dict[str, Any]], *, scope: str = "r
             keys_by_group.setdefault(run_group[v["run_id"]], set()).add(v["key"])
     for (suite, fp), group_runs in groups.items():
         wanted = keys_by_group.get((suite, fp))
-        if not wanted:
-            continue
-        upper = max(r["started_at"] for r in group_runs)
-        lower = since or ""
-        rows = h.db.query(
-            """
-            SELECT key, run_id, "commit", started_at, trusted, value FROM (
-                SELECT m.key, m.run_id, r.commit_sha AS "commit", m.started_at, r.trusted,
-                       avg(m.median) AS value,
-                       row_number() OVER (PARTITION BY m.key
-                                          ORDER BY m.started_at DESC, m.run_id) AS rn
-                FROM metrics m JOIN runs r ON r.run_id = m.run_id
-                WHERE m.suite = ? AND m.fingerprint = ? AND m.started_at <= ?
-                      AND m.started_at >= ? AND m.attempt = 1 AND r.status = 'complete'
-                      AND r.confirm_of IS NULL
-                GROUP BY m.key, m.run_id
-            ) WHERE rn <= ? ORDER BY key, started_at, run_id
-            """, [suite, fp, upper, lower, trend_points])
-        for r in rows:
-            if r["key"] in wanted:
-                series.setdefault((suite, fp, r["key"]), []).append(r)
+        if wanted:
+            series.update(_series(h, suite, fp, wanted, upper=max(r["started_at"] for r in
+                                                                  group_runs),
+                                  lower=since or "", points=trend_points,
+                                  shards=max(r.get("shard_count") or 1 for r in group_runs)))
     return ReportInput(runs=runs, counts=counts, test_seconds=seconds, plans=plans,
                        metrics=metrics, verdicts=verdicts, confirms=confirms, series=series,
                        scope=scope, since=since, generated_at=generated_at)
+
+
+def _series(h: History, suite: str, fp: str, keys: set[str], *, upper: str, lower: str,
+            points: int, shards: int) -> dict[tuple[str, str, str], dict[str, list[Any]]]:
+    """Columns of each key's last `points` values on complete top-level runs.
+
+    The runs first (newest `points x shards`: a sharded suite spreads its metrics
+    over its shards' runs), then their metric medians by run id (an index range, no
+    sort of the metrics table); raw tuples, not dicts: a report may read a million.
+    """
+    run_rows = h.conn.execute(
+        "SELECT run_id, commit_sha, started_at, trusted FROM runs WHERE suite = ? "
+        "AND fingerprint = ? AND status = 'complete' AND confirm_of IS NULL "
+        "AND started_at <= ? AND started_at >= ? ORDER BY started_at DESC, run_id LIMIT ?",
+        (suite, fp, upper, lower, points * max(1, shards))).fetchall()
+    order = {r[0]: i for i, r in enumerate(reversed(run_rows))}  # oldest first
+    info = {r[0]: r for r in run_rows}
+    per_key: dict[str, list[tuple[int, float]]] = {k: [] for k in keys}
+    ids = list(info)
+    # No GROUP BY: sorting a million rows in SQLite costs more than folding the rare
+    # key recorded by two tests of one run here (their mean, like avg() would).
+    for part in _chunks(ids):
+        marks = ",".join("?" * len(part))
+        for key, run_id, median in h.conn.execute(
+                f"SELECT key, run_id, median FROM metrics WHERE run_id IN ({marks}) "
+                "AND attempt = 1", part):
+            slot = per_key.get(key)
+            if slot is not None:
+                slot.append((order[run_id], median))
+    out: dict[tuple[str, str, str], dict[str, list[Any]]] = {}
+    runs_by_order = list(reversed(run_rows))
+    for key, pairs in per_key.items():
+        if not pairs:
+            continue
+        pairs.sort()
+        if any(a[0] == b[0] for a, b in zip(pairs, pairs[1:], strict=False)):
+            merged: dict[int, list[float]] = {}
+            for i, v in pairs:
+                merged.setdefault(i, []).append(v)
+            pairs = [(i, sum(vs) / len(vs)) for i, vs in merged.items()]
+        pairs = pairs[-points:]
+        rows = [runs_by_order[i] for i, _ in pairs]
+        out[(suite, fp, key)] = {
+            "run_id": [r[0] for r in rows], "commit": [r[1] for r in rows],
+            "started_at": [r[2] for r in rows], "trusted": [bool(r[3]) for r in rows],
+            "value": [v for _, v in pairs],
+        }
+    return out
 
 
 # -------------------------------------------------------------------- health

@@ -9,7 +9,7 @@ from pathlib import Path
 from gates.history import History, RunRecord, TestResult, open_history
 from gates.metrics import validate_metric
 from gates.provenance import Provenance
-from gates.report import ReportInput
+from gates.report import ReportInput, series_columns
 
 SUITE = "stage-x"
 FP = "nvidia-h200-x1-sm90"
@@ -125,6 +125,7 @@ def hostile_input() -> ReportInput:
                   {"run_id": rid, "attempt": 1, "key": "ok/metric", "nodeid": nodeid,
                    "verdict": "pass", "baseline": 1.0, "new": 1.0, "rel_change": 0.0,
                    "mode": "enforce"}],
-        series={("<b>suite</b>", FP, key): series,
-                ("<b>suite</b>", FP, "ok/metric"): [dict(s, value=1.0) for s in series]},
+        series={("<b>suite</b>", FP, key): series_columns(series),
+                ("<b>suite</b>", FP, "ok/metric"): series_columns(
+                    [dict(s, value=1.0) for s in series])},
     )

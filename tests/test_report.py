@@ -22,7 +22,7 @@ from report_history import (
 )
 
 from gates.history import open_history
-from gates.report import Point, build_report, classify, find_change, report_to_json
+from gates.report import build_report, classify, find_change, report_to_json
 from gates.report_query import (
     ReportInputError,
     load_report_input,
@@ -86,13 +86,13 @@ def test_find_change_agrees_with_gates_stats_pettitt():
     rng = np.random.default_rng(7)
     for trial in range(20):
         x = rng.normal(size=30) + (np.arange(30) >= 12 + trial % 5) * (trial % 3)
-        points = [Point(f"r{i}", f"c{i}", "", float(v)) for i, v in enumerate(x)]
         ref = pettitt(x)
-        mine = find_change(points, max_p=1.1)
+        mine = find_change(list(x), [f"c{i}" for i in range(30)], max_p=1.1)
         assert mine is not None and ref is not None
         assert (mine.index, mine.p) == (ref.index, pytest.approx(ref.p))
-    flat = [Point("r", "c", "", 1.0)] * 10
-    assert find_change(flat) is None and find_change(flat[:3]) is None
+        assert (mine.last_before, mine.first_after) == (f"c{ref.index - 1}", f"c{ref.index}")
+        assert (mine.before, mine.after) == (pytest.approx(ref.before), pytest.approx(ref.after))
+    assert find_change([1.0] * 10) is None and find_change([1.0, 2.0, 3.0]) is None
 
 
 def test_confirm_run_verdict_replaces_the_first_one(hist):
@@ -204,6 +204,11 @@ def test_json_is_strict_json_with_trends_once(hist):
     assert data["exit_code"] == 1 and data["verdicts"][0]["key"] == LAT
     assert data["verdicts"][1]["statistic"] is None
     tid = data["verdicts"][0]["trend"]
-    assert tid == f"{SUITE}|{FP}|{LAT}" and len(data["trends"][tid]["points"]) == 16
+    trend = data["trends"][tid]
+    assert tid == f"{SUITE}|{FP}|{LAT}" and len(trend["value"]) == len(trend["run"]) == 16
+    assert [data["trend_runs"][i]["commit"] for i in trend["run"]] == [
+        commit(i) for i in range(16)]
+    assert data["trends"][f"{SUITE}|{FP}|{BW}"]["run"] == trend["run"]  # runs listed once
+    assert len(data["trend_runs"]) == 16
     assert data["verdicts"][0]["change"]["commit_range"].startswith(commit(9)[:10])
     assert data["runs"][0]["est_delta"] == pytest.approx(65 / 60 - 1)
