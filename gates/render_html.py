@@ -140,7 +140,7 @@ def chart_svg(row: VerdictRow, width: int = 600, height: int = 170) -> str:
         dx = -3 if anchor == "end" else 3
         parts.append(f'<line class="change" x1="{xc:.1f}" y1="{top}" x2="{xc:.1f}" '
                      f'y2="{height - bottom}" stroke="#c62828" stroke-width="1.5" '
-                     f'stroke-dasharray="5 3"><title>{_e(label)} (Pettitt p='
+                     f'stroke-dasharray="5 3"><title>{_e(label)} (change-point p='
                      f'{change.p:.2g})</title></line>')
         parts.append(f'<text x="{xc + dx:.1f}" y="{top + 10}" text-anchor="{anchor}" '
                      f'fill="#c62828">{_e(label)}</text>')

@@ -111,9 +111,10 @@ def render_md(report: Report) -> str:
             rows.append([md_code(v.key), md_code(c.commit_range),
                          md_text(f"{c.before:.4g} -> {c.after:.4g}"),
                          md_text("-" if c.rel is None else f"{c.rel * 100:+.1f}%"),
-                         md_text(f"{c.p:.2g}"), md_code(c.run_id[:12])])
+                         md_text(f"{c.p:.2g}" if c.p == c.p else "-"),
+                         md_code(c.run_id[:12])])
         parts += [table(["metric", "commits", "median before -> after", "change",
-                         "Pettitt p", "first run after"], rows), ""]
+                         "change-point p", "first run after"], rows), ""]
 
     for h in report.health:
         sections = health_tables(h)

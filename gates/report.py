@@ -21,6 +21,7 @@ from typing import Any
 
 __all__ = [
     "CHANGE_P",
+    "FAILING",
     "Change",
     "Point",
     "Report",
@@ -37,23 +38,30 @@ __all__ = [
 ]
 
 CHANGE_P = 0.05  # Pettitt p below which a trend's change point is reported
-_BAD = ("regression", "threshold-fail", "fail", "confirmed-regression")
+# The verdicts that fail a session when enforced: the same set as gates.gate.FAILING
+# (a test keeps the two equal; this module stays free of the gate's imports).
+FAILING = ("regression", "threshold-fail", "missing")
 # Display order of verdict classes: what fails the build first, then what needs a look.
 _CLASS_ORDER = {"fail": 0, "warn": 1, "improved": 2, "info": 3, "pass": 4}
 
 
 def classify(verdict: str | None, mode: str | None) -> str:
-    """fail | warn | improved | info | pass for a stored verdict and its gate mode."""
+    """fail | warn | improved | info | pass for a stored verdict and its gate mode.
+
+    fail: a FAILING verdict in enforce mode (or with no mode stored); warn: the same
+    in warn/off mode, or ``error`` (the gate could not judge: look at it); improved;
+    pass; info: insufficient-history, not-judged and anything newer than this code.
+    """
     v = (verdict or "").lower()
-    if v in _BAD or v.startswith(("regression", "threshold")):
-        if mode in ("warn", "off"):
-            return "warn"
-        return "fail"
-    if v.startswith("improv"):
+    if v in FAILING:
+        return "warn" if mode in ("warn", "off") else "fail"
+    if v == "error":
+        return "warn"
+    if v == "improvement":
         return "improved"
-    if v in ("pass", "ok", "no-change"):
+    if v == "pass":
         return "pass"
-    return "info"  # insufficient-history, not-judged, anything new
+    return "info"
 
 
 @dataclass
@@ -171,6 +179,7 @@ class VerdictRow:
     confirmed_by: str | None = None  # confirm run whose verdict replaced the first one
     method: str | None = None
     trend: Trend | None = None
+    change_point: dict[str, Any] | None = None  # the gate's localisation, if it stored one
 
     @property
     def path(self) -> str | None:
@@ -349,6 +358,27 @@ def _trend(suite: str, fingerprint: str, key: str, cols: Mapping[str, Sequence[A
     return trend
 
 
+def _with_gate_change(trend: Trend, cp: Mapping[str, Any] | None) -> Trend:
+    """A copy of `trend` with the change the gate localised (detail.change_point)."""
+    if not cp or cp.get("run_id") not in trend.run_ids:
+        return trend
+    idx = trend.run_ids.index(cp["run_id"])
+    if idx == 0:
+        return trend
+    before = _finite(cp.get("before"))
+    if before is None:
+        before = _median(trend.values[:idx])
+    after = _finite(cp.get("after"))
+    if after is None:
+        after = _median(trend.values[idx:])
+    p = _finite(cp.get("p"))
+    change = Change(idx, p if p is not None else math.nan, before, after,
+                    (after - before) / abs(before) if before else None,
+                    trend.commits[idx - 1], trend.commits[idx], trend.run_ids[idx])
+    return Trend(trend.suite, trend.fingerprint, trend.key, trend.values, trend.run_ids,
+                 trend.commits, trend.started_at, trend.trusted, change)
+
+
 def _run_info(row: Mapping[str, Any], data: ReportInput) -> RunInfo:
     run_id = str(row["run_id"])
     plan = data.plans.get(run_id) or ()
@@ -454,6 +484,8 @@ def build_report(data: ReportInput, *, title: str | None = None,
                 floor=_finite(v.get("floor")), attempt=int(v.get("attempt") or 1),
                 confirmed_by=origin.get(k),
                 method=(detail or {}).get("method") or (detail or {}).get("statistic"),
+                change_point=(detail or {}).get("change_point")
+                if isinstance((detail or {}).get("change_point"), Mapping) else None,
             ))
 
     omitted = 0
@@ -483,6 +515,10 @@ def build_report(data: ReportInput, *, title: str | None = None,
         if t is None or (want and t.change is None and len(t) >= 4):
             t = _trend(*ident, series, want)
             trends[ident] = t
+        if want and t.change is None:
+            # No split the trend alone can prove (often: only the newest run moved);
+            # the gate's own localisation, when it stored one, says where.
+            t = _with_gate_change(t, r.change_point)
         r.trend = t
 
     rows.sort(key=_sort_key)
@@ -516,7 +552,7 @@ def _clean(obj: Any) -> Any:
 _VERDICT_FIELDS = ("run_id", "suite", "fingerprint", "key", "nodeid", "verdict", "cls", "mode",
                    "baseline", "new", "unit", "better", "rel_change", "ci_low", "ci_high",
                    "statistic", "p_value", "q_value", "floor", "attempt", "confirmed_by",
-                   "method")
+                   "method", "change_point")
 
 
 def report_to_json(report: Report) -> dict[str, Any]:
@@ -541,7 +577,8 @@ def report_to_json(report: Report) -> dict[str, Any]:
             tid = f"{t.suite}|{t.fingerprint}|{t.key}"
             d["trend"] = tid
             if v.change is not None:
-                d["change"] = dict(asdict(v.change), commit_range=v.change.commit_range)
+                d["change"] = _clean(dict(asdict(v.change),
+                                          commit_range=v.change.commit_range))
             if tid not in trends:
                 seq = tuple(t.run_ids)  # metrics of one suite mostly share their runs
                 idx = seen.get(seq)

@@ -21,8 +21,10 @@ from report_history import (
     write_run,
 )
 
+from gates.gate import FAILING as GATE_FAILING
+from gates.gate import VERDICTS, evaluate_run
 from gates.history import open_history
-from gates.report import build_report, classify, find_change, report_to_json
+from gates.report import FAILING, build_report, classify, find_change, report_to_json
 from gates.report_query import (
     ReportInputError,
     load_report_input,
@@ -108,13 +110,40 @@ def test_confirm_run_verdict_replaces_the_first_one(hist):
     assert report.exit_code == 0
 
 
-def test_warn_mode_and_classes():
-    assert classify("regression", "warn") == "warn"
-    assert classify("regression", None) == "fail"
-    assert classify("threshold-fail", "enforce") == "fail"
+def test_classes_follow_the_gates_vocabulary():
+    assert set(FAILING) == set(GATE_FAILING)  # what fails a report is what fails a gate
+    for verdict in GATE_FAILING:
+        assert (classify(verdict, "enforce"), classify(verdict, None)) == ("fail", "fail")
+        assert (classify(verdict, "warn"), classify(verdict, "off")) == ("warn", "warn")
+    assert classify("error", "enforce") == "warn"  # could not judge: a look, not a fail
     assert classify("improvement", "enforce") == "improved"
     assert classify("insufficient-history", "enforce") == "info"
+    assert classify("not-judged", None) == "info"
     assert classify("pass", "enforce") == "pass"
+    assert set(VERDICTS) <= {"pass", "improvement", "insufficient-history", "error",
+                             *GATE_FAILING}  # a new verdict needs a class here
+
+
+def test_report_of_runs_the_real_gate_judged(tmp_path):
+    # The newest run alone jumps: the trend cannot prove a split, the gate's own
+    # localisation names the commit; a confirm rerun that recovers clears it.
+    path = tmp_path / "h.db"
+    ids = make_history(path, runs=16, regress_at=15, verdicts=False)
+    with open_history(path) as h:
+        assert evaluate_run(h, ids[-1]).tripped_nodeids
+    report = report_of(path)
+    lat = report.verdicts[0]
+    assert (lat.key, lat.verdict, lat.cls, report.exit_code) == (LAT, "regression", "fail", 1)
+    assert lat.rel_change == pytest.approx(0.3, abs=0.03) and lat.q_value < 0.01
+    assert lat.change is not None and lat.change.commit_range == \
+        f"{commit(14)[:10]}..{commit(15)[:10]}"
+    with open_history(path) as h:
+        cid = write_run(h, 16, latency=1.0, confirm_of=ids[-1], run_id="confirm" + "0" * 20)
+        evaluate_run(h, cid, confirm_of=ids[-1])
+        assert [v["attempt"] for v in h.verdicts(cid)] == [2]
+    report = report_of(path)
+    lat = next(v for v in report.verdicts if v.key == LAT)
+    assert (lat.verdict, lat.confirmed_by, report.exit_code) == ("pass", cid, 0)
 
 
 def test_warn_mode_regression_does_not_fail(tmp_path):
