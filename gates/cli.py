@@ -58,12 +58,12 @@ def _now() -> str:
     return dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
 
 
-def _health_for(history, suites: dict[str, str], root: Path, window: int) -> list:
+def _health_for(history, suites: dict[str, str | None], root: Path, window: int) -> list:
     from gates.health import analyse  # noqa: PLC0415
     from gates.report_query import load_health_input, load_registrations  # noqa: PLC0415
 
     out = []
-    for suite, until in sorted(suites.items()):
+    for suite, until in sorted(suites.items()):  # until: newest reported start, or None
         regs = load_registrations(root, suite)
         out.append(analyse(load_health_input(history, suite, window=window,
                                              registrations=regs, until=until)))
@@ -165,7 +165,7 @@ def _health(args: argparse.Namespace) -> int:
             if not latest:
                 raise _UsageError(f"{history.path}: no runs yet; run a suite first")
             suite = latest[0]["suite"]
-        health = _health_for(history, {suite: "9999"}, Path(args.root), args.window)
+        health = _health_for(history, {suite: None}, Path(args.root), args.window)
     if not health[0].runs:
         raise _UsageError(f"{history.path}: no run of suite {suite!r}; check --suite")
     report = Report(title=f"CI health of {suite}", scope="health", runs=[], verdicts=[],
@@ -296,8 +296,12 @@ def build_parser() -> argparse.ArgumentParser:
                         help="run id (repeatable)")
         tp.add_argument("--commit", metavar="SHA",
                         help="every run of this commit (full sha or >= 7 characters)")
-        tp.add_argument("--reason", required=True,
-                        help='why, e.g. "broken runner gpu-17"')
+        if trusted:
+            tp.add_argument("--reason", default="trusted again (gate-report trust)",
+                            help="why (kept in the trust log; default: a plain note)")
+        else:
+            tp.add_argument("--reason", required=True,
+                            help='why, e.g. "broken runner gpu-17" (kept in the trust log)')
     return p
 
 
