@@ -52,6 +52,25 @@ def _add_history(p: argparse.ArgumentParser) -> None:
 # ------------------------------------------------------------------ commands
 
 
+def _open(path: str | None, *, write: bool = False):
+    """The history, read-only for reports; a missing file is a usage error naming the fix."""
+    from gates.history import HistoryError, open_history  # noqa: PLC0415
+
+    target = Path(path or _default_history())
+    if not target.exists():
+        raise _UsageError(f"{target}: no such history; pass --history PATH or set "
+                          "GATES_HISTORY, or run a suite to create it")
+    if write:
+        return open_history(target, create=False)
+    try:
+        return open_history(target, create=False, readonly=True)
+    except HistoryError as exc:
+        if "schema is older" not in str(exc):
+            raise
+        # Written by an older gates: migrating it is what opening read-write does.
+        return open_history(target, create=False)
+
+
 def _now() -> str:
     import datetime as dt  # noqa: PLC0415
 
@@ -105,7 +124,6 @@ def _render(report, fmt: str) -> str:
 
 
 def _report(args: argparse.Namespace) -> int:
-    from gates.history import open_history  # noqa: PLC0415
     from gates.report import build_report  # noqa: PLC0415
     from gates.report_query import load_report_input, parse_since, select_runs  # noqa: PLC0415
 
@@ -114,8 +132,7 @@ def _report(args: argparse.Namespace) -> int:
     if args.points < 2:
         raise _UsageError(f"--points {args.points}: give at least 2")
     since = parse_since(args.since) if args.since else None
-    with open_history(args.history or _default_history(), create=False,
-                      readonly=True) as history:
+    with _open(args.history) as history:
         runs, scope = select_runs(history, run=args.run, suite=args.suite, since=since,
                                   limit=args.limit)
         data = load_report_input(history, runs, scope=scope, since=since,
@@ -154,11 +171,9 @@ def _github(report, root: Path, *, append: bool) -> None:
 
 
 def _health(args: argparse.Namespace) -> int:
-    from gates.history import open_history  # noqa: PLC0415
     from gates.report import Report  # noqa: PLC0415
 
-    with open_history(args.history or _default_history(), create=False,
-                      readonly=True) as history:
+    with _open(args.history) as history:
         suite = args.suite
         if suite is None:
             latest = history.runs(limit=1)
@@ -199,11 +214,10 @@ def _merge(args: argparse.Namespace) -> int:
 
 def _trust(trusted: bool) -> Callable[[argparse.Namespace], int]:
     def command(args: argparse.Namespace) -> int:
-        from gates.history import open_history  # noqa: PLC0415
 
         if not args.run and not args.commit:
             raise _UsageError("give --run ID (repeatable) or --commit SHA")
-        with open_history(args.history or _default_history(), create=False) as history:
+        with _open(args.history, write=True) as history:
             changed = history.set_trust(args.run, commit=args.commit, trusted=trusted,
                                         reason=args.reason)
         verb = "trusted" if trusted else "untrusted"

@@ -114,7 +114,7 @@ def test_html_out_file(hist, capsys, tmp_path):
 
 
 @pytest.mark.parametrize(("argv", "message"), [
-    (["--history", "missing.db"], "missing.db: no such history"),
+    (["--history", "missing.db"], "missing.db: no such history; pass --history PATH"),
     (["--suite", "nope"], "no run of suite 'nope'; suites here: stage-x"),
     (["--since", "yesterday"], "use a span like 30d"),
     (["--run", "run0015", "--since", "3d"], "--run and --since exclude each other"),
