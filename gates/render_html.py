@@ -41,7 +41,7 @@ h1{font-size:20px;margin:0 0 4px}h2{font-size:16px;margin:24px 0 8px}
 table{border-collapse:collapse;margin:4px 0 12px;background:#fff;font-size:13px}
 th,td{border:1px solid #ddd;padding:3px 6px;text-align:left;vertical-align:middle}
 th{background:#f0f0f0;position:sticky;top:0}
-td.num{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}
+td{white-space:nowrap}td.w{white-space:normal;min-width:12em}
 code{font:12px ui-monospace,SFMono-Regular,Menlo,monospace;word-break:break-all}
 tr.fail td:first-child{border-left:4px solid var(--fail)}
 tr.warn td:first-child{border-left:4px solid var(--warn)}
@@ -158,14 +158,16 @@ def chart_svg(row: VerdictRow, width: int = 600, height: int = 170) -> str:
 
 
 def _table(head: Sequence[str], rows: Sequence[Sequence[str]], classes: Sequence[str] = (),
-           raw_cols: frozenset[int] = frozenset(), num_cols: frozenset[int] = frozenset()
+           raw_cols: frozenset[int] = frozenset(), wrap_cols: frozenset[int] = frozenset()
            ) -> str:
+    """Cells are escaped unless their column is in `raw_cols` (already-built markup);
+    cells keep to one line unless their column is in `wrap_cols` (long free text)."""
     out = ["<table><thead><tr>", *(f"<th>{_e(h)}</th>" for h in head), "</tr></thead><tbody>"]
     for i, row in enumerate(rows):
         cls = f' class="{classes[i]}"' if i < len(classes) and classes[i] else ""
         out.append(f"<tr{cls}>")
         for j, cell in enumerate(row):
-            td = '<td class="num">' if j in num_cols else "<td>"
+            td = '<td class="w">' if j in wrap_cols else "<td>"
             out.append(td + (cell if j in raw_cols else _e(cell)) + "</td>")
         out.append("</tr>")
     out.append("</tbody></table>")
@@ -209,7 +211,7 @@ def _health_html(h: HealthReport) -> str:
         parts.append("<p>Nothing to report.</p>")
     for title, head, rows, note in sections:
         parts.append(f"<details open><summary>{_e(title)} ({len(rows)})</summary>")
-        parts.append(_table(head, rows))
+        parts.append(_table(head, rows, wrap_cols=frozenset({len(head) - 1})))
         if note:
             parts.append(f'<p class="note">{_e(note)}</p>')
         parts.append("</details>")
@@ -223,7 +225,7 @@ def render_html(report: Report) -> str:
     head, rows = run_table(report)
     run_rows = [[_e(c) for c in r] for r in rows]
     for r, cells in zip(report.runs, run_rows, strict=True):
-        cells[0] = f"<code>{_e(r.run_id)}</code>"
+        cells[0] = f'<code title="{_e(r.run_id)}">{_e(r.run_id[:12])}</code>'
     out = [
         "<!doctype html>",
         '<html lang="en"><head><meta charset="utf-8">',
@@ -235,24 +237,28 @@ def render_html(report: Report) -> str:
         f"<style>{_CSS}</style></head><body>",
         f"<h1>{badge} {_e(headline(report))}</h1>",
         f'<p class="meta">generated {_e(report.generated_at or "-")} · scope '
-        f"{_e(report.scope)}" + (f" since {_e(report.since[:19])}" if report.since else "")
+        f"{_e(report.scope)}"
         + "</p>",
         "<h2>Runs</h2>",
-        _table(head, run_rows, raw_cols=frozenset(range(len(head)))),
+        _table(head, run_rows, raw_cols=frozenset(range(len(head))),
+               wrap_cols=frozenset({len(head) - 1})),  # hardware
     ]
     top = [v for v in report.verdicts if v.cls != "pass"]
     passing = [v for v in report.verdicts if v.cls == "pass"]
     raw = frozenset(range(12))
+    offset = 1 if several_runs(report) else 0
+    wrap = frozenset({offset + 1, offset + 2})  # metric, test
     out.append(f"<h2>Verdicts ({len(report.verdicts)})</h2>")
     if not report.verdicts:
         out.append("<p>No metrics recorded.</p>")
     if top:
         h, cells = _verdict_cells(report, top)
-        out.append(_table(h, cells, classes=[v.cls for v in top], raw_cols=raw))
+        out.append(_table(h, cells, classes=[v.cls for v in top], raw_cols=raw,
+                          wrap_cols=wrap))
     if passing:
         h, cells = _verdict_cells(report, passing)
         out.append(f"<details><summary>{len(passing)} passing metric(s)</summary>")
-        out.append(_table(h, cells, raw_cols=raw))
+        out.append(_table(h, cells, raw_cols=raw, wrap_cols=wrap))
         out.append("</details>")
     if report.omitted:
         out.append(f'<p class="note">{report.omitted} older passing row(s) not listed; '

@@ -530,8 +530,8 @@ def build_report(data: ReportInput, *, title: str | None = None,
         if data.scope == "run" and runs:
             title = f"{', '.join(suites)} @ {(runs[0].commit or 'unknown commit')[:10]}"
         else:
-            title = f"{', '.join(suites) or 'no runs'}" + (f" since {data.since}"
-                                                           if data.since else "")
+            since = f" since {data.since[:16].replace('T', ' ')} UTC" if data.since else ""
+            title = f"{', '.join(suites) or 'no runs'}{since}"
     return Report(title=title, scope=data.scope, runs=runs, verdicts=rows, summary=summary,
                   since=data.since, generated_at=data.generated_at, omitted=omitted)
 
