@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Verify the GPU suites end to end on a lent GPU host, through nox, as CI would.
+#
+#   bash tools/device_verify.sh RUNS_1GPU [RUN_2GPU]
+#
+# Runs `nox -s base-b-2gpu` once (when 2+ GPUs are visible and RUN_2GPU is not 0),
+# then `nox -s base-b-1gpu` RUNS_1GPU times, each a separate process, on GPU 0 only.
+# Histories accumulate in $OUT/base-b-1gpu.db and $OUT/base-b-2gpu.db (so later runs
+# are gated against earlier ones); logs go to $OUT/runs.log. Needs the carried .dev/
+# folder (tools/device_setup.sh).
+set -o pipefail
+runs="${1:-5}"
+two="${2:-1}"
+out="${OUT:-results/device}"
+mkdir -p "$out"
+log="$out/runs.log"
+source tools/device_setup.sh .dev >"$log" 2>&1 || { cat "$log"; exit 1; }
+nvidia-smi --query-gpu=name,compute_cap,memory.total,driver_version --format=csv,noheader >>"$log" 2>&1
+ngpu=$(nvidia-smi -L 2>/dev/null | wc -l)
+echo "GPUs visible: $ngpu" | tee -a "$log"
+if [ "$ngpu" -ge 2 ] && [ "$two" != 0 ]; then
+    t=$(date +%s)
+    python3 -m nox -s base-b-2gpu -- --history "$out/base-b-2gpu.db" >>"$log" 2>&1
+    echo "RUN base-b-2gpu rc=$? wall=$(( $(date +%s) - t )) s" | tee -a "$log"
+fi
+for i in $(seq 1 "$runs"); do
+    t=$(date +%s)
+    CUDA_VISIBLE_DEVICES=0 python3 -m nox -s base-b-1gpu -- --history "$out/base-b-1gpu.db" >>"$log" 2>&1
+    echo "RUN base-b-1gpu #$i rc=$? wall=$(( $(date +%s) - t )) s" | tee -a "$log"
+done
+grep -E "passed|failed|error|verdict|regression|RUN " "$log" | tail -40
