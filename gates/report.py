@@ -14,6 +14,7 @@ report (exit 1), the same in `warn` mode is a warning, `improvement` and
 
 from __future__ import annotations
 
+import datetime as dt
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
@@ -268,8 +269,6 @@ def describe_hardware(hw: Mapping[str, Any] | None, fingerprint: str | None = No
 
 
 def _seconds_between(start: str | None, end: str | None) -> float | None:
-    import datetime as dt  # local: keeps module import cost at zero for callers
-
     if not start or not end:
         return None
     try:
