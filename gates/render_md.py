@@ -86,7 +86,10 @@ def render_md(report: Report) -> str:
         if r.ci_url and r.ci_url.startswith(("https://", "http://")):
             out[6] = f"[{md_text(row[6])}]({r.ci_url.replace(')', '%29').replace(' ', '%20')})"
         cells.append(out)
-    parts += ["### Runs", "", table([md_text(h) for h in head], cells), ""]
+    runs_md = table([md_text(h) for h in head], cells)
+    if len(cells) > 10:  # a range: keep the verdicts near the top of the summary
+        runs_md = f"<details><summary>{len(cells)} runs</summary>\n\n{runs_md}\n\n</details>"
+    parts += ["### Runs", "", runs_md, ""]
 
     head, top, passing = _verdict_rows(report)
     parts += [f"### Verdicts ({len(top) + len(passing)})", ""]

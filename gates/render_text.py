@@ -123,7 +123,17 @@ def headline(report: Report) -> str:
     counts = ", ".join(f"{n} {LABELS.get(k, k)}" for k, n in
                        sorted(report.summary.items(), key=lambda kv: list(LABELS).index(kv[0])
                               if kv[0] in LABELS else 9))
-    return f"{report.title}: {state}" + (f" ({counts})" if counts else "")
+    text = f"{report.title}: {state}" + (f" ({counts})" if counts else "")
+    # Gates decide the exit code, but a reader must not miss failed tests or a run
+    # that never finished (a crash mid-suite records no verdicts at all).
+    failed_tests = sum(r.counts.get("failed", 0) + r.counts.get("error", 0)
+                       for r in report.runs)
+    incomplete = sum(r.status != "complete" for r in report.runs)
+    if failed_tests:
+        text += f"; {failed_tests} test(s) failed"
+    if incomplete:
+        text += f"; {incomplete} run(s) incomplete"
+    return text
 
 
 def run_table(report: Report) -> tuple[list[str], list[list[str]]]:

@@ -13,6 +13,7 @@ import datetime as dt
 import json
 import re
 from collections.abc import Iterable, Sequence
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -262,7 +263,6 @@ def _series(h: History, suite: str, fp: str, keys: set[str], *, upper: str, lowe
 def load_registrations(root: Path, suite: str) -> list[dict[str, Any]] | None:
     """The suite's registrations, collected statically from `root` (None without a catalog)."""
     from ci_register.catalog import DEFAULT_CATALOG, CatalogError, load_catalog  # noqa: PLC0415
-    from ci_register.collect import collect  # noqa: PLC0415
 
     catalog_path = root / DEFAULT_CATALOG
     if not catalog_path.is_file():
@@ -273,8 +273,18 @@ def load_registrations(root: Path, suite: str) -> list[dict[str, Any]] | None:
         return None
     if suite not in catalog.suites:
         return None
-    col = collect(catalog, base=root)
+    col = _collect(str(root.resolve()), catalog_path.stat().st_mtime_ns)
     return [r.to_json() for r in col.registrations if r.suite == suite]
+
+
+@lru_cache(maxsize=4)
+def _collect(root: str, _catalog_mtime: int) -> Any:
+    # One static parse of the tree per report, however many suites it covers.
+    from ci_register.catalog import DEFAULT_CATALOG, load_catalog  # noqa: PLC0415
+    from ci_register.collect import collect  # noqa: PLC0415
+
+    base = Path(root)
+    return collect(load_catalog(base / DEFAULT_CATALOG), base=base)
 
 
 def load_health_input(h: History, suite: str, *, window: int = 20,

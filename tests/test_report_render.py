@@ -140,3 +140,20 @@ def test_at_most_ten_annotations(report):
 def test_workflow_command_escaping():
     assert ghactions.escape_data("50%\nx\r") == "50%25%0Ax%0D"
     assert ghactions.escape_property("a:b,c") == "a%3Ab%2Cc"
+
+
+def test_headline_tells_failed_tests_and_incomplete_runs(tmp_path: Path):
+    from report_history import prov
+
+    path = tmp_path / "h.db"
+    ids = make_history(path, runs=14, verdicts=False)  # run 13: the flaky test failed
+    with open_history(path) as h:
+        h.start_run(prov(20, run_id="crashed" + "0" * 20))  # never recorded: incomplete
+        rows, scope = select_runs(h, run=ids[13])
+        failed = build_report(load_report_input(h, rows, scope=scope))
+        rows, scope = select_runs(h)
+        crashed = build_report(load_report_input(h, rows, scope=scope))
+    assert render_text(failed).startswith(
+        "stage-x @ 0013c0ffee: passed: no gate failed (2 info); 1 test(s) failed\n")
+    assert "; 1 run(s) incomplete" in render_md(crashed).splitlines()[0]
+    assert crashed.runs[0].status == "incomplete" and crashed.exit_code == 0
