@@ -238,13 +238,26 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
 
 # -------------------------------------------------------------------- parser
 
+_EXAMPLES = """examples:
+  gate-report                                   latest run: every suite shard of the newest commit
+  gate-report --suite stage-c-4gpu --since 30d --format md > summary.md
+  gate-report --run 4f2c1a --format json
+  gate-report --suite base-b-1gpu --format html --out report.html
+  gate-report health --suite cpu
+  gate-report merge shard-*.db --into history.db
+  gate-report untrust --commit abc1234 --reason "broken runner gpu-17"
+
+exit codes: 0 nothing regressed in what is reported; 1 a gate failed in it;
+2 usage or input error. With GITHUB_ACTIONS=true the Markdown also goes to
+$GITHUB_STEP_SUMMARY and failing gates become ::error annotations (at most 10)."""
+
 
 def build_parser() -> argparse.ArgumentParser:
     p = _Parser(prog="gate-report",
                 description="Reports over the metric history: what changed, how sure we are, "
                             "and where CI time goes. Without a command, runs `report`.",
-                epilog="exit codes: 0 nothing regressed in what is reported; 1 a gate failed "
-                       "in it; 2 usage or input error")
+                formatter_class=argparse.RawDescriptionHelpFormatter,
+                epilog=_EXAMPLES)
     sub = p.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
 
     rep = sub.add_parser(
