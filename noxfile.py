@@ -120,3 +120,21 @@ def gate_report(session: nox.Session) -> None:
     """Report runs from the history: -- [--suite S] [--since 30d] [--format text|md|json|html]."""
     _install_project(session)  # no torch: reports need sqlite-utils, numpy, tabulate only
     session.run("gate-report", *session.posargs)
+
+
+@nox.session(name="bench-gates", python=PYTHON, reuse_venv=True, tags=["bench"])
+def bench_gates(session: nox.Session) -> None:
+    """Gate detection benchmark vs Otava, E-divisive, bands, z-score and oracles: -- [--quick]."""
+    # Otava 0.8.0 pins numpy==2.2.0 and scipy<1.17; E-divisive declares numpy<2 and gevent
+    # (which does not build here), so it goes in without its declared dependencies.
+    session.install("numpy==2.2.0", "scipy>=1.13,<1.17", "tabulate>=0.9")
+    for args in (("apache-otava==0.8.0",),
+                 ("--no-deps", "signal-processing-algorithms", "more-itertools", "structlog",
+                  "typing-extensions", "pyyaml")):
+        try:
+            session.install(*args)
+        except nox.command.CommandFailed:
+            session.warn(f"could not install {args[-1] if len(args) == 1 else args[1]}; "
+                         "the benchmark runs without that peer and says so")
+    session.run("python", "benchmarks/bench_gates.py", "--out",
+                "benchmarks/results/bench_gates.md", *session.posargs)

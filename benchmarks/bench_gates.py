@@ -82,7 +82,7 @@ def gate_alarms(
         j = stats.judge_summaries(x[:t], float(x[t]), sign=1)
         v = stats.decide(j, j.p_worse, level=P.level)
         if v == "regression" and confirm:
-            _, v = stats.confirm(x[:t], float(tw[t]), sign=1)
+            _, v = stats.confirm(x[:t], float(tw[t]), sign=1, first=float(x[t]))
         out[i] = v == "regression"
         if out[i] and first_only:
             break

@@ -268,6 +268,12 @@ def evaluate_run(
             keys += sorted(tripped - set(keys))
     judged: list[tuple[Verdict, stats.Judgement | None, Gate]] = []
     bases: dict[str, list[Mapping[str, Any]]] = {}
+    first_summary: dict[str, float] = {}
+    if confirm_of:
+        for key, rows in _latest_rows(history.metrics(confirm_of)).items():
+            vals = [float(x) for r in rows for x in (r.get("samples") or [r["median"]])]
+            if vals:
+                first_summary[key] = stats.run_summary(vals)
     for key in keys:
         rows = recorded.get(key)
         try:
@@ -288,7 +294,8 @@ def evaluate_run(
             continue
         v.nodeid = rows[0]["nodeid"]
         try:
-            j, bases[key] = _judge_one(history, run, key, rows, gate, params, exclude, v)
+            j, bases[key] = _judge_one(history, run, key, rows, gate, params, exclude, v,
+                                       first_summary.get(key) if confirm_of else None)
         except Exception as e:  # noqa: BLE001 - one bad metric must not hide the others
             v.verdict = "error"
             v.message = f"{type(e).__name__}: {e}"
@@ -307,12 +314,7 @@ def evaluate_run(
             continue
         if j is not None and j.status == "ok":
             if confirm_of:
-                sub = replace(params, level=gate.level, min_change=gate.min_change)
-                verdict = stats.decide(j, j.p_worse, level=sub.confirm_level)
-                if (verdict == "regression" and j.window > 1
-                        and j.extras["p_run_worse"] > sub.confirm_run_level):
-                    verdict = "pass"
-                    v.message = "rerun alone does not lean worse"
+                verdict = v.verdict  # stats.confirm decided (confirm_level, pooled check)
             else:
                 q = v.q_value if v.q_value is not None else j.p_worse
                 verdict = stats.decide(j, q, level=gate.level)
@@ -336,7 +338,7 @@ def evaluate_run(
 
 def _judge_one(history: Any, run: Mapping[str, Any], key: str,
                rows: Sequence[Mapping[str, Any]], gate: Gate, params: stats.GateParams,
-               exclude: set[str], v: Verdict,
+               exclude: set[str], v: Verdict, first: float | None = None,
                ) -> tuple[stats.Judgement, list[Mapping[str, Any]]]:
     samples = [float(x) for r in rows for x in (r.get("samples") or [r["median"]])]
     if not samples or not all(math.isfinite(x) for x in samples):
@@ -346,8 +348,16 @@ def _judge_one(history: Any, run: Mapping[str, Any], key: str,
     base = _baseline_runs(history, run["suite"], key, run.get("fingerprint"), run, exclude)
     hist = [r.get("samples") or [r["median"]] for r in base]
     p = replace(params, level=gate.level, min_change=gate.min_change)
-    j = stats.judge(hist, samples, better=gate.better, params=p, n_trials=gate.n,
-                    min_change=gate.min_change)
+    sign = 1 if gate.better == "lower" else -1
+    summaries, value, extra = stats.summarize(hist, samples, p)
+    if first is None:
+        j = stats.judge_summaries(summaries, value, sign=sign, params=p, n_trials=gate.n,
+                                  extra_var=extra, min_change=gate.min_change)
+        v.verdict = ""  # decided after BH
+    else:
+        j, v.verdict = stats.confirm(summaries, value, sign=sign, first=first, params=p,
+                                     n_trials=gate.n, min_change=gate.min_change,
+                                     extra_var=extra)
     v.new = _num(j.value)
     v.baseline = _num(j.baseline)
     v.rel_change = _num(j.rel_change)

@@ -54,6 +54,8 @@ __all__ = [
     "binomial_se",
     "judge",
     "judge_summaries",
+    "summarize",
+    "huber_location",
     "decide",
     "bh_qvalues",
     "pettitt",
@@ -72,9 +74,9 @@ HALF_PI = math.pi / 2  # variance of a median of k normals ~ (pi/2) sigma^2 / k
 class GateParams:
     """Default settings of the gate; every field can be overridden per metric."""
 
-    level: float = 0.005  # BH false discovery level across a run's metrics (first attempt)
-    confirm_level: float = 0.02  # level the confirm attempt must reach on its own
-    confirm_run_level: float = 0.1  # the rerun alone, when a window decided
+    level: float = 0.01  # BH false discovery level across a run's metrics (first attempt)
+    confirm_level: float = 0.05  # level the confirm attempt must reach on its own
+    confirm_run_level: float = 0.05  # the rerun alone, when a window decided
     confirm_attempts: int = 1  # reruns of tripped tests before a regression holds
     window: int = 30  # baseline runs
     min_history: int = 5  # fewer trusted runs -> insufficient-history
@@ -293,59 +295,64 @@ def judge_summaries(
         base, ks = h[-W:], []
     n = base.size
     c, s = _center_scale(base, n_trials)
-    rho = _rho_corrected(base, c, s)
-    # Autocorrelated runs carry fewer independent values: the sample scale is biased
-    # low by about AR(rho, n) / n and worth fewer degrees of freedom (Bayley &
-    # Hammersley, JRSS B 8 (1946) 184-197, effective sample size).
-    s = s / math.sqrt(max(0.3, 1.0 - ar1_variance_factor(rho, n) / n))
-    cvar = HALF_PI * s * s / n * ar1_variance_factor(rho, n)
+    rho, rho_hi = _rho_corrected(base, c, s)
+    # Autocorrelated runs: the sample scale is biased low by about AR(rho, n) / n and
+    # worth fewer degrees of freedom (Bayley & Hammersley, JRSS B 8 (1946) 184-197).
+    s1 = s / math.sqrt(max(0.3, 1.0 - ar1_variance_factor(rho, n) / n))
+    cvar = HALF_PI * s1 * s1 / n * ar1_variance_factor(rho, n)
     df = max(QN_EFF * (n - 1) * (1 - rho) / (1 + rho), 2.0)
     dev_base = sign * (base - c)
     # k = 1: the new run alone.
-    se1 = math.sqrt(max(s * s + cvar + extra_var, 1e-300))
+    se1 = math.sqrt(max(s1 * s1 + cvar + extra_var, 1e-300))
     z1 = sign * (value - c) / se1
     pw1 = predictive_z_pvalue(z1, df)
     pb1 = predictive_z_pvalue(-z1, df)
     pw1, pb1 = _empirical_bound(dev_base, sign * (value - c), pw1, pb1)
     pw1, pb1 = _tail_bound(dev_base, sign * (value - c), 3.0 * s, pw1, pb1)
-    cands = [(min(pw1, pb1), 1, c, value, se1, z1)]
-    pws = [pw1]
-    pbs = [pb1]
-    for k in ks:
+    w = _weights(len(ks) + 1)
+    cands = [(min(pw1, pb1) / w[0], 1, c, value, se1, z1)]
+    pws = [pw1 / w[0]]
+    pbs = [pb1 / w[0]]
+    # Windows sum runs, so under-estimated autocorrelation makes them over-confident:
+    # they use the cautious rho throughout.
+    s_w = s / math.sqrt(max(0.3, 1.0 - ar1_variance_factor(rho_hi, n) / n))
+    cvar_w = HALF_PI * s_w * s_w / n * ar1_variance_factor(rho_hi, n)
+    df_w = max(QN_EFF * (n - 1) * (1 - rho_hi) / (1 + rho_hi), 2.0)
+    for i, k in enumerate(ks, start=1):
         est = float(huber_location(full[-k:], c, s))
         # Bootstrap the window estimator over the baseline's own distribution: its
         # mean and variance under second modes and heavy tails (iid), then inflate
         # the variance for AR(1) dependence.
         boot = huber_location(base[_boot_idx(n, k)], c, s)
         ck = float(boot.mean())
-        var_iid = max(s * s * HUBER_VAR / k, float(boot.var()))
-        se = math.sqrt(var_iid * ar1_variance_factor(rho, k) + cvar)
+        var_iid = max(s_w * s_w * HUBER_VAR / k, float(boot.var()))
+        se = math.sqrt(var_iid * ar1_variance_factor(rho_hi, k) + cvar_w)
         z = sign * (est - ck) / se
-        pw = predictive_z_pvalue(z, df)
-        pb = predictive_z_pvalue(-z, df)
+        pw = predictive_z_pvalue(z, df_w)
+        pb = predictive_z_pvalue(-z, df_w)
         pw, pb = _tail_bound(sign * (boot - ck), sign * (est - ck), 3.0 * math.sqrt(var_iid),
                              pw, pb)
         if n >= k + 4:
             # Rolling k-run stretches of the baseline: a level it already produced.
             roll = huber_location(np.lib.stride_tricks.sliding_window_view(base, k), c, s)
             pw, pb = _empirical_bound(sign * (roll - ck), sign * (est - ck), pw, pb)
-        cands.append((min(pw, pb), k, ck, est, se, z))
-        pws.append(pw)
-        pbs.append(pb)
-    m = len(cands)
+        cands.append((min(pw, pb) / w[i], k, ck, est, se, z))
+        pws.append(pw / w[i])
+        pbs.append(pb / w[i])
     _, k, ck, est, se, z = min(cands, key=lambda t: t[0])
     denom = abs(ck) if abs(ck) > 0 else float("nan")
     rel = (est - ck) / denom
     d1 = abs(c) if abs(c) > 0 else float("nan")
     own = (value - c) / d1
-    tq = float(special.stdtrit(df, 0.975))
+    tq = float(special.stdtrit(df if k == 1 else df_w, 0.975))
     ci = ((est - ck - tq * se) / denom, (est - ck + tq * se) / denom)
     floor = max(min_change, params.noise_floor * s / d1) if d1 == d1 else min_change
     return Judgement(
         "ok", c, value, _nan_none(rel), None if rel != rel else ci, float(z),
-        min(1.0, min(pws) * m), min(1.0, min(pbs) * m), float(floor), k, int(h.size),
+        min(1.0, min(pws)), min(1.0, min(pbs)), float(floor), k, int(h.size),
         _nan_none(own), sign, statistic=f"robust-t/{'run' if k == 1 else f'huber-{k}'}",
-        scale=s, extras={"p_run_worse": pw1, "p_run_better": pb1, "rho": rho},
+        scale=s, extras={"p_run_worse": pw1, "p_run_better": pb1, "rho": rho, "rho_hi": rho_hi,
+                          "s1": s1},
     )
 
 
@@ -405,20 +412,30 @@ def _empirical_bound(
     return pw, pb
 
 
-def _rho_corrected(x: np.ndarray, c: float, s: float) -> float:
-    """A cautious lag-1 autocorrelation: bias-corrected, plus 0.84 standard errors.
+def _rho_corrected(x: np.ndarray, c: float, s: float) -> tuple[float, float]:
+    """Lag-1 autocorrelation, bias-corrected, and a cautious upper value.
 
     E[r] ~ rho - (1 + 3 rho) / n (Marriott & Pope, Biometrika 41 (1954)
-    390-402) and se(r) ~ sqrt((1 - rho^2) / n) (Bartlett 1946): with 30 runs
-    r is too noisy to take at face value, and under-estimating rho makes window
-    tests over-confident, so the gate uses the one-sided 80% upper bound.
+    390-402) and se(r) ~ sqrt((1 - rho^2) / n) (Bartlett 1946). With 30 runs
+    r is noisy; window tests use the one-sided 80% upper bound (r + 0.84 se).
     """
     r = lag1_autocorr(x, c, s)
     if r <= 0:
-        return 0.0
+        return 0.0, 0.0
     n = x.size
-    r = r + (1 + 3 * r) / n
-    return min(0.9, r + 0.84 * math.sqrt(max(1 - r * r, 0.0) / n))
+    r = min(0.9, r + (1 + 3 * r) / n)
+    return r, min(0.9, r + 0.5 * math.sqrt(max(1 - r * r, 0.0) / n))
+
+
+def _weights(m: int) -> tuple[float, ...]:
+    """Weighted Bonferroni: half the level to the new run alone, the rest to windows.
+
+    Holm, Scand. J. Stat. 6 (1979) 65-70 (weighted form); the new run alone
+    carries the first-bad-run detection, the windows sustained and slow changes.
+    """
+    if m == 1:
+        return (1.0,)
+    return (0.5, *([0.5 / (m - 1)] * (m - 1)))
 
 
 def _nan_none(x: float) -> float | None:
@@ -442,15 +459,23 @@ def judge(
     can lower confidence but never raise it beyond the run-to-run spread.
     """
     sign = 1 if better == "lower" else -1
-    # Only the runs the windows can reach matter (keeps 200-run histories cheap).
-    recent = list(history)[-(params.window + max(params.windows)) :]
-    summaries = _summaries(recent)
-    new_a = np.asarray(new, dtype=float).ravel()
-    extra = _extra_within_var(recent, new_a)
+    summaries, value, extra = summarize(history, new, params)
     return judge_summaries(
-        summaries, run_summary(new_a), sign=sign, params=params, n_trials=n_trials,
+        summaries, value, sign=sign, params=params, n_trials=n_trials,
         extra_var=extra, min_change=min_change,
     )
+
+
+def summarize(
+    history: Sequence[Sequence[float] | float | np.ndarray],
+    new: Sequence[float] | float | np.ndarray,
+    params: GateParams = DEFAULTS,
+) -> tuple[np.ndarray, float, float]:
+    """(past run summaries, new run summary, extra variance of the new run) for judging."""
+    # Only the runs the windows can reach matter (keeps 200-run histories cheap).
+    recent = list(history)[-(params.window + max(params.windows)) :]
+    new_a = np.asarray(new, dtype=float).ravel()
+    return _summaries(recent), run_summary(new_a), _extra_within_var(recent, new_a)
 
 
 def _summaries(runs: Sequence) -> np.ndarray:
@@ -558,6 +583,7 @@ def confirm(
     rerun: float,
     *,
     sign: int,
+    first: float | None = None,
     params: GateParams = DEFAULTS,
     n_trials: float | None = None,
     min_change: float | None = None,
@@ -565,22 +591,32 @@ def confirm(
 ) -> tuple[Judgement, str]:
     """Judge a confirm attempt: the rerun of a tripped metric, the first attempt excluded.
 
-    ``history`` must not contain the first (tripped) attempt. The rerun is
-    judged like any run and must itself reach ``regression`` at
-    ``params.confirm_level``: a one-sided test of the hypothesis the first
-    attempt raised, so the false-alarm rate of the pair is about
-    level * confirm_level for independent run-level noise (sequential
+    ``history`` must not contain the first (tripped) attempt; ``first`` is its
+    run summary. The rerun is judged like any run and must itself reach
+    ``regression`` at ``params.confirm_level``: a one-sided test of the
+    hypothesis the first attempt raised, so for independent run-level noise
+    the pair's false-alarm rate is about level * confirm_level (sequential
     two-stage testing; Bauer & Koehne, Biometrics 50 (1994) 1029-1041).
-    When the rerun's deciding evidence is a multi-run window, the rerun alone
-    (k = 1) must also have p <= ``params.confirm_run_level``: the window shares
-    all its other runs with the first attempt.
+
+    When the deciding evidence is a multi-run window, that window shares all
+    its other runs with the first attempt, so the two attempts' own values
+    must also lean the bad way: the mean of the first attempt and the rerun
+    (two independent processes, variance halved) must have one-sided
+    p <= ``params.confirm_run_level`` against the baseline (the rerun alone
+    when ``first`` is not given).
     Returns (judgement, verdict of the rerun).
     """
     j = judge_summaries(history, rerun, sign=sign, params=params, n_trials=n_trials,
                         extra_var=extra_var, min_change=min_change)
     v = decide(j, j.p_worse, level=params.confirm_level)
-    if v == "regression" and j.window > 1 and j.extras["p_run_worse"] > params.confirm_run_level:
-        # A window shares all but one run with the first attempt; the rerun itself is
-        # the only new evidence, so it must lean the bad way on its own too.
-        v = "pass"
+    if v == "regression" and j.window > 1:
+        p_run = j.extras["p_run_worse"]
+        if first is not None:
+            s1 = j.extras["s1"]
+            pooled = judge_summaries(
+                history, 0.5 * (first + rerun), sign=sign, params=params, n_trials=n_trials,
+                extra_var=extra_var - 0.5 * s1 * s1, min_change=min_change)
+            p_run = pooled.extras["p_run_worse"]
+        if p_run > params.confirm_run_level:
+            v = "pass"
     return j, v
