@@ -10,25 +10,26 @@ run-level draw each, not 60.
 Everything here works in the "bad direction": ``sign = +1`` when lower is
 better (latency: an increase is bad), ``-1`` when higher is better.
 
-Design, in short (see ``judge``):
+Design, in short (see ``judge_summaries``):
 
-1. Baseline: the last ``window`` trusted run summaries (default 30). Centre =
-   median, scale = max(1.4826 * MAD, 10%-winsorized SD / 0.8238) so that one
-   spike in the baseline does not move either, while a real second mode (the
-   FlashInfer slow runs of GPU-NOTES) widens the scale.
-2. Three evidence windows, each a robust predictive z-test with Student-t
-   tails: the new run alone (k=1), the median of the last 3 runs and of the
-   last 10 runs (each against the ``window`` runs before them, variance
-   inflated for lag-1 autocorrelation). Bonferroni over the three. The k=1
-   test is also bounded below by the empirical rank p of the new value among
-   the baseline runs when a baseline run was as bad or worse ("seen before").
+1. Baseline: the ``window`` (30) trusted run summaries before the last 10
+   runs (the last 30 while history is short), so the first runs of a change
+   never dilute the reference. Centre = median; scale = Qn (50% breakdown,
+   82% efficient), corrected for lag-1 autocorrelation.
+2. Evidence: robust predictive t-tests of the new run alone (k = 1) and of
+   the Huber location of the last 3 and 10 runs (variance from a bootstrap
+   of the baseline, inflated for AR(1)); weighted Bonferroni (1/2 to k = 1).
+   Each p is bounded below by the empirical rank of the value among the
+   baseline runs (or rolling k-run stretches) and by an exponential tail
+   fitted to the baseline's exceedances: a level the noise already produced
+   (a second mode, heavy tails, an old spike) is not evidence.
 3. Practical floor: max(declared ``min_change``, 0.5 * run-to-run CV); both
-   the evidence window's change and the new run's own change must pass it, so
-   a run that recovered after a spike is never a regression.
-4. Accuracy with ``n`` questions: the scale is at least the binomial
-   sqrt(p(1-p)/n).
-5. Benjamini-Hochberg q-values across a run's metrics; Pettitt's rank test
-   localises the change point for reports.
+   the deciding window's change and the new run's own change must pass it,
+   so a run that recovered after a spike is never a regression.
+4. Accuracy with ``n`` questions: the scale is at least sqrt(p(1-p)/n).
+5. Benjamini-Hochberg q-values across a run's metrics (``bh_qvalues``);
+   confirm on trip (``confirm``) re-judges a rerun with the first attempt
+   left out of the baseline; Pettitt's rank test localises the change.
 """
 
 from __future__ import annotations
