@@ -121,7 +121,7 @@ def parse_nvidia_smi(csv_text: str) -> list[dict[str, Any]]:
 
 
 def ci_from_env(env: Mapping[str, str]) -> dict[str, str | None]:
-    """Commit, branch and run URL from a GitHub Actions environment (None elsewhere)."""
+    """Commit, branch and run URL from the environment: GATES_* overrides, then GitHub Actions."""
     url = None
     server, repo, run = (env.get(k) for k in
                          ("GITHUB_SERVER_URL", "GITHUB_REPOSITORY", "GITHUB_RUN_ID"))
@@ -129,10 +129,12 @@ def ci_from_env(env: Mapping[str, str]) -> dict[str, str | None]:
         url = f"{server.rstrip('/')}/{repo}/actions/runs/{run}"
         if env.get("GITHUB_RUN_ATTEMPT"):
             url += f"/attempts/{env['GITHUB_RUN_ATTEMPT']}"
+    # GATES_COMMIT / GATES_BRANCH / GATES_CI_URL name the revision where there is no
+    # git checkout (a copied tree on a GPU host) or another CI system.
     return {
-        "commit": env.get("GITHUB_SHA") or None,
-        "branch": env.get("GITHUB_HEAD_REF") or env.get("GITHUB_REF_NAME") or None,
-        "ci_url": url,
+        "commit": env.get("GATES_COMMIT") or env.get("GITHUB_SHA") or None,
+        "branch": env.get("GATES_BRANCH") or env.get("GITHUB_HEAD_REF") or env.get("GITHUB_REF_NAME") or None,
+        "ci_url": env.get("GATES_CI_URL") or url,
     }
 
 

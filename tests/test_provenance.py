@@ -152,3 +152,10 @@ def test_ci_env_wins_over_git(tmp_path):
                               run_id="given", shard=(2, 3))
     assert (prov.commit, prov.branch, prov.run_id, prov.shard_index, prov.shard_count) == (
         "f" * 40, "pr-1", "given", 2, 3)
+
+
+def test_commit_override_for_copied_trees():
+    from gates.provenance import ci_from_env
+
+    got = ci_from_env({"GATES_COMMIT": "abc123", "GATES_BRANCH": "main", "GITHUB_SHA": "zzz"})
+    assert got["commit"] == "abc123" and got["branch"] == "main"

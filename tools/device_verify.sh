@@ -14,6 +14,7 @@ two="${2:-1}"
 out="${OUT:-results/device}"
 mkdir -p "$out"
 log="$out/runs.log"
+export GATES_COMMIT="${GATES_COMMIT:-$(cat .dev/COMMIT 2>/dev/null)}" GATES_BRANCH="${GATES_BRANCH:-main}"
 source tools/device_setup.sh .dev >"$log" 2>&1 || { cat "$log"; exit 1; }
 nvidia-smi --query-gpu=name,compute_cap,memory.total,driver_version --format=csv,noheader >>"$log" 2>&1
 ngpu=$(nvidia-smi -L 2>/dev/null | wc -l)
