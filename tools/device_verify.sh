@@ -5,7 +5,7 @@
 #
 # Runs `nox -s base-b-2gpu` once (when 2+ GPUs are visible and RUN_2GPU is not 0),
 # then `nox -s base-b-1gpu` RUNS_1GPU times, each a separate process, on GPU 0 only.
-# Histories accumulate in $OUT/base-b-1gpu.db and $OUT/base-b-2gpu.db (so later runs
+# Histories (seeded from .dev/seed/*.db if present) accumulate in $OUT/base-b-1gpu.db and $OUT/base-b-2gpu.db (so later runs
 # are gated against earlier ones); logs go to $OUT/runs.log. Needs the carried .dev/
 # folder (tools/device_setup.sh).
 set -o pipefail
@@ -14,6 +14,8 @@ two="${2:-1}"
 out="${OUT:-results/device}"
 mkdir -p "$out"
 log="$out/runs.log"
+# Histories carried in .dev/seed/ continue there, so new runs are gated against them.
+for f in .dev/seed/*.db; do [ -e "$f" ] && cp "$f" "$out/"; done
 export GATES_COMMIT="${GATES_COMMIT:-$(cat .dev/COMMIT 2>/dev/null)}" GATES_BRANCH="${GATES_BRANCH:-main}"
 source tools/device_setup.sh .dev >"$log" 2>&1 || { cat "$log"; exit 1; }
 nvidia-smi --query-gpu=name,compute_cap,memory.total,driver_version --format=csv,noheader >>"$log" 2>&1
