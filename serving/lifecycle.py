@@ -294,6 +294,18 @@ def _on_sigterm(signum: int, frame: FrameType | None) -> None:
     raise SystemExit(128 + signum)
 
 
+def _die_with_parent() -> None:
+    # Runs in the child before exec (Linux): SIGTERM it when the process that started it
+    # dies, even by SIGKILL or os._exit (pytest-timeout's thread method), where no
+    # `finally` runs. Tied to the starting thread, so start servers from long-lived ones.
+    try:
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+
+
 def start_server(config: ServerConfig, log_dir: Path) -> Server:
     """Launch ``config`` and wait until healthy; on failure nothing is left running."""
     port = config.port or free_port(config.host)
@@ -314,6 +326,7 @@ def start_server(config: ServerConfig, log_dir: Path) -> Server:
             stdin=subprocess.DEVNULL,
             env=env,
             start_new_session=True,
+            preexec_fn=_die_with_parent if sys.platform == "linux" else None,
         )
     server = Server(
         f"http://{config.host}:{port}",

@@ -128,6 +128,32 @@ def test_sigterm_to_the_parent_still_stops_the_group(tmp_path: Path) -> None:
             parent.kill()
 
 
+def test_server_dies_with_a_killed_parent(tmp_path: Path) -> None:
+    # SIGKILL (or os._exit) runs no finally block; the server must not outlive us.
+    script = textwrap.dedent(f"""
+        import sys, time
+        from pathlib import Path
+        sys.path.insert(0, {str(ROOT)!r})
+        from serving.lifecycle import ServerConfig, start_server
+        cfg = ServerConfig(engine="command", command={FAKE!r},
+                           env={{"PYTHONPATH": {str(ROOT)!r}}}, stop_timeout_s=5)
+        srv = start_server(cfg, Path({str(tmp_path)!r}))
+        print("leader", srv.process.pid, flush=True)
+        time.sleep(60)
+    """)
+    parent = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    try:
+        line = parent.stdout.readline()  # type: ignore[union-attr]
+        assert line.startswith("leader"), line
+        leader = int(line.split()[1])
+        parent.kill()
+        parent.wait(timeout=10)
+        assert wait_dead(leader)
+    finally:
+        if parent.poll() is None:
+            parent.kill()
+
+
 def test_attach_leaves_the_server_alone() -> None:
     with FakeServer() as fake:
         srv = attach(fake.url, timeout_s=5)
