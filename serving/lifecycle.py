@@ -290,8 +290,9 @@ def _signal_group(pgid: int, sig: signal.Signals) -> None:
 
 
 def _on_sigterm(signum: int, frame: FrameType | None) -> None:
-    # Turn SIGTERM (CI cancel, `timeout`) into an exception so `finally` blocks run.
-    raise SystemExit(128 + signum)
+    # Turn SIGTERM (CI cancel, `timeout`) into an interrupt so `finally` blocks run;
+    # pytest stops the session on it and still tears down session fixtures.
+    raise KeyboardInterrupt(f"signal {signum}")
 
 
 def _die_with_parent() -> None:
