@@ -34,6 +34,7 @@ __all__ = [
     "build_prompt",
     "score",
     "split_problems",
+    "args_satisfied",
     "run_eval",
 ]
 
@@ -244,6 +245,25 @@ def split_problems(
             f"{config.dataset} has {len(problems)} problems"
         )
     return list(problems[: config.num_fewshot]), list(problems[config.num_fewshot : need])
+
+
+def _flags(args: Sequence[str]) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for i, arg in enumerate(args):
+        if arg.startswith("--"):
+            name, eq, value = arg.partition("=")
+            if not eq:
+                nxt = args[i + 1] if i + 1 < len(args) else "--"
+                value = "" if nxt.startswith("--") else nxt
+            out[name] = value
+    return out
+
+
+def args_satisfied(launched: Sequence[str], wanted: Sequence[str]) -> bool:
+    """Whether a server launched with ``launched`` already has every flag (and value) of
+    ``wanted``, so an eval config's ``server_args`` can reuse it instead of a new start."""
+    have = _flags(launched)
+    return all(have.get(k, None) == v for k, v in _flags(wanted).items())
 
 
 def run_eval(

@@ -8,6 +8,7 @@ from serving.evals import (
     DEFAULT_DATASET,
     EvalConfigError,
     Problem,
+    args_satisfied,
     build_prompt,
     extract_answer,
     load_dataset,
@@ -172,3 +173,13 @@ def test_too_few_problems_is_an_error() -> None:
     cfg = parse_eval_config({**GOOD, "num_questions": 10_000}, "x.yaml")
     with pytest.raises(EvalConfigError, match="has 200 problems"):
         run_eval("http://127.0.0.1:9", cfg, complete_fn=lambda p: "1")
+
+
+def test_args_satisfied_compares_flags_and_values() -> None:
+    launched = ["--max-model-len", "512", "--enforce-eager", "--dtype=bfloat16", "--seed", "1"]
+    assert args_satisfied(launched, ["--enforce-eager", "--max-model-len", "512"])
+    assert args_satisfied(launched, ["--dtype", "bfloat16"])
+    assert args_satisfied(launched, [])
+    assert not args_satisfied(launched, ["--max-model-len", "1024"])
+    assert not args_satisfied(launched, ["--max-num-seqs", "4"])
+    assert not args_satisfied(["--enforce-eager"], ["--enforce-eager", "--tp", "2"])

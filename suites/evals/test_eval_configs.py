@@ -10,21 +10,19 @@ from pathlib import Path
 import pytest
 
 from ci_register import register_cpu_ci
-from serving.evals import EvalConfig, load_dataset, load_eval_config, run_eval, split_problems
+from serving.evals import (
+    EvalConfig,
+    args_satisfied,
+    load_dataset,
+    load_eval_config,
+    run_eval,
+    split_problems,
+)
 from serving.lifecycle import start_server, vllm_cpu_config
 
 register_cpu_ci(est_time=120, suite="serving-cpu")
 
 CONFIGS = sorted((Path(__file__).parent / "configs").glob("*.yaml"))
-
-
-def _flags(args: tuple[str, ...]) -> dict[str, str]:
-    out: dict[str, str] = {}
-    for i, a in enumerate(args):
-        if a.startswith("--"):
-            nxt = args[i + 1] if i + 1 < len(args) else ""
-            out[a] = "" if nxt.startswith("--") else nxt
-    return out
 
 
 def test_configs_exist_and_parse() -> None:
@@ -40,8 +38,7 @@ def test_eval_config(path: Path, vllm_server, metrics, serving_results, tmp_path
     assert cfg.model_name == vllm_server.model, (
         f"{path}: model {cfg.model_name!r} is not served here"
     )
-    launched = _flags(vllm_server.launch_args)
-    if vllm_server.launch_args and _flags(cfg.server_args).items() - launched.items():
+    if vllm_server.launch_args and not args_satisfied(vllm_server.launch_args, cfg.server_args):
         # The config asks for server args the session server was not started with.
         srv_cfg = vllm_cpu_config(
             vllm_server.model_dir,
