@@ -40,7 +40,7 @@ def main() -> None:
     for row in rows:
         by.setdefault(row["key"], []).append(row["median"])
         unit[row["key"]] = row["unit"]
-    print(f"\n| metric | unit | runs | median of run medians | min | max | spread (max-min)/median | CV of run medians |")
+    print("\n| metric | unit | runs | median of run medians | min | max | spread (max-min)/median | CV of run medians |")
     print("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |")
     for key, vals in by.items():
         med = statistics.median(vals)
