@@ -6,6 +6,7 @@ import requests
 
 from serving.client import build_payload, make_prompts, new_session, run_load, stream_request
 from serving.fake import FakeOptions, FakeServer
+from serving.stats import median
 
 
 def test_prompts_are_seeded() -> None:
@@ -37,15 +38,15 @@ def test_timing_tracks_server_send_times() -> None:
     assert r.ok, r.error
     assert r.output_tokens == 6 and r.text == " 7" * 6
     assert len(r.itl_s) == 5
-    assert all(0.03 < x < 0.2 for x in r.itl_s), r.itl_s
-    assert r.ttft_s is not None and r.ttft_s < 0.04
+    assert all(0.02 < x < 0.3 for x in r.itl_s), r.itl_s
+    assert r.ttft_s is not None and r.ttft_s < 0.1  # a buffered read: >= 0.25 s
     assert r.e2e_s is not None and r.e2e_s >= 0.25
 
 
 def test_client_arrivals_match_server_timestamps() -> None:
     # Same process, same clock: the lag from send to client arrival stays small.
     stamps: list[float] = []
-    opts = FakeOptions(tokens=5, interval_s=0.04)
+    opts = FakeOptions(tokens=5, interval_s=0.08)
     with FakeServer(opts) as fake:
         with requests.post(
             fake.url + "/v1/completions",
@@ -67,7 +68,7 @@ def test_client_arrivals_match_server_timestamps() -> None:
     gaps = [b - a for a, b in zip(stamps, stamps[1:], strict=False)]
     client_gaps = r.itl_s
     for g, c in zip(gaps, client_gaps, strict=True):
-        assert abs(g - c) < 0.02, (gaps, client_gaps)
+        assert abs(g - c) < 0.04, (gaps, client_gaps)  # buffering: ~0.08
 
 
 def test_http_errors_are_counted_not_dropped() -> None:
@@ -120,7 +121,7 @@ def test_kept_alive_session_adds_no_delayed_ack_stall() -> None:
     payload = build_payload("completions", "m", "p", max_tokens=2, seed=0)
     with FakeServer(FakeOptions(tokens=2)) as fake, new_session() as s:
         ttfts = [stream_request(s, fake.url, "completions", payload).ttft_s for _ in range(10)]
-    assert all(t is not None and t < 0.02 for t in ttfts), ttfts
+    assert median([t for t in ttfts if t is not None]) < 0.02, ttfts  # a stall: >= 0.04
 
 
 def test_sessions_ignore_proxy_environment(monkeypatch) -> None:
