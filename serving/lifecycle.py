@@ -261,6 +261,10 @@ class Server:
             return None
         with _LIVE_LOCK:
             _LIVE.discard(self)
+            last = not _LIVE
+        if last and threading.current_thread() is threading.main_thread():
+            if signal.getsignal(signal.SIGTERM) is _on_sigterm:
+                signal.signal(signal.SIGTERM, signal.SIG_DFL)  # ours, and nothing left to stop
         if proc.poll() is None:
             _signal_group(proc.pid, signal.SIGTERM)
             try:

@@ -69,6 +69,8 @@ def test_start_health_log_and_group_stop(tmp_path: Path) -> None:
         assert srv.log_path is not None and srv.log_path.parent == tmp_path
         leader, worker = srv.process.pid, child_pid(srv.log_path)  # type: ignore[union-attr]
         assert alive(leader) and alive(worker)
+        assert signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL  # stop on CI cancel
+    assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL  # restored once none is left
     assert "fake server on port" in srv.log_path.read_text()
     assert wait_dead(leader) and wait_dead(worker)  # the whole group, not just the leader
     assert not srv.healthy(timeout_s=0.5)
