@@ -304,11 +304,14 @@ def evaluate_run(
     # Benjamini-Hochberg across the run's judged metrics (first attempts only: a
     # confirm attempt re-tests hypotheses already selected).
     ok = [(v, j) for v, j, _ in judged if j is not None and j.status == "ok"]
+    q_better: dict[str, float] = {}
     if ok:
         q = (stats.bh_qvalues([j.p_worse for _, j in ok]) if not confirm_of
              else np.array([j.p_worse for _, j in ok]))
-        for (v, _), qi in zip(ok, q, strict=True):
+        qb = stats.bh_qvalues([j.p_better for _, j in ok])
+        for (v, _), qi, qbi in zip(ok, q, qb, strict=True):
             v.q_value = float(qi)
+            q_better[v.key] = float(qbi)
     for v, j, gate in judged:
         if v.verdict in ("missing", "error"):
             continue
@@ -317,7 +320,7 @@ def evaluate_run(
                 verdict = v.verdict  # stats.confirm decided (confirm_level, pooled check)
             else:
                 q = v.q_value if v.q_value is not None else j.p_worse
-                verdict = stats.decide(j, q, level=gate.level)
+                verdict = stats.decide(j, q, level=gate.level, q_better=q_better.get(v.key))
             v.verdict = verdict
             if verdict in ("regression", "improvement"):
                 v.change_point = _locate_safe(bases.get(v.key), run, v)

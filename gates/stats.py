@@ -510,28 +510,30 @@ def _extra_within_var(history: Sequence, new: np.ndarray) -> float:
     return max(0.0, se_new - typical)
 
 
-def decide(j: Judgement, q_worse: float, *, level: float) -> str:
+def decide(j: Judgement, q_worse: float, *, level: float, q_better: float | None = None) -> str:
     """Verdict from a judgement and its BH q-value: both evidence and a practical effect.
 
     regression: q <= level, and both the deciding window's change and the new
     run's own change are beyond the floor in the bad direction.
-    improvement: the mirror image (its p against the same level, no BH: an
-    improvement never fails a build).
+    improvement: the mirror image, on ``q_better`` (BH across the run's
+    metrics too, so a nightly does not announce noise as progress) or on the
+    raw p when no q is given.
     """
     if j.status != "ok":
         return j.status
+    pb = j.p_better if q_better is None else q_better
     if j.rel_change is None or j.own_change is None:
         # Baseline centred on zero: no relative floor, judge on evidence alone.
         if q_worse <= level and j.z > 0:
             return "regression"
-        if j.p_better <= level and j.z < 0:
+        if pb <= level and j.z < 0:
             return "improvement"
         return "pass"
     bad_rel = j.sign * j.rel_change
     bad_own = j.sign * j.own_change
     if j.z > 0 and q_worse <= level and bad_rel > j.floor and bad_own > j.floor:
         return "regression"
-    if j.z < 0 and j.p_better <= level and -bad_rel > j.floor and -bad_own > j.floor:
+    if j.z < 0 and pb <= level and -bad_rel > j.floor and -bad_own > j.floor:
         return "improvement"
     return "pass"
 
