@@ -481,7 +481,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--out", default=None, help="Markdown report path (results JSON beside it)")
     ap.add_argument("--render", default=None, help="re-render a results JSON, run nothing")
+    ap.add_argument("--speed", action="store_true",
+                    help="only the end-to-end speed through SQLite (benchmarks/bench_gate_speed.py)")
     a = ap.parse_args(argv)
+    if a.speed:
+        from bench_gate_speed import main as speed_main
+
+        return speed_main(["--per-metric"] + (["--out", a.out] if a.out else []))
     reps = a.reps or (40 if a.quick else 200)
     slow = a.slow_reps or (6 if a.quick else 20)
     models = [m for m in a.models.split(",") if m]

@@ -242,9 +242,12 @@ def huber_location(x: np.ndarray, center: np.ndarray | float, scale: float) -> n
     k = x.shape[-1]
     mu = _row_medians(x)
     c = HUBER_C * scale
+    d = np.empty_like(x, dtype=float)
     for _ in range(5):
-        d = x - mu[..., None]
-        mu = mu + np.minimum(np.maximum(d, -c), c).sum(axis=-1) / k
+        np.subtract(x, mu[..., None], out=d)
+        np.maximum(d, -c, out=d)
+        np.minimum(d, c, out=d)
+        mu = mu + np.add.reduce(d, axis=-1) / k
     return mu
 
 
@@ -320,11 +323,19 @@ def judge_summaries(
     cvar_w = HALF_PI * s_w * s_w / n * ar1_variance_factor(rho_hi, n)
     df_w = max(QN_EFF * (n - 1) * (1 - rho_hi) / (1 + rho_hi), 2.0)
     for i, k in enumerate(ks, start=1):
-        est = float(huber_location(full[-k:], c, s))
+        # One Huber pass over the window, its bootstrap draws and the baseline's
+        # rolling k-run stretches (rows are independent; stacked for speed).
+        boot_idx = _boot_idx(n, k)
+        rolled = n >= k + 4
+        rows = [full[-k:][None, :], base[boot_idx]]
+        if rolled:
+            rows.append(base[_roll_idx(n, k)])
+        locs = huber_location(np.concatenate(rows), c, s)
+        est = float(locs[0])
         # Bootstrap the window estimator over the baseline's own distribution: its
         # mean and variance under second modes and heavy tails (iid), then inflate
         # the variance for AR(1) dependence.
-        boot = huber_location(base[_boot_idx(n, k)], c, s)
+        boot = locs[1 : 1 + boot_idx.shape[0]]
         ck = float(boot.mean())
         var_iid = max(s_w * s_w * HUBER_VAR / k, float(boot.var()))
         se = math.sqrt(var_iid * ar1_variance_factor(rho_hi, k) + cvar_w)
@@ -333,9 +344,9 @@ def judge_summaries(
         pb = predictive_z_pvalue(-z, df_w)
         pw, pb = _tail_bound(sign * (boot - ck), sign * (est - ck), 3.0 * math.sqrt(var_iid),
                              pw, pb)
-        if n >= k + 4:
+        if rolled:
             # Rolling k-run stretches of the baseline: a level it already produced.
-            roll = huber_location(np.lib.stride_tricks.sliding_window_view(base, k), c, s)
+            roll = locs[1 + boot_idx.shape[0] :]
             pw, pb = _empirical_bound(sign * (roll - ck), sign * (est - ck), pw, pb)
         cands.append((min(pw, pb) / w[i], k, ck, est, se, z))
         pws.append(pw / w[i])
@@ -386,6 +397,12 @@ def _tail_bound(
         else:
             pb = max(pb, p)
     return pw, pb
+
+
+@lru_cache(maxsize=256)
+def _roll_idx(n: int, k: int) -> np.ndarray:
+    """Indices of the n - k + 1 rolling k-run stretches of an n-run baseline."""
+    return np.arange(n - k + 1)[:, None] + np.arange(k)[None, :]
 
 
 @lru_cache(maxsize=256)
@@ -474,8 +491,12 @@ def summarize(
 ) -> tuple[np.ndarray, float, float]:
     """(past run summaries, new run summary, extra variance of the new run) for judging."""
     # Only the runs the windows can reach matter (keeps 200-run histories cheap).
-    recent = list(history)[-(params.window + max(params.windows)) :]
+    reach = params.window + max(params.windows)
     new_a = np.asarray(new, dtype=float).ravel()
+    if isinstance(history, np.ndarray) and history.ndim == 2:  # (runs x samples): no copies
+        recent_a = history[-reach:].astype(float, copy=False)
+        return _row_medians(recent_a), run_summary(new_a), _extra_within_var(recent_a, new_a)
+    recent = list(history)[-reach:]
     return _summaries(recent), run_summary(new_a), _extra_within_var(recent, new_a)
 
 
@@ -493,7 +514,7 @@ def _within_se2(a: np.ndarray) -> float | None:
     return HALF_PI * s * s / a.size
 
 
-def _extra_within_var(history: Sequence, new: np.ndarray) -> float:
+def _extra_within_var(history: Sequence | np.ndarray, new: np.ndarray) -> float:
     se_new = _within_se2(new)
     if se_new is None:
         return 0.0

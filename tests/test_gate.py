@@ -30,7 +30,8 @@ def add_run(h, i: int, metrics: dict, *, fp="gpu-a", confirm_of=None, run_id=Non
     ms = []
     for key, (samples, kw) in metrics.items():
         node = kw.pop("nodeid", NODE)
-        ms.append((node, validate_metric(key, list(samples), **kw)))
+        # "key@2": the same key recorded by a second test of the run (samples pooled).
+        ms.append((node, validate_metric(key.split("@")[0], list(samples), **kw)))
     tests = [TestResult(NODE, "suites/a/test_a.py", "passed", 1.0),
              TestResult(NODE2, "suites/a/test_a.py", "passed", 1.0)]
     h.record_run(RunRecord(p, tests, ms, None, 0))
@@ -221,3 +222,55 @@ def test_cli_as_module(h):
                        timeout=60)
     assert p.returncode == 0, p.stderr
     assert json.loads(p.stdout)[0]["verdict"] == "pass"
+
+
+def _series_history(h) -> None:
+    """A messy history: >80 rows per key, pooled nodeids, gaps, ties, untrusted, confirms."""
+    rng = np.random.default_rng(11)
+    tp = {"unit": "tok/s", "better": "higher"}
+    for i in range(110):
+        ms = {"lat": lat(rng, level=1.0 + 0.002 * (i > 90)),
+              "tp": (1000 * (1 + rng.normal(0, 0.02, 3)), dict(tp)),
+              "one": ([1 + rng.normal(0, 0.03)], {"unit": "ms", "better": "lower"}),
+              "pooled": lat(rng), "pooled@2": None}
+        ms["pooled@2"] = (ms["pooled"][0] * 1.001, {**ms["pooled"][1], "nodeid": NODE2})
+        if i % 3 == 0:
+            ms["sparse"] = lat(rng, cv=0.02)
+        ms = {k: v for k, v in ms.items() if v is not None}
+        add_run(h, i, ms, trusted=i % 17 != 5)
+        if i % 10 == 0:  # another GPU, and a confirm rerun of this run: never baselines
+            add_run(h, i, {"lat": lat(rng, level=0.5)}, fp="gpu-b", run_id=f"b{i:03d}")
+            add_run(h, i, {"lat": lat(rng, level=3.0)}, confirm_of=f"run{i:03d}",
+                    run_id=f"c{i:03d}")
+        if i % 25 == 0:  # two runs started at the same second
+            add_run(h, i, {"lat": lat(rng), "one": ([1.0], {"unit": "ms", "better": "lower"})},
+                    run_id=f"tie{i:03d}")
+
+
+def _same_both_ways(h, rid: str, **kw) -> list:
+    from dataclasses import asdict
+
+    bulk = evaluate_run(h, rid, save=False, **kw)
+    one = evaluate_run(h, rid, save=False, bulk=False, **kw)
+    assert [asdict(v) for v in bulk.verdicts] == [asdict(v) for v in one.verdicts]
+    return bulk.verdicts
+
+
+def test_bulk_baselines_give_the_per_metric_verdicts(h):
+    _series_history(h)
+    rng = np.random.default_rng(12)
+    new = add_run(h, 200, {"lat": lat(rng, level=1.3), "tp": (900 * np.ones(3), {
+        "unit": "tok/s", "better": "higher"}), "one": ([1.0], {"unit": "ms", "better": "lower"}),
+        "sparse": lat(rng), "pooled": lat(rng, level=0.8)})
+    got = {v.key: v for v in _same_both_ways(h, new)}
+    assert got["lat"].verdict == "regression" and got["lat"].change_point is not None
+    assert got["tp"].verdict == "regression" and got["pooled"].verdict == "improvement"
+    assert got["sparse"].n_baseline == 35 and got["lat"].n_baseline == 40
+    # Re-gating an old run: only runs started before it count (later ones still fill the
+    # 80-row window the per-metric query reads).
+    assert 0 < max(v.n_baseline for v in _same_both_ways(h, "run050")) < 40
+    _same_both_ways(h, "run003")  # short history: insufficient-history on both paths
+    evaluate_run(h, new)
+    conf = add_run(h, 201, {"lat": lat(rng, level=1.3), "tp": (900 * np.ones(3), {
+        "unit": "tok/s", "better": "higher"})}, confirm_of=new)
+    assert [v.verdict for v in _same_both_ways(h, conf)] == ["regression", "regression"]
