@@ -268,6 +268,8 @@ def _bulk_baselines(history: Any, run: Mapping[str, Any], keys: set[str], exclud
     # Samples of the kept rows: one primary-key range query per stretch of nearby ids
     # (a run's metric ids are contiguous, consecutive runs' usually adjacent).
     want = sorted({mid for kept_runs in done.values() for _, mids in kept_runs for mid in mids})
+    if not want:  # cold start: no baseline row for any key
+        return {key: [] for key in done}
     chunks: list[tuple[int, float]] = []
     lo = 0
     for hi in range(1, len(want) + 1):

@@ -274,3 +274,11 @@ def test_bulk_baselines_give_the_per_metric_verdicts(h):
     conf = add_run(h, 201, {"lat": lat(rng, level=1.3), "tp": (900 * np.ones(3), {
         "unit": "tok/s", "better": "higher"})}, confirm_of=new)
     assert [v.verdict for v in _same_both_ways(h, conf)] == ["regression", "regression"]
+
+
+def test_first_run_on_an_empty_history(h):
+    # The very first run of a suite has no baseline row at all (the CI cold start).
+    rng = np.random.default_rng(3)
+    rid = add_run(h, 0, {"lat": lat(rng)})
+    res = evaluate_run(h, rid)
+    assert [v.verdict for v in res.verdicts] == ["insufficient-history"] and res.exit_code == 0
