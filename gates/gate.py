@@ -219,12 +219,9 @@ def _bulk_baselines(history: Any, run: Mapping[str, Any], keys: set[str], exclud
     if fp is not None:
         clauses.append("fingerprint = ?")
         params.append(fp)
-    try:
-        runs = conn.execute(
-            "SELECT run_id, started_at, confirm_of FROM runs "
-            f"WHERE {' AND '.join(clauses)} ORDER BY started_at DESC", params).fetchall()
-    except sqlite3.DatabaseError as e:
-        raise GateInputError(f"{history.path}: cannot read baselines ({e})") from None
+    runs = conn.execute(
+        "SELECT run_id, started_at, confirm_of FROM runs "
+        f"WHERE {' AND '.join(clauses)} ORDER BY started_at DESC", params).fetchall()
     started = run.get("started_at") or ""
     info = {rid: (st or "", bool(cof) or rid in exclude or bool(started and (st or "") > started))
             for rid, st, cof in runs}
@@ -413,9 +410,13 @@ def evaluate_run(
             vals = [float(x) for r in rows for x in (r.get("samples") or [r["median"]])]
             if vals:
                 first_summary[key] = stats.run_summary(vals)
-    pre = (_bulk_baselines(history, run, {k for k in keys if recorded.get(k)}, exclude,
-                           params.window + max(params.windows, default=1))
-           if bulk else None)
+    try:
+        pre = (_bulk_baselines(history, run, {k for k in keys if recorded.get(k)}, exclude,
+                               params.window + max(params.windows, default=1))
+               if bulk else None)
+    except sqlite3.DatabaseError as e:
+        raise GateInputError(f"{history.path}: cannot read baselines ({e}); check the "
+                             "file with `History.check`") from None
     for key in keys:
         rows = recorded.get(key)
         try:
