@@ -373,7 +373,9 @@ consistency check):
   worst run (no spike gain once the consistency check is in); consistency level
   0.002 (first run +2 points, spike excess back to +2 points); letting an
   inconsistent pair stand when the rerun alone has p <= 0.01 (recovers the
-  first-run loss on large steps, but H200 m=1 FA 5% and spike excess +2-3).
+  first-run loss on large steps, but H200 m=1 FA 5% and spike excess +2-3);
+  for window decisions, dropping the rerun's own single-run floor in the
+  confirm (no detection change: the rerun's p and the pooled pair check bind).
 - Not reached: first-run 90% at 5 samples/run, 1% noise (misses are first runs
   below ~2.5 scales and reruns below the 0.05 bar; the rerun must stand alone
   for the confirm's FA control); peers and the CUSUM oracle within 10 runs (the
