@@ -18,9 +18,12 @@ pytestmark = [hw.needs_cuda, hw.needs_gpus(2)]
 SIZES = [1 << 20, 16 << 20, 256 << 20, 1 << 30]
 # Bus bandwidth measured on 2x H200 over NVLink (NV18), bf16, median of 20 (GPU-NOTES).
 # A ring over more GPUs of an NVSwitch host carries at least this per link. The floor is
-# half of it: loose for run-to-run modes, tight enough to catch a fallback off NVLink
-# (PCIe or host memory run at a tenth of these).
+# a quarter of it: only a topology check that catches a fallback off NVLink (PCIe or host
+# memory run at a tenth of these). Regressions are the history gate's job: a fixed floor
+# at half sat inside the noise of the latency-bound 1 MiB case (11.6-17.7 GB/s over six
+# runs on three H200 hosts, 2026-11-30).
 H200_BUSBW_GB_S = {1 << 20: 28.0, 16 << 20: 175.0, 256 << 20: 292.0, 1 << 30: 327.0}
+FLOOR_FRACTION = 0.25
 
 
 @pytest.fixture(scope="module")
@@ -47,7 +50,8 @@ def test_allreduce_bus_bandwidth(results, size: int, metrics, record_property) -
     med = sorted(busbw)[len(busbw) // 2]
     record_property(f"{key}/median_busbw_GB_s", med)
     if hw.is_h200():
-        floor = 0.5 * H200_BUSBW_GB_S[size]
+        floor = FLOOR_FRACTION * H200_BUSBW_GB_S[size]
         assert med >= floor, (
-            f"{key}: {med:.0f} GB/s, under half the {H200_BUSBW_GB_S[size]} on H200"
+            f"{key}: {med:.0f} GB/s, under a quarter of the {H200_BUSBW_GB_S[size]} on H200: "
+            "is NCCL off NVLink (check `nvidia-smi topo -m` and NCCL_P2P_DISABLE)?"
         )
