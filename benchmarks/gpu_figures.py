@@ -26,13 +26,14 @@ def main() -> None:
     ap.add_argument("--grep", default="", help="only metric keys containing this")
     args = ap.parse_args()
     h = open_history(args.history, create=False, readonly=True)
-    runs = list(h.query("select run_id, started_at, finished_at, fingerprint from runs where suite = ? and status = 'complete' order by started_at", [args.suite]))
+    runs = list(h.query("select run_id, started_at, finished_at, fingerprint from runs where suite = ? and status = 'complete' and confirm_of is null order by started_at", [args.suite]))
     print(f"{args.suite}: {len(runs)} complete run(s) in {args.history}")
     for r in runs:
         walls = list(h.query("select sum(duration) d from tests where run_id = ?", [r["run_id"]]))
         print(f"  run {r['run_id'][:12]} {r['started_at'][:19]} {r['fingerprint']}: tests {walls[0]['d']:.1f} s")
     rows = list(h.query(
-        "select key, unit, better, run_id, median from metrics where suite = ? and key like ? order by key, started_at",
+        "select key, unit, better, run_id, median from metrics where suite = ? and key like ? "
+        "and run_id in (select run_id from runs where status = 'complete' and confirm_of is null) order by key, started_at",
         [args.suite, f"%{args.grep}%"],
     ))
     by: dict[str, list[float]] = {}
