@@ -39,7 +39,8 @@ __all__ = [
     "utc_now",
 ]
 
-_SMI_FIELDS = "name,memory.total,driver_version,compute_cap"
+# uuid names the physical GPU: what a between-machine variance component would group by.
+_SMI_FIELDS = "name,memory.total,driver_version,compute_cap,uuid"
 _PROBE_TIMEOUT_S = 10.0
 
 
@@ -102,7 +103,7 @@ def fingerprint_key(hardware: Mapping[str, Any]) -> str:
 
 
 def parse_nvidia_smi(csv_text: str) -> list[dict[str, Any]]:
-    """Parse `nvidia-smi --query-gpu=name,memory.total,driver_version,compute_cap
+    """Parse `nvidia-smi --query-gpu=name,memory.total,driver_version,compute_cap[,uuid]
     --format=csv,noheader,nounits` output into one dict per GPU."""
     gpus: list[dict[str, Any]] = []
     for line in csv_text.splitlines():
@@ -116,6 +117,8 @@ def parse_nvidia_smi(csv_text: str) -> list[dict[str, Any]]:
         except ValueError:
             gpu["memory_mib"] = None
         gpu["capability"] = cap if re.fullmatch(r"\d+\.\d+", cap) else None
+        if len(parts) > 4 and parts[4].startswith("GPU-"):
+            gpu["uuid"] = parts[4]
         gpus.append(gpu)
     return gpus
 

@@ -159,3 +159,11 @@ def test_commit_override_for_copied_trees():
 
     got = ci_from_env({"GATES_COMMIT": "abc123", "GATES_BRANCH": "main", "GITHUB_SHA": "zzz"})
     assert got["commit"] == "abc123" and got["branch"] == "main"
+
+
+def test_gpu_uuid_is_kept_when_nvidia_smi_gives_it():
+    from gates.provenance import parse_nvidia_smi
+
+    got = parse_nvidia_smi("NVIDIA H200, 143771, 580.159.04, 9.0, GPU-1a2b3c4d-0000-1111-2222-333344445555\n")
+    assert got[0]["uuid"] == "GPU-1a2b3c4d-0000-1111-2222-333344445555" and got[0]["capability"] == "9.0"
+    assert "uuid" not in parse_nvidia_smi("NVIDIA H200, 143771, 580.159.04, 9.0\n")[0]
