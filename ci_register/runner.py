@@ -10,7 +10,6 @@ a gate failed, 2 usage or bad input (including hardware that cannot run the suit
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import os
 import subprocess
@@ -20,6 +19,7 @@ import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ci_register import durations
 from ci_register.catalog import DEFAULT_CATALOG, Catalog, CatalogError, Suite, load_catalog
 from ci_register.collect import Collection, Registration, collect
 from ci_register.hardware import check, detect
@@ -112,20 +112,12 @@ class Plan:
 
 
 def expected_durations(regs: list[Registration], suite: Suite, history: str | None) -> tuple[dict[str, float], dict[str, str]]:
-    """Expected seconds per file: measured history where there is enough, else est_time.
-
-    History lookup lives in ``ci_register.durations`` when present (it needs sqlite);
-    the literal ``est_time`` is always the fallback.
-    """
+    """Expected seconds per file: measured history where there is enough, else est_time."""
     expected = {r.path: r.est_time for r in regs}
     source = dict.fromkeys(expected, "est_time")
-    if importlib.util.find_spec("ci_register.durations") is not None:
-        from ci_register import durations  # noqa: PLC0415 - optional step
-
-        measured = durations.measured(regs, suite, history)
-        for path, secs in measured.items():
-            expected[path] = secs
-            source[path] = "history"
+    for path, secs in durations.measured(regs, suite, history).items():
+        expected[path] = secs
+        source[path] = "history"
     return expected, source
 
 
@@ -219,16 +211,15 @@ def _pytest(plan_file: Path, plan: dict, opts: RunOptions, targets: list[str], e
     opts.results.mkdir(parents=True, exist_ok=True)
     junit = opts.results / f"junit-{plan['suite']}-{i}-of-{n}{'-confirm' if plan.get('confirm_of') else ''}.xml"
     cmd = [sys.executable, "-m", "pytest", "-p", "ci_register.pytest_plugin", "--ci-plan", str(plan_file), f"--junitxml={junit}", "-o", "junit_family=xunit2"]
-    if importlib.util.find_spec("gates.plugin") is not None:
-        cmd += ["-p", "gates.plugin", "--gates-suite", plan["suite"], "--gates-shard", f"{i}/{n}", "--gates-run-id", plan["run_id"], "--gates-plan", str(plan_file), "--gates-history", _history_path(opts)]
+    cmd += ["-p", "gates.plugin", "--gates-suite", plan["suite"], "--gates-shard", f"{i}/{n}", "--gates-run-id", plan["run_id"], "--gates-plan", str(plan_file), "--gates-history", _history_path(opts)]
     cmd += [*opts.suite_pytest_args, *targets, *extra]
     print("+ " + " ".join(cmd), flush=True)
     return subprocess.run(cmd, cwd=opts.root, check=False).returncode
 
 
 def _gate(opts: RunOptions, run_id: str, plan_file: Path, confirm_of: str | None, tripped_out: Path) -> int | None:
-    """Gate one run; None when the gates package is absent (then nothing can be judged)."""
-    if opts.gate == "off" or importlib.util.find_spec("gates.gate") is None:
+    """Gate one run; None with ``--gate off``."""
+    if opts.gate == "off":
         return None
     cmd = [sys.executable, "-m", "gates.gate", "--history", _history_path(opts), "--run-id", run_id, "--plan", str(plan_file), "--mode", opts.gate, "--tripped-out", str(tripped_out)]
     if confirm_of:
@@ -308,12 +299,10 @@ def run_suite(opts: RunOptions) -> int:
         crc = _pytest(cfile, confirm_plan, opts, nodeids, [a for a in opts.pytest_args if a not in ("-x", "--exitfirst")])
         if crc not in (0, 1):
             return crc
-        rc = max(rc, crc) if crc == 1 else rc
+        rc = max(rc, crc)
         grc = _gate(opts, confirm_id, cfile, run_id, tripped)
         run_id = confirm_id
     print(f"suite {suite.name} shard {i}/{n}: pytest exit {rc}, gate {'-' if grc is None else grc}, {time.monotonic() - started:.1f} s", flush=True)
-    if grc is None and opts.gate != "off":
-        print("note: gates are not installed here; metrics were not judged", flush=True)
     return max(rc, grc or 0)
 
 
