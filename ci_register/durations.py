@@ -108,7 +108,8 @@ def this_fingerprint() -> str:
         return override
     from gates.provenance import detect_hardware, fingerprint_key  # noqa: PLC0415 - optional edge
 
-    return fingerprint_key(detect_hardware())
+    # Only the GPUs matter for the key: no torch child process where nvidia-smi answers.
+    return fingerprint_key(detect_hardware(versions=False))
 
 
 def _probe_lock(path: Path) -> None:

@@ -16,7 +16,7 @@ from dataclasses import asdict, dataclass, field
 
 from ci_register.catalog import Hardware, Suite
 
-__all__ = ["GPU", "Machine", "detect", "check", "FAKE_ENV"]
+__all__ = ["GPU", "Machine", "detect", "check", "visible_indices", "FAKE_ENV"]
 
 # A JSON machine description that replaces detection, for tests and dry planning:
 # {"vendor": "nvidia", "gpus": [{"name": "NVIDIA H200", "capability": [9, 0]}]}
@@ -67,6 +67,20 @@ def _from_fake(raw: str) -> Machine:
     return Machine(data.get("vendor", "nvidia" if gpus else "none"), gpus, data.get("driver"), "fake")
 
 
+def visible_indices(value: str | None, count: int) -> list[int] | None:
+    """The GPU indices a CUDA_VISIBLE_DEVICES value leaves visible, out of ``count``.
+
+    None when the variable is unset or names GPUs by UUID or MIG id (not mapped here:
+    the list is left as it is); an empty value hides every GPU, as in CUDA.
+    """
+    if value is None:
+        return None
+    parts = [p.strip() for p in value.split(",") if p.strip()]
+    if not all(p.isdigit() for p in parts):
+        return None
+    return [i for i in map(int, parts) if i < count]
+
+
 def _from_nvidia_smi() -> Machine | None:
     out = _run(["nvidia-smi", "--query-gpu=name,compute_cap,memory.total,driver_version", "--format=csv,noheader,nounits"])
     if not out:
@@ -82,9 +96,8 @@ def _from_nvidia_smi() -> Machine | None:
         gpus.append(GPU(parts[0], cap, mem))
         driver = parts[3]
     # nvidia-smi ignores CUDA_VISIBLE_DEVICES; honour it like CUDA does.
-    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
-    if visible is not None and gpus:
-        idx = [int(x) for x in visible.split(",") if x.strip().isdigit() and int(x) < len(gpus)]
+    idx = visible_indices(os.environ.get("CUDA_VISIBLE_DEVICES"), len(gpus))
+    if idx is not None:
         gpus = [gpus[i] for i in idx]
     return Machine("nvidia", tuple(gpus), driver, "nvidia-smi") if gpus else None
 

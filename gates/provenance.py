@@ -26,6 +26,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ci_register.hardware import visible_indices
+
 __all__ = [
     "Provenance",
     "ci_from_env",
@@ -246,13 +248,15 @@ def _gpu_device_nodes() -> bool:
     return any(dev.glob("nvidia[0-9]*")) or (dev / "kfd").exists() or (dev / "nvidiactl").exists()
 
 
-def detect_hardware(*, probe_torch: bool = True) -> dict[str, Any]:
+def detect_hardware(*, probe_torch: bool = True, versions: bool = True) -> dict[str, Any]:
     """GPU models, count, capability, memory, driver, CUDA, torch and flashinfer versions.
 
     GPUs come from nvidia-smi; where it is missing (ROCm, slim containers) from torch.
     Torch is read in-process only if already imported; otherwise (with `probe_torch`)
     in a child process, so the caller never pays the import nor initialises CUDA.
-    ``cuda`` is torch's CUDA build, ``cuda_driver`` the driver's CUDA version.
+    ``versions=False`` skips that child process where nvidia-smi already named the GPUs:
+    a fingerprint needs no torch version. ``cuda`` is torch's CUDA build, ``cuda_driver``
+    the driver's CUDA version.
     """
     hardware: dict[str, Any] = {
         "machine": platform.machine(),
@@ -270,11 +274,11 @@ def detect_hardware(*, probe_torch: bool = True) -> dict[str, Any]:
     visible = os.environ.get("CUDA_VISIBLE_DEVICES")
     if visible is not None:
         hardware["cuda_visible_devices"] = visible
-        # nvidia-smi ignores CUDA_VISIBLE_DEVICES; the run only sees (and the baseline
-        # must match) the visible GPUs.
-        idx = [int(x) for x in visible.split(",") if x.strip().isdigit()]
-        if hardware["gpus"] and all(x.strip().isdigit() for x in visible.split(",") if x.strip()):
-            hardware["gpus"] = [hardware["gpus"][i] for i in idx if i < len(hardware["gpus"])]
+    # nvidia-smi ignores CUDA_VISIBLE_DEVICES; the run only sees (and the baseline must
+    # match) the visible GPUs.
+    idx = visible_indices(visible, len(hardware["gpus"])) if hardware["gpus"] else None
+    if idx is not None:
+        hardware["gpus"] = [hardware["gpus"][i] for i in idx]
 
     torch = sys.modules.get("torch")
     if torch is not None:
@@ -283,7 +287,8 @@ def detect_hardware(*, probe_torch: bool = True) -> dict[str, Any]:
         # GPUs from torch only where nvidia-smi saw none (ROCm, slim containers).
         # The probe costs a torch import (seconds); skip it where no GPU device node
         # exists, since torch could find no GPU there either.
-        info = torch_probe(gpus=not hardware["gpus"]) if probe_torch and _gpu_device_nodes() else {}
+        wanted = versions or not hardware["gpus"]
+        info = torch_probe(gpus=not hardware["gpus"]) if probe_torch and wanted and _gpu_device_nodes() else {}
     hardware["torch"] = info.get("torch") or _version("torch")
     hardware["cuda"] = info.get("cuda")
     hardware["hip"] = info.get("hip")

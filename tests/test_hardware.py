@@ -62,3 +62,26 @@ def test_fake_hardware_env(monkeypatch):
 def test_detect_never_raises_here(monkeypatch):
     monkeypatch.delenv(FAKE_ENV, raising=False)
     assert isinstance(detect(use_torch=False), Machine)
+
+
+def test_visible_indices_follow_cuda_rules():
+    from ci_register.hardware import visible_indices
+
+    assert visible_indices(None, 4) is None
+    assert visible_indices("2,0", 4) == [2, 0]
+    assert visible_indices("1, 7", 2) == [1]  # an index past the last GPU is ignored
+    assert visible_indices("", 4) == []  # empty hides every GPU, as in CUDA
+    assert visible_indices("GPU-1a2b,GPU-3c4d", 4) is None  # UUIDs: left to the caller
+
+
+def test_nvidia_smi_path_keeps_gpus_named_by_uuid(tmp_path, monkeypatch):
+    from ci_register import hardware
+
+    smi = tmp_path / "nvidia-smi"
+    smi.write_text("#!/bin/sh\nprintf 'NVIDIA H200, 9.0, 143771, 580.159.04\\nNVIDIA H200, 9.0, 143771, 580.159.04\\n'\n")
+    smi.chmod(0o755)
+    monkeypatch.setenv("PATH", str(tmp_path))
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "GPU-27ae3a54")
+    assert len(hardware._from_nvidia_smi().gpus) == 2
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "1")
+    assert len(hardware._from_nvidia_smi().gpus) == 1

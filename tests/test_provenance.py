@@ -167,3 +167,16 @@ def test_gpu_uuid_is_kept_when_nvidia_smi_gives_it():
     got = parse_nvidia_smi("NVIDIA H200, 143771, 580.159.04, 9.0, GPU-1a2b3c4d-0000-1111-2222-333344445555\n")
     assert got[0]["uuid"] == "GPU-1a2b3c4d-0000-1111-2222-333344445555" and got[0]["capability"] == "9.0"
     assert "uuid" not in parse_nvidia_smi("NVIDIA H200, 143771, 580.159.04, 9.0\n")[0]
+
+
+def test_fingerprint_detection_skips_the_version_probe_when_smi_names_the_gpus(tmp_path, monkeypatch, fake_torch):
+    smi = tmp_path / "nvidia-smi"
+    smi.write_text(f"#!/bin/sh\nprintf '{SMI}'\n")
+    smi.chmod(0o755)
+    monkeypatch.setenv("PATH", str(tmp_path))
+    monkeypatch.setattr(provenance, "_gpu_device_nodes", lambda: True)
+    calls = []
+    monkeypatch.setattr(provenance, "torch_probe", lambda **kw: calls.append(kw) or {})
+    assert fingerprint_key(detect_hardware(versions=False)) == "nvidia-h200-x2-sm90" and calls == []
+    detect_hardware()
+    assert calls == [{"gpus": False}]
