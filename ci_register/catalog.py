@@ -163,16 +163,18 @@ def _str_list(value: object, where: str) -> tuple[str, ...]:
     return tuple(value)
 
 
+def _no_unknown_fields(raw: dict, known: set[str], table: str, where: str) -> None:
+    unknown = sorted(set(raw) - known)
+    if unknown:
+        raise CatalogError(f"{where}: unknown field {unknown[0]!r} in [{table}]; known: {', '.join(sorted(known))}")
+
+
 def _suite(name: str, raw: object, where: str) -> Suite:
     if not _SUITE_NAME.match(name):
         raise CatalogError(f"{where}: suite name {name!r} must be lowercase letters, digits, '-', '_' or '.'")
     if not isinstance(raw, dict):
         raise CatalogError(f"{where}: [suites.{name}] must be a table")
-    unknown = sorted(set(raw) - _SUITE_KEYS)
-    if unknown:
-        raise CatalogError(
-            f"{where}: unknown field {unknown[0]!r} in [suites.{name}]; known: {', '.join(sorted(_SUITE_KEYS))}"
-        )
+    _no_unknown_fields(raw, _SUITE_KEYS, f"suites.{name}", where)
     for key in ("backend", "description", "schedule", "shard_budget_s"):
         if key not in raw:
             raise CatalogError(f"{where}: [suites.{name}] is missing {key!r}")
@@ -194,11 +196,7 @@ def _suite(name: str, raw: object, where: str) -> Suite:
     hw_raw = raw.get("hardware", {})
     if not isinstance(hw_raw, dict):
         raise CatalogError(f"{where}: [suites.{name}.hardware] must be a table")
-    unknown = sorted(set(hw_raw) - _HARDWARE_KEYS)
-    if unknown:
-        raise CatalogError(
-            f"{where}: unknown field {unknown[0]!r} in [suites.{name}.hardware]; known: {', '.join(sorted(_HARDWARE_KEYS))}"
-        )
+    _no_unknown_fields(hw_raw, _HARDWARE_KEYS, f"suites.{name}.hardware", where)
     count = hw_raw.get("gpu_count", 0)
     if isinstance(count, bool) or not isinstance(count, int) or count < 0:
         raise CatalogError(f"{where}: [suites.{name}.hardware] gpu_count must be an integer >= 0")
