@@ -50,6 +50,7 @@ def test_tags_drive_nox_selection():
         ("[suites.g]\nbackend='cuda'\ndescription='x'\nschedule='nightly'\nshard_budget_s=1\n", "gpu_count >= 1"),
         ("[suites.g]\nbackend='cuda'\ndescription='x'\nschedule='nightly'\nshard_budget_s=1\n[suites.g.hardware]\ngpu_count=1\nmin_capability='nine'\n", "capability 'nine'"),
         ("[markers]\nregister_amd_ci='amd'\n" + MINIMAL, "unknown backend 'amd'"),
+        ("[suites.g]\nbackend='cuda'\ndescription='x'\nschedule='nightly'\nshard_budget_s=1\n[suites.g.hardware]\ngpu_count=1\ncolor=2\n", "unknown field 'color' in [suites.g.hardware]"),
         ("", "defines no suites"),
     ],
 )
