@@ -50,6 +50,7 @@ import numpy as np
 
 from gates import stats
 from gates.declarations import DeclarationError, Gate, gate_for, parse_plan_gates
+from gates.provenance import host_key
 
 __all__ = [
     "VERDICTS",
@@ -197,7 +198,7 @@ def _baseline_runs(history: Any, suite: str, key: str, fingerprint: str | None,
 
 
 def _bulk_baselines(history: Any, run: Mapping[str, Any], keys: set[str], exclude: set[str],
-                    need: int) -> dict[str, Any]:
+                    need: int, ids_out: dict[str, list[str]] | None = None) -> dict[str, Any]:
     """Baseline runs of every key in ``keys`` at once: {key: runs' samples, oldest first}.
 
     Each value is a (runs x samples) array when every run has one row with the
@@ -209,6 +210,7 @@ def _bulk_baselines(history: Any, run: Mapping[str, Any], keys: set[str], exclud
     statistics read (``stats.summarize``). Reads: the suite's runs (one query),
     the metric rows of the newest runs in batches (only while some key still
     lacks runs), and the samples of the rows kept (a primary-key range per run).
+    ``ids_out``, when given, receives each key's run ids in the same order.
     """
     if not keys:
         return {}
@@ -265,6 +267,9 @@ def _bulk_baselines(history: Any, run: Mapping[str, Any], keys: set[str], exclud
     # Samples of the kept rows: one primary-key range query per stretch of nearby ids
     # (a run's metric ids are contiguous, consecutive runs' usually adjacent).
     want = sorted({mid for kept_runs in done.values() for _, mids in kept_runs for mid in mids})
+    if ids_out is not None:
+        for key, kept_runs in done.items():
+            ids_out[key] = [rid for rid, _ in reversed(kept_runs)]  # oldest first
     if not want:  # cold start: no baseline row for any key
         return {key: [] for key in done}
     chunks: list[tuple[int, float]] = []
@@ -317,6 +322,19 @@ def _bulk_baselines(history: Any, run: Mapping[str, Any], keys: set[str], exclud
         for key, series_runs in out.items():
             if isinstance(series_runs, list):
                 out[key] = [np.array([med[r]]) if isinstance(r, int) else r for r in series_runs]
+    return out
+
+
+def _hosts_of(history: Any, run_ids: Sequence[str]) -> dict[str, str | None]:
+    """Machine of each run (``provenance.host_key``: its GPUs' uuids; None if unrecorded)."""
+    out: dict[str, str | None] = {}
+    ids = sorted(set(run_ids))
+    for c in range(0, len(ids), 500):
+        part = ids[c:c + 500]
+        for rid, hw in history.conn.execute(
+                f"SELECT run_id, hardware FROM runs WHERE run_id IN ({','.join('?' * len(part))})",
+                part):
+            out[rid] = host_key(hw)
     return out
 
 
@@ -410,10 +428,17 @@ def evaluate_run(
             vals = [float(x) for r in rows for x in (r.get("samples") or [r["median"]])]
             if vals:
                 first_summary[key] = stats.run_summary(vals)
+    # The machine of this run and of each baseline run: a machine the baseline has
+    # not seen adds the between-host variance (stats.host_variance) to the verdict.
+    this_host = host_key(run.get("hardware"))
+    base_ids: dict[str, list[str]] = {}
     try:
         pre = (_bulk_baselines(history, run, {k for k in keys if recorded.get(k)}, exclude,
-                               params.window + max(params.windows, default=1))
+                               params.window + max(params.windows, default=1),
+                               ids_out=base_ids if this_host else None)
                if bulk else None)
+        hosts = (_hosts_of(history, [r for ids in base_ids.values() for r in ids])
+                 if this_host and pre is not None else {})
     except sqlite3.DatabaseError as e:
         raise GateInputError(f"{history.path}: cannot read baselines ({e}); check the "
                              "file with `History.check`") from None
@@ -439,7 +464,8 @@ def evaluate_run(
         try:
             j, base = _judge_one(history, run, key, rows, gate, params, exclude, v,
                                  first_summary.get(key) if confirm_of else None,
-                                 None if pre is None else pre.get(key, []))
+                                 None if pre is None else pre.get(key, []),
+                                 this_host, hosts, base_ids.get(key))
             if base is not None:
                 bases[key] = base
         except Exception as e:  # noqa: BLE001 - one bad metric must not hide the others
@@ -500,7 +526,8 @@ def _params_for(params: stats.GateParams, level: float, min_change: float) -> st
 def _judge_one(history: Any, run: Mapping[str, Any], key: str,
                rows: Sequence[Mapping[str, Any]], gate: Gate, params: stats.GateParams,
                exclude: set[str], v: Verdict, first: float | None = None,
-               pre: Any = None,
+               pre: Any = None, this_host: str | None = None,
+               hosts: Mapping[str, str | None] | None = None, ids: Sequence[str] | None = None,
                ) -> tuple[stats.Judgement, list[Mapping[str, Any]] | None]:
     samples = [float(x) for r in rows for x in (r.get("samples") or [r["median"]])]
     if not samples or not all(math.isfinite(x) for x in samples):
@@ -513,17 +540,24 @@ def _judge_one(history: Any, run: Mapping[str, Any], key: str,
     else:
         base = _baseline_runs(history, run["suite"], key, run.get("fingerprint"), run, exclude)
         hist = [r.get("samples") or [r["median"]] for r in base]
+        ids = [r["run_id"] for r in base]
+        if this_host:
+            hosts = _hosts_of(history, ids)
     p = _params_for(params, gate.level, gate.min_change)
     sign = 1 if gate.better == "lower" else -1
     summaries, value, extra = stats.summarize(hist, samples, p)
+    run_hosts = None
+    if this_host and hosts is not None and ids is not None and len(ids) >= summaries.size:
+        run_hosts = [hosts.get(r) for r in ids[len(ids) - summaries.size:]]
     if first is None:
         j = stats.judge_summaries(summaries, value, sign=sign, params=p, n_trials=gate.n,
-                                  extra_var=extra, min_change=gate.min_change)
+                                  extra_var=extra, min_change=gate.min_change,
+                                  hosts=run_hosts, host=this_host)
         v.verdict = ""  # decided after BH
     else:
         j, v.verdict = stats.confirm(summaries, value, sign=sign, first=first, params=p,
                                      n_trials=gate.n, min_change=gate.min_change,
-                                     extra_var=extra)
+                                     extra_var=extra, hosts=run_hosts, host=this_host)
     v.new = _num(j.value)
     v.baseline = _num(j.baseline)
     v.rel_change = _num(j.rel_change)
@@ -534,6 +568,13 @@ def _judge_one(history: Any, run: Mapping[str, Any], key: str,
     v.floor = _num(j.floor)
     v.method = j.statistic if j.status == "ok" else f"needs {params.min_history} runs"
     v.n_baseline = j.n_baseline
+    if j.extras.get("new_host"):
+        tau = math.sqrt(j.extras.get("host_var", 0.0))
+        base_c = abs(j.baseline) if j.baseline else float("nan")
+        v.message = ("first run on this machine: between-machine spread "
+                     f"{100 * tau / base_c:.2g}% allowed for" if j.extras.get("host_var_known")
+                     else "first run on this machine, and the baseline has runs of one machine "
+                     "only: machine-to-machine spread unknown, not allowed for")
     return j, base
 
 

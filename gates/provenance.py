@@ -35,6 +35,7 @@ __all__ = [
     "detect_hardware",
     "fingerprint_key",
     "git_info",
+    "host_key",
     "new_run_id",
     "parse_nvidia_smi",
     "torch_probe",
@@ -102,6 +103,28 @@ def fingerprint_key(hardware: Mapping[str, Any]) -> str:
     if len(key) > 64:  # many mixed models: keep it short but still stable
         key = key[:48] + "-" + hashlib.sha256(key.encode()).hexdigest()[:12]
     return key
+
+
+def host_key(hardware: Mapping[str, Any] | str | None) -> str | None:
+    """The physical GPUs a run used (their sorted uuids), or None when not recorded.
+
+    Groups runs for the gate's between-host variance component: host names
+    are often generic ("vm", a pod name), GPU uuids are not. Accepts the
+    hardware dict or its JSON text (as stored in ``runs.hardware``); anything
+    unreadable is None (an old run, no uuid), never an error.
+    """
+    if isinstance(hardware, str):
+        try:
+            hardware = json.loads(hardware)
+        except ValueError:
+            return None
+    if not isinstance(hardware, Mapping):
+        return None
+    gpus = hardware.get("gpus")
+    if not isinstance(gpus, list):
+        return None
+    ids = sorted(str(g["uuid"]) for g in gpus if isinstance(g, Mapping) and g.get("uuid"))
+    return ",".join(ids) if ids and len(ids) == len(gpus) else None
 
 
 def parse_nvidia_smi(csv_text: str) -> list[dict[str, Any]]:

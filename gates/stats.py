@@ -67,6 +67,7 @@ __all__ = [
     "binomial_se",
     "judge",
     "judge_summaries",
+    "host_variance",
     "summarize",
     "huber_location",
     "decide",
@@ -273,11 +274,18 @@ def judge_summaries(
     n_trials: float | None = None,
     extra_var: float = 0.0,
     min_change: float | None = None,
+    hosts: Sequence[str | None] | None = None,
+    host: str | None = None,
 ) -> Judgement:
     """Judge a new run summary ``value`` against past run summaries (oldest first).
 
     ``sign`` is +1 when an increase is bad (lower is better), -1 otherwise.
     ``extra_var`` is added to the new run's variance (fewer samples than usual).
+    ``hosts`` (aligned with ``history``) and ``host`` name the machine of each
+    run (``provenance.host_key``); when the new run's machine has no run in the
+    baseline, its prediction variance gains the between-host component
+    (``host_variance``), so a machine a little slower than the ones seen
+    before is not a regression of the code.
 
     Tests: robust predictive t-tests (``predictive_z_pvalue``) of the new run
     (k=1, against the last ``window`` runs) and of the Huber location of the
@@ -299,7 +307,11 @@ def judge_summaries(
     change of interest is a shift in location.
     """
     h = np.asarray(history, dtype=float)
-    h = h[np.isfinite(h)]
+    finite = np.isfinite(h)
+    h = h[finite]
+    hl = None
+    if hosts is not None and host is not None and len(hosts) == finite.size:
+        hl = [x for x, f in zip(hosts, finite, strict=True) if f]
     min_change = params.min_change if min_change is None else min_change
     W = params.window
     if h.size < params.min_history:
@@ -315,8 +327,15 @@ def judge_summaries(
     full = np.append(h, value)
     if ks and h.size - (kmax - 1) >= params.min_history:
         base = full[-kmax - W : -kmax]
+        base_hosts = hl[max(0, h.size + 1 - kmax - W) : h.size + 1 - kmax] if hl else None
     else:
         base, ks = h[-W:], []
+        base_hosts = hl[-W:] if hl else None
+    # A machine the baseline has not seen (among runs that name theirs): its own
+    # offset is one more draw of noise.
+    new_host = bool(base_hosts) and host not in base_hosts and any(base_hosts)
+    tau2 = host_variance(h, hl) if new_host else 0.0
+    extra_var = extra_var + (tau2 or 0.0)
     n = base.size
     c, s = _center_scale(base, n_trials)
     rho, rho_hi = _rho_corrected(base, c, s)
@@ -346,6 +365,7 @@ def judge_summaries(
     cands = [(min(pw1, pb1) / w[0], 1, c, value, se1, z1)]
     pws = [pw1 / w[0]]
     pbs = [pb1 / w[0]]
+    p_win: dict[str, float] = {}
     # Windows sum runs, so under-estimated autocorrelation makes them over-confident:
     # they use the cautious rho throughout.
     s_w = s / math.sqrt(max(0.3, 1.0 - ar1_variance_factor(rho_hi, n) / n))
@@ -378,6 +398,7 @@ def judge_summaries(
             roll = locs[1 + boot_idx.shape[0] :]
             pw, pb = _empirical_bound(sign * (roll - ck), sign * (est - ck), pw, pb)
         cands.append((min(pw, pb) / w[i], k, ck, est, se, z))
+        p_win[f"p_w{k}_worse"] = pw
         pws.append(pw / w[i])
         pbs.append(pb / w[i])
     _, k, ck, est, se, z = min(cands, key=lambda t: t[0])
@@ -393,8 +414,41 @@ def judge_summaries(
         min(1.0, min(pws)), min(1.0, min(pbs)), float(floor), k, int(h.size),
         _nan_none(own), sign, statistic=f"robust-t/{'run' if k == 1 else f'huber-{k}'}",
         scale=s, extras={"p_run_worse": pw1, "p_run_better": pb1, "rho": rho, "rho_hi": rho_hi,
-                          "s1": s1, "s1c": s1c, "mu1": mu1, "rho_lo": rho_lo},
+                          "s1": s1, "s1c": s1c, "mu1": mu1, "rho_lo": rho_lo, **p_win,
+                          **({"new_host": 1.0, "host_var": float(tau2 or 0.0),
+                              "host_var_known": float(tau2 is not None)}
+                             if new_host else {})},
     )
+
+
+def host_variance(x: Sequence[float] | np.ndarray, hosts: Sequence[str | None] | None,
+                  ) -> float | None:
+    """Between-host variance component of run summaries, or None when not estimable.
+
+    Test: none, an estimator. One-way random-effects model x = mu + h_host +
+    e_run (Searle, Casella & McCulloch, *Variance Components*, 1992, sec. 3.5,
+    the ANOVA estimator), made robust: host centres are medians, the
+    within-host scale is the Qn of runs about their host's median, and
+    tau^2 = max(0, var(host medians) - within^2 * mean(pi / (2 n_host))),
+    the second term being what a median of n_host runs scatters by itself.
+    Needs at least 2 hosts with 2 runs each; runs without a host are left out.
+    Assumptions: host offsets independent of run noise; one level per host.
+    """
+    if hosts is None:
+        return None
+    a = np.asarray(x, dtype=float)
+    groups: dict[str, list[float]] = {}
+    for v, hk in zip(a, hosts, strict=True):
+        if hk is not None and math.isfinite(v):
+            groups.setdefault(hk, []).append(float(v))
+    groups = {k: g for k, g in groups.items() if len(g) >= 2}
+    if len(groups) < 2:
+        return None
+    meds = np.array([_median(np.asarray(g)) for g in groups.values()])
+    resid = np.concatenate([np.asarray(g) - m for g, m in zip(groups.values(), meds, strict=True)])
+    within = robust_scale(resid)
+    noise = within * within * float(np.mean([HALF_PI / len(g) for g in groups.values()]))
+    return max(0.0, float(np.var(meds, ddof=1)) - noise)
 
 
 def _tail_bound(
@@ -654,6 +708,8 @@ def confirm(
     n_trials: float | None = None,
     min_change: float | None = None,
     extra_var: float = 0.0,
+    hosts: Sequence[str | None] | None = None,
+    host: str | None = None,
 ) -> tuple[Judgement, str]:
     """Judge a confirm attempt: the rerun of a tripped metric, the first attempt excluded.
 
@@ -684,7 +740,7 @@ def confirm(
     Returns (judgement, verdict of the rerun).
     """
     j = judge_summaries(history, rerun, sign=sign, params=params, n_trials=n_trials,
-                        extra_var=extra_var, min_change=min_change)
+                        extra_var=extra_var, min_change=min_change, hosts=hosts, host=host)
     v = decide(j, j.p_worse, level=params.confirm_level)
     s1c = j.extras.get("s1c", j.extras.get("s1", 0.0))
     if v == "regression" and first is not None and params.consistency_level > 0:
@@ -698,7 +754,8 @@ def confirm(
         if first is not None:
             pooled = judge_summaries(
                 history, 0.5 * (first + rerun), sign=sign, params=params, n_trials=n_trials,
-                extra_var=extra_var - 0.5 * s1c * s1c, min_change=min_change)
+                extra_var=extra_var - 0.5 * s1c * s1c, min_change=min_change, hosts=hosts,
+                host=host)
             p_run = pooled.extras["p_run_worse"]
         if p_run > params.confirm_run_level:
             v = "pass"

@@ -1,0 +1,109 @@
+"""Between-machine spread: host keys, the variance component, and the gate on a new machine."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from gates import stats
+from gates.gate import evaluate_run
+from gates.history import RunRecord, TestResult, open_history
+from gates.metrics import validate_metric
+from gates.provenance import Provenance, host_key
+
+NODE = "suites/a/test_a.py::test_x"
+
+
+def hw(*uuids: str) -> dict:
+    return {"gpus": [{"name": "NVIDIA H200", "capability": "9.0", "uuid": u} for u in uuids]}
+
+
+def test_host_key_reads_dicts_and_stored_json_and_never_raises():
+    assert host_key(hw("GPU-b", "GPU-a")) == "GPU-a,GPU-b"
+    assert host_key(json.dumps(hw("GPU-a"))) == "GPU-a"
+    # An old run without uuids, a GPU without one, garbage: no key, no error.
+    assert host_key({"gpus": [{"name": "NVIDIA H200"}]}) is None
+    assert host_key({"gpus": [{"uuid": "GPU-a"}, {"name": "x"}]}) is None
+    for bad in (None, "", "{not json", "[]", {"gpus": "GPU-a"}, {}):
+        assert host_key(bad) is None
+
+
+def _pool(rng, n=30, offsets=(0.0, 0.02, -0.015), noise=0.004):
+    names = [f"GPU-{i}" for i in range(len(offsets))]
+    hosts = [names[i % len(offsets)] for i in range(n)]
+    x = np.array([1 + offsets[i % len(offsets)] + rng.normal(0, noise) for i in range(n)])
+    return x, hosts
+
+
+def test_host_variance_recovers_the_spread_of_machine_offsets():
+    rng = np.random.default_rng(1)
+    taus = []
+    for _ in range(200):
+        offs = tuple(rng.normal(0, 0.02, 5))
+        x, hosts = _pool(rng, n=40, offsets=offs)
+        taus.append(stats.host_variance(x, hosts))
+    # Unbiased up to the median/Qn approximations: the mean tau^2 is near 0.02^2.
+    assert np.mean(taus) == pytest.approx(0.02**2, rel=0.2)
+    x, hosts = _pool(rng, offsets=(0.0, 0.0, 0.0))
+    assert stats.host_variance(x, hosts) < 0.004**2  # no machine effect: near 0
+    # Not estimable: one machine, singletons, or no names.
+    assert stats.host_variance(x, ["GPU-0"] * x.size) is None
+    assert stats.host_variance(x[:3], ["a", "b", "c"]) is None
+    assert stats.host_variance(x, [None] * x.size) is None
+    assert stats.host_variance(x, None) is None
+
+
+def test_a_new_machine_gets_the_between_machine_spread_and_a_known_one_does_not():
+    rng = np.random.default_rng(2)
+    x, hosts = _pool(rng)
+    new = stats.judge_summaries(x, 1.03, sign=1, hosts=hosts, host="GPU-new")
+    plain = stats.judge_summaries(x, 1.03, sign=1)
+    known = stats.judge_summaries(x, 1.03, sign=1, hosts=hosts, host="GPU-1")
+    assert new.extras["new_host"] == 1.0 and new.extras["host_var_known"] == 1.0
+    assert new.p_worse > 4 * plain.p_worse
+    assert known.p_worse == plain.p_worse and "new_host" not in known.extras
+    # Baseline runs that name no machine (older history): nothing is assumed.
+    old = stats.judge_summaries(x, 1.03, sign=1, hosts=[None] * x.size, host="GPU-new")
+    assert old.p_worse == plain.p_worse and "new_host" not in old.extras
+    # One machine in the baseline: new, but its spread is unknown (not allowed for).
+    one = stats.judge_summaries(x, 1.03, sign=1, hosts=["GPU-0"] * x.size, host="GPU-new")
+    assert one.extras["host_var_known"] == 0.0 and one.p_worse == plain.p_worse
+
+
+def _add(h, i: int, level: float, uuid: str | None, rng) -> str:
+    rid = f"run{i:03d}"
+    p = Provenance(run_id=rid, suite="s", commit=f"{i:07d}abc", branch="main",
+                   started_at=f"2026-01-01T00:{i // 60:02d}:{i % 60:02d}+00:00",
+                   fingerprint="gpu-a", hardware=hw(uuid) if uuid else {"gpus": [{}]})
+    h.start_run(p)
+    m = validate_metric("lat", list(level * (1 + rng.normal(0, 0.002, 5))), unit="ms",
+                        better="lower")
+    h.record_run(RunRecord(p, [TestResult(NODE, "suites/a/test_a.py", "passed", 1.0)],
+                           [(NODE, m)], None, 0))
+    return rid
+
+
+@pytest.mark.parametrize("bulk", [True, False])
+def test_gate_allows_for_machine_spread_on_a_new_machine_only(tmp_path: Path, bulk: bool):
+    offsets = {"GPU-a": 1.0, "GPU-b": 1.02, "GPU-c": 0.985}
+    rng = np.random.default_rng(3)
+    with open_history(tmp_path / "history.db") as h:
+        for i in range(30):
+            u = sorted(offsets)[i % 3]
+            _add(h, i, offsets[u] * (1 + rng.normal(0, 0.003)), u, rng)
+        # 3% above the pool's centre on a machine never seen: within machine spread.
+        rid = _add(h, 100, 1.03, "GPU-new", rng)
+        [v] = evaluate_run(h, rid, save=False, bulk=bulk).verdicts
+        assert v.verdict == "pass", v
+        assert "first run on this machine" in v.message and "allowed for" in v.message
+        # A slowdown well beyond the machine spread still trips on a new machine.
+        rid = _add(h, 102, 1.12, "GPU-new2", rng)
+        [v] = evaluate_run(h, rid, save=False, bulk=bulk).verdicts
+        assert v.verdict == "regression" and "allowed for" in v.message, v
+        # A known machine carries no note, and a real slowdown is still one.
+        rid = _add(h, 101, 1.08, "GPU-a", rng)
+        [v] = evaluate_run(h, rid, save=False, bulk=bulk).verdicts
+        assert v.verdict == "regression" and not v.message, v
