@@ -382,6 +382,50 @@ consistency check):
   confirm's pooled check is the main loss; a windowed robust CUSUM (Page 1954)
   calibrated by simulation was not built in this pass and would only help the
   2-10 run region).
+
+Second round (2026-11-30, evening). Harness: `benchmarks/attempts/` (stage-1 and
+confirm judgements cached per series, then decision rules searched over the
+cache; `python benchmarks/attempts/compare.py 1 2` after `cache.py 200 1|2` and
+`cache2.py 200 1`, about 2.5 min per seed on 2 cores). Seeds 1 and 2, 200 series
+per cell, the gate only; "miss" counts cells below max(best matched peer, 90% of
+the CUSUM oracle) of the committed run, "mean" is the mean within-10 detection
+over the 84 effect cells.
+
+- The shipped gate on other seeds: worst null FA 6.5% on both (seed 1: AR(1)
+  m=5 6.5%, AR(1) m=1 5.0%; seed 2: bimodal m=5 6.5%, AR(1) m=5 6.0%, bimodal
+  m=1 5.5%), against 4% on seed 0 above. With 14 cells and a standard error of
+  1.5 points per cell, the worst cell of a ~4.5% rate lands at 6-7% on some
+  seeds: the <= 5% target holds on seed 0, not robustly. mean 0.445/0.443,
+  miss 63/64, first-bad-run (1% noise, m=5, 5% step) 86%/89%.
+- Where the power goes (gauss3, 5% step, diagnostics over 150 series): two
+  thirds of all first-stage trips in runs 40-49 fail the confirm (the rerun
+  alone must reach p <= 0.05: about half of 1.7-sigma reruns do not), and the
+  first stage misses half the remaining runs (k = 3 needs z ~ 2.9 under its
+  1/4 Bonferroni weight).
+- Pooled confirm (first attempt and rerun averaged, variance halved, judged
+  at p <= 0.02 over all windows; consistency check kept): mean 0.547/0.544,
+  miss 38/38, but worst FA 11.5%/14% and spike excess +10 points. Two draws
+  of one heavy-tailed or bimodal regime are not worth twice one draw.
+- Screen loose, confirm pooled and strict (stage 1 at 0.05; pooled p <= 0.002;
+  rerun alone p <= 0.3 and beyond the floor): seed 1 worst FA 5.5%, mean
+  0.456, first-bad-run 91%; seed 2 worst FA 10% (bimodal m=5: both attempts in
+  the slow mode 9% of the time). Rejected for the same reason.
+- Windowed scan statistic instead of the 3- and 10-run windows: max over
+  k = 2..10 of backward sums of Huber-clipped (2 scales), baseline-standardised
+  residuals, inflated for AR(1); p from a simulated Gaussian null table
+  (400,000 draws, exponential tail beyond) bounded by a 256-draw bootstrap of
+  the baseline; pooled confirm at 0.004 (seed 1): mean 0.501, miss 52, worst
+  FA 9% (AR(1) m=5) and large steps under bimodal noise fall from 76-82% to
+  ~50% (clipping saturates at the slow mode's level). Not adopted.
+- A more cautious AR(1) bound for the windows (rho_hi = r + 1.0 se instead of
+  r + 0.5 se): AR(1) FA 5.0/6.5% -> 3.5/6.0% (seed 1) and 3.5/6.0% ->
+  3.5/3.5% (seed 2) at 2-6 points of AR(1) detection; it leaves the bimodal
+  excess of seed 2, so the default was not changed.
+- Every rule tried moves along the same frontier: at a worst-cell FA of
+  5-6%, the mean within-10 detection stays at 0.44-0.46. Reaching the targets
+  needs p-values that stay calibrated under heavy tails, second modes and
+  AR(1) with 30 baseline runs (so the level can rise where the noise is
+  Gaussian), not a different confirm rule.
 """
 
 

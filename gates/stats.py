@@ -31,6 +31,8 @@ Design, in short (see ``judge_summaries`` and ``confirm``):
    the deciding window's change and the new run's own change must pass it,
    so a run that recovered after a spike is never a regression.
 4. Accuracy with ``n`` questions: the scale is at least sqrt(p(1-p)/n).
+   A run on a machine the baseline has not seen adds the between-machine
+   variance (``host_variance``) to its prediction.
 5. Benjamini-Hochberg q-values across a run's metrics (``bh_qvalues``) at
    ``level`` = 0.02; confirm on trip (``confirm``) re-judges a rerun with the
    first attempt left out of the baseline at 0.05, treats a first attempt far
