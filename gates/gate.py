@@ -569,13 +569,21 @@ def _judge_one(history: Any, run: Mapping[str, Any], key: str,
     v.method = j.statistic if j.status == "ok" else f"needs {params.min_history} runs"
     v.n_baseline = j.n_baseline
     if j.extras.get("new_host"):
-        tau = math.sqrt(j.extras.get("host_var", 0.0))
-        base_c = abs(j.baseline) if j.baseline else float("nan")
-        v.message = ("first run on this machine: between-machine spread "
-                     f"{100 * tau / base_c:.2g}% allowed for" if j.extras.get("host_var_known")
-                     else "first run on this machine, and the baseline has runs of one machine "
-                     "only: machine-to-machine spread unknown, not allowed for")
+        v.message = _new_host_message(j)
     return j, base
+
+
+def _new_host_message(j: stats.Judgement) -> str:
+    """What a first run on a machine the baseline has not seen was allowed."""
+    if not j.extras.get("host_var_known"):
+        return ("first run on this machine; the baseline has runs of one machine only, so "
+                "machine-to-machine spread is unknown and not allowed for")
+    tau = math.sqrt(j.extras.get("host_var", 0.0))
+    if tau <= 0:
+        return "first run on this machine; the baseline's machines show no spread between them"
+    if j.baseline:
+        return f"first run on this machine: between-machine spread {100 * tau / abs(j.baseline):.2g}% allowed for"
+    return f"first run on this machine: between-machine spread {tau:.3g} allowed for"
 
 
 def _locate_safe(base: Sequence[Mapping[str, Any]] | None, run: Mapping[str, Any],

@@ -107,3 +107,17 @@ def test_gate_allows_for_machine_spread_on_a_new_machine_only(tmp_path: Path, bu
         rid = _add(h, 101, 1.08, "GPU-a", rng)
         [v] = evaluate_run(h, rid, save=False, bulk=bulk).verdicts
         assert v.verdict == "regression" and not v.message, v
+
+
+def test_new_machine_messages_never_print_nan_or_a_zero_spread():
+    from gates.gate import _new_host_message
+
+    def j(base, **extras):
+        return stats.Judgement("ok", base, 0.0, None, None, 0.0, 1.0, 1.0, 0.0, 1, 30, None,
+                               extras={"new_host": 1.0, **extras})
+
+    assert "1.5% allowed for" in _new_host_message(j(2.0, host_var=0.03**2, host_var_known=1.0))
+    zero = _new_host_message(j(0.0, host_var=1e-4, host_var_known=1.0))  # a 0-centred metric
+    assert "nan" not in zero and "0.01 allowed for" in zero
+    assert "no spread" in _new_host_message(j(2.0, host_var=0.0, host_var_known=1.0))
+    assert "unknown" in _new_host_message(j(2.0, host_var=0.0, host_var_known=0.0))
