@@ -1,0 +1,27 @@
+"""benchmarks/bench_gates.py --fa-seeds: the same null series as the full benchmark."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+
+import bench_gates as bench  # noqa: E402
+
+
+def test_fa_over_seeds_reproduces_the_benchmarks_null_column():
+    full = bench.run_benchmark(12, 2, seed=0, peers_on=False, models=["ar1"], ms=(1,),
+                               log=lambda *_: None)
+    gate = full["cells"][("ar1", 1)][("gate", "default")]
+    fa = bench.fa_over_seeds([0, 1], 12, models=["ar1"], ms=(1,), log=lambda *_: None)
+    assert fa[("ar1", 1)][0] == pytest.approx(gate.fa_series)
+    md = bench.render_fa(fa, seeds=[0, 1], reps=12, elapsed=1.0)
+    assert "| ar1" in md and "--fa-seeds 0,1" in md and "Worst cell: ar1/m=1" in md
+
+
+def test_fa_seeds_rejects_a_bad_list(capsys):
+    assert bench.main(["--fa-seeds", "0,x"]) == 2
+    assert "--fa-seeds '0,x'" in capsys.readouterr().err
