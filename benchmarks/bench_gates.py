@@ -48,7 +48,15 @@ from peers import (  # noqa: E402
     ZScore,
     available_libraries,
 )
-from series import EFFECTS, NOISE_MODELS, Series, effect_size, make_series, null_summary_stats  # noqa: E402
+from series import (  # noqa: E402
+    EFFECTS,
+    NOISE_MODELS,
+    Series,
+    effect_size,
+    make_pool_series,
+    make_series,
+    null_summary_stats,
+)
 
 from gates import stats  # noqa: E402
 
@@ -73,18 +81,25 @@ class Cell:
 
 
 def gate_alarms(
-    s: Series, ts: Sequence[int], *, confirm: bool = True, first_only: bool = False
+    s: Series, ts: Sequence[int], *, confirm: bool = True, first_only: bool = False,
+    machines: bool = True,
 ) -> np.ndarray:
-    """Alarms of this project's gate at runs ``ts`` (defaults, confirm on trip)."""
+    """Alarms of this project's gate at runs ``ts`` (defaults, confirm on trip).
+
+    ``machines``: pass the series' machine names (when it has them) as a suite
+    session does from the runs' GPU uuids; False judges as if none were recorded.
+    """
     P = stats.DEFAULTS
     x = s.summaries
     tw = s.twin_summaries
     out = np.zeros(len(ts), dtype=bool)
+    names = s.hosts if machines else None
     for i, t in enumerate(ts):
-        j = stats.judge_summaries(x[:t], float(x[t]), sign=1)
+        kw = {"hosts": names[:t], "host": names[t]} if names else {}
+        j = stats.judge_summaries(x[:t], float(x[t]), sign=1, **kw)
         v = stats.decide(j, j.p_worse, level=P.level)
         if v == "regression" and confirm:
-            _, v = stats.confirm(x[:t], float(tw[t]), sign=1, first=float(x[t]))
+            _, v = stats.confirm(x[:t], float(tw[t]), sign=1, first=float(x[t]), **kw)
         out[i] = v == "regression"
         if out[i] and first_only:
             break
@@ -329,6 +344,61 @@ def render_fa(fa: dict[tuple[str, int], list[float]], *, seeds: Sequence[int], r
                                 "<= 5%"], tablefmt="github"),
         "",
         f"Worst cell: {worst[0][0]}/m={worst[0][1]}, {100 * float(np.mean(worst[1])):.2f}%.",
+        "",
+    ])
+
+
+POOLS = ((3, 0.1), (2, 0.03))  # (machines at the start, chance a run lands on a new one)
+
+
+def machines_benchmark(reps: int, *, seed: int = 0, log=print) -> dict:
+    """The gate on runs spread over a growing pool of machines, with and without names.
+
+    Series from ``series.make_pool_series`` (machine offsets 1.5%, run noise 0.5%,
+    5 samples per run); per pool setting: null FA per 30-run series and detection
+    of 5% and 10% steps (first bad run / within 10), the gate given the machines'
+    names (as a suite session gives it GPU uuids) and not given them.
+    """
+    out: dict = {}
+    for pool, p_new in POOLS:
+        rng = np.random.default_rng([seed, 100 + pool, int(p_new * 1000)])
+        series = {e: [make_pool_series(e, rng, tau=TAU, pool=pool, p_new=p_new)
+                      for _ in range(reps)] for e in ("null", "step5", "step10")}
+        for named in (True, False):
+            t0 = time.perf_counter()
+            fa = float(np.mean([gate_alarms(s, GATED, machines=named).any()
+                                for s in series["null"]]))
+            det = {e: _detect_stats([_first(gate_alarms(s, AFTER, first_only=True,
+                                                        machines=named))
+                                     for s in series[e]])
+                   for e in ("step5", "step10")}
+            out[(pool, p_new, named)] = {"fa": fa, "det": det}
+            log(f"  pool {pool}, new {p_new}, names {named}: {time.perf_counter() - t0:.1f} s")
+    return out
+
+
+def render_machines(res: dict, *, reps: int, seed: int, elapsed: float) -> str:
+    from tabulate import tabulate  # noqa: PLC0415 - as in render: only the report needs it
+
+    rows = []
+    for (pool, p_new, named), r in res.items():
+        d5, d10 = r["det"]["step5"], r["det"]["step10"]
+        rows.append([pool, p_new, "yes" if named else "no", _pct(r["fa"]),
+                     f"{_pct(d5[0])} / {_pct(d5[2])}", f"{_pct(d10[0])} / {_pct(d10[2])}"])
+    return "\n".join([
+        "# The gate on a growing pool of machines\n",
+        f"Command: `python benchmarks/bench_gates.py --machines --reps {reps} --seed {seed}`; "
+        f"{reps} series per cell; {elapsed:.0f} s.\n",
+        "Series (`series.make_pool_series`): 60 runs of 5 samples, change at run 40, runs "
+        "30-59 gated; each machine has an offset N(0, 1.5%), each run N(0, 0.5%) plus "
+        "N(0, 0.5%) per sample; a run lands on a machine already seen, or with the given "
+        "chance on a new one; its confirm rerun runs on the same machine. `names`: the gate "
+        "is given each run's machine (GPU uuids in a suite session) and adds the "
+        "between-machine variance (`stats.host_variance`) for a machine its baseline has "
+        "not seen.\n",
+        tabulate(rows, headers=["machines at start", "P(new machine)", "names", "FA/series",
+                                "step 5%: first / within 10", "step 10%"],
+                 tablefmt="github"),
         "",
     ])
 
@@ -658,6 +728,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--render", default=None, help="re-render a results JSON, run nothing")
     ap.add_argument("--fa-seeds", default=None,
                     help="only the gate's null false alarms over these seeds (e.g. 0,1,2,3,4,5)")
+    ap.add_argument("--machines", action="store_true",
+                    help="only the growing-pool-of-machines series, with and without names")
     ap.add_argument("--speed", action="store_true",
                     help="only the end-to-end speed through SQLite (benchmarks/bench_gate_speed.py)")
     a = ap.parse_args(argv)
@@ -682,6 +754,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         t0 = time.perf_counter()
         fa = fa_over_seeds(seeds, a.reps or 200, models=models)
         md = render_fa(fa, seeds=seeds, reps=a.reps or 200, elapsed=time.perf_counter() - t0)
+        print(md)
+        if a.out:
+            Path(a.out).write_text(md)
+        return 0
+    if a.machines:
+        t0 = time.perf_counter()
+        res = machines_benchmark(a.reps or 200, seed=a.seed)
+        md = render_machines(res, reps=a.reps or 200, seed=a.seed,
+                             elapsed=time.perf_counter() - t0)
         print(md)
         if a.out:
             Path(a.out).write_text(md)

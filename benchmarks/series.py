@@ -44,6 +44,7 @@ __all__ = [
     "effect_size",
     "null_summary_stats",
     "h200_data",
+    "make_pool_series",
 ]
 
 NOISE_MODELS = ("gauss1", "gauss3", "gauss8", "student_t", "bimodal", "ar1", "h200")
@@ -62,6 +63,7 @@ class Series:
     tau: int | None  # first affected run, None for null series
     effect: str
     bench: str  # h200 benchmark used, "" otherwise
+    hosts: tuple[str, ...] | None = None  # machine of each run (its rerun runs there too)
 
     @property
     def summaries(self) -> np.ndarray:
@@ -206,3 +208,49 @@ def null_summary_stats(model: str, m: int, bench: str = "") -> tuple[float, floa
         for _ in range(40)
     ])
     return float(np.mean(s)), float(np.std(s))
+
+
+def make_pool_series(
+    effect: str,
+    rng: np.random.Generator,
+    *,
+    n_runs: int = 60,
+    tau: int = 40,
+    m: int = 5,
+    pool: int = 3,
+    p_new: float = 0.1,
+    machine_sd: float = 0.015,
+    run_sd: float = 0.005,
+) -> Series:
+    """Runs spread over a pool of machines that grows: the between-machine case.
+
+    Each run lands on one of the machines seen so far (uniformly), or, with
+    probability ``p_new``, on a machine never seen before (CI pools grow and
+    rotate). Every machine has its own offset N(0, ``machine_sd``); runs add
+    N(0, ``run_sd``) and within-run N(0, ``run_sd``) samples. A run's rerun
+    (confirm on trip) runs on the same machine: same offset, fresh noise.
+    """
+    offsets: list[float] = []
+    hosts: list[str] = []
+    for i in range(n_runs):
+        if not offsets or (i >= pool and rng.random() < p_new):
+            offsets.append(float(rng.normal(0, machine_sd)))
+            h = len(offsets) - 1
+        elif i < pool:
+            offsets.append(float(rng.normal(0, machine_sd)))
+            h = len(offsets) - 1
+        else:
+            h = int(rng.integers(len(offsets)))
+        hosts.append(f"GPU-{h}")
+    off = np.array([offsets[int(h[4:])] for h in hosts])
+    runs = 1.0 + off[:, None] + rng.normal(0, run_sd, n_runs)[:, None] + rng.normal(
+        0, run_sd, (n_runs, m))
+    twins = 1.0 + off[:, None] + rng.normal(0, run_sd, n_runs)[:, None] + rng.normal(
+        0, run_sd, (n_runs, m))
+    factor = np.ones(n_runs)
+    if effect.startswith("step"):
+        factor[np.arange(n_runs) >= tau] += effect_size(effect)
+    elif effect != "null":
+        raise ValueError(f"unknown effect {effect!r} for pool series; use null or stepN")
+    return Series(runs * factor[:, None], twins * factor[:, None],
+                  None if effect == "null" else tau, effect, "", tuple(hosts))

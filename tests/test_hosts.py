@@ -56,15 +56,21 @@ def test_host_variance_recovers_the_spread_of_machine_offsets():
     assert stats.host_variance(x, None) is None
 
 
-def test_a_new_machine_gets_the_between_machine_spread_and_a_known_one_does_not():
+def test_each_machine_is_judged_against_its_own_level_and_a_new_one_gets_the_spread():
     rng = np.random.default_rng(2)
-    x, hosts = _pool(rng)
-    new = stats.judge_summaries(x, 1.03, sign=1, hosts=hosts, host="GPU-new")
+    x, hosts = _pool(rng)  # machine offsets 0, +2%, -1.5%; runs 0.4%
     plain = stats.judge_summaries(x, 1.03, sign=1)
-    known = stats.judge_summaries(x, 1.03, sign=1, hosts=hosts, host="GPU-1")
+    new = stats.judge_summaries(x, 1.03, sign=1, hosts=hosts, host="GPU-new")
+    slow = stats.judge_summaries(x, 1.024, sign=1, hosts=hosts, host="GPU-1")
+    fast = stats.judge_summaries(x, 1.03, sign=1, hosts=hosts, host="GPU-0")
     assert new.extras["new_host"] == 1.0 and new.extras["host_var_known"] == 1.0
-    assert new.p_worse > 4 * plain.p_worse
-    assert known.p_worse == plain.p_worse and "new_host" not in known.extras
+    assert new.p_worse > max(0.05, 2 * plain.p_worse)
+    # At the slow machine's own level (+2.4% over the pool) is noise; +3% over the
+    # fast one's is not.
+    assert slow.p_worse > 0.2 and "new_host" not in slow.extras
+    assert fast.p_worse < 1e-3 < plain.p_worse
+    assert slow.baseline == pytest.approx(1.02, abs=0.004)  # reported: the machine's level
+    assert fast.value == 1.03 and fast.own_change == pytest.approx(0.03, abs=0.006)
     # Baseline runs that name no machine (older history): nothing is assumed.
     old = stats.judge_summaries(x, 1.03, sign=1, hosts=[None] * x.size, host="GPU-new")
     assert old.p_worse == plain.p_worse and "new_host" not in old.extras
