@@ -335,31 +335,24 @@ def judge_summaries(
     else:
         base, ks = h[-W:], []
         base_hosts = hl[-W:] if hl else None
-    # Machines (runs that name theirs): every run is centred on its machine's
-    # shrunken level; a machine the baseline has not seen adds tau^2, one more
-    # draw of noise, and a known one the uncertainty of its level.
+    # Machines (runs that name theirs): a machine the baseline has not seen adds
+    # tau^2, one more draw of noise (a known machine's level is part of the
+    # baseline's spread; centring runs on their machine's level was tried and
+    # dropped: with few runs per machine, metrics that are constant on a machine
+    # get a near-zero scale).
     new_host = bool(base_hosts) and host not in base_hosts and any(base_hosts)
     tau2: float | None = 0.0
     tau2_new = 0.0  # variance of a machine the baseline has not seen
-    machine_shift = 0.0
     win_hosts: list[str | None] = []
     known_m: set = set()
     if hl is not None and base_hosts is not None and any(base_hosts):
-        fx = _machine_effects(base, base_hosts)
-        tau2 = None if fx is None else fx[0]
-        if fx is not None:
+        tau2 = host_variance(base, base_hosts)
+        if tau2 is not None:
             known_m = set(base_hosts)
             known_m.discard(None)
-            tau2_new = fx[0] * _chi2_median_factor(len(known_m) - 1)
+            tau2_new = tau2 * _chi2_median_factor(len(known_m) - 1)
             win_hosts = [*hl[-kmax + 1 :], host] if kmax > 1 else [host]
-        if fx is not None and fx[1]:
-            offs, post = fx[1], fx[2]
-            machine_shift = offs.get(host, 0.0)
-            full = full - np.array([offs.get(x, 0.0) for x in hl] + [machine_shift])
-            h, value = full[:-1], float(full[-1])
-            base = full[-kmax - W : -kmax] if ks else h[-W:]
-            extra_var = extra_var + (tau2_new if new_host else post.get(host, 0.0))
-        elif fx is not None and new_host:
+        if new_host:
             extra_var = extra_var + tau2_new
     n = base.size
     c, s = _center_scale(base, n_trials)
@@ -436,8 +429,7 @@ def judge_summaries(
     ci = ((est - ck - tq * se) / denom, (est - ck + tq * se) / denom)
     floor = max(min_change, params.noise_floor * s / d1) if d1 == d1 else min_change
     return Judgement(
-        "ok", c + machine_shift, value + machine_shift, _nan_none(rel),
-        None if rel != rel else ci, float(z),
+        "ok", c, value, _nan_none(rel), None if rel != rel else ci, float(z),
         min(1.0, min(pws)), min(1.0, min(pbs)), float(floor), k, int(h.size),
         _nan_none(own), sign, statistic=f"robust-t/{'run' if k == 1 else f'huber-{k}'}",
         scale=s, extras={"p_run_worse": pw1, "p_run_better": pb1, "rho": rho, "rho_hi": rho_hi,
@@ -461,8 +453,19 @@ def host_variance(x: Sequence[float] | np.ndarray, hosts: Sequence[str | None] |
     Needs at least 2 hosts with 2 runs each; runs without a host are left out.
     Assumptions: host offsets independent of run noise; one level per host.
     """
-    fx = _machine_effects(np.asarray(x, dtype=float), hosts)
-    return None if fx is None else fx[0]
+    if hosts is None:
+        return None
+    x = np.asarray(x, dtype=float)
+    _, groups = _machine_groups(tuple(hosts))
+    groups = [g[np.isfinite(x[g])] for g in groups]
+    rep = [g for g in groups if g.size >= 2]
+    if len(rep) < 2:
+        return None
+    meds = [_median(x[g]) for g in rep]
+    resid = np.concatenate([x[g] - m for g, m in zip(rep, meds, strict=True)])
+    within2 = (MAD_K * _median(np.abs(resid))) ** 2  # about group medians: MAD suffices
+    noise = within2 * float(np.mean([HALF_PI / g.size for g in rep]))
+    return max(0.0, float(np.var(meds, ddof=1)) - noise)
 
 
 @lru_cache(maxsize=64)
@@ -489,43 +492,6 @@ def _new_machine_var(win: Sequence[str | None], known: set, tau2: float) -> floa
             counts[x] = counts.get(x, 0) + 1
     k = len(win)
     return tau2 * sum((c / k) ** 2 for c in counts.values())
-
-
-def _machine_effects(
-    x: np.ndarray, hosts: Sequence[str | None] | None
-) -> tuple[float, dict[str, float], dict[str, float]] | None:
-    """(tau^2, shrunken offset per machine, its posterior variance), or None.
-
-    Offsets are the machines' medians about the overall median, shrunk by
-    tau^2 / (tau^2 + within^2 pi / (2 n)) (the BLUP of a random effect;
-    Robinson, Stat. Sci. 6 (1991) 15-32), with posterior variance
-    tau^2 within^2 pi / (2 n) / (tau^2 + within^2 pi / (2 n)); a machine
-    with one run counts, shrunk harder. ``host_variance`` gives tau^2.
-    """
-    if hosts is None:
-        return None
-    x = np.asarray(x, dtype=float)
-    names, groups = _machine_groups(tuple(hosts))
-    groups = [g[np.isfinite(x[g])] for g in groups]
-    rep = [i for i, g in enumerate(groups) if g.size >= 2]
-    if len(rep) < 2:
-        return None
-    meds = [_median(x[g]) if g.size else 0.0 for g in groups]
-    resid = np.concatenate([x[groups[i]] - meds[i] for i in rep])
-    within2 = (MAD_K * _median(np.abs(resid))) ** 2  # about group medians: MAD suffices
-    noise = within2 * float(np.mean([HALF_PI / groups[i].size for i in rep]))
-    tau2 = max(0.0, float(np.var([meds[i] for i in rep], ddof=1)) - noise)
-    if tau2 <= 0:
-        return 0.0, {}, {}
-    centre = _median(x[np.concatenate(groups)])
-    offs: dict[str, float] = {}
-    post: dict[str, float] = {}
-    for name, g, m in zip(names, groups, meds, strict=True):
-        if g.size:
-            e = within2 * HALF_PI / g.size
-            offs[name] = (m - centre) * tau2 / (tau2 + e)
-            post[name] = tau2 * e / (tau2 + e)
-    return tau2, offs, post
 
 
 @lru_cache(maxsize=256)
