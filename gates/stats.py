@@ -346,14 +346,18 @@ def judge_summaries(
     win_hosts: list[str | None] = []
     known_m: set = set()
     if hl is not None and base_hosts is not None and any(base_hosts):
-        tau2 = host_variance(base, base_hosts)
-        if tau2 is not None:
-            known_m = set(base_hosts)
-            known_m.discard(None)
-            tau2_new = tau2 * _chi2_median_factor(len(known_m) - 1)
-            win_hosts = [*hl[-kmax + 1 :], host] if kmax > 1 else [host]
-        if new_host:
-            extra_var = extra_var + tau2_new
+        known_m = set(base_hosts)
+        known_m.discard(None)
+        win = [*hl[-kmax + 1 :], host] if kmax > 1 else [host]
+        # Only runs on machines the baseline has not seen need tau^2 (the usual
+        # case, every recent run on a known machine, costs nothing).
+        if new_host or any(x is not None and x not in known_m for x in win):
+            tau2 = host_variance(base, base_hosts)
+            if tau2 is not None:
+                tau2_new = tau2 * _chi2_median_factor(len(known_m) - 1)
+                win_hosts = win
+            if new_host:
+                extra_var = extra_var + tau2_new
     n = base.size
     c, s = _center_scale(base, n_trials)
     rho, rho_hi = _rho_corrected(base, c, s)
