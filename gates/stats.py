@@ -340,14 +340,12 @@ def judge_summaries(
     # baseline's spread; centring runs on their machine's level was tried and
     # dropped: with few runs per machine, metrics that are constant on a machine
     # get a near-zero scale).
-    new_host = bool(base_hosts) and host not in base_hosts and any(base_hosts)
+    known_m = {x for x in base_hosts if x is not None} if base_hosts else set()
+    new_host = bool(known_m) and host not in known_m
     tau2: float | None = 0.0
     tau2_new = 0.0  # variance of a machine the baseline has not seen
     win_hosts: list[str | None] = []
-    known_m: set = set()
-    if hl is not None and base_hosts is not None and any(base_hosts):
-        known_m = set(base_hosts)
-        known_m.discard(None)
+    if known_m:
         win = [*hl[-kmax + 1 :], host] if kmax > 1 else [host]
         # Only runs on machines the baseline has not seen need tau^2 (the usual
         # case, every recent run on a known machine, costs nothing).
@@ -460,7 +458,7 @@ def host_variance(x: Sequence[float] | np.ndarray, hosts: Sequence[str | None] |
     if hosts is None:
         return None
     x = np.asarray(x, dtype=float)
-    _, groups = _machine_groups(tuple(hosts))
+    groups = _machine_groups(tuple(hosts))
     groups = [g[np.isfinite(x[g])] for g in groups]
     rep = [g for g in groups if g.size >= 2]
     if len(rep) < 2:
@@ -499,13 +497,13 @@ def _new_machine_var(win: Sequence[str | None], known: set, tau2: float) -> floa
 
 
 @lru_cache(maxsize=256)
-def _machine_groups(hosts: tuple[str | None, ...]) -> tuple[list[str], list[np.ndarray]]:
+def _machine_groups(hosts: tuple[str | None, ...]) -> list[np.ndarray]:
     """Run indices per named machine (the same for every metric of a run: cached)."""
     idx: dict[str, list[int]] = {}
     for i, hk in enumerate(hosts):
         if hk is not None:
             idx.setdefault(hk, []).append(i)
-    return list(idx), [np.array(v, dtype=np.intp) for v in idx.values()]
+    return [np.array(v, dtype=np.intp) for v in idx.values()]
 
 
 def _tail_bound(
