@@ -232,6 +232,17 @@ def _eval_param(det: ParamDetector, series: dict[str, list[Series]]) -> tuple[Ce
     return out[0], out[1]
 
 
+def _cell_series(model: str, m: int, reps: int, seed: int,
+                 effects: Sequence[str] = EFFECTS) -> dict[str, list[Series]]:
+    """The series of one cell, drawn effect by effect in ``EFFECTS`` order from one
+    generator per (seed, model, m); a prefix of ``EFFECTS`` gives the same series."""
+    if tuple(effects) != EFFECTS[: len(effects)]:
+        raise ValueError(f"effects {effects!r} must be a prefix of {EFFECTS!r}")
+    rng = np.random.default_rng([seed, NOISE_MODELS.index(model), m])
+    return {e: [make_series(model, e, rng, tau=TAU, m=m) for _ in range(reps)]
+            for e in effects}
+
+
 def run_benchmark(
     reps: int, slow_reps: int, *, seed: int = 0, peers_on: bool = True,
     models: Sequence[str] = NOISE_MODELS, ms: Sequence[int] = (1, 5), log=print,
@@ -240,9 +251,7 @@ def run_benchmark(
     results: dict = {"libs": libs, "cells": {}}
     for model in models:
         for m in ms:
-            rng = np.random.default_rng([seed, NOISE_MODELS.index(model), m])
-            series = {e: [make_series(model, e, rng, tau=TAU, m=m) for _ in range(reps)]
-                      for e in EFFECTS}
+            series = _cell_series(model, m, reps, seed)
             t0 = time.perf_counter()
             cells: dict[tuple[str, str], Cell] = {}
             cells[("gate", "default")] = _eval_boolean(
@@ -312,8 +321,7 @@ def fa_over_seeds(seeds: Sequence[int], reps: int, *, models: Sequence[str] = NO
             t0 = time.perf_counter()
             fas = []
             for seed in seeds:
-                rng = np.random.default_rng([seed, NOISE_MODELS.index(model), m])
-                nulls = [make_series(model, "null", rng, tau=TAU, m=m) for _ in range(reps)]
+                nulls = _cell_series(model, m, reps, seed, effects=("null",))["null"]
                 fas.append(float(np.mean([gate_alarms(s, GATED).any() for s in nulls])))
             out[(model, m)] = fas
             log(f"  {model:9s} m={m}: {time.perf_counter() - t0:6.1f} s")

@@ -231,18 +231,15 @@ def make_pool_series(
     (confirm on trip) runs on the same machine: same offset, fresh noise.
     """
     offsets: list[float] = []
-    hosts: list[str] = []
+    machine: list[int] = []
     for i in range(n_runs):
-        if not offsets or (i >= pool and rng.random() < p_new):
+        if not offsets or i < pool or rng.random() < p_new:
             offsets.append(float(rng.normal(0, machine_sd)))
-            h = len(offsets) - 1
-        elif i < pool:
-            offsets.append(float(rng.normal(0, machine_sd)))
-            h = len(offsets) - 1
+            machine.append(len(offsets) - 1)
         else:
-            h = int(rng.integers(len(offsets)))
-        hosts.append(f"GPU-{h}")
-    off = np.array([offsets[int(h[4:])] for h in hosts])
+            machine.append(int(rng.integers(len(offsets))))
+    hosts = [f"GPU-{k}" for k in machine]
+    off = np.array(offsets)[machine]
     runs = 1.0 + off[:, None] + rng.normal(0, run_sd, n_runs)[:, None] + rng.normal(
         0, run_sd, (n_runs, m))
     twins = 1.0 + off[:, None] + rng.normal(0, run_sd, n_runs)[:, None] + rng.normal(
