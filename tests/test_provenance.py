@@ -96,6 +96,15 @@ def fake_torch(monkeypatch):
     monkeypatch.delitem(sys.modules, "torch", raising=False)
 
 
+@pytest.fixture
+def fake_smi(tmp_path, monkeypatch):
+    # An nvidia-smi that prints the two-H200 query answer, alone on PATH.
+    smi = tmp_path / "nvidia-smi"
+    smi.write_text(f"#!/bin/sh\nprintf '{SMI}'\n")
+    smi.chmod(0o755)
+    monkeypatch.setenv("PATH", str(tmp_path))
+
+
 def test_gpus_from_torch_probe_where_nvidia_smi_is_missing(tmp_path, monkeypatch, fake_torch):
     monkeypatch.setenv("PATH", str(tmp_path))
     monkeypatch.setattr(provenance, "_gpu_device_nodes", lambda: True)
@@ -104,22 +113,14 @@ def test_gpus_from_torch_probe_where_nvidia_smi_is_missing(tmp_path, monkeypatch
     assert fingerprint_key(hw) == "amd-instinct-mi300x-x1-sm94"
 
 
-def test_torch_probe_skips_gpus_when_nvidia_smi_saw_them(tmp_path, monkeypatch, fake_torch):
-    smi = tmp_path / "nvidia-smi"
-    smi.write_text(f"#!/bin/sh\nprintf '{SMI}'\n")
-    smi.chmod(0o755)
-    monkeypatch.setenv("PATH", str(tmp_path))
+def test_torch_probe_skips_gpus_when_nvidia_smi_saw_them(monkeypatch, fake_torch, fake_smi):
     monkeypatch.setattr(provenance, "_gpu_device_nodes", lambda: True)
     assert provenance.torch_probe(gpus=False)["argv"] == []
     hw = detect_hardware()
     assert fingerprint_key(hw) == "nvidia-h200-x2-sm90" and hw["torch"] == "9.9.9"
 
 
-def test_visible_devices_narrow_the_fingerprint(tmp_path, monkeypatch, fake_torch):
-    smi = tmp_path / "nvidia-smi"
-    smi.write_text(f"#!/bin/sh\nprintf '{SMI}'\n")
-    smi.chmod(0o755)
-    monkeypatch.setenv("PATH", str(tmp_path))
+def test_visible_devices_narrow_the_fingerprint(monkeypatch, fake_torch, fake_smi):
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "1")
     hw = detect_hardware(probe_torch=False)
     assert fingerprint_key(hw) == "nvidia-h200-x1-sm90" and hw["cuda_visible_devices"] == "1"
@@ -169,11 +170,7 @@ def test_gpu_uuid_is_kept_when_nvidia_smi_gives_it():
     assert "uuid" not in parse_nvidia_smi("NVIDIA H200, 143771, 580.159.04, 9.0\n")[0]
 
 
-def test_fingerprint_detection_skips_the_version_probe_when_smi_names_the_gpus(tmp_path, monkeypatch, fake_torch):
-    smi = tmp_path / "nvidia-smi"
-    smi.write_text(f"#!/bin/sh\nprintf '{SMI}'\n")
-    smi.chmod(0o755)
-    monkeypatch.setenv("PATH", str(tmp_path))
+def test_fingerprint_detection_skips_the_version_probe_when_smi_names_the_gpus(monkeypatch, fake_torch, fake_smi):
     monkeypatch.setattr(provenance, "_gpu_device_nodes", lambda: True)
     calls = []
     monkeypatch.setattr(provenance, "torch_probe", lambda **kw: calls.append(kw) or {})
