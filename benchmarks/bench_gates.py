@@ -98,8 +98,10 @@ def gate_alarms(
         kw = {"hosts": names[:t], "host": names[t]} if names else {}
         j = stats.judge_summaries(x[:t], float(x[t]), sign=1, **kw)
         v = stats.decide(j, j.p_worse, level=P.level)
-        if v == "regression" and confirm:
-            _, v = stats.confirm(x[:t], float(tw[t]), sign=1, first=float(x[t]), **kw)
+        suspect = v == "pass" and stats.is_suspect(j, j.p_worse)
+        if (v == "regression" or suspect) and confirm:
+            _, v = stats.confirm(x[:t], float(tw[t]), sign=1, first=float(x[t]),
+                                 suspect=suspect, **kw)
         out[i] = v == "regression"
         if out[i] and first_only:
             break

@@ -73,6 +73,7 @@ __all__ = [
     "summarize",
     "huber_location",
     "decide",
+    "is_suspect",
     "bh_qvalues",
     "pettitt",
     "confirm",
@@ -85,6 +86,7 @@ HUBER_C = 1.5  # Huber's clipping constant, in scales (95% efficient at the norm
 HUBER_VAR = 1.037  # asymptotic variance of the Huber location (c = 1.5) over sigma^2 / k
 HALF_PI = math.pi / 2  # variance of a median of k normals ~ (pi/2) sigma^2 / k
 RHO_CAUTION = 1.0  # window tests: lag-1 autocorrelation r + RHO_CAUTION * se(r)
+PAIR_TAIL = 2.0  # 3+ baseline runs this many scales on the bad side: too heavy a tail for pair means
 
 
 @dataclass(frozen=True)
@@ -92,8 +94,11 @@ class GateParams:
     """Default settings of the gate; every field can be overridden per metric."""
 
     level: float = 0.02  # BH false discovery level across a run's metrics (first attempt)
+    screen_level: float = 0.05  # first attempt, new run alone: a suspect (rerun, never fails alone)
     confirm_level: float = 0.05  # level the confirm attempt must reach on its own
-    confirm_run_level: float = 0.05  # the rerun alone, when a window decided
+    confirm_run_level: float = 0.05  # the pair's mean against single runs, when a window decided
+    pair_level: float = 0.01  # ... or against the baseline's pairs of runs (iid, light tails)
+    suspect_pair_level: float = 0.002  # a suspect holds only if its pair's mean reaches this
     confirm_attempts: int = 1  # reruns of tripped tests before a regression holds
     consistency_level: float = 0.01  # first attempt vs its rerun: a transient if this far apart
     window: int = 30  # baseline runs
@@ -279,6 +284,7 @@ def judge_summaries(
     min_change: float | None = None,
     hosts: Sequence[str | None] | None = None,
     host: str | None = None,
+    pair: bool = False,
 ) -> Judgement:
     """Judge a new run summary ``value`` against past run summaries (oldest first).
 
@@ -308,6 +314,14 @@ def judge_summaries(
     Analysis*, 4th ed., 2008, sec. 5.2: AR(1) forecast and its error variance).
     Assumptions: baseline runs exchangeable up to AR(1) dependence; the
     change of interest is a shift in location.
+
+    ``pair``: ``value`` is the mean of two attempts of one run (a first attempt
+    and its confirm rerun). The attempts share what the previous run predicts
+    beyond rho_lo (cautious rho_hi), the rest of their noise halves; the k = 1
+    rank and tail bounds use the means of every pair of baseline runs, unless
+    the baseline's bad-side tail is heavier than Gaussian (3 or more runs
+    beyond ``PAIR_TAIL`` scales), where a pair of slow runs is ordinary and
+    single runs stay the reference.
     """
     h = np.asarray(history, dtype=float)
     finite = np.isfinite(h)
@@ -375,12 +389,17 @@ def judge_summaries(
         dev_1 = sign * ((base[1:] - c) - rho_lo * (np.clip(base[:-1], lo, hi) - c))
     else:
         mu1, s1c, dev_1 = c, s1, dev_base
+    u1 = 3.0 * s1c
+    if pair:
+        s1c = s1 * math.sqrt(max(rho_hi - rho_lo, 0.0) ** 2 + 0.5 * (1.0 - rho_hi * rho_hi))
+        if np.count_nonzero(dev_1 > PAIR_TAIL * u1 / 3.0) < 3:
+            dev_1, u1 = _pair_means(dev_1), 3.0 * s1c
     se1 = math.sqrt(max(s1c * s1c + cvar + extra_var, 1e-300))
     z1 = sign * (value - mu1) / se1
     pw1 = predictive_z_pvalue(z1, df)
     pb1 = predictive_z_pvalue(-z1, df)
     pw1, pb1 = _empirical_bound(dev_1, sign * (value - mu1), pw1, pb1)
-    pw1, pb1 = _tail_bound(dev_1, sign * (value - mu1), 3.0 * s1c, pw1, pb1)
+    pw1, pb1 = _tail_bound(dev_1, sign * (value - mu1), u1, pw1, pb1)
     w = _weights(len(ks) + 1)
     cands = [(min(pw1, pb1) / w[0], 1, c, value, se1, z1)]
     pws = [pw1 / w[0]]
@@ -494,6 +513,12 @@ def _new_machine_var(win: Sequence[str | None], known: set, tau2: float) -> floa
             counts[x] = counts.get(x, 0) + 1
     k = len(win)
     return tau2 * sum((c / k) ** 2 for c in counts.values())
+
+
+def _pair_means(x: np.ndarray) -> np.ndarray:
+    """Means of every pair of values: the baseline's counterpart of a two-attempt mean."""
+    i, j = _triu(x.size)
+    return 0.5 * (x[i] + x[j])
 
 
 @lru_cache(maxsize=256)
@@ -714,6 +739,31 @@ def decide(j: Judgement, q_worse: float, *, level: float, q_better: float | None
     return "pass"
 
 
+def is_suspect(j: Judgement, q_worse: float, *, params: GateParams = DEFAULTS,
+               level: float | None = None) -> bool:
+    """A first attempt short of a regression that still earns a confirm rerun.
+
+    The new run alone (k = 1) reaches ``params.screen_level`` after the same
+    Bonferroni weight and BH adjustment as the full test (its p is scaled by
+    q / p of the metric), its change is beyond the practical floor, and the
+    baseline looks serially independent (``rho_lo`` = 0: with autocorrelated
+    runs a rerun shares the first attempt's state and is weak evidence). A
+    suspect never fails a session by itself; it holds as a regression only
+    when its rerun confirms (``confirm`` with ``suspect=True``). This raises
+    first-bad-run detection without raising the level every run is held to.
+    """
+    level = params.level if level is None else level
+    if j.status != "ok" or j.z <= 0 or j.extras.get("rho_lo", 0.0) > 0.0:
+        return False
+    if decide(j, q_worse, level=level) != "pass":
+        return False
+    scale = q_worse / j.p_worse if j.p_worse > 0 else 1.0
+    w0 = _weights(1 + sum(k.startswith("p_w") for k in j.extras))[0]
+    p_run = j.extras["p_run_worse"] / w0 * max(scale, 1.0)
+    own = j.own_change
+    return p_run <= params.screen_level and (own is None or j.sign * own > j.floor)
+
+
 def bh_qvalues(p: Sequence[float] | np.ndarray) -> np.ndarray:
     """Benjamini-Hochberg adjusted p-values (q-values) for a family of tests.
 
@@ -769,6 +819,7 @@ def confirm(
     extra_var: float = 0.0,
     hosts: Sequence[str | None] | None = None,
     host: str | None = None,
+    suspect: bool = False,
 ) -> tuple[Judgement, str]:
     """Judge a confirm attempt: the rerun of a tripped metric, the first attempt excluded.
 
@@ -777,7 +828,11 @@ def confirm(
     ``regression`` at ``params.confirm_level``: a one-sided test of the
     hypothesis the first attempt raised, so for independent run-level noise
     the pair's false-alarm rate is about level * confirm_level (sequential
-    two-stage testing; Bauer & Koehne, Biometrics 50 (1994) 1029-1041).
+    two-stage testing; Bauer & Koehne, Biometrics 50 (1994) 1029-1041). When
+    the baseline looks serially independent (``rho_lo`` = 0), that hypothesis
+    is the evidence window that decided the first attempt, and the rerun's p
+    for that window is used as it is (the weights spread the first attempt's
+    level over windows it had not chosen yet).
 
     A first attempt far above its rerun is a transient (a runner glitch), not
     a regime: the two attempts are two draws of one regime, so their
@@ -793,14 +848,22 @@ def confirm(
     When the deciding evidence is a multi-run window, that window shares all
     its other runs with the first attempt, so the two attempts' own values
     must also lean the bad way: the mean of the first attempt and the rerun
-    (two independent processes, variance halved) must have one-sided
-    p <= ``params.confirm_run_level`` against the baseline (the rerun alone
-    when ``first`` is not given).
+    must have one-sided p <= ``params.confirm_run_level`` against single
+    baseline runs, or (serially independent baselines) p <= ``params.pair_level``
+    against the baseline's pair means (``judge_summaries(pair=True)``); the
+    rerun alone when ``first`` is not given. A ``suspect`` (``is_suspect``)
+    holds only when that pair's mean reaches ``params.suspect_pair_level``.
     Returns (judgement, verdict of the rerun).
     """
-    j = judge_summaries(history, rerun, sign=sign, params=params, n_trials=n_trials,
-                        extra_var=extra_var, min_change=min_change, hosts=hosts, host=host)
-    v = decide(j, j.p_worse, level=params.confirm_level)
+    kw = dict(sign=sign, params=params, n_trials=n_trials, extra_var=extra_var,
+              min_change=min_change, hosts=hosts, host=host)
+    j = judge_summaries(history, rerun, **kw)
+    iid = j.extras.get("rho_lo", 0.0) == 0.0
+    p_conf = j.p_worse
+    if first is not None and iid and j.status == "ok":
+        k = judge_summaries(history, first, **kw).window
+        p_conf = min(p_conf, j.extras.get("p_run_worse" if k == 1 else f"p_w{k}_worse", 1.0))
+    v = decide(j, p_conf, level=params.confirm_level)
     s1c = j.extras.get("s1c", j.extras.get("s1", 0.0))
     if v == "regression" and first is not None and params.consistency_level > 0:
         # Same regime? The first attempt far worse than its rerun is a transient.
@@ -808,14 +871,20 @@ def confirm(
         df = max(QN_EFF * (j.n_baseline - 1), 2.0)
         if predictive_z_pvalue(sign * (first - rerun) / se_d, df) <= params.consistency_level:
             v = "pass"
-    if v == "regression" and j.window > 1:
-        p_run = j.extras["p_run_worse"]
-        if first is not None:
-            pooled = judge_summaries(
-                history, 0.5 * (first + rerun), sign=sign, params=params, n_trials=n_trials,
-                extra_var=extra_var - 0.5 * s1c * s1c, min_change=min_change, hosts=hosts,
-                host=host)
-            p_run = pooled.extras["p_run_worse"]
-        if p_run > params.confirm_run_level:
+    if v == "regression" and (j.window > 1 or (suspect and first is not None)):
+        if first is None:
+            hold = j.extras["p_run_worse"] <= params.confirm_run_level
+        else:
+            mean = 0.5 * (first + rerun)
+            p_pair = (judge_summaries(history, mean, pair=True, **kw).extras["p_run_worse"]
+                      if iid else 1.0)
+            if suspect:
+                hold = p_pair <= params.suspect_pair_level
+            else:
+                single = judge_summaries(history, mean, **{**kw, "extra_var":
+                                                             extra_var - 0.5 * s1c * s1c})
+                hold = (single.extras["p_run_worse"] <= params.confirm_run_level
+                        or p_pair <= params.pair_level)
+        if not hold:
             v = "pass"
     return j, v

@@ -6,7 +6,16 @@ import numpy as np
 import pytest
 
 from gates import stats
-from gates.stats import DEFAULTS, bh_qvalues, confirm, decide, judge, judge_summaries, pettitt
+from gates.stats import (
+    DEFAULTS,
+    bh_qvalues,
+    confirm,
+    decide,
+    is_suspect,
+    judge,
+    judge_summaries,
+    pettitt,
+)
 
 
 def verdict(history, value, sign=1, **kw):
@@ -153,6 +162,78 @@ def test_confirm_treats_a_first_attempt_far_above_its_rerun_as_a_transient():
     assert confirm(h, 1.04, sign=1)[1] == "regression"
     assert confirm(h, 1.04, sign=1, first=1.3)[1] == "pass"
     assert confirm(h, 1.04, sign=1, first=1.05)[1] == "regression"  # same regime
+
+
+def _iid_baseline() -> np.ndarray:
+    # 30 Gaussian runs (1% noise) with no sign of autocorrelation (rho_lo = 0).
+    h = 1 + np.random.default_rng(15).normal(0, 0.01, 30)
+    assert judge_summaries(h, 1.0, sign=1).extras["rho_lo"] == 0.0
+    return h
+
+
+def _ar1_baseline(n: int = 41, phi: float = 0.8) -> np.ndarray:
+    rng = np.random.default_rng(12)
+    a, e = np.zeros(n), rng.normal(0, 0.01 * np.sqrt(1 - phi**2), n)
+    for t in range(1, n):
+        a[t] = phi * a[t - 1] + e[t]
+    return 1 + a
+
+
+def test_pair_mean_is_judged_against_pairs_of_baseline_runs():
+    h = _iid_baseline()
+    # Two attempts averaging +2.2%: half the noise of one run, ranked among pair means.
+    one = judge_summaries(h, 1.022, sign=1).extras["p_run_worse"]
+    two = judge_summaries(h, 1.022, sign=1, pair=True).extras["p_run_worse"]
+    assert two < one / 2
+    # A baseline with a slow second mode (4 runs +5%): a pair of slow attempts is
+    # ordinary, so single runs stay the reference and the pair gains nothing.
+    b = h.copy()
+    b[[3, 9, 17, 25]] += 0.05
+    for v in (1.03, 1.05):
+        assert (judge_summaries(b, v, sign=1, pair=True).extras["p_run_worse"]
+                == judge_summaries(b, v, sign=1).extras["p_run_worse"] > 0.1)
+
+
+def test_suspect_earns_a_rerun_and_holds_only_if_the_pair_is_clear():
+    h = _iid_baseline()
+    j = judge_summaries(h, 1.03, sign=1)
+    assert decide(j, j.p_worse, level=DEFAULTS.level) == "pass"  # not a regression alone
+    assert is_suspect(j, j.p_worse)
+    assert confirm(h, 1.035, sign=1, first=1.03, suspect=True)[1] == "regression"
+    assert confirm(h, 1.0, sign=1, first=1.03, suspect=True)[1] == "pass"  # clean rerun
+    assert confirm(h, 1.026, sign=1, first=1.03, suspect=True)[1] == "pass"  # pair not clear
+    # Higher is better: the mirror image.
+    j = judge_summaries(2 - h, 0.97, sign=-1)
+    assert is_suspect(j, j.p_worse)
+    # Not suspects: a change within the declared floor, a small change, an improvement,
+    # a BH q-value that scales the run's p beyond the screen.
+    for j, q in ((judge_summaries(h, 1.03, sign=1, min_change=0.05), None),
+                 (judge_summaries(h, 1.018, sign=1), None),
+                 (judge_summaries(h, 0.97, sign=1), None),
+                 (judge_summaries(h, 1.03, sign=1), 0.5)):
+        assert not is_suspect(j, j.p_worse if q is None else q)
+
+
+def test_no_suspects_when_runs_are_autocorrelated():
+    # A rerun shares an AR(1) run's state: no screen below the level.
+    a = _ar1_baseline()
+    j = judge_summaries(a[:-1], a[-2] + 0.04, sign=1)
+    assert j.extras["rho_lo"] > 0 and j.extras["p_run_worse"] / 0.5 <= DEFAULTS.screen_level
+    assert decide(j, j.p_worse, level=DEFAULTS.level) == "pass"
+    assert not is_suspect(j, j.p_worse)
+
+
+def test_confirm_retests_the_window_that_decided_the_first_attempt():
+    h = _iid_baseline()
+    # The first attempt (+3.5%) was decided by the new run alone (k = 1); a rerun at
+    # +2.4% has k = 1 p between 0.025 and 0.05: it re-tests that hypothesis at 0.05
+    # (no second Bonferroni split over windows).
+    j1 = judge_summaries(h, 1.035, sign=1)
+    assert j1.window == 1 and decide(j1, j1.p_worse, level=DEFAULTS.level) == "regression"
+    jr = judge_summaries(h, 1.024, sign=1)
+    assert jr.p_worse > DEFAULTS.confirm_level >= jr.extras["p_run_worse"]
+    assert confirm(h, 1.024, sign=1, first=1.035)[1] == "regression"
+    assert confirm(h, 1.024, sign=1)[1] == "pass"  # no first attempt: the weighted test
 
 
 def test_autocorrelated_runs_are_predicted_one_step_ahead():
