@@ -224,6 +224,7 @@ def _gate(opts: RunOptions, run_id: str, plan_file: Path, confirm_of: str | None
     cmd = [sys.executable, "-m", "gates.gate", "--history", _history_path(opts), "--run-id", run_id, "--plan", str(plan_file), "--mode", opts.gate, "--tripped-out", str(tripped_out)]
     if confirm_of:
         cmd += ["--confirm-of", confirm_of]
+    tripped_out.unlink(missing_ok=True)  # a gate that dies before writing it leaves no stale list
     return subprocess.run(cmd, cwd=opts.root, check=False).returncode
 
 
@@ -287,12 +288,14 @@ def run_suite(opts: RunOptions) -> int:
     tripped = opts.results / f"tripped-{suite.name}-{i}-of-{n}.json"
     grc = _gate(opts, run_id, plan_file, None, tripped)
     attempt = 0
-    while grc == 1 and attempt < opts.confirm and tripped.exists():
+    # Exit 1 (an enforced failure) or 0 with suspects (stats.is_suspect): the gate lists
+    # the tests to rerun; a confirm attempt decides both.
+    while grc in (0, 1) and attempt < opts.confirm and tripped.exists():
         nodeids = json.loads(tripped.read_text(encoding="utf-8") or "[]")
         if not nodeids:
             break
         attempt += 1
-        print(f"gate tripped on {len(nodeids)} test(s); confirming (attempt {attempt} of {opts.confirm})", flush=True)
+        print(f"gate tripped or suspected {len(nodeids)} test(s); confirming (attempt {attempt} of {opts.confirm})", flush=True)
         confirm_id = uuid.uuid4().hex
         confirm_plan = dict(plan_data, run_id=confirm_id, confirm_of=run_id)
         cfile = _write(opts.results / f"plan-{suite.name}-{i}-of-{n}-confirm{attempt}.json", confirm_plan)

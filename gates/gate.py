@@ -12,15 +12,19 @@ or history, an ``error`` verdict in enforce mode).
 Confirm on trip (what ``ci_register.runner`` does):
 
 1. ``evaluate_run(h, A)`` -> ``result.tripped_nodeids`` (written to
-   ``--tripped-out`` as a JSON list) and exit 1;
+   ``--tripped-out`` as a JSON list): the tests behind enforced failures (exit 1)
+   and behind ``suspect`` verdicts (the new run alone passed the screen,
+   ``stats.is_suspect``, but not the level: exit 0 unless something failed);
 2. the runner reruns only those tests as run B with ``confirm_of = A``;
-3. ``evaluate_run(h, B, confirm_of=A)`` judges only the metrics A tripped,
-   with A left out of the baseline, at ``confirm_level`` (and, when a multi-run
-   window decided, the rerun alone must lean the bad way at
-   ``confirm_run_level``); the regression holds only if it holds in B. B's
-   verdicts are saved under B with ``attempt = 2`` (A keeps its ``attempt = 1``
-   rows), so both attempts are recorded. The default number of confirm
-   attempts is ``DEFAULTS.confirm_attempts`` = 1 (the runner's ``--confirm``).
+3. ``evaluate_run(h, B, confirm_of=A)`` judges only the metrics A tripped or
+   suspected, with A left out of the baseline, at ``confirm_level`` (and, when
+   a multi-run window decided, the two attempts' mean must lean the bad way;
+   a suspect holds only when that mean reaches ``suspect_pair_level``); the
+   regression holds only if it holds in B. B's verdicts are saved under B with
+   ``attempt = 2`` (A keeps its ``attempt = 1`` rows), so both attempts are
+   recorded. The default number of confirm attempts is
+   ``DEFAULTS.confirm_attempts`` = 1 (the runner's ``--confirm``); with
+   ``--confirm 0`` a suspect stays a suspect and never fails the session.
 
 Baselines: complete, trusted runs of the same suite, metric key and hardware
 fingerprint, started before the judged run, excluding confirm reruns (one
@@ -64,8 +68,9 @@ __all__ = [
 ]
 
 VERDICTS = ("pass", "regression", "improvement", "insufficient-history", "threshold-fail",
-            "missing", "error")
+            "missing", "error", "suspect")
 FAILING = ("regression", "threshold-fail", "missing")  # fail the session when enforced
+RERUN = (*FAILING, "suspect")  # enforced verdicts whose tests the confirm attempt reruns
 SERIES_LIMIT = 80  # newest baseline rows fetched per metric (window 30 + 10 + confirm reruns)
 
 
@@ -99,6 +104,10 @@ class Verdict:
     @property
     def enforced_failure(self) -> bool:
         return self.mode == "enforce" and self.verdict in FAILING
+
+    @property
+    def needs_rerun(self) -> bool:
+        return self.mode == "enforce" and self.verdict in RERUN
 
     def row(self, attempt: int, confirm_of: str | None) -> dict[str, Any]:
         """A row for ``History.save_verdicts``."""
@@ -137,8 +146,8 @@ class GateResult:
 
     @property
     def tripped_nodeids(self) -> list[str]:
-        """Tests to rerun for a confirm attempt: those behind enforced failures."""
-        out = {v.nodeid for v in self.verdicts if v.enforced_failure and v.nodeid}
+        """Tests to rerun for a confirm attempt: behind enforced failures and suspects."""
+        out = {v.nodeid for v in self.verdicts if v.needs_rerun and v.nodeid}
         return sorted(out)
 
     @property
@@ -407,6 +416,7 @@ def evaluate_run(
     recorded = _latest_rows(history.metrics(run_id))
     exclude = {run_id}
     keys = sorted(set(recorded) | {k for k, g in declared.items() if g.mode != "off"})
+    suspects: set[str] = set()
     if confirm_of:
         if history.run(confirm_of) is None:
             raise GateInputError(f"--confirm-of {confirm_of}: no such run in {history.path}")
@@ -415,8 +425,10 @@ def evaluate_run(
         last_attempt = max((r["attempt"] for r in first), default=0)
         result.attempt = last_attempt + 1 if last_attempt else 2
         tripped = {r["key"] for r in first
-                   if r["attempt"] == last_attempt and r["verdict"] in FAILING
+                   if r["attempt"] == last_attempt and r["verdict"] in RERUN
                    and r.get("mode") == "enforce"}
+        suspects = {r["key"] for r in first
+                    if r["attempt"] == last_attempt and r["verdict"] == "suspect"}
         if first:
             keys = [k for k in keys if k in tripped]
             keys += sorted(tripped - set(keys))
@@ -465,7 +477,7 @@ def evaluate_run(
             j, base = _judge_one(history, run, key, rows, gate, params, exclude, v,
                                  first_summary.get(key) if confirm_of else None,
                                  None if pre is None else pre.get(key, []),
-                                 this_host, hosts, base_ids.get(key))
+                                 this_host, hosts, base_ids.get(key), key in suspects)
             if base is not None:
                 bases[key] = base
         except Exception as e:  # noqa: BLE001 - one bad metric must not hide the others
@@ -493,6 +505,14 @@ def evaluate_run(
             else:
                 q = v.q_value if v.q_value is not None else j.p_worse
                 verdict = stats.decide(j, q, level=gate.level, q_better=q_better.get(v.key))
+                if (verdict == "pass" and gate.mode == "enforce"
+                        and stats.is_suspect(j, q, params=params, level=gate.level)):
+                    # Short of the level, but the new run alone passed the screen:
+                    # the confirm rerun decides; never a failure by itself.
+                    verdict = "suspect"
+                    v.message = (f"{v.message}; " if v.message else "") + (
+                                 f"new run alone p {j.extras['p_run_worse']:.2g}: screened at "
+                                 f"{params.screen_level:g}, a confirm rerun decides")
             v.verdict = verdict
             if verdict in ("regression", "improvement"):
                 base = bases.get(v.key)
@@ -528,6 +548,7 @@ def _judge_one(history: Any, run: Mapping[str, Any], key: str,
                exclude: set[str], v: Verdict, first: float | None = None,
                pre: Any = None, this_host: str | None = None,
                hosts: Mapping[str, str | None] | None = None, ids: Sequence[str] | None = None,
+               suspect: bool = False,
                ) -> tuple[stats.Judgement, list[Mapping[str, Any]] | None]:
     samples = [float(x) for r in rows for x in (r.get("samples") or [r["median"]])]
     if not samples or not all(math.isfinite(x) for x in samples):
@@ -557,7 +578,8 @@ def _judge_one(history: Any, run: Mapping[str, Any], key: str,
     else:
         j, v.verdict = stats.confirm(summaries, value, sign=sign, first=first, params=p,
                                      n_trials=gate.n, min_change=gate.min_change,
-                                     extra_var=extra, hosts=run_hosts, host=this_host)
+                                     extra_var=extra, hosts=run_hosts, host=this_host,
+                                     suspect=suspect)
     v.new = _num(j.value)
     v.baseline = _num(j.baseline)
     v.rel_change = _num(j.rel_change)
@@ -611,7 +633,8 @@ def verdict_table(result: GateResult) -> str:
 
     rows = []
     order = {v: i for i, v in enumerate(("regression", "threshold-fail", "missing", "error",
-                                         "insufficient-history", "improvement", "pass"))}
+                                         "suspect", "insufficient-history", "improvement",
+                                         "pass"))}
     for v in sorted(result.verdicts, key=lambda v: (order.get(v.verdict, 9), v.key)):
         change = _fmt(v.rel_change, pct=True)
         if v.ci_low is not None and v.ci_high is not None:

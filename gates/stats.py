@@ -38,7 +38,9 @@ Design, in short (see ``judge_summaries`` and ``confirm``):
    first attempt left out of the baseline at 0.05, treats a first attempt far
    above its rerun as a transient (two draws of one regime, one-sided
    p <= 0.01), and, when a window decided, asks the pair's mean to lean the
-   bad way; Pettitt's rank test localises the change.
+   bad way; a first attempt whose new run alone reaches the 0.05 screen but
+   not the level is a suspect (``is_suspect``): rerun, and held only when the
+   pair's mean is clear (p <= 0.002); Pettitt's rank test localises the change.
 
 Defaults are set on the detection benchmark (``benchmarks/bench_gates.py``):
 the level is the largest that keeps the worst noise model (AR(1), the H200

@@ -96,6 +96,29 @@ def test_confirm_clears_a_one_off(h):
     assert evaluate_run(h, c).verdicts[0].verdict == "pass"
 
 
+def const(level: float) -> tuple[list[float], dict]:
+    return [level] * 5, {"unit": "ms", "better": "lower"}
+
+
+def test_suspect_reruns_without_failing_and_the_rerun_decides(h):
+    rng = fill(h)
+    a = add_run(h, 100, {"lat": const(1.016)})  # short of the level, past the screen
+    # Warn mode reruns nothing, so it suspects nothing.
+    rw = evaluate_run(h, a, mode="warn", save=False)
+    assert rw.verdicts[0].verdict == "pass" and not rw.tripped_nodeids
+    res = evaluate_run(h, a)
+    [v] = res.verdicts
+    assert v.verdict == "suspect" and res.exit_code == 0 and res.tripped_nodeids == [NODE]
+    assert "confirm rerun decides" in v.message and "suspect" in verdict_table(res)
+    # The rerun decides: clean, or not clear enough as a pair -> pass; a real change holds.
+    for i, (samples, verdict) in enumerate(((lat(rng), "pass"), (const(1.016), "pass"),
+                                            (const(1.022), "regression"))):
+        b = add_run(h, 101 + i, {"lat": samples}, confirm_of=a)
+        rb = evaluate_run(h, b, confirm_of=a)
+        assert rb.attempt == 2 and [x.verdict for x in rb.verdicts] == [verdict]
+        assert rb.exit_code == (verdict == "regression")
+
+
 def test_confirm_judges_only_tripped_metrics(h):
     rng = fill(h, tp=lambda r: (1000 * (1 + r.normal(0, 0.01, 5)),
                                 {"unit": "tok/s", "better": "higher"}))

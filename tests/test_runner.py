@@ -147,3 +147,59 @@ def test_per_file_budget_times_out_a_hung_test(tmp_path):
     )
     assert r.returncode == 1
     assert "Timeout" in r.stdout and "1 passed" in r.stdout
+
+
+LAT_TEST = '''
+import os
+from pathlib import Path
+
+from ci_register import register_cpu_ci
+register_cpu_ci(est_time=5, suite="cpu")
+
+
+def test_lat(metrics):
+    # One value per pytest process, in order: the first attempt, then its reruns.
+    count = Path(os.environ["LAT_COUNT"])
+    i = int(count.read_text()) if count.exists() else 0
+    count.write_text(str(i + 1))
+    value = float(os.environ["LAT_VALUES"].split()[i])
+    metrics.record("lat", [value] * 5, unit="ms", better="lower")
+'''
+
+
+def _baseline(db: Path, n: int = 30) -> None:
+    """n earlier runs of suite cpu on this machine's fingerprint, 1% noise, 5 samples."""
+    import numpy as np
+
+    from gates.history import RunRecord, TestResult, open_history
+    from gates.metrics import validate_metric
+    from gates.provenance import Provenance, detect_hardware, fingerprint_key
+
+    fp = fingerprint_key(detect_hardware())
+    rng = np.random.default_rng(0)
+    node = "suites/test_lat.py::test_lat"
+    with open_history(db) as h:
+        for i in range(n):
+            p = Provenance(run_id=f"base{i:02d}", suite="cpu", commit=f"{i:07d}", branch="main",
+                           started_at=f"2026-01-01T00:00:{i:02d}+00:00", fingerprint=fp)
+            h.start_run(p)
+            m = validate_metric("lat", list(1 + rng.normal(0, 0.01, 5)), unit="ms", better="lower")
+            h.record_run(RunRecord(p, [TestResult(node, "suites/test_lat.py", "passed", 1.0)],
+                                   [(node, m)], None, 0))
+
+
+@pytest.mark.parametrize(("values", "rc"), [("1.016 1.0", 0), ("1.016 1.022", 1)])
+def test_a_suspect_is_rerun_and_the_rerun_decides(tmp_path, values, rc):
+    tree = make_tree(tmp_path, {"test_lat.py": LAT_TEST})
+    _baseline(tree / "h.db")
+    r = run(tree, "cpu", "--gate", "enforce",
+            env={"LAT_VALUES": values, "LAT_COUNT": str(tmp_path / "count")})
+    assert r.returncode == rc, r.stdout + r.stderr
+    assert "suspected 1 test(s); confirming (attempt 1 of 1)" in r.stdout
+    assert (tmp_path / "count").read_text() == "2"  # first attempt + one rerun
+    # --confirm 0: the suspect is recorded and the session passes.
+    (tmp_path / "count").unlink()
+    r0 = run(tree, "cpu", "--gate", "enforce", "--confirm", "0",
+             env={"LAT_VALUES": values, "LAT_COUNT": str(tmp_path / "count")})
+    assert r0.returncode == 0 and "confirming" not in r0.stdout, r0.stdout + r0.stderr
+    assert "suspect" in r0.stdout
