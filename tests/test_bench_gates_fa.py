@@ -17,9 +17,20 @@ def test_fa_over_seeds_reproduces_the_benchmarks_null_column():
                                log=lambda *_: None)
     gate = full["cells"][("ar1", 1)][("gate", "default")]
     fa = bench.fa_over_seeds([0, 1], 12, models=["ar1"], ms=(1,), log=lambda *_: None)
-    assert fa[("ar1", 1)][0] == pytest.approx(gate.fa_series)
+    assert fa["null"][("ar1", 1)][0] == pytest.approx(gate.fa_series)
+    assert fa["spike"][("ar1", 1)][0] == pytest.approx(gate.spike_fa)
     md = bench.render_fa(fa, seeds=[0, 1], reps=12, elapsed=1.0)
     assert "| ar1" in md and "--fa-seeds 0,1" in md and "Worst cell: ar1/m=1" in md
+
+
+def test_first_bad_run_over_seeds_reproduces_the_benchmarks_cell():
+    full = bench.run_benchmark(12, 2, seed=0, peers_on=False, models=["gauss1"], ms=(5,),
+                               log=lambda *_: None)
+    first = full["cells"][("gauss1", 5)][("gate", "default")].det["step5"][0]
+    fa = bench.fa_over_seeds([0], 12, models=["gauss1"], ms=(5,), log=lambda *_: None)
+    assert fa["first"][("gauss1", 5)] == [pytest.approx(first)]
+    assert "First bad run (gauss1, m=5, step5; target >= 90%)" in bench.render_fa(
+        fa, seeds=[0], reps=12, elapsed=1.0)
 
 
 def test_fa_seeds_rejects_a_bad_list(capsys):

@@ -1,0 +1,60 @@
+"""benchmarks/rejudge_history.py: replaying a history with this checkout's gate."""
+
+from __future__ import annotations
+
+import sqlite3
+import sys
+from pathlib import Path
+
+import numpy as np
+
+from gates.gate import evaluate_run
+from gates.history import RunRecord, TestResult, open_history
+from gates.metrics import validate_metric
+from gates.provenance import Provenance
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+
+import rejudge_history  # noqa: E402
+
+NODE = "suites/a/test_a.py::test_x"
+
+
+def _history(path: Path) -> list[str]:
+    """12 runs of one latency metric, the last 20% slower, each gated as it landed."""
+    rng = np.random.default_rng(3)
+    ids = []
+    with open_history(path) as h:
+        for i in range(12):
+            p = Provenance(run_id=f"r{i:02d}", suite="s", started_at=f"2026-01-01T00:00:{i:02d}+00:00",
+                           fingerprint="cpu")
+            h.start_run(p)
+            level = 1.2 if i == 11 else 1.0
+            m = validate_metric("lat", list(level * (1 + rng.normal(0, 0.01, 5))), unit="ms",
+                                better="lower")
+            h.record_run(RunRecord(p, [TestResult(NODE, "suites/a/test_a.py", "passed", 1.0)],
+                                   [(NODE, m)], None, 0))
+            evaluate_run(h, p.run_id)
+            ids.append(p.run_id)
+    return ids
+
+
+def test_replay_of_an_unchanged_gate_agrees_and_a_changed_verdict_shows(tmp_path, capsys):
+    db = tmp_path / "history.db"
+    _history(db)
+    before = db.read_bytes()
+    counts, diff = rejudge_history.rejudge(db)
+    assert diff == [] and counts["regression"] == 1 and counts["insufficient-history"] == 5
+    assert db.read_bytes() == before  # read-only: judged on a copy
+    con = sqlite3.connect(db)
+    con.execute("UPDATE verdicts SET verdict = 'pass' WHERE run_id = 'r11'")
+    con.commit()
+    con.close()
+    assert rejudge_history.main([str(db)]) == 0
+    out = capsys.readouterr().out
+    assert "1 judgement(s) differ" in out and "r11  lat: pass -> regression" in out
+
+
+def test_missing_history_is_a_one_line_error(tmp_path, capsys):
+    assert rejudge_history.main([str(tmp_path / "nope.db")]) == 2
+    assert "no such history file" in capsys.readouterr().err
