@@ -308,54 +308,76 @@ def run_benchmark(
     return results
 
 
-def fa_over_seeds(seeds: Sequence[int], reps: int, *, models: Sequence[str] = NOISE_MODELS,
-                  ms: Sequence[int] = (1, 5), log=print) -> dict[tuple[str, int], list[float]]:
-    """False alarms per 30-run null series of the gate, per cell and seed.
+FIRST_RUN_CELL = ("gauss1", 5, "step5")  # the first-bad-run target: 1% noise, 5 samples, 5%
 
-    The same null series the full benchmark draws for each seed (same generator
-    and order: the null series come first), so seed 0 reproduces its FA column.
-    One seed's worst cell of 14 is a noisy maximum; the mean over seeds is the
-    rate the target is about.
+
+def fa_over_seeds(seeds: Sequence[int], reps: int, *, models: Sequence[str] = NOISE_MODELS,
+                  ms: Sequence[int] = (1, 5), log=print) -> dict[str, dict]:
+    """The gate's rates the targets are about, per cell and seed.
+
+    ``null``: false alarms per 30-run null series; ``spike``: the same on
+    series with one transient spike; ``first``: detection on the first bad run
+    of ``FIRST_RUN_CELL``. The same series the full benchmark draws for each
+    seed (same generator and order), so seed 0 reproduces its columns. One
+    seed's worst cell of 14 is a noisy maximum; the mean over seeds is the rate
+    the target is about.
     """
-    out: dict[tuple[str, int], list[float]] = {}
+    out: dict[str, dict] = {"null": {}, "spike": {}, "first": {}}
     for model in models:
         for m in ms:
             t0 = time.perf_counter()
-            fas = []
+            first = (model, m) == FIRST_RUN_CELL[:2]
             for seed in seeds:
-                nulls = _cell_series(model, m, reps, seed, effects=("null",))["null"]
-                fas.append(float(np.mean([gate_alarms(s, GATED).any() for s in nulls])))
-            out[(model, m)] = fas
+                ser = _cell_series(model, m, reps, seed)
+                for e in ("null", "spike"):
+                    out[e].setdefault((model, m), []).append(float(np.mean(
+                        [gate_alarms(s, GATED, first_only=e == "spike").any() for s in ser[e]])))
+                if first:
+                    out["first"].setdefault((model, m), []).append(float(np.mean(
+                        [gate_alarms(s, [TAU]).any() for s in ser[FIRST_RUN_CELL[2]]])))
             log(f"  {model:9s} m={m}: {time.perf_counter() - t0:6.1f} s")
     return out
 
 
-def render_fa(fa: dict[tuple[str, int], list[float]], *, seeds: Sequence[int], reps: int,
-              elapsed: float) -> str:
+def render_fa(fa: dict[str, dict], *, seeds: Sequence[int], reps: int, elapsed: float) -> str:
     from tabulate import tabulate  # noqa: PLC0415 - as in render: only the report needs it
 
     n = reps * len(seeds)
-    rows = []
-    for (model, m), v in fa.items():
+
+    def mean_se(v: Sequence[float]) -> tuple[float, float]:
         mean = float(np.mean(v))
-        se = math.sqrt(max(mean * (1 - mean), 1e-12) / n)
-        rows.append([model, m, " / ".join(f"{100 * x:.1f}" for x in v), f"{100 * mean:.2f}%",
-                     f"{100 * se:.2f}", "yes" if mean <= TARGET_FA else "NO"])
-    worst = max(fa.items(), key=lambda kv: float(np.mean(kv[1])))
-    return "\n".join([
-        "# Gate false alarms over several seeds\n",
+        return mean, math.sqrt(max(mean * (1 - mean), 1e-12) / n)
+
+    rows = []
+    for cell, v in fa["null"].items():
+        mean, se = mean_se(v)
+        sp, sp_se = mean_se(fa["spike"][cell])
+        rows.append([cell[0], cell[1], " / ".join(f"{100 * x:.1f}" for x in v),
+                     f"{100 * mean:.2f}%", f"{100 * se:.2f}", "yes" if mean <= TARGET_FA else "NO",
+                     f"{100 * sp:.2f}%", "yes" if sp - mean <= 2 * math.hypot(se, sp_se) else "NO"])
+    worst = max(fa["null"].items(), key=lambda kv: float(np.mean(kv[1])))
+    out = [
+        "# Gate false alarms and first-bad-run detection over several seeds\n",
         f"Command: `python benchmarks/bench_gates.py --fa-seeds {','.join(map(str, seeds))}"
-        f" --reps {reps}`; {reps} null series of 30 gated runs per cell and seed ({n} per "
-        f"cell), the gate at its defaults with its confirm rerun; {elapsed:.0f} s.\n",
-        "The target is at most 5% false alarms per 30-run null series in every noise model. "
-        "One seed's worst cell of 14 is a noisy maximum (standard error about 1.5 points at "
-        "200 series); the mean over seeds is the rate the target is about.\n",
-        tabulate(rows, headers=["noise", "m", "FA % per seed", "mean", "se (points)",
-                                "<= 5%"], tablefmt="github"),
+        f" --reps {reps}`; {reps} series per cell, effect and seed ({n} per cell), the gate "
+        f"at its defaults with its confirm rerun; {elapsed:.0f} s.\n",
+        "Targets: at most 5% false alarms per 30-run null series in every noise model; single "
+        "spikes no more false alarms than nulls (here: within 2 standard errors of the "
+        "difference). One seed's worst cell of 14 is a noisy maximum (standard error about "
+        "1.5 points at 200 series); the mean over seeds is the rate the targets are about.\n",
+        tabulate(rows, headers=["noise", "m", "null FA % per seed", "mean", "se (points)",
+                                "<= 5%", "spike FA", "spike <= null"], tablefmt="github"),
         "",
         f"Worst cell: {worst[0][0]}/m={worst[0][1]}, {100 * float(np.mean(worst[1])):.2f}%.",
         "",
-    ])
+    ]
+    for (model, m), v in fa["first"].items():
+        mean, se = mean_se(v)
+        out += [f"First bad run ({model}, m={m}, {FIRST_RUN_CELL[2]}; target >= 90%): "
+                + " / ".join(f"{100 * x:.1f}" for x in v)
+                + f" per seed, mean {100 * mean:.1f}% (se {100 * se:.1f} points): "
+                + ("met." if mean >= 0.9 else "MISSED."), ""]
+    return "\n".join(out)
 
 
 POOLS = ((3, 0.1), (2, 0.03))  # (machines at the start, chance a run lands on a new one)
@@ -593,6 +615,48 @@ over the 84 effect cells.
   needs p-values that stay calibrated under heavy tails, second modes and
   AR(1) with 30 baseline runs (so the level can rise where the noise is
   Gaussian), not a different confirm rule.
+
+Third round (2026-11-30, late session). Harness: the benchmark's own series and
+`gate_alarms`, 200 per cell; FA over seeds 0-5 (1,200 null series per cell),
+detection on seed 0; "mean" = mean within-10 detection over the 56 cells of
+steps 2/5/10% and drift; the change is adopted only with every cell's 6-seed FA
+<= 5%.
+
+- Where the power went (gauss3, m=1, 5% step, 100 series): of 35 series
+  missed within 10 runs, most had tripped (the 10-run window at p 1e-4 to 0.03)
+  and failed the confirm's pooled check: the mean of the first attempt and its
+  rerun was bounded by the rank among *single* baseline runs (p >= 2/31 as soon
+  as one run of 30 was as high), so the halved variance of a two-attempt mean
+  was never used.
+- Adopted (1), pair means: the two-attempt mean is ranked among the means of
+  every pair of baseline runs (`judge_summaries(pair=True)`), with a variance
+  that keeps what the previous run predicts beyond rho_lo; only where the
+  baseline looks independent (rho_lo = 0) and light-tailed (fewer than 3 runs
+  beyond 2 scales on the bad side), at 0.01, beside the single-run test at
+  0.05. Unguarded at 0.05 it lifted the mean by 7 points but gave bimodal 6%
+  and H200 8.5-9% FA on seed 0 (two slow attempts are ordinary there); the
+  tail guard at 3 scales still left H200 m=5 at 8%; at 2 scales the 6-seed FA
+  was AR(1) m=5 5.33% (the attempts share the AR state the baseline's rho
+  underestimates; a rho_hi-aware pair variance did not change it); at 0.01
+  beside the old test, and with the independence guard: worst 4.58%.
+- Adopted (2), the confirm re-tests the window that decided the first attempt
+  without a second Bonferroni split (independent-looking baselines only):
+  alone, AR(1) m=5 4.25% -> 4.67% unguarded.
+- Adopted (3), suspects: the new run alone at the 0.05 screen (after its
+  Bonferroni weight), short of the level, earns a rerun without failing; it
+  holds only when the rerun reaches the confirm level and the pair's mean has
+  p <= 0.002 against pair means. Independent-looking baselines only: unguarded,
+  first bad run (1% noise, m=5, 5% step) 92.0% over 6 seeds but AR(1) m=5 FA
+  5.50%; guarded 90.2% (86.8% before; per seed 89.0/87.5/92.0/92.5/92.0/88.0)
+  and worst FA 4.75% (AR(1) m=5). The 0.002 pair level: 0.001 and 0.0005 left
+  AR(1) m=5 at 5.17% and 5.08% without the guard (the excess was not there).
+- Together, seed 0: mean within-10 detection 0.407 -> 0.431 (steps 2/5/10%
+  and drift); largest gains Student-t m=1 step 5% 72% -> 83%, drift 36% -> 46%,
+  gauss3 m=1 step 5% 63% -> 71%, gauss8 m=1 step 10% 32% -> 42%; bimodal and
+  AR(1) unchanged (the guards switch the new rules off there), H200 +1-2 points.
+- Still the same frontier where the noise is not independent and Gaussian:
+  bimodal, AR(1) and H200 cells gain nothing, and they are most of the cells
+  still short of the best matched peer.
 """
 
 
