@@ -391,10 +391,11 @@ def judge_summaries(
         dev_1 = sign * ((base[1:] - c) - rho_lo * (np.clip(base[:-1], lo, hi) - c))
     else:
         mu1, s1c, dev_1 = c, s1, dev_base
-    u1 = 3.0 * s1c
+    u1 = 3.0 * s1c  # where the exponential tail bound starts
     if pair:
+        heavy = np.count_nonzero(dev_1 > PAIR_TAIL * s1c) >= 3
         s1c = s1 * math.sqrt(max(rho_hi - rho_lo, 0.0) ** 2 + 0.5 * (1.0 - rho_hi * rho_hi))
-        if np.count_nonzero(dev_1 > PAIR_TAIL * u1 / 3.0) < 3:
+        if not heavy:
             dev_1, u1 = _pair_means(dev_1), 3.0 * s1c
     se1 = math.sqrt(max(s1c * s1c + cvar + extra_var, 1e-300))
     z1 = sign * (value - mu1) / se1
@@ -854,7 +855,8 @@ def confirm(
     baseline runs, or (serially independent baselines) p <= ``params.pair_level``
     against the baseline's pair means (``judge_summaries(pair=True)``); the
     rerun alone when ``first`` is not given. A ``suspect`` (``is_suspect``)
-    holds only when that pair's mean reaches ``params.suspect_pair_level``.
+    holds only when that pair's mean (or, without ``first``, the rerun alone)
+    reaches ``params.suspect_pair_level``.
     Returns (judgement, verdict of the rerun).
     """
     kw = dict(sign=sign, params=params, n_trials=n_trials, extra_var=extra_var,
@@ -873,9 +875,10 @@ def confirm(
         df = max(QN_EFF * (j.n_baseline - 1), 2.0)
         if predictive_z_pvalue(sign * (first - rerun) / se_d, df) <= params.consistency_level:
             v = "pass"
-    if v == "regression" and (j.window > 1 or (suspect and first is not None)):
+    if v == "regression" and (j.window > 1 or suspect):
         if first is None:
-            hold = j.extras["p_run_worse"] <= params.confirm_run_level
+            hold = j.extras["p_run_worse"] <= (params.suspect_pair_level if suspect
+                                               else params.confirm_run_level)
         else:
             mean = 0.5 * (first + rerun)
             p_pair = (judge_summaries(history, mean, pair=True, **kw).extras["p_run_worse"]

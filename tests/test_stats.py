@@ -202,6 +202,10 @@ def test_suspect_earns_a_rerun_and_holds_only_if_the_pair_is_clear():
     assert confirm(h, 1.035, sign=1, first=1.03, suspect=True)[1] == "regression"
     assert confirm(h, 1.0, sign=1, first=1.03, suspect=True)[1] == "pass"  # clean rerun
     assert confirm(h, 1.026, sign=1, first=1.03, suspect=True)[1] == "pass"  # pair not clear
+    # Without the first attempt's value the rerun alone must be as clear as a pair.
+    assert confirm(h, 1.035, sign=1)[1] == "regression"
+    assert confirm(h, 1.035, sign=1, suspect=True)[1] == "pass"
+    assert confirm(h, 1.06, sign=1, suspect=True)[1] == "regression"
     # Higher is better: the mirror image.
     j = judge_summaries(2 - h, 0.97, sign=-1)
     assert is_suspect(j, j.p_worse)
