@@ -72,6 +72,7 @@ __all__ = [
     "judge",
     "judge_summaries",
     "host_variance",
+    "quantile_p",
     "summarize",
     "huber_location",
     "decide",
@@ -88,7 +89,9 @@ HUBER_C = 1.5  # Huber's clipping constant, in scales (95% efficient at the norm
 HUBER_VAR = 1.037  # asymptotic variance of the Huber location (c = 1.5) over sigma^2 / k
 HALF_PI = math.pi / 2  # variance of a median of k normals ~ (pi/2) sigma^2 / k
 RHO_CAUTION = 1.0  # window tests: lag-1 autocorrelation r + RHO_CAUTION * se(r)
-PAIR_TAIL = 2.0  # 3+ baseline runs this many scales on the bad side: too heavy a tail for pair means
+PAIR_TAIL = 2.0  # 3+ baseline runs this many scales on the bad side: a heavy tail or second mode
+QUANTILE_K = 5  # runs whose minimum (bad direction) the quantile test judges
+QUANTILE_WEIGHT = 0.1  # its share of the level, taken from the windows, where it applies
 
 
 @dataclass(frozen=True)
@@ -101,6 +104,7 @@ class GateParams:
     confirm_run_level: float = 0.05  # the pair's mean against single runs, when a window decided
     pair_level: float = 0.01  # ... or against the baseline's pairs of runs (iid, light tails)
     suspect_pair_level: float = 0.002  # a suspect holds only if its pair's mean reaches this
+    quantile_pair_level: float = 0.1  # a quantile trip: both attempts beyond a point this rare
     confirm_attempts: int = 1  # reruns of tripped tests before a regression holds
     consistency_level: float = 0.01  # first attempt vs its rerun: a transient if this far apart
     window: int = 30  # baseline runs
@@ -287,6 +291,7 @@ def judge_summaries(
     hosts: Sequence[str | None] | None = None,
     host: str | None = None,
     pair: bool = False,
+    first: float | None = None,
 ) -> Judgement:
     """Judge a new run summary ``value`` against past run summaries (oldest first).
 
@@ -324,6 +329,16 @@ def judge_summaries(
     the baseline's bad-side tail is heavier than Gaussian (3 or more runs
     beyond ``PAIR_TAIL`` scales), where a pair of slow runs is ordinary and
     single runs stay the reference.
+
+    Heavy-tailed or two-mode baselines (3 or more runs beyond ``PAIR_TAIL``
+    scales on the bad side) with no sign of autocorrelation (rho_lo = 0) add a
+    quantile test (``quantile_p``): the least bad of the last ``QUANTILE_K``
+    runs against the baseline, exact under exchangeability. A slow second
+    mode moves a window's robust location but not its minimum, so a shifted
+    main mode shows there; it takes ``QUANTILE_WEIGHT`` of the level from the
+    windows (weights depend on the baseline only). ``first``: the first
+    attempt of the run ``value`` reruns; the judgement then also carries
+    ``p_q_pair``, the quantile p of the two attempts (``confirm``).
     """
     h = np.asarray(history, dtype=float)
     finite = np.isfinite(h)
@@ -404,6 +419,13 @@ def judge_summaries(
     pw1, pb1 = _empirical_bound(dev_1, sign * (value - mu1), pw1, pb1)
     pw1, pb1 = _tail_bound(dev_1, sign * (value - mu1), u1, pw1, pb1)
     w = _weights(len(ks) + 1)
+    # Quantile test where the baseline has a heavy tail or a second mode (and looks
+    # independent: under AR(1) an excursion keeps several runs high together).
+    kq = QUANTILE_K
+    quant = (bool(ks) and rho_lo == 0.0 and h.size >= kq - 1
+             and int(np.count_nonzero(dev_base > PAIR_TAIL * s1)) >= 3)
+    if quant:
+        w = (w[0], *[x * (1.0 - QUANTILE_WEIGHT / (1.0 - w[0])) for x in w[1:]])
     cands = [(min(pw1, pb1) / w[0], 1, c, value, se1, z1)]
     pws = [pw1 / w[0]]
     pbs = [pb1 / w[0]]
@@ -444,20 +466,38 @@ def judge_summaries(
         p_win[f"p_w{k}_worse"] = pw
         pws.append(pw / w[i])
         pbs.append(pb / w[i])
+    q_extras: dict[str, float] = {}
+    if quant:
+        last = full[-kq:]
+        pw = quantile_p(dev_base, sign * (last - c))
+        pb = quantile_p(-dev_base, -sign * (last - c))
+        q_extras = {"p_q_worse": pw, "p_q_better": pb}
+        if first is not None:
+            q_extras["p_q_pair"] = quantile_p(dev_base, sign * (np.array([first, value]) - c))
+        # Reported as the least bad run of the window against the centre, with the
+        # spread of one run.
+        least = float(c + sign * np.min(sign * (last - c)) if pw <= pb
+                      else c - sign * np.min(-sign * (last - c)))
+        cands.append((min(pw, pb) / QUANTILE_WEIGHT, -kq, c, least, s1,
+                      sign * (least - c) / s1))
+        pws.append(pw / QUANTILE_WEIGHT)
+        pbs.append(pb / QUANTILE_WEIGHT)
     _, k, ck, est, se, z = min(cands, key=lambda t: t[0])
+    method = ("run" if k == 1 else f"quantile-{-k}" if k < 0 else f"huber-{k}")
+    k = abs(k)
     denom = abs(ck) if abs(ck) > 0 else float("nan")
     rel = (est - ck) / denom
     d1 = abs(c) if abs(c) > 0 else float("nan")
     own = (value - c) / d1
-    tq = float(special.stdtrit(df if k == 1 else df_w, 0.975))
+    tq = float(special.stdtrit(df if k == 1 or method.startswith("q") else df_w, 0.975))
     ci = ((est - ck - tq * se) / denom, (est - ck + tq * se) / denom)
     floor = max(min_change, params.noise_floor * s / d1) if d1 == d1 else min_change
     return Judgement(
         "ok", c, value, _nan_none(rel), None if rel != rel else ci, float(z),
         min(1.0, min(pws)), min(1.0, min(pbs)), float(floor), k, int(h.size),
-        _nan_none(own), sign, statistic=f"robust-t/{'run' if k == 1 else f'huber-{k}'}",
+        _nan_none(own), sign, statistic=f"robust-t/{method}",
         scale=s, extras={"p_run_worse": pw1, "p_run_better": pb1, "rho": rho, "rho_hi": rho_hi,
-                          "s1": s1, "s1c": s1c, "mu1": mu1, "rho_lo": rho_lo, **p_win,
+                          "s1": s1, "s1c": s1c, "mu1": mu1, "rho_lo": rho_lo, **p_win, **q_extras,
                           **({"new_host": 1.0, "host_var": float(tau2_new),
                               "host_var_known": float(tau2 is not None)}
                              if new_host else {})},
@@ -516,6 +556,26 @@ def _new_machine_var(win: Sequence[str | None], known: set, tau2: float) -> floa
             counts[x] = counts.get(x, 0) + 1
     k = len(win)
     return tau2 * sum((c / k) ** 2 for c in counts.values())
+
+
+def quantile_p(base_dev: np.ndarray, new_dev: Sequence[float] | np.ndarray) -> float:
+    """One-sided p that k new values all reach their minimum, among n baseline values.
+
+    Test: exact rank test of an order statistic. With m baseline values at or
+    beyond the least of the k new ones, and all n + k exchangeable, the chance
+    that the k new values are all among the top m + k is C(m + k, k) /
+    C(n + k, k). 1 when the new minimum is not beyond the centre (0).
+    Assumptions: exchangeable runs (no autocorrelation; the caller checks).
+    Reference: David & Nagaraja, *Order Statistics*, 3rd ed. (2003), sec. 2.5
+    (exceedances); Good, *Permutation Tests* (2000), sec. 3.1.
+    """
+    new = np.asarray(new_dev, dtype=float)
+    lo = float(new.min())
+    if not lo > 0:
+        return 1.0
+    k, n = new.size, base_dev.size
+    m = int(np.count_nonzero(base_dev >= lo))
+    return math.comb(m + k, k) / math.comb(n + k, k)
 
 
 def _pair_means(x: np.ndarray) -> np.ndarray:
@@ -854,18 +914,31 @@ def confirm(
     must have one-sided p <= ``params.confirm_run_level`` against single
     baseline runs, or (serially independent baselines) p <= ``params.pair_level``
     against the baseline's pair means (``judge_summaries(pair=True)``); the
-    rerun alone when ``first`` is not given. A ``suspect`` (``is_suspect``)
+    rerun alone when ``first`` is not given. When the first attempt's quantile
+    test tripped (heavy-tailed or two-mode baselines), the rerun's quantile test
+    must reach ``params.confirm_level`` and both attempts must lie beyond a
+    point at most ``params.quantile_pair_level`` of baseline pairs reach
+    (``quantile_p`` of the two). A ``suspect`` (``is_suspect``)
     holds only when that pair's mean (or, without ``first``, the rerun alone)
     reaches ``params.suspect_pair_level``.
     Returns (judgement, verdict of the rerun).
     """
     kw = dict(sign=sign, params=params, n_trials=n_trials, extra_var=extra_var,
               min_change=min_change, hosts=hosts, host=host)
-    j = judge_summaries(history, rerun, **kw)
+    j = judge_summaries(history, rerun, first=first, **kw)
     iid = j.extras.get("rho_lo", 0.0) == 0.0
     p_conf = j.p_worse
     if first is not None and iid and j.status == "ok":
-        k = judge_summaries(history, first, **kw).window
+        jf = judge_summaries(history, first, **kw)
+        if jf.extras.get("p_q_worse", 1.0) / QUANTILE_WEIGHT <= params.level:
+            # The quantile test tripped: the rerun's own quantile test at the confirm
+            # level, and both attempts beyond a point few baseline pairs reach.
+            own = j.own_change
+            held = (j.extras.get("p_q_worse", 1.0) <= params.confirm_level
+                    and j.extras.get("p_q_pair", 1.0) <= params.quantile_pair_level
+                    and (own is None or j.sign * own > j.floor))
+            return j, "regression" if held else "pass"
+        k = jf.window
         p_conf = min(p_conf, j.extras.get("p_run_worse" if k == 1 else f"p_w{k}_worse", 1.0))
     v = decide(j, p_conf, level=params.confirm_level)
     s1c = j.extras.get("s1c", j.extras.get("s1", 0.0))
