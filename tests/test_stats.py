@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from math import comb
+
 import numpy as np
 import pytest
 
@@ -15,6 +17,7 @@ from gates.stats import (
     judge,
     judge_summaries,
     pettitt,
+    quantile_p,
 )
 
 
@@ -238,6 +241,53 @@ def test_confirm_retests_the_window_that_decided_the_first_attempt():
     assert jr.p_worse > DEFAULTS.confirm_level >= jr.extras["p_run_worse"]
     assert confirm(h, 1.024, sign=1, first=1.035)[1] == "regression"
     assert confirm(h, 1.024, sign=1)[1] == "pass"  # no first attempt: the weighted test
+
+
+def test_quantile_p_is_exact_and_valid():
+    base = np.linspace(-1, 1, 30)
+    assert quantile_p(base, [2, 3, 2.5, 4, 5]) == pytest.approx(1 / comb(35, 5))
+    # 4 baseline values (0.79 ... 1.0) at or beyond the least new one (0.75).
+    assert quantile_p(base, [0.75, 3, 2, 2, 2]) == pytest.approx(comb(9, 5) / comb(35, 5))
+    assert quantile_p(base, [-0.1, 3, 2, 2, 2]) == 1.0  # least new value not beyond the centre
+    # Under exchangeability P(p <= alpha) <= alpha (simulated, Gaussian and heavy-tailed).
+    rng = np.random.default_rng(0)
+    for draw in (rng.normal, rng.standard_cauchy):
+        ps = np.array([quantile_p(draw(size=30), draw(size=5)) for _ in range(4000)])
+        for alpha in (0.01, 0.05):
+            assert np.mean(ps <= alpha) <= alpha + 2.5 * np.sqrt(alpha / 4000)
+
+
+def _bimodal_then_shift(seed: int) -> tuple[np.ndarray, float]:
+    # 45 runs: main mode 0 +/- 1%, 30% in a slow mode 3-28% above; then the main mode
+    # moves +10% for the last 5 runs (the newest is returned apart).
+    rng = np.random.default_rng(seed)
+    h = 1 + rng.normal(0, 0.01, 45) + (rng.random(45) < 0.3) * rng.uniform(0.03, 0.28, 45)
+    new = 1.10 + rng.normal(0, 0.01, 5)
+    return np.r_[h, new[:-1]], float(new[-1])
+
+
+def test_quantile_test_sees_a_main_mode_shift_through_a_slow_mode():
+    hist, value = _bimodal_then_shift(0)
+    j = judge_summaries(hist, value, sign=1)
+    assert j.statistic == "robust-t/quantile-5" and j.window == 5
+    assert decide(j, j.p_worse, level=DEFAULTS.level) == "regression"
+    assert 0.07 < j.rel_change < 0.12 and j.ci[0] < j.rel_change < j.ci[1]
+    # Confirm: a rerun in the shifted mode holds, a clean one does not.
+    assert confirm(hist, 1.10, sign=1, first=value)[1] == "regression"
+    assert confirm(hist, 1.0, sign=1, first=value)[1] == "pass"
+    # Higher is better: the mirror image.
+    jm = judge_summaries(2 - hist, 2 - value, sign=-1)
+    assert jm.statistic == "robust-t/quantile-5" and jm.p_worse == pytest.approx(j.p_worse)
+
+
+def test_quantile_test_only_for_heavy_tailed_independent_baselines():
+    rng = np.random.default_rng(1)
+    gauss = 1 + rng.normal(0, 0.01, 45)
+    assert "p_q_worse" not in judge_summaries(gauss, 1.05, sign=1).extras
+    a = _ar1_baseline(45)
+    a[[5, 12, 20, 28]] += 0.05  # slow runs, but the runs are autocorrelated
+    j = judge_summaries(a, 1.05, sign=1)
+    assert j.extras["rho_lo"] > 0 and "p_q_worse" not in j.extras
 
 
 def test_autocorrelated_runs_are_predicted_one_step_ahead():
