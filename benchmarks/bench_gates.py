@@ -676,31 +676,32 @@ steps 2/5/10% and drift; the change is adopted only with every cell's 6-seed FA
 - Still the same frontier where the noise is not independent and Gaussian:
   bimodal, AR(1) and H200 cells gain nothing, and they are most of the cells
   still short of the best matched peer.
-- Most promising, not built: a low-quantile window test ("even the fastest
-  of the last 5 runs got slower"). Under a slow second mode the Huber
-  location of a window moves with the slow runs, while the minimum of the last
-  k runs (bad direction) does not: with m of the n baseline runs at or beyond
-  it, its exact p under exchangeability is C(m + k, k) / C(n + k, k). On
-  bimodal m=1, 10% step, a 10-run window sat at +9-11% against a main mode at
-  0 +/- 1.4% and still failed (its Huber p ~0.005-0.04 and the pooled check,
-  which a slow mode defeats). Prototype (`benchmarks/attempts/quantile_window.diff`,
-  environment knobs QT, QK, QR, QAR, QP2): weight 0.1 of the level taken from the
-  windows, k = 5, r = 1, only where rho_lo = 0; a trip it raised is confirmed
-  by the rerun's own quantile test at 0.05 and both attempts at or above a
-  point that at most 10% of baseline pairs reach. Seed 0, mean within-10
-  detection: step 2% 22.1 -> 25.1, 5% 47.1 -> 55.2, 10% 69.6 -> 76.5, drift
-  33.7 -> 39.6; bimodal step 5% 10 -> 32% (m=1) and 3 -> 18% (m=5), step 10%
-  19 -> 46/48%; H200 step 5% 50 -> 66/68%, step 10% 64 -> 78% / 71 -> 86%;
-  Student-t step 5% 83 -> 94%. False alarms over six seeds: AR(1) m=5 6.25%,
-  H200 m=1 5.00%, Student-t m=5 4.50%, the rest <= 3.75%. The AR(1) excess
-  (13 of 66 alarming series through the new test, on baselines that look
-  independent) survived every variant tried in the time left: effective run
-  count k (1 - rho) / (1 + rho) with rho or the cautious rho_hi (5.50% /
-  5.25%, the latter halving the gains), pair level 0.05 (5.33%), weight 0.05
-  with k = 6 (5.33%). The confirm is the weak part: the rerun's window shares
-  4 of its 5 runs with the first attempt. Next: a confirm for quantile trips
-  that needs the rerun alone beyond the quantile point, and the test run over
-  k = 5 and 10.
+- Adopted (4), a quantile test: the least bad of the last 5 runs against the
+  baseline, exact under exchangeability (`quantile_p`: with m of the n
+  baseline runs at or beyond it, p = C(m + 5, 5) / C(n + 5, 5)). Under a slow
+  second mode the Huber location of a window moves with the slow runs while
+  the window's minimum does not: on bimodal m=1, 10% step, a 10-run window
+  sat at +9-11% against a main mode at 0 +/- 1.4% and still failed (Huber p
+  0.005-0.04, then the pooled check, which a slow mode defeats). The
+  prototype (`benchmarks/attempts/quantile_window.diff`, knobs QT, QK, QR,
+  QAR, QP2, QHEAVY) applied it to every independent-looking baseline: seed 0
+  mean within-10 detection step 2% 22.1 -> 25.1, 5% 47.1 -> 55.2, 10%
+  69.6 -> 76.5, drift 33.7 -> 39.6, but AR(1) m=5 FA 6.25% over six seeds
+  (13 of 66 alarming series, on AR baselines that look independent), and
+  neither an effective run count from rho or rho_hi (5.50% / 5.25%), a pair
+  level of 0.05 (5.33%) nor weight 0.05 with k = 6 (5.33%) brought it under
+  5%. Restricted to baselines with a heavy tail or second mode (3 or more
+  runs beyond 2 scales on the bad side; the AR(1) baselines that fool the
+  independence check look Gaussian): AR(1) m=5 back to 4.75-4.83%. Shipped
+  that way, with 0.1 of the level taken from the windows only where the test
+  applies (Gaussian cells unchanged), confirmed by the rerun's own quantile
+  test at 0.05 and both attempts beyond a point at most 10% of baseline
+  pairs reach. Seed 0 (quick harness): bimodal step 5% 10 -> 32% (m=1) and
+  3 -> 18% (m=5), step 10% 19 -> 46/50%, drift 4 -> 17/22%; H200 step 5%
+  50 -> 66% / 52 -> 68%, step 10% 64 -> 78% / 71 -> 86%; Student-t drift
+  46 -> 50%. Six-seed FA: worst AR(1) m=5 4.83%, H200 4.75/4.42%, bimodal
+  3.67/3.25%. Full-run and six-seed figures: the tables above and
+  `bench_gates_fa.md`.
 """
 
 
