@@ -423,9 +423,13 @@ def judge_summaries(
     pw1, pb1 = _tail_bound(dev_1, sign * (value - mu1), u1, pw1, pb1)
     w = _weights(len(ks) + 1)
     # Quantile test where the baseline has a heavy tail or a second mode (and looks
-    # independent: under AR(1) an excursion keeps several runs high together).
+    # independent: under AR(1) an excursion keeps several runs high together), and
+    # every run it reads is on a machine the baseline knows (a rank test has no
+    # room for a machine offset).
     kq = QUANTILE_K
-    quant = (bool(ks) and rho_lo == 0.0 and h.size >= kq - 1
+    new_m = bool(known_m) and any(x is not None and x not in known_m
+                                  for x in [*hl[-(kq - 1):], host])
+    quant = (bool(ks) and rho_lo == 0.0 and not new_m
              and int(np.count_nonzero(dev_base > PAIR_TAIL * s1)) >= 3)
     if quant:
         w = (w[0], *[x * (1.0 - QUANTILE_WEIGHT / (1.0 - w[0])) for x in w[1:]])

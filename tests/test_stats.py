@@ -280,6 +280,14 @@ def test_quantile_test_sees_a_main_mode_shift_through_a_slow_mode():
     assert jm.statistic == "robust-t/quantile-5" and jm.p_worse == pytest.approx(j.p_worse)
 
 
+def test_quantile_test_skips_windows_with_a_machine_the_baseline_has_not_seen():
+    hist, value = _bimodal_then_shift(0)
+    hosts = ["a" if i % 2 else "b" for i in range(hist.size)]
+    assert "p_q_worse" in judge_summaries(hist, value, sign=1, hosts=hosts, host="a").extras
+    new = hosts[:-2] + ["c", "c"]  # the last runs moved to a new machine
+    assert "p_q_worse" not in judge_summaries(hist, value, sign=1, hosts=new, host="c").extras
+
+
 def test_quantile_test_only_for_heavy_tailed_independent_baselines():
     rng = np.random.default_rng(1)
     gauss = 1 + rng.normal(0, 0.01, 45)
