@@ -702,6 +702,10 @@ steps 2/5/10% and drift; the change is adopted only with every cell's 6-seed FA
   46 -> 50%. Six-seed FA: worst AR(1) m=5 4.83%, H200 4.75/4.42%, bimodal
   3.67/3.25%. Full-run and six-seed figures: the tables above and
   `bench_gates_fa.md`.
+- Next: a confirm for quantile trips that needs the rerun alone beyond the
+  quantile point (the rerun's window shares 4 of its 5 runs with the first
+  attempt), the quantile test over k = 5 and 10, and a way into AR(1) and
+  Gaussian m=1 cells, where the new rules are off or the budget is unused.
 """
 
 
