@@ -410,8 +410,10 @@ def judge_summaries(
     else:
         mu1, s1c, dev_1 = c, s1, dev_base
     u1 = 3.0 * s1c  # where the exponential tail bound starts
+    # A heavy bad-side tail or second mode: pairs of slow runs are ordinary (no pair
+    # means), and a window's minimum says more than its location (quantile test).
+    heavy = int(np.count_nonzero(dev_1 > PAIR_TAIL * s1c)) >= 3
     if pair:
-        heavy = np.count_nonzero(dev_1 > PAIR_TAIL * s1c) >= 3
         s1c = s1 * math.sqrt(max(rho_hi - rho_lo, 0.0) ** 2 + 0.5 * (1.0 - rho_hi * rho_hi))
         if not heavy:
             dev_1, u1 = _pair_means(dev_1), 3.0 * s1c
@@ -429,11 +431,11 @@ def judge_summaries(
     kq = QUANTILE_K
     new_m = bool(known_m) and any(x is not None and x not in known_m
                                   for x in [*hl[-(kq - 1):], host])
-    quant = (bool(ks) and rho_lo == 0.0 and not new_m
-             and int(np.count_nonzero(dev_base > PAIR_TAIL * s1)) >= 3)
+    quant = bool(ks) and rho_lo == 0.0 and not new_m and heavy  # rho_lo = 0: dev_1 = dev_base
     if quant:
         w = (w[0], *[x * (1.0 - QUANTILE_WEIGHT / (1.0 - w[0])) for x in w[1:]])
-    cands = [(min(pw1, pb1) / w[0], 1, c, value, se1, z1)]
+    # (weighted p, window runs, centre, estimate, se, z, t df for the CI, method)
+    cands = [(min(pw1, pb1) / w[0], 1, c, value, se1, z1, df, "run")]
     pws = [pw1 / w[0]]
     pbs = [pb1 / w[0]]
     p_win: dict[str, float] = {}
@@ -469,7 +471,7 @@ def judge_summaries(
             # Rolling k-run stretches of the baseline: a level it already produced.
             roll = locs[1 + boot_idx.shape[0] :]
             pw, pb = _empirical_bound(sign * (roll - ck), sign * (est - ck), pw, pb)
-        cands.append((min(pw, pb) / w[i], k, ck, est, se, z))
+        cands.append((min(pw, pb) / w[i], k, ck, est, se, z, df_w, f"huber-{k}"))
         p_win[f"p_w{k}_worse"] = pw
         pws.append(pw / w[i])
         pbs.append(pb / w[i])
@@ -485,25 +487,23 @@ def judge_summaries(
         # spread of one run.
         least = float(c + sign * np.min(sign * (last - c)) if pw <= pb
                       else c - sign * np.min(-sign * (last - c)))
-        cands.append((min(pw, pb) / QUANTILE_WEIGHT, -kq, c, least, s1,
-                      sign * (least - c) / s1))
+        cands.append((min(pw, pb) / QUANTILE_WEIGHT, kq, c, least, s1,
+                      sign * (least - c) / s1, df, f"quantile-{kq}"))
         pws.append(pw / QUANTILE_WEIGHT)
         pbs.append(pb / QUANTILE_WEIGHT)
-    _, k, ck, est, se, z = min(cands, key=lambda t: t[0])
-    method = ("run" if k == 1 else f"quantile-{-k}" if k < 0 else f"huber-{k}")
-    k = abs(k)
+    _, k, ck, est, se, z, df_ci, method = min(cands, key=lambda t: t[0])
     denom = abs(ck) if abs(ck) > 0 else float("nan")
     rel = (est - ck) / denom
     d1 = abs(c) if abs(c) > 0 else float("nan")
     own = (value - c) / d1
-    tq = float(special.stdtrit(df if k == 1 or method.startswith("q") else df_w, 0.975))
+    tq = float(special.stdtrit(df_ci, 0.975))
     ci = ((est - ck - tq * se) / denom, (est - ck + tq * se) / denom)
     floor = max(min_change, params.noise_floor * s / d1) if d1 == d1 else min_change
     return Judgement(
         "ok", c, value, _nan_none(rel), None if rel != rel else ci, float(z),
         min(1.0, min(pws)), min(1.0, min(pbs)), float(floor), k, int(h.size),
         _nan_none(own), sign, statistic=f"robust-t/{method}",
-        scale=s, extras={"p_run_worse": pw1, "p_run_better": pb1, "rho": rho, "rho_hi": rho_hi,
+        scale=s, extras={"p_run_worse": pw1, "p_run_better": pb1, "w_run": w[0], "rho": rho, "rho_hi": rho_hi,
                           "s1": s1, "s1c": s1c, "mu1": mu1, "rho_lo": rho_lo, **p_win, **q_extras,
                           **({"new_host": 1.0, "host_var": float(tau2_new),
                               "host_var_known": float(tau2 is not None)}
@@ -828,8 +828,7 @@ def is_suspect(j: Judgement, q_worse: float, *, params: GateParams = DEFAULTS,
     if decide(j, q_worse, level=level) != "pass":
         return False
     scale = q_worse / j.p_worse if j.p_worse > 0 else 1.0
-    w0 = _weights(1 + sum(k.startswith("p_w") for k in j.extras))[0]
-    p_run = j.extras["p_run_worse"] / w0 * max(scale, 1.0)
+    p_run = j.extras["p_run_worse"] / j.extras["w_run"] * max(scale, 1.0)
     own = j.own_change
     return p_run <= params.screen_level and (own is None or j.sign * own > j.floor)
 
@@ -961,15 +960,18 @@ def confirm(
                                                else params.confirm_run_level)
         else:
             mean = 0.5 * (first + rerun)
-            p_pair = (judge_summaries(history, mean, pair=True, **kw).extras["p_run_worse"]
-                      if iid else 1.0)
+
+            def p_pair() -> float:  # against the baseline's pair means (iid baselines only)
+                return (judge_summaries(history, mean, pair=True, **kw).extras["p_run_worse"]
+                        if iid else 1.0)
+
             if suspect:
-                hold = p_pair <= params.suspect_pair_level
+                hold = p_pair() <= params.suspect_pair_level
             else:
                 single = judge_summaries(history, mean, **{**kw, "extra_var":
                                                              extra_var - 0.5 * s1c * s1c})
                 hold = (single.extras["p_run_worse"] <= params.confirm_run_level
-                        or p_pair <= params.pair_level)
+                        or p_pair() <= params.pair_level)
         if not hold:
             v = "pass"
     return j, v
