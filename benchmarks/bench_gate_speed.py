@@ -44,8 +44,8 @@ def _stamp(i: int) -> str:
 
 
 def _record(h: History, i: int, rid: str, values: np.ndarray, keys: Sequence[str]) -> None:
-    # Runs name their machine (one of 4 GPU uuids), as GPU runs do: the gate then
-    # centres each run on its machine's level (stats._machine_effects).
+    # Runs name their machine (one of 4 GPU uuids), as GPU runs do: the gate then reads
+    # each baseline run's machine (stats.host_variance only when a machine is new).
     prov = Provenance(run_id=rid, suite=SUITE, commit=f"{i:07d}c0ffee", branch="main",
                       started_at=_stamp(i), fingerprint=FP,
                       hardware={"gpus": [{"name": "NVIDIA H200", "uuid": f"GPU-{i % 4}"}]})

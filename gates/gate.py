@@ -424,11 +424,10 @@ def evaluate_run(
         exclude.add(confirm_of)
         last_attempt = max((r["attempt"] for r in first), default=0)
         result.attempt = last_attempt + 1 if last_attempt else 2
-        tripped = {r["key"] for r in first
-                   if r["attempt"] == last_attempt and r["verdict"] in RERUN
-                   and r.get("mode") == "enforce"}
-        suspects = {r["key"] for r in first
-                    if r["attempt"] == last_attempt and r["verdict"] == "suspect"}
+        rerun = [r for r in first if r["attempt"] == last_attempt and r["verdict"] in RERUN
+                 and r.get("mode") == "enforce"]
+        tripped = {r["key"] for r in rerun}
+        suspects = {r["key"] for r in rerun if r["verdict"] == "suspect"}
         if first:
             keys = [k for k in keys if k in tripped]
             keys += sorted(tripped - set(keys))
