@@ -71,7 +71,7 @@ VERDICTS = ("pass", "regression", "improvement", "insufficient-history", "thresh
             "missing", "error", "suspect")
 FAILING = ("regression", "threshold-fail", "missing")  # fail the session when enforced
 RERUN = (*FAILING, "suspect")  # enforced verdicts whose tests the confirm attempt reruns
-SERIES_LIMIT = 80  # newest baseline rows fetched per metric (window 30 + 10 + confirm reruns)
+SERIES_LIMIT = 80  # newest baseline rows fetched per metric (window 40 + 10 + confirm reruns)
 
 
 class GateInputError(Exception):

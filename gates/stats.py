@@ -12,8 +12,8 @@ better (latency: an increase is bad), ``-1`` when higher is better.
 
 Design, in short (see ``judge_summaries`` and ``confirm``):
 
-1. Baseline: the ``window`` (30) trusted run summaries before the last 10
-   runs (the last 30 while history is short), so the first runs of a change
+1. Baseline: the ``window`` (40) trusted run summaries before the last 10
+   runs (the last 40 while history is short), so the first runs of a change
    never dilute the reference. Centre = median; scale = Qn (50% breakdown,
    82% efficient), corrected for lag-1 autocorrelation.
 2. Evidence: robust predictive t-tests of the new run alone (k = 1) and of
@@ -110,7 +110,7 @@ class GateParams:
     quantile_pair_level: float = 0.1  # a quantile trip: both attempts beyond a point this rare
     confirm_attempts: int = 1  # reruns of tripped tests before a regression holds
     consistency_level: float = 0.01  # first attempt vs its rerun: a transient if this far apart
-    window: int = 30  # baseline runs
+    window: int = 40  # baseline runs (30 -> 40: within-10 detection +1-10 points, FA no higher)
     min_history: int = 5  # fewer trusted runs -> insufficient-history
     windows: tuple[int, ...] = (1, 3, 10)  # evidence windows (runs, newest last)
     noise_floor: float = 0.5  # practical floor, in units of run-to-run CV
@@ -667,7 +667,7 @@ def _rho_corrected(x: np.ndarray, c: float, s: float) -> tuple[float, float]:
     """Lag-1 autocorrelation, bias-corrected, and a cautious upper value.
 
     E[r] ~ rho - (1 + 3 rho) / n (Marriott & Pope, Biometrika 41 (1954)
-    390-402) and se(r) ~ sqrt((1 - rho^2) / n) (Bartlett 1946). With 30 runs
+    390-402) and se(r) ~ sqrt((1 - rho^2) / n) (Bartlett 1946). With 30-40 runs
     r is noisy; window tests use the one-sided 84% upper bound (r + 1.0 se):
     an AR(1) run offset seen through within-run noise (ARMA(1, 1)) decays
     more slowly than its lag-1 value implies, and r + 0.5 se left AR(1)
@@ -686,7 +686,7 @@ def _rho_lower(x: np.ndarray, c: float, s: float) -> float:
     """A cautious lower bound of the lag-1 autocorrelation: r - 0.84 se(r), floored at 0.
 
     One-sided 80% bound with se(r) ~ sqrt((1 - r^2) / n) (Bartlett 1946), from the
-    bias-corrected r of ``_rho_corrected``: iid baselines of 30 runs give 0 most of
+    bias-corrected r of ``_rho_corrected``: iid baselines of 30-40 runs give 0 most of
     the time, so their k = 1 test is unchanged.
     """
     r, _ = _rho_corrected(x, c, s)

@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from gates import stats
 from gates.gate import GateInputError, evaluate_run, main, verdict_table
 from gates.history import RunRecord, TestResult, open_history
 from gates.metrics import validate_metric
@@ -288,7 +289,9 @@ def test_bulk_baselines_give_the_per_metric_verdicts(h):
     got = {v.key: v for v in _same_both_ways(h, new)}
     assert got["lat"].verdict == "regression" and got["lat"].change_point is not None
     assert got["tp"].verdict == "regression" and got["pooled"].verdict == "improvement"
-    assert got["sparse"].n_baseline == 35 and got["lat"].n_baseline == 40
+    # A long history is read as far as the statistics look: the window and the last 10 runs.
+    need = stats.DEFAULTS.window + max(stats.DEFAULTS.windows)
+    assert got["sparse"].n_baseline == 35 and got["lat"].n_baseline == need == 50
     # Re-gating an old run: only runs started before it count (later ones still fill the
     # 80-row window the per-metric query reads).
     assert 0 < max(v.n_baseline for v in _same_both_ways(h, "run050")) < 40
