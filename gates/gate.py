@@ -208,17 +208,19 @@ def _baseline_runs(history: Any, suite: str, key: str, fingerprint: str | None,
 
 def _bulk_baselines(history: Any, run: Mapping[str, Any], keys: set[str], exclude: set[str],
                     need: int, ids_out: dict[str, list[str]] | None = None) -> dict[str, Any]:
-    """Baseline runs of every key in ``keys`` at once: {key: runs' samples, oldest first}.
+    """Baseline runs of every key in ``keys`` at once, oldest first, for ``stats.summarize``.
 
-    Each value is a (runs x samples) array when every run has one row with the
-    same number of samples (the usual case), else a list of 1-D sample arrays.
+    Each value is a ``stats.Summarized`` when every run has one row of the key
+    (the usual case): the stored medians, and the samples of the newest
+    ``stats.WITHIN_RUNS`` runs only. Otherwise (several rows of a key pooled in a
+    run) it is a list of each run's 1-D sample array.
 
     The same series ``_baseline_runs`` builds key by key (newest ``SERIES_LIMIT``
     metric rows of complete trusted runs of the suite and fingerprint, then the
     same filters and pooling), cut to the newest ``need`` runs, which is all the
     statistics read (``stats.summarize``). Reads: the suite's runs (one query),
     the metric rows of the newest runs in batches (only while some key still
-    lacks runs), and the samples of the rows kept (a primary-key range per run).
+    lacks runs), and the samples of the rows read (``_samples_of``).
     ``ids_out``, when given, receives each key's run ids in the same order.
     """
     if not keys:
@@ -241,6 +243,7 @@ def _bulk_baselines(history: Any, run: Mapping[str, Any], keys: set[str], exclud
     mparams: list[Any] = [run["suite"]] + ([fp] if fp is not None else [])
     run_started = {rid: v[0] for rid, v in info.items()}
     rows: dict[str, list[tuple[str, int, str]]] = {k: [] for k in keys}
+    medians: dict[int, float | None] = {}
     done: dict[str, list[tuple[str, list[int]]]] = {}
     pending = set(keys)
     i = 0
@@ -253,12 +256,13 @@ def _bulk_baselines(history: Any, run: Mapping[str, Any], keys: set[str], exclud
         i = j
         for c in range(0, len(ids), 500):
             part = ids[c:c + 500]
-            for mid, rid, key in conn.execute(
-                    f"SELECT id, run_id, key FROM metrics WHERE run_id IN "
+            for mid, rid, key, med in conn.execute(
+                    f"SELECT id, run_id, key, median FROM metrics WHERE run_id IN "
                     f"({','.join('?' * len(part))}) AND {' AND '.join(mclauses)}",
                     [*part, *mparams]):
                 if key in pending:
                     rows[key].append((run_started[rid], mid, rid))
+                    medians[mid] = med
         for key in list(pending):
             series = sorted(rows[key], reverse=True)[:SERIES_LIMIT]  # newest first
             kept: dict[str, list[int]] = {}
@@ -273,14 +277,53 @@ def _bulk_baselines(history: Any, run: Mapping[str, Any], keys: set[str], exclud
                 pending.discard(key)
     for key in pending:
         done[key] = []
-    # Samples of the kept rows: one primary-key range query per stretch of nearby ids
-    # (a run's metric ids are contiguous, consecutive runs' usually adjacent).
-    want = sorted({mid for kept_runs in done.values() for _, mids in kept_runs for mid in mids})
     if ids_out is not None:
         for key, kept_runs in done.items():
             ids_out[key] = [rid for rid, _ in reversed(kept_runs)]  # oldest first
-    if not want:  # cold start: no baseline row for any key
-        return {key: [] for key in done}
+    # A run with one row of a key is summarised by the stored median (the median of
+    # its samples, metrics.median), so only the newest WITHIN_RUNS runs' samples are
+    # read, for the within-run spread; pooled rows need all their samples.
+    stored = {key for key, kept_runs in done.items()
+              if all(len(mids) == 1 and medians[mids[0]] is not None for _, mids in kept_runs)}
+    want = sorted({mid for key, kept_runs in done.items()
+                   for _, mids in (kept_runs[:stats.WITHIN_RUNS] if key in stored else kept_runs)
+                   for mid in mids})
+    samples = _samples_of(conn, want)
+    out: dict[str, Any] = {}
+    for key, kept_runs in done.items():
+        if not kept_runs:
+            out[key] = []
+            continue
+        kept_runs.reverse()  # oldest first
+        if key in stored:
+            recent = [(mids[0], samples.get(mids[0])) for _, mids in kept_runs[-stats.WITHIN_RUNS:]]
+            got = [x for _, x in recent]
+            rec: Any = (np.stack(got) if all(x is not None for x in got)
+                        and len({x.size for x in got}) == 1  # type: ignore[union-attr]
+                        else [x if x is not None else np.array([medians[m]]) for m, x in recent])
+            out[key] = stats.Summarized(
+                np.array([medians[mids[0]] for _, mids in kept_runs], dtype=float), rec)
+            continue
+        series_runs: list[Any] = []
+        for _rid, mids in kept_runs:
+            parts = [samples[m] for m in mids if m in samples]
+            if parts:
+                series_runs.append(parts[0] if len(parts) == 1 else np.concatenate(parts))
+            else:  # a row without samples: its median stands in (as in _baseline_runs)
+                series_runs.append(np.array([_median_of(conn, mids[0], medians)]))
+        out[key] = series_runs
+    return out
+
+
+def _samples_of(conn: sqlite3.Connection, want: Sequence[int]) -> dict[int, np.ndarray]:
+    """{metric row id: its samples in recording order} for the sorted ids ``want``.
+
+    One primary-key range query per stretch of nearby ids (a run's metric ids are
+    contiguous, consecutive runs' usually adjacent); rows outside ``want`` in a
+    range are dropped.
+    """
+    if not want:
+        return {}
     chunks: list[tuple[int, float]] = []
     lo = 0
     for hi in range(1, len(want) + 1):
@@ -289,49 +332,25 @@ def _bulk_baselines(history: Any, run: Mapping[str, Any], keys: set[str], exclud
                 "SELECT metric_id, value FROM samples WHERE metric_id BETWEEN ? AND ? "
                 "ORDER BY metric_id, seq", (want[lo], want[hi - 1])).fetchall())
             lo = hi
+    if not chunks:
+        return {}
     flat = np.fromiter(itertools.chain.from_iterable(chunks), dtype=float, count=2 * len(chunks))
     sid = flat[0::2].astype(np.int64)
     sval = flat[1::2].copy()
-    cut = np.flatnonzero(np.diff(sid)) + 1
-    first = np.concatenate(([0], cut))  # first sample of each metric id present
-    count = np.diff(np.append(first, sid.size))
-    uid = sid[first]
-    out: dict[str, Any] = {}
-    missing: list[int] = []
-    for key, kept_runs in done.items():
-        if not kept_runs:
-            out[key] = []
-            continue
-        kept_runs.reverse()  # oldest first
-        if all(len(mids) == 1 for _, mids in kept_runs):
-            mids_a = np.array([mids[0] for _, mids in kept_runs], dtype=np.int64)
-            pos = np.searchsorted(uid, mids_a)
-            ok = (pos < uid.size) & (uid[np.minimum(pos, uid.size - 1)] == mids_a)
-            if ok.all():
-                cnt = count[pos]
-                if (cnt == cnt[0]).all():  # the usual case: one (runs x samples) array
-                    out[key] = sval[first[pos][:, None] + np.arange(cnt[0])]
-                    continue
-        series_runs: list[Any] = []
-        for _rid, mids in kept_runs:
-            parts = []
-            for m in mids:
-                k = int(np.searchsorted(uid, m))
-                if k < uid.size and uid[k] == m:
-                    parts.append(sval[first[k]:first[k] + count[k]])
-            if parts:
-                series_runs.append(parts[0] if len(parts) == 1 else np.concatenate(parts))
-            else:  # a row without samples: its median stands in (as in _baseline_runs)
-                series_runs.append(mids[0])
-                missing.append(mids[0])
-        out[key] = series_runs
-    if missing:
-        med = dict(conn.execute(f"SELECT id, median FROM metrics WHERE id IN "
-                                f"({','.join('?' * len(missing))})", missing).fetchall())
-        for key, series_runs in out.items():
-            if isinstance(series_runs, list):
-                out[key] = [np.array([med[r]]) if isinstance(r, int) else r for r in series_runs]
-    return out
+    first = np.concatenate(([0], np.flatnonzero(np.diff(sid)) + 1))
+    bounds = np.append(first, sid.size)
+    wanted = set(want)
+    return {int(sid[a]): sval[a:b] for a, b in zip(bounds[:-1], bounds[1:], strict=True)
+            if int(sid[a]) in wanted}
+
+
+def _median_of(conn: sqlite3.Connection, mid: int, medians: Mapping[int, float | None]) -> float:
+    """The stored median of a metric row (read again when the batch had none)."""
+    med = medians.get(mid)
+    if med is None:
+        row = conn.execute("SELECT median FROM metrics WHERE id = ?", (mid,)).fetchone()
+        med = row[0] if row else None
+    return float("nan") if med is None else float(med)
 
 
 def _hosts_of(history: Any, run_ids: Sequence[str]) -> dict[str, str | None]:

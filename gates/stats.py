@@ -77,6 +77,8 @@ __all__ = [
     "host_variance",
     "quantile_p",
     "summarize",
+    "Summarized",
+    "WITHIN_RUNS",
     "huber_location",
     "decide",
     "is_suspect",
@@ -195,14 +197,16 @@ def _triu(n: int) -> tuple[np.ndarray, np.ndarray]:
 def _median(x: np.ndarray) -> float:
     s = np.sort(x, axis=None)
     n = s.size
-    return float(0.5 * (s[(n - 1) // 2] + s[n // 2]))
+    return float(s[n // 2] if n % 2 else 0.5 * (s[n // 2 - 1] + s[n // 2]))
 
 
 def _row_medians(a: np.ndarray) -> np.ndarray:
     # np.median carries ~50 us of overhead per call; a sort is cheaper for short rows.
+    # Odd counts take the middle value itself, so medians equal the stored ones
+    # (``metrics.median``) bit for bit, even near the float range's end.
     s = np.sort(a, axis=-1)
     k = s.shape[-1]
-    return 0.5 * (s[..., (k - 1) // 2] + s[..., k // 2])
+    return s[..., k // 2] if k % 2 else 0.5 * (s[..., k // 2 - 1] + s[..., k // 2])
 
 
 def lag1_autocorr(x: np.ndarray, center: float, scale: float) -> float:
@@ -734,20 +738,47 @@ def judge(
     )
 
 
+WITHIN_RUNS = 10  # newest baseline runs whose within-run spread is the typical one
+
+
+@dataclass(frozen=True)
+class Summarized:
+    """A baseline already reduced: each run's summary, and the samples of the newest runs.
+
+    What ``summarize`` reads from a history, so a caller holding the stored
+    medians need not read every sample: ``summaries`` (oldest first) and
+    ``recent``, the samples of the newest ``WITHIN_RUNS`` runs or more (a
+    (runs x samples) array or a list of 1-D arrays), for the within-run spread.
+    """
+
+    summaries: np.ndarray
+    recent: np.ndarray | list
+
+
 def summarize(
-    history: Sequence[Sequence[float] | float | np.ndarray],
+    history: Sequence[Sequence[float] | float | np.ndarray] | Summarized,
     new: Sequence[float] | float | np.ndarray,
     params: GateParams = DEFAULTS,
 ) -> tuple[np.ndarray, float, float]:
-    """(past run summaries, new run summary, extra variance of the new run) for judging."""
+    """(past run summaries, new run summary, extra variance of the new run) for judging.
+
+    The extra variance is the new run's within-run variance of its median beyond the
+    typical one of the newest ``WITHIN_RUNS`` baseline runs (fewer or noisier samples
+    than usual).
+    """
     # Only the runs the windows can reach matter (keeps 200-run histories cheap).
     reach = params.window + max(params.windows)
     new_a = np.asarray(new, dtype=float).ravel()
+    if isinstance(history, Summarized):
+        recent_s = history.recent[-WITHIN_RUNS:]
+        return (np.asarray(history.summaries, dtype=float)[-reach:], run_summary(new_a),
+                _extra_within_var(recent_s, new_a))
     if isinstance(history, np.ndarray) and history.ndim == 2:  # (runs x samples): no copies
         recent_a = history[-reach:].astype(float, copy=False)
-        return _row_medians(recent_a), run_summary(new_a), _extra_within_var(recent_a, new_a)
+        return (_row_medians(recent_a), run_summary(new_a),
+                _extra_within_var(recent_a[-WITHIN_RUNS:], new_a))
     recent = list(history)[-reach:]
-    return _summaries(recent), run_summary(new_a), _extra_within_var(recent, new_a)
+    return _summaries(recent), run_summary(new_a), _extra_within_var(recent[-WITHIN_RUNS:], new_a)
 
 
 def _summaries(runs: Sequence) -> np.ndarray:

@@ -251,6 +251,7 @@ def test_cli_as_module(h):
 def _series_history(h) -> None:
     """A messy history: >80 rows per key, pooled nodeids, gaps, ties, untrusted, confirms."""
     rng = np.random.default_rng(11)
+    rr = np.random.default_rng(13)  # its own stream: the other keys' draws stay as they were
     tp = {"unit": "tok/s", "better": "higher"}
     for i in range(110):
         ms = {"lat": lat(rng, level=1.0 + 0.002 * (i > 90)),
@@ -260,6 +261,9 @@ def _series_history(h) -> None:
         ms["pooled@2"] = (ms["pooled"][0] * 1.001, {**ms["pooled"][1], "nodeid": NODE2})
         if i % 3 == 0:
             ms["sparse"] = lat(rng, cv=0.02)
+        # 2-5 samples a run: even counts take the mean of the middle two, stored
+        # (metrics.median) and recomputed (stats) alike, bit for bit.
+        ms["ragged"] = (3.3 * (1 + rr.normal(0, 0.02, 2 + i % 4)), {"unit": "ms", "better": "lower"})
         ms = {k: v for k, v in ms.items() if v is not None}
         add_run(h, i, ms, trusted=i % 17 != 5)
         if i % 10 == 0:  # another GPU, and a confirm rerun of this run: never baselines
@@ -280,13 +284,37 @@ def _same_both_ways(h, rid: str, **kw) -> list:
     return bulk.verdicts
 
 
+def test_bulk_baselines_summarise_bit_for_bit_like_the_per_metric_path(h):
+    # The bulk path reads stored medians and only the newest runs' samples; the
+    # per-metric path recomputes from every sample. Both must feed the statistics the
+    # same numbers exactly (odd and even sample counts, pooled rows, gaps).
+    from gates import gate as g
+
+    _series_history(h)
+    rng = np.random.default_rng(12)
+    new = add_run(h, 200, {k: lat(rng) for k in ("lat", "one", "pooled", "sparse", "ragged")})
+    run = h.run(new)
+    keys = {"lat", "tp", "one", "pooled", "sparse", "ragged"}
+    need = stats.DEFAULTS.window + max(stats.DEFAULTS.windows)
+    bulk = g._bulk_baselines(h, run, keys, {new}, need)
+    assert isinstance(bulk["ragged"], stats.Summarized) and isinstance(bulk["pooled"], list)
+    probe = np.array([1.0, 1.2, 0.9, 1.1])
+    for key in sorted(keys):
+        base = g._baseline_runs(h, "s", key, run["fingerprint"], run, {new})
+        one = stats.summarize([r.get("samples") or [r["median"]] for r in base], probe)
+        got = stats.summarize(bulk[key], probe)
+        assert np.array_equal(got[0], one[0]) and got[1:] == one[1:], key
+
+
 def test_bulk_baselines_give_the_per_metric_verdicts(h):
     _series_history(h)
     rng = np.random.default_rng(12)
     new = add_run(h, 200, {"lat": lat(rng, level=1.3), "tp": (900 * np.ones(3), {
         "unit": "tok/s", "better": "higher"}), "one": ([1.0], {"unit": "ms", "better": "lower"}),
-        "sparse": lat(rng), "pooled": lat(rng, level=0.8)})
+        "sparse": lat(rng), "pooled": lat(rng, level=0.8),
+        "ragged": (3.3 * (1 + rng.normal(0, 0.02, 3)), {"unit": "ms", "better": "lower"})})
     got = {v.key: v for v in _same_both_ways(h, new)}
+    assert got["ragged"].verdict == "pass" and got["ragged"].n_baseline == 50
     assert got["lat"].verdict == "regression" and got["lat"].change_point is not None
     assert got["tp"].verdict == "regression" and got["pooled"].verdict == "improvement"
     # A long history is read as far as the statistics look: the window and the last 10 runs.
