@@ -90,7 +90,7 @@ def gate_alarms(
     session does from the runs' GPU uuids; False judges as if none were recorded.
     """
     P = stats.DEFAULTS
-    x = s.summaries
+    x = s.summaries.copy()  # a transient's rerun replaces it for later runs (as in a session)
     tw = s.twin_summaries
     out = np.zeros(len(ts), dtype=bool)
     names = s.hosts if machines else None
@@ -100,8 +100,10 @@ def gate_alarms(
         v = stats.decide(j, j.p_worse, level=P.level)
         suspect = v == "pass" and stats.is_suspect(j, j.p_worse)
         if (v == "regression" or suspect) and confirm:
-            _, v = stats.confirm(x[:t], float(tw[t]), sign=1, first=float(x[t]),
-                                 suspect=suspect, **kw)
+            jc, v = stats.confirm(x[:t], float(tw[t]), sign=1, first=float(x[t]),
+                                  suspect=suspect, **kw)
+            if v != "regression" and jc.extras.get("p_split", 1.0) <= P.transient_level:
+                x[t] = tw[t]
         out[i] = v == "regression"
         if out[i] and first_only:
             break
@@ -706,6 +708,55 @@ steps 2/5/10% and drift; the change is adopted only with every cell's 6-seed FA
   quantile point (the rerun's window shares 4 of its 5 runs with the first
   attempt), the quantile test over k = 5 and 10, and a way into AR(1) and
   Gaussian m=1 cells, where the new rules are off or the budget is unused.
+
+Fourth round (2026-11-30, night). Quick harness as before (`gate_alarms` over
+`_cell_series`), now every effect on six seeds (1,200 series per cell for
+nulls, spikes and each effect); "mean" = the mean over the 14 cells of that
+effect's within-10 detection.
+
+- Adopted: a baseline window of 40 runs instead of 30. Mean within-10
+  detection, 30 -> 40: step 1% 10.3 -> 10.7, 2% 22.9 -> 23.9, 5% 51.9 ->
+  53.5, 10% 75.1 -> 75.5, 20% 95.3 -> 95.5, drift 36.2 -> 38.2. Largest
+  gains: Student-t drift 52.7 -> 62.8% (m=1) and 42.4 -> 51.0% (m=5),
+  Student-t m=1 step 5% 84.6 -> 91.1%, gauss3 m=1 step 5% 73.5 -> 77.7%,
+  gauss8 m=1 step 10% 43.9 -> 49.1%; largest loss AR(1) m=1 step 10%
+  56.6 -> 53.9%. Null FA: mean over cells 3.1 -> 3.1%, worst cell AR(1)
+  m=5 4.8 -> 4.6%, H200 m=1 4.7 -> 4.3%, bimodal m=5 3.2 -> 4.0%. First bad
+  run (1% noise, m=5, 5% step) 90.2 -> 90.6%. Why: scale, autocorrelation
+  and degrees of freedom from more runs, and one baseline run as high as the
+  new one now bounds p at 2/41 = 0.049 instead of 2/31 = 0.065, under the
+  confirm level. Real H200 history (`rejudge_history.py`): identical
+  verdicts (no metric there has 40 runs yet).
+- Window 50: the same detection as 40 on these series (they hold at most 40
+  runs before a 10-run window) and null FA 3.1 -> 2.9% on average; not
+  taken: a real metric would need 60 runs before the window is full, and
+  the baseline would follow an accepted change more slowly.
+- Rejected: the rank bound only from two baseline runs as extreme (one old
+  spike in the baseline no longer caps p): within-10 detection +1.5-3 points
+  on average, but null FA H200 8.1/7.6%, Student-t 4.9/5.9%, bimodal
+  4.9/5.8%, AR(1) m=5 5.7%. The one-run bound does most of the work of
+  keeping heavy tails quiet.
+- Rejected: a first attempt that its confirm found to be a transient enters
+  later baselines with its rerun's value (so a +20% glitch stops feeding the
+  3- and 10-run windows after it). gauss3 m=1 spike FA 3.0 -> 2.5% (the
+  alarms on the two runs after the spike go; null-rate alarms later in the
+  series take part of their place), gauss8 m=1 3.2 -> 3.2%, detection 0.5-1
+  point lower in every Gaussian cell.
+- Spikes, once more: with one rerun, the excess over nulls on the spike run
+  is the spike's trip probability times the rerun's chance to pass the
+  confirm alone, about 0.5 x 0.05 at 8% noise. The rerun is the only draw the
+  spike does not touch, and a one-sided test of it at 0.05 is already the
+  most powerful at that level; lowering that level to ~0.02 would bring the
+  excess inside the noise but costs the first-run and within-10 detection of
+  every real step that trips on one run. A second rerun, only when the first
+  is borderline, would do it at little cost in power, but it is a second
+  confirm attempt by default (CI time) and the benchmark's series carry one
+  twin: not built.
+- Speed (`bench_gate_speed.py`): the bulk path now reads each baseline run's
+  stored median (`metrics.median`) and the samples of the newest 10 runs
+  only (the within-run spread a new run is compared with; it was every
+  baseline run's). Paired on this machine under load: 0.95-0.99 s ->
+  0.78-0.81 s for 1,000 metrics x 200 runs.
 """
 
 

@@ -100,6 +100,7 @@ class Verdict:
     change_point: dict[str, Any] | None = None
     message: str = ""
     declared_at: str | None = None
+    transient: bool = False  # confirm: the first attempt was a glitch; baselines take the rerun
 
     @property
     def enforced_failure(self) -> bool:
@@ -119,6 +120,8 @@ class Verdict:
                 detail[k] = v
         if confirm_of:
             detail["confirm_of"] = confirm_of
+        if self.transient:
+            detail["transient"] = True
         return {"key": self.key, "nodeid": self.nodeid, "verdict": self.verdict,
                 "baseline": self.baseline, "new": self.new, "rel_change": self.rel_change,
                 "ci_low": self.ci_low, "ci_high": self.ci_high, "statistic": self.statistic,
@@ -203,7 +206,36 @@ def _baseline_runs(history: Any, suite: str, key: str, fingerprint: str | None,
             keep[r["run_id"]] = {**prev, "samples": list(prev["samples"]) + list(r["samples"])}
         else:
             keep[r["run_id"]] = r
+    subs = _transients(history.conn, suite, {key})
+    for rid in [rid for rid in keep if (rid, key) in subs]:
+        # The confirm found this run's first attempt a transient: its rerun stands in.
+        rows_c = [r for r in history.metrics(subs[(rid, key)]) if r["key"] == key
+                  and r.get("suite") == suite
+                  and (fingerprint is None or r.get("fingerprint") == fingerprint)]
+        if rows_c:
+            pooled = [x for r in rows_c for x in (r.get("samples") or [])]
+            keep[rid] = {**keep[rid], "samples": pooled, "median": rows_c[0]["median"]}
     return list(reversed(list(keep.values())))  # oldest first
+
+
+def _transients(conn: sqlite3.Connection, suite: str,
+                keys: set[str]) -> dict[tuple[str, str], str]:
+    """{(run id, key): its confirm run's id} where the confirm found the first attempt a
+    transient (``Verdict.transient``); the newest confirm wins."""
+    out: dict[tuple[str, str], str] = {}
+    for first, key, rid, detail in conn.execute(
+            "SELECT r.confirm_of, v.key, v.run_id, v.detail FROM verdicts v "
+            "JOIN runs r ON r.run_id = v.run_id WHERE r.suite = ? AND r.confirm_of IS NOT NULL "
+            "AND r.status = 'complete' AND v.detail LIKE '%\"transient\": true%' "
+            "ORDER BY r.started_at, v.id", (suite,)):
+        if key not in keys:
+            continue
+        try:
+            if json.loads(detail).get("transient") is True:
+                out[(first, key)] = rid
+        except (ValueError, AttributeError):
+            continue  # an unreadable detail marks nothing
+    return out
 
 
 def _bulk_baselines(history: Any, run: Mapping[str, Any], keys: set[str], exclude: set[str],
@@ -277,6 +309,22 @@ def _bulk_baselines(history: Any, run: Mapping[str, Any], keys: set[str], exclud
                 pending.discard(key)
     for key in pending:
         done[key] = []
+    subs = _transients(conn, run["suite"], set(done))
+    if subs:
+        # Runs whose first attempt the confirm found a transient: the rerun's rows.
+        cs = sorted(set(subs.values()))
+        by_c: dict[tuple[str, str], list[int]] = {}
+        for c in range(0, len(cs), 500):
+            part = cs[c:c + 500]
+            for mid, rid, key, med in conn.execute(
+                    f"SELECT id, run_id, key, median FROM metrics WHERE run_id IN "
+                    f"({','.join('?' * len(part))}) AND {' AND '.join(mclauses)} ORDER BY id",
+                    [*part, *mparams]):
+                by_c.setdefault((rid, key), []).append(mid)
+                medians[mid] = med
+        for key, kept_runs in done.items():
+            done[key] = [(rid, by_c.get((subs[(rid, key)], key), mids)
+                          if (rid, key) in subs else mids) for rid, mids in kept_runs]
     if ids_out is not None:
         for key, kept_runs in done.items():
             ids_out[key] = [rid for rid, _ in reversed(kept_runs)]  # oldest first
@@ -598,6 +646,11 @@ def _judge_one(history: Any, run: Mapping[str, Any], key: str,
                                      n_trials=gate.n, min_change=gate.min_change,
                                      extra_var=extra, hosts=run_hosts, host=this_host,
                                      suspect=suspect)
+        p_split = j.extras.get("p_split", 1.0)
+        if p_split <= p.transient_level and v.verdict != "regression":
+            v.transient = True
+            v.message = (f"first attempt {_num(first):.6g} a transient against this rerun "
+                         f"(p {p_split:.2g}): later baselines take this rerun's value")
     v.new = _num(j.value)
     v.baseline = _num(j.baseline)
     v.rel_change = _num(j.rel_change)

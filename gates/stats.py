@@ -112,6 +112,7 @@ class GateParams:
     quantile_pair_level: float = 0.1  # a quantile trip: both attempts beyond a point this rare
     confirm_attempts: int = 1  # reruns of tripped tests before a regression holds
     consistency_level: float = 0.01  # first attempt vs its rerun: a transient if this far apart
+    transient_level: float = 0.001  # ... this far apart: later baselines take the rerun's value
     window: int = 40  # baseline runs (30 -> 40: within-10 detection +1-10 points, FA no higher)
     min_history: int = 5  # fewer trusted runs -> insufficient-history
     windows: tuple[int, ...] = (1, 3, 10)  # evidence windows (runs, newest last)
@@ -941,7 +942,10 @@ def confirm(
     the regression does not hold (a real change then trips again on the next
     run: about 1-2% of real changes, more under heavy tails, wait one run).
     Test: two-sample predictive t (Hahn & Meeker 1991, sec. 4.7) with the
-    baseline's degrees of freedom.
+    baseline's degrees of freedom. Its p is returned as ``extras["p_split"]``;
+    at or below ``params.transient_level`` (0.001) the caller lets later
+    baselines take the rerun's value for that run, so a glitch does not feed
+    the windows of the runs after it.
     Assumptions: a real change affects both attempts alike; a rerun is an
     independent draw given the regime (and, under AR(1), the previous run).
 
@@ -965,6 +969,14 @@ def confirm(
     j = judge_summaries(history, rerun, first=first, **kw)
     iid = j.extras.get("rho_lo", 0.0) == 0.0
     p_conf = j.p_worse
+    s1c = j.extras.get("s1c", j.extras.get("s1", 0.0))
+    p_split = 1.0
+    if first is not None and j.status == "ok":
+        # Same regime? The first attempt far worse than its rerun is a transient.
+        se_d = math.sqrt(max(2.0 * (s1c * s1c + max(extra_var, 0.0)), 1e-300))
+        df = max(QN_EFF * (j.n_baseline - 1), 2.0)
+        p_split = predictive_z_pvalue(sign * (first - rerun) / se_d, df)
+        j.extras["p_split"] = p_split
     if first is not None and iid and j.status == "ok":
         jf = judge_summaries(history, first, **kw)
         if jf.extras.get("p_q_worse", 1.0) / QUANTILE_WEIGHT <= params.level:
@@ -978,13 +990,8 @@ def confirm(
         k = jf.window
         p_conf = min(p_conf, j.extras.get("p_run_worse" if k == 1 else f"p_w{k}_worse", 1.0))
     v = decide(j, p_conf, level=params.confirm_level)
-    s1c = j.extras.get("s1c", j.extras.get("s1", 0.0))
-    if v == "regression" and first is not None and params.consistency_level > 0:
-        # Same regime? The first attempt far worse than its rerun is a transient.
-        se_d = math.sqrt(max(2.0 * (s1c * s1c + max(extra_var, 0.0)), 1e-300))
-        df = max(QN_EFF * (j.n_baseline - 1), 2.0)
-        if predictive_z_pvalue(sign * (first - rerun) / se_d, df) <= params.consistency_level:
-            v = "pass"
+    if v == "regression" and params.consistency_level > 0 and p_split <= params.consistency_level:
+        v = "pass"
     if v == "regression" and (j.window > 1 or suspect):
         if first is None:
             hold = j.extras["p_run_worse"] <= (params.suspect_pair_level if suspect

@@ -97,6 +97,38 @@ def test_confirm_clears_a_one_off(h):
     assert evaluate_run(h, c).verdicts[0].verdict == "pass"
 
 
+def test_a_transient_leaves_later_baselines_its_rerun(h):
+    # A +25% glitch whose clean rerun clears it: the confirm marks the first attempt a
+    # transient, and later runs' baselines (both paths) hold the rerun's samples for
+    # that run, so the glitch does not feed the windows after it.
+    from gates import gate as g
+
+    rng = fill(h)
+    a = add_run(h, 100, {"lat": lat(rng, level=1.25)})
+    assert evaluate_run(h, a).exit_code == 1
+    clean = lat(rng)
+    b = add_run(h, 101, {"lat": clean}, confirm_of=a)
+    [v] = evaluate_run(h, b, confirm_of=a).verdicts
+    assert v.verdict == "pass" and v.transient and "transient" in v.message
+    assert h.verdicts(b)[0]["detail"]["transient"] is True
+    c = add_run(h, 102, {"lat": lat(rng)})
+    run = h.run(c)
+    one = g._baseline_runs(h, "s", "lat", run["fingerprint"], run, {c})
+    assert one[-1]["run_id"] == a and list(one[-1]["samples"]) == list(clean[0])
+    bulk = g._bulk_baselines(h, run, {"lat"}, {c}, 50)["lat"]
+    assert bulk.summaries[-1] == stats.run_summary(clean[0])
+    assert list(bulk.recent[-1]) == list(clean[0])
+    _same_both_ways(h, c)
+    # A rerun as slow as its first attempt is no transient: nothing is substituted.
+    d = add_run(h, 103, {"lat": lat(rng, level=1.25)})
+    evaluate_run(h, d)
+    e = add_run(h, 104, {"lat": lat(rng, level=1.25)}, confirm_of=d)
+    assert not evaluate_run(h, e, confirm_of=d).verdicts[0].transient
+    f = add_run(h, 105, {"lat": lat(rng)})
+    run = h.run(f)
+    assert g._bulk_baselines(h, run, {"lat"}, {f}, 50)["lat"].summaries[-1] > 1.15
+
+
 def const(level: float) -> tuple[list[float], dict]:
     return [level] * 5, {"unit": "ms", "better": "lower"}
 
