@@ -43,7 +43,9 @@ Design, in short (see ``judge_summaries`` and ``confirm``):
    p <= 0.01), and, when a window decided, asks the pair's mean to lean the
    bad way; a first attempt whose new run alone reaches the 0.05 screen but
    not the level is a suspect (``is_suspect``): rerun, and held only when the
-   pair's mean is clear (p <= 0.002); Pettitt's rank test localises the change.
+   pair's mean is clear (p <= 0.002); a first attempt far above its rerun
+   (p <= 0.001) is reported as a transient, whose rerun stands in for it in
+   later baselines (``gates.gate``); Pettitt's rank test localises the change.
 
 Defaults are set on the detection benchmark (``benchmarks/bench_gates.py``):
 the level is the largest that keeps the worst noise model (AR(1), the H200
