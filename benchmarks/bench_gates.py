@@ -824,7 +824,7 @@ def render(results: dict, *, reps: int, slow_reps: int, elapsed: float, speed: f
     L.append("On this seed's 200 series per cell. False alarms, spikes and the first bad run "
              "are rates with 1.5-2 points of sampling error here; their means over six seeds "
              "are in `bench_gates_fa.md` (`--fa-seeds 0,1,2,3,4,5`).\n")
-    L.extend(_targets(cells))
+    L.extend(_targets(cells, reps=reps, slow_reps=slow_reps))
     L.append("")
     L.append("## Notes\n")
     L.append(NOTES)
@@ -853,30 +853,58 @@ def render(results: dict, *, reps: int, slow_reps: int, elapsed: float, speed: f
     return "\n".join(L) + "\n"
 
 
-def _targets(cells: dict) -> list[str]:
+SLOW_PEERS = ("otava", "e-divisive")  # scored on slow_reps series per cell
+
+
+def _short_by_2se(g: float, n_g: int, b: float, n_b: int) -> bool:
+    """g below b by more than 2 standard errors of the difference of two rates.
+
+    Rates smoothed as (x + 1) / (n + 2) for the standard error, so 0% and 100%
+    cells still carry sampling error.
+    """
+    def var(p: float, n: int) -> float:
+        q = (p * n + 1) / (n + 2)
+        return q * (1 - q) / n
+
+    return b - g > 2 * math.sqrt(var(g, n_g) + var(b, n_b))
+
+
+def _targets(cells: dict, *, reps: int = 200, slow_reps: int = 20) -> list[str]:
     out = []
     fa = [(k, c[("gate", "default")].fa_series) for k, c in cells.items()]
     worst = max(fa, key=lambda t: t[1])
     out.append(f"- FA/series <= 5% in every noise model at defaults: "
                f"{'met' if worst[1] <= TARGET_FA else 'MISSED'} (worst {worst[0][0]} m={worst[0][1]}:"
                f" {_pct(worst[1])}).")
-    miss_peer, miss_or = [], []
+    miss_peer, miss_or, sig_peer, sig_or = [], [], [], []
     for (model, m), c in cells.items():
         g = c[("gate", "default")]
         for e in DETECT_EFFECTS:
-            best = _best_peer(c, e, 2)
-            best = 0.0 if best != best else best
+            peers = [(c[(p, "matched")].det[e][2], p) for p in PEERS
+                     if (p, "matched") in c and _calibrated(c[(p, "matched")])]
+            best, who = max(peers, default=(0.0, ""))
             cu = c[("cusum-oracle", "matched")].det[e][2]
+            cell = f"{model}/m={m}/{e}"
             if g.det[e][2] + 1e-9 < best:
-                miss_peer.append(f"{model}/m={m}/{e} ({_pct(g.det[e][2])} < {_pct(best)})")
+                miss_peer.append(f"{cell} ({_pct(g.det[e][2])} < {_pct(best)})")
+                if _short_by_2se(g.det[e][2], reps, best,
+                                 slow_reps if who in SLOW_PEERS else reps):
+                    sig_peer.append(cell)
             if g.det[e][2] + 1e-9 < 0.9 * cu:
-                miss_or.append(f"{model}/m={m}/{e} ({_pct(g.det[e][2])} vs oracle {_pct(cu)})")
+                miss_or.append(f"{cell} ({_pct(g.det[e][2])} vs oracle {_pct(cu)})")
+                if _short_by_2se(g.det[e][2], reps, 0.9 * cu, reps):
+                    sig_or.append(cell)
     out.append("- Within 10 runs >= best matched peer in every cell: "
                + ("met." if not miss_peer else f"MISSED in {len(miss_peer)} cells: "
                   + "; ".join(miss_peer) + "."))
+    out.append(f"  - Of these, short by more than 2 standard errors (the rest are within this "
+               f"seed's sampling error): {len(sig_peer)}"
+               + (f" ({', '.join(sig_peer)})." if sig_peer else "."))
     out.append("- Within 10 runs >= 90% of the CUSUM oracle: "
                + ("met." if not miss_or else f"MISSED in {len(miss_or)} cells: "
                   + "; ".join(miss_or) + "."))
+    out.append(f"  - Of these, short by more than 2 standard errors: {len(sig_or)}"
+               + (f" ({', '.join(sig_or)})." if sig_or else "."))
     if ("gauss1", 5) in cells:
         f = cells[("gauss1", 5)][("gate", "default")].det["step5"][0]
         out.append(f"- 5 samples/run, 1% noise, 5% step caught on the first bad run: {_pct(f)} "

@@ -36,3 +36,13 @@ def test_first_bad_run_over_seeds_reproduces_the_benchmarks_cell():
 def test_fa_seeds_rejects_a_bad_list(capsys):
     assert bench.main(["--fa-seeds", "0,x"]) == 2
     assert "--fa-seeds '0,x'" in capsys.readouterr().err
+
+
+def test_short_by_two_standard_errors_allows_for_sampling_error():
+    # 200 series a cell: 2% against 4% is sampling noise, 42% against 75% is not;
+    # a peer scored on 20 series (Otava) needs a wider gap than one on 200.
+    assert not bench._short_by_2se(0.02, 200, 0.04, 200)
+    assert bench._short_by_2se(0.42, 200, 0.75, 200)
+    assert bench._short_by_2se(0.50, 200, 0.62, 200)
+    assert not bench._short_by_2se(0.50, 200, 0.62, 20)
+    assert not bench._short_by_2se(0.90, 200, 0.90, 200)
