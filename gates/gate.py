@@ -286,15 +286,10 @@ def _bulk_baselines(history: Any, run: Mapping[str, Any], keys: set[str], exclud
             j += 1  # a batch holds every run of its oldest start time
         ids = [r[0] for r in runs[i:j]]
         i = j
-        for c in range(0, len(ids), 500):
-            part = ids[c:c + 500]
-            for mid, rid, key, med in conn.execute(
-                    f"SELECT id, run_id, key, median FROM metrics WHERE run_id IN "
-                    f"({','.join('?' * len(part))}) AND {' AND '.join(mclauses)}",
-                    [*part, *mparams]):
-                if key in pending:
-                    rows[key].append((run_started[rid], mid, rid))
-                    medians[mid] = med
+        for mid, rid, key, med in _metric_rows(conn, ids, mclauses, mparams):
+            if key in pending:
+                rows[key].append((run_started[rid], mid, rid))
+                medians[mid] = med
         for key in list(pending):
             series = sorted(rows[key], reverse=True)[:SERIES_LIMIT]  # newest first
             kept: dict[str, list[int]] = {}
@@ -312,16 +307,11 @@ def _bulk_baselines(history: Any, run: Mapping[str, Any], keys: set[str], exclud
     subs = _transients(conn, run["suite"], set(done))
     if subs:
         # Runs whose first attempt the confirm found a transient: the rerun's rows.
-        cs = sorted(set(subs.values()))
         by_c: dict[tuple[str, str], list[int]] = {}
-        for c in range(0, len(cs), 500):
-            part = cs[c:c + 500]
-            for mid, rid, key, med in conn.execute(
-                    f"SELECT id, run_id, key, median FROM metrics WHERE run_id IN "
-                    f"({','.join('?' * len(part))}) AND {' AND '.join(mclauses)} ORDER BY id",
-                    [*part, *mparams]):
-                by_c.setdefault((rid, key), []).append(mid)
-                medians[mid] = med
+        for mid, rid, key, med in sorted(_metric_rows(conn, sorted(set(subs.values())),
+                                                      mclauses, mparams)):
+            by_c.setdefault((rid, key), []).append(mid)
+            medians[mid] = med
         for key, kept_runs in done.items():
             done[key] = [(rid, by_c.get((subs[(rid, key)], key), mids)
                           if (rid, key) in subs else mids) for rid, mids in kept_runs]
@@ -360,6 +350,19 @@ def _bulk_baselines(history: Any, run: Mapping[str, Any], keys: set[str], exclud
             else:  # a row without samples: its median stands in (as in _baseline_runs)
                 series_runs.append(np.array([_median_of(conn, mids[0], medians)]))
         out[key] = series_runs
+    return out
+
+
+def _metric_rows(conn: sqlite3.Connection, run_ids: Sequence[str], clauses: Sequence[str],
+                 params: Sequence[Any]) -> list[tuple[int, str, str, float | None]]:
+    """(id, run_id, key, median) of the metric rows of ``run_ids`` that match ``clauses``."""
+    out: list[tuple[int, str, str, float | None]] = []
+    for c in range(0, len(run_ids), 500):  # SQLite's bound-parameter limit
+        part = run_ids[c:c + 500]
+        out.extend(conn.execute(
+            f"SELECT id, run_id, key, median FROM metrics WHERE run_id IN "
+            f"({','.join('?' * len(part))}) AND {' AND '.join(clauses)}",
+            [*part, *params]).fetchall())
     return out
 
 
