@@ -334,21 +334,20 @@ def _bulk_baselines(history: Any, run: Mapping[str, Any], keys: set[str], exclud
             continue
         kept_runs.reverse()  # oldest first
         if key in stored:
-            recent = [(mids[0], samples.get(mids[0])) for _, mids in kept_runs[-stats.WITHIN_RUNS:]]
-            got = [x for _, x in recent]
-            rec: Any = (np.stack(got) if all(x is not None for x in got)
-                        and len({x.size for x in got}) == 1  # type: ignore[union-attr]
-                        else [x if x is not None else np.array([medians[m]]) for m, x in recent])
+            # A row without samples: its median stands in (as in _baseline_runs).
+            recent = [samples.get(mids[0], np.array([medians[mids[0]]], dtype=float))
+                      for _, mids in kept_runs[-stats.WITHIN_RUNS:]]
             out[key] = stats.Summarized(
-                np.array([medians[mids[0]] for _, mids in kept_runs], dtype=float), rec)
+                np.array([medians[mids[0]] for _, mids in kept_runs], dtype=float),
+                np.stack(recent) if len({x.size for x in recent}) == 1 else recent)
             continue
         series_runs: list[Any] = []
         for _rid, mids in kept_runs:
             parts = [samples[m] for m in mids if m in samples]
             if parts:
                 series_runs.append(parts[0] if len(parts) == 1 else np.concatenate(parts))
-            else:  # a row without samples: its median stands in (as in _baseline_runs)
-                series_runs.append(np.array([_median_of(conn, mids[0], medians)]))
+            else:  # a row without samples: its median stands in (None reads as NaN, as there)
+                series_runs.append(np.array([medians[mids[0]]], dtype=float))
         out[key] = series_runs
     return out
 
@@ -393,15 +392,6 @@ def _samples_of(conn: sqlite3.Connection, want: Sequence[int]) -> dict[int, np.n
     wanted = set(want)
     return {int(sid[a]): sval[a:b] for a, b in zip(bounds[:-1], bounds[1:], strict=True)
             if int(sid[a]) in wanted}
-
-
-def _median_of(conn: sqlite3.Connection, mid: int, medians: Mapping[int, float | None]) -> float:
-    """The stored median of a metric row (read again when the batch had none)."""
-    med = medians.get(mid)
-    if med is None:
-        row = conn.execute("SELECT median FROM metrics WHERE id = ?", (mid,)).fetchone()
-        med = row[0] if row else None
-    return float("nan") if med is None else float(med)
 
 
 def _hosts_of(history: Any, run_ids: Sequence[str]) -> dict[str, str | None]:
