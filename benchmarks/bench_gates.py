@@ -458,10 +458,16 @@ def _calibrated(cell: Cell) -> bool:
     return cell.fa_series <= TARGET_FA + 2 * (TARGET_FA * (1 - TARGET_FA) / n) ** 0.5
 
 
+def _best_peer_cell(c: dict, e: str, idx: int) -> Cell | None:
+    """The calibrated matched peer with the highest detection ``det[e][idx]``, if any."""
+    peers = [c[(p, "matched")] for p in PEERS
+             if (p, "matched") in c and _calibrated(c[(p, "matched")])]
+    return max(peers, key=lambda x: x.det[e][idx], default=None)
+
+
 def _best_peer(c: dict, e: str, idx: int) -> float:
-    vals = [c[(p, "matched")].det[e][idx] for p in PEERS
-            if (p, "matched") in c and _calibrated(c[(p, "matched")])]
-    return max(vals, default=float("nan"))
+    best = _best_peer_cell(c, e, idx)
+    return float("nan") if best is None else best.det[e][idx]
 
 
 def _pct(x: float) -> str:
@@ -824,7 +830,7 @@ def render(results: dict, *, reps: int, slow_reps: int, elapsed: float, speed: f
     L.append("On this seed's 200 series per cell. False alarms, spikes and the first bad run "
              "are rates with 1.5-2 points of sampling error here; their means over six seeds "
              "are in `bench_gates_fa.md` (`--fa-seeds 0,1,2,3,4,5`).\n")
-    L.extend(_targets(cells, reps=reps, slow_reps=slow_reps))
+    L.extend(_targets(cells))
     L.append("")
     L.append("## Notes\n")
     L.append(NOTES)
@@ -853,9 +859,6 @@ def render(results: dict, *, reps: int, slow_reps: int, elapsed: float, speed: f
     return "\n".join(L) + "\n"
 
 
-SLOW_PEERS = ("otava", "e-divisive")  # scored on slow_reps series per cell
-
-
 def _short_by_2se(g: float, n_g: int, b: float, n_b: int) -> bool:
     """g below b by more than 2 standard errors of the difference of two rates.
 
@@ -869,7 +872,7 @@ def _short_by_2se(g: float, n_g: int, b: float, n_b: int) -> bool:
     return b - g > 2 * math.sqrt(var(g, n_g) + var(b, n_b))
 
 
-def _targets(cells: dict, *, reps: int = 200, slow_reps: int = 20) -> list[str]:
+def _targets(cells: dict) -> list[str]:
     out = []
     fa = [(k, c[("gate", "default")].fa_series) for k, c in cells.items()]
     worst = max(fa, key=lambda t: t[1])
@@ -880,19 +883,19 @@ def _targets(cells: dict, *, reps: int = 200, slow_reps: int = 20) -> list[str]:
     for (model, m), c in cells.items():
         g = c[("gate", "default")]
         for e in DETECT_EFFECTS:
-            peers = [(c[(p, "matched")].det[e][2], p) for p in PEERS
-                     if (p, "matched") in c and _calibrated(c[(p, "matched")])]
-            best, who = max(peers, default=(0.0, ""))
-            cu = c[("cusum-oracle", "matched")].det[e][2]
+            peer = _best_peer_cell(c, e, 2)
+            best = 0.0 if peer is None else peer.det[e][2]
+            oracle = c[("cusum-oracle", "matched")]
+            cu = oracle.det[e][2]
             cell = f"{model}/m={m}/{e}"
             if g.det[e][2] + 1e-9 < best:
                 miss_peer.append(f"{cell} ({_pct(g.det[e][2])} < {_pct(best)})")
-                if _short_by_2se(g.det[e][2], reps, best,
-                                 slow_reps if who in SLOW_PEERS else reps):
+                # A detector's series per effect number its null series (n_null).
+                if _short_by_2se(g.det[e][2], g.n_null, best, peer.n_null):
                     sig_peer.append(cell)
             if g.det[e][2] + 1e-9 < 0.9 * cu:
                 miss_or.append(f"{cell} ({_pct(g.det[e][2])} vs oracle {_pct(cu)})")
-                if _short_by_2se(g.det[e][2], reps, 0.9 * cu, reps):
+                if _short_by_2se(g.det[e][2], g.n_null, 0.9 * cu, oracle.n_null):
                     sig_or.append(cell)
     out.append("- Within 10 runs >= best matched peer in every cell: "
                + ("met." if not miss_peer else f"MISSED in {len(miss_peer)} cells: "
