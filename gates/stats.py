@@ -21,8 +21,9 @@ Design, in short (see ``judge_summaries`` and ``confirm``):
    of the baseline, inflated for AR(1)); weighted Bonferroni (1/2 to k = 1).
    When the baseline is clearly autocorrelated (a cautious lower bound of
    lag-1 rho above 0), the new run is judged against its one-step AR(1)
-   prediction from the previous run, with the conditional variance (Box,
-   Jenkins & Reinsel 2008, ch. 5); iid-looking baselines keep the plain test.
+   prediction from the previous run, on the scale of the baseline's one-step
+   residuals (Box, Jenkins & Reinsel 2008, ch. 5); iid-looking baselines keep
+   the plain test.
    Each p is bounded below by the empirical rank of the value among the
    baseline runs (or rolling k-run stretches) and by an exponential tail
    fitted to the baseline's exceedances: a level the noise already produced
@@ -322,13 +323,15 @@ def judge_summaries(
     already produced a value (or rolling k-run location) as extreme: a level
     the noise has produced before (a second mode, an old spike) is not
     evidence. Window variances are inflated for lag-1 autocorrelation. The
-    k = 1 test predicts the new run one step ahead, c + rho_lo (x_prev - c)
-    with x_prev clipped to c +/- 3 scales, and uses the conditional variance
-    s1^2 (1 - rho_lo^2), where rho_lo is a cautious lower bound of the lag-1
-    autocorrelation (``_rho_lower``; 0 for iid-looking baselines, which keeps
-    their test exactly as before); its empirical and tail bounds then use the
-    baseline's one-step residuals (Box, Jenkins & Reinsel, *Time Series
-    Analysis*, 4th ed., 2008, sec. 5.2: AR(1) forecast and its error variance).
+    k = 1 test, where a cautious lower bound of the lag-1 autocorrelation is
+    above 0 (``_rho_lower``; iid-looking baselines keep the plain test),
+    predicts the new run one step ahead, c + rho (x_prev - c) with the
+    bias-corrected rho and x_prev clipped to c +/- 3 scales; its scale is the
+    Qn of the baseline's one-step residuals, at least the conditional scale
+    s1 sqrt(1 - rho^2), with 0.82 (n - 2) degrees of freedom, and its
+    empirical and tail bounds use those residuals (Box, Jenkins & Reinsel,
+    *Time Series Analysis*, 4th ed., 2008, sec. 5.2: AR(1) forecast and its
+    error variance).
     Assumptions: baseline runs exchangeable up to AR(1) dependence; the
     change of interest is a shift in location.
 
@@ -407,13 +410,26 @@ def judge_summaries(
     df = max(QN_EFF * (n - 1) * (1 - rho) / (1 + rho), 2.0)
     dev_base = sign * (base - c)
     # k = 1: the new run alone, predicted one step ahead under AR(1) when the baseline
-    # is clearly autocorrelated (cautious lower bound of rho; 0 for iid-looking runs).
+    # is clearly autocorrelated (a cautious lower bound of rho above 0; iid-looking
+    # runs keep the plain test).
     rho_lo = _rho_lower(base, c, s)
+    df1, cvar1 = df, cvar
     if rho_lo > 0 and h.size >= 1:
+        # Predict with the point estimate: a lower bound under-predicts after a high
+        # run, and a rerun shares that error with its first attempt. The scale is
+        # the one-step residuals' own (at least what the marginal scale implies),
+        # worth n - 2 degrees of freedom: residuals are nearly independent, unlike
+        # the runs whose AR-reduced df the windows use.
         lo, hi = c - 3.0 * s, c + 3.0 * s
-        mu1 = c + rho_lo * (min(max(float(h[-1]), lo), hi) - c)
-        s1c = s1 * math.sqrt(1.0 - rho_lo * rho_lo)
-        dev_1 = sign * ((base[1:] - c) - rho_lo * (np.clip(base[:-1], lo, hi) - c))
+        xp = min(max(float(h[-1]), lo), hi) - c
+        mu1 = c + rho * xp
+        res = (base[1:] - c) - rho * (np.clip(base[:-1], lo, hi) - c)
+        s1c = max(robust_scale(res), s1 * math.sqrt(1.0 - rho * rho))
+        dev_1 = sign * res
+        df1 = max(QN_EFF * (n - 2), 2.0)
+        # Prediction error beyond the residuals: the centre enters with weight
+        # 1 - rho, and rho's own error (se^2 ~ (1 - rho^2) / n) scales with x_prev - c.
+        cvar1 = cvar * (1.0 - rho) ** 2 + xp * xp * (1.0 - rho * rho) / n
     else:
         mu1, s1c, dev_1 = c, s1, dev_base
     u1 = 3.0 * s1c  # where the exponential tail bound starts
@@ -424,10 +440,10 @@ def judge_summaries(
         s1c = s1 * math.sqrt(max(rho_hi - rho_lo, 0.0) ** 2 + 0.5 * (1.0 - rho_hi * rho_hi))
         if not heavy:
             dev_1, u1 = _pair_means(dev_1), 3.0 * s1c
-    se1 = math.sqrt(max(s1c * s1c + cvar + extra_var, 1e-300))
+    se1 = math.sqrt(max(s1c * s1c + cvar1 + extra_var, 1e-300))
     z1 = sign * (value - mu1) / se1
-    pw1 = predictive_z_pvalue(z1, df)
-    pb1 = predictive_z_pvalue(-z1, df)
+    pw1 = predictive_z_pvalue(z1, df1)
+    pb1 = predictive_z_pvalue(-z1, df1)
     pw1, pb1 = _empirical_bound(dev_1, sign * (value - mu1), pw1, pb1)
     pw1, pb1 = _tail_bound(dev_1, sign * (value - mu1), u1, pw1, pb1)
     w = _weights(len(ks) + 1)
@@ -442,7 +458,7 @@ def judge_summaries(
     if quant:
         w = (w[0], *[x * (1.0 - QUANTILE_WEIGHT / (1.0 - w[0])) for x in w[1:]])
     # (weighted p, window runs, centre, estimate, se, z, t df for the CI, method)
-    cands = [(min(pw1, pb1) / w[0], 1, c, value, se1, z1, df, "run")]
+    cands = [(min(pw1, pb1) / w[0], 1, c, value, se1, z1, df1, "run")]
     pws = [pw1 / w[0]]
     pbs = [pb1 / w[0]]
     p_win: dict[str, float] = {}

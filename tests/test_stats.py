@@ -226,7 +226,7 @@ def test_suspect_earns_a_rerun_and_holds_only_if_the_pair_is_clear():
 def test_no_suspects_when_runs_are_autocorrelated():
     # A rerun shares an AR(1) run's state: no screen below the level.
     a = _ar1_baseline()
-    j = judge_summaries(a[:-1], a[-2] + 0.04, sign=1)
+    j = judge_summaries(a[:-1], a[-2] + 0.013, sign=1)
     assert j.extras["rho_lo"] > 0 and j.extras["p_run_worse"] / 0.5 <= DEFAULTS.screen_level
     assert decide(j, j.p_worse, level=DEFAULTS.level) == "pass"
     assert not is_suspect(j, j.p_worse)
@@ -314,6 +314,32 @@ def test_autocorrelated_runs_are_predicted_one_step_ahead():
     j = judge_summaries(a, 1.025, sign=1)
     assert j.extras["rho_lo"] > 0.3 and j.extras["mu1"] > j.baseline
     assert j.extras["p_run_worse"] > judge_summaries(iid, 1.025, sign=1).extras["p_run_worse"]
+
+
+def test_autocorrelated_prediction_is_calibrated_and_sees_a_step():
+    # 200 AR(1) baselines (phi 0.7, marginal 3%: innovations 2.1%) whose autocorrelation
+    # the gate detects. A null next run reaches p <= 0.05 about as often as it should;
+    # a +10% step (4.7 innovation SDs) reaches the k = 1 level in nearly all of them.
+    # Predicting with the cautious lower bound of rho and the marginal scale's
+    # AR-reduced df (the test before) caught 45% of these steps.
+    rng = np.random.default_rng(5)
+    phi, sd, n = 0.7, 0.03, 41
+    null, step = [], []
+    for _ in range(200):
+        e = rng.normal(0, sd * np.sqrt(1 - phi**2), n + 1)
+        x = np.zeros(n + 1)
+        x[0] = rng.normal(0, sd)
+        for t in range(1, n + 1):
+            x[t] = phi * x[t - 1] + e[t]
+        x = 1 + x
+        j0 = judge_summaries(x[:n], x[n], sign=1)
+        if j0.extras["rho_lo"] > 0:
+            null.append(j0.extras["p_run_worse"])
+            step.append(judge_summaries(x[:n], x[n] + 0.10, sign=1).extras["p_run_worse"])
+    null, step = np.array(null), np.array(step)
+    assert null.size >= 180
+    assert np.mean(null <= 0.05) <= 0.07 and np.mean(null <= 0.25) >= 0.15
+    assert np.mean(step <= 0.01) >= 0.9
 
 
 def test_bh_qvalues():
