@@ -29,7 +29,7 @@ Design, in short (see ``judge_summaries`` and ``confirm``):
    fitted to the baseline's exceedances: a level the noise already produced
    (a second mode, heavy tails, an old spike) is not evidence. Where the
    baseline has such a tail and looks independent, an exact rank test of the
-   least bad of the last 5 runs (``quantile_p``) takes 0.1 of the level from
+   least bad of the last 7 runs (``quantile_p``) takes 0.1 of the level from
    the windows: a shifted main mode shows in it through a slow mode.
 3. Practical floor: max(declared ``min_change``, 0.5 * run-to-run CV); both
    the deciding window's change and the new run's own change must pass it,
@@ -98,7 +98,8 @@ HUBER_VAR = 1.037  # asymptotic variance of the Huber location (c = 1.5) over si
 HALF_PI = math.pi / 2  # variance of a median of k normals ~ (pi/2) sigma^2 / k
 RHO_CAUTION = 1.0  # window tests: lag-1 autocorrelation r + RHO_CAUTION * se(r)
 PAIR_TAIL = 2.0  # 3+ baseline runs this many scales on the bad side: a heavy tail or second mode
-QUANTILE_K = 5  # runs whose minimum (bad direction) the quantile test judges
+QUANTILE_K = 7  # runs whose minimum (bad direction) the quantile test judges (5 -> 7: bimodal
+# and H200 within-10 detection of 5% steps +5-14 points, their false alarms no higher)
 QUANTILE_WEIGHT = 0.1  # its share of the level, taken from the windows, where it applies
 
 

@@ -10,6 +10,7 @@ import pytest
 from gates import stats
 from gates.stats import (
     DEFAULTS,
+    QUANTILE_K,
     bh_qvalues,
     confirm,
     decide,
@@ -261,17 +262,17 @@ def test_quantile_p_is_exact_and_valid():
 
 def _bimodal_then_shift(seed: int) -> tuple[np.ndarray, float]:
     # 45 runs: main mode 0 +/- 1%, 30% in a slow mode 3-28% above; then the main mode
-    # moves +10% for the last 5 runs (the newest is returned apart).
+    # moves +10% for the last QUANTILE_K runs (the newest is returned apart).
     rng = np.random.default_rng(seed)
     h = 1 + rng.normal(0, 0.01, 45) + (rng.random(45) < 0.3) * rng.uniform(0.03, 0.28, 45)
-    new = 1.10 + rng.normal(0, 0.01, 5)
+    new = 1.10 + rng.normal(0, 0.01, QUANTILE_K)
     return np.r_[h, new[:-1]], float(new[-1])
 
 
 def test_quantile_test_sees_a_main_mode_shift_through_a_slow_mode():
     hist, value = _bimodal_then_shift(0)
     j = judge_summaries(hist, value, sign=1)
-    assert j.statistic == "robust-t/quantile-5" and j.window == 5
+    assert j.statistic == f"robust-t/quantile-{QUANTILE_K}" and j.window == QUANTILE_K
     assert decide(j, j.p_worse, level=DEFAULTS.level) == "regression"
     assert 0.07 < j.rel_change < 0.12 and j.ci[0] < j.rel_change < j.ci[1]
     # Confirm: a rerun in the shifted mode holds, a clean one does not.
@@ -279,7 +280,7 @@ def test_quantile_test_sees_a_main_mode_shift_through_a_slow_mode():
     assert confirm(hist, 1.0, sign=1, first=value)[1] == "pass"
     # Higher is better: the mirror image.
     jm = judge_summaries(2 - hist, 2 - value, sign=-1)
-    assert jm.statistic == "robust-t/quantile-5" and jm.p_worse == pytest.approx(j.p_worse)
+    assert jm.statistic == f"robust-t/quantile-{QUANTILE_K}" and jm.p_worse == pytest.approx(j.p_worse)
 
 
 def test_quantile_test_skips_windows_with_a_machine_the_baseline_has_not_seen():
