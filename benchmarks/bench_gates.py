@@ -820,6 +820,17 @@ detection over seeds 0-2 (600 series per cell and effect).
 - Rejected: consistency level 0.05 with the rerun's own p <= 0.005 overriding
   it: gauss8 m=1 spike FA 4.2 -> 3.9% against 2.2% for its nulls. The spike
   excess there stays the rerun's 5% chance to pass the confirm alone.
+- Rejected: for autocorrelated baselines, 3- and 10-run windows of the
+  one-step residuals (their mean against 0, on the residuals' scale, inflated
+  only for the residuals' own cautious lag-1 correlation) instead of the
+  runs' Huber location with the runs' AR(1) inflation: within 10 runs +3-5
+  points in AR(1) cells (step 5% 32.0 -> 36.7% m=1, step 10% 86.2 -> 89.7%
+  m=5, drift 7.3 -> 10.5% m=1), but null FA AR(1) 3.7 -> 5.0% / 4.4 -> 5.3%
+  and bimodal m=5 4.4 -> 6.8% (a chance lag-1 correlation engages them, and
+  a slow mode is not a residual). The inflated windows had spent almost none
+  of the level there.
+- Rejected: level 0.025 (was 0.02) with both adopted changes: null FA
+  bimodal m=5 4.4 -> 5.2%, AR(1) m=5 4.4 -> 5.0%, +0.1-0.8 points elsewhere.
 - Both adopted changes, full run (seed 0, the tables above): cells short of
   the best matched peer 41 -> 34 (by more than 2 standard errors 12 -> 6),
   of 90% of the CUSUM oracle 42 -> 40 (27 -> 23); AR(1) m=1 step 10%
