@@ -32,6 +32,7 @@ MAX_KEY_LENGTH = 200
 MAX_UNIT_LENGTH = 32
 # A guard against a test recording a whole trace by mistake; gates need tens of
 # samples, not millions.
+MIN_MAGNITUDE, MAX_MAGNITUDE = 1e-100, 1e100  # nonzero values outside: an error
 MAX_SAMPLES = 100_000
 BETTER = ("higher", "lower")
 
@@ -91,6 +92,10 @@ def _real(value: object, what: str) -> float:
     number = float(value)
     if not math.isfinite(number):
         raise MetricError(f"{what} must be finite, got {number!r}")
+    if number and not MIN_MAGNITUDE <= abs(number) <= MAX_MAGNITUDE:
+        # Squares of such values (variances) overflow or underflow a float64.
+        raise MetricError(f"{what} is {number!r}, beyond the magnitudes 1e-100 to 1e100 the "
+                          "gate's statistics hold; record it in another unit")
     return number
 
 

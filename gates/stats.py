@@ -265,8 +265,10 @@ def _center_scale(base: np.ndarray, n_trials: float | None) -> tuple[float, floa
     s = robust_scale(base)
     if n_trials:
         s = max(s, binomial_se(c, n_trials))
-    # Identical values (counts, deterministic metrics): keep the scale finite.
-    s = max(s, 1e-9 * abs(c), 1e-15)
+    # Identical values (counts, deterministic metrics): keep the scale finite, relative
+    # to the values' own magnitude (an absolute floor would swamp metrics near 1e-15).
+    # (1e-150: its square, a variance, stays a normal float.)
+    s = max(s, 1e-9 * abs(c), 1e-9 * float(np.max(np.abs(base))), 1e-150)
     return c, s
 
 

@@ -59,6 +59,14 @@ def test_key_length_limit_is_inclusive():
     assert ok(key="a" * MAX_KEY_LENGTH).key == "a" * MAX_KEY_LENGTH
 
 
+def test_values_beyond_what_the_statistics_hold_are_rejected():
+    for bad in (1e200, -1e101, 1e-101):
+        with pytest.raises(MetricError, match="another unit"):
+            validate_metric("k", [1.0, bad], unit="s", better="lower")
+    for good in (0.0, 1e-99, -1e99):
+        assert validate_metric("k", [good], unit="s", better="lower").samples == (good,)
+
+
 @pytest.mark.parametrize("kw,match", [
     ({"better": "up"}, "better"),
     ({"better": None}, "better"),

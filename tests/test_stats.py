@@ -343,6 +343,24 @@ def test_autocorrelated_prediction_is_calibrated_and_sees_a_step():
     assert np.mean(step <= 0.01) >= 0.9
 
 
+def test_verdicts_do_not_depend_on_the_unit():
+    # The same runs in units from 1e-90 to 1e90 (metrics.py rejects values beyond 1e+-100):
+    # the same p-values (a 5% step at 1% noise) up to rounding; an absolute scale floor
+    # once passed everything below 1e-13.
+    rng = np.random.default_rng(0)
+    h = 1 + rng.normal(0, 0.01, 45)
+    ref = judge_summaries(h, 1.05, sign=1)
+    assert decide(ref, ref.p_worse, level=DEFAULTS.level) == "regression"
+    for e in (-90, -60, -20, -13, 13, 60, 90):
+        j = judge_summaries(h * 10.0**e, 1.05 * 10.0**e, sign=1)
+        assert j.p_worse == pytest.approx(ref.p_worse, rel=1e-6), e
+        assert j.rel_change == pytest.approx(ref.rel_change, rel=1e-9)
+    # Identical values keep a finite scale; a change beyond it is judged.
+    flat = np.full(20, 3e-14)
+    assert judge_summaries(flat, 3e-14, sign=1).p_worse >= 0.5
+    assert judge_summaries(flat, 3.3e-14, sign=1).z > 0
+
+
 def test_bh_qvalues():
     q = bh_qvalues([0.01, 0.04, 0.03, 0.5])
     assert list(np.round(q, 4)) == [0.04, 0.0533, 0.0533, 0.5]
