@@ -32,8 +32,10 @@ MAX_KEY_LENGTH = 200
 MAX_UNIT_LENGTH = 32
 # A guard against a test recording a whole trace by mistake; gates need tens of
 # samples, not millions.
-MIN_MAGNITUDE, MAX_MAGNITUDE = 1e-100, 1e100  # nonzero values outside: an error
 MAX_SAMPLES = 100_000
+# Non-zero values outside: an error (their squares, the statistics' variances, would
+# overflow or underflow a float64).
+MIN_MAGNITUDE, MAX_MAGNITUDE = 1e-100, 1e100
 BETTER = ("higher", "lower")
 
 
@@ -93,9 +95,8 @@ def _real(value: object, what: str) -> float:
     if not math.isfinite(number):
         raise MetricError(f"{what} must be finite, got {number!r}")
     if number and not MIN_MAGNITUDE <= abs(number) <= MAX_MAGNITUDE:
-        # Squares of such values (variances) overflow or underflow a float64.
-        raise MetricError(f"{what} is {number!r}, beyond the magnitudes 1e-100 to 1e100 the "
-                          "gate's statistics hold; record it in another unit")
+        raise MetricError(f"{what} is {number!r}, beyond the magnitudes {MIN_MAGNITUDE:g} to "
+                          f"{MAX_MAGNITUDE:g} the gate's statistics hold; record it in another unit")
     return number
 
 

@@ -268,7 +268,7 @@ def _center_scale(base: np.ndarray, n_trials: float | None) -> tuple[float, floa
     # Identical values (counts, deterministic metrics): keep the scale finite, relative
     # to the values' own magnitude (an absolute floor would swamp metrics near 1e-15).
     # (1e-150: its square, a variance, stays a normal float.)
-    s = max(s, 1e-9 * abs(c), 1e-9 * float(np.max(np.abs(base))), 1e-150)
+    s = max(s, 1e-9 * float(np.max(np.abs(base))), 1e-150)  # max |x| >= |median|
     return c, s
 
 
@@ -432,7 +432,7 @@ def judge_summaries(
         df1 = max(QN_EFF * (n - 2), 2.0)
         # Prediction error beyond the residuals: the centre enters with weight
         # 1 - rho, and rho's own error (se^2 ~ (1 - rho^2) / n) scales with x_prev - c.
-        cvar1 = cvar * (1.0 - rho) ** 2 + xp * xp * (1.0 - rho * rho) / n
+        cvar1 = cvar * (1.0 - rho) ** 2 + xp * xp * _rho_var(rho, n)
     else:
         mu1, s1c, dev_1 = c, s1, dev_base
     u1 = 3.0 * s1c  # where the exponential tail bound starts
@@ -705,7 +705,12 @@ def _rho_corrected(x: np.ndarray, c: float, s: float) -> tuple[float, float]:
         return 0.0, 0.0
     n = x.size
     r = min(0.9, r + (1 + 3 * r) / n)
-    return r, min(0.9, r + RHO_CAUTION * math.sqrt(max(1 - r * r, 0.0) / n))
+    return r, min(0.9, r + RHO_CAUTION * math.sqrt(_rho_var(r, n)))
+
+
+def _rho_var(r: float, n: int) -> float:
+    """Sampling variance of a lag-1 autocorrelation from n runs, (1 - r^2) / n (Bartlett 1946)."""
+    return max(1.0 - r * r, 0.0) / n
 
 
 def _rho_lower(x: np.ndarray, c: float, s: float) -> float:
@@ -718,7 +723,7 @@ def _rho_lower(x: np.ndarray, c: float, s: float) -> float:
     r, _ = _rho_corrected(x, c, s)
     if r <= 0:
         return 0.0
-    return max(0.0, r - 0.84 * math.sqrt(max(1 - r * r, 0.0) / x.size))
+    return max(0.0, r - 0.84 * math.sqrt(_rho_var(r, x.size)))
 
 
 def _weights(m: int) -> tuple[float, ...]:

@@ -355,10 +355,12 @@ def test_verdicts_do_not_depend_on_the_unit():
         j = judge_summaries(h * 10.0**e, 1.05 * 10.0**e, sign=1)
         assert j.p_worse == pytest.approx(ref.p_worse, rel=1e-6), e
         assert j.rel_change == pytest.approx(ref.rel_change, rel=1e-9)
-    # Identical values keep a finite scale; a change beyond it is judged.
+    # Identical values keep a finite scale, relative to them: a constant metric near
+    # 1e-14 that moves 0.1% is a regression (the absolute floor called it noise).
     flat = np.full(20, 3e-14)
     assert judge_summaries(flat, 3e-14, sign=1).p_worse >= 0.5
-    assert judge_summaries(flat, 3.3e-14, sign=1).z > 0
+    j = judge_summaries(flat, 3.003e-14, sign=1)
+    assert decide(j, j.p_worse, level=DEFAULTS.level) == "regression"
 
 
 def test_bh_qvalues():
