@@ -17,7 +17,10 @@ Series come from ``benchmarks/series.py`` (60 runs, change at run 40; runs
 threshold calibrated so that its FA/series on the null series of the same
 cell is 5% (the gate's target); this project's gate always runs at defaults.
 The gate trips, then confirms on a rerun (the run's twin: same regime, fresh
-noise; 1 attempt), exactly as ``gates.gate`` does in a suite session.
+noise), and on a second rerun (the second twin) when the first is borderline
+(the two-stage confirm, ``stats.confirm(another=True)`` then
+``stats.confirm_pair``), exactly as ``gates.gate`` does in a suite session
+with its default two confirm attempts.
 """
 
 from __future__ import annotations
@@ -91,17 +94,21 @@ def gate_alarms(
     """
     P = stats.DEFAULTS
     x = s.summaries.copy()  # a transient's rerun replaces it for later runs (as in a session)
-    tw = s.twin_summaries
+    tw, tw2 = s.twin_summaries, s.twin2_summaries
     out = np.zeros(len(ts), dtype=bool)
     names = s.hosts if machines else None
     for i, t in enumerate(ts):
         kw = {"hosts": names[:t], "host": names[t]} if names else {}
         j = stats.judge_summaries(x[:t], float(x[t]), sign=1, **kw)
-        v = stats.decide(j, j.p_worse, level=P.level)
-        suspect = v == "pass" and stats.is_suspect(j, j.p_worse)
+        two_stage = confirm and tw2 is not None
+        level = stats.level_for(j, P.level) if two_stage else P.level
+        v = stats.decide(j, j.p_worse, level=level)
+        suspect = v == "pass" and stats.is_suspect(j, j.p_worse, level=level)
         if (v == "regression" or suspect) and confirm:
             jc, v = stats.confirm(x[:t], float(tw[t]), sign=1, first=float(x[t]),
-                                  suspect=suspect, **kw)
+                                  suspect=suspect, another=two_stage, **kw)
+            if v == "suspect":  # borderline: the second rerun and the two reruns' mean decide
+                _, v = stats.confirm_pair(x[:t], float(tw[t]), float(tw2[t]), sign=1, **kw)
             if v != "regression" and jc.extras.get("p_split", 1.0) <= P.transient_level:
                 x[t] = tw[t]
         out[i] = v == "regression"
@@ -243,7 +250,8 @@ def _cell_series(model: str, m: int, reps: int, seed: int,
     if tuple(effects) != EFFECTS[: len(effects)]:
         raise ValueError(f"effects {effects!r} must be a prefix of {EFFECTS!r}")
     rng = np.random.default_rng([seed, NOISE_MODELS.index(model), m])
-    return {e: [make_series(model, e, rng, tau=TAU, m=m) for _ in range(reps)]
+    rng2 = np.random.default_rng([seed, NOISE_MODELS.index(model), m, 2])  # second twins
+    return {e: [make_series(model, e, rng, tau=TAU, m=m, rng2=rng2) for _ in range(reps)]
             for e in effects}
 
 
@@ -396,7 +404,8 @@ def machines_benchmark(reps: int, *, seed: int = 0, log=print) -> dict:
     out: dict = {}
     for pool, p_new in POOLS:
         rng = np.random.default_rng([seed, 100 + pool, int(p_new * 1000)])
-        series = {e: [make_pool_series(e, rng, tau=TAU, pool=pool, p_new=p_new)
+        rng2 = np.random.default_rng([seed, 100 + pool, int(p_new * 1000), 2])
+        series = {e: [make_pool_series(e, rng, tau=TAU, pool=pool, p_new=p_new, rng2=rng2)
                       for _ in range(reps)] for e in ("null", "step5", "step10")}
         for named in (True, False):
             t0 = time.perf_counter()

@@ -4,7 +4,10 @@ A series is ``n_runs`` CI runs of one latency-like metric (higher is worse),
 baseline 1.0, each run holding ``m`` samples. Noise has two levels, as on real
 GPUs: a run-level offset (one per process/run) and within-run sample noise.
 Every run also has a *twin*: an independent rerun at the same point in time
-(fresh process, same regime), used to simulate confirm-on-trip.
+(fresh process, same regime), used to simulate confirm-on-trip, and, when
+``make_series`` is given a second generator, a second twin (a second rerun,
+for the two-stage confirm) drawn from it, so the series and first twins stay
+those of the one generator.
 
 Noise models (run-level / within-run):
 
@@ -53,6 +56,7 @@ H200_BENCHES = ("matmul", "fi_decode", "sdpa_decode")
 H200_BETWEEN = {"matmul": 0.012, "fi_decode": 0.0045, "sdpa_decode": 0.0045}
 DRIFT_PER_RUN = 0.005
 SPIKE = 0.20
+AR_PHI, AR_SD = 0.7, 0.03  # AR(1) run offsets: lag-1 coefficient, marginal SD
 DATA_DIR = Path(__file__).resolve().parents[1] / ".." / "shared" / "data" / "h200-noise"
 
 
@@ -64,6 +68,7 @@ class Series:
     effect: str
     bench: str  # h200 benchmark used, "" otherwise
     hosts: tuple[str, ...] | None = None  # machine of each run (its rerun runs there too)
+    twins2: np.ndarray | None = None  # (n_runs, m) a second independent rerun of each run
 
     @property
     def summaries(self) -> np.ndarray:
@@ -72,6 +77,10 @@ class Series:
     @property
     def twin_summaries(self) -> np.ndarray:
         return np.median(self.twins, axis=1)
+
+    @property
+    def twin2_summaries(self) -> np.ndarray | None:
+        return None if self.twins2 is None else np.median(self.twins2, axis=1)
 
 
 def effect_size(effect: str) -> float:
@@ -154,16 +163,20 @@ def _offsets(
 
         return draw(), draw()
     if model == "ar1":
-        phi, sd = 0.7, 0.03
+        phi, sd = AR_PHI, AR_SD
         e = rng.normal(0, sd * np.sqrt(1 - phi**2), n)
         x = np.empty(n)
         x[0] = rng.normal(0, sd)
         for t in range(1, n):
             x[t] = phi * x[t - 1] + e[t]
-        prev = np.r_[rng.normal(0, sd), x[:-1]]
-        twin = phi * prev + rng.normal(0, sd * np.sqrt(1 - phi**2), n)
-        return x, twin
+        return x, _ar1_twin(x, rng)
     raise ValueError(f"unknown noise model {model!r}; known: {', '.join(NOISE_MODELS)}")
+
+
+def _ar1_twin(x: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """A rerun of each AR(1) run: the previous run's state, a fresh innovation."""
+    prev = np.r_[rng.normal(0, AR_SD), x[:-1]]
+    return AR_PHI * prev + rng.normal(0, AR_SD * np.sqrt(1 - AR_PHI**2), x.size)
 
 
 def make_series(
@@ -175,13 +188,20 @@ def make_series(
     tau: int = 40,
     m: int = 1,
     bench: str = "",
+    rng2: np.random.Generator | None = None,
 ) -> Series:
-    """One series of ``n_runs`` runs with ``m`` samples each; the effect starts at ``tau``."""
+    """One series of ``n_runs`` runs with ``m`` samples each; the effect starts at ``tau``.
+
+    ``rng2``: draw a second twin of every run from it (``Series.twins2``)."""
     if model == "h200" and not bench:
         bench = H200_BENCHES[int(rng.integers(len(H200_BENCHES)))]
     lv, lv_twin = _offsets(model, rng, n_runs, bench)
     runs = 1.0 + lv[:, None] + _within(model, rng, n_runs, m, bench)
     twins = 1.0 + lv_twin[:, None] + _within(model, rng, n_runs, m, bench)
+    twins2 = None
+    if rng2 is not None:
+        lv2 = _ar1_twin(lv, rng2) if model == "ar1" else _offsets(model, rng2, n_runs, bench)[1]
+        twins2 = 1.0 + lv2[:, None] + _within(model, rng2, n_runs, m, bench)
     t = np.arange(n_runs)
     factor = np.ones(n_runs)
     twin_factor = np.ones(n_runs)
@@ -196,7 +216,8 @@ def make_series(
     elif effect != "null":
         raise ValueError(f"unknown effect {effect!r}; known: {', '.join(EFFECTS)}")
     return Series(runs * factor[:, None], twins * twin_factor[:, None],
-                  None if effect == "null" else tau, effect, bench)
+                  None if effect == "null" else tau, effect, bench,
+                  twins2=None if twins2 is None else twins2 * twin_factor[:, None])
 
 
 @lru_cache(maxsize=64)
@@ -221,6 +242,7 @@ def make_pool_series(
     p_new: float = 0.1,
     machine_sd: float = 0.015,
     run_sd: float = 0.005,
+    rng2: np.random.Generator | None = None,
 ) -> Series:
     """Runs spread over a pool of machines that grows: the between-machine case.
 
@@ -228,7 +250,8 @@ def make_pool_series(
     probability ``p_new``, on a machine never seen before (CI pools grow and
     rotate). Every machine has its own offset N(0, ``machine_sd``); runs add
     N(0, ``run_sd``) and within-run N(0, ``run_sd``) samples. A run's rerun
-    (confirm on trip) runs on the same machine: same offset, fresh noise.
+    (confirm on trip) runs on the same machine: same offset, fresh noise; so
+    does a second rerun, drawn from ``rng2`` when given.
     """
     offsets: list[float] = []
     machine: list[int] = []
@@ -244,10 +267,15 @@ def make_pool_series(
         0, run_sd, (n_runs, m))
     twins = 1.0 + off[:, None] + rng.normal(0, run_sd, n_runs)[:, None] + rng.normal(
         0, run_sd, (n_runs, m))
+    twins2 = None
+    if rng2 is not None:
+        twins2 = 1.0 + off[:, None] + rng2.normal(0, run_sd, n_runs)[:, None] + rng2.normal(
+            0, run_sd, (n_runs, m))
     factor = np.ones(n_runs)
     if effect.startswith("step"):
         factor[np.arange(n_runs) >= tau] += effect_size(effect)
     elif effect != "null":
         raise ValueError(f"unknown effect {effect!r} for pool series; use null or stepN")
     return Series(runs * factor[:, None], twins * factor[:, None],
-                  None if effect == "null" else tau, effect, "", tuple(hosts))
+                  None if effect == "null" else tau, effect, "", tuple(hosts),
+                  None if twins2 is None else twins2 * factor[:, None])

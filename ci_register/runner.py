@@ -28,7 +28,8 @@ from ci_register.partition import PartitionError, Shard, lower_bound, lpt, parse
 __all__ = ["RunOptions", "parse_run_args", "run_suite", "plan_text", "Plan", "make_plan", "GATE_MODES"]
 
 GATE_MODES = ("enforce", "warn", "off")
-DEFAULT_CONFIRM = 1  # reruns of tripped tests before a regression is believed
+DEFAULT_CONFIRM = 2  # confirm reruns at most: the second only when the first is borderline
+# (gates.stats.DEFAULTS.confirm_attempts; the two-stage confirm of gates.stats.confirm)
 
 
 class UsageError(ValueError):
@@ -217,11 +218,11 @@ def _pytest(plan_file: Path, plan: dict, opts: RunOptions, targets: list[str], e
     return subprocess.run(cmd, cwd=opts.root, check=False).returncode
 
 
-def _gate(opts: RunOptions, run_id: str, plan_file: Path, confirm_of: str | None, tripped_out: Path) -> int | None:
-    """Gate one run; None with ``--gate off``."""
+def _gate(opts: RunOptions, run_id: str, plan_file: Path, confirm_of: str | None, tripped_out: Path, attempts_left: int = 0) -> int | None:
+    """Gate one run; None with ``--gate off``. ``attempts_left``: confirm reruns that may still follow."""
     if opts.gate == "off":
         return None
-    cmd = [sys.executable, "-m", "gates.gate", "--history", _history_path(opts), "--run-id", run_id, "--plan", str(plan_file), "--mode", opts.gate, "--tripped-out", str(tripped_out)]
+    cmd = [sys.executable, "-m", "gates.gate", "--history", _history_path(opts), "--run-id", run_id, "--plan", str(plan_file), "--mode", opts.gate, "--tripped-out", str(tripped_out), "--attempts-left", str(max(attempts_left, 0))]
     if confirm_of:
         cmd += ["--confirm-of", confirm_of]
     tripped_out.unlink(missing_ok=True)  # a gate that dies before writing it leaves no stale list
@@ -286,7 +287,7 @@ def run_suite(opts: RunOptions) -> int:
     if rc not in (0, 1):
         return rc
     tripped = opts.results / f"tripped-{suite.name}-{i}-of-{n}.json"
-    grc = _gate(opts, run_id, plan_file, None, tripped)
+    grc = _gate(opts, run_id, plan_file, None, tripped, opts.confirm)
     attempt = 0
     # Exit 1 (an enforced failure) or 0 with suspects (stats.is_suspect): the gate lists
     # the tests to rerun; a confirm attempt decides both.
@@ -303,7 +304,7 @@ def run_suite(opts: RunOptions) -> int:
         if crc not in (0, 1):
             return crc
         rc = max(rc, crc)
-        grc = _gate(opts, confirm_id, cfile, run_id, tripped)
+        grc = _gate(opts, confirm_id, cfile, run_id, tripped, opts.confirm - attempt)
         run_id = confirm_id
     print(f"suite {suite.name} shard {i}/{n}: pytest exit {rc}, gate {'-' if grc is None else grc}, {time.monotonic() - started:.1f} s", flush=True)
     return max(rc, grc or 0)

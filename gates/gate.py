@@ -149,8 +149,11 @@ class GateResult:
 
     @property
     def tripped_nodeids(self) -> list[str]:
-        """Tests to rerun for a confirm attempt: behind enforced failures and suspects."""
-        out = {v.nodeid for v in self.verdicts if v.needs_rerun and v.nodeid}
+        """Tests to rerun for a confirm attempt: behind enforced failures and suspects
+        (after a confirm attempt, behind its borderline verdicts only: what it held is
+        final)."""
+        out = {v.nodeid for v in self.verdicts if v.needs_rerun and v.nodeid
+               and (not self.confirm_of or v.verdict == "suspect")}
         return sorted(out)
 
     @property
@@ -440,6 +443,7 @@ def evaluate_run(
     params: stats.GateParams = stats.DEFAULTS,
     save: bool = True,
     bulk: bool = True,
+    attempts_left: int = 0,
 ) -> GateResult:
     """Judge every gated metric of ``run_id`` against its history; save the verdicts.
 
@@ -447,6 +451,14 @@ def evaluate_run(
     gates stored with the run (``History.plan_gates``) are used.
     ``confirm_of``: the run this one re-checks (confirm on trip); only the
     metrics that run tripped are judged, and it is left out of the baseline.
+    ``attempts_left``: confirm reruns the runner may still take after this
+    run. A first attempt with 2 or more left uses the two-stage confirm's
+    level (``stats.level_for``); a first rerun with 1 or more left may ask for
+    a second (verdict ``suspect``, ``stats.confirm(another=True)``); a second
+    rerun (``confirm_of`` is itself a confirm run) judges the metrics its
+    previous attempt found borderline with ``stats.confirm_pair``, the first
+    attempt left out of the baseline too, and carries that attempt's held
+    failures forward (shown and counted, not saved again).
     ``bulk``: read every baseline in a few queries (``_bulk_baselines``);
     ``False`` issues one ``History.metric_series`` query per metric (the
     reference path; same verdicts, about 3 ms per metric slower).
@@ -477,15 +489,25 @@ def evaluate_run(
     exclude = {run_id}
     keys = sorted(set(recorded) | {k for k, g in declared.items() if g.mode != "off"})
     suspects: set[str] = set()
+    second = False  # this run is a second rerun: its previous attempt was a confirm too
+    carried: list[Verdict] = []
     if confirm_of:
-        if history.run(confirm_of) is None:
+        prev = history.run(confirm_of)
+        if prev is None:
             raise GateInputError(f"--confirm-of {confirm_of}: no such run in {history.path}")
         first = history.verdicts(confirm_of)
         exclude.add(confirm_of)
+        if prev.get("confirm_of"):
+            second = True
+            exclude.add(prev["confirm_of"])  # the first attempt, selected for being high
         last_attempt = max((r["attempt"] for r in first), default=0)
         result.attempt = last_attempt + 1 if last_attempt else 2
         rerun = [r for r in first if r["attempt"] == last_attempt and r["verdict"] in RERUN
                  and r.get("mode") == "enforce"]
+        if second:
+            # Failures the first rerun held are final; only its borderline ones rerun.
+            carried = [_carried(r, last_attempt) for r in rerun if r["verdict"] != "suspect"]
+            rerun = [r for r in rerun if r["verdict"] == "suspect"]
         tripped = {r["key"] for r in rerun}
         suspects = {r["key"] for r in rerun if r["verdict"] == "suspect"}
         if first:
@@ -536,7 +558,9 @@ def evaluate_run(
             j, base = _judge_one(history, run, key, rows, gate, params, exclude, v,
                                  first_summary.get(key) if confirm_of else None,
                                  None if pre is None else pre.get(key, []),
-                                 this_host, hosts, base_ids.get(key), key in suspects)
+                                 this_host, hosts, base_ids.get(key),
+                                 key in suspects and not second,
+                                 another=attempts_left >= 1 and not second, second=second)
             if base is not None:
                 bases[key] = base
         except Exception as e:  # noqa: BLE001 - one bad metric must not hide the others
@@ -563,9 +587,15 @@ def evaluate_run(
                 verdict = v.verdict  # stats.confirm decided (confirm_level, pooled check)
             else:
                 q = v.q_value if v.q_value is not None else j.p_worse
-                verdict = stats.decide(j, q, level=gate.level, q_better=q_better.get(v.key))
+                # Two confirm reruns left: the two-stage confirm's level (improvements
+                # keep the gate's level).
+                level = (stats.level_for(j, gate.level, params) if attempts_left >= 2
+                         else gate.level)
+                verdict = stats.decide(j, q, level=level, q_better=q_better.get(v.key))
+                if verdict == "improvement":
+                    verdict = stats.decide(j, q, level=gate.level, q_better=q_better.get(v.key))
                 if (verdict == "pass" and gate.mode == "enforce"
-                        and stats.is_suspect(j, q, params=params, level=gate.level)):
+                        and stats.is_suspect(j, q, params=params, level=level)):
                     # Short of the level, but the new run alone passed the screen:
                     # the confirm rerun decides; never a failure by itself.
                     verdict = "suspect"
@@ -589,12 +619,28 @@ def evaluate_run(
             v.verdict = "threshold-fail"
             v.message = why
     result.verdicts = [v for v, _, _ in judged]
-    if not result.verdicts:
+    if not result.verdicts and not carried:
         result.note = "no gated metrics in this run"
     if save:
         history.save_verdicts(run_id, [v.row(result.attempt, confirm_of)
                                        for v in result.verdicts])
+    result.verdicts += carried
     return result
+
+
+def _carried(row: Mapping[str, Any], attempt: int) -> Verdict:
+    """A failure the previous confirm attempt held: final, shown again at the next one."""
+    d = row.get("detail") or {}
+    v = Verdict(key=row["key"], verdict=row["verdict"], nodeid=row.get("nodeid"),
+                unit=d.get("unit"), better=d.get("better"), mode=row.get("mode") or "enforce",
+                method=d.get("method") or "", n_baseline=int(d.get("n_baseline") or 0),
+                declared_at=d.get("declared_at"))
+    for k in ("baseline", "new", "rel_change", "ci_low", "ci_high", "statistic", "p_value",
+              "q_value", "floor"):
+        setattr(v, k, row.get(k))
+    v.message = f"held at confirm attempt {attempt}" + (
+        f"; {d['message']}" if d.get("message") else "")
+    return v
 
 
 @lru_cache(maxsize=64)
@@ -607,7 +653,7 @@ def _judge_one(history: Any, run: Mapping[str, Any], key: str,
                exclude: set[str], v: Verdict, first: float | None = None,
                pre: Any = None, this_host: str | None = None,
                hosts: Mapping[str, str | None] | None = None, ids: Sequence[str] | None = None,
-               suspect: bool = False,
+               suspect: bool = False, *, another: bool = False, second: bool = False,
                ) -> tuple[stats.Judgement, list[Mapping[str, Any]] | None]:
     samples = [float(x) for r in rows for x in (r.get("samples") or [r["median"]])]
     if not samples or not all(math.isfinite(x) for x in samples):
@@ -634,11 +680,21 @@ def _judge_one(history: Any, run: Mapping[str, Any], key: str,
                                   extra_var=extra, min_change=gate.min_change,
                                   hosts=run_hosts, host=this_host)
         v.verdict = ""  # decided after BH
+    elif second:
+        # ``first`` is the first rerun here (the previous attempt), borderline.
+        j, v.verdict = stats.confirm_pair(summaries, first, value, sign=sign, params=p,
+                                          n_trials=gate.n, min_change=gate.min_change,
+                                          extra_var=extra, hosts=run_hosts, host=this_host)
+        v.message = (f"mean of this rerun and the previous one ({_num(first):.6g}) against "
+                     f"pairs of baseline runs at {p.rerun_pair_level:g}")
     else:
         j, v.verdict = stats.confirm(summaries, value, sign=sign, first=first, params=p,
                                      n_trials=gate.n, min_change=gate.min_change,
                                      extra_var=extra, hosts=run_hosts, host=this_host,
-                                     suspect=suspect)
+                                     suspect=suspect, another=another)
+        if v.verdict == "suspect":
+            v.message = (f"rerun alone p {j.extras['p_run_worse']:.2g}: borderline, "
+                         "a second rerun decides")
         p_split = j.extras.get("p_split", 1.0)
         if p_split <= p.transient_level and v.verdict != "regression":
             v.transient = True
@@ -733,6 +789,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--plan", help="plan JSON (its 'gates' list holds register_ci_gate calls)")
     ap.add_argument("--mode", default="enforce", choices=("enforce", "warn", "off"))
     ap.add_argument("--confirm-of", default=None, help="the run this run re-checks")
+    ap.add_argument("--attempts-left", type=int, default=0,
+                    help="confirm reruns the runner may still take after this run (0: none)")
     ap.add_argument("--tripped-out", default=None,
                     help="write the nodeids of tests behind enforced failures (JSON list)")
     ap.add_argument("--json", action="store_true", help="print verdicts as JSON, not a table")
@@ -754,7 +812,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         if not Path(a.history).exists():
             raise GateInputError(f"--history {a.history}: no such file; run a suite first")
         with open_history(a.history, create=False) as h:
-            res = evaluate_run(h, a.run_id, plan=plan, mode=a.mode, confirm_of=a.confirm_of)
+            if a.attempts_left < 0:
+                raise GateInputError(f"--attempts-left {a.attempts_left}: must be >= 0")
+            res = evaluate_run(h, a.run_id, plan=plan, mode=a.mode, confirm_of=a.confirm_of,
+                               attempts_left=a.attempts_left)
     except (GateInputError, HistoryError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

@@ -190,9 +190,10 @@ def _baseline(db: Path, n: int = 30) -> None:
 
 @pytest.mark.parametrize(("values", "rc"), [("1.016 1.0", 0), ("1.016 1.022", 1)])
 def test_a_suspect_is_rerun_and_the_rerun_decides(tmp_path, values, rc):
+    # One confirm attempt: the first attempt at the gate's own level, one rerun decides.
     tree = make_tree(tmp_path, {"test_lat.py": LAT_TEST})
     _baseline(tree / "h.db")
-    r = run(tree, "cpu", "--gate", "enforce",
+    r = run(tree, "cpu", "--gate", "enforce", "--confirm", "1",
             env={"LAT_VALUES": values, "LAT_COUNT": str(tmp_path / "count")})
     assert r.returncode == rc, r.stdout + r.stderr
     assert "suspected 1 test(s); confirming (attempt 1 of 1)" in r.stdout
@@ -203,3 +204,35 @@ def test_a_suspect_is_rerun_and_the_rerun_decides(tmp_path, values, rc):
              env={"LAT_VALUES": values, "LAT_COUNT": str(tmp_path / "count")})
     assert r0.returncode == 0 and "confirming" not in r0.stdout, r0.stdout + r0.stderr
     assert "suspect" in r0.stdout
+
+
+@pytest.mark.parametrize(("values", "rc", "runs"), [
+    ("1.016 1.04", 1, 2),        # the first rerun alone is clear: held at once
+    ("1.016 1.010 1.014", 1, 3),  # borderline, and the two reruns' mean holds
+    ("1.016 1.010 1.0", 0, 3),    # borderline, and the second rerun clears it
+    ("1.016 0.998", 0, 2),        # the first rerun is back in the noise: passes at once
+])
+def test_two_stage_confirm_reruns_again_only_when_the_first_rerun_is_borderline(
+        tmp_path, values, rc, runs):
+    tree = make_tree(tmp_path, {"test_lat.py": LAT_TEST})
+    _baseline(tree / "h.db")
+    r = run(tree, "cpu", "--gate", "enforce",  # default: two confirm attempts
+            env={"LAT_VALUES": values, "LAT_COUNT": str(tmp_path / "count")})
+    assert r.returncode == rc, r.stdout + r.stderr
+    assert "confirming (attempt 1 of 2)" in r.stdout
+    assert ("confirming (attempt 2 of 2)" in r.stdout) == (runs == 3), r.stdout
+    assert (tmp_path / "count").read_text() == str(runs)
+    from gates.history import open_history
+
+    with open_history(tree / "h.db", create=False) as h:
+        rows = h.db.execute("SELECT r.confirm_of, v.verdict, v.attempt, v.detail FROM verdicts v "
+                            "JOIN runs r ON r.run_id = v.run_id WHERE v.key = 'lat' "
+                            "ORDER BY v.attempt").fetchall()
+    # Every attempt is recorded: the first (a regression at the two-stage level), the reruns.
+    assert [row[2] for row in rows] == list(range(1, runs + 1))
+    assert rows[0][1] == "regression" and rows[0][0] is None
+    assert rows[-1][1] == ("regression" if rc else "pass")
+    if runs == 3:
+        assert rows[1][1] == "suspect"
+        # The second rerun's baseline: the 30 earlier runs, not the first attempt.
+        assert json.loads(rows[2][3])["n_baseline"] == 30
