@@ -488,8 +488,9 @@ PEERS = ("fixed-5%", "miles-band", "z-score", "otava", "e-divisive")
 NOTES = """\
 - Every detector sees the same run summaries (the median of a run's samples); only
   this project's gate also gets a confirm rerun (the run's twin: fresh process, same
-  regime), because that is how it runs in a suite session. `gate-no-confirm` shows
-  the first attempt alone.
+  regime), and a second one (the second twin) when the first is borderline, because
+  that is how it runs in a suite session (`--confirm 2`). `gate-no-confirm` shows
+  the first attempt alone, at the gate's own level.
 - Peers `matched` are calibrated on the null series of the same cell, so their
   matched FA is 5% by construction (up to sampling noise); the gate is never tuned
   per cell. Otava is scored by -log10 p of the change points one call at
@@ -923,7 +924,7 @@ def render(results: dict, *, reps: int, slow_reps: int, elapsed: float, speed: f
                 "; end to end through SQLite: see `bench_gates_speed.md` "
                 "(`python benchmarks/bench_gates.py --speed`)") + ".\n")
     L.append("Series: 60 runs, change at run 40, runs 30-59 gated. `m` = samples per run. "
-             "Gate = `gates.stats` at its defaults with one confirm rerun; peers "
+             "Gate = `gates.stats` at its defaults with up to two confirm reruns (the second only when the first is borderline); peers "
              "`matched` = threshold calibrated to 5% FA/series on the same cell's nulls.\n")
     # Headline: within 10 runs for step5 and step10, FA, vs best peer (matched) and oracle.
     L.append("## Headline: false alarms and detection within 10 runs\n")

@@ -23,8 +23,12 @@ Confirm on trip (what ``ci_register.runner`` does):
    regression holds only if it holds in B. B's verdicts are saved under B with
    ``attempt = 2`` (A keeps its ``attempt = 1`` rows), so both attempts are
    recorded. The default number of confirm attempts is
-   ``DEFAULTS.confirm_attempts`` = 1 (the runner's ``--confirm``); with
-   ``--confirm 0`` a suspect stays a suspect and never fails the session.
+   ``DEFAULTS.confirm_attempts`` = 2 (the runner's ``--confirm``, passed on as
+   ``--attempts-left``): where B's rerun is borderline (``stats.confirm`` with
+   ``another``) B says ``suspect`` and lists only those tests; the runner
+   reruns them as C (``confirm_of = B``), judged with ``stats.confirm_pair``
+   (A left out of the baseline too); with ``--confirm 0`` a suspect stays a
+   suspect and never fails the session.
 
 Baselines: complete, trusted runs of the same suite, metric key and hardware
 fingerprint, started before the judged run, excluding confirm reruns (one

@@ -47,6 +47,11 @@ Design, in short (see ``judge_summaries`` and ``confirm``):
    pair's mean is clear (p <= 0.002); a first attempt far above its rerun
    (p <= 0.001) is reported as a transient, whose rerun stands in for it in
    later baselines (``gates.gate``); Pettitt's rank test localises the change.
+6. Two-stage confirm, where two reruns may follow and the baseline looks
+   independent and light-tailed (``independent``): the first attempt's level
+   is 5x (``level_for``); a rerun whose own p is <= 0.0005 holds, > 0.46 is
+   judged by the one-rerun rules, in between a second rerun and the mean of
+   the two decide (``confirm(another=True)``, ``confirm_pair``).
 
 Defaults are set on the detection benchmark (``benchmarks/bench_gates.py``):
 the level is the largest that keeps the worst noise model (AR(1), the H200
