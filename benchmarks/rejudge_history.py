@@ -1,6 +1,6 @@
 """Re-judge every first attempt of a history with this checkout's gate, read-only.
 
-    python benchmarks/rejudge_history.py [history.db] [--suite NAME]
+    python benchmarks/rejudge_history.py [history.db] [--suite NAME] [--attempts-left N]
 
 What the gate as it is now would say about runs already recorded: verdict
 counts, and every judgement that differs from the stored first-attempt verdict.
@@ -8,7 +8,9 @@ The history is copied to a temporary file first (``evaluate_run`` with
 ``save=False`` writes nothing, but the copy also keeps a concurrent writer's
 lock out of the way). Each run is judged against the runs started before it,
 as on the day, except that runs merged in later with earlier start times are
-part of its baseline now.
+part of its baseline now. ``--attempts-left`` (default: the runner's default
+confirm attempts) sets the first attempt's level as a suite session would
+(``gates.stats.level_for``); 0 judges at the gate's own level.
 """
 
 from __future__ import annotations
@@ -23,11 +25,13 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from gates import stats  # noqa: E402
 from gates.gate import evaluate_run  # noqa: E402
 from gates.history import open_history  # noqa: E402
 
 
-def rejudge(path: Path, suite: str | None = None) -> tuple[Counter, list[tuple]]:
+def rejudge(path: Path, suite: str | None = None,
+            attempts_left: int = stats.DEFAULTS.confirm_attempts) -> tuple[Counter, list[tuple]]:
     """(verdict counts, [(run_id, key, stored, now, p, message)] where they differ)."""
     with tempfile.TemporaryDirectory() as tmp:
         copy = Path(tmp) / "history.db"
@@ -44,7 +48,7 @@ def rejudge(path: Path, suite: str | None = None) -> tuple[Counter, list[tuple]]
         diff = []
         with open_history(copy) as h:
             for rid in runs:
-                for v in evaluate_run(h, rid, save=False).verdicts:
+                for v in evaluate_run(h, rid, save=False, attempts_left=attempts_left).verdicts:
                     counts[v.verdict] += 1
                     old = stored.get((rid, v.key))
                     if old != v.verdict:
@@ -56,13 +60,14 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("history", nargs="?", default="history.db")
     ap.add_argument("--suite", default=None)
+    ap.add_argument("--attempts-left", type=int, default=stats.DEFAULTS.confirm_attempts)
     a = ap.parse_args(argv)
     path = Path(a.history)
     if not path.is_file():
         print(f"error: {path}: no such history file; give the path of a history.db",
               file=sys.stderr)
         return 2
-    counts, diff = rejudge(path, a.suite)
+    counts, diff = rejudge(path, a.suite, a.attempts_left)
     print("verdicts now: " + ", ".join(f"{n} {k}" for k, n in sorted(counts.items())))
     print(f"{len(diff)} judgement(s) differ from the stored first-attempt verdict:")
     for rid, key, old, new, p, msg in diff:
