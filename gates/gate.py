@@ -591,10 +591,10 @@ def evaluate_run(
                 verdict = v.verdict  # stats.confirm decided (confirm_level, pooled check)
             else:
                 q = v.q_value if v.q_value is not None else j.p_worse
-                # Two confirm reruns left: the two-stage confirm's level (improvements
-                # keep the gate's level).
-                level = (stats.level_for(j, gate.level, params) if attempts_left >= 2
-                         else gate.level)
+                # Two confirm reruns left (enforced gates only: warn mode reruns
+                # nothing): the two-stage confirm's level; improvements keep the gate's.
+                level = (stats.level_for(j, gate.level, params)
+                         if attempts_left >= 2 and gate.mode == "enforce" else gate.level)
                 verdict = stats.decide(j, q, level=level, q_better=q_better.get(v.key))
                 if verdict == "improvement":
                     verdict = stats.decide(j, q, level=gate.level, q_better=q_better.get(v.key))

@@ -376,3 +376,42 @@ def test_first_run_on_an_empty_history(h):
     rid = add_run(h, 0, {"lat": lat(rng)})
     res = evaluate_run(h, rid)
     assert [v.verdict for v in res.verdicts] == ["insufficient-history"] and res.exit_code == 0
+
+
+def _const(v, node=NODE):
+    return ([v] * 5, {"unit": "ms", "better": "lower", "nodeid": node})
+
+
+def test_two_stage_confirm_chain_a_b_c(h):
+    # Independent 1%-noise baseline; two metrics trip on A, only at the two-stage level.
+    rng = np.random.default_rng(0)
+    for i in range(30):
+        add_run(h, i, {"lat": lat(rng), "lat2": (lat(rng)[0], {"unit": "ms", "better": "lower",
+                                                               "nodeid": NODE2})})
+    a = add_run(h, 100, {"lat": _const(1.016), "lat2": _const(1.016, NODE2)})
+    # At the gate's own level (no second rerun may follow) both are only suspects.
+    assert {v.verdict for v in evaluate_run(h, a, save=False).verdicts} == {"suspect"}
+    ra = evaluate_run(h, a, attempts_left=2)
+    assert {v.key: v.verdict for v in ra.verdicts} == {"lat": "regression", "lat2": "regression"}
+    # Warn mode reruns nothing: the gate's own level.
+    assert all(v.verdict != "regression"
+               for v in evaluate_run(h, a, mode="warn", attempts_left=2, save=False).verdicts)
+    # B: lat's rerun is clear (held at once), lat2's borderline (a second rerun).
+    b = add_run(h, 101, {"lat": _const(1.04), "lat2": _const(1.010, NODE2)}, confirm_of=a)
+    rb = evaluate_run(h, b, attempts_left=1)
+    assert {v.key: v.verdict for v in rb.verdicts} == {"lat": "regression", "lat2": "suspect"}
+    assert rb.tripped_nodeids == [NODE2] and rb.exit_code == 1
+    # C reruns lat2 only: the two reruns' mean decides; lat's held failure is carried.
+    c = add_run(h, 102, {"lat2": _const(1.014, NODE2)}, confirm_of=b)
+    rc = evaluate_run(h, c)
+    got = {v.key: v for v in rc.verdicts}
+    assert got["lat2"].verdict == "regression" and got["lat2"].n_baseline == 30  # A left out
+    assert got["lat"].verdict == "regression" and "held at confirm attempt 2" in got["lat"].message
+    assert rc.exit_code == 1 and rc.attempt == 3 and rc.tripped_nodeids == []
+    assert [r["key"] for r in h.verdicts(c)] == ["lat2"]  # the carried verdict is not saved again
+    # The same chain with a clean second rerun passes lat2 (lat still held).
+    c2 = add_run(h, 103, {"lat2": _const(1.0, NODE2)}, confirm_of=b)
+    got2 = {v.key: v.verdict for v in evaluate_run(h, c2, save=False).verdicts}
+    assert got2 == {"lat": "regression", "lat2": "pass"}
+    # One attempt left on B: no second rerun is asked for.
+    assert all(v.verdict != "suspect" for v in evaluate_run(h, b, save=False).verdicts)
