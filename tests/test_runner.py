@@ -236,3 +236,10 @@ def test_two_stage_confirm_reruns_again_only_when_the_first_rerun_is_borderline(
         assert rows[1][1] == "suspect"
         # The second rerun's baseline: the 30 earlier runs, not the first attempt.
         assert json.loads(rows[2][3])["n_baseline"] == 30
+
+
+def test_runner_default_confirm_attempts_match_the_gate():
+    from ci_register.runner import DEFAULT_CONFIRM
+    from gates.stats import DEFAULTS
+
+    assert DEFAULT_CONFIRM == DEFAULTS.confirm_attempts == 2
