@@ -48,7 +48,8 @@ Design, in short (see ``judge_summaries`` and ``confirm``):
    (p <= 0.001) is reported as a transient, whose rerun stands in for it in
    later baselines (``gates.gate``); Pettitt's rank test localises the change.
 6. Two-stage confirm, where two reruns may follow and the baseline looks
-   independent and light-tailed (``independent``): the first attempt's level
+   independent and light-tailed on at most one machine (``independent``): the
+   first attempt's level
    is 5x (``level_for``); a rerun whose own p is <= 0.0005 holds, > 0.46 is
    judged by the one-rerun rules, in between a second rerun and the mean of
    the two decide (``confirm(another=True)``, ``confirm_pair``).
@@ -544,7 +545,8 @@ def judge_summaries(
         _nan_none(own), sign, statistic=f"robust-t/{method}",
         scale=s, extras={"p_run_worse": pw1, "p_run_better": pb1, "w_run": w[0], "rho": rho, "rho_hi": rho_hi,
                           "s1": s1, "s1c": s1c, "mu1": mu1, "rho_lo": rho_lo,
-                          "heavy": float(heavy), **p_win, **q_extras,
+                          "heavy": float(heavy), "machines": float(len(known_m)),
+                          **p_win, **q_extras,
                           **({"new_host": 1.0, "host_var": float(tau2_new),
                               "host_var_known": float(tau2 is not None)}
                              if new_host else {})},
@@ -882,10 +884,13 @@ def decide(j: Judgement, q_worse: float, *, level: float, q_better: float | None
 
 
 def independent(j: Judgement) -> bool:
-    """The baseline looks serially independent (``rho_lo`` = 0) and light-tailed
-    (fewer than 3 runs beyond ``PAIR_TAIL`` scales on the bad side)."""
+    """The baseline looks serially independent (``rho_lo`` = 0), light-tailed
+    (fewer than 3 runs beyond ``PAIR_TAIL`` scales on the bad side) and names at
+    most one machine: reruns on the judged run's machine share its offset (as
+    AR(1) reruns share the previous state), so across several machines two
+    reruns are not two independent draws of what the baseline varies over."""
     return (j.status == "ok" and j.extras.get("rho_lo", 0.0) == 0.0
-            and not j.extras.get("heavy", 0.0))
+            and not j.extras.get("heavy", 0.0) and j.extras.get("machines", 0.0) <= 1)
 
 
 def level_for(j: Judgement, level: float, params: GateParams = DEFAULTS) -> float:

@@ -43,14 +43,15 @@ def test_replay_of_an_unchanged_gate_agrees_and_a_changed_verdict_shows(tmp_path
     db = tmp_path / "history.db"
     _history(db)
     before = db.read_bytes()
-    counts, diff = rejudge_history.rejudge(db)
+    # Gated as it landed at the gate's own level (no confirm attempts): replayed alike.
+    counts, diff = rejudge_history.rejudge(db, attempts_left=0)
     assert diff == [] and counts["regression"] == 1 and counts["insufficient-history"] == 5
     assert db.read_bytes() == before  # read-only: judged on a copy
     con = sqlite3.connect(db)
     con.execute("UPDATE verdicts SET verdict = 'pass' WHERE run_id = 'r11'")
     con.commit()
     con.close()
-    assert rejudge_history.main([str(db)]) == 0
+    assert rejudge_history.main([str(db), "--attempts-left", "0"]) == 0
     out = capsys.readouterr().out
     assert "1 judgement(s) differ" in out and "r11  lat: pass -> regression" in out
 

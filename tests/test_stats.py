@@ -439,6 +439,11 @@ def test_two_stage_confirm_only_for_independent_light_tailed_baselines():
         ar[t] = 0.8 * ar[t - 1] + 0.6 * e[t]
     ja = judge_summaries(ar, ar[-1] + 3.0, sign=1)
     assert ja.extras["rho_lo"] > 0 and stats.level_for(ja, 0.02) == 0.02
+    # Runs on several machines: reruns share their machine's offset.
+    hosts = [f"GPU-{i % 3}" for i in range(40)]
+    jm = judge_summaries(h, 3.0, sign=1, hosts=hosts, host="GPU-0")
+    assert not stats.independent(jm) and stats.level_for(jm, 0.02) == 0.02
+    assert stats.independent(judge_summaries(h, 3.0, sign=1, hosts=["GPU-0"] * 40, host="GPU-0"))
 
 
 def test_confirm_pair_needs_both_reruns_beyond_the_floor():
