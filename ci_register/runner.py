@@ -222,7 +222,7 @@ def _gate(opts: RunOptions, run_id: str, plan_file: Path, confirm_of: str | None
     """Gate one run; None with ``--gate off``. ``attempts_left``: confirm reruns that may still follow."""
     if opts.gate == "off":
         return None
-    cmd = [sys.executable, "-m", "gates.gate", "--history", _history_path(opts), "--run-id", run_id, "--plan", str(plan_file), "--mode", opts.gate, "--tripped-out", str(tripped_out), "--attempts-left", str(max(attempts_left, 0))]
+    cmd = [sys.executable, "-m", "gates.gate", "--history", _history_path(opts), "--run-id", run_id, "--plan", str(plan_file), "--mode", opts.gate, "--tripped-out", str(tripped_out), "--attempts-left", str(attempts_left)]
     if confirm_of:
         cmd += ["--confirm-of", confirm_of]
     tripped_out.unlink(missing_ok=True)  # a gate that dies before writing it leaves no stale list

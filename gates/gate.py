@@ -595,9 +595,8 @@ def evaluate_run(
                 # nothing): the two-stage confirm's level; improvements keep the gate's.
                 level = (stats.level_for(j, gate.level, params)
                          if attempts_left >= 2 and gate.mode == "enforce" else gate.level)
-                verdict = stats.decide(j, q, level=level, q_better=q_better.get(v.key))
-                if verdict == "improvement":
-                    verdict = stats.decide(j, q, level=gate.level, q_better=q_better.get(v.key))
+                verdict = stats.decide(j, q, level=level, q_better=q_better.get(v.key),
+                                       better_level=gate.level)
                 if (verdict == "pass" and gate.mode == "enforce"
                         and stats.is_suspect(j, q, params=params, level=level)):
                     # Short of the level, but the new run alone passed the screen:

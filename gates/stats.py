@@ -856,30 +856,33 @@ def _extra_within_var(history: Sequence | np.ndarray, new: np.ndarray) -> float:
     return max(0.0, se_new - typical)
 
 
-def decide(j: Judgement, q_worse: float, *, level: float, q_better: float | None = None) -> str:
+def decide(j: Judgement, q_worse: float, *, level: float, q_better: float | None = None,
+           better_level: float | None = None) -> str:
     """Verdict from a judgement and its BH q-value: both evidence and a practical effect.
 
     regression: q <= level, and both the deciding window's change and the new
     run's own change are beyond the floor in the bad direction.
     improvement: the mirror image, on ``q_better`` (BH across the run's
     metrics too, so a nightly does not announce noise as progress) or on the
-    raw p when no q is given.
+    raw p when no q is given, at ``better_level`` when given (a first attempt
+    screened at a looser level than its confirm: ``level_for``), else ``level``.
     """
     if j.status != "ok":
         return j.status
     pb = j.p_better if q_better is None else q_better
+    blevel = level if better_level is None else better_level
     if j.rel_change is None or j.own_change is None:
         # Baseline centred on zero: no relative floor, judge on evidence alone.
         if q_worse <= level and j.z > 0:
             return "regression"
-        if pb <= level and j.z < 0:
+        if pb <= blevel and j.z < 0:
             return "improvement"
         return "pass"
     bad_rel = j.sign * j.rel_change
     bad_own = j.sign * j.own_change
     if j.z > 0 and q_worse <= level and bad_rel > j.floor and bad_own > j.floor:
         return "regression"
-    if j.z < 0 and pb <= level and -bad_rel > j.floor and -bad_own > j.floor:
+    if j.z < 0 and pb <= blevel and -bad_rel > j.floor and -bad_own > j.floor:
         return "improvement"
     return "pass"
 
@@ -1090,7 +1093,7 @@ def confirm(
                         or p_pair() <= params.pair_level)
         if not hold:
             v = "pass"
-    if another and not suspect and consistent and iid and independent(j):
+    if another and not suspect and consistent and independent(j):
         # Two-stage confirm (quantile trips returned above).
         p_run = j.extras["p_run_worse"]
         if not (v == "regression" and p_run <= params.rerun_hold_level) \

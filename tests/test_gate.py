@@ -415,3 +415,14 @@ def test_two_stage_confirm_chain_a_b_c(h):
     assert got2 == {"lat": "regression", "lat2": "pass"}
     # One attempt left on B: no second rerun is asked for.
     assert all(v.verdict != "suspect" for v in evaluate_run(h, b, save=False).verdicts)
+
+
+def test_two_stage_level_never_announces_improvements(h):
+    # 1.5% faster: an improvement only at the looser first-attempt level, which exists to
+    # be confirmed; improvements are never rerun, so they keep the gate's own level.
+    rng = np.random.default_rng(0)
+    for i in range(30):
+        add_run(h, i, {"lat": lat(rng)})
+    a = add_run(h, 100, {"lat": _const(0.986)})
+    [v] = evaluate_run(h, a, attempts_left=2, save=False).verdicts
+    assert v.verdict == "pass" and v.p_value is not None
