@@ -16,6 +16,14 @@ by their own p-value parameter instead (see ``ParamDetector``).
   (x - mu0) / sigma with reference k = delta / (2 sigma), knowing the noise
   (mu0, sigma of a run summary) and the shift size delta, not when it starts;
   accumulates from the first gated run. Only shown calibrated.
+- ``PluginCusum``: the same CUSUM with the noise learnt instead of known: mu0
+  and sigma are the mean and SD of the runs before the first gated run (the
+  Phase I / Phase II setup of statistical process control), the shift size
+  still known, the threshold still calibrated per cell. What an online gate
+  that learns the noise from history could reach at best with one value per
+  run; estimated parameters cost a CUSUM much of its power with tens of
+  Phase I runs (Jensen, Jones-Farmer, Champ & Woodall,
+  J. Quality Technology 38 (2006), a review).
 - ``OfflineOracle``: knows mu0, sigma and the change run tau: z of the mean of
   runs tau..t (the most powerful test of a known step, Neyman-Pearson).
 - ``Otava``: Apache Otava 0.8.0 ``compute_change_points`` (window 50); alarm
@@ -40,6 +48,7 @@ __all__ = [
     "MilesBand",
     "ZScore",
     "CusumOracle",
+    "PluginCusum",
     "OfflineOracle",
     "Otava",
     "EDivisive",
@@ -113,6 +122,15 @@ class CusumOracle(ScoreDetector):
             acc = max(0.0, acc + z[t])
             s[t] = acc
         return s[np.asarray(ts)]
+
+
+class PluginCusum(CusumOracle):
+    name = "cusum-plugin"
+
+    def __init__(self, x: np.ndarray, rel: float, start: int) -> None:
+        base = np.asarray(x[:start], dtype=float)
+        mu, sd = float(base.mean()), float(base.std(ddof=1))
+        super().__init__(mu, sd if sd > 0 else 1e-300, rel * abs(mu), start)
 
 
 class OfflineOracle(ScoreDetector):

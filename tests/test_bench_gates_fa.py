@@ -5,6 +5,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
@@ -46,3 +47,41 @@ def test_short_by_two_standard_errors_allows_for_sampling_error():
     assert bench._short_by_2se(0.50, 200, 0.62, 200)
     assert not bench._short_by_2se(0.50, 200, 0.62, 20)
     assert not bench._short_by_2se(0.90, 200, 0.90, 200)
+
+
+def test_plugin_cusum_is_the_oracle_cusum_with_the_noise_learnt_from_phase_one():
+    from peers import CusumOracle, PluginCusum
+
+    rng = np.random.default_rng(3)
+    x = 1.0 + 0.03 * rng.standard_normal(60)
+    x[40:] += 0.05
+    ts = list(range(30, 60))
+    base = x[:30]
+    mu, sd = float(base.mean()), float(base.std(ddof=1))
+    want = CusumOracle(mu, sd, 0.05 * abs(mu), start=30).scores(x, ts)
+    np.testing.assert_allclose(PluginCusum(x, 0.05, 30).scores(x, ts), want)
+    # Nothing after the first gated run enters the estimates.
+    y = x.copy()
+    y[30:] += 1.0
+    assert PluginCusum(y, 0.05, 30).mu0 == mu
+
+
+def test_targets_tell_cells_out_of_reach_of_a_plugin_from_the_rest():
+    def cell(w10: float) -> bench.Cell:
+        return bench.Cell(0.04, 0.002, 0.04, {e: (0.0, 0.0, w10, 5.0)
+                                              for e in bench.DETECT_EFFECTS}, 1.0, 200)
+
+    cells = {("gauss3", 1): {("gate", "default"): cell(0.30),
+                             ("cusum-oracle", "matched"): cell(0.90),
+                             ("cusum-plugin", "matched"): cell(0.85)},
+             ("gauss8", 1): {("gate", "default"): cell(0.30),
+                             ("cusum-oracle", "matched"): cell(0.90),
+                             ("cusum-plugin", "matched"): cell(0.40)}}
+    text = "\n".join(bench._targets(cells))
+    n = len(bench.DETECT_EFFECTS)
+    assert f"short by more than 2 standard errors: {2 * n}" in text
+    # The plug-in reaches 90% of the oracle only in gauss3: those cells are within reach.
+    assert f"so a gate that learns the noise from history might: {n} (gauss3/m=1/step1" in text
+    assert f"In the other {n} the plug-in falls short too." in text
+    assert "gauss8/m=1/step1 (gate" not in text
+    assert f"plug-in CUSUM by more than 2 standard errors: {n} cells (gauss3/m=1/step1" in text
