@@ -16,7 +16,8 @@ from dataclasses import asdict, dataclass, field
 
 from ci_register.catalog import Hardware, Suite
 
-__all__ = ["GPU", "Machine", "detect", "check", "visible_indices", "FAKE_ENV"]
+__all__ = ["GPU", "Machine", "detect", "check", "visible_indices", "parse_nvidia_smi", "SMI_QUERY",
+           "FAKE_ENV"]
 
 # A JSON machine description that replaces detection, for tests and dry planning:
 # {"vendor": "nvidia", "gpus": [{"name": "NVIDIA H200", "capability": [9, 0]}]}
@@ -81,20 +82,41 @@ def visible_indices(value: str | None, count: int) -> list[int] | None:
     return [i for i in map(int, parts) if i < count]
 
 
+# uuid names the physical GPU: what a between-machine variance component groups by.
+SMI_QUERY = ["nvidia-smi", "--query-gpu=name,memory.total,driver_version,compute_cap,uuid",
+             "--format=csv,noheader,nounits"]
+
+
+def parse_nvidia_smi(csv_text: str) -> list[dict[str, object]]:
+    """One dict per GPU (name, driver, memory_mib, capability "9.0", uuid when given)
+    from ``SMI_QUERY``'s output; fields nvidia-smi reports as unsupported become None."""
+    gpus: list[dict[str, object]] = []
+    for line in csv_text.splitlines():
+        parts = [p.strip() for p in line.split(",")]
+        if len(parts) < 4 or not parts[0]:
+            continue
+        name, memory, driver, cap = parts[:4]
+        gpu: dict[str, object] = {"name": name, "driver": driver or None}
+        try:
+            gpu["memory_mib"] = int(float(memory))
+        except ValueError:
+            gpu["memory_mib"] = None
+        gpu["capability"] = cap if re.fullmatch(r"\d+\.\d+", cap) else None
+        if len(parts) > 4 and parts[4].startswith("GPU-"):
+            gpu["uuid"] = parts[4]
+        gpus.append(gpu)
+    return gpus
+
+
 def _from_nvidia_smi() -> Machine | None:
-    out = _run(["nvidia-smi", "--query-gpu=name,compute_cap,memory.total,driver_version", "--format=csv,noheader,nounits"])
+    out = _run(SMI_QUERY)
     if not out:
         return None
-    gpus, driver = [], None
-    for line in out.strip().splitlines():
-        parts = [p.strip() for p in line.split(",")]
-        if len(parts) < 4:
-            continue
-        m = re.match(r"(\d+)\.(\d+)", parts[1])
-        cap = (int(m.group(1)), int(m.group(2))) if m else None
-        mem = int(parts[2]) if parts[2].isdigit() else None
-        gpus.append(GPU(parts[0], cap, mem))
-        driver = parts[3]
+    parsed = parse_nvidia_smi(out)
+    gpus = [GPU(str(g["name"]),
+                tuple(int(v) for v in str(g["capability"]).split(".")) if g["capability"] else None,
+                g["memory_mib"]) for g in parsed]
+    driver = next((str(g["driver"]) for g in reversed(parsed) if g["driver"]), None)
     # nvidia-smi ignores CUDA_VISIBLE_DEVICES; honour it like CUDA does.
     idx = visible_indices(os.environ.get("CUDA_VISIBLE_DEVICES"), len(gpus))
     if idx is not None:

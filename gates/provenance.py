@@ -1,7 +1,8 @@
 """Run provenance: who ran what, where, on which hardware.
 
-Pure helpers (`fingerprint_key`, `parse_nvidia_smi`, `ci_from_env`) are separate
-from the probes that touch git, nvidia-smi and installed packages
+Pure helpers (`fingerprint_key`, `ci_from_env`, and `parse_nvidia_smi`, which
+`ci_register.hardware` owns: one parser for the suite check and the provenance)
+are separate from the probes that touch git, nvidia-smi and installed packages
 (`detect_hardware`, `git_info`, `collect_provenance`). Every probe is best
 effort: a missing tool yields missing fields, never an exception.
 """
@@ -26,7 +27,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ci_register.hardware import visible_indices
+from ci_register.hardware import SMI_QUERY, parse_nvidia_smi, visible_indices
 
 __all__ = [
     "Provenance",
@@ -42,8 +43,6 @@ __all__ = [
     "utc_now",
 ]
 
-# uuid names the physical GPU: what a between-machine variance component would group by.
-_SMI_FIELDS = "name,memory.total,driver_version,compute_cap,uuid"
 _PROBE_TIMEOUT_S = 10.0
 
 
@@ -125,27 +124,6 @@ def host_key(hardware: Mapping[str, Any] | str | None) -> str | None:
         return None
     ids = sorted(str(g["uuid"]) for g in gpus if isinstance(g, Mapping) and g.get("uuid"))
     return ",".join(ids) if ids and len(ids) == len(gpus) else None
-
-
-def parse_nvidia_smi(csv_text: str) -> list[dict[str, Any]]:
-    """Parse `nvidia-smi --query-gpu=name,memory.total,driver_version,compute_cap[,uuid]
-    --format=csv,noheader,nounits` output into one dict per GPU."""
-    gpus: list[dict[str, Any]] = []
-    for line in csv_text.splitlines():
-        parts = [p.strip() for p in line.split(",")]
-        if len(parts) < 4 or not parts[0]:
-            continue
-        name, memory, driver, cap = parts[:4]
-        gpu: dict[str, Any] = {"name": name, "driver": driver or None}
-        try:
-            gpu["memory_mib"] = int(float(memory))
-        except ValueError:
-            gpu["memory_mib"] = None
-        gpu["capability"] = cap if re.fullmatch(r"\d+\.\d+", cap) else None
-        if len(parts) > 4 and parts[4].startswith("GPU-"):
-            gpu["uuid"] = parts[4]
-        gpus.append(gpu)
-    return gpus
 
 
 def ci_from_env(env: Mapping[str, str]) -> dict[str, str | None]:
@@ -287,7 +265,7 @@ def detect_hardware(*, probe_torch: bool = True, versions: bool = True) -> dict[
         "python": platform.python_version(),
         "gpus": [],
     }
-    smi = _run(["nvidia-smi", f"--query-gpu={_SMI_FIELDS}", "--format=csv,noheader,nounits"])
+    smi = _run(SMI_QUERY)
     if smi:
         hardware["vendor"] = "nvidia"
         hardware["gpus"] = parse_nvidia_smi(smi)

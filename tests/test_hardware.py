@@ -78,10 +78,12 @@ def test_nvidia_smi_path_keeps_gpus_named_by_uuid(tmp_path, monkeypatch):
     from ci_register import hardware
 
     smi = tmp_path / "nvidia-smi"
-    smi.write_text("#!/bin/sh\nprintf 'NVIDIA H200, 9.0, 143771, 580.159.04\\nNVIDIA H200, 9.0, 143771, 580.159.04\\n'\n")
+    smi.write_text("#!/bin/sh\nprintf 'NVIDIA H200, 143771, 580.159.04, 9.0, GPU-27ae3a54\\nNVIDIA H200, 143771, 580.159.04, 9.0, GPU-9c0d1e2f\\n'\n")
     smi.chmod(0o755)
     monkeypatch.setenv("PATH", str(tmp_path))
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "GPU-27ae3a54")
-    assert len(hardware._from_nvidia_smi().gpus) == 2
+    m = hardware._from_nvidia_smi()
+    assert len(m.gpus) == 2 and m.driver == "580.159.04"
+    assert m.gpus[0] == hardware.GPU("NVIDIA H200", (9, 0), 143771)
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "1")
     assert len(hardware._from_nvidia_smi().gpus) == 1
