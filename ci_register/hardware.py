@@ -17,7 +17,7 @@ from dataclasses import asdict, dataclass, field
 from ci_register.catalog import Hardware, Suite
 
 __all__ = ["GPU", "Machine", "detect", "check", "visible_indices", "parse_nvidia_smi", "SMI_QUERY",
-           "FAKE_ENV"]
+           "run_probe", "FAKE_ENV"]
 
 # A JSON machine description that replaces detection, for tests and dry planning:
 # {"vendor": "nvidia", "gpus": [{"name": "NVIDIA H200", "capability": [9, 0]}]}
@@ -49,14 +49,18 @@ class Machine:
         return asdict(self)
 
 
-def _run(cmd: list[str]) -> str | None:
+def run_probe(cmd: list[str], *, cwd: str | os.PathLike[str] | None = None,
+              timeout: float = 20.0) -> str | None:
+    """stdout of a probe command, or None when it is missing, fails or hangs (best effort)."""
     if not shutil.which(cmd[0]):
         return None
     try:
-        out = subprocess.run(cmd, capture_output=True, text=True, timeout=20, check=False)
-    except (OSError, subprocess.TimeoutExpired):
+        out = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, timeout=timeout,
+                             check=False)
+    except (OSError, subprocess.SubprocessError):
         return None
     return out.stdout if out.returncode == 0 else None
+
 
 
 def _from_fake(raw: str) -> Machine:
@@ -109,7 +113,7 @@ def parse_nvidia_smi(csv_text: str) -> list[dict[str, object]]:
 
 
 def _from_nvidia_smi() -> Machine | None:
-    out = _run(SMI_QUERY)
+    out = run_probe(SMI_QUERY)
     if not out:
         return None
     parsed = parse_nvidia_smi(out)
@@ -143,7 +147,7 @@ def _from_torch() -> Machine | None:
 
 
 def _from_rocm_smi() -> Machine | None:
-    out = _run(["rocm-smi", "--showproductname", "--json"])
+    out = run_probe(["rocm-smi", "--showproductname", "--json"])
     if not out:
         return None
     try:

@@ -17,7 +17,6 @@ import json
 import os
 import platform
 import re
-import shutil
 import socket
 import subprocess
 import sys
@@ -27,7 +26,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ci_register.hardware import SMI_QUERY, parse_nvidia_smi, visible_indices
+from ci_register.hardware import SMI_QUERY, parse_nvidia_smi, run_probe, visible_indices
 
 __all__ = [
     "Provenance",
@@ -148,15 +147,7 @@ def ci_from_env(env: Mapping[str, str]) -> dict[str, str | None]:
 
 
 def _run(cmd: list[str], cwd: Path | None = None) -> str | None:
-    if shutil.which(cmd[0]) is None:
-        return None
-    try:
-        done = subprocess.run(
-            cmd, cwd=cwd, capture_output=True, text=True, timeout=_PROBE_TIMEOUT_S, check=False
-        )
-    except (OSError, subprocess.SubprocessError):
-        return None
-    return done.stdout if done.returncode == 0 else None
+    return run_probe(cmd, cwd=cwd, timeout=_PROBE_TIMEOUT_S)
 
 
 def git_info(root: Path) -> dict[str, str | None]:

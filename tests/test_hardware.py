@@ -87,3 +87,13 @@ def test_nvidia_smi_path_keeps_gpus_named_by_uuid(tmp_path, monkeypatch):
     assert m.gpus[0] == hardware.GPU("NVIDIA H200", (9, 0), 143771)
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "1")
     assert len(hardware._from_nvidia_smi().gpus) == 1
+
+
+def test_run_probe_is_best_effort(tmp_path):
+    from ci_register.hardware import run_probe
+
+    assert run_probe(["no-such-probe-here"]) is None
+    assert run_probe(["sh", "-c", "echo ok"]) == "ok\n"
+    assert run_probe(["sh", "-c", "pwd"], cwd=tmp_path).strip() == str(tmp_path)
+    assert run_probe(["sh", "-c", "echo no; exit 3"]) is None  # a failing probe says nothing
+    assert run_probe(["sleep", "5"], timeout=0.2) is None  # nor does a hung one
