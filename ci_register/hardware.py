@@ -62,7 +62,6 @@ def run_probe(cmd: list[str], *, cwd: str | os.PathLike[str] | None = None,
     return out.stdout if out.returncode == 0 else None
 
 
-
 def _from_fake(raw: str) -> Machine:
     data = json.loads(raw)
     gpus = tuple(
