@@ -30,6 +30,7 @@ __all__ = ["RunOptions", "parse_run_args", "run_suite", "plan_text", "Plan", "ma
 GATE_MODES = ("enforce", "warn", "off")
 DEFAULT_CONFIRM = 2  # confirm reruns at most: the second only when the first is borderline
 # (gates.stats.DEFAULTS.confirm_attempts; the two-stage confirm of gates.stats.confirm)
+MAX_CONFIRM = 2  # the two-stage confirm's last stage (stats.confirm_pair) decides outright
 
 
 class UsageError(ValueError):
@@ -74,8 +75,11 @@ def parse_run_args(suite: str, argv: list[str]) -> RunOptions:
     ns, rest = p.parse_known_args(argv)
     if ns.gate not in GATE_MODES:
         raise UsageError(f"--gate {ns.gate!r}: use one of {', '.join(GATE_MODES)}")
-    if ns.confirm < 0:
-        raise UsageError(f"--confirm {ns.confirm}: must be >= 0")
+    if not 0 <= ns.confirm <= MAX_CONFIRM:
+        # More would be silently the same as 2: after a second rerun nothing is borderline.
+        raise UsageError(f"--confirm {ns.confirm}: give 0, 1 or {MAX_CONFIRM} (the gate's confirm "
+                         "reruns a tripped test at most twice, the second time only when the "
+                         "first rerun is borderline)")
     try:
         part = parse_partition(ns.partition) if ns.partition is not None else None
     except PartitionError as exc:

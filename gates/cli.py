@@ -40,6 +40,23 @@ class _Parser(argparse.ArgumentParser):
         raise _UsageError(f"{message}; see {self.prog} --help")
 
 
+def _count(minimum: int) -> Callable[[str], int]:
+    """An argparse type: a whole number of at least ``minimum`` (a trend of 0 points or
+    a look-back of -1 runs would otherwise report nothing and exit 0)."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            value = None
+        if value is None or value < minimum:
+            raise argparse.ArgumentTypeError(f"{text!r}: give a whole number >= {minimum}")
+        return value
+
+    parse.__name__ = "count"  # argparse names the type in its messages
+    return parse
+
+
 def _default_history() -> str:
     return os.environ.get("GATES_HISTORY") or "history.db"
 
@@ -129,8 +146,6 @@ def _report(args: argparse.Namespace) -> int:
 
     if args.run and args.since:
         raise _UsageError("--run and --since exclude each other; give one")
-    if args.points < 2:
-        raise _UsageError(f"--points {args.points}: give at least 2")
     since = parse_since(args.since) if args.since else None
     with _open(args.history) as history:
         runs, scope = select_runs(history, run=args.run, suite=args.suite, since=since,
@@ -277,12 +292,12 @@ def build_parser() -> argparse.ArgumentParser:
     rep.add_argument("--out", metavar="FILE", help="write here instead of stdout")
     rep.add_argument("--all", action="store_true",
                      help="in a range, list every passing verdict, not only the newest")
-    rep.add_argument("--points", type=int, default=30, metavar="N",
+    rep.add_argument("--points", type=_count(2), default=30, metavar="N",
                      help="trend length in runs (default 30)")
-    rep.add_argument("--limit", type=int, default=200, metavar="N",
+    rep.add_argument("--limit", type=_count(1), default=200, metavar="N",
                      help="at most this many runs in a range (default 200)")
     rep.add_argument("--no-health", action="store_true", help="leave out the CI health sections")
-    rep.add_argument("--window", type=int, default=20, metavar="N",
+    rep.add_argument("--window", type=_count(1), default=20, metavar="N",
                      help="runs the CI health sections look back over (default 20)")
     rep.add_argument("--root", default=".", metavar="PATH",
                      help="repository root, for registrations and annotation lines (default .)")
@@ -298,7 +313,7 @@ def build_parser() -> argparse.ArgumentParser:
     hl.add_argument("--format", choices=("text", "md", "json"), default="text",
                     help="output format (default text)")
     hl.add_argument("--out", metavar="FILE", help="write here instead of stdout")
-    hl.add_argument("--window", type=int, default=20, metavar="N",
+    hl.add_argument("--window", type=_count(1), default=20, metavar="N",
                     help="runs to look back over (default 20)")
     hl.add_argument("--root", default=".", metavar="PATH",
                     help="repository root with suites/catalog.toml (default .)")

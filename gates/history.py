@@ -75,6 +75,9 @@ OUTCOMES = ("passed", "failed", "skipped", "error", "xfailed", "xpassed")
 FAILING = ("failed", "error")
 BUSY_TIMEOUT_S = 60.0
 _SQLITE_MAGIC = b"SQLite format 3\x00"
+# Where a history path comes from, as users give it: `nox -s SUITE -- --history PATH` and
+# `gate-report --history PATH`, pytest's own `--gates-history PATH`, or the environment.
+HISTORY_OPTION = "--history PATH, pytest's --gates-history PATH, or GATES_HISTORY"
 _T = TypeVar("_T")
 
 
@@ -299,8 +302,8 @@ class History:
         if unknown:
             raise HistoryError(
                 f"{self.path}: written by a newer gates (schema migrations {', '.join(unknown)}); "
-                "update this checkout (git pull, pip install -e .) or point --gates-history "
-                "at another file"
+                "update this checkout (git pull, pip install -e .) or give another history "
+                f"file ({HISTORY_OPTION})"
             )
         if not applied:
             tables = [t for t in self.db.table_names()
@@ -308,7 +311,7 @@ class History:
             if tables:
                 raise HistoryError(
                     f"{self.path}: an SQLite database but not a gates history (tables: "
-                    f"{', '.join(tables[:5])}); point --gates-history at another file"
+                    f"{', '.join(tables[:5])}); give another history file ({HISTORY_OPTION})"
                 )
         if len(applied) == SCHEMA_VERSION:
             return
@@ -740,19 +743,19 @@ class History:
 def _check_file(path: Path, *, create: bool) -> None:
     if not path.exists():
         if not create:
-            raise HistoryError(f"{path}: no such history; check the path (--gates-history / "
-                               "GATES_HISTORY) or run a suite to create it")
+            raise HistoryError(f"{path}: no such history; check the path ({HISTORY_OPTION}) "
+                               "or run a suite to create it")
         return
     if path.is_dir():
-        raise HistoryError(f"{path}: is a directory; point --gates-history at a file")
+        raise HistoryError(f"{path}: is a directory; give a file path ({HISTORY_OPTION})")
     try:
         with path.open("rb") as handle:
             header = handle.read(len(_SQLITE_MAGIC))
     except OSError as exc:
         raise HistoryError(f"{path}: cannot read ({exc}); check its permissions") from exc
     if header and header != _SQLITE_MAGIC:
-        raise HistoryError(f"{path}: not an SQLite database; move it away or point "
-                           "--gates-history at a history file")
+        raise HistoryError(f"{path}: not an SQLite database; move it away or give another "
+                           f"history file ({HISTORY_OPTION})")
 
 
 def _corrupt(path: Path, exc: BaseException) -> HistoryError:

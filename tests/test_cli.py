@@ -119,7 +119,11 @@ def test_html_out_file(hist, capsys, tmp_path):
     (["--since", "yesterday"], "use a span like 30d"),
     (["--run", "run0015", "--since", "3d"], "--run and --since exclude each other"),
     (["--format", "pdf"], "invalid choice: 'pdf'"),
-    (["--points", "1"], "--points 1: give at least 2"),
+    (["--points", "1"], "argument --points: '1': give a whole number >= 2"),
+    (["--points", "many"], "argument --points: 'many': give a whole number >= 2"),
+    (["--limit", "0"], "argument --limit: '0': give a whole number >= 1"),
+    (["--window", "-1"], "argument --window: '-1': give a whole number >= 1"),
+    (["health", "--window", "0"], "argument --window: '0': give a whole number >= 1"),
     (["frobnicate"], "invalid choice: 'frobnicate'"),
     (["untrust", "--run", "x" * 32], "--reason"),
     (["trust", "--reason", "fixed"], "give --run ID (repeatable) or --commit SHA"),
@@ -141,6 +145,8 @@ def test_a_file_that_is_not_a_history_is_an_input_error(tmp_path, capsys):
     bad.write_text("not sqlite")
     code, _, err = run(["--history", bad], capsys)
     assert code == 2 and "not an SQLite database" in err
+    # The fix names the option this command takes, not only the pytest plugin's.
+    assert "--history PATH" in err and err.count("\n") == 1
 
 
 def test_unwritable_out_is_an_input_error(hist, capsys, tmp_path):

@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import textwrap
 from pathlib import Path
 
 import pytest
+
+from ci_register.runner import UsageError, parse_run_args
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -98,6 +101,21 @@ def test_partition_runs_only_its_shard(tree):
 def test_bad_partition_is_usage_error(tree, spec):
     r = run(tree, "cpu", "--partition", spec)
     assert r.returncode == 2 and "--partition" in r.stderr
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["--confirm", "-1"], "--confirm -1: give 0, 1 or 2"),
+    (["--confirm", "3"], "--confirm 3: give 0, 1 or 2"),
+    (["--gate", "strict"], "--gate 'strict': use one of enforce, warn, off"),
+])
+def test_bad_run_options_are_usage_errors(args, message):
+    with pytest.raises(UsageError, match=re.escape(message)):
+        parse_run_args("cpu", args)
+
+
+def test_run_options_keep_pytest_args_in_order():
+    opts = parse_run_args("cpu", ["-k", "decode", "--confirm", "0", "-x", "--gate", "warn"])
+    assert (opts.confirm, opts.gate, opts.pytest_args) == (0, "warn", ["-k", "decode", "-x"])
 
 
 def test_gpu_suite_on_this_machine_fails_with_what_it_needs(tree):
