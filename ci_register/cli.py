@@ -123,6 +123,7 @@ def _rerun(args: argparse.Namespace, rest: list[str]) -> int:
 
 
 def _est_time(args: argparse.Namespace) -> int:
+    from ci_register.durations import history_path  # noqa: PLC0415
     from ci_register.est_time import EstTimeError, find_drifts, write_drifts  # noqa: PLC0415
 
     if args.check == args.write:
@@ -136,9 +137,15 @@ def _est_time(args: argparse.Namespace) -> int:
     if unknown:
         print(f"error: unknown suite {unknown[0]!r}; known: {catalog.known()}", file=sys.stderr)
         return 2
-    drifts, warnings, measured = find_drifts(catalog, col, args.history, suites=args.suites, fingerprint=_fingerprint(args.fingerprint), root=Path(args.root))
-    for w in warnings:
-        print(f"warning: {w}", file=sys.stderr)
+    # The history is this command's input (planners fall back to est_time without one).
+    path = history_path(args.history, Path(args.root))
+    if not path.exists():
+        print(f"error: {path}: no such history; pass --history PATH or set GATES_HISTORY, or run a suite to record durations", file=sys.stderr)
+        return 2
+    drifts, problems, measured = find_drifts(catalog, col, args.history, suites=args.suites, fingerprint=_fingerprint(args.fingerprint), root=Path(args.root))
+    if problems:
+        print(f"error: {problems[0]}", file=sys.stderr)
+        return 2
     if args.check:
         for d in drifts:
             print(d)

@@ -60,7 +60,12 @@ class Figure:
 class Lookup:
     figures: dict[str, Figure] = field(default_factory=dict)
     fingerprint: str | None = None
-    warning: str | None = None  # set when the history could not be read
+    problem: str | None = None  # why the history could not be read (None: read, or absent)
+
+    @property
+    def warning(self) -> str | None:
+        """What a planner says when it falls back to ``est_time``."""
+        return f"{self.problem}; planning with est_time" if self.problem else None
 
 
 def figure(samples: Sequence[float], q: float = QUANTILE) -> float:
@@ -149,11 +154,12 @@ def lookup(
     if not path.exists():
         return result
     try:
-        from gates.history import History, HistoryError  # noqa: PLC0415 - sqlite-utils is optional here
+        from gates.history import History, HistoryError, check_file  # noqa: PLC0415 - sqlite-utils is optional here
     except ImportError as exc:
-        result.warning = f"{path}: cannot read durations (gates not importable: {exc}); planning with est_time"
+        result.problem = f"{path}: cannot read durations (gates not importable: {exc})"
         return result
     try:
+        check_file(path, create=False)  # a directory or a non-SQLite file, with its fix
         _probe_lock(path)
         with History(path, create=False, readonly=True) as hist:
             hist.conn.execute(f"PRAGMA busy_timeout = {int(_LOCK_PROBE_S * 1000)}")
@@ -169,7 +175,7 @@ def lookup(
         reason = str(exc).splitlines()[0] if str(exc) else exc.__class__.__name__
         if not reason.startswith(str(path)):
             reason = f"{path}: {reason}"
-        result.warning = f"{reason}; planning with est_time"
+        result.problem = reason
         return result
     result.figures = choose([r.path for r in regs], samples)
     return result

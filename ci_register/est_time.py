@@ -79,10 +79,10 @@ def find_drifts(
     fingerprint: str | None = LATEST,
     root: Path | None = None,
 ) -> tuple[list[Drift], list[str], int]:
-    """Drifted registrations (by path, line), warnings about the history, and how many
-    registrations had a measured figure at all."""
+    """Drifted registrations (by path, line), why the history could not be read (if it
+    could not), and how many registrations had a measured figure at all."""
     drifts: list[Drift] = []
-    warnings: list[str] = []
+    problems: list[str] = []
     measured = 0
     for name in sorted(catalog.suites):
         if suites and name not in suites:
@@ -91,14 +91,14 @@ def find_drifts(
         if not regs:
             continue
         found = lookup(regs, catalog.suites[name], history, fingerprint=fingerprint, root=root)
-        if found.warning and found.warning not in warnings:
-            warnings.append(found.warning)
+        if found.problem and found.problem not in problems:
+            problems.append(found.problem)
         for r in regs:
             fig = found.figures.get(r.path)
             measured += fig is not None
             if fig is not None and drifted(r.est_time, fig.seconds):
                 drifts.append(Drift(r, fig, found.fingerprint, suggest(fig.seconds)))
-    return sorted(drifts, key=lambda d: (d.registration.path, d.registration.line)), warnings, measured
+    return sorted(drifts, key=lambda d: (d.registration.path, d.registration.line)), problems, measured
 
 
 def _marker_call(tree: ast.Module, line: int, marker: str) -> ast.Call | None:

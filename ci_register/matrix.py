@@ -135,13 +135,15 @@ def build(
 
     nightly_run = event == "schedule"
     plans: list[SuitePlan] = []
+    warned: set[str] = set()
     for suite in select_suites(catalog, event, only):
         regs = collection.for_suite(suite.name, nightly=nightly_run or suite.nightly)
         if not regs:
             continue  # nothing registered: no runner to start
         expected = {r.path: r.est_time for r in regs}
         found = durations.lookup(regs, suite, history, fingerprint=fingerprint or durations.LATEST)
-        if found.warning:
+        if found.warning and found.warning not in warned:  # one history, one warning
+            warned.add(found.warning)
             print(f"warning: {found.warning}", file=sys.stderr)
         expected.update({p: f.seconds for p, f in found.figures.items()})
         where = {r.path: f"{r.path}:{r.line}" for r in regs}

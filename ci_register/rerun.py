@@ -246,10 +246,12 @@ def plan_rerun(
         check_test_name(sel.registrations[0].path, sel.test, (root / sel.registrations[0].path).read_text(encoding="utf-8"))
     expected: dict[tuple[str, str], float] = {}
     sources: dict[tuple[str, str], str] = {}
+    warned: set[str] = set()
     for name in sorted({r.suite for r in sel.registrations}):
         regs = [r for r in sel.registrations if r.suite == name]
         found = durations.lookup(regs, catalog.suites[name], history, root=root)
-        if found.warning:
+        if found.warning and found.warning not in warned:  # one history, one warning
+            warned.add(found.warning)
             print(f"warning: {found.warning}", file=sys.stderr)
         for path, fig in found.figures.items():
             expected[(name, path)] = fig.seconds

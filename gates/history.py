@@ -59,6 +59,7 @@ __all__ = [
     "OUTCOMES",
     "SCHEMA_VERSION",
     "VERDICT_COLUMNS",
+    "check_file",
     "History",
     "HistoryError",
     "MergeConflict",
@@ -248,7 +249,7 @@ class History:
                  readonly: bool = False) -> None:
         self.path = Path(path)
         self.readonly = readonly
-        _check_file(self.path, create=create and not readonly)
+        check_file(self.path, create=create and not readonly)
         if not self.path.exists():
             self.path.parent.mkdir(parents=True, exist_ok=True)
         try:
@@ -740,7 +741,9 @@ class History:
 # ------------------------------------------------------------------- helpers
 
 
-def _check_file(path: Path, *, create: bool) -> None:
+def check_file(path: Path, *, create: bool) -> None:
+    """Raise ``HistoryError`` (naming the fix) unless ``path`` can be a history file:
+    missing (unless ``create``), a directory, unreadable, or not SQLite."""
     if not path.exists():
         if not create:
             raise HistoryError(f"{path}: no such history; check the path ({HISTORY_OPTION}) "

@@ -107,5 +107,31 @@ def test_usage_and_missing_history(tmp_path):
     tree = make_tree(tmp_path)
     assert est(tree).returncode == 2
     assert est(tree, "--check", "--suite", "nope").returncode == 2
+    # The history is what est-time reads: a wrong path is an error, not "nothing to compare".
     r = est(tree, "--check", "--history", "missing.db")
-    assert r.returncode == 0 and r.stderr == "" and "nothing to compare" in r.stdout
+    assert r.returncode == 2 and r.stdout == ""
+    assert r.stderr == ("error: missing.db: no such history; pass --history PATH or set GATES_HISTORY, "
+                        "or run a suite to record durations\n")
+
+
+@pytest.mark.parametrize("make_bad", [lambda p: p.write_text("not sqlite"), lambda p: p.mkdir()])
+def test_unreadable_history_is_an_error_that_names_the_fix(tmp_path, make_bad):
+    tree = make_tree(tmp_path)
+    make_bad(tree / "bad.db")
+    for mode in ("--check", "--write"):
+        r = est(tree, mode, "--history", "bad.db")
+        assert r.returncode == 2 and r.stderr.count("\n") == 1, r.stderr
+        assert r.stderr.startswith("error: bad.db: ") and "--history PATH" in r.stderr
+    assert "est_time=60," in (tree / "suites" / "test_slow.py").read_text()  # nothing written
+
+
+def test_planning_warns_once_about_an_unreadable_history(tmp_path):
+    tree = make_tree(tmp_path)
+    (tree / "suites" / "catalog.toml").write_text(CATALOG + CATALOG.replace("suites.cpu", "suites.cpu2"))
+    (tree / "suites" / "test_two.py").write_text('register_cpu_ci(est_time=5, suite="cpu2")\ndef test_x():\n    pass\n')
+    (tree / "bad.db").write_text("not sqlite")
+    r = subprocess.run([sys.executable, "-m", "ci_register", "plan", "--history", "bad.db"], cwd=tree,
+                       capture_output=True, text=True, timeout=60,
+                       env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin"})
+    assert r.returncode == 0, r.stderr
+    assert "suite cpu2" in r.stdout and r.stderr.count("warning: bad.db: not an SQLite database") == 1
