@@ -43,7 +43,10 @@ def parse_since(text: str, now: dt.datetime | None = None) -> str:
     now = now or dt.datetime.now(dt.UTC)
     match = _SINCE.match(text)
     if match:
-        cutoff = now - dt.timedelta(seconds=int(match.group(1)) * _UNITS[match.group(2)])
+        try:
+            cutoff = now - dt.timedelta(seconds=int(match.group(1)) * _UNITS[match.group(2)])
+        except OverflowError:  # further back than year 1: every run
+            cutoff = dt.datetime.min.replace(tzinfo=dt.UTC)
     else:
         try:
             cutoff = dt.datetime.fromisoformat(text.strip())

@@ -224,6 +224,9 @@ def test_parse_since():
     assert parse_since("2026-11-01", now).startswith("2026-11-01T00:00:00")
     with pytest.raises(ReportInputError, match="use a span like 30d"):
         parse_since("last week", now)
+    # A span further back than year 1 selects every run instead of crashing.
+    assert parse_since("99999999d", now).startswith("0001-01-01T00:00:00")
+    assert parse_since("99999999999999999999w", now).startswith("0001-01-01")
 
 
 def test_json_is_strict_json_with_trends_once(hist):
