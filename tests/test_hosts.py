@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from gates import stats
+from gates import machines, stats
 from gates.gate import evaluate_run
 from gates.history import RunRecord, TestResult, open_history
 from gates.metrics import validate_metric
@@ -74,11 +74,11 @@ def test_a_new_machine_gets_the_between_machine_spread_and_a_known_one_does_not(
 
 
 def test_windows_carry_the_shared_offset_of_a_new_machines_runs():
-    assert stats._new_machine_var(["a", "b", "n1", "n1"], {"a", "b"}, 4.0) == 1.0
-    assert stats._new_machine_var(["a", "n1", "n2", None], {"a"}, 4.0) == 0.5
-    assert stats._new_machine_var(["a", "b"], {"a", "b"}, 4.0) == 0.0
-    assert stats._chi2_median_factor(1) == pytest.approx(2.198, abs=0.01)
-    assert stats._chi2_median_factor(0) == 1.0
+    assert machines.new_machine_var(["a", "b", "n1", "n1"], {"a", "b"}, 4.0) == 1.0
+    assert machines.new_machine_var(["a", "n1", "n2", None], {"a"}, 4.0) == 0.5
+    assert machines.new_machine_var(["a", "b"], {"a", "b"}, 4.0) == 0.0
+    assert machines.chi2_median_factor(1) == pytest.approx(2.198, abs=0.01)
+    assert machines.chi2_median_factor(0) == 1.0
 
 
 def _add(h, i: int, level: float, uuid: str | None, rng) -> str:

@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 
 from gates import stats
+from gates.judge import QUANTILE_K
 from gates.stats import (
     DEFAULTS,
-    QUANTILE_K,
     bh_qvalues,
     confirm,
     decide,

@@ -1,0 +1,268 @@
+"""From a judgement to a verdict: the level, the practical floor, confirm on trip.
+
+``decide`` (evidence and a practical effect), ``level_for`` and
+``is_suspect`` (what a first attempt is held to, and when it earns a rerun
+without failing), ``confirm`` and ``confirm_pair`` (the one- and two-stage
+confirm of a tripped metric). Pure; design in ``gates.stats``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import numpy as np
+
+from gates.judge import DEFAULTS, QUANTILE_WEIGHT, GateParams, Judgement, judge_summaries
+from gates.robust import QN_EFF, predictive_z_pvalue
+
+__all__ = [
+    "decide",
+    "independent",
+    "level_for",
+    "is_suspect",
+    "confirm",
+    "confirm_pair",
+]
+
+
+def decide(j: Judgement, q_worse: float, *, level: float, q_better: float | None = None,
+           better_level: float | None = None) -> str:
+    """Verdict from a judgement and its BH q-value: both evidence and a practical effect.
+
+    regression: q <= level, and both the deciding window's change and the new
+    run's own change are beyond the floor in the bad direction.
+    improvement: the mirror image, on ``q_better`` (BH across the run's
+    metrics too, so a nightly does not announce noise as progress) or on the
+    raw p when no q is given, at ``better_level`` when given (a first attempt
+    screened at a looser level than its confirm: ``level_for``), else ``level``.
+    """
+    if j.status != "ok":
+        return j.status
+    pb = j.p_better if q_better is None else q_better
+    blevel = level if better_level is None else better_level
+    if j.rel_change is None or j.own_change is None:
+        # Baseline centred on zero: no relative floor, judge on evidence alone.
+        if q_worse <= level and j.z > 0:
+            return "regression"
+        if pb <= blevel and j.z < 0:
+            return "improvement"
+        return "pass"
+    bad_rel = j.sign * j.rel_change
+    bad_own = j.sign * j.own_change
+    if j.z > 0 and q_worse <= level and bad_rel > j.floor and bad_own > j.floor:
+        return "regression"
+    if j.z < 0 and pb <= blevel and -bad_rel > j.floor and -bad_own > j.floor:
+        return "improvement"
+    return "pass"
+
+
+def independent(j: Judgement) -> bool:
+    """The baseline looks serially independent (``rho_lo`` = 0), light-tailed
+    (fewer than 3 runs beyond ``PAIR_TAIL`` scales on the bad side) and names at
+    most one machine: reruns on the judged run's machine share its offset (as
+    AR(1) reruns share the previous state), so across several machines two
+    reruns are not two independent draws of what the baseline varies over."""
+    return (j.status == "ok" and j.extras.get("rho_lo", 0.0) == 0.0
+            and not j.extras.get("heavy", 0.0) and j.extras.get("machines", 0.0) <= 1)
+
+
+def level_for(j: Judgement, level: float, params: GateParams = DEFAULTS) -> float:
+    """The first attempt's level for this judgement: ``level`` times
+    ``params.independent_factor`` where the baseline looks independent and
+    light-tailed (``independent``), where a trip earns the two-stage confirm
+    (``confirm`` with ``another``), which holds about 2% of null trips instead
+    of 5%; ``level`` elsewhere. Improvements keep ``level``."""
+    return min(1.0, level * params.independent_factor) if independent(j) else level
+
+
+def is_suspect(j: Judgement, q_worse: float, *, params: GateParams = DEFAULTS,
+               level: float | None = None) -> bool:
+    """A first attempt short of a regression that still earns a confirm rerun.
+
+    The new run alone (k = 1) reaches ``params.screen_level`` after the same
+    Bonferroni weight and BH adjustment as the full test (its p is scaled by
+    q / p of the metric), its change is beyond the practical floor, and the
+    baseline looks serially independent (``rho_lo`` = 0: with autocorrelated
+    runs a rerun shares the first attempt's state and is weak evidence). A
+    suspect never fails a session by itself; it holds as a regression only
+    when its rerun confirms (``confirm`` with ``suspect=True``). This raises
+    first-bad-run detection without raising the level every run is held to.
+    """
+    level = params.level if level is None else level
+    if j.status != "ok" or j.z <= 0 or j.extras.get("rho_lo", 0.0) > 0.0:
+        return False
+    if decide(j, q_worse, level=level) != "pass":
+        return False
+    scale = q_worse / j.p_worse if j.p_worse > 0 else 1.0
+    p_run = j.extras["p_run_worse"] / j.extras["w_run"] * max(scale, 1.0)
+    own = j.own_change
+    return p_run <= params.screen_level and (own is None or j.sign * own > j.floor)
+
+
+def confirm(
+    history: np.ndarray,
+    rerun: float,
+    *,
+    sign: int,
+    first: float | None = None,
+    params: GateParams = DEFAULTS,
+    n_trials: float | None = None,
+    min_change: float | None = None,
+    extra_var: float = 0.0,
+    hosts: Sequence[str | None] | None = None,
+    host: str | None = None,
+    suspect: bool = False,
+    another: bool = False,
+) -> tuple[Judgement, str]:
+    """Judge a confirm attempt: the rerun of a tripped metric, the first attempt excluded.
+
+    ``history`` must not contain the first (tripped) attempt; ``first`` is its
+    run summary. The rerun is judged like any run and must itself reach
+    ``regression`` at ``params.confirm_level``: a one-sided test of the
+    hypothesis the first attempt raised, so for independent run-level noise
+    the pair's false-alarm rate is about level * confirm_level (sequential
+    two-stage testing; Bauer & Koehne, Biometrics 50 (1994) 1029-1041). When
+    the baseline looks serially independent (``rho_lo`` = 0), that hypothesis
+    is the evidence window that decided the first attempt, and the rerun's p
+    for that window is used as it is (the weights spread the first attempt's
+    level over windows it had not chosen yet).
+
+    A first attempt far above its rerun is a transient (a runner glitch), not
+    a regime: the two attempts are two draws of one regime, so their
+    difference has variance 2 (s1c^2 + extra_var); when the one-sided
+    predictive-t p of first - rerun is <= ``params.consistency_level`` (0.01)
+    the regression does not hold (a real change then trips again on the next
+    run: about 1-2% of real changes, more under heavy tails, wait one run).
+    Test: two-sample predictive t (Hahn & Meeker 1991, sec. 4.7) with the
+    baseline's degrees of freedom. Its p is returned as ``extras["p_split"]``;
+    at or below ``params.transient_level`` (0.001) the caller lets later
+    baselines take the rerun's value for that run, so a glitch does not feed
+    the windows of the runs after it.
+    Assumptions: a real change affects both attempts alike; a rerun is an
+    independent draw given the regime (and, under AR(1), the previous run).
+
+    When the deciding evidence is a multi-run window, that window shares all
+    its other runs with the first attempt, so the two attempts' own values
+    must also lean the bad way: the mean of the first attempt and the rerun
+    must have one-sided p <= ``params.confirm_run_level`` against single
+    baseline runs, or (serially independent baselines) p <= ``params.pair_level``
+    against the baseline's pair means (``judge_summaries(pair=True)``); the
+    rerun alone when ``first`` is not given. When the first attempt's quantile
+    test tripped (heavy-tailed or two-mode baselines), the rerun's quantile test
+    must reach ``params.confirm_level`` and both attempts must lie beyond a
+    point at most ``params.quantile_pair_level`` of baseline pairs reach
+    (``quantile_p`` of the two). A ``suspect`` (``is_suspect``)
+    holds only when that pair's mean (or, without ``first``, the rerun alone)
+    reaches ``params.suspect_pair_level``.
+
+    ``another``: a second rerun may follow (two-stage confirm). For a level
+    trip (not a suspect, not a quantile trip, not a transient) of an
+    independent, light-tailed baseline (``independent``), the rerun's own
+    one-run p decides: at or below ``params.rerun_hold_level`` a regression
+    the rules above hold is held; above ``params.rerun_stop_level`` the rules
+    above decide; in between the verdict is ``suspect``: rerun again and
+    decide with ``confirm_pair``. For Gaussian noise this holds about 2% of
+    null trips instead of 5%, with more power at every shift (0.39 / 0.78 /
+    0.99 at 1.25 / 2 / 3 SD, against 0.35 / 0.64 / 0.91 for one rerun at
+    0.05): a group-sequential design (Jennison & Turnbull, *Group Sequential
+    Methods*, 2000, ch. 2). Autocorrelated baselines keep one rerun (two
+    reruns share the previous run's state), as do heavy-tailed ones (two
+    reruns in a slow mode are ordinary there).
+    Returns (judgement, verdict of the rerun).
+    """
+    kw = dict(sign=sign, params=params, n_trials=n_trials, extra_var=extra_var,
+              min_change=min_change, hosts=hosts, host=host)
+    j = judge_summaries(history, rerun, first=first, **kw)
+    iid = j.extras.get("rho_lo", 0.0) == 0.0
+    p_conf = j.p_worse
+    s1c = j.extras.get("s1c", j.extras.get("s1", 0.0))
+    p_split = 1.0
+    if first is not None and j.status == "ok":
+        # Same regime? The first attempt far worse than its rerun is a transient.
+        se_d = math.sqrt(max(2.0 * (s1c * s1c + max(extra_var, 0.0)), 1e-300))
+        df = max(QN_EFF * (j.n_baseline - 1), 2.0)
+        p_split = predictive_z_pvalue(sign * (first - rerun) / se_d, df)
+        j.extras["p_split"] = p_split
+    if first is not None and iid and j.status == "ok":
+        jf = judge_summaries(history, first, **kw)
+        if jf.extras.get("p_q_worse", 1.0) / QUANTILE_WEIGHT <= params.level:
+            # The quantile test tripped: the rerun's own quantile test at the confirm
+            # level, and both attempts beyond a point few baseline pairs reach.
+            own = j.own_change
+            held = (j.extras.get("p_q_worse", 1.0) <= params.confirm_level
+                    and j.extras.get("p_q_pair", 1.0) <= params.quantile_pair_level
+                    and (own is None or j.sign * own > j.floor))
+            return j, "regression" if held else "pass"
+        k = jf.window
+        p_conf = min(p_conf, j.extras.get("p_run_worse" if k == 1 else f"p_w{k}_worse", 1.0))
+    v = decide(j, p_conf, level=params.confirm_level)
+    consistent = not (params.consistency_level > 0 and p_split <= params.consistency_level)
+    if v == "regression" and not consistent:
+        v = "pass"
+    if v == "regression" and (j.window > 1 or suspect):
+        if first is None:
+            hold = j.extras["p_run_worse"] <= (params.suspect_pair_level if suspect
+                                               else params.confirm_run_level)
+        else:
+            mean = 0.5 * (first + rerun)
+
+            def p_pair() -> float:  # against the baseline's pair means (iid baselines only)
+                return (judge_summaries(history, mean, pair=True, **kw).extras["p_run_worse"]
+                        if iid else 1.0)
+
+            if suspect:
+                hold = p_pair() <= params.suspect_pair_level
+            else:
+                single = judge_summaries(history, mean, **{**kw, "extra_var":
+                                                             extra_var - 0.5 * s1c * s1c})
+                hold = (single.extras["p_run_worse"] <= params.confirm_run_level
+                        or p_pair() <= params.pair_level)
+        if not hold:
+            v = "pass"
+    if another and not suspect and consistent and independent(j):
+        # Two-stage confirm (quantile trips returned above).
+        p_run = j.extras["p_run_worse"]
+        if not (v == "regression" and p_run <= params.rerun_hold_level) \
+                and p_run <= params.rerun_stop_level:
+            v = "suspect"
+    return j, v
+
+
+def confirm_pair(
+    history: np.ndarray,
+    rerun: float,
+    rerun2: float,
+    *,
+    sign: int,
+    params: GateParams = DEFAULTS,
+    n_trials: float | None = None,
+    min_change: float | None = None,
+    extra_var: float = 0.0,
+    hosts: Sequence[str | None] | None = None,
+    host: str | None = None,
+) -> tuple[Judgement, str]:
+    """Second stage of the two-stage confirm (``confirm`` with ``another``).
+
+    ``rerun`` (the first rerun, which was borderline) and ``rerun2`` are two
+    independent draws of the run's regime; ``history`` holds neither them nor
+    the first attempt. The regression holds when their mean has one-sided
+    p <= ``params.rerun_pair_level`` against the baseline's pair means
+    (``judge_summaries(pair=True)``: the variance of a mean of two runs, ranks
+    among means of two baseline runs), and both the mean and ``rerun2`` are
+    beyond the practical floor. The first attempt is left out: it was selected
+    for being high. Assumptions: the baseline looks independent and
+    light-tailed (what the first stage checked).
+    Returns (judgement of the mean, verdict).
+    """
+    kw = dict(sign=sign, params=params, n_trials=n_trials, extra_var=extra_var,
+              min_change=min_change, hosts=hosts, host=host)
+    j = judge_summaries(history, 0.5 * (rerun + rerun2), pair=True, **kw)
+    if j.status != "ok":
+        return j, j.status
+    own2 = ((rerun2 - j.baseline) / abs(j.baseline)
+            if j.baseline is not None and j.baseline != 0 else None)
+    floor_ok = ((j.own_change is None or sign * j.own_change > j.floor)
+                and (own2 is None or sign * own2 > j.floor))
+    held = j.extras["p_run_worse"] <= params.rerun_pair_level and floor_ok
+    return j, "regression" if held else "pass"
