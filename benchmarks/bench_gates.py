@@ -1015,6 +1015,15 @@ the best peer.
   these cells have no room for (six-seed H200 null FA is 4.0 / 4.25%). The
   best peer in H200 m=1 step 10% is E-divisive calibrated on 20 null series
   to 10% FA (the lowest its p-value grid reaches there), twice the budget.
+- Tried on the Gaussian and Student-t cells (seed 0, 200 series): window trips
+  of independent, light-tailed baselines confirmed by re-testing the window
+  with the rerun in place of the first attempt at a strict level WL (rerun
+  above the centre, consistency check kept, no second rerun), instead of the
+  pair's lean check and the two-stage confirm. WL 0.01: null FA 3.0 -> 5.7%
+  and spikes 3.3 -> 5.8% (mean of the 8 cells) for +3 to +5 points of
+  within-10 detection (steps 1/2/5%, drift); WL 0.003: FA 3.0 -> 3.1%,
+  detection -1.3 to +0.9 points. The same frontier as every rule before it:
+  at the false alarms the target allows, nothing gained. Rejected.
 """
 
 
