@@ -101,7 +101,7 @@ def test_a_transient_leaves_later_baselines_its_rerun(h):
     # A +25% glitch whose clean rerun clears it: the confirm marks the first attempt a
     # transient, and later runs' baselines (both paths) hold the rerun's samples for
     # that run, so the glitch does not feed the windows after it.
-    from gates import gate as g
+    from gates import baselines
 
     rng = fill(h)
     a = add_run(h, 100, {"lat": lat(rng, level=1.25)})
@@ -113,9 +113,9 @@ def test_a_transient_leaves_later_baselines_its_rerun(h):
     assert h.verdicts(b)[0]["detail"]["transient"] is True
     c = add_run(h, 102, {"lat": lat(rng)})
     run = h.run(c)
-    one = g._baseline_runs(h, "s", "lat", run["fingerprint"], run, {c})
+    one = baselines.baseline_runs(h, "s", "lat", run["fingerprint"], run, {c})
     assert one[-1]["run_id"] == a and list(one[-1]["samples"]) == list(clean[0])
-    bulk = g._bulk_baselines(h, run, {"lat"}, {c}, 50)["lat"]
+    bulk = baselines.bulk_baselines(h, run, {"lat"}, {c}, 50)["lat"]
     assert bulk.summaries[-1] == stats.run_summary(clean[0])
     assert list(bulk.recent[-1]) == list(clean[0])
     _same_both_ways(h, c)
@@ -126,7 +126,7 @@ def test_a_transient_leaves_later_baselines_its_rerun(h):
     assert not evaluate_run(h, e, confirm_of=d).verdicts[0].transient
     f = add_run(h, 105, {"lat": lat(rng)})
     run = h.run(f)
-    assert g._bulk_baselines(h, run, {"lat"}, {f}, 50)["lat"].summaries[-1] > 1.15
+    assert baselines.bulk_baselines(h, run, {"lat"}, {f}, 50)["lat"].summaries[-1] > 1.15
 
 
 def const(level: float) -> tuple[list[float], dict]:
@@ -320,7 +320,7 @@ def test_bulk_baselines_summarise_bit_for_bit_like_the_per_metric_path(h):
     # The bulk path reads stored medians and only the newest runs' samples; the
     # per-metric path recomputes from every sample. Both must feed the statistics the
     # same numbers exactly (odd and even sample counts, pooled rows, gaps).
-    from gates import gate as g
+    from gates import baselines
 
     _series_history(h)
     rng = np.random.default_rng(12)
@@ -336,11 +336,11 @@ def test_bulk_baselines_summarise_bit_for_bit_like_the_per_metric_path(h):
                        gone)
     keys = {"lat", "tp", "one", "pooled", "sparse", "ragged"}
     need = stats.DEFAULTS.window + max(stats.DEFAULTS.windows)
-    bulk = g._bulk_baselines(h, run, keys, {new}, need)
+    bulk = baselines.bulk_baselines(h, run, keys, {new}, need)
     assert isinstance(bulk["ragged"], stats.Summarized) and isinstance(bulk["pooled"], list)
     probe = np.array([1.0, 1.2, 0.9, 1.1])
     for key in sorted(keys):
-        base = g._baseline_runs(h, "s", key, run["fingerprint"], run, {new})
+        base = baselines.baseline_runs(h, "s", key, run["fingerprint"], run, {new})
         one = stats.summarize([r.get("samples") or [r["median"]] for r in base], probe)
         got = stats.summarize(bulk[key], probe)
         assert np.array_equal(got[0], one[0]) and got[1:] == one[1:], key

@@ -1,0 +1,245 @@
+"""A metric's baseline runs, read from the history (I/O; ``gates.gate`` judges them).
+
+Baselines: complete, trusted runs of the same suite, metric key and hardware
+fingerprint, started before the judged run, excluding confirm reruns (one value
+per CI run) and the run being confirmed; where a confirm found a run's first
+attempt a transient, its rerun stands in. ``bulk_baselines`` reads every key of
+a run in a few queries; ``baseline_runs`` reads one key through
+``History.metric_series`` and is kept as the reference (and for change-point
+localisation).
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import sqlite3
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from gates import stats
+from gates.provenance import host_key
+
+__all__ = ["SERIES_LIMIT", "baseline_runs", "bulk_baselines", "hosts_of", "transients"]
+
+SERIES_LIMIT = 80  # newest baseline rows fetched per metric (window 40 + 10 + confirm reruns)
+
+
+def baseline_runs(history: Any, suite: str, key: str, fingerprint: str | None,
+                   run: Mapping[str, Any], exclude: set[str]) -> list[Mapping[str, Any]]:
+    rows = history.metric_series(suite, key, fingerprint, limit=SERIES_LIMIT,
+                                 trusted_only=True, exclude_run_id=run["run_id"])
+    started = run.get("started_at") or ""
+    keep: dict[str, Mapping[str, Any]] = {}
+    for r in rows:  # newest first
+        if r["run_id"] in exclude or r.get("confirm_of"):
+            continue
+        if started and (r.get("started_at") or "") > started:
+            continue  # re-gating an old run: only what came before it
+        if r["run_id"] in keep:
+            # Several tests recording one key in a run: pool their samples.
+            prev = keep[r["run_id"]]
+            keep[r["run_id"]] = {**prev, "samples": list(prev["samples"]) + list(r["samples"])}
+        else:
+            keep[r["run_id"]] = r
+    subs = transients(history.conn, suite, {key})
+    for rid in [rid for rid in keep if (rid, key) in subs]:
+        # The confirm found this run's first attempt a transient: its rerun stands in.
+        rows_c = [r for r in history.metrics(subs[(rid, key)]) if r["key"] == key
+                  and r.get("suite") == suite
+                  and (fingerprint is None or r.get("fingerprint") == fingerprint)]
+        if rows_c:
+            pooled = [x for r in rows_c for x in (r.get("samples") or [])]
+            keep[rid] = {**keep[rid], "samples": pooled, "median": rows_c[0]["median"]}
+    return list(reversed(list(keep.values())))  # oldest first
+
+
+def transients(conn: sqlite3.Connection, suite: str,
+                keys: set[str]) -> dict[tuple[str, str], str]:
+    """{(run id, key): its confirm run's id} where the confirm found the first attempt a
+    transient (``Verdict.transient``); the newest confirm wins."""
+    out: dict[tuple[str, str], str] = {}
+    for first, key, rid, detail in conn.execute(
+            "SELECT r.confirm_of, v.key, v.run_id, v.detail FROM verdicts v "
+            "JOIN runs r ON r.run_id = v.run_id WHERE r.suite = ? AND r.confirm_of IS NOT NULL "
+            "AND r.status = 'complete' AND v.detail LIKE '%\"transient\": true%' "
+            "ORDER BY r.started_at, v.id", (suite,)):
+        if key not in keys:
+            continue
+        try:
+            if json.loads(detail).get("transient") is True:
+                out[(first, key)] = rid
+        except (ValueError, AttributeError):
+            continue  # an unreadable detail marks nothing
+    return out
+
+
+def bulk_baselines(history: Any, run: Mapping[str, Any], keys: set[str], exclude: set[str],
+                    need: int, ids_out: dict[str, list[str]] | None = None) -> dict[str, Any]:
+    """Baseline runs of every key in ``keys`` at once, oldest first, for ``stats.summarize``.
+
+    Each value is a ``stats.Summarized`` when every run has one row of the key
+    (the usual case): the stored medians, and the samples of the newest
+    ``stats.WITHIN_RUNS`` runs only. Otherwise (several rows of a key pooled in a
+    run) it is a list of each run's 1-D sample array.
+
+    The same series ``baseline_runs`` builds key by key (newest ``SERIES_LIMIT``
+    metric rows of complete trusted runs of the suite and fingerprint, then the
+    same filters and pooling), cut to the newest ``need`` runs, which is all the
+    statistics read (``stats.summarize``). Reads: the suite's runs (one query),
+    the metric rows of the newest runs in batches (only while some key still
+    lacks runs), and the samples of the rows read (``_samples_of``).
+    ``ids_out``, when given, receives each key's run ids in the same order.
+    """
+    if not keys:
+        return {}
+    conn = history.conn
+    clauses = ["suite = ?", "status = 'complete'", "trusted = 1", "run_id != ?"]
+    params: list[Any] = [run["suite"], run["run_id"]]
+    fp = run.get("fingerprint")
+    if fp is not None:
+        clauses.append("fingerprint = ?")
+        params.append(fp)
+    runs = conn.execute(
+        "SELECT run_id, started_at, confirm_of FROM runs "
+        f"WHERE {' AND '.join(clauses)} ORDER BY started_at DESC", params).fetchall()
+    started = run.get("started_at") or ""
+    info = {rid: (st or "", bool(cof) or rid in exclude or bool(started and (st or "") > started))
+            for rid, st, cof in runs}
+    # Unary + keeps SQLite on the run_id index (the suite index would scan every run).
+    mclauses = ["+suite = ?"] + (["+fingerprint = ?"] if fp is not None else [])
+    mparams: list[Any] = [run["suite"]] + ([fp] if fp is not None else [])
+    run_started = {rid: v[0] for rid, v in info.items()}
+    rows: dict[str, list[tuple[str, int, str]]] = {k: [] for k in keys}
+    medians: dict[int, float | None] = {}
+    done: dict[str, list[tuple[str, list[int]]]] = {}
+    pending = set(keys)
+    i = 0
+    batch_n = max(need, 16)
+    while pending and i < len(runs):
+        j = min(len(runs), i + batch_n)
+        while j < len(runs) and runs[j][1] == runs[j - 1][1]:
+            j += 1  # a batch holds every run of its oldest start time
+        ids = [r[0] for r in runs[i:j]]
+        i = j
+        for mid, rid, key, med in _metric_rows(conn, ids, mclauses, mparams):
+            if key in pending:
+                rows[key].append((run_started[rid], mid, rid))
+                medians[mid] = med
+        for key in list(pending):
+            series = sorted(rows[key], reverse=True)[:SERIES_LIMIT]  # newest first
+            kept: dict[str, list[int]] = {}
+            for _st, mid, rid in series:
+                if not info[rid][1]:
+                    if rid in kept:
+                        kept[rid].append(mid)  # several rows of a key in one run: pooled
+                    else:
+                        kept[rid] = [mid]
+            if len(series) >= SERIES_LIMIT or len(kept) >= need or i >= len(runs):
+                done[key] = list(kept.items())[:need]
+                pending.discard(key)
+    for key in pending:
+        done[key] = []
+    subs = transients(conn, run["suite"], set(done))
+    if subs:
+        # Runs whose first attempt the confirm found a transient: the rerun's rows.
+        by_c: dict[tuple[str, str], list[int]] = {}
+        for mid, rid, key, med in sorted(_metric_rows(conn, sorted(set(subs.values())),
+                                                      mclauses, mparams)):
+            by_c.setdefault((rid, key), []).append(mid)
+            medians[mid] = med
+        for key, kept_runs in done.items():
+            done[key] = [(rid, by_c.get((subs[(rid, key)], key), mids)
+                          if (rid, key) in subs else mids) for rid, mids in kept_runs]
+    if ids_out is not None:
+        for key, kept_runs in done.items():
+            ids_out[key] = [rid for rid, _ in reversed(kept_runs)]  # oldest first
+    # A run with one row of a key is summarised by the stored median (the median of
+    # its samples, metrics.median), so only the newest WITHIN_RUNS runs' samples are
+    # read, for the within-run spread; pooled rows need all their samples.
+    stored = {key for key, kept_runs in done.items()
+              if all(len(mids) == 1 and medians[mids[0]] is not None for _, mids in kept_runs)}
+    want = sorted({mid for key, kept_runs in done.items()
+                   for _, mids in (kept_runs[:stats.WITHIN_RUNS] if key in stored else kept_runs)
+                   for mid in mids})
+    samples = _samples_of(conn, want)
+    out: dict[str, Any] = {}
+    for key, kept_runs in done.items():
+        if not kept_runs:
+            out[key] = []
+            continue
+        kept_runs.reverse()  # oldest first
+        if key in stored:
+            # A row without samples: its median stands in (as in baseline_runs).
+            recent = [samples.get(mids[0], np.array([medians[mids[0]]], dtype=float))
+                      for _, mids in kept_runs[-stats.WITHIN_RUNS:]]
+            out[key] = stats.Summarized(
+                np.array([medians[mids[0]] for _, mids in kept_runs], dtype=float),
+                np.stack(recent) if len({x.size for x in recent}) == 1 else recent)
+            continue
+        series_runs: list[Any] = []
+        for _rid, mids in kept_runs:
+            parts = [samples[m] for m in mids if m in samples]
+            if parts:
+                series_runs.append(parts[0] if len(parts) == 1 else np.concatenate(parts))
+            else:  # a row without samples: its median stands in (None reads as NaN, as there)
+                series_runs.append(np.array([medians[mids[0]]], dtype=float))
+        out[key] = series_runs
+    return out
+
+
+def _metric_rows(conn: sqlite3.Connection, run_ids: Sequence[str], clauses: Sequence[str],
+                 params: Sequence[Any]) -> list[tuple[int, str, str, float | None]]:
+    """(id, run_id, key, median) of the metric rows of ``run_ids`` that match ``clauses``."""
+    out: list[tuple[int, str, str, float | None]] = []
+    for c in range(0, len(run_ids), 500):  # SQLite's bound-parameter limit
+        part = run_ids[c:c + 500]
+        out.extend(conn.execute(
+            f"SELECT id, run_id, key, median FROM metrics WHERE run_id IN "
+            f"({','.join('?' * len(part))}) AND {' AND '.join(clauses)}",
+            [*part, *params]).fetchall())
+    return out
+
+
+def _samples_of(conn: sqlite3.Connection, want: Sequence[int]) -> dict[int, np.ndarray]:
+    """{metric row id: its samples in recording order} for the sorted ids ``want``.
+
+    One primary-key range query per stretch of nearby ids (a run's metric ids are
+    contiguous, consecutive runs' usually adjacent); rows outside ``want`` in a
+    range are dropped.
+    """
+    if not want:
+        return {}
+    chunks: list[tuple[int, float]] = []
+    lo = 0
+    for hi in range(1, len(want) + 1):
+        if hi == len(want) or want[hi] - want[hi - 1] > 256:
+            chunks.extend(conn.execute(
+                "SELECT metric_id, value FROM samples WHERE metric_id BETWEEN ? AND ? "
+                "ORDER BY metric_id, seq", (want[lo], want[hi - 1])).fetchall())
+            lo = hi
+    if not chunks:
+        return {}
+    flat = np.fromiter(itertools.chain.from_iterable(chunks), dtype=float, count=2 * len(chunks))
+    sid = flat[0::2].astype(np.int64)
+    sval = flat[1::2].copy()
+    first = np.concatenate(([0], np.flatnonzero(np.diff(sid)) + 1))
+    bounds = np.append(first, sid.size)
+    wanted = set(want)
+    return {int(sid[a]): sval[a:b] for a, b in zip(bounds[:-1], bounds[1:], strict=True)
+            if int(sid[a]) in wanted}
+
+
+def hosts_of(history: Any, run_ids: Sequence[str]) -> dict[str, str | None]:
+    """Machine of each run (``provenance.host_key``: its GPUs' uuids; None if unrecorded)."""
+    out: dict[str, str | None] = {}
+    ids = sorted(set(run_ids))
+    for c in range(0, len(ids), 500):
+        part = ids[c:c + 500]
+        for rid, hw in history.conn.execute(
+                f"SELECT run_id, hardware FROM runs WHERE run_id IN ({','.join('?' * len(part))})",
+                part):
+            out[rid] = host_key(hw)
+    return out
