@@ -104,23 +104,33 @@ def test_failure_inside_the_block_stops_the_server(
     assert all(wait_dead(p) for p in pids)
 
 
-def test_sigterm_to_the_parent_still_stops_the_group(tmp_path: Path) -> None:
+def spawn_parent(tmp_path: Path, command: str, *, managed: bool) -> tuple[subprocess.Popen, int]:
+    """A Python parent that starts the fake server (in a ``with`` block when ``managed``),
+    prints its leader pid and sleeps; returns the parent and the server's pid."""
+    start = (f"with start_server(cfg, Path({str(tmp_path)!r})) as srv:" if managed
+             else f"if True:\n    srv = start_server(cfg, Path({str(tmp_path)!r}))")
     script = textwrap.dedent(f"""
         import sys, time
         from pathlib import Path
         sys.path.insert(0, {str(ROOT)!r})
         from serving.lifecycle import ServerConfig, start_server
-        cfg = ServerConfig(engine="command", command={FAKE + " --spawn-child"!r},
+        cfg = ServerConfig(engine="command", command={command!r},
                            env={{"PYTHONPATH": {str(ROOT)!r}}}, stop_timeout_s=5)
-        with start_server(cfg, Path({str(tmp_path)!r})) as srv:
-            print("leader", srv.process.pid, flush=True)
-            time.sleep(60)
-    """)
+    """) + start + """
+    print("leader", srv.process.pid, flush=True)
+    time.sleep(60)
+"""
     parent = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    line = parent.stdout.readline()  # type: ignore[union-attr]
+    if not line.startswith("leader"):
+        parent.kill()
+        raise AssertionError(f"the parent printed {line!r}, not its server's pid")
+    return parent, int(line.split()[1])
+
+
+def test_sigterm_to_the_parent_still_stops_the_group(tmp_path: Path) -> None:
+    parent, leader = spawn_parent(tmp_path, FAKE + " --spawn-child", managed=True)
     try:
-        line = parent.stdout.readline()  # type: ignore[union-attr]
-        assert line.startswith("leader"), line
-        leader = int(line.split()[1])
         worker = child_pid(next(tmp_path.glob("server-command-*.log")))
         parent.send_signal(signal.SIGTERM)
         assert parent.wait(timeout=20) != 0
@@ -132,22 +142,8 @@ def test_sigterm_to_the_parent_still_stops_the_group(tmp_path: Path) -> None:
 
 def test_server_dies_with_a_killed_parent(tmp_path: Path) -> None:
     # SIGKILL (or os._exit) runs no finally block; the server must not outlive us.
-    script = textwrap.dedent(f"""
-        import sys, time
-        from pathlib import Path
-        sys.path.insert(0, {str(ROOT)!r})
-        from serving.lifecycle import ServerConfig, start_server
-        cfg = ServerConfig(engine="command", command={FAKE!r},
-                           env={{"PYTHONPATH": {str(ROOT)!r}}}, stop_timeout_s=5)
-        srv = start_server(cfg, Path({str(tmp_path)!r}))
-        print("leader", srv.process.pid, flush=True)
-        time.sleep(60)
-    """)
-    parent = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    parent, leader = spawn_parent(tmp_path, FAKE, managed=False)
     try:
-        line = parent.stdout.readline()  # type: ignore[union-attr]
-        assert line.startswith("leader"), line
-        leader = int(line.split()[1])
         parent.kill()
         parent.wait(timeout=10)
         assert wait_dead(leader)
