@@ -13,7 +13,14 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from gates.judge import DEFAULTS, QUANTILE_WEIGHT, GateParams, Judgement, judge_summaries
+from gates.judge import (
+    DEFAULTS,
+    QUANTILE_RHO,
+    QUANTILE_WEIGHT,
+    GateParams,
+    Judgement,
+    judge_summaries,
+)
 from gates.robust import QN_EFF, predictive_z_pvalue
 
 __all__ = [
@@ -184,7 +191,7 @@ def confirm(
         df = max(QN_EFF * (j.n_baseline - 1), 2.0)
         p_split = predictive_z_pvalue(sign * (first - rerun) / se_d, df)
         j.extras["p_split"] = p_split
-    if first is not None and iid and j.status == "ok":
+    if first is not None and j.extras.get("rho_lo", 0.0) <= QUANTILE_RHO and j.status == "ok":
         jf = judge_summaries(history, first, **kw)
         if jf.extras.get("p_q_worse", 1.0) / QUANTILE_WEIGHT <= params.level:
             # The quantile test tripped: the rerun's own quantile test at the confirm
@@ -194,6 +201,7 @@ def confirm(
                     and j.extras.get("p_q_pair", 1.0) <= params.quantile_pair_level
                     and (own is None or j.sign * own > j.floor))
             return j, "regression" if held else "pass"
+    if first is not None and iid and j.status == "ok":
         k = jf.window
         p_conf = min(p_conf, j.extras.get("p_run_worse" if k == 1 else f"p_w{k}_worse", 1.0))
     v = decide(j, p_conf, level=params.confirm_level)

@@ -28,7 +28,7 @@ Design, in short (see ``judge_summaries`` and ``confirm``):
    baseline runs (or rolling k-run stretches) and by an exponential tail
    fitted to the baseline's exceedances: a level the noise already produced
    (a second mode, heavy tails, an old spike) is not evidence. Where the
-   baseline has such a tail and looks independent, an exact rank test of the
+   baseline has such a tail and at most mild autocorrelation, an exact rank test of the
    least bad of the last 7 runs (``quantile_p``) takes 0.1 of the level from
    the windows: a shifted main mode shows in it through a slow mode.
 3. Practical floor: max(declared ``min_change``, 0.5 * run-to-run CV); both

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from gates import stats
-from gates.judge import QUANTILE_K
+from gates.judge import QUANTILE_K, QUANTILE_RHO
 from gates.stats import (
     DEFAULTS,
     bh_qvalues,
@@ -291,14 +291,20 @@ def test_quantile_test_skips_windows_with_a_machine_the_baseline_has_not_seen():
     assert "p_q_worse" not in judge_summaries(hist, value, sign=1, hosts=new, host="c").extras
 
 
-def test_quantile_test_only_for_heavy_tailed_independent_baselines():
+def test_quantile_test_only_for_heavy_tailed_baselines_without_clear_autocorrelation():
     rng = np.random.default_rng(1)
     gauss = 1 + rng.normal(0, 0.01, 45)
     assert "p_q_worse" not in judge_summaries(gauss, 1.05, sign=1).extras
-    a = _ar1_baseline(45)
-    a[[5, 12, 20, 28]] += 0.05  # slow runs, but the runs are autocorrelated
+    a = _ar1_baseline(45, phi=0.9)
+    a[[5, 6, 20, 21, 33, 34]] += 0.03  # slow runs, in pairs: excursions of autocorrelated runs
     j = judge_summaries(a, 1.05, sign=1)
-    assert j.extras["rho_lo"] > 0 and "p_q_worse" not in j.extras
+    assert j.extras["heavy"] and j.extras["rho_lo"] > QUANTILE_RHO and "p_q_worse" not in j.extras
+    # Independent two-mode runs whose cautious rho bound is above 0 by chance (about a
+    # fifth of 40-run baselines) keep the test.
+    rng = np.random.default_rng(1)
+    h = 1 + rng.normal(0, 0.01, 45) + (rng.random(45) < 0.3) * rng.uniform(0.03, 0.28, 45)
+    j = judge_summaries(h, 1.0, sign=1)
+    assert j.extras["heavy"] and 0 < j.extras["rho_lo"] <= QUANTILE_RHO and "p_q_worse" in j.extras
 
 
 def test_autocorrelated_runs_are_predicted_one_step_ahead():
