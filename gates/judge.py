@@ -58,8 +58,9 @@ QUANTILE_K = 7  # runs whose minimum (bad direction) the quantile test judges (5
 # and H200 within-10 detection of 5% steps +5-14 points, their false alarms no higher)
 QUANTILE_WEIGHT = 0.1  # its share of the level, taken from the windows, where it applies
 QUANTILE_RHO = 0.2  # ... on baselines whose cautious lag-1 autocorrelation (rho_lo) is at most
-# this (0 -> 0.2: a chance rho_lo > 0 in a fifth of independent 40-run baselines had switched it
-# off; within-10 detection in bimodal and H200 cells +5-29 points, six-seed null FA +0-0.2)
+# this (0 -> 0.2: rho_lo > 0 by chance in 24% of independent Gaussian 40-run baselines and 61% of
+# two-mode ones, whose skew the median-centred estimator reads as autocorrelation, had switched
+# it off; within-10 detection in bimodal and H200 cells +5-29 points, six-seed null FA +0-0.2)
 
 
 @dataclass(frozen=True)
@@ -176,9 +177,11 @@ def judge_summaries(
     scales on the bad side) with at most mild signs of autocorrelation
     (rho_lo <= ``QUANTILE_RHO``) add a quantile test (``quantile_p``): the
     least bad of the last ``QUANTILE_K`` runs against the baseline, exact
-    under exchangeability. (rho_lo is a cautious lower bound: above 0 in
-    about a fifth of independent 40-run baselines by chance; strong AR(1),
-    where an excursion keeps several runs high together, stays out.) A slow second
+    under exchangeability. (rho_lo is a cautious lower bound, above 0 by
+    chance in a quarter of independent Gaussian 40-run baselines and, as
+    skew reads as autocorrelation to ``lag1_autocorr``, in most two-mode
+    ones; strong AR(1), where an excursion keeps several runs high
+    together, stays out.) A slow second
     mode moves a window's robust location but not its minimum, so a shifted
     main mode shows there; it takes ``QUANTILE_WEIGHT`` of the level from the
     windows (weights depend on the baseline only). ``first``: the first
