@@ -28,7 +28,7 @@ SERIES_LIMIT = 80  # newest baseline rows fetched per metric (window 40 + 10 + c
 
 
 def baseline_runs(history: Any, suite: str, key: str, fingerprint: str | None,
-                   run: Mapping[str, Any], exclude: set[str]) -> list[Mapping[str, Any]]:
+                  run: Mapping[str, Any], exclude: set[str]) -> list[Mapping[str, Any]]:
     rows = history.metric_series(suite, key, fingerprint, limit=SERIES_LIMIT,
                                  trusted_only=True, exclude_run_id=run["run_id"])
     started = run.get("started_at") or ""
@@ -57,7 +57,7 @@ def baseline_runs(history: Any, suite: str, key: str, fingerprint: str | None,
 
 
 def transients(conn: sqlite3.Connection, suite: str,
-                keys: set[str]) -> dict[tuple[str, str], str]:
+               keys: set[str]) -> dict[tuple[str, str], str]:
     """{(run id, key): its confirm run's id} where the confirm found the first attempt a
     transient (``Verdict.transient``); the newest confirm wins."""
     out: dict[tuple[str, str], str] = {}
@@ -77,7 +77,7 @@ def transients(conn: sqlite3.Connection, suite: str,
 
 
 def bulk_baselines(history: Any, run: Mapping[str, Any], keys: set[str], exclude: set[str],
-                    need: int, ids_out: dict[str, list[str]] | None = None) -> dict[str, Any]:
+                   need: int, ids_out: dict[str, list[str]] | None = None) -> dict[str, Any]:
     """Baseline runs of every key in ``keys`` at once, oldest first, for ``stats.summarize``.
 
     Each value is a ``stats.Summarized`` when every run has one row of the key

@@ -181,7 +181,8 @@ def confirm(
     kw = dict(sign=sign, params=params, n_trials=n_trials, extra_var=extra_var,
               min_change=min_change, hosts=hosts, host=host)
     j = judge_summaries(history, rerun, first=first, **kw)
-    iid = j.extras.get("rho_lo", 0.0) == 0.0
+    rho_lo = j.extras.get("rho_lo", 0.0)
+    iid = rho_lo == 0.0
     p_conf = j.p_worse
     s1c = j.extras.get("s1c", j.extras.get("s1", 0.0))
     p_split = 1.0
@@ -191,7 +192,9 @@ def confirm(
         df = max(QN_EFF * (j.n_baseline - 1), 2.0)
         p_split = predictive_z_pvalue(sign * (first - rerun) / se_d, df)
         j.extras["p_split"] = p_split
-    if first is not None and j.extras.get("rho_lo", 0.0) <= QUANTILE_RHO and j.status == "ok":
+    # The first attempt is judged again where its quantile test may have run (the same
+    # baseline, so the same rho_lo guard as ``judge_summaries``) or its window matters.
+    if first is not None and rho_lo <= QUANTILE_RHO and j.status == "ok":
         jf = judge_summaries(history, first, **kw)
         if jf.extras.get("p_q_worse", 1.0) / QUANTILE_WEIGHT <= params.level:
             # The quantile test tripped: the rerun's own quantile test at the confirm
@@ -201,9 +204,9 @@ def confirm(
                     and j.extras.get("p_q_pair", 1.0) <= params.quantile_pair_level
                     and (own is None or j.sign * own > j.floor))
             return j, "regression" if held else "pass"
-    if first is not None and iid and j.status == "ok":
-        k = jf.window
-        p_conf = min(p_conf, j.extras.get("p_run_worse" if k == 1 else f"p_w{k}_worse", 1.0))
+        if iid:
+            k = jf.window
+            p_conf = min(p_conf, j.extras.get("p_run_worse" if k == 1 else f"p_w{k}_worse", 1.0))
     v = decide(j, p_conf, level=params.confirm_level)
     consistent = not (params.consistency_level > 0 and p_split <= params.consistency_level)
     if v == "regression" and not consistent:

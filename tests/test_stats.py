@@ -307,6 +307,18 @@ def test_quantile_test_only_for_heavy_tailed_baselines_without_clear_autocorrela
     assert j.extras["heavy"] and 0 < j.extras["rho_lo"] <= QUANTILE_RHO and "p_q_worse" in j.extras
 
 
+def test_quantile_trip_confirms_where_the_rho_bound_is_above_0_by_chance():
+    # Independent two-mode runs whose cautious rho bound is above 0 (seed 10: 0.11): the
+    # quantile test decides the first attempt, and its confirm path judges the rerun.
+    hist, value = _bimodal_then_shift(10)
+    j = judge_summaries(hist, value, sign=1)
+    assert 0 < j.extras["rho_lo"] <= QUANTILE_RHO
+    assert j.statistic == f"robust-t/quantile-{QUANTILE_K}"
+    assert decide(j, j.p_worse, level=DEFAULTS.level) == "regression"
+    assert confirm(hist, 1.10, sign=1, first=value)[1] == "regression"
+    assert confirm(hist, 1.0, sign=1, first=value)[1] == "pass"
+
+
 def test_autocorrelated_runs_are_predicted_one_step_ahead():
     rng = np.random.default_rng(12)
     iid = 1 + rng.normal(0, 0.01, 41)
