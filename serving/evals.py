@@ -26,6 +26,7 @@ __all__ = [
     "EvalConfigError",
     "Problem",
     "EvalResult",
+    "record_eval",
     "load_eval_config",
     "parse_eval_config",
     "load_dataset",
@@ -307,3 +308,15 @@ def run_eval(
         [q.value for q in questions],
         errors=sum(1 for _, err in answers if err),
     )
+
+
+def record_eval(metrics: Any, key: str, result: EvalResult, config: EvalConfig) -> None:
+    """Record ``key/accuracy`` (gated with its binomial noise: N questions, and the
+    config's ``accuracy_threshold - tolerance`` floor) and ``key/invalid_rate``.
+
+    ``metrics`` is the gates plugin's ``metrics`` fixture (anything with its ``record``).
+    """
+    metrics.record(f"{key}/accuracy", result.accuracy, unit="ratio", better="higher",
+                   n=result.n, min_value=config.floor)
+    metrics.record(f"{key}/invalid_rate", result.invalid_rate, unit="ratio", better="lower",
+                   n=result.n)

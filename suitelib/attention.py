@@ -92,6 +92,21 @@ class PagedKV:
         n = self.lengths[i]
         return kv[0, :n], kv[1, :n]
 
+    def decode_wrapper(self, fi, workspace: torch.Tensor, num_qo_heads: int, *,
+                       tensor_cores: bool = False):
+        """A FlashInfer ``BatchDecodeWithPagedKVCacheWrapper`` planned for this cache.
+
+        ``fi`` is the imported ``flashinfer`` module (``hardware.import_flashinfer``);
+        queries and cache share the cache's dtype. ``tensor_cores`` picks the
+        prefill-style kernel FlashInfer uses for grouped-query decode.
+        """
+        w = fi.BatchDecodeWithPagedKVCacheWrapper(workspace, "NHD",
+                                                  use_tensor_cores=tensor_cores)
+        w.plan(self.indptr, self.indices, self.last_page_len, num_qo_heads,
+               self.cache.shape[3], self.cache.shape[4], self.page_size,
+               q_data_type=self.cache.dtype, kv_data_type=self.cache.dtype)
+        return w
+
 
 def build_paged_kv(
     lengths: Sequence[int],

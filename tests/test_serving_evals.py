@@ -4,6 +4,8 @@ from pathlib import Path
 
 import pytest
 
+from gates.metrics import MetricBook
+from gates.plugin import MetricsRecorder
 from serving.evals import (
     DEFAULT_DATASET,
     EvalConfigError,
@@ -15,6 +17,7 @@ from serving.evals import (
     load_eval_config,
     parse_eval_config,
     parse_gold_answer,
+    record_eval,
     run_eval,
     score,
 )
@@ -183,3 +186,14 @@ def test_args_satisfied_compares_flags_and_values() -> None:
     assert not args_satisfied(launched, ["--max-model-len", "1024"])
     assert not args_satisfied(launched, ["--max-num-seqs", "4"])
     assert not args_satisfied(["--enforce-eager"], ["--enforce-eager", "--tp", "2"])
+
+
+def test_record_eval_gates_accuracy_with_its_questions_and_floor() -> None:
+    cfg = parse_eval_config({**GOOD, "accuracy_threshold": 0.6, "tolerance": 0.05})
+    book = MetricBook()
+    record_eval(MetricsRecorder(book), "evals/x", score([1.0, None, 3.0, 5.0],
+                                                        [1.0, 2.0, 4.0, 5.0]), cfg)
+    acc, inv = book.metrics["evals/x/accuracy"], book.metrics["evals/x/invalid_rate"]
+    assert (acc.samples, acc.better, acc.n, acc.unit) == ((0.5,), "higher", 4, "ratio")
+    assert acc.min_value == pytest.approx(0.55)
+    assert (inv.samples, inv.better, inv.n, inv.min_value) == ((0.25,), "lower", 4, None)

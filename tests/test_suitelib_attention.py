@@ -85,3 +85,26 @@ def test_nan_filled_outputs_only_inside_and_only_half_precision() -> None:
     assert torch.isnan(a).all() and torch.isnan(b).all() and c.dtype == torch.int32
     assert not torch.isnan(torch.zeros(3, dtype=torch.bfloat16)).any()
     assert torch.empty is not None and torch.empty(2, dtype=torch.bfloat16).shape == (2,)
+
+
+def test_decode_wrapper_plans_the_cache_it_belongs_to() -> None:
+    # A stand-in for the flashinfer module: what plan is given is the cache's own
+    # layout (heads, head dim, page size, dtype), not constants a caller could mistype.
+    calls: list = []
+
+    class Wrapper:
+        def __init__(self, workspace, layout, use_tensor_cores):
+            calls.append(("init", layout, use_tensor_cores))
+
+        def plan(self, *args, **kwargs):
+            calls.append(("plan", args, kwargs))
+
+    fi = type("fi", (), {"BatchDecodeWithPagedKVCacheWrapper": Wrapper})
+    paged = build_paged_kv([5, 17], num_kv_heads=2, head_dim=8, page_size=4,
+                           dtype=torch.float16)
+    paged.decode_wrapper(fi, torch.zeros(8, dtype=torch.uint8), 6, tensor_cores=True)
+    (_, layout, tc), (_, args, kwargs) = calls
+    assert (layout, tc) == ("NHD", True)
+    assert args[0] is paged.indptr and args[1] is paged.indices
+    assert args[2] is paged.last_page_len and args[3:] == (6, 2, 8, 4)
+    assert kwargs == {"q_data_type": torch.float16, "kv_data_type": torch.float16}

@@ -15,6 +15,7 @@ from serving.evals import (
     args_satisfied,
     load_dataset,
     load_eval_config,
+    record_eval,
     run_eval,
     split_problems,
 )
@@ -57,15 +58,4 @@ def test_eval_config(path: Path, vllm_server, metrics, serving_results, tmp_path
     print(
         f"{path.name}: accuracy {result.accuracy:.3f} invalid {result.invalid_rate:.3f} n={result.n}"
     )
-    key = f"evals/{path.stem}"
-    metrics.record(
-        f"{key}/accuracy",
-        result.accuracy,
-        unit="ratio",
-        better="higher",
-        n=result.n,
-        min_value=cfg.floor,
-    )
-    metrics.record(
-        f"{key}/invalid_rate", result.invalid_rate, unit="ratio", better="lower", n=result.n
-    )
+    record_eval(metrics, f"evals/{path.stem}", result, cfg)

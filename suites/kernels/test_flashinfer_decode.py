@@ -56,22 +56,6 @@ def workspace() -> torch.Tensor:
     return torch.zeros(128 << 20, dtype=torch.uint8, device="cuda")
 
 
-def _wrapper(fi, workspace: torch.Tensor, paged, *, tensor_cores: bool):
-    w = fi.BatchDecodeWithPagedKVCacheWrapper(workspace, "NHD", use_tensor_cores=tensor_cores)
-    w.plan(
-        paged.indptr,
-        paged.indices,
-        paged.last_page_len,
-        HQ,
-        HKV,
-        D,
-        paged.page_size,
-        q_data_type=torch.bfloat16,
-        kv_data_type=torch.bfloat16,
-    )
-    return w
-
-
 def _check_bandwidth(bw: list[float], floor_tb_s: float | None, what: str) -> None:
     peak = hw.hbm_peak_bytes_per_s()
     if peak is not None:
@@ -91,7 +75,7 @@ def test_batch_decode_ragged_shuffled_pages(
         RAGGED, num_kv_heads=HKV, head_dim=D, page_size=PAGE, device="cuda", seed=1
     )
     q = torch.randn(len(RAGGED), HQ, D, dtype=torch.bfloat16, device="cuda")
-    w = _wrapper(fi, workspace, paged, tensor_cores=tensor_cores)
+    w = paged.decode_wrapper(fi, workspace, HQ, tensor_cores=tensor_cores)
     out = torch.full_like(q, float("nan"))
     w.run(q, paged.cache, out=out)
     torch.cuda.synchronize()
@@ -157,7 +141,7 @@ def _decode_perf(fi, workspace, shape, tensor_cores, floor, metrics, request) ->
         [kv_len] * batch, num_kv_heads=HKV, head_dim=D, page_size=PAGE, device="cuda", spare_pages=0
     )
     q = torch.randn(batch, HQ, D, dtype=torch.bfloat16, device="cuda")
-    w = _wrapper(fi, workspace, paged, tensor_cores=tensor_cores)
+    w = paged.decode_wrapper(fi, workspace, HQ, tensor_cores=tensor_cores)
     out = torch.empty_like(q)
     t = time_cuda(lambda: w.run(q, paged.cache, out=out), samples=5, iters=20, warmup=3)
     # Spot check one request of the timed configuration against float64.

@@ -82,18 +82,7 @@ def _decode_flashinfer(bs: int, kv_len: int = 8192) -> list[Measurement]:
         [kv_len] * bs, num_kv_heads=HKV, head_dim=D, device="cuda", spare_pages=0
     )
     ws = torch.zeros(128 << 20, dtype=torch.uint8, device="cuda")
-    w = fi.BatchDecodeWithPagedKVCacheWrapper(ws, "NHD")
-    w.plan(
-        paged.indptr,
-        paged.indices,
-        paged.last_page_len,
-        HQ,
-        HKV,
-        D,
-        paged.page_size,
-        q_data_type=torch.bfloat16,
-        kv_data_type=torch.bfloat16,
-    )
+    w = paged.decode_wrapper(fi, ws, HQ)
     q = torch.randn(bs, HQ, D, device="cuda", dtype=torch.bfloat16)
     out = torch.empty_like(q)
     t = time_cuda(lambda: w.run(q, paged.cache, out=out), samples=5, iters=20)

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from ci_register import register_cpu_ci
 from serving.client import run_load
-from serving.evals import load_eval_config, run_eval
+from serving.evals import load_eval_config, record_eval, run_eval
 from serving.lifecycle import start_server, vllm_cpu_config
 from serving.variants import Variant, run_variants
 
@@ -66,13 +66,6 @@ def test_variants(
                 )
             result = run_eval(srv.url, acc, model=acc.model_name)
             assert result.errors == 0 and result.n == acc.num_questions
-            metrics.record(
-                f"{key}/accuracy",
-                result.accuracy,
-                unit="ratio",
-                better="higher",
-                n=result.n,
-                min_value=acc.floor,
-            )
+            record_eval(metrics, key, result, acc)
 
     run_variants(VARIANTS, run)
