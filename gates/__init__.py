@@ -16,13 +16,11 @@ if TYPE_CHECKING:
     from gates.history import (
         History,
         HistoryError,
-        MergeConflict,
-        MergeReport,
         RunRecord,
         TestResult,
-        merge_histories,
         open_history,
     )
+    from gates.merge import MergeConflict, MergeReport, merge_histories
     from gates.provenance import Provenance, collect_provenance, fingerprint_key
 
 __all__ = [
@@ -44,11 +42,11 @@ __all__ = [
 _LAZY = {
     "History": "gates.history",
     "HistoryError": "gates.history",
-    "MergeConflict": "gates.history",
-    "MergeReport": "gates.history",
+    "MergeConflict": "gates.merge",
+    "MergeReport": "gates.merge",
     "RunRecord": "gates.history",
     "TestResult": "gates.history",
-    "merge_histories": "gates.history",
+    "merge_histories": "gates.merge",
     "open_history": "gates.history",
     "Provenance": "gates.provenance",
     "collect_provenance": "gates.provenance",

@@ -214,7 +214,7 @@ def _health(args: argparse.Namespace) -> int:
 
 
 def _merge(args: argparse.Namespace) -> int:
-    from gates.history import merge_histories  # noqa: PLC0415
+    from gates.merge import merge_histories  # noqa: PLC0415
 
     missing = [s for s in args.shards if not Path(s).is_file()]
     if missing:

@@ -1,9 +1,10 @@
 """The metric history: runs, test outcomes, metric samples and verdicts in SQLite.
 
 One file (default `history.db` at the repository root) holds every suite run.
-The schema is versioned with sqlite-utils migrations (set ``gates-history`` in
-``_sqlite_migrations``); a file written by a newer version, a corrupt file or a
-file that is not SQLite raises `HistoryError` and is never modified.
+The schema is versioned with sqlite-utils migrations (`gates.schema`; set
+``gates-history`` in ``_sqlite_migrations``); a file written by a newer version,
+a corrupt file or a file that is not SQLite raises `HistoryError` and is never
+modified.
 
 Writes are short ``BEGIN IMMEDIATE`` transactions on a WAL database with a busy
 timeout, retried on "database is locked", so parallel suite processes can share
@@ -33,11 +34,12 @@ Tables (browse them with ``sqlite-utils tables history.db --counts``):
   planned for the run, with est_time / expected seconds; declared gates).
 - ``verdicts``: written by the gates engine, see `History.save_verdicts`.
 - ``trust_log``: every trust change with its reason.
+
+Merging shard files into one history is `gates.merge`.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import random
@@ -48,10 +50,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
-from sqlite_utils import Database, Migrations
+from sqlite_utils import Database
 
 from gates.metrics import Metric
 from gates.provenance import Provenance, utc_now
+from gates.schema import KNOWN_MIGRATIONS, MIGRATIONS, SCHEMA_VERSION, VERDICT_COLUMNS
 
 __all__ = [
     "BUSY_TIMEOUT_S",
@@ -62,11 +65,8 @@ __all__ = [
     "check_file",
     "History",
     "HistoryError",
-    "MergeConflict",
-    "MergeReport",
     "RunRecord",
     "TestResult",
-    "merge_histories",
     "open_history",
 ]
 
@@ -84,107 +84,6 @@ _T = TypeVar("_T")
 
 class HistoryError(Exception):
     """A history file cannot be used as asked; the message names the file and the fix."""
-
-
-class MergeConflict(HistoryError):
-    """A run id exists in two histories with different content; nothing was merged."""
-
-
-# ------------------------------------------------------------------ migrations
-
-MIGRATIONS = Migrations("gates-history")
-
-
-@MIGRATIONS(name="m001_initial")
-def _m001_initial(db: Database) -> None:
-    db["runs"].create(
-        {
-            "run_id": str, "suite": str, "shard_index": int, "shard_count": int,
-            "status": str, "exit_status": int, "confirm_of": str,
-            "commit_sha": str, "branch": str, "ci_url": str,
-            "started_at": str, "finished_at": str, "host": str, "python": str,
-            "fingerprint": str, "hardware": str,
-            "trusted": int, "trust_reason": str, "trust_changed_at": str,
-        },
-        pk="run_id",
-        not_null={"suite", "status", "started_at", "fingerprint", "trusted"},
-        defaults={"status": "incomplete", "trusted": 1, "shard_index": 1, "shard_count": 1},
-    )
-    db["runs"].create_index(["suite", "fingerprint", "started_at"], index_name="runs_series")
-    db["runs"].create_index(["commit_sha"], index_name="runs_commit")
-    db["tests"].create(
-        {
-            "id": int, "run_id": str, "attempt": int, "nodeid": str, "path": str,
-            "outcome": str, "duration": float, "skip_reason": str, "error": str,
-        },
-        pk="id",
-        not_null={"run_id", "attempt", "nodeid", "outcome"},
-        foreign_keys=[("run_id", "runs", "run_id")],
-    )
-    db["tests"].create_index(["run_id", "attempt", "nodeid"], unique=True,
-                             index_name="tests_run_node")
-    db["tests"].create_index(["run_id", "path"], index_name="tests_run_path")
-    db["metrics"].create(
-        {
-            "id": int, "run_id": str, "attempt": int, "nodeid": str, "key": str,
-            "unit": str, "better": str, "n": int, "min_value": float, "max_value": float,
-            "count": int, "median": float,
-            "suite": str, "fingerprint": str, "started_at": str,
-        },
-        pk="id",
-        not_null={"run_id", "attempt", "nodeid", "key", "unit", "better", "count"},
-        foreign_keys=[("run_id", "runs", "run_id")],
-    )
-    db["metrics"].create_index(["run_id", "attempt", "nodeid", "key"], unique=True,
-                               index_name="metrics_run_node_key")
-    db["metrics"].create_index(["suite", "key", "fingerprint", "started_at"],
-                               index_name="metrics_series")
-    # WITHOUT ROWID: the (metric_id, seq) key is the table, no second copy as an index.
-    db.execute(
-        "CREATE TABLE samples (metric_id INTEGER NOT NULL REFERENCES metrics(id), "
-        "seq INTEGER NOT NULL, value REAL NOT NULL, PRIMARY KEY (metric_id, seq)) WITHOUT ROWID"
-    )
-    db["plan_files"].create(
-        {"run_id": str, "path": str, "line": int, "est_time": float, "expected": float,
-         "marker": str, "labels": str},
-        pk=("run_id", "path"),
-        foreign_keys=[("run_id", "runs", "run_id")],
-    )
-    db["plan_gates"].create(
-        {"id": int, "run_id": str, "path": str, "line": int, "metric_key": str, "options": str},
-        pk="id",
-        foreign_keys=[("run_id", "runs", "run_id")],
-    )
-    db["plan_gates"].create_index(["run_id"], index_name="plan_gates_run")
-    db["verdicts"].create(
-        {
-            "id": int, "run_id": str, "attempt": int, "key": str, "nodeid": str,
-            "verdict": str, "baseline": float, "new": float, "rel_change": float,
-            "ci_low": float, "ci_high": float, "statistic": float, "p_value": float,
-            "q_value": float, "floor": float, "mode": str, "detail": str, "created_at": str,
-        },
-        pk="id",
-        not_null={"run_id", "attempt", "key", "verdict"},
-        foreign_keys=[("run_id", "runs", "run_id")],
-    )
-    db["verdicts"].create_index(["run_id", "attempt"], index_name="verdicts_run")
-    db["trust_log"].create(
-        {"id": int, "run_id": str, "trusted": int, "reason": str, "at": str},
-        pk="id",
-        foreign_keys=[("run_id", "runs", "run_id")],
-    )
-    db["trust_log"].create_index(["run_id"], index_name="trust_log_run")
-
-
-# The code's schema version: how many migrations it knows. A file whose
-# `_sqlite_migrations` names one we do not know was written by newer code.
-_KNOWN_MIGRATIONS = ("m001_initial",)
-SCHEMA_VERSION = len(_KNOWN_MIGRATIONS)
-
-VERDICT_COLUMNS = (
-    "key", "nodeid", "verdict", "baseline", "new", "rel_change", "ci_low", "ci_high",
-    "statistic", "p_value", "q_value", "floor", "mode", "detail", "attempt",
-)
 
 
 # ------------------------------------------------------------------- records
@@ -213,20 +112,6 @@ class RunRecord:
     metrics: list[tuple[str, Metric]] = field(default_factory=list)  # (nodeid, metric)
     plan: Mapping[str, Any] | None = None
     exit_status: int | None = None
-
-
-@dataclass
-class MergeReport:
-    """What `merge_histories` did: run ids added, and run ids already present unchanged."""
-
-    into: Path
-    added: list[str] = field(default_factory=list)
-    unchanged: list[str] = field(default_factory=list)
-    per_shard: dict[str, int] = field(default_factory=dict)  # shard path -> runs added
-
-    def __str__(self) -> str:
-        return (f"merged {len(self.added)} new run(s) into {self.into}; "
-                f"{len(self.unchanged)} already present")
 
 
 # ------------------------------------------------------------------ the store
@@ -299,7 +184,7 @@ class History:
 
     def _check_and_migrate(self) -> None:
         applied = {m.name for m in MIGRATIONS.applied(self.db)}
-        unknown = sorted(applied - set(_KNOWN_MIGRATIONS))
+        unknown = sorted(applied - set(KNOWN_MIGRATIONS))
         if unknown:
             raise HistoryError(
                 f"{self.path}: written by a newer gates (schema migrations {', '.join(unknown)}); "
@@ -847,88 +732,3 @@ def _plan_rows(run_id: str, plan: Mapping[str, Any]) -> tuple[list[dict], list[d
 
 def _q(identifier: str) -> str:
     return '"' + identifier.replace('"', '""') + '"'
-
-
-# ---------------------------------------------------------------------- merge
-
-# Trust is a judgement made after the fact, and verdicts are derived: neither
-# makes two copies of a run "different content".
-_VOLATILE_RUN_COLUMNS = ("trusted", "trust_reason", "trust_changed_at")
-
-
-def run_digest(bundle: Mapping[str, Any]) -> str:
-    """Content hash of an exported run, ignoring trust, verdicts and row ids."""
-    content = {
-        "run": _drop(dict(bundle["run"]), *_VOLATILE_RUN_COLUMNS),
-        "tests": bundle["tests"],
-        "metrics": bundle["metrics"],
-        "plan_files": bundle["plan_files"],
-        "plan_gates": bundle["plan_gates"],
-    }
-    blob = json.dumps(content, sort_keys=True, default=str, separators=(",", ":"))
-    return hashlib.sha256(blob.encode()).hexdigest()
-
-
-def _insert_bundle(conn: sqlite3.Connection, bundle: Mapping[str, Any]) -> None:
-    _insert(conn, "runs", [dict(bundle["run"])])
-    _insert(conn, "tests", list(bundle["tests"]))
-    _insert_metrics(conn, [dict(m) for m in bundle["metrics"]])
-    _insert(conn, "plan_files", list(bundle["plan_files"]))
-    _insert(conn, "plan_gates", list(bundle["plan_gates"]))
-    _insert(conn, "verdicts", list(bundle["verdicts"]))
-    _insert(conn, "trust_log", list(bundle["trust_log"]))
-
-
-def merge_histories(shards: Sequence[str | os.PathLike[str]],
-                    into: str | os.PathLike[str]) -> MergeReport:
-    """Fold shard history files into `into` (created if missing), idempotently.
-
-    A run already in `into` with the same content is left alone (so merging a
-    file twice changes nothing); a run id present with different content, in
-    `into` or in two shards, raises `MergeConflict` and nothing is written.
-    Trust flags and verdicts are not content: for a run already present, the
-    target's are kept. Shards are only read. All new runs land in one transaction.
-    """
-    target = Path(into)
-    report = MergeReport(into=target)
-    pending: dict[str, tuple[str, dict[str, Any], str]] = {}  # run_id -> (shard, bundle, digest)
-    with History(target) as history:
-        for shard in shards:
-            shard_path = Path(shard)
-            if shard_path.exists() and target.exists() and shard_path.samefile(target):
-                raise HistoryError(f"{shard_path}: is the merge target itself; pass shard "
-                                   "files other than --into")
-            with History(shard_path, create=False, readonly=True) as source:
-                for run_id in source.run_ids():
-                    bundle = source.export_run(run_id)
-                    digest = run_digest(bundle)
-                    if run_id in pending:
-                        other_shard, _, other_digest = pending[run_id]
-                        if other_digest != digest:
-                            raise MergeConflict(
-                                f"{shard_path}: run {run_id} differs from the same run in "
-                                f"{other_shard}; merge the shards separately or drop one")
-                        continue
-                    pending[run_id] = (str(shard_path), bundle, digest)
-            report.per_shard.setdefault(str(shard_path), 0)
-
-        def write() -> None:
-            # Reset: a retry after "database is locked" runs this again.
-            report.added.clear()
-            report.unchanged.clear()
-            report.per_shard.update(dict.fromkeys(report.per_shard, 0))
-            for run_id, (shard_name, bundle, digest) in pending.items():
-                if history._run_suite(run_id) is not None:
-                    if run_digest(history.export_run(run_id)) != digest:
-                        raise MergeConflict(
-                            f"{shard_name}: run {run_id} exists in {target} with different "
-                            "content; refusing to overwrite (inspect both, then merge the "
-                            "shard into a fresh file)")
-                    report.unchanged.append(run_id)
-                    continue
-                _insert_bundle(history.conn, bundle)
-                report.added.append(run_id)
-                report.per_shard[shard_name] += 1
-
-        history._write(write)
-    return report

@@ -11,12 +11,11 @@ from gates.history import (
     SCHEMA_VERSION,
     History,
     HistoryError,
-    MergeConflict,
     RunRecord,
     TestResult,
-    merge_histories,
     open_history,
 )
+from gates.merge import MergeConflict, merge_histories
 from gates.metrics import validate_metric
 from gates.provenance import Provenance
 

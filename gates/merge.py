@@ -1,0 +1,121 @@
+"""Merging shard history files into one: content digests of runs and `merge_histories`.
+
+Kept out of the store (`gates.history`): only `gate-report merge` needs
+it. It builds on `History`, so the dependency runs one way (merge -> history).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import sqlite3
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from gates.history import History, HistoryError, _drop, _insert, _insert_metrics
+
+__all__ = ["MergeConflict", "MergeReport", "merge_histories", "run_digest"]
+
+
+class MergeConflict(HistoryError):
+    """A run id exists in two histories with different content; nothing was merged."""
+
+
+@dataclass
+class MergeReport:
+    """What `merge_histories` did: run ids added, and run ids already present unchanged."""
+
+    into: Path
+    added: list[str] = field(default_factory=list)
+    unchanged: list[str] = field(default_factory=list)
+    per_shard: dict[str, int] = field(default_factory=dict)  # shard path -> runs added
+
+    def __str__(self) -> str:
+        return (f"merged {len(self.added)} new run(s) into {self.into}; "
+                f"{len(self.unchanged)} already present")
+
+
+# Trust is a judgement made after the fact, and verdicts are derived: neither
+# makes two copies of a run "different content".
+_VOLATILE_RUN_COLUMNS = ("trusted", "trust_reason", "trust_changed_at")
+
+
+def run_digest(bundle: Mapping[str, Any]) -> str:
+    """Content hash of an exported run, ignoring trust, verdicts and row ids."""
+    content = {
+        "run": _drop(dict(bundle["run"]), *_VOLATILE_RUN_COLUMNS),
+        "tests": bundle["tests"],
+        "metrics": bundle["metrics"],
+        "plan_files": bundle["plan_files"],
+        "plan_gates": bundle["plan_gates"],
+    }
+    blob = json.dumps(content, sort_keys=True, default=str, separators=(",", ":"))
+    return hashlib.sha256(blob.encode()).hexdigest()
+
+
+def _insert_bundle(conn: sqlite3.Connection, bundle: Mapping[str, Any]) -> None:
+    _insert(conn, "runs", [dict(bundle["run"])])
+    _insert(conn, "tests", list(bundle["tests"]))
+    _insert_metrics(conn, [dict(m) for m in bundle["metrics"]])
+    _insert(conn, "plan_files", list(bundle["plan_files"]))
+    _insert(conn, "plan_gates", list(bundle["plan_gates"]))
+    _insert(conn, "verdicts", list(bundle["verdicts"]))
+    _insert(conn, "trust_log", list(bundle["trust_log"]))
+
+
+def merge_histories(shards: Sequence[str | os.PathLike[str]],
+                    into: str | os.PathLike[str]) -> MergeReport:
+    """Fold shard history files into `into` (created if missing), idempotently.
+
+    A run already in `into` with the same content is left alone (so merging a
+    file twice changes nothing); a run id present with different content, in
+    `into` or in two shards, raises `MergeConflict` and nothing is written.
+    Trust flags and verdicts are not content: for a run already present, the
+    target's are kept. Shards are only read. All new runs land in one transaction.
+    """
+    target = Path(into)
+    report = MergeReport(into=target)
+    pending: dict[str, tuple[str, dict[str, Any], str]] = {}  # run_id -> (shard, bundle, digest)
+    with History(target) as history:
+        for shard in shards:
+            shard_path = Path(shard)
+            if shard_path.exists() and target.exists() and shard_path.samefile(target):
+                raise HistoryError(f"{shard_path}: is the merge target itself; pass shard "
+                                   "files other than --into")
+            with History(shard_path, create=False, readonly=True) as source:
+                for run_id in source.run_ids():
+                    bundle = source.export_run(run_id)
+                    digest = run_digest(bundle)
+                    if run_id in pending:
+                        other_shard, _, other_digest = pending[run_id]
+                        if other_digest != digest:
+                            raise MergeConflict(
+                                f"{shard_path}: run {run_id} differs from the same run in "
+                                f"{other_shard}; merge the shards separately or drop one")
+                        continue
+                    pending[run_id] = (str(shard_path), bundle, digest)
+            report.per_shard.setdefault(str(shard_path), 0)
+
+        def write() -> None:
+            # Reset: a retry after "database is locked" runs this again.
+            report.added.clear()
+            report.unchanged.clear()
+            report.per_shard.update(dict.fromkeys(report.per_shard, 0))
+            for run_id, (shard_name, bundle, digest) in pending.items():
+                if history._run_suite(run_id) is not None:
+                    if run_digest(history.export_run(run_id)) != digest:
+                        raise MergeConflict(
+                            f"{shard_name}: run {run_id} exists in {target} with different "
+                            "content; refusing to overwrite (inspect both, then merge the "
+                            "shard into a fresh file)")
+                    report.unchanged.append(run_id)
+                    continue
+                _insert_bundle(history.conn, bundle)
+                report.added.append(run_id)
+                report.per_shard[shard_name] += 1
+
+        history._write(write)
+    return report
