@@ -72,7 +72,7 @@ class FixedPercent(ScoreDetector):
 
     def scores(self, x: np.ndarray, ts: Sequence[int]) -> np.ndarray:
         t = np.asarray(ts)
-        return (x[t] - x[t - 1]) / np.abs(x[t - 1])
+        return (x[..., t] - x[..., t - 1]) / np.abs(x[..., t - 1])
 
 
 class MilesBand(ScoreDetector):
@@ -83,10 +83,11 @@ class MilesBand(ScoreDetector):
         self.n, self.rel, self.abs = n, rel, abs_
 
     def scores(self, x: np.ndarray, ts: Sequence[int]) -> np.ndarray:
-        out = np.empty(len(ts))
+        out = np.empty(x.shape[:-1] + (len(ts),))
         for i, t in enumerate(ts):
-            ref = float(np.mean(x[max(0, t - self.n) : t]))
-            out[i] = (x[t] - ref) / max(self.rel * abs(ref), self.abs, 1e-300)
+            ref = np.mean(x[..., max(0, t - self.n) : t], axis=-1)
+            out[..., i] = (x[..., t] - ref) / np.maximum(np.maximum(self.rel * np.abs(ref),
+                                                                    self.abs), 1e-300)
         return out
 
 
@@ -98,11 +99,11 @@ class ZScore(ScoreDetector):
         self.lookback = lookback
 
     def scores(self, x: np.ndarray, ts: Sequence[int]) -> np.ndarray:
-        out = np.empty(len(ts))
+        out = np.empty(x.shape[:-1] + (len(ts),))
         for i, t in enumerate(ts):
-            h = x[max(0, t - self.lookback) : t]
-            sd = float(np.std(h, ddof=1))
-            out[i] = (x[t] - float(np.mean(h))) / max(sd, 1e-300)
+            h = x[..., max(0, t - self.lookback) : t]
+            sd = np.std(h, axis=-1, ddof=1)
+            out[..., i] = (x[..., t] - np.mean(h, axis=-1)) / np.maximum(sd, 1e-300)
         return out
 
 
@@ -110,27 +111,31 @@ class CusumOracle(ScoreDetector):
     name = "cusum-oracle"
     default = None
 
-    def __init__(self, mu0: float, sigma: float, delta: float, start: int) -> None:
+    def __init__(self, mu0, sigma, delta, start: int) -> None:
+        # Scalars for one series, or arrays of shape (series, 1) for a matrix of them.
         self.mu0, self.sigma, self.start = mu0, sigma, start
-        self.k = delta / (2 * sigma) if delta > 0 else 0.5
+        self.k = np.where(np.asarray(delta) > 0, delta / (2 * np.asarray(sigma)), 0.5)
 
     def scores(self, x: np.ndarray, ts: Sequence[int]) -> np.ndarray:
         z = (x - self.mu0) / self.sigma - self.k
-        s = np.zeros(x.size)
-        acc = 0.0
-        for t in range(self.start, x.size):
-            acc = max(0.0, acc + z[t])
-            s[t] = acc
-        return s[np.asarray(ts)]
+        s = np.zeros(z.shape)
+        acc = np.zeros(z.shape[:-1])
+        for t in range(self.start, z.shape[-1]):
+            acc = np.maximum(0.0, acc + z[..., t])
+            s[..., t] = acc
+        return s[..., np.asarray(ts)]
 
 
 class PluginCusum(CusumOracle):
     name = "cusum-plugin"
 
     def __init__(self, x: np.ndarray, rel: float, start: int) -> None:
-        base = np.asarray(x[:start], dtype=float)
-        mu, sd = float(base.mean()), float(base.std(ddof=1))
-        super().__init__(mu, sd if sd > 0 else 1e-300, rel * abs(mu), start)
+        base = np.asarray(x[..., :start], dtype=float)
+        mu, sd = base.mean(axis=-1, keepdims=True), base.std(axis=-1, ddof=1, keepdims=True)
+        if base.ndim == 1:
+            mu, sd = float(mu[0]), float(sd[0])
+        super().__init__(mu, np.where(sd > 0, sd, 1e-300) if base.ndim > 1 else (sd or 1e-300),
+                         rel * np.abs(mu), start)
 
 
 class OfflineOracle(ScoreDetector):
