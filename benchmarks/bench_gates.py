@@ -42,6 +42,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from held import calibrate_held, confirmed_first  # noqa: E402
 from peers import (  # noqa: E402
     CusumOracle,
     EDivisive,
@@ -55,7 +56,6 @@ from peers import (  # noqa: E402
     ZScore,
     available_libraries,
 )
-from held import calibrate_held, confirmed_first  # noqa: E402
 from series import (  # noqa: E402
     EFFECTS,
     NOISE_MODELS,
@@ -1126,6 +1126,42 @@ the best peer.
   root of the bias) gained as much in bimodal and H200 but raised AR(1)
   null FA to 5.42 / 4.42% (m=5 / m=1): the median-centred r's upward bias
   is part of what holds AR(1) at 5%, so the estimator stays as it is.
+
+Ninth round (2026-12-01, fifth session): the yardsticks held to the gate's
+constraints, and the CUSUM once more.
+
+- The `matched` peers and both CUSUMs are calibrated on nulls alone and then
+  alarm on 10-100% of the spike series (the CUSUM oracle 99% in gauss3 m=1,
+  100% in gauss1): they are not at the false-alarm rate the gate is held to,
+  where a spike alarm is a false alarm. `held` (``benchmarks/held.py``) gives
+  them the gate's first rerun (an alarm stands only if the rerun trips too;
+  an unconfirmed trip's rerun stands in for it later) and calibrates them to
+  5% on nulls and on spikes. Held, the peers mostly gain (the rerun is worth
+  more than the spike constraint costs: z-score gauss3 m=1 step 5% 44 -> 62%)
+  and the CUSUMs lose where a spike is large against the noise (oracle gauss3
+  m=1 step 2% 46 -> 34%, drift 66 -> 50%; plug-in step 2% 38 -> 12%).
+- What that leaves (seed 0, full run below): against the held oracle the
+  gate still falls short in small steps under light or moderate tails
+  (gauss1 step 1%, gauss3 step 2%, Student-t step 2% and drift, gauss8
+  step 10%), and the held plug-in, which knows the shift and is tuned per
+  cell, reaches 90% of the held oracle in several of those; against the best
+  held peer the AR(1) cells are short (a z-score given a rerun that shares
+  the AR state).
+- Tried again (quick harness over cached gate runs, seed 0, 200 series per
+  cell): a windowed CUSUM, S = max over j <= 10 of the sum of the last j
+  runs' clip((x - c) / s1, -3, 2.5) - 0.5, with the centre and scale of the
+  gate's own baseline, only on independent baselines, confirmed by the rerun
+  as `held` does, and with every run the gate reran but did not hold standing
+  in by its rerun (new: that is what removed round 7's spike excess, the
+  spike no longer sitting in the next ten sums). Beside the gate, H = 5:
+  gauss1 m=1 step 1% 36 -> 44% for null FA 2.0 -> 4.0%; gauss3 m=1 step 2%
+  14 -> 17% (1.5 -> 1.5%); spikes +0.5-1.5 points. Instead of the 3- and
+  10-run windows on independent baselines (the gate keeps its k = 1 test):
+  H = 4, gauss1 m=1 step 1% 36 -> 38% with null FA 2.0 -> 4.5%, gauss3 m=1
+  drift 48 -> 43%, and H200 null FA 3.5 -> 7.0% (its baselines pass as
+  independent often enough). Rejected, both: the rolling robust baseline's
+  centre error enters every term of the sum, and one threshold for every
+  metric must sit where the per-cell tuned plug-in does not have to.
 """
 
 
@@ -1290,11 +1326,11 @@ def _held_targets(cells: dict) -> list[str]:
         "- Held to the gate's constraints (`held`: each detector gets the gate's first "
         "confirm rerun, and its threshold keeps FA/series <= 5% on the spike series as well "
         "as on nulls; fixed-5%, miles-band and z-score only):",
-        f"  - within 10 runs >= best held peer: "
+        "  - within 10 runs >= best held peer: "
         + ("met in every cell." if not miss_peer else
            f"short in {len(miss_peer)} cells, by more than 2 standard errors in "
            f"{len(sig_peer)}" + (f" ({', '.join(sig_peer)})." if sig_peer else ".")),
-        f"  - within 10 runs >= 90% of the held CUSUM oracle: "
+        "  - within 10 runs >= 90% of the held CUSUM oracle: "
         + ("met in every cell." if not miss_or else
            f"short in {len(miss_or)} cells, by more than 2 standard errors in {len(sig_or)}"
            + (f" ({'; '.join(m for m in miss_or if m.split(' ')[0] in sig_or)})." if sig_or
