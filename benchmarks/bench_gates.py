@@ -1162,6 +1162,28 @@ constraints, and the CUSUM once more.
   independent often enough). Rejected, both: the rolling robust baseline's
   centre error enters every term of the sum, and one threshold for every
   metric must sit where the per-cell tuned plug-in does not have to.
+- Tried: where a 3- or 10-run window decided an independent baseline's trip
+  and the one-rerun rules hold it (the window re-tested with the rerun in
+  place at 0.05, the pair's lean check), hold it without the two-stage
+  confirm's second stage, which judges the two reruns' mean alone and so
+  drops the window's evidence (harness, seed 0, 200 series). Windows of 3 and
+  10: within 10 runs gauss1 m=1 step 1% 36 -> 46%, gauss3 m=1 step 2%
+  14 -> 20%, gauss8 m=5 step 10% 46 -> 56%, Student-t m=1 step 2% 22 -> 28%;
+  null FA gauss3 m=5 4.5 -> 6.0%, gauss8 m=5 3.0 -> 5.0%, H200 m=1 / m=5
+  3.5 / 4.5 -> 5.0 / 6.0%. The 10-run window only: +1-6 points, null FA
+  +0-1 point (gauss3 m=5 5.5%). Rejected: the gain is bought with the false
+  alarms the level would have to give back.
+- Tried for the two spike cells: every rerun that did not hold its trip
+  stands in for its first attempt in later baselines and windows (not only
+  transients at p_split <= 0.001), on baselines with rho_lo = 0. Six seeds:
+  spikes gauss8 m=1 3.50 -> 3.17%, H200 m=1 5.75 -> 5.42% (each then just
+  inside two standard errors of its nulls, 1.92 and 3.75%), AR(1) unchanged;
+  for every baseline (no rho guard) AR(1) m=1 null FA 4.00 -> 6.83%. But
+  seed 0 detection fell where a real change's first trip went unheld and its
+  lower rerun replaced it: gauss1 m=5 step 1% 30 -> 24%, gauss3 m=5 step 5%
+  76 -> 68%, gauss8 m=1 step 5% / 10% 14 / 56 -> 8 / 50%, Student-t step 2%
+  22 / 18 -> 18 / 14%. Rejected: a borderline check passed by a few tenths
+  of a point, for up to 8 points of detection.
 """
 
 
