@@ -280,7 +280,8 @@ def _eval_held(make: Callable[[list[Series], str], ScoreDetector],
     which know the shift) it is calibrated once per effect and FA is step 5%'s."""
     t0 = time.perf_counter()
     null, spike = _matrix(series["null"]), _matrix(series["spike"])
-    cell = Cell(n_null=len(series["null"]), note=note)
+    cell = Cell(n_null=len(series["null"]),
+                note=(note + "; " if note else "") + "us/eval: whole calibration per null run")
     cal = None
     for e in DETECT_EFFECTS:
         if cal is None or per_effect:
@@ -291,7 +292,6 @@ def _eval_held(make: Callable[[list[Series], str], ScoreDetector],
         first = confirmed_first(make(series[e], e), *_matrix(series[e]), AFTER, cal[0])
         cell.det[e] = _detect_stats([int(f) if f >= 0 else None for f in first])
     cell.us_per_eval = (time.perf_counter() - t0) * 1e6 / (len(series["null"]) * len(GATED))
-    cell.note = (note + "; " if note else "") + "us/eval: whole calibration per null run"
     return cell
 
 

@@ -66,12 +66,15 @@ def calibrate_held(det_null, det_spike, null: tuple[np.ndarray, np.ndarray],
                    spike: tuple[np.ndarray, np.ndarray], ts: Sequence[int],
                    target: float = TARGET) -> tuple[float, float, float]:
     """(threshold, null FA, spike FA): the lowest threshold found at which both FA/series
-    are at most ``target``, by bisection between the lowest score and one at which no
-    series trips more often than ``target`` even without the rerun.
+    are at most ``target``, by bisection between the lowest score and the threshold at
+    which at most ``target`` of the null and of the spike series trip even without the
+    rerun.
 
     A series that never trips is never changed, so at that upper end the confirmed
     FA is at most ``target`` too; FA is not strictly monotone in the threshold (a
     stand-in changes later looks), so the lowest feasible threshold visited is kept.
+    ``det_null`` and ``det_spike`` are the detector built over the null and over the
+    spike series (the plug-in learns each series' own noise).
     """
     raw = [det_null.scores(null[0], ts).max(axis=1), det_spike.scores(spike[0], ts).max(axis=1)]
     hi = float(max(np.quantile(r, 1 - target, method="higher") for r in raw))

@@ -77,3 +77,21 @@ def test_calibration_respects_any_target(target):
     thr, fn, fs = calibrate_held(ZScore(), ZScore(), (null, twins), (spike, twins),
                                  list(range(20, 40)), target=target)
     assert fn <= target and fs <= target
+
+
+def test_the_benchmark_holds_every_held_detector_to_both_false_alarm_rates():
+    import bench_gates as bench
+
+    res = bench.run_benchmark(40, 2, seed=0, peers_on=False, models=["gauss3"], ms=(1,),
+                              log=lambda *_: None)
+    cells = res["cells"][("gauss3", 1)]
+    held = {name: c for (name, mode), c in cells.items() if mode == "held"}
+    assert set(held) == {"fixed-5%", "miles-band", "z-score", "cusum-oracle", "cusum-plugin"}
+    for name, c in held.items():
+        assert c.fa_series <= 0.05 and c.spike_fa <= 0.05, name
+        assert set(c.det) == set(bench.DETECT_EFFECTS), name
+    # Matched on nulls alone, the oracle alarms on most spike series at 3% noise.
+    assert cells[("cusum-oracle", "matched")].spike_fa > 0.5
+    md = bench.render(res, reps=40, slow_reps=2, elapsed=1.0, speed=0.1, quick=True)
+    assert "## Headline: held to the gate's constraints" in md
+    assert "within 10 runs >= 90% of the held CUSUM oracle" in md
