@@ -1159,7 +1159,14 @@ constraints, and the CUSUM once more.
   10-run windows on independent baselines (the gate keeps its k = 1 test):
   H = 4, gauss1 m=1 step 1% 36 -> 38% with null FA 2.0 -> 4.5%, gauss3 m=1
   drift 48 -> 43%, and H200 null FA 3.5 -> 7.0% (its baselines pass as
-  independent often enough). Rejected, both: the rolling robust baseline's
+  independent often enough). The same CUSUM on its own (no gate paths
+  beside it), H = 4: on every baseline it found Student-t drift 84% and step
+  5% 100% (gate 60 / 90%) at 5% null FA, but bimodal, AR(1) and H200 null FA
+  23-62%; guarded (rho_lo <= 0.2, at most 2 more baseline runs beyond 2
+  scales on the bad side than on the good), Student-t drift 75% / 58% (m=1 /
+  m=5) at 4.0% FA, but gauss3 m=5 null FA 7.5%, AR(1) m=5 15% (12% of its
+  baselines pass the guard) and H200 5.5-6.5%, before any gate path adds
+  its own. Rejected, all: the rolling robust baseline's
   centre error enters every term of the sum, and one threshold for every
   metric must sit where the per-cell tuned plug-in does not have to.
 - Tried: where a 3- or 10-run window decided an independent baseline's trip
