@@ -1382,8 +1382,8 @@ def _targets(cells: dict) -> list[str]:
     out.append("- Within 10 runs >= best matched peer in every cell: "
                + ("met." if not miss_peer else f"MISSED in {len(miss_peer)} cells: "
                   + "; ".join(miss_peer) + "."))
-    out.append(f"  - Of these, short by more than 2 standard errors (the rest are within this "
-               f"seed's sampling error): {len(sig_peer)}"
+    out.append(f"  - Of these, short by more than 2 standard errors (the rest are within "
+               f"sampling error): {len(sig_peer)}"
                + (f" ({', '.join(sig_peer)})." if sig_peer else "."))
     out.append("- Within 10 runs >= 90% of the CUSUM oracle: "
                + ("met." if not miss_or else f"MISSED in {len(miss_or)} cells: "
@@ -1412,6 +1412,47 @@ def _targets(cells: dict) -> list[str]:
     out.append("- Single spikes no more false alarms than nulls (within 2 points of sampling "
                "noise): " + ("met." if not worse else "MISSED: " + "; ".join(worse) + "."))
     return out
+
+
+def pool(results: Sequence[dict]) -> dict:
+    """Several seeds' results as one: each cell and detector present in all of them, its
+    rates averaged (weighted by series) and its series counted together (``n_null``
+    summed), so the targets' 2-standard-error calls use every series."""
+    first = results[0]["cells"]
+    cells: dict = {}
+    for k in [k for k in first if all(k in r["cells"] for r in results)]:
+        cells[k] = {}
+        for d in [d for d in first[k] if all(d in r["cells"][k] for r in results)]:
+            cs = [r["cells"][k][d] for r in results]
+            w = np.array([max(x.n_null, 1) for x in cs], dtype=float)
+
+            def avg(v: Sequence[float], w: np.ndarray = w) -> float:
+                v = np.asarray(v, dtype=float)
+                ok = ~np.isnan(v)
+                return float(np.average(v[ok], weights=w[ok])) if ok.any() else float("nan")
+
+            c = Cell(n_null=sum(x.n_null for x in cs), note=cs[0].note)
+            for f in ("fa_series", "fa_run", "spike_fa", "us_per_eval"):
+                setattr(c, f, avg([getattr(x, f) for x in cs]))
+            c.det = {e: tuple(avg([x.det[e][i] for x in cs]) for i in range(4))
+                     for e in cs[0].det if all(e in x.det for x in cs)}
+            cells[k][d] = c
+    return {"libs": results[0]["libs"], "cells": cells}
+
+
+def render_pooled(pooled: dict, files: Sequence[str], metas: Sequence[dict] = ()) -> str:
+    cells = pooled["cells"]
+    n = max((c[("gate", "default")].n_null for c in cells.values()), default=0)
+    made = [f"- `{f}`: seed {m['seed']}, {m['reps']} series per cell, "
+            f"{', '.join(m['models'])}{'' if m.get('peers', True) else ', no Otava/E-divisive'}"
+            for f, m in zip(files, metas, strict=False) if "seed" in m and "models" in m]
+    return "\n".join([
+        "# Detection targets over several seeds\n",
+        f"Command: `python benchmarks/bench_gates.py --pool {' '.join(files)}`; each cell and "
+        f"detector present in every file, rates averaged, series counted together ({n} per "
+        "cell for the gate).\n",
+        *(made + [""] if made else []),
+        *_targets(cells), ""])
 
 
 def _dump(res: dict) -> dict:
@@ -1447,6 +1488,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--out", default=None, help="Markdown report path (results JSON beside it)")
     ap.add_argument("--render", default=None, help="re-render a results JSON, run nothing")
+    ap.add_argument("--pool", nargs="+", default=None, metavar="JSON",
+                    help="the targets over several seeds' results JSONs (--seed N --out ...), "
+                         "run nothing")
     ap.add_argument("--fa-seeds", default=None,
                     help="only the gate's null false alarms over these seeds (e.g. 0,1,2,3,4,5)")
     ap.add_argument("--machines", action="store_true",
@@ -1488,9 +1532,22 @@ def main(argv: Sequence[str] | None = None) -> int:
         if a.out:
             Path(a.out).write_text(md)
         return 0
+    if a.pool:
+        try:
+            docs = [json.loads(Path(f).read_text()) for f in a.pool]
+            pooled = pool([_load(d["results"]) for d in docs])
+        except (OSError, ValueError, KeyError) as exc:
+            print(f"error: --pool: {exc}; give results JSONs written by --out", file=sys.stderr)
+            return 2
+        md = render_pooled(pooled, a.pool, [d.get("meta", {}) for d in docs])
+        print(md)
+        if a.out:
+            Path(a.out).write_text(md)
+        return 0
     if a.render:
         doc = json.loads(Path(a.render).read_text())
-        md = render(_load(doc["results"]), **doc["meta"])
+        md = render(_load(doc["results"]), **{k: v for k, v in doc["meta"].items()
+                                               if k not in ("seed", "models", "peers")})
         print(md)
         if a.out:
             Path(a.out).write_text(md)
@@ -1519,6 +1576,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     meta = {"reps": reps, "slow_reps": slow, "elapsed": time.perf_counter() - t0, "speed": sp,
             "quick": a.quick, "e2e": e2e}
     md = render(res, **meta)
+    # Provenance for --pool (render takes only the fields above).
+    meta = {**meta, "seed": a.seed, "models": models, "peers": not a.no_peers}
     print(md)
     if a.out:
         Path(a.out).parent.mkdir(parents=True, exist_ok=True)

@@ -110,3 +110,27 @@ def test_held_targets_judge_the_gate_against_the_held_detectors_only():
            f"errors in {n} (gauss3/m=1/step1 (60% vs oracle 95%)" in text
     # The held plug-in (55%) does not reach 90% of the held oracle there.
     assert "of the held oracle within 2 standard errors: 0." in text
+
+
+def test_pool_counts_every_seeds_series_and_averages_their_rates(tmp_path, capsys):
+    def res(w10: float, fa: float) -> dict:
+        gate = cell(w10)
+        gate.fa_series = fa
+        return {"libs": {}, "cells": {("gauss3", 1): {("gate", "default"): gate,
+                                                      ("cusum-oracle", "matched"): cell(0.5)},
+                                      ("ar1", 1): {("gate", "default"): cell(0.1)}}}
+
+    a, b = res(0.30, 0.02), res(0.40, 0.04)
+    del b["cells"][("ar1", 1)]  # a cell missing from one seed is left out
+    pooled = bench.pool([a, b])
+    assert list(pooled["cells"]) == [("gauss3", 1)]
+    g = pooled["cells"][("gauss3", 1)][("gate", "default")]
+    assert g.n_null == 400
+    assert g.det["step5"][2] == pytest.approx(0.35) and g.fa_series == pytest.approx(0.03)
+    md = bench.render_pooled(pooled, ["s0.json", "s1.json"])
+    assert "--pool s0.json s1.json" in md and "(400 per cell for the gate)" in md
+    # A file that is not a results JSON: one line naming the fix, exit 2.
+    bad = tmp_path / "x.json"
+    bad.write_text("{}")
+    assert bench.main(["--pool", str(bad)]) == 2
+    assert "give results JSONs written by --out" in capsys.readouterr().err
