@@ -1,7 +1,9 @@
 """Detection benchmark of the regression gate against its peers and two oracles.
 
 Run: ``nox -s bench-gates`` (own venv with the peers) or
-``python benchmarks/bench_gates.py [--quick] [--out benchmarks/results/bench_gates.md]``.
+``python benchmarks/bench_gates.py [--quick] [--out benchmarks/results/bench_gates.md]``;
+other seeds with ``--seed N --out ...``, and the targets over several seeds' results
+with ``--pool A.json B.json ...``.
 
 Series come from ``benchmarks/series.py`` (60 runs, change at run 40; runs
 30-59 are the 30 gated runs of a null series). Per detector and cell:
