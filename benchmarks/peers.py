@@ -1,7 +1,8 @@
 """Peer detectors for the gate benchmark: what teams use today, and two oracles.
 
 Every detector sees run summaries (one value per run, higher is worse) and
-answers at run ``t`` from ``x[: t + 1]``. Score detectors return a number per
+answers at run ``t`` from ``x[: t + 1]``; the score detectors also take a
+(series, runs) matrix and score every row at once (``benchmarks/held.py``). Score detectors return a number per
 evaluation and alarm when it exceeds a threshold, so their threshold can be
 calibrated to a false-alarm rate; the two change-point libraries are driven
 by their own p-value parameter instead (see ``ParamDetector``).
@@ -130,12 +131,14 @@ class PluginCusum(CusumOracle):
     name = "cusum-plugin"
 
     def __init__(self, x: np.ndarray, rel: float, start: int) -> None:
-        base = np.asarray(x[..., :start], dtype=float)
-        mu, sd = base.mean(axis=-1, keepdims=True), base.std(axis=-1, ddof=1, keepdims=True)
-        if base.ndim == 1:
-            mu, sd = float(mu[0]), float(sd[0])
-        super().__init__(mu, np.where(sd > 0, sd, 1e-300) if base.ndim > 1 else (sd or 1e-300),
-                         rel * np.abs(mu), start)
+        base = np.asarray(x, dtype=float)[..., :start]
+        rows = base.ndim > 1  # a (series, runs) matrix: one mean and SD per row
+        mu = base.mean(axis=-1, keepdims=rows)
+        sd = base.std(axis=-1, ddof=1, keepdims=rows)
+        sd = np.where(sd > 0, sd, 1e-300)
+        if not rows:
+            mu, sd = float(mu), float(sd)
+        super().__init__(mu, sd, rel * np.abs(mu), start)
 
 
 class OfflineOracle(ScoreDetector):
