@@ -134,3 +134,11 @@ def test_pool_counts_every_seeds_series_and_averages_their_rates(tmp_path, capsy
     bad.write_text("{}")
     assert bench.main(["--pool", str(bad)]) == 2
     assert "give results JSONs written by --out" in capsys.readouterr().err
+
+
+def test_the_report_renders_the_attempts_document_below_its_marker():
+    text = bench.ATTEMPTS_FILE.read_text()
+    assert bench.ATTEMPTS_MARK in text  # without it the report would drop every round
+    body = bench._attempts()
+    assert body.strip() and "# Detection attempts" not in body
+    assert body in text
