@@ -849,7 +849,8 @@ def render_pooled(pooled: dict, files: Sequence[str], metas: Sequence[dict] = ()
         "# Detection targets over several seeds\n",
         f"Command: `python benchmarks/bench_gates.py --pool {' '.join(files)}`; each cell and "
         f"detector present in every file, rates averaged, series counted together ({n} per "
-        "cell for the gate).\n",
+        "cell for the gate). The false-alarm lines are over these files' seeds only; the "
+        "gate's null and spike rates over six seeds are in `bench_gates_fa.md`.\n",
         *(made + [""] if made else []),
         *_targets(cells), ""])
 
