@@ -343,9 +343,9 @@ def run_benchmark(
                 lambda s, e: OfflineOracle(*oracle_stats(s), TAU), series, fa_from=None,
                 null_ts=AFTER, spike_ts=AFTER, note="FA over runs 40-49 only (knows when)")
             # Held to the gate's constraints: its first rerun, and spikes count as false alarms.
-            for make in (lambda ss, e: FixedPercent(), lambda ss, e: MilesBand(),
-                         lambda ss, e: ZScore()):
-                cells[(make([], "").name, "held")] = _eval_held(make, series, per_effect=False)
+            for peer in (FixedPercent, MilesBand, ZScore):
+                cells[(peer.name, "held")] = _eval_held(lambda ss, e, peer=peer: peer(), series,
+                                                        per_effect=False)
 
             def oracle_matrix(ss: list[Series], e: str, model: str = model, m: int = m):
                 st = np.array([null_summary_stats(model, m, s.bench) for s in ss]).reshape(-1, 2)
@@ -593,6 +593,17 @@ def _attempts() -> str:
     return ATTEMPTS_FILE.read_text().partition(ATTEMPTS_MARK)[2]
 
 
+def _headline(c: dict, mode: str) -> list[str]:
+    """Within-10 detection of steps 2/5/10% and drift in one cell: gate / best peer /
+    plug-in CUSUM / CUSUM oracle, the last three in ``mode`` (matched or held)."""
+    g = c[("gate", "default")]
+    plug = c.get(("cusum-plugin", mode))
+    return [f"{_pct(g.det[e][2])} / {_pct(_best_peer(c, e, 2, mode))} / "
+            f"{_pct(plug.det[e][2] if plug is not None else float('nan'))} / "
+            f"{_pct(c[('cusum-oracle', mode)].det[e][2])}"
+            for e in ("step2", "step5", "step10", "drift")]
+
+
 def render(results: dict, *, reps: int, slow_reps: int, elapsed: float, speed: float,
            quick: bool, e2e: float | None = None) -> str:
     from tabulate import tabulate
@@ -620,14 +631,7 @@ def render(results: dict, *, reps: int, slow_reps: int, elapsed: float, speed: f
     rows = []
     for (model, m), c in cells.items():
         g = c[("gate", "default")]
-        row = [model, m, _pct(g.fa_series), _pct(g.spike_fa)]
-        for e in ("step2", "step5", "step10", "drift"):
-            best = _best_peer(c, e, 2)
-            cu = c[("cusum-oracle", "matched")].det[e][2]
-            plug = c[("cusum-plugin", "matched")].det[e][2] if ("cusum-plugin", "matched") in c \
-                else float("nan")
-            row.append(f"{_pct(g.det[e][2])} / {_pct(best)} / {_pct(plug)} / {_pct(cu)}")
-        rows.append(row)
+        rows.append([model, m, _pct(g.fa_series), _pct(g.spike_fa), *_headline(c, "matched")])
     L.append(tabulate(rows, headers=["noise", "m", "gate FA/series", "gate spike FA",
                                      "step 2%: gate / best peer / CUSUM plug-in / oracle",
                                      "step 5%", "step 10%", "drift 0.5%/run"],
@@ -638,15 +642,7 @@ def render(results: dict, *, reps: int, slow_reps: int, elapsed: float, speed: f
         L.append("Each detector below gets the gate's first confirm rerun and a threshold at "
                  "which FA/series is at most 5% on the spike series as well as on nulls "
                  "(`held`, `benchmarks/held.py`); the gate is as above.\n")
-        rows = []
-        for (model, m), c in cells.items():
-            g = c[("gate", "default")]
-            row = [model, m]
-            for e in ("step2", "step5", "step10", "drift"):
-                row.append(f"{_pct(g.det[e][2])} / {_pct(_best_peer(c, e, 2, 'held'))} / "
-                           f"{_pct(c[('cusum-plugin', 'held')].det[e][2])} / "
-                           f"{_pct(c[('cusum-oracle', 'held')].det[e][2])}")
-            rows.append(row)
+        rows = [[model, m, *_headline(c, "held")] for (model, m), c in cells.items()]
         L.append(tabulate(rows, headers=["noise", "m",
                                          "step 2%: gate / best held peer / held plug-in / "
                                          "held oracle", "step 5%", "step 10%", "drift"],
@@ -939,15 +935,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         except (OSError, ValueError, KeyError) as exc:
             print(f"error: --pool: {exc}; give results JSONs written by --out", file=sys.stderr)
             return 2
-        md = render_pooled(pooled, a.pool, [d.get("meta", {}) for d in docs])
+        md = render_pooled(pooled, a.pool, [{**d["meta"], **d.get("provenance", {})}
+                                            for d in docs])
         print(md)
         if a.out:
             Path(a.out).write_text(md)
         return 0
     if a.render:
         doc = json.loads(Path(a.render).read_text())
-        md = render(_load(doc["results"]), **{k: v for k, v in doc["meta"].items()
-                                               if k not in ("seed", "models", "peers")})
+        md = render(_load(doc["results"]), **doc["meta"])
         print(md)
         if a.out:
             Path(a.out).write_text(md)
@@ -976,14 +972,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     meta = {"reps": reps, "slow_reps": slow, "elapsed": time.perf_counter() - t0, "speed": sp,
             "quick": a.quick, "e2e": e2e}
     md = render(res, **meta)
-    # Provenance for --pool (render takes only the fields above).
-    meta = {**meta, "seed": a.seed, "models": models, "peers": not a.no_peers}
+    provenance = {"seed": a.seed, "models": models, "peers": not a.no_peers}  # for --pool
     print(md)
     if a.out:
         Path(a.out).parent.mkdir(parents=True, exist_ok=True)
         Path(a.out).write_text(md)
         Path(a.out).with_suffix(".json").write_text(
-            json.dumps({"meta": meta, "results": _dump(res)}, indent=0))
+            json.dumps({"meta": meta, "provenance": provenance, "results": _dump(res)}, indent=0))
     return 0
 
 

@@ -56,10 +56,10 @@ def confirmed_first(det, x: np.ndarray, twins: np.ndarray, ts: Sequence[int],
     return first
 
 
-def _fa(det, null: tuple[np.ndarray, np.ndarray], spike: tuple[np.ndarray, np.ndarray],
-        ts: Sequence[int], thr: float) -> tuple[float, float]:
-    return (float(np.mean(confirmed_first(det[0], *null, ts, thr) >= 0)),
-            float(np.mean(confirmed_first(det[1], *spike, ts, thr) >= 0)))
+def _fa(det_null, det_spike, null: tuple[np.ndarray, np.ndarray],
+        spike: tuple[np.ndarray, np.ndarray], ts: Sequence[int], thr: float) -> tuple[float, float]:
+    return (float(np.mean(confirmed_first(det_null, *null, ts, thr) >= 0)),
+            float(np.mean(confirmed_first(det_spike, *spike, ts, thr) >= 0)))
 
 
 def calibrate_held(det_null, det_spike, null: tuple[np.ndarray, np.ndarray],
@@ -79,10 +79,10 @@ def calibrate_held(det_null, det_spike, null: tuple[np.ndarray, np.ndarray],
     raw = [det_null.scores(null[0], ts).max(axis=1), det_spike.scores(spike[0], ts).max(axis=1)]
     hi = float(max(np.quantile(r, 1 - target, method="higher") for r in raw))
     lo = float(min(r.min() for r in raw)) - 1e-12
-    best = (hi, *_fa((det_null, det_spike), null, spike, ts, hi))
+    best = (hi, *_fa(det_null, det_spike, null, spike, ts, hi))
     for _ in range(BISECT):
         mid = 0.5 * (lo + hi)
-        fn, fs = _fa((det_null, det_spike), null, spike, ts, mid)
+        fn, fs = _fa(det_null, det_spike, null, spike, ts, mid)
         if fn <= target and fs <= target:
             hi = mid
             best = (mid, fn, fs)
