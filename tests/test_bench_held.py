@@ -95,3 +95,19 @@ def test_the_benchmark_holds_every_held_detector_to_both_false_alarm_rates():
     md = bench.render(res, reps=40, slow_reps=2, elapsed=1.0, speed=0.1, quick=True)
     assert "## Headline: held to the gate's constraints" in md
     assert "within 10 runs >= 90% of the held CUSUM oracle" in md
+
+
+def test_the_threshold_rises_where_spikes_would_otherwise_alarm():
+    # A +3.5 SD glitch below the threshold stays in a CUSUM's sum and carries later runs
+    # over it: held to nulls alone, such a threshold alarms on spike series too often.
+    rng = np.random.default_rng(4)
+    n, runs, ts = 400, 60, list(range(30, 60))
+    null, null_tw = rng.standard_normal((n, runs)), rng.standard_normal((n, runs))
+    spike, spike_tw = rng.standard_normal((n, runs)), rng.standard_normal((n, runs))
+    spike[:, 40] += 3.5
+    det = CusumOracle(np.zeros((n, 1)), np.ones((n, 1)), np.ones((n, 1)), start=30)
+    nulls_only, _, _ = calibrate_held(det, det, (null, null_tw), (null, null_tw), ts)
+    spike_fa = np.mean(confirmed_first(det, spike, spike_tw, ts, nulls_only) >= 0)
+    assert spike_fa > 0.05
+    thr, fa_null, fa_spike = calibrate_held(det, det, (null, null_tw), (spike, spike_tw), ts)
+    assert thr > nulls_only and fa_null <= 0.05 and fa_spike <= 0.05
