@@ -22,10 +22,10 @@ cell is 5% (the gate's target); this project's gate always runs at defaults.
 gate's first confirm rerun and calibrated to 5% FA/series on the spike series
 as well as on nulls, the two constraints the gate is held to.
 The gate trips, then confirms on a rerun (the run's twin: same regime, fresh
-noise), and on a second rerun (the second twin) when the first is borderline
-(the two-stage confirm, ``stats.confirm(another=True)`` then
-``stats.confirm_pair``), exactly as ``gates.gate`` does in a suite session
-with its default two confirm attempts.
+noise), and on further reruns (further twins) while the reruns' mean is
+borderline (the sequential confirm, ``stats.confirm(another=True)`` then
+``stats.confirm_reruns``), exactly as ``gates.gate`` does in a suite session
+with its default four confirm attempts.
 """
 
 from __future__ import annotations
@@ -101,21 +101,26 @@ def gate_alarms(
     """
     P = stats.DEFAULTS
     x = s.summaries.copy()  # a transient's rerun replaces it for later runs (as in a session)
-    tw, tw2 = s.twin_summaries, s.twin2_summaries
+    tw, more = s.twin_summaries, s.more_twin_summaries
     out = np.zeros(len(ts), dtype=bool)
     names = s.hosts if machines else None
     for i, t in enumerate(ts):
         kw = {"hosts": names[:t], "host": names[t]} if names else {}
         j = stats.judge_summaries(x[:t], float(x[t]), sign=1, **kw)
-        two_stage = confirm and tw2 is not None
+        two_stage = confirm and bool(more)
         level = stats.level_for(j, P.level) if two_stage else P.level
         v = stats.decide(j, j.p_worse, level=level)
         suspect = v == "pass" and stats.is_suspect(j, j.p_worse, level=level)
         if (v == "regression" or suspect) and confirm:
             jc, v = stats.confirm(x[:t], float(tw[t]), sign=1, first=float(x[t]),
                                   suspect=suspect, another=two_stage, **kw)
-            if v == "suspect":  # borderline: the second rerun and the two reruns' mean decide
-                _, v = stats.confirm_pair(x[:t], float(tw[t]), float(tw2[t]), sign=1, **kw)
+            reruns = [float(tw[t])]
+            for tk in more:  # borderline: another rerun, and the reruns' mean decides
+                if v != "suspect":
+                    break
+                reruns.append(float(tk[t]))
+                _, v = stats.confirm_reruns(x[:t], reruns, sign=1, final=len(reruns) > len(more),
+                                            **kw)
             if v != "regression" and jc.extras.get("p_split", 1.0) <= P.transient_level:
                 x[t] = tw[t]
         out[i] = v == "regression"
@@ -297,6 +302,12 @@ def _eval_held(make: Callable[[list[Series], str], ScoreDetector],
     return cell
 
 
+def _rerun_rngs(key: list[int]) -> list[np.random.Generator]:
+    """One generator per confirm rerun after the first (key + [2], [3], ...): adding
+    reruns leaves the series and the earlier reruns as they were."""
+    return [np.random.default_rng([*key, i]) for i in range(2, stats.DEFAULTS.confirm_attempts + 1)]
+
+
 def _cell_series(model: str, m: int, reps: int, seed: int,
                  effects: Sequence[str] = EFFECTS) -> dict[str, list[Series]]:
     """The series of one cell, drawn effect by effect in ``EFFECTS`` order from one
@@ -304,8 +315,8 @@ def _cell_series(model: str, m: int, reps: int, seed: int,
     if tuple(effects) != EFFECTS[: len(effects)]:
         raise ValueError(f"effects {effects!r} must be a prefix of {EFFECTS!r}")
     rng = np.random.default_rng([seed, NOISE_MODELS.index(model), m])
-    rng2 = np.random.default_rng([seed, NOISE_MODELS.index(model), m, 2])  # second twins
-    return {e: [make_series(model, e, rng, tau=TAU, m=m, rng2=rng2) for _ in range(reps)]
+    more = _rerun_rngs([seed, NOISE_MODELS.index(model), m])
+    return {e: [make_series(model, e, rng, tau=TAU, m=m, rerun_rngs=more) for _ in range(reps)]
             for e in effects}
 
 
@@ -456,8 +467,8 @@ def machines_benchmark(reps: int, *, seed: int = 0, log=print) -> dict:
     out: dict = {}
     for pool, p_new in POOLS:
         rng = np.random.default_rng([seed, 100 + pool, int(p_new * 1000)])
-        rng2 = np.random.default_rng([seed, 100 + pool, int(p_new * 1000), 2])
-        series = {e: [make_pool_series(e, rng, tau=TAU, pool=pool, p_new=p_new, rng2=rng2)
+        more = _rerun_rngs([seed, 100 + pool, int(p_new * 1000)])
+        series = {e: [make_pool_series(e, rng, tau=TAU, pool=pool, p_new=p_new, rerun_rngs=more)
                       for _ in range(reps)] for e in ("null", "step5", "step10")}
         for named in (True, False):
             t0 = time.perf_counter()
@@ -539,8 +550,8 @@ PEERS = ("fixed-5%", "miles-band", "z-score", "otava", "e-divisive")
 NOTES = """\
 - Every detector sees the same run summaries (the median of a run's samples); only
   this project's gate also gets a confirm rerun (the run's twin: fresh process, same
-  regime), and a second one (the second twin) when the first is borderline, because
-  that is how it runs in a suite session (`--confirm 2`). `gate-no-confirm` shows
+  regime), and up to three more (further twins) while the reruns' mean is borderline,
+  because that is how it runs in a suite session (`--confirm 4`). `gate-no-confirm` shows
   the first attempt alone, at the gate's own level.
 - Peers `matched` are calibrated on the null series of the same cell, so their
   matched FA is 5% by construction (up to sampling noise); the gate is never tuned
@@ -624,7 +635,7 @@ def render(results: dict, *, reps: int, slow_reps: int, elapsed: float, speed: f
                 "; end to end through SQLite: see `bench_gates_speed.md` "
                 "(`python benchmarks/bench_gates.py --speed`)") + ".\n")
     L.append("Series: 60 runs, change at run 40, runs 30-59 gated. `m` = samples per run. "
-             "Gate = `gates.stats` at its defaults with up to two confirm reruns (the second only when the first is borderline); peers "
+             "Gate = `gates.stats` at its defaults with up to four confirm reruns (each after the first only while the reruns' mean is borderline); peers "
              "`matched` = threshold calibrated to 5% FA/series on the same cell's nulls.\n")
     # Headline: within 10 runs for step5 and step10, FA, vs best peer (matched) and oracle.
     L.append("## Headline: false alarms and detection within 10 runs\n")

@@ -5,8 +5,8 @@ baseline 1.0, each run holding ``m`` samples. Noise has two levels, as on real
 GPUs: a run-level offset (one per process/run) and within-run sample noise.
 Every run also has a *twin*: an independent rerun at the same point in time
 (fresh process, same regime), used to simulate confirm-on-trip, and, when
-``make_series`` is given a second generator, a second twin (a second rerun,
-for the two-stage confirm) drawn from it, so the series and first twins stay
+``make_series`` is given more generators, one more twin from each (further
+reruns, for the sequential confirm), so the series and first twins stay
 those of the one generator.
 
 Noise models (run-level / within-run):
@@ -33,6 +33,7 @@ transient runner glitch: its rerun is clean, later runs are clean).
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -68,7 +69,7 @@ class Series:
     effect: str
     bench: str  # h200 benchmark used, "" otherwise
     hosts: tuple[str, ...] | None = None  # machine of each run (its rerun runs there too)
-    twins2: np.ndarray | None = None  # (n_runs, m) a second independent rerun of each run
+    more_twins: tuple[np.ndarray, ...] = ()  # (n_runs, m) each: further independent reruns
 
     @property
     def summaries(self) -> np.ndarray:
@@ -79,8 +80,8 @@ class Series:
         return np.median(self.twins, axis=1)
 
     @property
-    def twin2_summaries(self) -> np.ndarray | None:
-        return None if self.twins2 is None else np.median(self.twins2, axis=1)
+    def more_twin_summaries(self) -> tuple[np.ndarray, ...]:
+        return tuple(np.median(t, axis=1) for t in self.more_twins)
 
 
 def effect_size(effect: str) -> float:
@@ -188,20 +189,20 @@ def make_series(
     tau: int = 40,
     m: int = 1,
     bench: str = "",
-    rng2: np.random.Generator | None = None,
+    rerun_rngs: Sequence[np.random.Generator] = (),
 ) -> Series:
     """One series of ``n_runs`` runs with ``m`` samples each; the effect starts at ``tau``.
 
-    ``rng2``: draw a second twin of every run from it (``Series.twins2``)."""
+    ``rerun_rngs``: draw one more twin of every run from each (``Series.more_twins``)."""
     if model == "h200" and not bench:
         bench = H200_BENCHES[int(rng.integers(len(H200_BENCHES)))]
     lv, lv_twin = _offsets(model, rng, n_runs, bench)
     runs = 1.0 + lv[:, None] + _within(model, rng, n_runs, m, bench)
     twins = 1.0 + lv_twin[:, None] + _within(model, rng, n_runs, m, bench)
-    twins2 = None
-    if rng2 is not None:
-        lv2 = _ar1_twin(lv, rng2) if model == "ar1" else _offsets(model, rng2, n_runs, bench)[1]
-        twins2 = 1.0 + lv2[:, None] + _within(model, rng2, n_runs, m, bench)
+    more = []
+    for g in rerun_rngs:
+        lv2 = _ar1_twin(lv, g) if model == "ar1" else _offsets(model, g, n_runs, bench)[1]
+        more.append(1.0 + lv2[:, None] + _within(model, g, n_runs, m, bench))
     t = np.arange(n_runs)
     factor = np.ones(n_runs)
     twin_factor = np.ones(n_runs)
@@ -217,7 +218,7 @@ def make_series(
         raise ValueError(f"unknown effect {effect!r}; known: {', '.join(EFFECTS)}")
     return Series(runs * factor[:, None], twins * twin_factor[:, None],
                   None if effect == "null" else tau, effect, bench,
-                  twins2=None if twins2 is None else twins2 * twin_factor[:, None])
+                  more_twins=tuple(t * twin_factor[:, None] for t in more))
 
 
 @lru_cache(maxsize=64)
@@ -242,7 +243,7 @@ def make_pool_series(
     p_new: float = 0.1,
     machine_sd: float = 0.015,
     run_sd: float = 0.005,
-    rng2: np.random.Generator | None = None,
+    rerun_rngs: Sequence[np.random.Generator] = (),
 ) -> Series:
     """Runs spread over a pool of machines that grows: the between-machine case.
 
@@ -251,7 +252,7 @@ def make_pool_series(
     rotate). Every machine has its own offset N(0, ``machine_sd``); runs add
     N(0, ``run_sd``) and within-run N(0, ``run_sd``) samples. A run's rerun
     (confirm on trip) runs on the same machine: same offset, fresh noise; so
-    does a second rerun, drawn from ``rng2`` when given.
+    do further reruns, one drawn from each of ``rerun_rngs``.
     """
     offsets: list[float] = []
     machine: list[int] = []
@@ -267,10 +268,8 @@ def make_pool_series(
         0, run_sd, (n_runs, m))
     twins = 1.0 + off[:, None] + rng.normal(0, run_sd, n_runs)[:, None] + rng.normal(
         0, run_sd, (n_runs, m))
-    twins2 = None
-    if rng2 is not None:
-        twins2 = 1.0 + off[:, None] + rng2.normal(0, run_sd, n_runs)[:, None] + rng2.normal(
-            0, run_sd, (n_runs, m))
+    more = [1.0 + off[:, None] + g.normal(0, run_sd, n_runs)[:, None] + g.normal(
+        0, run_sd, (n_runs, m)) for g in rerun_rngs]
     factor = np.ones(n_runs)
     if effect.startswith("step"):
         factor[np.arange(n_runs) >= tau] += effect_size(effect)
@@ -278,4 +277,4 @@ def make_pool_series(
         raise ValueError(f"unknown effect {effect!r} for pool series; use null or stepN")
     return Series(runs * factor[:, None], twins * factor[:, None],
                   None if effect == "null" else tau, effect, "", tuple(hosts),
-                  None if twins2 is None else twins2 * factor[:, None])
+                  tuple(t * factor[:, None] for t in more))

@@ -23,12 +23,14 @@ Confirm on trip (what ``ci_register.runner`` does):
    regression holds only if it holds in B. B's verdicts are saved under B with
    ``attempt = 2`` (A keeps its ``attempt = 1`` rows), so both attempts are
    recorded. The default number of confirm attempts is
-   ``DEFAULTS.confirm_attempts`` = 2 (the runner's ``--confirm``, passed on as
+   ``DEFAULTS.confirm_attempts`` = 4 (the runner's ``--confirm``, passed on as
    ``--attempts-left``): where B's rerun is borderline (``stats.confirm`` with
    ``another``) B says ``suspect`` and lists only those tests; the runner
-   reruns them as C (``confirm_of = B``), judged with ``stats.confirm_pair``
-   (A left out of the baseline too); with ``--confirm 0`` a suspect stays a
-   suspect and never fails the session.
+   reruns them as C (``confirm_of = B``), judged with ``stats.confirm_reruns``
+   on the mean of B and C (A left out of the baseline too); while that mean is
+   borderline and attempts are left, C says ``suspect`` again and D follows
+   (``confirm_of = C``: the chain back to A names every earlier rerun); with
+   ``--confirm 0`` a suspect stays a suspect and never fails the session.
 
 Baselines (``gates.baselines``): complete, trusted runs of the same suite, metric
 key and hardware fingerprint before the judged run, read for every metric of a run
@@ -233,13 +235,15 @@ def evaluate_run(
     ``confirm_of``: the run this one re-checks (confirm on trip); only the
     metrics that run tripped are judged, and it is left out of the baseline.
     ``attempts_left``: confirm reruns the runner may still take after this
-    run. A first attempt with 2 or more left uses the two-stage confirm's
-    level (``stats.level_for``); a first rerun with 1 or more left may ask for
-    a second (verdict ``suspect``, ``stats.confirm(another=True)``); a second
-    rerun (``confirm_of`` is itself a confirm run) judges the metrics its
-    previous attempt found borderline with ``stats.confirm_pair``, the first
-    attempt left out of the baseline too, and carries that attempt's held
-    failures forward (shown and counted, not saved again).
+    run. A first attempt with 2 or more left uses the sequential confirm's
+    level (``stats.level_for``); a rerun with 1 or more left may ask for
+    another (verdict ``suspect``, ``stats.confirm(another=True)``,
+    ``stats.confirm_reruns(final=False)``); a later rerun (``confirm_of`` is
+    itself a confirm run) judges the metrics its previous attempt found
+    borderline with ``stats.confirm_reruns`` on the mean of every rerun of the
+    chain, the first attempt and earlier reruns left out of the baseline, and
+    carries the failures earlier reruns held forward (shown and counted, not
+    saved again).
     ``bulk``: read every baseline in a few queries (``bulk_baselines``);
     ``False`` issues one ``History.metric_series`` query per metric (the
     reference path; same verdicts, about 3 ms per metric slower).
@@ -270,24 +274,26 @@ def evaluate_run(
     exclude = {run_id}
     keys = sorted(set(recorded) | {k for k, g in declared.items() if g.mode != "off"})
     suspects: set[str] = set()
-    second = False  # this run is a second rerun: its previous attempt was a confirm too
+    earlier: list[str] = []  # the confirm reruns before this one, oldest first
     carried: list[Verdict] = []
     if confirm_of:
-        prev = history.run(confirm_of)
-        if prev is None:
-            raise GateInputError(f"--confirm-of {confirm_of}: no such run in {history.path}")
+        chain = _attempt_chain(history, confirm_of)  # the previous attempt back to the first
         first = history.verdicts(confirm_of)
-        exclude.add(confirm_of)
-        if prev.get("confirm_of"):
-            second = True
-            exclude.add(prev["confirm_of"])  # the first attempt, selected for being high
+        exclude.update(r["run_id"] for r in chain)  # the first attempt was selected for being high
+        earlier = [r["run_id"] for r in reversed(chain[:-1])]
         last_attempt = max((r["attempt"] for r in first), default=0)
         result.attempt = last_attempt + 1 if last_attempt else 2
         rerun = [r for r in first if r["attempt"] == last_attempt and r["verdict"] in RERUN
                  and r.get("mode") == "enforce"]
-        if second:
-            # Failures the first rerun held are final; only its borderline ones rerun.
-            carried = [_carried(r, last_attempt) for r in rerun if r["verdict"] != "suspect"]
+        if earlier:
+            # Failures an earlier rerun held are final (shown again, not saved again);
+            # only the previous rerun's borderline ones rerun.
+            for rid in earlier:
+                rows = history.verdicts(rid)
+                att = max((r["attempt"] for r in rows), default=0)
+                carried += [_carried(r, att) for r in rows
+                            if r["attempt"] == att and r["verdict"] in FAILING
+                            and r.get("mode") == "enforce"]
             rerun = [r for r in rerun if r["verdict"] == "suspect"]
         tripped = {r["key"] for r in rerun}
         suspects = {r["key"] for r in rerun if r["verdict"] == "suspect"}
@@ -296,12 +302,10 @@ def evaluate_run(
             keys += sorted(tripped - set(keys))
     judged: list[tuple[Verdict, stats.Judgement | None, Gate]] = []
     bases: dict[str, list[Mapping[str, Any]]] = {}
-    first_summary: dict[str, float] = {}
-    if confirm_of:
-        for key, rows in _latest_rows(history.metrics(confirm_of)).items():
-            vals = [float(x) for r in rows for x in (r.get("samples") or [r["median"]])]
-            if vals:
-                first_summary[key] = stats.run_summary(vals)
+    # The previous attempt's summary of each metric (the first attempt, for a first
+    # rerun) and, for later reruns, every earlier rerun's (their mean decides).
+    first_summary = _summaries_of(history, confirm_of) if confirm_of else {}
+    earlier_summaries = [_summaries_of(history, rid) for rid in earlier]
     # The machine of this run and of each baseline run: a machine the baseline has
     # not seen adds the between-host variance (stats.host_variance) to the verdict.
     this_host = host_key(run.get("hardware"))
@@ -340,8 +344,9 @@ def evaluate_run(
                                  first_summary.get(key) if confirm_of else None,
                                  None if pre is None else pre.get(key, []),
                                  this_host, hosts, base_ids.get(key),
-                                 key in suspects and not second,
-                                 another=attempts_left >= 1 and not second, second=second)
+                                 key in suspects and not earlier,
+                                 another=attempts_left >= 1,
+                                 earlier=[e.get(key) for e in earlier_summaries])
             if base is not None:
                 bases[key] = base
         except Exception as e:  # noqa: BLE001 - one bad metric must not hide the others
@@ -368,8 +373,8 @@ def evaluate_run(
                 verdict = v.verdict  # stats.confirm decided (confirm_level, pooled check)
             else:
                 q = v.q_value if v.q_value is not None else j.p_worse
-                # Two confirm reruns left (enforced gates only: warn mode reruns
-                # nothing): the two-stage confirm's level; improvements keep the gate's.
+                # Two or more confirm reruns left (enforced gates only: warn mode reruns
+                # nothing): the sequential confirm's level; improvements keep the gate's.
                 level = (stats.level_for(j, gate.level, params)
                          if attempts_left >= 2 and gate.mode == "enforce" else gate.level)
                 verdict = stats.decide(j, q, level=level, q_better=q_better.get(v.key),
@@ -408,6 +413,32 @@ def evaluate_run(
     return result
 
 
+def _attempt_chain(history: Any, run_id: str) -> list[dict[str, Any]]:
+    """``run_id``'s run and the attempts it re-checks, back to the first attempt."""
+    chain: list[dict[str, Any]] = []
+    rid: str | None = run_id
+    while rid:
+        r = history.run(rid)
+        if r is None:
+            raise GateInputError(f"--confirm-of {rid}: no such run in {history.path}")
+        if any(c["run_id"] == rid for c in chain) or len(chain) > 16:
+            raise GateInputError(f"run {run_id}: its confirm_of chain loops at {rid}; "
+                                 "check the runs' confirm_of column")
+        chain.append(r)
+        rid = r.get("confirm_of")
+    return chain
+
+
+def _summaries_of(history: Any, run_id: str) -> dict[str, float]:
+    """Each metric's run summary in ``run_id`` (its newest rows)."""
+    out: dict[str, float] = {}
+    for key, rows in _latest_rows(history.metrics(run_id)).items():
+        vals = [float(x) for r in rows for x in (r.get("samples") or [r["median"]])]
+        if vals:
+            out[key] = stats.run_summary(vals)
+    return out
+
+
 def _carried(row: Mapping[str, Any], attempt: int) -> Verdict:
     """A failure the previous confirm attempt held: final, shown again at the next one."""
     d = row.get("detail") or {}
@@ -433,7 +464,8 @@ def _judge_one(history: Any, run: Mapping[str, Any], key: str,
                exclude: set[str], v: Verdict, first: float | None = None,
                pre: Any = None, this_host: str | None = None,
                hosts: Mapping[str, str | None] | None = None, ids: Sequence[str] | None = None,
-               suspect: bool = False, *, another: bool = False, second: bool = False,
+               suspect: bool = False, *, another: bool = False,
+               earlier: Sequence[float | None] = (),
                ) -> tuple[stats.Judgement, list[Mapping[str, Any]] | None]:
     samples = [float(x) for r in rows for x in (r.get("samples") or [r["median"]])]
     if not samples or not all(math.isfinite(x) for x in samples):
@@ -460,13 +492,24 @@ def _judge_one(history: Any, run: Mapping[str, Any], key: str,
                                   extra_var=extra, min_change=gate.min_change,
                                   hosts=run_hosts, host=this_host)
         v.verdict = ""  # decided after BH
-    elif second:
-        # ``first`` is the first rerun here (the previous attempt), borderline.
-        j, v.verdict = stats.confirm_pair(summaries, first, value, sign=sign, params=p,
-                                          n_trials=gate.n, min_change=gate.min_change,
-                                          extra_var=extra, hosts=run_hosts, host=this_host)
-        v.message = (f"mean of this rerun and the previous one ({_num(first):.6g}) against "
-                     f"pairs of baseline runs at {p.rerun_pair_level:g}")
+    elif earlier:
+        # Earlier reruns of a borderline metric: ``earlier`` (the previous one is ``first``).
+        if any(x is None for x in earlier):
+            raise ValueError("an earlier confirm rerun recorded no such metric")
+        reruns = [*earlier, value]
+        j, v.verdict = stats.confirm_reruns(summaries, reruns, sign=sign, final=not another,
+                                            params=p, n_trials=gate.n,
+                                            min_change=gate.min_change, extra_var=extra,
+                                            hosts=run_hosts, host=this_host)
+        prev = ", ".join(f"{_num(x):.6g}" for x in earlier)
+        final_level = p.rerun_pair_level if len(reruns) == 2 else p.rerun_mean_level
+        # The last rerun, or a baseline too short for another (stats.confirm_reruns).
+        last = not another or j.extras.get("n_base", 0.0) < p.sequential_min_base
+        v.message = (f"mean of {len(reruns)} reruns (earlier: {prev}) against means of "
+                     f"{len(reruns)} baseline runs: "
+                     + (f"held at p <= {final_level:g}" if last else
+                        f"held at p <= {p.rerun_mean_hold_level:g}, pass above "
+                        f"{p.rerun_mean_stop_level:g}, else another rerun"))
     else:
         j, v.verdict = stats.confirm(summaries, value, sign=sign, first=first, params=p,
                                      n_trials=gate.n, min_change=gate.min_change,
@@ -474,7 +517,7 @@ def _judge_one(history: Any, run: Mapping[str, Any], key: str,
                                      suspect=suspect, another=another)
         if v.verdict == "suspect":
             v.message = (f"rerun alone p {j.extras['p_run_worse']:.2g}: borderline, "
-                         "a second rerun decides")
+                         "another rerun decides")
         p_split = j.extras.get("p_split", 1.0)
         if p_split <= p.transient_level and v.verdict != "regression":
             v.transient = True

@@ -26,7 +26,6 @@ from gates.robust import (
     empirical_bound,
     huber_location,
     median,
-    pair_means,
     predictive_z_pvalue,
     quantile_p,
     rho_corrected,
@@ -36,6 +35,7 @@ from gates.robust import (
     rolling_idx,
     row_medians,
     run_summary,
+    subset_means,
     tail_bound,
 )
 
@@ -74,13 +74,22 @@ class GateParams:
     pair_level: float = 0.01  # ... or against the baseline's pairs of runs (iid, light tails)
     suspect_pair_level: float = 0.002  # a suspect holds only if its pair's mean reaches this
     quantile_pair_level: float = 0.1  # a quantile trip: both attempts beyond a point this rare
-    confirm_attempts: int = 2  # reruns at most: the second only when the first is borderline
+    confirm_attempts: int = 4  # reruns at most: each after the first only while the last is borderline
     independent_factor: float = 4.0  # first-attempt level x this on independent, light-tailed
     # baselines (the two-stage confirm holds ~2% of their null trips, not 5%; 5 detected ~1 point
     # more, with Student-t m=1 FA 4.83% and two spike cells above their nulls)
     rerun_hold_level: float = 0.0005  # two-stage confirm: the first rerun alone this clear holds
     rerun_stop_level: float = 0.46  # ... this weak: its one-rerun verdict stands
     rerun_pair_level: float = 0.02  # ... in between: the two reruns' mean must reach this
+    # Sequential confirm, up to confirm_attempts reruns (``confirm_reruns``):
+    rerun_mean_hold_level: float = 0.00135  # before the last rerun: the reruns' mean this clear holds
+    rerun_mean_stop_level: float = 0.5  # ... this weak: pass (no further rerun)
+    rerun_mean_level: float = 0.015  # the last rerun: the mean of 3 or more must reach this (0.02
+    # left AR(1) m=5 at 5.08% null FA over six seeds, reruns sharing the previous run's state)
+    rerun_clip: float = 3.0  # each rerun counts at most this many run scales from the centre
+    # (H200 m=1: one rerun in a power-cap dip carried the mean, null FA 3.9 -> 4.2%)
+    sequential_min_base: int = 30  # a third rerun or later only on baselines of this many runs
+    # (shorter AR(1) baselines read as independent by chance: m=5 null FA 4.9 -> 5.7%)
     consistency_level: float = 0.01  # first attempt vs its rerun: a transient if this far apart
     transient_level: float = 0.001  # ... this far apart: later baselines take the rerun's value
     window: int = 40  # baseline runs (30 -> 40: within-10 detection +1-10 points, FA no higher)
@@ -131,7 +140,7 @@ def judge_summaries(
     min_change: float | None = None,
     hosts: Sequence[str | None] | None = None,
     host: str | None = None,
-    pair: bool = False,
+    mean_of: int = 1,
     first: float | None = None,
 ) -> Judgement:
     """Judge a new run summary ``value`` against past run summaries (oldest first).
@@ -165,10 +174,11 @@ def judge_summaries(
     Assumptions: baseline runs exchangeable up to AR(1) dependence; the
     change of interest is a shift in location.
 
-    ``pair``: ``value`` is the mean of two attempts of one run (a first attempt
-    and its confirm rerun). The attempts share what the previous run predicts
-    beyond rho_lo (cautious rho_hi), the rest of their noise halves; the k = 1
-    rank and tail bounds use the means of every pair of baseline runs, unless
+    ``mean_of``: ``value`` is the mean of that many attempts of one run (a
+    first attempt and its confirm rerun, or confirm reruns). The attempts share
+    what the previous run predicts beyond rho_lo (cautious rho_hi), the rest of
+    their noise is divided by ``mean_of``; the k = 1 rank and tail bounds use
+    the means of ``mean_of``-subsets of baseline runs (``subset_means``), unless
     the baseline's bad-side tail is heavier than Gaussian (3 or more runs
     beyond ``PAIR_TAIL`` scales), where a pair of slow runs is ordinary and
     single runs stay the reference.
@@ -271,10 +281,11 @@ def judge_summaries(
     # A heavy bad-side tail or second mode: pairs of slow runs are ordinary (no pair
     # means), and a window's minimum says more than its location (quantile test).
     heavy = int(np.count_nonzero(dev_1 > PAIR_TAIL * s1c)) >= 3
-    if pair:
-        s1c = s1 * math.sqrt(max(rho_hi - rho_lo, 0.0) ** 2 + 0.5 * (1.0 - rho_hi * rho_hi))
+    if mean_of > 1:
+        s1c = s1 * math.sqrt(max(rho_hi - rho_lo, 0.0) ** 2
+                             + (1.0 - rho_hi * rho_hi) / mean_of)
         if not heavy:
-            dev_1, u1 = pair_means(dev_1), 3.0 * s1c
+            dev_1, u1 = subset_means(dev_1, mean_of), 3.0 * s1c
     se1 = math.sqrt(max(s1c * s1c + cvar1 + extra_var, 1e-300))
     z1 = sign * (value - mu1) / se1
     pw1 = predictive_z_pvalue(z1, df1)
@@ -363,6 +374,7 @@ def judge_summaries(
         _nan_none(own), sign, statistic=f"robust-t/{method}",
         scale=s, extras={"p_run_worse": pw1, "p_run_better": pb1, "w_run": w[0], "rho": rho, "rho_hi": rho_hi,
                           "s1": s1, "s1c": s1c, "mu1": mu1, "rho_lo": rho_lo,
+                          "n_base": float(n),
                           "heavy": float(heavy), "machines": float(len(known_m)),
                           **p_win, **q_extras,
                           **({"new_host": 1.0, "host_var": float(tau2_new),

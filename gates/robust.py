@@ -9,6 +9,7 @@ change-point test. ``gates.stats`` says how ``gates.judge`` puts them together.
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -39,6 +40,7 @@ __all__ = [
     "huber_location",
     "quantile_p",
     "pair_means",
+    "subset_means",
     "tail_bound",
     "rolling_idx",
     "bootstrap_idx",
@@ -222,6 +224,29 @@ def pair_means(x: np.ndarray) -> np.ndarray:
     """Means of every pair of values: the baseline's counterpart of a two-attempt mean."""
     i, j = triu_pairs(x.size)
     return 0.5 * (x[i] + x[j])
+
+
+SUBSETS_MAX = 20_000  # n-subsets of a baseline: all of them up to this many, else a fixed sample
+
+
+def subset_means(x: np.ndarray, k: int) -> np.ndarray:
+    """Means of k-subsets of the values: the baseline's counterpart of a mean of k reruns.
+
+    Every subset when there are at most ``SUBSETS_MAX`` (k = 2 gives ``pair_means``,
+    in its order), else ``SUBSETS_MAX`` subsets drawn once with a fixed seed, so a
+    verdict does not depend on a random state.
+    """
+    if k == 2:
+        return pair_means(x)
+    return x[_subsets(x.size, k)].mean(axis=1)
+
+
+@lru_cache(maxsize=32)
+def _subsets(n: int, k: int) -> np.ndarray:
+    if math.comb(n, k) <= SUBSETS_MAX:
+        return np.array(list(itertools.combinations(range(n), k)), dtype=np.intp).reshape(-1, k)
+    rng = np.random.default_rng(k)
+    return np.argsort(rng.random((SUBSETS_MAX, n)), axis=1)[:, :k]
 
 
 def tail_bound(

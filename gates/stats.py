@@ -47,12 +47,15 @@ Design, in short (see ``judge_summaries`` and ``confirm``):
    pair's mean is clear (p <= 0.002); a first attempt far above its rerun
    (p <= 0.001) is reported as a transient, whose rerun stands in for it in
    later baselines (``gates.gate``); Pettitt's rank test localises the change.
-6. Two-stage confirm, where two reruns may follow and the baseline looks
-   independent and light-tailed on at most one machine (``independent``): the
-   first attempt's level
-   is 4x (``level_for``); a rerun whose own p is <= 0.0005 holds, > 0.46 is
-   judged by the one-rerun rules, in between a second rerun and the mean of
-   the two decide (``confirm(another=True)``, ``confirm_pair``).
+6. Sequential confirm, where two or more reruns may follow (4 by default) and
+   the baseline looks independent and light-tailed on at most one machine
+   (``independent``): the first attempt's level is 4x (``level_for``); a
+   rerun whose own p is <= 0.0005 holds, > 0.46 is judged by the one-rerun
+   rules, in between another rerun follows and the mean of the reruns
+   (each clipped to 3 run scales) decides: held at p <= 0.00135, passed at
+   p > 0.5, else one more rerun, and at the last p <= 0.02 (two reruns) or
+   0.015 (more) (``confirm(another=True)``, ``confirm_reruns``). A third
+   rerun or later needs a baseline of 30 runs.
 
 Defaults are set on the detection benchmark (``benchmarks/bench_gates.py``):
 the level is the largest that keeps the worst noise model (AR(1), the H200
@@ -65,7 +68,7 @@ per-metric tuning.
 # gates.decisions (verdicts and confirm on trip). This module is their public face.
 from __future__ import annotations
 
-from gates.decisions import confirm, confirm_pair, decide, independent, is_suspect, level_for
+from gates.decisions import confirm, confirm_reruns, decide, independent, is_suspect, level_for
 from gates.judge import (
     DEFAULTS,
     WITHIN_RUNS,
@@ -115,7 +118,7 @@ __all__ = [
     "bh_qvalues",
     "pettitt",
     "confirm",
-    "confirm_pair",
+    "confirm_reruns",
     "independent",
     "level_for",
 ]

@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from gates import gate as gate_mod
 from gates import stats
 from gates.gate import GateInputError, evaluate_run, main, verdict_table
 from gates.history import RunRecord, TestResult, open_history
@@ -415,6 +416,54 @@ def test_two_stage_confirm_chain_a_b_c(h):
     assert got2 == {"lat": "regression", "lat2": "pass"}
     # One attempt left on B: no second rerun is asked for.
     assert all(v.verdict != "suspect" for v in evaluate_run(h, b, save=False).verdicts)
+
+
+def test_sequential_confirm_chain_of_four_reruns(h):
+    # A 45-run independent baseline (the third and fourth reruns need 30 baseline runs):
+    # lat is held at B; lat2 stays borderline, so each rerun's gate asks for another and
+    # the mean of all its reruns decides at the last one (E), with A to D left out.
+    rng = np.random.default_rng(0)
+    for i in range(45):
+        add_run(h, i, {"lat": lat(rng), "lat2": (lat(rng)[0], {"unit": "ms", "better": "lower",
+                                                               "nodeid": NODE2})})
+    a = add_run(h, 100, {"lat": _const(1.016), "lat2": _const(1.016, NODE2)})
+    ra = evaluate_run(h, a, attempts_left=4)
+    assert {v.verdict for v in ra.verdicts} == {"regression"}
+    b = add_run(h, 101, {"lat": _const(1.04), "lat2": _const(1.007, NODE2)}, confirm_of=a)
+    rb = evaluate_run(h, b, attempts_left=3)
+    assert {v.key: v.verdict for v in rb.verdicts} == {"lat": "regression", "lat2": "suspect"}
+    prev, left = b, 2
+    for i, x in enumerate((1.006, 1.008)):
+        r = add_run(h, 102 + i, {"lat2": _const(x, NODE2)}, confirm_of=prev)
+        res = evaluate_run(h, r, attempts_left=left)
+        got = {v.key: v for v in res.verdicts}
+        assert got["lat2"].verdict == "suspect" and res.tripped_nodeids == [NODE2], got["lat2"].p_value
+        assert f"mean of {i + 2} reruns" in got["lat2"].message
+        assert got["lat"].verdict == "regression" and "held at confirm attempt 2" in got["lat"].message
+        prev, left = r, left - 1
+    e = add_run(h, 110, {"lat2": _const(1.009, NODE2)}, confirm_of=prev)
+    re_ = evaluate_run(h, e)
+    got = {v.key: v for v in re_.verdicts}
+    assert got["lat2"].verdict == "regression" and "mean of 4 reruns" in got["lat2"].message, (got["lat2"].p_value, got["lat2"].message)
+    assert got["lat2"].n_baseline == 45 and got["lat"].verdict == "regression"
+    assert re_.attempt == 5 and re_.exit_code == 1 and re_.tripped_nodeids == []
+    assert [r["key"] for r in h.verdicts(e)] == ["lat2"]  # carried verdicts are not saved again
+    # A clean last rerun: the mean of the four is noise, lat2 passes (lat still held).
+    e2 = add_run(h, 111, {"lat2": _const(0.998, NODE2)}, confirm_of=prev)
+    assert ({v.key: v.verdict for v in evaluate_run(h, e2, save=False).verdicts}
+            == {"lat": "regression", "lat2": "pass"})
+
+
+def test_confirm_chain_that_loops_is_an_input_error(h):
+    fill(h, 10)
+    h.start_run(Provenance(run_id="x", suite="s", commit="c", branch="main",
+                           started_at="2026-01-02T00:00:00+00:00", fingerprint="gpu-a",
+                           confirm_of="y"))
+    h.start_run(Provenance(run_id="y", suite="s", commit="c", branch="main",
+                           started_at="2026-01-02T00:00:01+00:00", fingerprint="gpu-a",
+                           confirm_of="x"))
+    with pytest.raises(GateInputError, match="loops"):
+        gate_mod._attempt_chain(h, "x")
 
 
 def test_two_stage_level_never_announces_improvements(h):

@@ -104,8 +104,8 @@ def test_bad_partition_is_usage_error(tree, spec):
 
 
 @pytest.mark.parametrize(("args", "message"), [
-    (["--confirm", "-1"], "--confirm -1: give 0, 1 or 2"),
-    (["--confirm", "3"], "--confirm 3: give 0, 1 or 2"),
+    (["--confirm", "-1"], "--confirm -1: give 0 to 4"),
+    (["--confirm", "5"], "--confirm 5: give 0 to 4"),
     (["--gate", "strict"], "--gate 'strict': use one of enforce, warn, off"),
 ])
 def test_bad_run_options_are_usage_errors(args, message):
@@ -234,11 +234,14 @@ def test_two_stage_confirm_reruns_again_only_when_the_first_rerun_is_borderline(
         tmp_path, values, rc, runs):
     tree = make_tree(tmp_path, {"test_lat.py": LAT_TEST})
     _baseline(tree / "h.db")
-    r = run(tree, "cpu", "--gate", "enforce",  # default: two confirm attempts
+    # Default: four confirm attempts; a 30-run baseline is too short for a third rerun
+    # (stats.DEFAULTS.sequential_min_base), so the second decides outright.
+    r = run(tree, "cpu", "--gate", "enforce",
             env={"LAT_VALUES": values, "LAT_COUNT": str(tmp_path / "count")})
     assert r.returncode == rc, r.stdout + r.stderr
-    assert "confirming (attempt 1 of 2)" in r.stdout
-    assert ("confirming (attempt 2 of 2)" in r.stdout) == (runs == 3), r.stdout
+    assert "confirming (attempt 1 of 4)" in r.stdout
+    assert ("confirming (attempt 2 of 4)" in r.stdout) == (runs == 3), r.stdout
+    assert "confirming (attempt 3 of 4)" not in r.stdout
     assert (tmp_path / "count").read_text() == str(runs)
     from gates.history import open_history
 
@@ -256,8 +259,30 @@ def test_two_stage_confirm_reruns_again_only_when_the_first_rerun_is_borderline(
         assert json.loads(rows[2][3])["n_baseline"] == 30
 
 
+@pytest.mark.parametrize(("values", "rc"), [
+    ("1.016 1.012 1.011 1.013 1.015", 1),  # borderline to the end; the mean of four holds
+    ("1.016 1.012 1.011 1.013 0.998", 0),  # ... and a clean fourth rerun clears it
+])
+def test_sequential_confirm_takes_up_to_four_reruns_on_a_long_baseline(tmp_path, values, rc):
+    tree = make_tree(tmp_path, {"test_lat.py": LAT_TEST})
+    _baseline(tree / "h.db", n=45)
+    r = run(tree, "cpu", "--gate", "enforce",
+            env={"LAT_VALUES": values, "LAT_COUNT": str(tmp_path / "count")})
+    assert r.returncode == rc, r.stdout + r.stderr
+    assert "confirming (attempt 4 of 4)" in r.stdout
+    assert (tmp_path / "count").read_text() == "5"
+    from gates.history import open_history
+
+    with open_history(tree / "h.db", create=False) as h:
+        rows = h.db.execute("SELECT v.verdict, v.attempt, v.detail FROM verdicts v "
+                            "WHERE v.key = 'lat' ORDER BY v.attempt").fetchall()
+    assert [row[0] for row in rows] == ["regression", "suspect", "suspect", "suspect",
+                                        "regression" if rc else "pass"]
+    assert json.loads(rows[-1][2])["n_baseline"] == 45  # first attempt and reruns left out
+
+
 def test_runner_default_confirm_attempts_match_the_gate():
     from ci_register.runner import DEFAULT_CONFIRM
     from gates.stats import DEFAULTS
 
-    assert DEFAULT_CONFIRM == DEFAULTS.confirm_attempts == 2
+    assert DEFAULT_CONFIRM == DEFAULTS.confirm_attempts == 4
