@@ -77,7 +77,7 @@ def independent(j: Judgement) -> bool:
 def level_for(j: Judgement, level: float, params: GateParams = DEFAULTS) -> float:
     """The first attempt's level for this judgement: ``level`` times
     ``params.independent_factor`` where the baseline looks independent and
-    light-tailed (``independent``), where a trip earns the two-stage confirm
+    light-tailed (``independent``), where a trip earns the sequential confirm
     (``confirm`` with ``another``), which holds about 2% of null trips instead
     of 5%; ``level`` elsewhere. Improvements keep ``level``."""
     return min(1.0, level * params.independent_factor) if independent(j) else level
@@ -232,7 +232,7 @@ def confirm(
         if not hold:
             v = "pass"
     if another and not suspect and consistent and independent(j):
-        # Two-stage confirm (quantile trips returned above).
+        # Sequential confirm, first stage (quantile trips returned above).
         p_run = j.extras["p_run_worse"]
         if not (v == "regression" and p_run <= params.rerun_hold_level) \
                 and p_run <= params.rerun_stop_level:

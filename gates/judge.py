@@ -76,9 +76,9 @@ class GateParams:
     quantile_pair_level: float = 0.1  # a quantile trip: both attempts beyond a point this rare
     confirm_attempts: int = 4  # reruns at most: each after the first only while the last is borderline
     independent_factor: float = 4.0  # first-attempt level x this on independent, light-tailed
-    # baselines (the two-stage confirm holds ~2% of their null trips, not 5%; 5 detected ~1 point
+    # baselines (the sequential confirm holds ~2% of their null trips, not 5%; 5 detected ~1 point
     # more, with Student-t m=1 FA 4.83% and two spike cells above their nulls)
-    rerun_hold_level: float = 0.0005  # two-stage confirm: the first rerun alone this clear holds
+    rerun_hold_level: float = 0.0005  # sequential confirm: the first rerun alone this clear holds
     rerun_stop_level: float = 0.46  # ... this weak: its one-rerun verdict stands
     rerun_pair_level: float = 0.02  # ... in between: the two reruns' mean must reach this
     # Sequential confirm, up to confirm_attempts reruns (``confirm_reruns``):
