@@ -383,13 +383,18 @@ def _const(v, node=NODE):
     return ([v] * 5, {"unit": "ms", "better": "lower", "nodeid": node})
 
 
-def test_two_stage_confirm_chain_a_b_c(h):
-    # Independent 1%-noise baseline; two metrics trip on A, only at the two-stage level.
+def _two_metric_trip(h, n: int) -> str:
+    """n independent 1%-noise runs of lat and lat2 (another test), then A: both +1.6%."""
     rng = np.random.default_rng(0)
-    for i in range(30):
+    for i in range(n):
         add_run(h, i, {"lat": lat(rng), "lat2": (lat(rng)[0], {"unit": "ms", "better": "lower",
                                                                "nodeid": NODE2})})
-    a = add_run(h, 100, {"lat": _const(1.016), "lat2": _const(1.016, NODE2)})
+    return add_run(h, 100, {"lat": _const(1.016), "lat2": _const(1.016, NODE2)})
+
+
+def test_two_stage_confirm_chain_a_b_c(h):
+    # Independent 1%-noise baseline; two metrics trip on A, only at the two-stage level.
+    a = _two_metric_trip(h, 30)
     # At the gate's own level (no second rerun may follow) both are only suspects.
     assert {v.verdict for v in evaluate_run(h, a, save=False).verdicts} == {"suspect"}
     ra = evaluate_run(h, a, attempts_left=2)
@@ -422,11 +427,7 @@ def test_sequential_confirm_chain_of_four_reruns(h):
     # A 45-run independent baseline (the third and fourth reruns need 30 baseline runs):
     # lat is held at B; lat2 stays borderline, so each rerun's gate asks for another and
     # the mean of all its reruns decides at the last one (E), with A to D left out.
-    rng = np.random.default_rng(0)
-    for i in range(45):
-        add_run(h, i, {"lat": lat(rng), "lat2": (lat(rng)[0], {"unit": "ms", "better": "lower",
-                                                               "nodeid": NODE2})})
-    a = add_run(h, 100, {"lat": _const(1.016), "lat2": _const(1.016, NODE2)})
+    a = _two_metric_trip(h, 45)
     ra = evaluate_run(h, a, attempts_left=4)
     assert {v.verdict for v in ra.verdicts} == {"regression"}
     b = add_run(h, 101, {"lat": _const(1.04), "lat2": _const(1.007, NODE2)}, confirm_of=a)
