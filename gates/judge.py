@@ -376,6 +376,7 @@ def judge_summaries(
                           "s1": s1, "s1c": s1c, "mu1": mu1, "rho_lo": rho_lo,
                           "n_base": float(n),
                           "heavy": float(heavy), "machines": float(len(known_m)),
+                          "beyond": float(sign * (value - mu1) > float(dev_1.max())),
                           **p_win, **q_extras,
                           **({"new_host": 1.0, "host_var": float(tau2_new),
                               "host_var_known": float(tau2 is not None)}
