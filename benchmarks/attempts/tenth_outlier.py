@@ -4,7 +4,7 @@ Where the one-rerun confirm holds a trip but the rerun lies beyond every baselin
 (``extras["beyond"]``), the confirm is taken again with the next rerun in its place
 (``stats.confirm(first=...)``), once; its verdict stands. Monkeypatches
 ``bench_gates.gate_alarms``.
-python benchmarks/attempts/tenth_outlier.py SEED REPS MODELS EFFECTS
+python benchmarks/attempts/tenth_outlier.py SEED REPS MODELS EFFECTS [heavy [LEVEL_FACTOR]]
 """
 import sys
 import time
@@ -18,6 +18,8 @@ import bench_gates as bg  # noqa: E402
 from gates import stats  # noqa: E402
 
 seed, reps = int(sys.argv[1]), int(sys.argv[2])
+HEAVY_ONLY = len(sys.argv) > 5 and sys.argv[5] == "heavy"  # only on heavy-tailed baselines
+HEAVY_LEVEL = float(sys.argv[6]) if len(sys.argv) > 6 else 1.0  # their first-attempt level x this
 models = sys.argv[3].split(",")
 effects = sys.argv[4].split(",")
 
@@ -30,12 +32,15 @@ def gate_alarms(s, ts, *, first_only=False, reconfirm=True):
     for i, t in enumerate(ts):
         j = stats.judge_summaries(x[:t], float(x[t]), sign=1)
         level = stats.level_for(j, P.level)
+        if reconfirm and HEAVY_LEVEL != 1.0 and j.extras.get("heavy"):
+            level = min(1.0, level * HEAVY_LEVEL)  # spend the budget the re-confirm frees
         v = stats.decide(j, j.p_worse, level=level)
         suspect = v == "pass" and stats.is_suspect(j, j.p_worse, level=level)
         if v == "regression" or suspect:
             jc, v = stats.confirm(x[:t], float(tw[t]), sign=1, first=float(x[t]),
                                   suspect=suspect, another=True)
-            if reconfirm and v == "regression" and jc.extras.get("beyond"):
+            if (reconfirm and v == "regression" and jc.extras.get("beyond")
+                    and (not HEAVY_ONLY or jc.extras.get("heavy"))):
                 jc2, v = stats.confirm(x[:t], float(more[0][t]), sign=1, first=float(x[t]),
                                        suspect=suspect, another=False)
             reruns = [float(tw[t])]
