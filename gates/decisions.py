@@ -280,7 +280,8 @@ def confirm_reruns(
     independence checks, less (``tests/test_stats.py``).
     Assumptions: the baseline looks independent and light-tailed (what the
     first stage checked); reruns share nothing but the regime.
-    Returns (judgement of the mean, verdict).
+    Returns (judgement of the mean, verdict); where the reruns decided
+    outright, ``extras["rerun_level"]`` is the level they were held to.
     """
     if len(reruns) < 2:
         raise ValueError("confirm_reruns needs at least two reruns; use confirm for one")
@@ -306,6 +307,7 @@ def confirm_reruns(
     p = j.extras["p_run_worse"]
     if final or j.extras.get("n_base", 0.0) < params.sequential_min_base:
         lv = params.rerun_pair_level if n == 2 else params.rerun_mean_level
+        j.extras["rerun_level"] = lv  # decided outright, at this level (the gate reports it)
         return j, "regression" if p <= lv and floor_ok else "pass"
     if p <= params.rerun_mean_hold_level and floor_ok:
         return j, "regression"

@@ -288,8 +288,8 @@ def evaluate_run(
         if earlier:
             # Failures an earlier rerun held are final (shown again, not saved again);
             # only the previous rerun's borderline ones rerun.
-            for rid in earlier:
-                rows = history.verdicts(rid)
+            for rid in earlier:  # the last is confirm_of, whose verdicts are read already
+                rows = first if rid == confirm_of else history.verdicts(rid)
                 att = max((r["attempt"] for r in rows), default=0)
                 carried += [_carried(r, att) for r in rows
                             if r["attempt"] == att and r["verdict"] in FAILING
@@ -305,7 +305,8 @@ def evaluate_run(
     # The previous attempt's summary of each metric (the first attempt, for a first
     # rerun) and, for later reruns, every earlier rerun's (their mean decides).
     first_summary = _summaries_of(history, confirm_of) if confirm_of else {}
-    earlier_summaries = [_summaries_of(history, rid) for rid in earlier]
+    earlier_summaries = [first_summary if rid == confirm_of else _summaries_of(history, rid)
+                         for rid in earlier]
     # The machine of this run and of each baseline run: a machine the baseline has
     # not seen adds the between-host variance (stats.host_variance) to the verdict.
     this_host = host_key(run.get("hardware"))
@@ -433,10 +434,15 @@ def _summaries_of(history: Any, run_id: str) -> dict[str, float]:
     """Each metric's run summary in ``run_id`` (its newest rows)."""
     out: dict[str, float] = {}
     for key, rows in _latest_rows(history.metrics(run_id)).items():
-        vals = [float(x) for r in rows for x in (r.get("samples") or [r["median"]])]
+        vals = _samples(rows)
         if vals:
             out[key] = stats.run_summary(vals)
     return out
+
+
+def _samples(rows: Sequence[Mapping[str, Any]]) -> list[float]:
+    """A metric's samples in one run, over its rows (a row without samples: its median)."""
+    return [float(x) for r in rows for x in (r.get("samples") or [r["median"]])]
 
 
 def _carried(row: Mapping[str, Any], attempt: int) -> Verdict:
@@ -467,7 +473,7 @@ def _judge_one(history: Any, run: Mapping[str, Any], key: str,
                suspect: bool = False, *, another: bool = False,
                earlier: Sequence[float | None] = (),
                ) -> tuple[stats.Judgement, list[Mapping[str, Any]] | None]:
-    samples = [float(x) for r in rows for x in (r.get("samples") or [r["median"]])]
+    samples = _samples(rows)
     if not samples or not all(math.isfinite(x) for x in samples):
         raise ValueError("the run recorded no finite samples")
     if gate.better not in ("higher", "lower"):
@@ -502,12 +508,10 @@ def _judge_one(history: Any, run: Mapping[str, Any], key: str,
                                             min_change=gate.min_change, extra_var=extra,
                                             hosts=run_hosts, host=this_host)
         prev = ", ".join(f"{_num(x):.6g}" for x in earlier)
-        final_level = p.rerun_pair_level if len(reruns) == 2 else p.rerun_mean_level
-        # The last rerun, or a baseline too short for another (stats.confirm_reruns).
-        last = not another or j.extras.get("n_base", 0.0) < p.sequential_min_base
+        level = j.extras.get("rerun_level")  # set where these reruns decided outright
         v.message = (f"mean of {len(reruns)} reruns (earlier: {prev}) against means of "
                      f"{len(reruns)} baseline runs: "
-                     + (f"held at p <= {final_level:g}" if last else
+                     + (f"held at p <= {level:g}" if level is not None else
                         f"held at p <= {p.rerun_mean_hold_level:g}, pass above "
                         f"{p.rerun_mean_stop_level:g}, else another rerun"))
     else:

@@ -376,6 +376,8 @@ def judge_summaries(
                           "s1": s1, "s1c": s1c, "mu1": mu1, "rho_lo": rho_lo,
                           "n_base": float(n),
                           "heavy": float(heavy), "machines": float(len(known_m)),
+                          # A diagnostic no verdict reads: the value beyond every baseline
+                          # run (the re-confirm lead, benchmarks/attempts/tenth_outlier.py).
                           "beyond": float(sign * (value - mu1) > float(dev_1.max())),
                           **p_win, **q_extras,
                           **({"new_host": 1.0, "host_var": float(tau2_new),
