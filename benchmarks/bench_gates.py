@@ -24,8 +24,9 @@ as well as on nulls, the two constraints the gate is held to.
 The gate trips, then confirms on a rerun (the run's twin: same regime, fresh
 noise), and on further reruns (further twins) while the reruns' mean is
 borderline (the sequential confirm, ``stats.confirm(another=True)`` then
-``stats.confirm_reruns``), exactly as ``gates.gate`` does in a suite session
-with its default four confirm attempts.
+``stats.confirm_reruns``, with the reruns of unheld sequential confirms of the
+last 10 runs carried), exactly as ``gates.gate`` does in a suite session with
+its default four confirm attempts.
 """
 
 from __future__ import annotations
@@ -104,6 +105,8 @@ def gate_alarms(
     tw, more = s.twin_summaries, s.more_twin_summaries
     out = np.zeros(len(ts), dtype=bool)
     names = s.hosts if machines else None
+    unheld: dict[int, list[float]] = {}  # run -> reruns of its unheld sequential confirm
+    w = max(P.windows, default=1)
     for i, t in enumerate(ts):
         kw = {"hosts": names[:t], "host": names[t]} if names else {}
         j = stats.judge_summaries(x[:t], float(x[t]), sign=1, **kw)
@@ -115,12 +118,17 @@ def gate_alarms(
             jc, v = stats.confirm(x[:t], float(tw[t]), sign=1, first=float(x[t]),
                                   suspect=suspect, another=two_stage, **kw)
             reruns = [float(tw[t])]
+            # The unheld sequential confirms of the last w runs join the mean (as the
+            # gate's baselines.unheld_chains reads them from the history).
+            carried = [r for u in range(t - w, t) for r in unheld.get(u, ())]
             for tk in more:  # borderline: another rerun, and the reruns' mean decides
                 if v != "suspect":
                     break
                 reruns.append(float(tk[t]))
                 _, v = stats.confirm_reruns(x[:t], reruns, sign=1, final=len(reruns) > len(more),
-                                            **kw)
+                                            carried=carried, **kw)
+            if len(reruns) >= 2 and v != "regression":
+                unheld[t] = reruns
             if v != "regression" and jc.extras.get("p_split", 1.0) <= P.transient_level:
                 x[t] = tw[t]
         out[i] = v == "regression"

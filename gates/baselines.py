@@ -22,7 +22,8 @@ import numpy as np
 from gates import stats
 from gates.provenance import host_key
 
-__all__ = ["SERIES_LIMIT", "baseline_runs", "bulk_baselines", "hosts_of", "transients"]
+__all__ = ["SERIES_LIMIT", "baseline_runs", "bulk_baselines", "hosts_of", "transients",
+           "unheld_chains"]
 
 SERIES_LIMIT = 80  # newest baseline rows fetched per metric (window 40 + 10 + confirm reruns)
 
@@ -73,6 +74,54 @@ def transients(conn: sqlite3.Connection, suite: str,
                 out[(first, key)] = rid
         except (ValueError, AttributeError):
             continue  # an unreadable detail marks nothing
+    return out
+
+
+def unheld_chains(conn: sqlite3.Connection, suite: str, key: str,
+                  first_ids: Sequence[str], *, depth: int = 16) -> list[tuple[str, list[str]]]:
+    """The confirm reruns of ``key`` that went on past one rerun and held nothing.
+
+    For each run in ``first_ids`` (first attempts, oldest first), (its id, the
+    complete reruns of its confirm chain (``confirm_of`` back to it) that judged ``key``,
+    oldest first), where two or more did (a sequential confirm) and none said
+    ``regression``, ``threshold-fail``, ``missing`` or ``error``: evidence the
+    next sequential confirm of ``key`` may carry (``stats.confirm_reruns``).
+    """
+    if not first_ids:
+        return []
+    root = {rid: rid for rid in first_ids}
+    order: dict[str, list[str]] = {rid: [] for rid in first_ids}
+    frontier = list(first_ids)
+    for _ in range(depth):  # one query per chain level; a loop cannot revisit a run
+        if not frontier:
+            break
+        rows = conn.execute(
+            f"SELECT run_id, confirm_of FROM runs WHERE confirm_of IN "
+            f"({','.join('?' * len(frontier))}) AND suite = ? AND status = 'complete' "
+            "ORDER BY started_at, run_id", [*frontier, suite]).fetchall()
+        frontier = []
+        for rid, parent in rows:
+            if rid in root:
+                continue
+            root[rid] = root[parent]
+            order[root[rid]].append(rid)
+            frontier.append(rid)
+    reruns = [rid for rid in root if rid not in order]
+    if not reruns:
+        return []
+    said: dict[str, str] = {}
+    for c in range(0, len(reruns), 500):
+        part = reruns[c:c + 500]
+        for rid, verdict in conn.execute(
+                f"SELECT run_id, verdict FROM verdicts WHERE key = ? AND run_id IN "
+                f"({','.join('?' * len(part))})", [key, *part]):
+            said[rid] = verdict
+    out = []
+    for first in first_ids:
+        chain = [rid for rid in order[first] if rid in said]
+        if len(chain) >= 2 and not any(said[rid] in ("regression", "threshold-fail",
+                                                        "missing", "error") for rid in chain):
+            out.append((first, chain))
     return out
 
 

@@ -252,6 +252,7 @@ def confirm_reruns(
     extra_var: float = 0.0,
     hosts: Sequence[str | None] | None = None,
     host: str | None = None,
+    carried: Sequence[float] = (),
 ) -> tuple[Judgement, str]:
     """Later stages of the sequential confirm (``confirm`` with ``another``).
 
@@ -278,6 +279,19 @@ def confirm_reruns(
     SDs against 0.26 / 0.38 / 0.52 / 0.78 for two (300,000 draws); with 40
     estimated baseline runs, the practical floor on the newest rerun and the
     independence checks, less (``tests/test_stats.py``).
+    ``carried``: reruns of this metric's sequential confirms that did not hold
+    at recent earlier runs (oldest first; ``gates.gate`` reads those of the
+    last ``max(params.windows)`` baseline runs). They join the mean as further
+    reruns. Only first attempts are selected for being high; a chain that
+    went on past its first rerun had that rerun short of clear (p <= 0.46),
+    and one that did not hold ended low, so under no change they are about as
+    good a sample of the regime as fresh ones (null false alarms over six
+    benchmark seeds: the same or lower in every cell); under a sustained
+    shift they carry its evidence from one trip to the next, as a CUSUM
+    carries its sum. Like a third rerun, they count only on baselines of
+    ``params.sequential_min_base`` runs or more (shorter autocorrelated
+    baselines read as independent by chance, and reruns of neighbouring runs
+    then share their state); ``extras["carried"]`` is how many counted.
     Assumptions: the baseline looks independent and light-tailed (what the
     first stage checked); reruns share nothing but the regime.
     Returns (judgement of the mean, verdict); where the reruns decided
@@ -287,9 +301,13 @@ def confirm_reruns(
         raise ValueError("confirm_reruns needs at least two reruns; use confirm for one")
     kw = dict(sign=sign, params=params, n_trials=n_trials, extra_var=extra_var,
               min_change=min_change, hosts=hosts, host=host)
-    n = len(reruns)
-    x = np.asarray(reruns, dtype=float)
-    j = judge_summaries(history, float(x.mean()), mean_of=n, **kw)
+    x = np.asarray([*carried, *reruns], dtype=float)
+    j = judge_summaries(history, float(x.mean()), mean_of=x.size, **kw)
+    if carried and j.extras.get("n_base", 0.0) < params.sequential_min_base:
+        carried = ()  # a short baseline: this run's own reruns only
+        x = np.asarray(reruns, dtype=float)
+        j = judge_summaries(history, float(x.mean()), mean_of=x.size, **kw)
+    n = x.size
     if j.status != "ok":
         return j, j.status
     if params.rerun_clip > 0:
@@ -304,6 +322,7 @@ def confirm_reruns(
                 if j.baseline is not None and j.baseline != 0 else None)
     floor_ok = ((j.own_change is None or sign * j.own_change > j.floor)
                 and (own_last is None or sign * own_last > j.floor))
+    j.extras["carried"] = float(len(carried))
     p = j.extras["p_run_worse"]
     if final or j.extras.get("n_base", 0.0) < params.sequential_min_base:
         lv = params.rerun_pair_level if n == 2 else params.rerun_mean_level

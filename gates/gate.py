@@ -54,7 +54,7 @@ from typing import Any
 import numpy as np
 
 from gates import stats
-from gates.baselines import baseline_runs, bulk_baselines, hosts_of
+from gates.baselines import baseline_runs, bulk_baselines, hosts_of, unheld_chains
 from gates.declarations import DeclarationError, Gate, gate_for, parse_plan_gates
 from gates.provenance import host_key
 
@@ -314,7 +314,7 @@ def evaluate_run(
     try:
         pre = (bulk_baselines(history, run, {k for k in keys if recorded.get(k)}, exclude,
                                params.window + max(params.windows, default=1),
-                               ids_out=base_ids if this_host else None)
+                               ids_out=base_ids if this_host or earlier else None)
                if bulk else None)
         hosts = (hosts_of(history, [r for ids in base_ids.values() for r in ids])
                  if this_host and pre is not None else {})
@@ -440,6 +440,20 @@ def _summaries_of(history: Any, run_id: str) -> dict[str, float]:
     return out
 
 
+def _unheld_reruns(history: Any, suite: str, key: str, ids: Sequence[str],
+                   w: int) -> tuple[list[float], list[str]]:
+    """``key``'s values in the unheld sequential confirms of the last ``w`` baseline
+    runs (``baselines.unheld_chains``), oldest first, and those runs' ids."""
+    vals: list[float] = []
+    roots: list[str] = []
+    for first, chain in unheld_chains(history.conn, suite, key, list(ids)[-w:]):
+        got = [_summaries_of(history, rid).get(key) for rid in chain]
+        if all(x is not None for x in got):
+            vals += [float(x) for x in got]
+            roots.append(first)
+    return vals, roots
+
+
 def _samples(rows: Sequence[Mapping[str, Any]]) -> list[float]:
     """A metric's samples in one run, over its rows (a row without samples: its median)."""
     return [float(x) for r in rows for x in (r.get("samples") or [r["median"]])]
@@ -503,14 +517,20 @@ def _judge_one(history: Any, run: Mapping[str, Any], key: str,
         if any(x is None for x in earlier):
             raise ValueError("an earlier confirm rerun recorded no such metric")
         reruns = [*earlier, value]
+        carried, roots = _unheld_reruns(history, run["suite"], key, ids or (),
+                                        max(p.windows, default=1))
         j, v.verdict = stats.confirm_reruns(summaries, reruns, sign=sign, final=not another,
                                             params=p, n_trials=gate.n,
                                             min_change=gate.min_change, extra_var=extra,
-                                            hosts=run_hosts, host=this_host)
+                                            hosts=run_hosts, host=this_host, carried=carried)
         prev = ", ".join(f"{_num(x):.6g}" for x in earlier)
+        n_all = len(reruns) + int(j.extras.get("carried", 0))
+        if j.extras.get("carried"):
+            prev += (f"; {len(carried)} carried from the unheld confirms of "
+                     + ", ".join(roots))
         level = j.extras.get("rerun_level")  # set where these reruns decided outright
-        v.message = (f"mean of {len(reruns)} reruns (earlier: {prev}) against means of "
-                     f"{len(reruns)} baseline runs: "
+        v.message = (f"mean of {n_all} reruns (earlier: {prev}) against means of "
+                     f"{n_all} baseline runs: "
                      + (f"held at p <= {level:g}" if level is not None else
                         f"held at p <= {p.rerun_mean_hold_level:g}, pass above "
                         f"{p.rerun_mean_stop_level:g}, else another rerun"))
