@@ -478,3 +478,51 @@ def test_two_stage_level_never_announces_improvements(h):
     a = add_run(h, 100, {"lat": _const(0.986)})
     [v] = evaluate_run(h, a, attempts_left=2, save=False).verdicts
     assert v.verdict == "pass" and v.p_value is not None
+
+
+def _two_trips(h, c1: float) -> tuple[str, str]:
+    """45 independent runs, then run100 trips (+1.6%) and reruns 1.010 (borderline) and
+    ``c1``; run110 trips again and reruns 1.011: returns (run100's last rerun, run110's
+    first rerun), whose gate judges run110's borderline metric at its last rerun."""
+    rng = np.random.default_rng(0)
+    for i in range(45):
+        add_run(h, i, {"lat": lat(rng)})
+    a1 = add_run(h, 100, {"lat": _const(1.016)})
+    assert evaluate_run(h, a1, attempts_left=2).verdicts[0].verdict == "regression"
+    b1 = add_run(h, 101, {"lat": _const(1.010)}, confirm_of=a1)
+    assert evaluate_run(h, b1, attempts_left=1).verdicts[0].verdict == "suspect"
+    c1_ = add_run(h, 102, {"lat": _const(c1)}, confirm_of=b1)
+    evaluate_run(h, c1_)
+    a2 = add_run(h, 110, {"lat": _const(1.016)})
+    assert evaluate_run(h, a2, attempts_left=2).verdicts[0].verdict == "regression"
+    b2 = add_run(h, 111, {"lat": _const(1.011)}, confirm_of=a2)
+    assert evaluate_run(h, b2, attempts_left=1).verdicts[0].verdict == "suspect"
+    return c1_, b2
+
+
+def test_unheld_confirm_reruns_of_a_recent_run_join_the_next_confirm(h):
+    # run100's confirm went on to a second rerun and did not hold; its two reruns join
+    # run110's: the mean of four (+1.0%) holds where run110's own two would not.
+    c1, b2 = _two_trips(h, 1.009)
+    assert h.verdicts(c1)[0]["verdict"] == "pass"
+    # What is carried: chains with two or more reruns of the key (run110 has one so far).
+    from gates.baselines import unheld_chains
+    assert unheld_chains(h.conn, "s", "lat", ["run099", "run100", "run110"]) == [
+        ("run100", ["run101", "run102"])]
+    assert unheld_chains(h.conn, "s", "other", ["run100"]) == []
+    c2 = add_run(h, 112, {"lat": _const(1.011)}, confirm_of=b2)
+    for bulk in (True, False):
+        [v] = evaluate_run(h, c2, save=False, bulk=bulk).verdicts
+        assert v.verdict == "regression", bulk
+        assert "mean of 4 reruns" in v.message and "2 carried" in v.message
+        assert "unheld confirms of run100" in v.message
+
+
+def test_a_held_confirm_is_not_carried(h):
+    # The same runs, but run100's second rerun held its regression: nothing is carried
+    # (a held failure is final), and run110's own two reruns fall short.
+    c1, b2 = _two_trips(h, 1.016)
+    assert h.verdicts(c1)[0]["verdict"] == "regression"
+    c2 = add_run(h, 112, {"lat": _const(1.011)}, confirm_of=b2)
+    [v] = evaluate_run(h, c2, save=False).verdicts
+    assert v.verdict == "pass" and "mean of 2 reruns" in v.message and "carried" not in v.message

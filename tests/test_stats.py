@@ -519,3 +519,62 @@ def test_confirm_reruns_needs_the_mean_and_the_last_rerun_beyond_the_floor():
     assert stats.confirm_reruns(h, [104.0, 102.0], sign=1, min_change=0.025)[1] == "pass"
     assert stats.confirm_reruns(h, [104.0, 104.0, 102.0], sign=1,
                                 min_change=0.025)[1] == "pass"
+
+
+def _trip_then_confirm(history, first, reruns, carried=()):
+    """``_sequential`` with ``carried`` reruns of an earlier unheld confirm joining the mean."""
+    _, v = confirm(history, reruns[0], sign=1, first=first, another=True)
+    n = 1
+    while v == "suspect" and n < len(reruns):
+        n += 1
+        v = stats.confirm_reruns(history, reruns[:n], sign=1, final=n == len(reruns),
+                                 carried=carried)[1]
+    return v, n
+
+
+def test_unheld_reruns_carried_into_the_next_confirm_keep_the_level_and_add_power():
+    # Two trips in a row on one independent 40-run baseline (first attempts at 3 SD):
+    # where the first trip's confirm went on past one rerun and did not hold, its reruns
+    # join the second trip's mean. Under no change the second trip then holds about as
+    # rarely as alone; with every rerun 1.25 SD out (a sustained shift) more often (here,
+    # of 224 and 254 such pairs: 0.4 -> 0.9% and 37 -> 45%; of about 650 each in 2,000
+    # draws, 0.8 -> 1.3% and 32 -> 41%).
+    rng = np.random.default_rng(21)
+    held = {(c, d): 0 for c in (False, True) for d in (0.0, 1.25)}
+    pairs = {0.0: 0, 1.25: 0}
+    for _ in range(800):
+        h = rng.normal(0, 1, 40)
+        for d in (0.0, 1.25):
+            r1, r2 = rng.normal(0, 1, 4) + d, rng.normal(0, 1, 4) + d
+            v1, n1 = _trip_then_confirm(h, 3.0, r1)
+            if n1 < 2 or v1 == "regression":
+                continue
+            pairs[d] += 1
+            for c in (False, True):
+                held[(c, d)] += _trip_then_confirm(h, 3.0, r2, list(r1[:n1]) if c else ())[0] \
+                    == "regression"
+    rate = {(c, d): n / pairs[d] for (c, d), n in held.items()}
+    assert min(pairs.values()) >= 200
+    assert rate[(True, 0.0)] <= 0.025 and rate[(True, 0.0)] <= rate[(False, 0.0)] + 0.01
+    assert rate[(True, 1.25)] >= rate[(False, 1.25)] + 0.06
+
+
+def test_carried_reruns_count_only_on_baselines_of_30_runs():
+    h = np.random.default_rng(22).normal(100, 1, 40)
+    fresh = [101.4, 101.3, 101.2, 101.5]
+    # Alone the four reruns' mean (+1.35 SD) falls short of the last stage's level; four
+    # more of an earlier unheld confirm at the same level carry it.
+    j0, v0 = stats.confirm_reruns(h, fresh, sign=1)
+    assert v0 == "pass" and j0.extras["carried"] == 0
+    j1, v1 = stats.confirm_reruns(h, fresh, sign=1, carried=[101.2, 101.5, 101.3, 101.4])
+    assert v1 == "regression" and j1.extras["carried"] == 4
+    assert j1.extras["p_run_worse"] < j0.extras["p_run_worse"]
+    # Carried reruns near the centre pull the mean back: what did not hold weighs in too.
+    assert stats.confirm_reruns(h, [101.8, 101.9, 102.0, 101.9], sign=1,
+                                carried=[100.0, 99.8, 100.1, 100.2])[1] == "pass"
+    # A baseline under sequential_min_base runs: this run's own reruns only.
+    short = h[:25]
+    js, vs = stats.confirm_reruns(short, fresh, sign=1, carried=[101.2, 101.5, 101.3, 101.4])
+    assert js.extras["carried"] == 0
+    assert (js.extras["p_run_worse"], vs) == pytest.approx(
+        (stats.confirm_reruns(short, fresh, sign=1)[0].extras["p_run_worse"], vs))
