@@ -31,6 +31,8 @@ Confirm on trip (what ``ci_register.runner`` does):
    borderline and attempts are left, C says ``suspect`` again and D follows
    (``confirm_of = C``: the chain back to A names every earlier rerun); with
    ``--confirm 0`` a suspect stays a suspect and never fails the session.
+   From C on, the reruns of the metric's unheld sequential confirms at the
+   last 10 baseline runs (``baselines.unheld_chains``) join that mean.
 
 Baselines (``gates.baselines``): complete, trusted runs of the same suite, metric
 key and hardware fingerprint before the judged run, read for every metric of a run
@@ -241,7 +243,8 @@ def evaluate_run(
     ``stats.confirm_reruns(final=False)``); a later rerun (``confirm_of`` is
     itself a confirm run) judges the metrics its previous attempt found
     borderline with ``stats.confirm_reruns`` on the mean of every rerun of the
-    chain, the first attempt and earlier reruns left out of the baseline, and
+    chain (and of the metric's unheld sequential confirms at the last 10
+    baseline runs), the first attempt and earlier reruns left out of the baseline, and
     carries the failures earlier reruns held forward (shown and counted, not
     saved again).
     ``bulk``: read every baseline in a few queries (``bulk_baselines``);

@@ -55,7 +55,11 @@ Design, in short (see ``judge_summaries`` and ``confirm``):
    (each clipped to 3 run scales) decides: held at p <= 0.00135, passed at
    p > 0.5, else one more rerun, and at the last p <= 0.02 (two reruns) or
    0.015 (more) (``confirm(another=True)``, ``confirm_reruns``). A third
-   rerun or later needs a baseline of 30 runs.
+   rerun or later needs a baseline of 30 runs. The reruns of this metric's
+   sequential confirms that did not hold at the last 10 baseline runs join
+   that mean (``carried``, same 30-run rule): reruns are not selected for
+   being high, and a sustained shift's evidence then carries from one trip
+   to the next instead of starting again at each.
 
 Defaults are set on the detection benchmark (``benchmarks/bench_gates.py``):
 the level is the largest that keeps the worst noise model (AR(1), the H200
