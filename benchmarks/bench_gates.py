@@ -117,6 +117,9 @@ def gate_alarms(
         if (v == "regression" or suspect) and confirm:
             jc, v = stats.confirm(x[:t], float(tw[t]), sign=1, first=float(x[t]),
                                   suspect=suspect, another=two_stage, **kw)
+            if v == "suspect" and jc.extras.get("corroborate") and more:
+                # A rerun beyond every run of a heavy-tailed baseline: the next one decides.
+                _, v = stats.corroborate(x[:t], float(more[0][t]), sign=1, **kw)
             reruns = [float(tw[t])]
             # The unheld sequential confirms of the last w runs join the mean (as the
             # gate's baselines.unheld_chains reads them from the history).

@@ -84,7 +84,8 @@ def unheld_chains(conn: sqlite3.Connection, suite: str, key: str,
     For each run in ``first_ids`` (first attempts, oldest first), (its id, the
     complete reruns of its confirm chain (``confirm_of`` back to it) that judged ``key``,
     oldest first), where two or more did (a sequential confirm) and none said
-    ``regression``, ``threshold-fail``, ``missing`` or ``error``: evidence the
+    ``regression``, ``threshold-fail``, ``missing`` or ``error`` or asked for
+    corroboration (``decisions.corroborate``): evidence the
     next sequential confirm of ``key`` may carry (``stats.confirm_reruns``).
     """
     if not first_ids:
@@ -112,15 +113,17 @@ def unheld_chains(conn: sqlite3.Connection, suite: str, key: str,
     said: dict[str, str] = {}
     for c in range(0, len(reruns), 500):
         part = reruns[c:c + 500]
-        for rid, verdict in conn.execute(
-                f"SELECT run_id, verdict FROM verdicts WHERE key = ? AND run_id IN "
+        for rid, verdict, detail in conn.execute(
+                f"SELECT run_id, verdict, detail FROM verdicts WHERE key = ? AND run_id IN "
                 f"({','.join('?' * len(part))})", [key, *part]):
-            said[rid] = verdict
+            # A rerun that asked the next to corroborate it (decisions.corroborate) was
+            # beyond every baseline run: not a sequential confirm's sample.
+            said[rid] = "corroborate" if '"corroborate": true' in (detail or "") else verdict
     out = []
     for first in first_ids:
         chain = [rid for rid in order[first] if rid in said]
-        if len(chain) >= 2 and not any(said[rid] in ("regression", "threshold-fail",
-                                                        "missing", "error") for rid in chain):
+        if len(chain) >= 2 and not any(said[rid] in ("regression", "threshold-fail", "missing",
+                                                        "error", "corroborate") for rid in chain):
             out.append((first, chain))
     return out
 

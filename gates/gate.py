@@ -104,6 +104,7 @@ class Verdict:
     message: str = ""
     declared_at: str | None = None
     transient: bool = False  # confirm: the first attempt was a glitch; baselines take the rerun
+    corroborate: bool = False  # confirm: a rerun beyond every run of a heavy baseline; the next decides
 
     @property
     def enforced_failure(self) -> bool:
@@ -125,6 +126,8 @@ class Verdict:
             detail["confirm_of"] = confirm_of
         if self.transient:
             detail["transient"] = True
+        if self.corroborate:
+            detail["corroborate"] = True
         return {"key": self.key, "nodeid": self.nodeid, "verdict": self.verdict,
                 "baseline": self.baseline, "new": self.new, "rel_change": self.rel_change,
                 "ci_low": self.ci_low, "ci_high": self.ci_high, "statistic": self.statistic,
@@ -277,6 +280,7 @@ def evaluate_run(
     exclude = {run_id}
     keys = sorted(set(recorded) | {k for k, g in declared.items() if g.mode != "off"})
     suspects: set[str] = set()
+    corroborating: set[str] = set()  # keys whose previous rerun asked the next to corroborate
     earlier: list[str] = []  # the confirm reruns before this one, oldest first
     carried: list[Verdict] = []
     if confirm_of:
@@ -300,6 +304,7 @@ def evaluate_run(
             rerun = [r for r in rerun if r["verdict"] == "suspect"]
         tripped = {r["key"] for r in rerun}
         suspects = {r["key"] for r in rerun if r["verdict"] == "suspect"}
+        corroborating = {r["key"] for r in rerun if (r.get("detail") or {}).get("corroborate")}
         if first:
             keys = [k for k in keys if k in tripped]
             keys += sorted(tripped - set(keys))
@@ -350,7 +355,8 @@ def evaluate_run(
                                  this_host, hosts, base_ids.get(key),
                                  key in suspects and not earlier,
                                  another=attempts_left >= 1,
-                                 earlier=[e.get(key) for e in earlier_summaries])
+                                 earlier=[e.get(key) for e in earlier_summaries],
+                                 corroborating=key in corroborating)
             if base is not None:
                 bases[key] = base
         except Exception as e:  # noqa: BLE001 - one bad metric must not hide the others
@@ -488,7 +494,7 @@ def _judge_one(history: Any, run: Mapping[str, Any], key: str,
                pre: Any = None, this_host: str | None = None,
                hosts: Mapping[str, str | None] | None = None, ids: Sequence[str] | None = None,
                suspect: bool = False, *, another: bool = False,
-               earlier: Sequence[float | None] = (),
+               earlier: Sequence[float | None] = (), corroborating: bool = False,
                ) -> tuple[stats.Judgement, list[Mapping[str, Any]] | None]:
     samples = _samples(rows)
     if not samples or not all(math.isfinite(x) for x in samples):
@@ -515,6 +521,15 @@ def _judge_one(history: Any, run: Mapping[str, Any], key: str,
                                   extra_var=extra, min_change=gate.min_change,
                                   hosts=run_hosts, host=this_host)
         v.verdict = ""  # decided after BH
+    elif corroborating:
+        # The previous rerun lay beyond every run of a heavy-tailed baseline: this one decides.
+        j, v.verdict = stats.corroborate(summaries, value, sign=sign, params=p, n_trials=gate.n,
+                                         min_change=gate.min_change, extra_var=extra,
+                                         hosts=run_hosts, host=this_host)
+        if j.status == "ok":
+            v.message = (f"previous rerun {_num(first):.6g} beyond every baseline run; this "
+                         f"rerun ranks p {j.extras['p_rank']:.2g} among them: held at "
+                         f"<= {p.corroborate_rank:g}")
     elif earlier:
         # Earlier reruns of a borderline metric: ``earlier`` (the previous one is ``first``).
         if any(x is None for x in earlier):
@@ -542,7 +557,12 @@ def _judge_one(history: Any, run: Mapping[str, Any], key: str,
                                      n_trials=gate.n, min_change=gate.min_change,
                                      extra_var=extra, hosts=run_hosts, host=this_host,
                                      suspect=suspect, another=another)
-        if v.verdict == "suspect":
+        if v.verdict == "suspect" and j.extras.get("corroborate"):
+            v.corroborate = True
+            v.message = (f"rerun {_num(value):.6g} beyond every run of a heavy-tailed baseline: "
+                         f"held only if the next rerun ranks among the worst "
+                         f"{p.corroborate_rank:g} of them")
+        elif v.verdict == "suspect":
             v.message = (f"rerun alone p {j.extras['p_run_worse']:.2g}: borderline, "
                          "another rerun decides")
         p_split = j.extras.get("p_split", 1.0)

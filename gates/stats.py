@@ -72,7 +72,15 @@ per-metric tuning.
 # gates.decisions (verdicts and confirm on trip). This module is their public face.
 from __future__ import annotations
 
-from gates.decisions import confirm, confirm_reruns, decide, independent, is_suspect, level_for
+from gates.decisions import (
+    confirm,
+    confirm_reruns,
+    corroborate,
+    decide,
+    independent,
+    is_suspect,
+    level_for,
+)
 from gates.judge import (
     DEFAULTS,
     WITHIN_RUNS,
@@ -122,6 +130,7 @@ __all__ = [
     "bh_qvalues",
     "pettitt",
     "confirm",
+    "corroborate",
     "confirm_reruns",
     "independent",
     "level_for",
