@@ -272,23 +272,21 @@ def corroborate(
     power-cap dip of one sample a run 3-10 run scales out: 11 of 12 H200 m=1
     false alarms on the spike run itself, tenth round). So the next rerun, an
     independent draw of the regime, must lean the same way: the regression holds
-    only if it ranks among the worst ``params.corroborate_rank`` of the last
-    ``params.window`` baseline runs (rank p = (1 + #{runs at least as bad}) /
-    (n + 1)). Under no change the rank p is uniform, so this holds
+    only if it ranks among the worst ``params.corroborate_rank`` of the
+    baseline runs its k = 1 test is judged against (rank p = (1 + #{runs at
+    least as bad}) / (n + 1), ``extras["rank_worse"]``; the AR(1) residuals
+    where the judge predicts one step ahead). Under no change the rank p is uniform, so this holds
     ``corroborate_rank`` of such trips; a shifted regime leans bad even from its
     fast mode (bimodal step 20%: judged alone at the confirm level, that
     second rerun passed too often, tenth round). ``history`` holds neither the
-    first attempt nor the earlier rerun. Returns (judgement of the rerun with
-    ``extras["p_rank"]``, verdict).
+    first attempt nor the earlier rerun. Returns (judgement of the rerun,
+    verdict).
     """
     j = judge_summaries(history, rerun, sign=sign, params=params, n_trials=n_trials,
                         min_change=min_change, extra_var=extra_var, hosts=hosts, host=host)
     if j.status != "ok":
         return j, j.status
-    h = np.asarray(history, dtype=float)
-    base = h[np.isfinite(h)][-params.window:]
-    p_rank = (1 + int(np.count_nonzero(sign * (base - rerun) >= 0))) / (base.size + 1)
-    j.extras["p_rank"] = p_rank
+    p_rank = j.extras["rank_worse"]
     return j, "regression" if p_rank <= params.corroborate_rank else "pass"
 
 

@@ -528,7 +528,7 @@ def _judge_one(history: Any, run: Mapping[str, Any], key: str,
                                          hosts=run_hosts, host=this_host)
         if j.status == "ok":
             v.message = (f"previous rerun {_num(first):.6g} beyond every baseline run; this "
-                         f"rerun ranks p {j.extras['p_rank']:.2g} among them: held at "
+                         f"rerun ranks p {j.extras['rank_worse']:.2g} among them: held at "
                          f"<= {p.corroborate_rank:g}")
     elif earlier:
         # Earlier reruns of a borderline metric: ``earlier`` (the previous one is ``first``).

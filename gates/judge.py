@@ -382,6 +382,9 @@ def judge_summaries(
                           # The value beyond every baseline run: on a heavy-tailed baseline
                           # a confirm rerun this far out is corroborated (decisions.corroborate).
                           "beyond": float(sign * (value - mu1) > float(dev_1.max())),
+                          # ... and its rank among them: (1 + #{as bad or worse}) / (n + 1).
+                          "rank_worse": float((1 + np.count_nonzero(dev_1 >= sign * (value - mu1)))
+                                              / (dev_1.size + 1)),
                           **p_win, **q_extras,
                           **({"new_host": 1.0, "host_var": float(tau2_new),
                               "host_var_known": float(tau2 is not None)}

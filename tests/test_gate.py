@@ -526,3 +526,36 @@ def test_a_held_confirm_is_not_carried(h):
     c2 = add_run(h, 112, {"lat": _const(1.011)}, confirm_of=b2)
     [v] = evaluate_run(h, c2, save=False).verdicts
     assert v.verdict == "pass" and "mean of 2 reruns" in v.message and "carried" not in v.message
+
+
+def test_a_rerun_beyond_a_heavy_baseline_is_corroborated_by_the_next(h):
+    # A two-mode baseline (a quarter of its runs 4-12% slow), then a sustained +20%:
+    # A trips, its rerun B lies beyond every baseline run, so B asks for one more rerun
+    # (saved as such), which decides by its rank among the baseline runs.
+    from test_stats import _slow_mode_baseline
+
+    from gates.baselines import unheld_chains
+    for i, x in enumerate(_slow_mode_baseline(31) / 100):
+        add_run(h, i, {"lat": _const(float(x))})
+    for i in range(40, 49):
+        add_run(h, i, {"lat": _const(1.20 + 0.003 * (i % 3))})
+    a = add_run(h, 100, {"lat": _const(1.21)})
+    assert evaluate_run(h, a, attempts_left=2).verdicts[0].verdict == "regression"
+    b = add_run(h, 101, {"lat": _const(1.25)}, confirm_of=a)
+    rb = evaluate_run(h, b, attempts_left=1)
+    [v] = rb.verdicts
+    assert v.verdict == "suspect" and "beyond every run of a heavy-tailed baseline" in v.message
+    assert rb.tripped_nodeids == [NODE] and rb.exit_code == 0
+    assert h.verdicts(b)[0]["detail"]["corroborate"] is True
+    # With no rerun left, B holds as before.
+    assert evaluate_run(h, b, save=False).verdicts[0].verdict == "regression"
+    # A clean next rerun (in the baseline's fast mode): the regression does not hold ...
+    c = add_run(h, 102, {"lat": _const(1.005)}, confirm_of=b)
+    [vc] = evaluate_run(h, c).verdicts
+    assert vc.verdict == "pass" and "ranks p" in vc.message and "held at <= 0.4" in vc.message
+    # ... and that unheld chain is not a sequential confirm's sample to carry.
+    assert unheld_chains(h.conn, "s", "lat", [a]) == []
+    # One that leans bad (+21%, beyond the slow mode too) holds it.
+    c2 = add_run(h, 103, {"lat": _const(1.21)}, confirm_of=b)
+    [vc2] = evaluate_run(h, c2, save=False).verdicts
+    assert vc2.verdict == "regression" and evaluate_run(h, c2, save=False).exit_code == 1

@@ -578,3 +578,45 @@ def test_carried_reruns_count_only_on_baselines_of_30_runs():
     assert js.extras["carried"] == 0
     assert (js.extras["p_run_worse"], vs) == pytest.approx(
         (stats.confirm_reruns(short, fresh, sign=1)[0].extras["p_run_worse"], vs))
+
+
+def _slow_mode_baseline(seed: int) -> np.ndarray:
+    """40 runs at 100 +/- 1, 12 of them in a slow mode 4-12 above: heavy-tailed."""
+    rng = np.random.default_rng(seed)
+    h = rng.normal(100, 1, 40)
+    h[rng.choice(40, 12, replace=False)] += rng.uniform(4, 12, 12)
+    return h
+
+
+def test_a_rerun_beyond_every_run_of_a_heavy_baseline_asks_the_next_to_corroborate():
+    h = _slow_mode_baseline(31)
+    assert judge_summaries(h, 130.0, sign=1).extras["heavy"]
+    # Held by the one-rerun rules, but beyond every baseline run: the next rerun decides,
+    # where one may follow; with none left the rerun holds as before.
+    jc, v = confirm(h, 125.0, sign=1, first=130.0, another=True)
+    assert v == "suspect" and jc.extras["corroborate"] == 1.0 and jc.extras["beyond"] == 1.0
+    assert confirm(h, 125.0, sign=1, first=130.0)[1] == "regression"
+    # A rerun inside the baseline's range that does not hold is not asked about.
+    jc, v = confirm(h, 112.0, sign=1, first=130.0, another=True)
+    assert v == "pass" and "corroborate" not in jc.extras
+    # The next rerun holds the regression where it ranks among the worst 40% of the
+    # baseline's reference runs, and passes below that.
+    j, v = stats.corroborate(h, 111.0, sign=1)
+    assert v == "regression" and j.extras["rank_worse"] <= 0.1
+    j, v = stats.corroborate(h, 99.0, sign=1)
+    assert v == "pass" and j.extras["rank_worse"] > DEFAULTS.corroborate_rank
+
+
+def test_corroborate_holds_its_rank_share_of_null_reruns_and_most_shifted_ones():
+    # Reruns drawn like the baseline: held about corroborate_rank of the time (the rank
+    # is uniform); a +20% regime (its fast mode above the baseline's slow one): nearly all.
+    rng = np.random.default_rng(32)
+    held = {0.0: 0, 20.0: 0}
+    reps = 400
+    for i in range(reps):
+        h = _slow_mode_baseline(100 + i)
+        for d in held:
+            r = rng.normal(100, 1) + (rng.uniform(4, 12) if rng.random() < 0.3 else 0.0) + d
+            held[d] += stats.corroborate(h, r, sign=1)[1] == "regression"
+    assert abs(held[0.0] / reps - DEFAULTS.corroborate_rank) <= 0.07
+    assert held[20.0] / reps >= 0.95
