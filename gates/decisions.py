@@ -176,7 +176,9 @@ def confirm(
     0.05): a group-sequential design (Jennison & Turnbull, *Group Sequential
     Methods*, 2000, ch. 2). Autocorrelated baselines keep one rerun (two
     reruns share the previous run's state), as do heavy-tailed ones (two
-    reruns in a slow mode are ordinary there).
+    reruns in a slow mode are ordinary there), except that there a held
+    rerun beyond every baseline run is ``suspect`` with
+    ``extras["corroborate"]`` and the next rerun decides (``corroborate``).
     Returns (judgement, verdict of the rerun).
     """
     kw = dict(sign=sign, params=params, n_trials=n_trials, extra_var=extra_var,

@@ -32,7 +32,10 @@ Confirm on trip (what ``ci_register.runner`` does):
    (``confirm_of = C``: the chain back to A names every earlier rerun); with
    ``--confirm 0`` a suspect stays a suspect and never fails the session.
    From C on, the reruns of the metric's unheld sequential confirms at the
-   last 10 baseline runs (``baselines.unheld_chains``) join that mean.
+   last 10 baseline runs (``baselines.unheld_chains``) join that mean. On a
+   heavy-tailed baseline, a rerun B that holds but lies beyond every baseline
+   run says ``suspect`` too (saved with ``detail.corroborate``), and C alone
+   decides, by its rank among the baseline runs (``stats.corroborate``).
 
 Baselines (``gates.baselines``): complete, trusted runs of the same suite, metric
 key and hardware fingerprint before the judged run, read for every metric of a run

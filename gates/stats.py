@@ -60,6 +60,10 @@ Design, in short (see ``judge_summaries`` and ``confirm``):
    that mean (``carried``, same 30-run rule): reruns are not selected for
    being high, and a sustained shift's evidence then carries from one trip
    to the next instead of starting again at each.
+7. Heavy-tailed baselines keep one rerun, but a rerun that holds while lying
+   beyond every baseline run (a power-cap dip looks like that) asks for one
+   more where one may follow, which holds the regression only if it ranks
+   among the worst 0.4 of the baseline runs (``corroborate``).
 
 Defaults are set on the detection benchmark (``benchmarks/bench_gates.py``):
 the level is the largest that keeps the worst noise model (AR(1), the H200
