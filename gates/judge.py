@@ -90,7 +90,7 @@ class GateParams:
     # (H200 m=1: one rerun in a power-cap dip carried the mean, null FA 3.9 -> 4.2%)
     corroborate_rank: float = 0.4  # heavy tails: a first rerun beyond every baseline run holds
     # only if the next rerun ranks among this share of the worst baseline runs (six seeds: H200
-    # m=1 null / spike FA 3.58 / 5.75 -> 2.83 / 4.83%; 0.25 cost bimodal step 20% 2 points)
+    # m=1 null / spike FA 3.58 / 5.75 -> 2.83 / 4.83%; 0.25: bimodal m=1 step 20% -2 points, seed 0)
     sequential_min_base: int = 30  # a third rerun or later only on baselines of this many runs
     # (shorter AR(1) baselines read as independent by chance: m=5 null FA 4.9 -> 5.7%)
     consistency_level: float = 0.01  # first attempt vs its rerun: a transient if this far apart
