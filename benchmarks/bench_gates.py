@@ -110,13 +110,13 @@ def gate_alarms(
     for i, t in enumerate(ts):
         kw = {"hosts": names[:t], "host": names[t]} if names else {}
         j = stats.judge_summaries(x[:t], float(x[t]), sign=1, **kw)
-        two_stage = confirm and bool(more)
-        level = stats.level_for(j, P.level) if two_stage else P.level
+        sequential = confirm and bool(more)
+        level = stats.level_for(j, P.level) if sequential else P.level
         v = stats.decide(j, j.p_worse, level=level)
         suspect = v == "pass" and stats.is_suspect(j, j.p_worse, level=level)
         if (v == "regression" or suspect) and confirm:
             jc, v = stats.confirm(x[:t], float(tw[t]), sign=1, first=float(x[t]),
-                                  suspect=suspect, another=two_stage, **kw)
+                                  suspect=suspect, another=sequential, **kw)
             if v == "suspect" and jc.extras.get("corroborate") and more:
                 # A rerun beyond every run of a heavy-tailed baseline: the next one decides.
                 _, v = stats.corroborate(x[:t], float(more[0][t]), sign=1, **kw)

@@ -290,11 +290,13 @@ def judge_summaries(
         if not heavy:
             dev_1, u1 = subset_means(dev_1, mean_of), 3.0 * s1c
     se1 = math.sqrt(max(s1c * s1c + cvar1 + extra_var, 1e-300))
-    z1 = sign * (value - mu1) / se1
+    d1 = sign * (value - mu1)
+    z1 = d1 / se1
     pw1 = predictive_z_pvalue(z1, df1)
     pb1 = predictive_z_pvalue(-z1, df1)
-    pw1, pb1 = empirical_bound(dev_1, sign * (value - mu1), pw1, pb1)
-    pw1, pb1 = tail_bound(dev_1, sign * (value - mu1), u1, pw1, pb1)
+    pw1, pb1 = empirical_bound(dev_1, d1, pw1, pb1)
+    pw1, pb1 = tail_bound(dev_1, d1, u1, pw1, pb1)
+    worse1 = int(np.count_nonzero(dev_1 >= d1))  # reference runs as bad or worse
     w = _weights(len(ks) + 1)
     # Quantile test where the baseline has a heavy tail or a second mode (and looks at
     # most mildly autocorrelated: under AR(1) an excursion keeps several runs high), and
@@ -381,10 +383,9 @@ def judge_summaries(
                           "heavy": float(heavy), "machines": float(len(known_m)),
                           # The value beyond every baseline run: on a heavy-tailed baseline
                           # a confirm rerun this far out is corroborated (decisions.corroborate).
-                          "beyond": float(sign * (value - mu1) > float(dev_1.max())),
+                          "beyond": float(worse1 == 0),
                           # ... and its rank among them: (1 + #{as bad or worse}) / (n + 1).
-                          "rank_worse": float((1 + np.count_nonzero(dev_1 >= sign * (value - mu1)))
-                                              / (dev_1.size + 1)),
+                          "rank_worse": (worse1 + 1) / (dev_1.size + 1),
                           **p_win, **q_extras,
                           **({"new_host": 1.0, "host_var": float(tau2_new),
                               "host_var_known": float(tau2 is not None)}
