@@ -53,7 +53,8 @@ def baseline_runs(history: Any, suite: str, key: str, fingerprint: str | None,
                   and (fingerprint is None or r.get("fingerprint") == fingerprint)]
         if rows_c:
             pooled = [x for r in rows_c for x in (r.get("samples") or [])]
-            keep[rid] = {**keep[rid], "samples": pooled, "median": rows_c[0]["median"]}
+            keep[rid] = {**keep[rid], "samples": pooled, "median": rows_c[0]["median"],
+                         "standin": True}
     return list(reversed(list(keep.values())))  # oldest first
 
 
@@ -129,7 +130,8 @@ def unheld_chains(conn: sqlite3.Connection, suite: str, key: str,
 
 
 def bulk_baselines(history: Any, run: Mapping[str, Any], keys: set[str], exclude: set[str],
-                   need: int, ids_out: dict[str, list[str]] | None = None) -> dict[str, Any]:
+                   need: int, ids_out: dict[str, list[str]] | None = None,
+                   standins_out: set[str] | None = None) -> dict[str, Any]:
     """Baseline runs of every key in ``keys`` at once, oldest first, for ``stats.summarize``.
 
     Each value is a ``stats.Summarized`` when every run has one row of the key
@@ -143,7 +145,9 @@ def bulk_baselines(history: Any, run: Mapping[str, Any], keys: set[str], exclude
     statistics read (``stats.summarize``). Reads: the suite's runs (one query),
     the metric rows of the newest runs in batches (only while some key still
     lacks runs), and the samples of the rows read (``_samples_of``).
-    ``ids_out``, when given, receives each key's run ids in the same order.
+    ``ids_out``, when given, receives each key's run ids in the same order;
+    ``standins_out`` the keys whose newest baseline run is a rerun standing in for
+    a transient first attempt (``stats.judge_summaries(standin_last=True)``).
     """
     if not keys:
         return {}
@@ -205,6 +209,9 @@ def bulk_baselines(history: Any, run: Mapping[str, Any], keys: set[str], exclude
         for key, kept_runs in done.items():
             done[key] = [(rid, by_c.get((subs[(rid, key)], key), mids)
                           if (rid, key) in subs else mids) for rid, mids in kept_runs]
+    if standins_out is not None:
+        standins_out.update(key for key, kept_runs in done.items()
+                            if kept_runs and (kept_runs[0][0], key) in subs)
     if ids_out is not None:
         for key, kept_runs in done.items():
             ids_out[key] = [rid for rid, _ in reversed(kept_runs)]  # oldest first

@@ -122,6 +122,7 @@ def confirm(
     host: str | None = None,
     suspect: bool = False,
     another: bool = False,
+    standin_last: bool = False,
 ) -> tuple[Judgement, str]:
     """Judge a confirm attempt: the rerun of a tripped metric, the first attempt excluded.
 
@@ -179,10 +180,12 @@ def confirm(
     reruns in a slow mode are ordinary there), except that there a held
     rerun beyond every baseline run is ``suspect`` with
     ``extras["corroborate"]`` and the next rerun decides (``corroborate``).
+    ``standin_last`` (here and in ``corroborate``, ``confirm_reruns``): as
+    ``judge_summaries``, the newest baseline run stands in for a transient.
     Returns (judgement, verdict of the rerun).
     """
     kw = dict(sign=sign, params=params, n_trials=n_trials, extra_var=extra_var,
-              min_change=min_change, hosts=hosts, host=host)
+              min_change=min_change, hosts=hosts, host=host, standin_last=standin_last)
     j = judge_summaries(history, rerun, first=first, **kw)
     rho_lo = j.extras.get("rho_lo", 0.0)
     iid = rho_lo == 0.0
@@ -264,6 +267,7 @@ def corroborate(
     extra_var: float = 0.0,
     hosts: Sequence[str | None] | None = None,
     host: str | None = None,
+    standin_last: bool = False,
 ) -> tuple[Judgement, str]:
     """The rerun after a first rerun that ``confirm`` held but found beyond every run
     of a heavy-tailed baseline (``extras["corroborate"]``).
@@ -285,7 +289,8 @@ def corroborate(
     verdict).
     """
     j = judge_summaries(history, rerun, sign=sign, params=params, n_trials=n_trials,
-                        min_change=min_change, extra_var=extra_var, hosts=hosts, host=host)
+                        min_change=min_change, extra_var=extra_var, hosts=hosts, host=host,
+                        standin_last=standin_last)
     if j.status != "ok":
         return j, j.status
     p_rank = j.extras["rank_worse"]
@@ -305,6 +310,7 @@ def confirm_reruns(
     hosts: Sequence[str | None] | None = None,
     host: str | None = None,
     carried: Sequence[float] = (),
+    standin_last: bool = False,
 ) -> tuple[Judgement, str]:
     """Later stages of the sequential confirm (``confirm`` with ``another``).
 
@@ -352,7 +358,7 @@ def confirm_reruns(
     if len(reruns) < 2:
         raise ValueError("confirm_reruns needs at least two reruns; use confirm for one")
     kw = dict(sign=sign, params=params, n_trials=n_trials, extra_var=extra_var,
-              min_change=min_change, hosts=hosts, host=host)
+              min_change=min_change, hosts=hosts, host=host, standin_last=standin_last)
     x = np.asarray([*carried, *reruns], dtype=float)
     j = judge_summaries(history, float(x.mean()), mean_of=x.size, **kw)
     if carried and j.extras.get("n_base", 0.0) < params.sequential_min_base:

@@ -322,10 +322,12 @@ def evaluate_run(
     # not seen adds the between-host variance (stats.host_variance) to the verdict.
     this_host = host_key(run.get("hardware"))
     base_ids: dict[str, list[str]] = {}
+    standins: set[str] = set()  # keys whose newest baseline run stands in for a transient
     try:
         pre = (bulk_baselines(history, run, {k for k in keys if recorded.get(k)}, exclude,
                                params.window + max(params.windows, default=1),
-                               ids_out=base_ids if this_host or earlier else None)
+                               ids_out=base_ids if this_host or earlier else None,
+                               standins_out=standins)
                if bulk else None)
         hosts = (hosts_of(history, [r for ids in base_ids.values() for r in ids])
                  if this_host and pre is not None else {})
@@ -359,7 +361,8 @@ def evaluate_run(
                                  key in suspects and not earlier,
                                  another=attempts_left >= 1,
                                  earlier=[e.get(key) for e in earlier_summaries],
-                                 corroborating=key in corroborating)
+                                 corroborating=key in corroborating,
+                                 standin_last=key in standins)
             if base is not None:
                 bases[key] = base
         except Exception as e:  # noqa: BLE001 - one bad metric must not hide the others
@@ -498,6 +501,7 @@ def _judge_one(history: Any, run: Mapping[str, Any], key: str,
                hosts: Mapping[str, str | None] | None = None, ids: Sequence[str] | None = None,
                suspect: bool = False, *, another: bool = False,
                earlier: Sequence[float | None] = (), corroborating: bool = False,
+               standin_last: bool = False,
                ) -> tuple[stats.Judgement, list[Mapping[str, Any]] | None]:
     samples = _samples(rows)
     if not samples or not all(math.isfinite(x) for x in samples):
@@ -511,6 +515,7 @@ def _judge_one(history: Any, run: Mapping[str, Any], key: str,
         base = baseline_runs(history, run["suite"], key, run.get("fingerprint"), run, exclude)
         hist = [r.get("samples") or [r["median"]] for r in base]
         ids = [r["run_id"] for r in base]
+        standin_last = bool(base and base[-1].get("standin"))
         if this_host:
             hosts = hosts_of(history, ids)
     p = _params_for(params, gate.level, gate.min_change)
@@ -522,13 +527,14 @@ def _judge_one(history: Any, run: Mapping[str, Any], key: str,
     if first is None:
         j = stats.judge_summaries(summaries, value, sign=sign, params=p, n_trials=gate.n,
                                   extra_var=extra, min_change=gate.min_change,
-                                  hosts=run_hosts, host=this_host)
+                                  hosts=run_hosts, host=this_host, standin_last=standin_last)
         v.verdict = ""  # decided after BH
     elif corroborating:
         # The previous rerun lay beyond every run of a heavy-tailed baseline: this one decides.
         j, v.verdict = stats.corroborate(summaries, value, sign=sign, params=p, n_trials=gate.n,
                                          min_change=gate.min_change, extra_var=extra,
-                                         hosts=run_hosts, host=this_host)
+                                         hosts=run_hosts, host=this_host,
+                                         standin_last=standin_last)
         if j.status == "ok":
             v.message = (f"previous rerun {_num(first):.6g} beyond every baseline run; this "
                          f"rerun ranks p {j.extras['rank_worse']:.2g} among them: held at "
@@ -543,7 +549,8 @@ def _judge_one(history: Any, run: Mapping[str, Any], key: str,
         j, v.verdict = stats.confirm_reruns(summaries, reruns, sign=sign, final=not another,
                                             params=p, n_trials=gate.n,
                                             min_change=gate.min_change, extra_var=extra,
-                                            hosts=run_hosts, host=this_host, carried=carried)
+                                            hosts=run_hosts, host=this_host, carried=carried,
+                                            standin_last=standin_last)
         prev = ", ".join(f"{_num(x):.6g}" for x in earlier)
         n_all = len(reruns) + int(j.extras.get("carried", 0))
         if j.extras.get("carried"):
@@ -559,7 +566,8 @@ def _judge_one(history: Any, run: Mapping[str, Any], key: str,
         j, v.verdict = stats.confirm(summaries, value, sign=sign, first=first, params=p,
                                      n_trials=gate.n, min_change=gate.min_change,
                                      extra_var=extra, hosts=run_hosts, host=this_host,
-                                     suspect=suspect, another=another)
+                                     suspect=suspect, another=another,
+                                     standin_last=standin_last)
         if v.verdict == "suspect" and j.extras.get("corroborate"):
             v.corroborate = True
             v.message = (f"rerun {_num(value):.6g} beyond every run of a heavy-tailed baseline: "

@@ -46,7 +46,8 @@ Design, in short (see ``judge_summaries`` and ``confirm``):
    not the level is a suspect (``is_suspect``): rerun, and held only when the
    pair's mean is clear (p <= 0.002); a first attempt far above its rerun
    (p <= 0.001) is reported as a transient, whose rerun stands in for it in
-   later baselines (``gates.gate``); Pettitt's rank test localises the change.
+   later baselines (``gates.gate``), the next run's AR(1) prediction widened
+   for it (``standin_last``); Pettitt's rank test localises the change.
 6. Sequential confirm, where two or more reruns may follow (4 by default) and
    the baseline looks independent and light-tailed on at most one machine
    (``independent``): the first attempt's level is 4x (``level_for``); a

@@ -116,9 +116,12 @@ def test_a_transient_leaves_later_baselines_its_rerun(h):
     run = h.run(c)
     one = baselines.baseline_runs(h, "s", "lat", run["fingerprint"], run, {c})
     assert one[-1]["run_id"] == a and list(one[-1]["samples"]) == list(clean[0])
-    bulk = baselines.bulk_baselines(h, run, {"lat"}, {c}, 50)["lat"]
+    assert one[-1]["standin"] and not any(r.get("standin") for r in one[:-1])
+    standins: set[str] = set()
+    bulk = baselines.bulk_baselines(h, run, {"lat"}, {c}, 50, standins_out=standins)["lat"]
     assert bulk.summaries[-1] == stats.run_summary(clean[0])
     assert list(bulk.recent[-1]) == list(clean[0])
+    assert standins == {"lat"}  # the newest baseline run stands in: the judge is told
     _same_both_ways(h, c)
     # A rerun as slow as its first attempt is no transient: nothing is substituted.
     d = add_run(h, 103, {"lat": lat(rng, level=1.25)})
@@ -127,7 +130,47 @@ def test_a_transient_leaves_later_baselines_its_rerun(h):
     assert not evaluate_run(h, e, confirm_of=d).verdicts[0].transient
     f = add_run(h, 105, {"lat": lat(rng)})
     run = h.run(f)
-    assert baselines.bulk_baselines(h, run, {"lat"}, {f}, 50)["lat"].summaries[-1] > 1.15
+    standins = set()
+    assert baselines.bulk_baselines(h, run, {"lat"}, {f}, 50,
+                                    standins_out=standins)["lat"].summaries[-1] > 1.15
+    assert standins == set()  # the stand-in is no longer the newest run
+
+
+def test_the_run_after_a_transient_is_judged_knowing_its_predecessor_stands_in(h, monkeypatch):
+    # Both paths tell the judge (and a confirm of that run) that the newest baseline run
+    # is a rerun standing in for a transient (judge_summaries(standin_last=True)).
+    from gates import decisions
+
+    rng = fill(h)
+    a = add_run(h, 100, {"lat": lat(rng, level=1.25)})
+    evaluate_run(h, a)
+    b = add_run(h, 101, {"lat": lat(rng)}, confirm_of=a)
+    assert evaluate_run(h, b, confirm_of=a).verdicts[0].transient
+    seen: list[bool] = []
+    real = decisions.judge_summaries
+
+    def spy(*args, **kw):
+        seen.append(bool(kw.get("standin_last")))
+        return real(*args, **kw)
+
+    monkeypatch.setattr(stats, "judge_summaries", spy)
+    monkeypatch.setattr(decisions, "judge_summaries", spy)
+    c = add_run(h, 102, {"lat": lat(rng, level=1.25)})
+    for bulk in (True, False):
+        seen.clear()
+        assert evaluate_run(h, c, bulk=bulk, save=False).verdicts[0].verdict == "regression"
+        assert seen and all(seen), bulk
+    evaluate_run(h, c)
+    d = add_run(h, 103, {"lat": lat(rng, level=1.25)}, confirm_of=c)
+    for bulk in (True, False):  # the confirm of that run is judged against the same baseline
+        seen.clear()
+        evaluate_run(h, d, confirm_of=c, bulk=bulk, save=False)
+        assert seen and all(seen), bulk
+    e = add_run(h, 104, {"lat": lat(rng)})
+    for bulk in (True, False):  # c was no transient: its successor is judged plainly
+        seen.clear()
+        evaluate_run(h, e, bulk=bulk, save=False)
+        assert seen and not any(seen), bulk
 
 
 def const(level: float) -> tuple[list[float], dict]:

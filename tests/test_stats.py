@@ -361,6 +361,39 @@ def test_autocorrelated_prediction_is_calibrated_and_sees_a_step():
     assert np.mean(step <= 0.01) >= 0.9
 
 
+def test_run_after_a_stand_in_is_predicted_with_the_stand_ins_own_innovation():
+    # 300 AR(1) baselines (phi 0.7, marginal 3%) whose newest run is a transient's rerun
+    # standing in for it (the previous state, a fresh innovation: the benchmark's rerun):
+    # the next null run is predicted from a value off by a second innovation. Told so
+    # (standin_last), the k = 1 test keeps about its level; not told, it reaches p <= 0.01
+    # several times as often. Where the runs look independent nothing changes.
+    rng = np.random.default_rng(8)
+    phi, sd, n = 0.7, 0.03, 41
+    told, plain = [], []
+    for _ in range(300):
+        e = rng.normal(0, sd * np.sqrt(1 - phi**2), n + 1)
+        x = np.zeros(n + 1)
+        x[0] = rng.normal(0, sd)
+        for t in range(1, n + 1):
+            x[t] = phi * x[t - 1] + e[t]
+        h = 1 + x[:n]
+        h[-1] = 1 + phi * x[n - 2] + rng.normal(0, sd * np.sqrt(1 - phi**2))
+        j0 = judge_summaries(h, 1 + x[n], sign=1)
+        if j0.extras["rho_lo"] > 0:
+            plain.append(j0.extras["p_run_worse"])
+            told.append(judge_summaries(h, 1 + x[n], sign=1,
+                                        standin_last=True).extras["p_run_worse"])
+    told, plain = np.array(told), np.array(plain)
+    hi = plain <= 0.5  # above the prediction: a wider prediction is less surprised
+    assert told.size >= 250 and np.all(told[hi] >= plain[hi])
+    assert np.mean(told <= 0.01) <= 0.02 and np.mean(plain <= 0.01) >= 2 * np.mean(told <= 0.01)
+    assert np.mean(plain <= 0.01) >= 0.03
+    iid = _iid_baseline()
+    a = judge_summaries(iid, 1.03, sign=1)
+    b = judge_summaries(iid, 1.03, sign=1, standin_last=True)
+    assert a.extras["p_run_worse"] == b.extras["p_run_worse"] and a.p_worse == b.p_worse
+
+
 def test_verdicts_do_not_depend_on_the_unit():
     # The same runs in units from 1e-90 to 1e90 (metrics.py rejects values beyond 1e+-100):
     # the same p-values (a 5% step at 1% noise) up to rounding; an absolute scale floor
