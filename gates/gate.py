@@ -40,7 +40,9 @@ Confirm on trip (what ``ci_register.runner`` does):
 Baselines (``gates.baselines``): complete, trusted runs of the same suite, metric
 key and hardware fingerprint before the judged run, read for every metric of a run
 in a few bulk queries (``bulk_baselines``) and judged in memory; ``bulk=False``
-reads them key by key (``baseline_runs``), the reference.
+reads them key by key (``baseline_runs``), the reference. Where a confirm found a
+run's first attempt a transient, its rerun stands in for that run, and the run after
+it is judged knowing so (``stats.judge_summaries(standin_last=True)``).
 """
 
 from __future__ import annotations
