@@ -576,8 +576,10 @@ def _judge_one(history: Any, run: Mapping[str, Any], key: str,
                          f"held only if the next rerun ranks among the worst "
                          f"{p.corroborate_rank:g} of them")
         elif v.verdict == "suspect":
-            v.message = (f"rerun alone p {j.extras['p_run_worse']:.2g}: borderline, "
-                         "another rerun decides")
+            v.message = (f"rerun alone p {j.extras['p_run_worse']:.2g}"
+                         + (": beyond every baseline run, where that p rests on the fitted "
+                            "tail; another rerun decides" if j.extras.get("beyond") else
+                            ": borderline, another rerun decides"))
         p_split = j.extras.get("p_split", 1.0)
         if p_split <= p.transient_level and v.verdict != "regression":
             v.transient = True

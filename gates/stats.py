@@ -51,8 +51,9 @@ Design, in short (see ``judge_summaries`` and ``confirm``):
 6. Sequential confirm, where two or more reruns may follow (4 by default) and
    the baseline looks independent and light-tailed on at most one machine
    (``independent``): the first attempt's level is 4x (``level_for``); a
-   rerun whose own p is <= 0.0005 holds, > 0.46 is judged by the one-rerun
-   rules, in between another rerun follows and the mean of the reruns
+   rerun whose own p is > 0.46 is judged by the one-rerun rules, any other
+   gets another rerun (none holds alone: one that clear lies beyond every
+   baseline run, on the fitted tail alone) and the mean of the reruns
    (each clipped to 3 run scales) decides: held at p <= 0.00135, passed at
    p > 0.5, else one more rerun, and at the last p <= 0.02 (two reruns) or
    0.015 (more) (``confirm(another=True)``, ``confirm_reruns``). A third
