@@ -335,6 +335,16 @@ def test_autocorrelated_runs_are_predicted_one_step_ahead():
     assert j.extras["p_run_worse"] > judge_summaries(iid, 1.025, sign=1).extras["p_run_worse"]
 
 
+def _ar1_offsets(rng, n: int, phi: float = 0.7, sd: float = 0.03) -> np.ndarray:
+    """n stationary AR(1) run offsets: lag-1 coefficient phi, marginal SD sd."""
+    e = rng.normal(0, sd * np.sqrt(1 - phi**2), n)
+    x = np.zeros(n)
+    x[0] = rng.normal(0, sd)
+    for t in range(1, n):
+        x[t] = phi * x[t - 1] + e[t]
+    return x
+
+
 def test_autocorrelated_prediction_is_calibrated_and_sees_a_step():
     # 200 AR(1) baselines (phi 0.7, marginal 3%: innovations 2.1%) whose autocorrelation
     # the gate detects. A null next run reaches p <= 0.05 about as often as it should;
@@ -342,15 +352,10 @@ def test_autocorrelated_prediction_is_calibrated_and_sees_a_step():
     # Predicting with the cautious lower bound of rho and the marginal scale's
     # AR-reduced df (the test before) caught 45% of these steps.
     rng = np.random.default_rng(5)
-    phi, sd, n = 0.7, 0.03, 41
+    n = 41
     null, step = [], []
     for _ in range(200):
-        e = rng.normal(0, sd * np.sqrt(1 - phi**2), n + 1)
-        x = np.zeros(n + 1)
-        x[0] = rng.normal(0, sd)
-        for t in range(1, n + 1):
-            x[t] = phi * x[t - 1] + e[t]
-        x = 1 + x
+        x = 1 + _ar1_offsets(rng, n + 1)
         j0 = judge_summaries(x[:n], x[n], sign=1)
         if j0.extras["rho_lo"] > 0:
             null.append(j0.extras["p_run_worse"])
@@ -371,11 +376,7 @@ def test_run_after_a_stand_in_is_predicted_with_the_stand_ins_own_innovation():
     phi, sd, n = 0.7, 0.03, 41
     told, plain = [], []
     for _ in range(300):
-        e = rng.normal(0, sd * np.sqrt(1 - phi**2), n + 1)
-        x = np.zeros(n + 1)
-        x[0] = rng.normal(0, sd)
-        for t in range(1, n + 1):
-            x[t] = phi * x[t - 1] + e[t]
+        x = _ar1_offsets(rng, n + 1, phi, sd)
         h = 1 + x[:n]
         h[-1] = 1 + phi * x[n - 2] + rng.normal(0, sd * np.sqrt(1 - phi**2))
         j0 = judge_summaries(h, 1 + x[n], sign=1)
