@@ -433,8 +433,9 @@ def fa_over_seeds(seeds: Sequence[int], reps: int, *, models: Sequence[str] = NO
     ``null``: false alarms per 30-run null series; ``spike``: the same on
     those series with one transient spike; ``paired``: per seed, the shares
     alarmed only with the spike and only without (``paired_shares``);
-    ``first``: detection on the first bad run of ``FIRST_RUN_CELL``. The same series the full benchmark draws for each
-    seed (same generator and order), so seed 0 reproduces its columns. One
+    ``first``: detection on the first bad run of ``FIRST_RUN_CELL``. The same
+    series the full benchmark draws for each seed (same generator and order),
+    so seed 0 reproduces its columns. One
     seed's worst cell of 14 is a noisy maximum; the mean over seeds is the rate
     the target is about.
     """

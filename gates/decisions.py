@@ -171,16 +171,17 @@ def confirm(
     one-run p decides: above ``params.rerun_stop_level`` the rules above
     decide; at or below it the verdict is ``suspect``: rerun again and decide
     with ``confirm_reruns``. No first rerun holds alone: one clear enough to
-    (p <= 0.0005 until the twelfth benchmark round) lies beyond every baseline
-    run, where its p comes from the fitted tail alone, and t3 reruns got there
-    far more often than it said (six benchmark seeds: Student-t m=1 null FA
-    2.92 -> 1.92%); the second rerun costs a clear regression one more rerun
-    (400 Gaussian draws, two reruns allowed: 1.16 -> 1.73 reruns on average
-    at a 5 SD shift, 1.56 -> 1.72 at 3 SD) and no power. For Gaussian
-    noise this holds about 2% of null trips instead of 5%, with more power at
-    every shift (0.39 / 0.78 / 0.99 at 1.25 / 2 / 3 SD, against 0.35 / 0.64 /
-    0.91 for one rerun at 0.05, known SD): a group-sequential design
-    (Jennison & Turnbull, *Group Sequential Methods*, 2000, ch. 2). Autocorrelated baselines keep one rerun (two
+    hold alone (p <= 0.0005 until the twelfth benchmark round) lies beyond
+    every baseline run, where its p comes from the fitted tail alone, and t3
+    reruns got there far more often than it said (six benchmark seeds:
+    Student-t m=1 null FA 2.92 -> 1.92%); the second rerun costs a clear
+    regression one more rerun (400 Gaussian draws, two reruns allowed: 1.16
+    -> 1.73 reruns on average at a 5 SD shift, 1.56 -> 1.72 at 3 SD) and no
+    power. For Gaussian noise this holds about 2% of null trips instead of
+    5%, with more power at every shift (0.39 / 0.78 / 0.99 at 1.25 / 2 / 3
+    SD, against 0.35 / 0.64 / 0.91 for one rerun at 0.05, known SD): a
+    group-sequential design (Jennison & Turnbull, *Group Sequential Methods*,
+    2000, ch. 2). Autocorrelated baselines keep one rerun (two
     reruns share the previous run's state), as do heavy-tailed ones (two
     reruns in a slow mode are ordinary there), except that there a held
     rerun beyond every baseline run is ``suspect`` with

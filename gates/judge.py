@@ -82,7 +82,7 @@ class GateParams:
     # gets another (none holds alone: one clear enough lies beyond every baseline run, where
     # its p rests on the fitted tail; a hold at p <= 0.0005 let Student-t reruns through)
     rerun_stop_level: float = 0.46
-    rerun_pair_level: float = 0.02  # ... in between: the two reruns' mean must reach this
+    rerun_pair_level: float = 0.02  # ... and where two reruns are the last: their mean reaches this
     # Sequential confirm, up to confirm_attempts reruns (``confirm_reruns``):
     rerun_mean_hold_level: float = 0.00135  # before the last rerun: the reruns' mean this clear holds
     rerun_mean_stop_level: float = 0.5  # ... this weak: pass (no further rerun)
