@@ -153,3 +153,51 @@ def test_the_report_renders_the_attempts_document_below_its_marker():
     body = bench._attempts()
     assert body.strip() and "# Detection attempts" not in body
     assert body in text
+
+
+def test_spike_series_are_the_null_series_raised_at_the_change():
+    ser = bench._cell_series("gauss3", 5, 6, 0)
+    for null, spike in zip(ser["null"], ser["spike"], strict=True):
+        raised = null.runs.copy()
+        raised[bench.TAU] *= 1.2
+        np.testing.assert_array_equal(spike.runs, raised)
+        np.testing.assert_array_equal(spike.twins, null.twins)  # its reruns are clean
+        assert all(np.array_equal(a, b)
+                   for a, b in zip(spike.more_twins, null.more_twins, strict=True))
+        assert spike.effect == "spike" and spike.tau == bench.TAU
+    # The other effects are drawn as before: the spike takes nothing from the generator.
+    assert all(np.array_equal(a.runs, b.runs) for a, b in zip(
+        ser["drift"], bench._cell_series("gauss3", 5, 6, 0, effects=bench.EFFECTS[:-1])["drift"],
+        strict=True))
+
+
+def test_paired_shares_and_their_standard_error():
+    null = [True, False, False, True, False]
+    spike = [True, True, False, False, True]
+    assert bench.paired_shares(null, spike) == (0.4, 0.2)
+    # McNemar: only discordant series vary; none discordant, no sampling error.
+    assert bench.paired_se(0.0, 0.0, 1200) == 0.0
+    assert bench.paired_se(0.01, 0.0, 1200) == pytest.approx(np.sqrt((0.01 - 1e-4) / 1200))
+    assert all(np.isnan(x) for x in bench.paired_shares([True], [True, False]))  # not paired
+
+
+def test_spike_target_uses_the_paired_standard_error():
+    # 1,200 series: nulls 2%, spikes 3%, the extra 1% all alarmed only with the spike.
+    # Independent draws would call +1 point sampling noise (se 0.64); paired it is 3.5 se.
+    rates = [0.02] * 6
+    paired = {"null": {("ar1", 5): rates}, "spike": {("ar1", 5): [0.03] * 6},
+              "paired": {("ar1", 5): [(0.01, 0.0)] * 6}, "first": {}}
+    [row] = [ln for ln in bench.render_fa(paired, seeds=list(range(6)), reps=200,
+                                          elapsed=1.0).splitlines() if ln.startswith("| ar1")]
+    assert "+1.00 (1.00 / 0.00, se 0.29)" in row and row.rstrip(" |").endswith("NO")
+    unpaired = {k: v for k, v in paired.items() if k != "paired"}
+    [row] = [ln for ln in bench.render_fa(unpaired, seeds=list(range(6)), reps=200,
+                                          elapsed=1.0).splitlines() if ln.startswith("| ar1")]
+    assert "(se 0.64)" in row and row.rstrip(" |").endswith("yes")
+    # The full benchmark's targets read the same shares from the gate's cell.
+    g = bench.Cell(0.02, 0.001, 0.03, {e: (0.0, 0.0, 0.5, 5.0) for e in bench.DETECT_EFFECTS},
+                   1.0, 1200, "", 0.01, 0.0)
+    text = "\n".join(bench._targets({("ar1", 5): {("gate", "default"): g}}))
+    assert "Single spikes" in text and "MISSED: ar1/m=5 (3% vs 2%, se 0.3 points)" in text
+    g.spike_only, g.null_only = float("nan"), float("nan")
+    assert "paired series): met." in "\n".join(bench._targets({("ar1", 5): {("gate", "default"): g}}))
