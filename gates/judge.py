@@ -93,8 +93,10 @@ class GateParams:
     corroborate_rank: float = 0.4  # heavy tails: a first rerun beyond every baseline run holds
     # only if the next rerun ranks among this share of the worst baseline runs (six seeds: H200
     # m=1 null / spike FA 3.58 / 5.75 -> 2.83 / 4.83%; 0.25: bimodal m=1 step 20% -2 points, seed 0)
-    sequential_min_base: int = 30  # a third rerun or later only on baselines of this many runs
-    # (shorter AR(1) baselines read as independent by chance: m=5 null FA 4.9 -> 5.7%)
+    sequential_min_base: int = 30  # a third rerun or later, and the first level x independent_factor,
+    # only on baselines of this many runs (shorter AR(1) baselines read as independent by chance:
+    # m=5 null FA 4.9 -> 5.7%; the level's x4 below it: 12-seed FA with rho read over the runs
+    # after the baseline too 5.17 -> 4.92%)
     consistency_level: float = 0.01  # first attempt vs its rerun: a transient if this far apart
     transient_level: float = 0.001  # ... this far apart: later baselines take the rerun's value
     window: int = 40  # baseline runs (30 -> 40: within-10 detection +1-10 points, FA no higher)
@@ -237,9 +239,11 @@ def judge_summaries(
     if ks and h.size - (kmax - 1) >= params.min_history:
         base = full[-kmax - W : -kmax]
         base_hosts = hl[max(0, h.size + 1 - kmax - W) : h.size + 1 - kmax] if hl else None
+        tail = h[h.size - (kmax - 1):]  # the runs between the baseline and the new one
     else:
         base, ks = h[-W:], []
         base_hosts = hl[-W:] if hl else None
+        tail = None
     # Machines (runs that name theirs): a machine the baseline has not seen adds
     # tau^2, one more draw of noise (a known machine's level is part of the
     # baseline's spread; centring runs on their machine's level was tried and
@@ -263,7 +267,10 @@ def judge_summaries(
                 extra_var = extra_var + tau2_new
     n = base.size
     c, s = center_scale(base, n_trials)
-    rho, rho_hi = rho_corrected(base, c, s)
+    # Serial dependence is read from the baseline and the runs after it, each about its
+    # own centre: 9 more runs (on runs 30-38 the baseline has only 21-29), and a change
+    # among the recent runs does not read as dependence (``lag1_autocorr``).
+    rho, rho_hi = rho_corrected(base, c, s, tail)
     # Autocorrelated runs: the sample scale is biased low by about AR(rho, n) / n and
     # worth fewer degrees of freedom (Bayley & Hammersley, JRSS B 8 (1946) 184-197).
     s1 = s / math.sqrt(max(0.3, 1.0 - ar1_variance_factor(rho, n) / n))
@@ -273,7 +280,7 @@ def judge_summaries(
     # k = 1: the new run alone, predicted one step ahead under AR(1) when the baseline
     # is clearly autocorrelated (a cautious lower bound of rho above 0; iid-looking
     # runs keep the plain test).
-    rho_lo = rho_lower(base, c, s)
+    rho_lo = rho_lower(base, c, s, tail)
     df1, cvar1 = df, cvar
     if rho_lo > 0 and h.size >= 1:
         # Predict with the point estimate: a lower bound under-predicts after a high

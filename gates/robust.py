@@ -121,8 +121,14 @@ def row_medians(a: np.ndarray) -> np.ndarray:
     return s[..., k // 2] if k % 2 else 0.5 * (s[..., k // 2 - 1] + s[..., k // 2])
 
 
-def lag1_autocorr(x: np.ndarray, center: float, scale: float) -> float:
+def lag1_autocorr(x: np.ndarray, center: float, scale: float,
+                  tail: np.ndarray | None = None) -> float:
     """Lag-1 autocorrelation of run summaries after clipping at centre +/- 3 scale, in [0, 0.9].
+
+    ``tail``: the runs after ``x`` (the windows' runs before the new one), pooled in
+    about their own median, so that a level shift between ``x`` and the tail (a
+    change the windows are there to judge) adds nothing while serial dependence
+    within either adds its lag-1 products.
 
     Test: none, an estimator (Box, Jenkins & Reinsel, *Time Series Analysis*,
     4th ed., 2008, sec. 2.1.5). Clipped so that one spike does not set it;
@@ -131,11 +137,19 @@ def lag1_autocorr(x: np.ndarray, center: float, scale: float) -> float:
     if x.size < 8 or scale <= 0:
         return 0.0
     c = np.clip(x, center - 3 * scale, center + 3 * scale) - center
-    d = float(np.dot(c, c))
+    num, d = float(np.dot(c[1:], c[:-1])), float(np.dot(c, c))
+    if tail is not None and tail.size >= 2:
+        ct = float(np.median(tail))
+        b = np.clip(tail, ct - 3 * scale, ct + 3 * scale) - ct
+        num, d = num + float(np.dot(b[1:], b[:-1])), d + float(np.dot(b, b))
     if d <= 0:
         return 0.0
-    r = float(np.dot(c[1:], c[:-1])) / d
-    return min(max(r, 0.0), 0.9)
+    return min(max(num / d, 0.0), 0.9)
+
+
+def _rho_n(x: np.ndarray, tail: np.ndarray | None) -> int:
+    """Runs behind a lag-1 estimate: the tail's own centre costs one."""
+    return x.size + (tail.size - 1 if tail is not None and tail.size >= 2 else 0)
 
 
 def ar1_variance_factor(rho: float, k: int) -> float:
@@ -311,7 +325,8 @@ def empirical_bound(
     return pw, pb
 
 
-def rho_corrected(x: np.ndarray, c: float, s: float) -> tuple[float, float]:
+def rho_corrected(x: np.ndarray, c: float, s: float,
+                  tail: np.ndarray | None = None) -> tuple[float, float]:
     """Lag-1 autocorrelation, bias-corrected, and a cautious upper value.
 
     E[r] ~ rho - (1 + 3 rho) / n (Marriott & Pope, Biometrika 41 (1954)
@@ -320,12 +335,13 @@ def rho_corrected(x: np.ndarray, c: float, s: float) -> tuple[float, float]:
     an AR(1) run offset seen through within-run noise (ARMA(1, 1)) decays
     more slowly than its lag-1 value implies, and r + 0.5 se left AR(1)
     series with 5 samples per run at 5.8% false alarms over 1,200 null
-    series (4.2% with 1.0 se; ``bench_gates.py --fa-seeds``).
+    series (4.2% with 1.0 se; ``bench_gates.py --fa-seeds``). ``tail``: as
+    ``lag1_autocorr``, n then counts its runs less one.
     """
-    r = lag1_autocorr(x, c, s)
+    r = lag1_autocorr(x, c, s, tail)
     if r <= 0:
         return 0.0, 0.0
-    n = x.size
+    n = _rho_n(x, tail)
     r = min(0.9, r + (1 + 3 * r) / n)
     return r, min(0.9, r + RHO_CAUTION * math.sqrt(rho_var(r, n)))
 
@@ -335,17 +351,17 @@ def rho_var(r: float, n: int) -> float:
     return max(1.0 - r * r, 0.0) / n
 
 
-def rho_lower(x: np.ndarray, c: float, s: float) -> float:
+def rho_lower(x: np.ndarray, c: float, s: float, tail: np.ndarray | None = None) -> float:
     """A cautious lower bound of the lag-1 autocorrelation: r - 0.84 se(r), floored at 0.
 
     One-sided 80% bound with se(r) ~ sqrt((1 - r^2) / n) (Bartlett 1946), from the
-    bias-corrected r of ``rho_corrected``: iid baselines of 30-40 runs give 0 most of
-    the time, so their k = 1 test is unchanged.
+    bias-corrected r of ``rho_corrected`` (``tail`` as there): iid baselines of 30-40
+    runs give 0 most of the time, so their k = 1 test is unchanged.
     """
-    r, _ = rho_corrected(x, c, s)
+    r, _ = rho_corrected(x, c, s, tail)
     if r <= 0:
         return 0.0
-    return max(0.0, r - 0.84 * math.sqrt(rho_var(r, x.size)))
+    return max(0.0, r - 0.84 * math.sqrt(rho_var(r, _rho_n(x, tail))))
 
 
 def bh_qvalues(p: Sequence[float] | np.ndarray) -> np.ndarray:

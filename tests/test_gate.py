@@ -426,18 +426,20 @@ def _const(v, node=NODE):
     return ([v] * 5, {"unit": "ms", "better": "lower", "nodeid": node})
 
 
-def _two_metric_trip(h, n: int) -> str:
-    """n independent 1%-noise runs of lat and lat2 (another test), then A: both +1.6%."""
+def _two_metric_trip(h, n: int, a: float = 1.016, a2: float = 1.016) -> str:
+    """n independent 1%-noise runs of lat and lat2 (another test), then A: ``a``, ``a2``."""
     rng = np.random.default_rng(0)
     for i in range(n):
         add_run(h, i, {"lat": lat(rng), "lat2": (lat(rng)[0], {"unit": "ms", "better": "lower",
                                                                "nodeid": NODE2})})
-    return add_run(h, 100, {"lat": _const(1.016), "lat2": _const(1.016, NODE2)})
+    return add_run(h, 100, {"lat": _const(a), "lat2": _const(a2, NODE2)})
 
 
 def test_two_stage_confirm_chain_a_b_c(h):
-    # Independent 1%-noise baseline; two metrics trip on A, only at the two-stage level.
-    a = _two_metric_trip(h, 30)
+    # Independent 1%-noise baseline (40 runs: the two-stage level needs 30 in the windows'
+    # baseline, the runs before the last 10); two metrics trip on A (+1.4%, +1.6%), only
+    # at that level.
+    a = _two_metric_trip(h, 40, 1.014)
     # At the gate's own level (no second rerun may follow) both are only suspects.
     assert {v.verdict for v in evaluate_run(h, a, save=False).verdicts} == {"suspect"}
     ra = evaluate_run(h, a, attempts_left=2)
@@ -458,7 +460,7 @@ def test_two_stage_confirm_chain_a_b_c(h):
     c = add_run(h, 102, {"lat": _const(1.04), "lat2": _const(1.014, NODE2)}, confirm_of=b)
     rc = evaluate_run(h, c)
     got = {v.key: v for v in rc.verdicts}
-    assert got["lat2"].verdict == "regression" and got["lat2"].n_baseline == 30  # A left out
+    assert got["lat2"].verdict == "regression" and got["lat2"].n_baseline == 40  # A left out
     assert got["lat"].verdict == "regression" and "mean of 2 reruns" in got["lat"].message
     assert rc.exit_code == 1 and rc.attempt == 3 and rc.tripped_nodeids == []
     # The same chain with a clean second rerun passes lat2 (lat still held).
@@ -532,7 +534,7 @@ def test_two_stage_level_never_announces_improvements(h):
 
 def _two_trips(h, c1: float) -> tuple[str, str]:
     """45 independent runs, then run100 trips (+1.6%) and reruns 1.010 (borderline) and
-    ``c1``; run110 trips again and reruns 1.011: returns (run100's last rerun, run110's
+    ``c1``; run110 trips again and reruns 1.010: returns (run100's last rerun, run110's
     first rerun), whose gate judges run110's borderline metric at its last rerun."""
     rng = np.random.default_rng(0)
     for i in range(45):
@@ -545,7 +547,7 @@ def _two_trips(h, c1: float) -> tuple[str, str]:
     evaluate_run(h, c1_)
     a2 = add_run(h, 110, {"lat": _const(1.016)})
     assert evaluate_run(h, a2, attempts_left=2).verdicts[0].verdict == "regression"
-    b2 = add_run(h, 111, {"lat": _const(1.011)}, confirm_of=a2)
+    b2 = add_run(h, 111, {"lat": _const(1.010)}, confirm_of=a2)
     assert evaluate_run(h, b2, attempts_left=1).verdicts[0].verdict == "suspect"
     return c1_, b2
 
@@ -560,7 +562,7 @@ def test_unheld_confirm_reruns_of_a_recent_run_join_the_next_confirm(h):
     assert unheld_chains(h.conn, "s", "lat", ["run099", "run100", "run110"]) == [
         ("run100", ["run101", "run102"])]
     assert unheld_chains(h.conn, "s", "other", ["run100"]) == []
-    c2 = add_run(h, 112, {"lat": _const(1.011)}, confirm_of=b2)
+    c2 = add_run(h, 112, {"lat": _const(1.010)}, confirm_of=b2)
     for bulk in (True, False):
         [v] = evaluate_run(h, c2, save=False, bulk=bulk).verdicts
         assert v.verdict == "regression", bulk
@@ -573,7 +575,7 @@ def test_a_held_confirm_is_not_carried(h):
     # (a held failure is final), and run110's own two reruns fall short.
     c1, b2 = _two_trips(h, 1.016)
     assert h.verdicts(c1)[0]["verdict"] == "regression"
-    c2 = add_run(h, 112, {"lat": _const(1.011)}, confirm_of=b2)
+    c2 = add_run(h, 112, {"lat": _const(1.010)}, confirm_of=b2)
     [v] = evaluate_run(h, c2, save=False).verdicts
     assert v.verdict == "pass" and "mean of 2 reruns" in v.message and "carried" not in v.message
 
