@@ -23,7 +23,8 @@ Design, in short (see ``judge_summaries`` and ``confirm``):
    lag-1 rho above 0), the new run is judged against its one-step AR(1)
    prediction from the previous run, on the scale of the baseline's one-step
    residuals (Box, Jenkins & Reinsel 2008, ch. 5); iid-looking baselines keep
-   the plain test.
+   the plain test. rho is read from the baseline and the runs after it, each
+   about its own centre, so a recent change does not read as dependence.
    Each p is bounded below by the empirical rank of the value among the
    baseline runs (or rolling k-run stretches) and by an exponential tail
    fitted to the baseline's exceedances: a level the noise already produced
@@ -50,7 +51,8 @@ Design, in short (see ``judge_summaries`` and ``confirm``):
    for it (``standin_last``); Pettitt's rank test localises the change.
 6. Sequential confirm, where two or more reruns may follow (4 by default) and
    the baseline looks independent and light-tailed on at most one machine
-   (``independent``): the first attempt's level is 4x (``level_for``); a
+   (``independent``): the first attempt's level is 4x (``level_for``, on
+   baselines of ``sequential_min_base`` runs or more); a
    rerun whose own p is > 0.46 is judged by the one-rerun rules, any other
    gets another rerun (none holds alone: one that clear lies beyond every
    baseline run, on the fitted tail alone) and the mean of the reruns
