@@ -5,6 +5,7 @@ series that alarms, this records the alarm's run, the first attempt's deciding
 window, rho / rho_lo / rho_hi of its baseline, how the confirm decided (reruns
 used) and the true AR state, then tabulates them.
 python benchmarks/attempts/thirteenth_ar_fa.py SEEDS REPS MODEL M
+Measured at fb373e9 (the gate before this round).
 """
 import sys
 from collections import Counter

@@ -7,6 +7,7 @@ chance to alarm is about level x confirm_level, 30 times a series: AR(1) m=5 sit
 Modes: ``level`` (first level x LEVEL_FACTOR there), ``confirm`` (the rerun's
 confirm level CONFIRM there).
 python benchmarks/attempts/thirteenth_ar_level.py SEEDS REPS MODELS EFFECTS [MS]
+Measured at fb373e9 (the gate before this round).
 """
 import dataclasses
 import os

@@ -1,5 +1,6 @@
 """Thirteenth round: ``thirteenth_min_base.level_only_30`` and ``thirteenth_rho_seg`` together.
 python benchmarks/attempts/thirteenth_combined.py SEEDS REPS MODELS EFFECTS [MS]
+Measured at fb373e9 (the gate before this round).
 """
 import sys
 

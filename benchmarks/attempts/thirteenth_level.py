@@ -6,6 +6,7 @@ level (``P.level`` in ``bench_gates.gate_alarms``, so x4 on independent baseline
 too) at 0.02 (shipped) and the LEVELS given.
 python benchmarks/attempts/thirteenth_level.py SEEDS REPS MODELS EFFECTS [MS]
 (LEVELS=0.016,0.018 by default)
+Measured at fb373e9 (the gate before this round).
 """
 import dataclasses
 import functools

@@ -5,6 +5,7 @@ own centre biases its lag-1 products low (Marriott & Pope 1954, per segment), so
 variant ``per-segment``: r + ((1 + r) k + 2 r) / N, k = 2 segments, N = all runs
 (k = 1 gives the shipped (1 + 3 r) / n).
 python benchmarks/attempts/thirteenth_rho_bias.py SEEDS REPS MODELS EFFECTS [MS]
+Run at 3d784f1 (this round's gate).
 """
 import math
 import sys

@@ -8,6 +8,7 @@ per five runs later (seeds 0-11). Variant: rho, rho_hi and rho_lo from the last
 the windows' baseline; centre and scale stay the baseline's. Under a change, the
 last 9 runs then carry it into rho (the detection cost to measure).
 python benchmarks/attempts/thirteenth_rho_runs.py SEEDS REPS MODELS EFFECTS [MS]
+Run at fb373e9 (the gate before this round: rho_corrected without ``tail``).
 """
 import os
 import sys
@@ -17,13 +18,13 @@ import numpy as np
 sys.path.insert(0, "benchmarks/attempts")
 import variants  # noqa: E402
 
-from gates import decisions, judge, stats  # noqa: E402
+from gates import judge  # noqa: E402
 from gates.robust import center_scale  # noqa: E402
 
 RHO_RUNS = int(os.environ.get("RHO_RUNS", "40"))
 SHIPPED_JS = judge.judge_summaries
 SHIPPED_RC, SHIPPED_RL = judge.rho_corrected, judge.rho_lower
-STASH: dict = {}
+STASH = variants.HISTORY
 
 
 def _longer(x, c, s):
@@ -46,25 +47,14 @@ def rl(x, c, s):
     return SHIPPED_RL(*_longer(x, c, s))
 
 
-def js(history, value, **kw):
-    STASH["h"] = history
-    try:
-        return SHIPPED_JS(history, value, **kw)
-    finally:
-        STASH.pop("h", None)
-
-
-def _install(f, r1, r2):
-    decisions.judge_summaries = stats.judge_summaries = f
-    judge.rho_corrected, judge.rho_lower = r1, r2
-
-
 def shipped():
-    _install(SHIPPED_JS, SHIPPED_RC, SHIPPED_RL)
+    variants.install_judge(SHIPPED_JS)
+    judge.rho_corrected, judge.rho_lower = SHIPPED_RC, SHIPPED_RL
 
 
 def variant():
-    _install(js, rc, rl)
+    variants.install_judge(variants.history_judge(SHIPPED_JS))
+    judge.rho_corrected, judge.rho_lower = rc, rl
 
 
 if __name__ == "__main__":

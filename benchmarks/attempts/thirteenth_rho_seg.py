@@ -10,6 +10,7 @@ between the two segments adds nothing); bias correction and se with n = all runs
 less one (the second centre). Clipping at +/- 3 baseline scales, as shipped.
 python benchmarks/attempts/thirteenth_rho_seg.py SEEDS REPS MODELS EFFECTS [MS]
 (MODE=iid: only the independence reading, rho_lo, uses it; rho and rho_hi as shipped)
+Run at fb373e9 (the gate before this round: rho_corrected without ``tail``).
 """
 import math
 import os
@@ -20,13 +21,13 @@ import numpy as np
 sys.path.insert(0, "benchmarks/attempts")
 import variants  # noqa: E402
 
-from gates import decisions, judge, stats  # noqa: E402
+from gates import judge  # noqa: E402
 from gates.robust import RHO_CAUTION, rho_var  # noqa: E402
 
 SHIPPED_JS = judge.judge_summaries
 SHIPPED_RC, SHIPPED_RL = judge.rho_corrected, judge.rho_lower
 ONLY_IID = os.environ.get("MODE") == "iid"
-STASH: dict = {}
+STASH = variants.HISTORY
 
 
 def _segments(x, c, s):
@@ -69,25 +70,14 @@ def rl(x, c, s):
     return 0.0 if r <= 0 else max(0.0, r - 0.84 * math.sqrt(rho_var(r, seg[1])))
 
 
-def js(history, value, **kw):
-    STASH["h"] = history
-    try:
-        return SHIPPED_JS(history, value, **kw)
-    finally:
-        STASH.pop("h", None)
-
-
-def _install(f, r1, r2):
-    decisions.judge_summaries = stats.judge_summaries = f
-    judge.rho_corrected, judge.rho_lower = r1, r2
-
-
 def shipped():
-    _install(SHIPPED_JS, SHIPPED_RC, SHIPPED_RL)
+    variants.install_judge(SHIPPED_JS)
+    judge.rho_corrected, judge.rho_lower = SHIPPED_RC, SHIPPED_RL
 
 
 def variant():
-    _install(js, rc, rl)
+    variants.install_judge(variants.history_judge(SHIPPED_JS))
+    judge.rho_corrected, judge.rho_lower = rc, rl
 
 
 if __name__ == "__main__":

@@ -22,9 +22,29 @@ sys.path.insert(0, "benchmarks")
 sys.path.insert(0, ".")
 import bench_gates as bg  # noqa: E402
 
-__all__ = ["args", "compare"]
+__all__ = ["args", "compare", "HISTORY", "history_judge", "install_judge"]
 
 Mode = tuple[str, Callable[[], None]]
+HISTORY: dict = {}  # "h": the history the wrapped judge_summaries is judging now
+
+
+def history_judge(judge_summaries: Callable) -> Callable:
+    """``judge_summaries`` wrapped so that patched internals (which see only the
+    baseline) can read the whole history being judged, ``HISTORY["h"]``."""
+    def wrapped(history, value, **kw):
+        HISTORY["h"] = history
+        try:
+            return judge_summaries(history, value, **kw)
+        finally:
+            HISTORY.pop("h", None)
+    return wrapped
+
+
+def install_judge(f: Callable) -> None:
+    """``f`` as the judge the confirm stages and the benchmark's gate call."""
+    from gates import decisions, stats
+
+    decisions.judge_summaries = stats.judge_summaries = f
 
 
 def args(extra: int = 0) -> tuple[list[int], int, list[str], list[str], list[str], list[int]]:
