@@ -98,12 +98,15 @@ class Cell:
 
 def gate_alarms(
     s: Series, ts: Sequence[int], *, confirm: bool = True, first_only: bool = False,
-    machines: bool = True,
+    machines: bool = True, trace: list[dict] | None = None,
 ) -> np.ndarray:
     """Alarms of this project's gate at runs ``ts`` (defaults, confirm on trip).
 
     ``machines``: pass the series' machine names (when it has them) as a suite
     session does from the runs' GPU uuids; False judges as if none were recorded.
+    ``trace``, when given, receives one dict per trip: the run, the first
+    attempt's judgement and level, whether it was a suspect, the confirm path
+    (``one-rerun``, ``corroborate``, ``sequential-N`` for N reruns) and the verdict.
     """
     P = stats.DEFAULTS
     x = s.summaries.copy()  # a transient's rerun replaces it for later runs (as in a session)
@@ -125,9 +128,11 @@ def gate_alarms(
         if (v == "regression" or suspect) and confirm:
             jc, v = stats.confirm(x[:t], float(tw[t]), sign=1, first=float(x[t]),
                                   suspect=suspect, another=sequential, **kw)
+            path = "one-rerun"
             if v == "suspect" and jc.extras.get("corroborate") and more:
                 # A rerun beyond every run of a heavy-tailed baseline: the next one decides.
                 _, v = stats.corroborate(x[:t], float(more[0][t]), sign=1, **kw)
+                path = "corroborate"
             reruns = [float(tw[t])]
             # The unheld sequential confirms of the last w runs join the mean (as the
             # gate's baselines.unheld_chains reads them from the history).
@@ -136,6 +141,7 @@ def gate_alarms(
                 if v != "suspect":
                     break
                 reruns.append(float(tk[t]))
+                path = f"sequential-{len(reruns)}"
                 _, v = stats.confirm_reruns(x[:t], reruns, sign=1, final=len(reruns) > len(more),
                                             carried=carried, **kw)
             if len(reruns) >= 2 and v != "regression":
@@ -143,6 +149,9 @@ def gate_alarms(
             if v != "regression" and jc.extras.get("p_split", 1.0) <= P.transient_level:
                 x[t] = tw[t]
                 standins.add(t)
+            if trace is not None:
+                trace.append({"t": t, "judgement": j, "level": level, "suspect": suspect,
+                              "path": path, "verdict": v})
         out[i] = v == "regression"
         if out[i] and first_only:
             break

@@ -28,8 +28,7 @@ from gates.robust import (
     median,
     predictive_z_pvalue,
     quantile_p,
-    rho_corrected,
-    rho_lower,
+    rho_bounds,
     rho_var,
     robust_scale,
     rolling_idx,
@@ -247,7 +246,7 @@ def judge_summaries(
     if ks and h.size - (kmax - 1) >= params.min_history:
         base = full[-kmax - W : -kmax]
         base_hosts = hl[max(0, h.size + 1 - kmax - W) : h.size + 1 - kmax] if hl else None
-        tail = h[h.size - (kmax - 1):]  # the runs between the baseline and the new one
+        tail = full[-kmax:-1]  # the runs between the baseline and the new one
     else:
         base, ks = h[-W:], []
         base_hosts = hl[-W:] if hl else None
@@ -278,7 +277,7 @@ def judge_summaries(
     # Serial dependence is read from the baseline and the runs after it, each about its
     # own centre: 9 more runs (on runs 30-38 the baseline has only 21-29), and a change
     # among the recent runs does not read as dependence (``lag1_autocorr``).
-    rho, rho_hi = rho_corrected(base, c, s, tail)
+    rho, rho_hi, rho_lo = rho_bounds(base, c, s, tail)
     # Autocorrelated runs: the sample scale is biased low by about AR(rho, n) / n and
     # worth fewer degrees of freedom (Bayley & Hammersley, JRSS B 8 (1946) 184-197).
     s1 = s / math.sqrt(max(0.3, 1.0 - ar1_variance_factor(rho, n) / n))
@@ -287,8 +286,7 @@ def judge_summaries(
     dev_base = sign * (base - c)
     # k = 1: the new run alone, predicted one step ahead under AR(1) when the baseline
     # is clearly autocorrelated (a cautious lower bound of rho above 0; iid-looking
-    # runs keep the plain test).
-    rho_lo = rho_lower(base, c, s, tail)
+    # runs keep the plain test): rho_lo above.
     df1, cvar1 = df, cvar
     if rho_lo > 0 and h.size >= 1:
         # Predict with the point estimate: a lower bound under-predicts after a high

@@ -48,6 +48,7 @@ __all__ = [
     "rho_corrected",
     "rho_var",
     "rho_lower",
+    "rho_bounds",
     "bh_qvalues",
     "pettitt",
 ]
@@ -358,10 +359,16 @@ def rho_lower(x: np.ndarray, c: float, s: float, tail: np.ndarray | None = None)
     bias-corrected r of ``rho_corrected`` (``tail`` as there): iid baselines of 30-40
     runs give 0 most of the time, so their k = 1 test is unchanged.
     """
-    r, _ = rho_corrected(x, c, s, tail)
+    return rho_bounds(x, c, s, tail)[2]
+
+
+def rho_bounds(x: np.ndarray, c: float, s: float,
+               tail: np.ndarray | None = None) -> tuple[float, float, float]:
+    """(r, upper, lower): ``rho_corrected`` and ``rho_lower`` from one estimate."""
+    r, hi = rho_corrected(x, c, s, tail)
     if r <= 0:
-        return 0.0
-    return max(0.0, r - 0.84 * math.sqrt(rho_var(r, _rho_n(x, tail))))
+        return r, hi, 0.0
+    return r, hi, max(0.0, r - 0.84 * math.sqrt(rho_var(r, _rho_n(x, tail))))
 
 
 def bh_qvalues(p: Sequence[float] | np.ndarray) -> np.ndarray:

@@ -201,3 +201,16 @@ def test_spike_target_uses_the_paired_standard_error():
     assert "Single spikes" in text and "MISSED: ar1/m=5 (3% vs 2%, se 0.3 points)" in text
     g.spike_only, g.null_only = float("nan"), float("nan")
     assert "paired series): met." in "\n".join(bench._targets({("ar1", 5): {("gate", "default"): g}}))
+
+
+def test_gate_alarms_trace_names_the_trip_that_alarmed():
+    from series import make_series
+
+    s = make_series("gauss1", "step20", np.random.default_rng(1), m=5,
+                    rerun_rngs=[np.random.default_rng(2), np.random.default_rng(3)])
+    trace: list[dict] = []
+    alarms = bench.gate_alarms(s, bench.AFTER, first_only=True, trace=trace)
+    assert alarms.any() and trace
+    assert trace[-1]["verdict"] == "regression" and trace[-1]["t"] == bench.AFTER[alarms.argmax()]
+    assert trace[-1]["path"] in ("one-rerun", "corroborate") or trace[-1]["path"].startswith("sequential-")
+    assert np.array_equal(alarms, bench.gate_alarms(s, bench.AFTER, first_only=True))

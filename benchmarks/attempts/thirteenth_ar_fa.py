@@ -5,7 +5,8 @@ series that alarms, this records the alarm's run, the first attempt's deciding
 window, rho / rho_lo / rho_hi of its baseline, how the confirm decided (reruns
 used) and the true AR state, then tabulates them.
 python benchmarks/attempts/thirteenth_ar_fa.py SEEDS REPS MODEL M
-Measured at fb373e9 (the gate before this round).
+Measured at fb373e9 (the gate before this round), with a copy of the gate loop; it
+reads ``gate_alarms(trace=...)`` since (the same tables at 3d784f1).
 """
 import sys
 from collections import Counter
@@ -17,49 +18,19 @@ sys.path.insert(0, "benchmarks")
 sys.path.insert(0, ".")
 import bench_gates as bg  # noqa: E402
 
-from gates import stats  # noqa: E402
 
 
 def first_alarm(s):
-    """bench_gates.gate_alarms up to the first alarm, with what decided it."""
-    P = stats.DEFAULTS
-    x = s.summaries.copy()
-    tw, more = s.twin_summaries, s.more_twin_summaries
-    unheld, standins = {}, set()
-    w = max(P.windows)
-    for t in bg.GATED:
-        kw = {"standin_last": True} if t - 1 in standins else {}
-        j = stats.judge_summaries(x[:t], float(x[t]), sign=1, **kw)
-        level = stats.level_for(j, P.level)
-        v = stats.decide(j, j.p_worse, level=level)
-        suspect = v == "pass" and stats.is_suspect(j, j.p_worse, level=level)
-        if v == "regression" or suspect:
-            jc, v = stats.confirm(x[:t], float(tw[t]), sign=1, first=float(x[t]),
-                                  suspect=suspect, another=True, **kw)
-            path = "one-rerun"
-            if v == "suspect" and jc.extras.get("corroborate"):
-                _, v = stats.corroborate(x[:t], float(more[0][t]), sign=1, **kw)
-                path = "corroborate"
-            reruns = [float(tw[t])]
-            carried = [r for u in range(t - w, t) for r in unheld.get(u, ())]
-            for tk in more:
-                if v != "suspect":
-                    break
-                reruns.append(float(tk[t]))
-                path = f"sequential-{len(reruns)}"
-                _, v = stats.confirm_reruns(x[:t], reruns, sign=1, final=len(reruns) > len(more),
-                                            carried=carried, **kw)
-            if len(reruns) >= 2 and v != "regression":
-                unheld[t] = reruns
-            if v != "regression" and jc.extras.get("p_split", 1.0) <= P.transient_level:
-                x[t] = tw[t]
-                standins.add(t)
-            if v == "regression":
-                e = j.extras
-                return {"t": t, "window": j.window, "suspect": suspect, "path": path,
-                        "rho": e.get("rho"), "rho_lo": e.get("rho_lo"), "rho_hi": e.get("rho_hi"),
-                        "p": j.p_worse, "level": level, "n_reruns": len(reruns)}
-    return None
+    """The first alarm of ``bench_gates.gate_alarms`` on the gated runs, with what
+    decided it (its ``trace``), or None."""
+    trace = []
+    if not bg.gate_alarms(s, bg.GATED, first_only=True, trace=trace).any():
+        return None
+    r = trace[-1]
+    j, e = r["judgement"], r["judgement"].extras
+    return {"t": r["t"], "window": j.window, "suspect": r["suspect"], "path": r["path"],
+            "rho": e.get("rho"), "rho_lo": e.get("rho_lo"), "rho_hi": e.get("rho_hi"),
+            "p": j.p_worse, "level": r["level"]}
 
 
 def _task(a):

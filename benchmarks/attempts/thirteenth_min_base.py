@@ -14,6 +14,7 @@ python benchmarks/attempts/thirteenth_min_base.py --early SEEDS REPS MODELS EFFE
     the same with the change at run TAU_EARLY, where the route's loss shows.
 Measured at fb373e9 (the gate before this round).
 """
+import functools
 import os
 import sys
 
@@ -33,39 +34,32 @@ def needs_base(j, min_base=MIN_BASE):
     return SHIPPED(j) and j.extras.get("n_base", 0.0) >= min_base
 
 
-def level_needs_base(j, level, params=decisions.DEFAULTS):
-    return min(1.0, level * params.independent_factor) if needs_base(j) else level
+def level_needs_base(j, level, params=decisions.DEFAULTS, min_base=MIN_BASE):
+    return min(1.0, level * params.independent_factor) if needs_base(j, min_base) else level
 
 
-def level_needs_30(j, level, params=decisions.DEFAULTS):
-    return min(1.0, level * params.independent_factor) if needs_base(j, 30) else level
+def _install(independent, level_for):
+    decisions.independent = independent
+    decisions.level_for = bg.stats.level_for = level_for
 
 
 def shipped():
-    decisions.independent = SHIPPED
-    decisions.level_for = SHIPPED_LEVEL
-    bg.stats.level_for = SHIPPED_LEVEL
+    _install(SHIPPED, SHIPPED_LEVEL)
 
 
 def variant():
     """The whole independent route (level x4, sequential confirm) needs MIN_BASE runs."""
-    decisions.independent = needs_base
-    decisions.level_for = SHIPPED_LEVEL
-    bg.stats.level_for = SHIPPED_LEVEL
+    _install(needs_base, SHIPPED_LEVEL)
 
 
 def level_only():
     """Only the first level's x4 needs MIN_BASE runs; the sequential confirm as shipped."""
-    decisions.independent = SHIPPED
-    decisions.level_for = level_needs_base
-    bg.stats.level_for = level_needs_base
+    _install(SHIPPED, level_needs_base)
 
 
 def level_only_30():
     """As ``level_only`` with 30 baseline runs (from run 39 on)."""
-    decisions.independent = SHIPPED
-    decisions.level_for = level_needs_30
-    bg.stats.level_for = level_needs_30
+    _install(SHIPPED, functools.partial(level_needs_base, min_base=30))
 
 
 if __name__ == "__main__":
