@@ -34,7 +34,8 @@ Confirm on trip (what ``ci_register.runner`` does):
    From C on, the reruns of the metric's unheld sequential confirms at the
    last 10 baseline runs (``baselines.unheld_chains``) join that mean. On a
    heavy-tailed baseline, a rerun B that holds but lies beyond every baseline
-   run says ``suspect`` too (saved with ``detail.corroborate``), and C alone
+   run says ``suspect`` too (as on one with a small positive lag-1 bound,
+   ``decisions._outlier_check``; saved with ``detail.corroborate``), and C alone
    decides, by its rank among the baseline runs (``stats.corroborate``).
 
 Baselines (``gates.baselines``): complete, trusted runs of the same suite, metric
@@ -109,7 +110,7 @@ class Verdict:
     message: str = ""
     declared_at: str | None = None
     transient: bool = False  # confirm: the first attempt was a glitch; baselines take the rerun
-    corroborate: bool = False  # confirm: a rerun beyond every run of a heavy baseline; the next decides
+    corroborate: bool = False  # confirm: a rerun beyond every baseline run; the next decides
 
     @property
     def enforced_failure(self) -> bool:
@@ -532,7 +533,8 @@ def _judge_one(history: Any, run: Mapping[str, Any], key: str,
                                   hosts=run_hosts, host=this_host, standin_last=standin_last)
         v.verdict = ""  # decided after BH
     elif corroborating:
-        # The previous rerun lay beyond every run of a heavy-tailed baseline: this one decides.
+        # The previous rerun lay beyond every baseline run (heavy-tailed, or 0 < rho_lo <=
+        # QUANTILE_RHO): this one decides.
         j, v.verdict = stats.corroborate(summaries, value, sign=sign, params=p, n_trials=gate.n,
                                          min_change=gate.min_change, extra_var=extra,
                                          hosts=run_hosts, host=this_host,
@@ -572,7 +574,9 @@ def _judge_one(history: Any, run: Mapping[str, Any], key: str,
                                      standin_last=standin_last)
         if v.verdict == "suspect" and j.extras.get("corroborate"):
             v.corroborate = True
-            v.message = (f"rerun {_num(value):.6g} beyond every run of a heavy-tailed baseline: "
+            kind = ("a heavy-tailed" if j.extras.get("heavy")
+                    else "a slightly autocorrelated")
+            v.message = (f"rerun {_num(value):.6g} beyond every run of {kind} baseline: "
                          f"held only if the next rerun ranks among the worst "
                          f"{p.corroborate_rank:g} of them")
         elif v.verdict == "suspect":

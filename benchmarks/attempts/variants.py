@@ -5,7 +5,7 @@ that mode (a module-level function, so the worker processes can receive it; ever
 installs its own pieces, the shipped one included). ``compare`` then runs, per cell
 (model, m) and mode, the benchmark's own series and ``bench_gates.gate_alarms``: null
 and spike series give false alarms per series, the other effects detection within 10
-runs (first alarm at or after the change), each averaged over the seeds, and prints one
+runs (first alarm at or after the change; ``EFFECT:first`` on the first bad run), each averaged over the seeds, and prints one
 line per cell with the modes' rates side by side (percent).
 
 Command line of a harness: SEEDS REPS MODELS EFFECTS [harness arguments] [MS], where
@@ -67,9 +67,11 @@ def _cell(task: tuple) -> tuple[str, int, dict]:
                 if e in ("null", "spike"):
                     acc[e].append(np.mean([bg.gate_alarms(s, bg.GATED, first_only=True).any()
                                            for s in ser[e]]))
-                else:
-                    f = [bg._first(bg.gate_alarms(s, bg.AFTER, first_only=True)) for s in ser[e]]
-                    acc[e].append(bg._detect_stats(f)[2])
+                else:  # "step5" within 10 runs, "step5:first" on the first bad run
+                    name, _, when = e.partition(":")
+                    f = [bg._first(bg.gate_alarms(s, bg.AFTER, first_only=True))
+                         for s in ser[name]]
+                    acc[e].append(bg._detect_stats(f)[0 if when == "first" else 2])
         for e in effects:
             out[(label, e)] = float(np.mean(acc[e]))
     return model, m, out
