@@ -267,9 +267,9 @@ def _outlier_check(j: Judgement, v: str, another: bool) -> str:
     ``suspect`` with ``extras["corroborate"]`` (the next rerun decides, ``corroborate``)
     on a heavy-tailed baseline, or on one with a small positive lag-1 bound
     (0 < ``rho_lo`` <= ``QUANTILE_RHO``), which keeps one rerun (no sequential
-    confirm) and whose AR(1) tail the rerun's p is read from: there such reruns of a
-    clean run after a +20% spike held 4-5 times in 2,400 series (Gaussian 3% with 5
-    samples a run, Student-t with one; fourteenth benchmark round)."""
+    confirm): there the clean rerun after a +20% spike, high by chance, held alone
+    (twelve benchmark seeds, 2,400 series a cell: Student-t m=1 spikes 2.25 -> 1.79%,
+    gauss3 m=5 1.96 -> 1.83%; fourteenth round)."""
     rho_lo = j.extras.get("rho_lo", 0.0)
     if (another and v == "regression" and j.extras.get("beyond")
             and (j.extras.get("heavy") or 0.0 < rho_lo <= QUANTILE_RHO)):

@@ -6,6 +6,7 @@ confirm there). Variant: ``_outlier_check`` also asks for corroboration on basel
 that are not heavy but have 0 < rho_lo <= ``QUANTILE_RHO`` (0.2). Monkeypatches
 ``gates.decisions._outlier_check``; compares with the shipped (``variants.compare``).
 python benchmarks/attempts/twelfth_corr_rho.py SEEDS REPS MODELS EFFECTS [MS]
+Adopted in the fourteenth round: from 77851d8 on both modes run the shipped gate.
 """
 import sys
 
