@@ -31,6 +31,7 @@ __all__ = [
     "confirm",
     "confirm_reruns",
     "corroborate",
+    "split_p",
 ]
 
 
@@ -209,9 +210,8 @@ def confirm(
     p_split = 1.0
     if first is not None and j.status == "ok":
         # Same regime? The first attempt far worse than its rerun is a transient.
-        se_d = math.sqrt(max(2.0 * (s1c * s1c + max(extra_var, 0.0)), 1e-300))
-        df = max(QN_EFF * (j.n_baseline - 1), 2.0)
-        p_split = predictive_z_pvalue(sign * (first - rerun) / se_d, df)
+        p_split = split_p(first, [rerun], sign=sign, scale=s1c, extra_var=extra_var,
+                          n_baseline=j.n_baseline)
         j.extras["p_split"] = p_split
     # The first attempt is judged again where its quantile test may have run (the same
     # baseline, so the same rho_lo guard as ``judge_summaries``) or its window matters.
@@ -262,6 +262,60 @@ def confirm(
     return j, _outlier_check(j, v, another)
 
 
+def split_p(first: float, reruns: Sequence[float], *, sign: int, scale: float,
+            extra_var: float = 0.0, n_baseline: int) -> float:
+    """One-sided p that the first attempt is a transient against its reruns.
+
+    The first attempt and its ``n`` reruns are draws of one regime, each with
+    variance ``scale^2 + extra_var`` (``scale``: the judge's one-run scale,
+    the one-step residuals' under AR(1)), so first - mean(reruns) has variance
+    (scale^2 + extra_var)(1 + 1/n); a small p says the first attempt lies far
+    beyond what its reruns put the regime at. Test: two-sample predictive t
+    (Hahn & Meeker 1991, sec. 4.7) with the baseline's degrees of freedom,
+    QN_EFF (n_baseline - 1). With one rerun it is ``confirm``'s split test.
+    """
+    n = len(reruns)
+    if n < 1:
+        raise ValueError("split_p needs at least one rerun")
+    se = math.sqrt(max((scale * scale + max(extra_var, 0.0)) * (1.0 + 1.0 / n), 1e-300))
+    df = max(QN_EFF * (n_baseline - 1), 2.0)
+    return predictive_z_pvalue(sign * (first - float(np.mean(reruns))) / se, df)
+
+
+def _chain_check(j: Judgement, v: str, first: float | None, reruns: Sequence[float], *,
+                 sign: int, scale: float, extra_var: float, params: GateParams) -> str:
+    """A chain of reruns that would hold only at a borderline p, while its first
+    attempt is a transient against their mean, does not hold.
+
+    ``confirm`` tells a glitch from a regime by the first rerun alone
+    (``consistency_level``); a chain of two to four reruns pins the regime far
+    better, and where its mean holds only at the last stage (p above
+    ``rerun_mean_hold_level``) the first attempt, which selected the metric, must
+    also be one draw of that regime: split p of first against the mean of all n
+    reruns above ``consistency_level``. Why: a glitch makes a trip certain and
+    its clean reruns, high by chance, then held as often as a null trip's
+    (gauss3, 5 samples a run: +0.38 points of spike false alarms over twelve
+    benchmark seeds; fifteenth round). Reruns clear on their own hold whatever
+    the first attempt was (a 20% step at 1% noise holds its two reruns' mean at
+    p ~ 2e-4: no first-bad-run detection is lost there), and heavy-tailed
+    baselines are left out (a gap between a slow-mode first attempt and
+    fast-mode reruns is ordinary there: H200 5 samples 20% step, first bad run
+    71.5 -> 70.0% with them). ``extras["p_split"]`` gets the split p and
+    ``extras["chain_transient"]`` 1.0 where it turned a hold into a pass.
+    """
+    if (v != "regression" or first is None or j.status != "ok" or j.extras.get("heavy")
+            or params.consistency_level <= 0
+            or j.extras.get("p_run_worse", 1.0) <= params.rerun_mean_hold_level):
+        return v
+    p = split_p(first, reruns, sign=sign, scale=scale, extra_var=extra_var,
+                n_baseline=j.n_baseline)
+    j.extras["p_split"] = p
+    if p <= params.consistency_level:
+        j.extras["chain_transient"] = 1.0
+        return "pass"
+    return v
+
+
 def _outlier_check(j: Judgement, v: str, another: bool) -> str:
     """A held rerun beyond every baseline run, where another rerun may follow, is
     ``suspect`` with ``extras["corroborate"]`` (the next rerun decides, ``corroborate``)
@@ -290,6 +344,8 @@ def corroborate(
     hosts: Sequence[str | None] | None = None,
     host: str | None = None,
     standin_last: bool = False,
+    first: float | None = None,
+    previous: float | None = None,
 ) -> tuple[Judgement, str]:
     """The rerun after a first rerun that ``confirm`` held but found beyond every run
     of a heavy-tailed baseline (``extras["corroborate"]``).
@@ -307,8 +363,12 @@ def corroborate(
     ``corroborate_rank`` of such trips; a shifted regime leans bad even from its
     fast mode (bimodal step 20%: judged alone at the confirm level, that
     second rerun passed too often, tenth round). ``history`` holds neither the
-    first attempt nor the earlier rerun. Returns (judgement of the rerun,
-    verdict).
+    first attempt nor the earlier rerun. ``first`` and ``previous`` (the first
+    attempt and the earlier rerun), when given: on a baseline that is not
+    heavy-tailed (0 < ``rho_lo`` <= ``QUANTILE_RHO``), a hold this rerun is not
+    clear on its own about also needs the first attempt to be one draw of the
+    regime of the two reruns (``_chain_check``). Returns (judgement of the
+    rerun, verdict).
     """
     j = judge_summaries(history, rerun, sign=sign, params=params, n_trials=n_trials,
                         min_change=min_change, extra_var=extra_var, hosts=hosts, host=host,
@@ -316,7 +376,12 @@ def corroborate(
     if j.status != "ok":
         return j, j.status
     p_rank = j.extras["rank_worse"]
-    return j, "regression" if p_rank <= params.corroborate_rank else "pass"
+    v = "regression" if p_rank <= params.corroborate_rank else "pass"
+    if previous is not None:
+        v = _chain_check(j, v, first, [previous, rerun], sign=sign,
+                         scale=j.extras.get("s1c", j.extras["s1"]), extra_var=extra_var,
+                         params=params)
+    return j, v
 
 
 def confirm_reruns(
@@ -333,6 +398,7 @@ def confirm_reruns(
     host: str | None = None,
     carried: Sequence[float] = (),
     standin_last: bool = False,
+    first: float | None = None,
 ) -> tuple[Judgement, str]:
     """Later stages of the sequential confirm (``confirm`` with ``another``).
 
@@ -372,6 +438,10 @@ def confirm_reruns(
     ``params.sequential_min_base`` runs or more (shorter autocorrelated
     baselines read as independent by chance, and reruns of neighbouring runs
     then share their state); ``extras["carried"]`` is how many counted.
+    ``first``: the first attempt's summary, when given: a hold short of
+    ``params.rerun_mean_hold_level`` also needs the first attempt to be one
+    draw of the regime of this run's reruns (``_chain_check``; carried reruns
+    come from other runs and are left out of that test).
     Assumptions: the baseline looks independent and light-tailed (what the
     first stage checked); reruns share nothing but the regime.
     Returns (judgement of the mean, verdict); where the reruns decided
@@ -407,7 +477,12 @@ def confirm_reruns(
     if final or j.extras.get("n_base", 0.0) < params.sequential_min_base:
         lv = params.rerun_pair_level if n == 2 else params.rerun_mean_level
         j.extras["rerun_level"] = lv  # decided outright, at this level (the gate reports it)
-        return j, "regression" if p <= lv and floor_ok else "pass"
-    if p <= params.rerun_mean_hold_level and floor_ok:
-        return j, "regression"
-    return j, "pass" if p > params.rerun_mean_stop_level else "suspect"
+        v = "regression" if p <= lv and floor_ok else "pass"
+    elif p <= params.rerun_mean_hold_level and floor_ok:
+        v = "regression"
+    else:
+        return j, "pass" if p > params.rerun_mean_stop_level else "suspect"
+    # The sequential confirm's baselines look independent (rho_lo = 0): the one-run
+    # scale is s1 (s1c here is the scale of a mean of n).
+    return j, _chain_check(j, v, first, reruns, sign=sign, scale=j.extras["s1"],
+                           extra_var=extra_var, params=params)

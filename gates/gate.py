@@ -321,6 +321,9 @@ def evaluate_run(
     first_summary = _summaries_of(history, confirm_of) if confirm_of else {}
     earlier_summaries = [first_summary if rid == confirm_of else _summaries_of(history, rid)
                          for rid in earlier]
+    # The first attempt's own summaries, for later reruns: a chain that holds only at a
+    # borderline p must find it one draw of its reruns' regime (stats.split_p).
+    root_summary = _summaries_of(history, chain[-1]["run_id"]) if earlier else {}
     # The machine of this run and of each baseline run: a machine the baseline has
     # not seen adds the between-host variance (stats.host_variance) to the verdict.
     this_host = host_key(run.get("hardware"))
@@ -365,7 +368,8 @@ def evaluate_run(
                                  another=attempts_left >= 1,
                                  earlier=[e.get(key) for e in earlier_summaries],
                                  corroborating=key in corroborating,
-                                 standin_last=key in standins)
+                                 standin_last=key in standins,
+                                 root=root_summary.get(key))
             if base is not None:
                 bases[key] = base
         except Exception as e:  # noqa: BLE001 - one bad metric must not hide the others
@@ -448,6 +452,15 @@ def _attempt_chain(history: Any, run_id: str) -> list[dict[str, Any]]:
     return chain
 
 
+def _chain_note(j: stats.Judgement, root: float | None, n: int) -> str:
+    """The message's clause for a hold the first attempt's split test turned into a pass."""
+    if not j.extras.get("chain_transient"):
+        return ""
+    return (f"; but the first attempt {_num(root):.6g} is a transient against the mean of "
+            f"its {n} reruns (p {j.extras['p_split']:.2g}) and they are not clear on their own: "
+            "pass")
+
+
 def _summaries_of(history: Any, run_id: str) -> dict[str, float]:
     """Each metric's run summary in ``run_id`` (its newest rows)."""
     out: dict[str, float] = {}
@@ -504,7 +517,7 @@ def _judge_one(history: Any, run: Mapping[str, Any], key: str,
                hosts: Mapping[str, str | None] | None = None, ids: Sequence[str] | None = None,
                suspect: bool = False, *, another: bool = False,
                earlier: Sequence[float | None] = (), corroborating: bool = False,
-               standin_last: bool = False,
+               standin_last: bool = False, root: float | None = None,
                ) -> tuple[stats.Judgement, list[Mapping[str, Any]] | None]:
     samples = _samples(rows)
     if not samples or not all(math.isfinite(x) for x in samples):
@@ -538,11 +551,12 @@ def _judge_one(history: Any, run: Mapping[str, Any], key: str,
         j, v.verdict = stats.corroborate(summaries, value, sign=sign, params=p, n_trials=gate.n,
                                          min_change=gate.min_change, extra_var=extra,
                                          hosts=run_hosts, host=this_host,
-                                         standin_last=standin_last)
+                                         standin_last=standin_last, first=root,
+                                         previous=first)
         if j.status == "ok":
             v.message = (f"previous rerun {_num(first):.6g} beyond every baseline run; this "
                          f"rerun ranks p {j.extras['rank_worse']:.2g} among them: held at "
-                         f"<= {p.corroborate_rank:g}")
+                         f"<= {p.corroborate_rank:g}" + _chain_note(j, root, 2))
     elif earlier:
         # Earlier reruns of a borderline metric: ``earlier`` (the previous one is ``first``).
         if any(x is None for x in earlier):
@@ -554,7 +568,7 @@ def _judge_one(history: Any, run: Mapping[str, Any], key: str,
                                             params=p, n_trials=gate.n,
                                             min_change=gate.min_change, extra_var=extra,
                                             hosts=run_hosts, host=this_host, carried=carried,
-                                            standin_last=standin_last)
+                                            standin_last=standin_last, first=root)
         prev = ", ".join(f"{_num(x):.6g}" for x in earlier)
         n_all = len(reruns) + int(j.extras.get("carried", 0))
         if j.extras.get("carried"):
@@ -565,7 +579,8 @@ def _judge_one(history: Any, run: Mapping[str, Any], key: str,
                      f"{n_all} baseline runs: "
                      + (f"held at p <= {level:g}" if level is not None else
                         f"held at p <= {p.rerun_mean_hold_level:g}, pass above "
-                        f"{p.rerun_mean_stop_level:g}, else another rerun"))
+                        f"{p.rerun_mean_stop_level:g}, else another rerun")
+                     + _chain_note(j, root, len(reruns)))
     else:
         j, v.verdict = stats.confirm(summaries, value, sign=sign, first=first, params=p,
                                      n_trials=gate.n, min_change=gate.min_change,

@@ -88,6 +88,7 @@ from gates.decisions import (
     independent,
     is_suspect,
     level_for,
+    split_p,
 )
 from gates.judge import (
     DEFAULTS,
@@ -142,4 +143,5 @@ __all__ = [
     "confirm_reruns",
     "independent",
     "level_for",
+    "split_p",
 ]
