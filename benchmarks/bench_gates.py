@@ -436,8 +436,27 @@ def run_benchmark(
 FIRST_RUN_CELL = ("gauss1", 5, "step5")  # the first-bad-run target: 1% noise, 5 samples, 5%
 
 
+def _fa_cell(task: tuple) -> tuple[str, int, dict[str, list], float]:
+    """One cell of ``fa_over_seeds``: its per-seed rates (a worker's unit)."""
+    model, m, seeds, reps = task
+    t0 = time.perf_counter()
+    out: dict[str, list] = {"null": [], "spike": [], "paired": [], "first": []}
+    first = (model, m) == FIRST_RUN_CELL[:2]
+    for seed in seeds:
+        ser = _cell_series(model, m, reps, seed)
+        flags = {e: [gate_alarms(s, GATED, first_only=True).any() for s in ser[e]]
+                 for e in ("null", "spike")}
+        for e, f in flags.items():
+            out[e].append(float(np.mean(f)))
+        out["paired"].append(paired_shares(flags["null"], flags["spike"]))
+        if first:
+            out["first"].append(float(np.mean(
+                [gate_alarms(s, [TAU]).any() for s in ser[FIRST_RUN_CELL[2]]])))
+    return model, m, out, time.perf_counter() - t0
+
+
 def fa_over_seeds(seeds: Sequence[int], reps: int, *, models: Sequence[str] = NOISE_MODELS,
-                  ms: Sequence[int] = (1, 5), log=print) -> dict[str, dict]:
+                  ms: Sequence[int] = (1, 5), log=print, jobs: int = 1) -> dict[str, dict]:
     """The gate's rates the targets are about, per cell and seed.
 
     ``null``: false alarms per 30-run null series; ``spike``: the same on
@@ -447,25 +466,23 @@ def fa_over_seeds(seeds: Sequence[int], reps: int, *, models: Sequence[str] = NO
     series the full benchmark draws for each seed (same generator and order),
     so seed 0 reproduces its columns. One
     seed's worst cell of 14 is a noisy maximum; the mean over seeds is the rate
-    the target is about.
+    the target is about. ``jobs``: cells judged in that many processes (each
+    cell draws its own series: the rates do not depend on it).
     """
     out: dict[str, dict] = {"null": {}, "spike": {}, "paired": {}, "first": {}}
-    for model in models:
-        for m in ms:
-            t0 = time.perf_counter()
-            first = (model, m) == FIRST_RUN_CELL[:2]
-            for seed in seeds:
-                ser = _cell_series(model, m, reps, seed)
-                flags = {e: [gate_alarms(s, GATED, first_only=True).any() for s in ser[e]]
-                         for e in ("null", "spike")}
-                for e, f in flags.items():
-                    out[e].setdefault((model, m), []).append(float(np.mean(f)))
-                out["paired"].setdefault((model, m), []).append(
-                    paired_shares(flags["null"], flags["spike"]))
-                if first:
-                    out["first"].setdefault((model, m), []).append(float(np.mean(
-                        [gate_alarms(s, [TAU]).any() for s in ser[FIRST_RUN_CELL[2]]])))
-            log(f"  {model:9s} m={m}: {time.perf_counter() - t0:6.1f} s")
+    tasks = [(model, m, list(seeds), reps) for model in models for m in ms]
+    if jobs > 1:
+        from concurrent.futures import ProcessPoolExecutor  # noqa: PLC0415
+
+        with ProcessPoolExecutor(jobs) as ex:
+            done = list(ex.map(_fa_cell, tasks))
+    else:
+        done = map(_fa_cell, tasks)
+    for model, m, cell, secs in done:
+        for k, v in cell.items():
+            if v:
+                out[k][(model, m)] = v
+        log(f"  {model:9s} m={m}: {secs:6.1f} s")
     return out
 
 
@@ -985,6 +1002,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                          "run nothing")
     ap.add_argument("--fa-seeds", default=None,
                     help="only the gate's null false alarms over these seeds (e.g. 0,1,2,3,4,5)")
+    ap.add_argument("--jobs", type=int, default=1,
+                    help="with --fa-seeds: cells judged in this many processes (same rates)")
     ap.add_argument("--machines", action="store_true",
                     help="only the growing-pool-of-machines series, with and without names")
     ap.add_argument("--speed", action="store_true",
@@ -1009,7 +1028,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"error: --fa-seeds {a.fa_seeds!r}: give integers, e.g. 0,1,2", file=sys.stderr)
             return 2
         t0 = time.perf_counter()
-        fa = fa_over_seeds(seeds, a.reps or 200, models=models)
+        if a.jobs < 1:
+            print(f"error: --jobs {a.jobs}: give 1 or more processes", file=sys.stderr)
+            return 2
+        fa = fa_over_seeds(seeds, a.reps or 200, models=models, jobs=a.jobs)
         md = render_fa(fa, seeds=seeds, reps=a.reps or 200, elapsed=time.perf_counter() - t0)
         print(md)
         if a.out:

@@ -50,6 +50,15 @@ def test_fa_seeds_rejects_a_bad_list(capsys):
     assert "--fa-seeds '0,x'" in capsys.readouterr().err
 
 
+def test_fa_over_seeds_in_processes_gives_the_same_rates(capsys):
+    kw = dict(models=["gauss3"], ms=(1, 5), log=lambda *_: None)
+    one = bench.fa_over_seeds([0], 8, **kw)
+    two = bench.fa_over_seeds([0], 8, jobs=2, **kw)
+    assert one == two and list(two["null"]) == [("gauss3", 1), ("gauss3", 5)]
+    assert bench.main(["--fa-seeds", "0", "--jobs", "0"]) == 2
+    assert "--jobs 0" in capsys.readouterr().err
+
+
 def test_short_by_two_standard_errors_allows_for_sampling_error():
     # 200 series a cell: 2% against 4% is sampling noise, 42% against 75% is not;
     # a peer scored on 20 series (Otava) needs a wider gap than one on 200.
