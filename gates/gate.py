@@ -111,6 +111,7 @@ class Verdict:
     declared_at: str | None = None
     transient: bool = False  # confirm: the first attempt was a glitch; baselines take the rerun
     corroborate: bool = False  # confirm: a rerun beyond every baseline run; the next decides
+    chain_transient: bool = False  # a chain's borderline hold undone: its first attempt a glitch
 
     @property
     def enforced_failure(self) -> bool:
@@ -134,6 +135,8 @@ class Verdict:
             detail["transient"] = True
         if self.corroborate:
             detail["corroborate"] = True
+        if self.chain_transient:
+            detail["chain_transient"] = True
         return {"key": self.key, "nodeid": self.nodeid, "verdict": self.verdict,
                 "baseline": self.baseline, "new": self.new, "rel_change": self.rel_change,
                 "ci_low": self.ci_low, "ci_high": self.ci_high, "statistic": self.statistic,
@@ -452,9 +455,11 @@ def _attempt_chain(history: Any, run_id: str) -> list[dict[str, Any]]:
     return chain
 
 
-def _chain_note(j: stats.Judgement, root: float | None, n: int) -> str:
-    """The message's clause for a hold the first attempt's split test turned into a pass."""
-    if not j.extras.get("chain_transient"):
+def _chain_note(j: stats.Judgement, root: float | None, n: int, v: Verdict) -> str:
+    """The message's clause for a hold the first attempt's split test turned into a pass
+    (and ``v.chain_transient``, saved in the verdict's detail)."""
+    v.chain_transient = bool(j.extras.get("chain_transient"))
+    if not v.chain_transient:
         return ""
     return (f"; but the first attempt {_num(root):.6g} is a transient against the mean of "
             f"its {n} reruns (p {j.extras['p_split']:.2g}) and they are not clear on their own: "
@@ -556,7 +561,7 @@ def _judge_one(history: Any, run: Mapping[str, Any], key: str,
         if j.status == "ok":
             v.message = (f"previous rerun {_num(first):.6g} beyond every baseline run; this "
                          f"rerun ranks p {j.extras['rank_worse']:.2g} among them: held at "
-                         f"<= {p.corroborate_rank:g}" + _chain_note(j, root, 2))
+                         f"<= {p.corroborate_rank:g}" + _chain_note(j, root, 2, v))
     elif earlier:
         # Earlier reruns of a borderline metric: ``earlier`` (the previous one is ``first``).
         if any(x is None for x in earlier):
@@ -580,7 +585,7 @@ def _judge_one(history: Any, run: Mapping[str, Any], key: str,
                      + (f"held at p <= {level:g}" if level is not None else
                         f"held at p <= {p.rerun_mean_hold_level:g}, pass above "
                         f"{p.rerun_mean_stop_level:g}, else another rerun")
-                     + _chain_note(j, root, len(reruns)))
+                     + _chain_note(j, root, len(reruns), v))
     else:
         j, v.verdict = stats.confirm(summaries, value, sign=sign, first=first, params=p,
                                      n_trials=gate.n, min_change=gate.min_change,

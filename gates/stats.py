@@ -59,7 +59,11 @@ Design, in short (see ``judge_summaries`` and ``confirm``):
    (each clipped to 3 run scales) decides: held at p <= 0.00135, passed at
    p > 0.5, else one more rerun, and at the last p <= 0.02 (two reruns) or
    0.015 (more) (``confirm(another=True)``, ``confirm_reruns``). A third
-   rerun or later needs a baseline of 30 runs. The reruns of this metric's
+   rerun or later needs a baseline of 30 runs. A mean that holds short of
+   the early 0.00135 also needs the first attempt to be one draw of the
+   reruns' regime (``split_p`` of first against the mean of all of them
+   above 0.01): a glitch's clean reruns, high by chance, do not hold on a
+   borderline mean. The reruns of this metric's
    sequential confirms that did not hold at the last 10 baseline runs join
    that mean (``carried``, same 30-run rule): reruns are not selected for
    being high, and a sustained shift's evidence then carries from one trip
@@ -67,7 +71,9 @@ Design, in short (see ``judge_summaries`` and ``confirm``):
 7. Heavy-tailed baselines keep one rerun, but a rerun that holds while lying
    beyond every baseline run (a power-cap dip looks like that) asks for one
    more where one may follow, which holds the regression only if it ranks
-   among the worst 0.4 of the baseline runs (``corroborate``).
+   among the worst 0.4 of the baseline runs (``corroborate``); on the
+   slightly autocorrelated ones, one not clear on its own (p > 0.00135) also
+   needs the first attempt to be one draw of the two reruns' regime.
 
 Defaults are set on the detection benchmark (``benchmarks/bench_gates.py``):
 the level is the largest that keeps the worst noise model (AR(1), the H200

@@ -527,6 +527,7 @@ def test_a_chain_whose_first_attempt_is_a_transient_holds_only_clear_reruns(h):
     assert v.verdict == "pass" and res.exit_code == 0 and res.attempt == 5
     assert "first attempt 1.027 is a transient against the mean of its 4 reruns" in v.message
     assert "not clear on their own" in v.message
+    assert h.verdicts(prev)[0]["detail"]["chain_transient"] is True
 
 
 def test_confirm_chain_that_loops_is_an_input_error(h):
