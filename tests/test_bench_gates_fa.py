@@ -125,11 +125,42 @@ def test_held_targets_judge_the_gate_against_the_held_detectors_only():
     assert "within 10 runs >= best held peer: met in every cell." in text
     assert "within 10 runs >= 90% of the held CUSUM oracle: met in every cell." in text
     cells[("gauss3", 1)][("cusum-oracle", "held")] = cell(0.95)
-    text = "\n".join(bench._held_targets(cells))
+    text = "\n".join(bench._mode_targets(cells, "held"))
     assert f"90% of the held CUSUM oracle: short in {n} cells, by more than 2 standard " \
            f"errors in {n} (gauss3/m=1/step1 (60% vs oracle 95%)" in text
     # The held plug-in (55%) does not reach 90% of the held oracle there.
     assert "of the held oracle within 2 standard errors: 0." in text
+
+
+def test_gate_fa_targets_compare_at_the_gates_own_false_alarm_rate():
+    # Calibrated to 5% the oracle is ahead; at the gate's own (lower) rate it is not.
+    cells = {("gauss3", 1): {("gate", "default"): cell(0.60),
+                             ("cusum-oracle", "matched"): cell(0.95),
+                             ("z-score", "matched"): cell(0.80),
+                             ("cusum-oracle", "gate-fa"): cell(0.64),
+                             ("cusum-plugin", "gate-fa"): cell(0.50),
+                             ("z-score", "gate-fa"): cell(0.66)}}
+    text = "\n".join(bench._targets(cells))
+    n = len(bench.DETECT_EFFECTS)
+    assert "At the gate's own false-alarm rate (`gate-fa`" in text
+    assert "within 10 runs >= 90% of the gate-fa CUSUM oracle: met in every cell." in text
+    assert (f"within 10 runs >= best gate-fa peer: short in {n} cells, by more than 2 "
+            f"standard errors in 0.") in text  # 60% vs 66% on 200 series: sampling error
+    assert "Held to the gate's constraints" not in text  # no held cells here
+
+
+def test_gate_fa_detectors_never_alarm_more_than_the_gate_on_its_nulls():
+    full = bench.run_benchmark(40, 2, seed=0, peers_on=False, models=["gauss3"], ms=(1,),
+                               log=lambda *_: None)
+    c = full["cells"][("gauss3", 1)]
+    gfa = c[("gate", "default")].fa_series
+    for name in ("fixed-5%", "miles-band", "z-score", "cusum-oracle", "cusum-plugin"):
+        assert c[(name, "gate-fa")].fa_series <= gfa + 1e-12, name
+    # Fewer false alarms allowed than at 5%: the oracle detects no more than matched.
+    assert (c[("cusum-oracle", "gate-fa")].det["step2"][2]
+            <= c[("cusum-oracle", "matched")].det["step2"][2])
+    md = bench.render(full, reps=40, slow_reps=2, elapsed=1.0, speed=0.1, quick=True)
+    assert "## Headline: at the gate's own false-alarm rate" in md
 
 
 def test_pool_counts_every_seeds_series_and_averages_their_rates(tmp_path, capsys):
