@@ -501,7 +501,8 @@ def fa_over_seeds(seeds: Sequence[int], reps: int, *, models: Sequence[str] = NO
     return out
 
 
-def render_fa(fa: dict[str, dict], *, seeds: Sequence[int], reps: int, elapsed: float) -> str:
+def render_fa(fa: dict[str, dict], *, seeds: Sequence[int], reps: int, elapsed: float,
+              jobs: int = 1) -> str:
     from tabulate import tabulate  # noqa: PLC0415 - as in render: only the report needs it
 
     n = reps * len(seeds)
@@ -531,8 +532,9 @@ def render_fa(fa: dict[str, dict], *, seeds: Sequence[int], reps: int, elapsed: 
     out = [
         "# Gate false alarms and first-bad-run detection over several seeds\n",
         f"Command: `python benchmarks/bench_gates.py --fa-seeds {','.join(map(str, seeds))}"
-        f" --reps {reps}`; {reps} series per cell, effect and seed ({n} per cell), the gate "
-        f"at its defaults with its confirm reruns; {elapsed:.0f} s.\n",
+        f" --reps {reps}{f' --jobs {jobs}' if jobs > 1 else ''}`; {reps} series per cell, "
+        f"effect and seed ({n} per cell), the gate at its defaults with its confirm reruns; "
+        f"{elapsed:.0f} s{f' in {jobs} processes' if jobs > 1 else ''}.\n",
         "Targets: at most 5% false alarms per 30-run null series in every noise model; single "
         "spikes no more false alarms than nulls (here: within 2 standard errors of the "
         "difference). One seed's worst cell of 14 is a noisy maximum (standard error about "
@@ -1078,7 +1080,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"error: --jobs {a.jobs}: give 1 or more processes", file=sys.stderr)
             return 2
         fa = fa_over_seeds(seeds, a.reps or 200, models=models, jobs=a.jobs)
-        md = render_fa(fa, seeds=seeds, reps=a.reps or 200, elapsed=time.perf_counter() - t0)
+        md = render_fa(fa, seeds=seeds, reps=a.reps or 200, elapsed=time.perf_counter() - t0,
+                       jobs=a.jobs)
         print(md)
         if a.out:
             Path(a.out).write_text(md)
