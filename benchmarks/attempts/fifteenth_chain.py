@@ -12,6 +12,8 @@ the mean of all n reruns: one-sided predictive p of first - mean with variance
 s1c^2 (1 + 1/n) (the judge's own scale, df as ``confirm``'s split test) above LEVEL.
 Monkeypatches ``gates.stats.confirm`` / ``confirm_reruns`` / ``corroborate`` as the
 benchmark's gate calls them.
+Adopted in the fifteenth round as LEVELS=0.01 LIGHT=1 CLEAR=1 (``decisions._chain_check``):
+from 814a29a on the shipped gate does this itself, and both modes run it.
 python benchmarks/attempts/fifteenth_chain.py SEEDS REPS MODELS EFFECTS [MS]
 (LEVELS=0.01,0.001 by default; LIGHT=1: not on heavy-tailed baselines;
 CLEAR=1: not where the reruns' p <= rerun_mean_hold_level)
