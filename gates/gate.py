@@ -36,7 +36,10 @@ Confirm on trip (what ``ci_register.runner`` does):
    heavy-tailed baseline, a rerun B that holds but lies beyond every baseline
    run says ``suspect`` too (as on one with a small positive lag-1 bound,
    ``decisions._outlier_check``; saved with ``detail.corroborate``), and C alone
-   decides, by its rank among the baseline runs (``stats.corroborate``).
+   decides, by its rank among the baseline runs (``stats.corroborate``). Where
+   C (or a later rerun) would hold only at a borderline p, A, read from the end
+   of the chain, must also be one draw of the reruns' regime (``stats.split_p``):
+   else the chain passes, saved with ``detail.chain_transient``.
 
 Baselines (``gates.baselines``): complete, trusted runs of the same suite, metric
 key and hardware fingerprint before the judged run, read for every metric of a run
