@@ -458,11 +458,9 @@ def _attempt_chain(history: Any, run_id: str) -> list[dict[str, Any]]:
     return chain
 
 
-def _chain_note(j: stats.Judgement, root: float | None, n: int, v: Verdict) -> str:
-    """The message's clause for a hold the first attempt's split test turned into a pass
-    (and ``v.chain_transient``, saved in the verdict's detail)."""
-    v.chain_transient = bool(j.extras.get("chain_transient"))
-    if not v.chain_transient:
+def _chain_note(j: stats.Judgement, root: float | None, n: int) -> str:
+    """The message's clause for a hold the first attempt's split test turned into a pass."""
+    if not j.extras.get("chain_transient"):
         return ""
     return (f"; but the first attempt {_num(root):.6g} is a transient against the mean of "
             f"its {n} reruns (p {j.extras['p_split']:.2g}) and they are not clear on their own: "
@@ -564,7 +562,7 @@ def _judge_one(history: Any, run: Mapping[str, Any], key: str,
         if j.status == "ok":
             v.message = (f"previous rerun {_num(first):.6g} beyond every baseline run; this "
                          f"rerun ranks p {j.extras['rank_worse']:.2g} among them: held at "
-                         f"<= {p.corroborate_rank:g}" + _chain_note(j, root, 2, v))
+                         f"<= {p.corroborate_rank:g}" + _chain_note(j, root, 2))
     elif earlier:
         # Earlier reruns of a borderline metric: ``earlier`` (the previous one is ``first``).
         if any(x is None for x in earlier):
@@ -588,7 +586,7 @@ def _judge_one(history: Any, run: Mapping[str, Any], key: str,
                      + (f"held at p <= {level:g}" if level is not None else
                         f"held at p <= {p.rerun_mean_hold_level:g}, pass above "
                         f"{p.rerun_mean_stop_level:g}, else another rerun")
-                     + _chain_note(j, root, len(reruns), v))
+                     + _chain_note(j, root, len(reruns)))
     else:
         j, v.verdict = stats.confirm(summaries, value, sign=sign, first=first, params=p,
                                      n_trials=gate.n, min_change=gate.min_change,
@@ -612,6 +610,8 @@ def _judge_one(history: Any, run: Mapping[str, Any], key: str,
             v.transient = True
             v.message = (f"first attempt {_num(first):.6g} a transient against this rerun "
                          f"(p {p_split:.2g}): later baselines take this rerun's value")
+    # A chain's borderline hold the first attempt's split test undid (stats.split_p).
+    v.chain_transient = bool(j.extras.get("chain_transient"))
     v.new = _num(j.value)
     v.baseline = _num(j.baseline)
     v.rel_change = _num(j.rel_change)
