@@ -7,6 +7,7 @@ markers have other names, needs no code. This module is stdlib-only because
 
 from __future__ import annotations
 
+import difflib
 import re
 import tomllib
 from dataclasses import dataclass, field
@@ -25,7 +26,8 @@ __all__ = [
     "DEFAULT_CATALOG",
 ]
 
-BACKENDS = ("cuda", "rocm", "cpu")
+# SGLang's backends (its register_*_ci markers) plus "rocm", this tool's first name for AMD.
+BACKENDS = ("cuda", "rocm", "amd", "cpu", "npu", "xpu", "musa", "mlx")
 SCHEDULES = ("per-commit", "nightly")
 DEFAULT_CATALOG = Path("suites") / "catalog.toml"
 
@@ -42,7 +44,15 @@ _SUITE_KEYS = {
     "install",
     "uninstall",
     "pytest_args",
+    "name",
 }
+_COLLECT_KEYS = {"globs", "exclude", "gate_marker", "tests", "stage_suite", "require", "implicit"}
+# What a registered, enabled file must contain: top-level pytest tests (this tool's rule),
+# an `if __name__ == "__main__":` block with a call (SGLang's: it runs `python3 file.py`),
+# or nothing.
+REQUIRE = ("tests", "main", "none")
+# SGLang's rule for register_*_ci(stage=..., runner_config=...).
+STAGE_SUITE = "{stage}-test-{runner_config}"
 _HARDWARE_KEYS = {"gpu_count", "gpu_models", "min_capability", "max_capability"}
 
 
@@ -108,6 +118,11 @@ class Suite:
     install: tuple[str, ...] = ()
     uninstall: tuple[str, ...] = ()
     pytest_args: tuple[str, ...] = ()
+    registered_as: str = ""  # the name registrations use (SGLang keys suites by backend and name)
+
+    @property
+    def key(self) -> tuple[str, str]:
+        return (self.backend, self.registered_as or self.name)
 
     @property
     def is_gpu(self) -> bool:
@@ -136,9 +151,39 @@ class Catalog:
     exclude: tuple[str, ...] = ()
     gate_marker: str = "register_ci_gate"
     root: Path = field(default=Path("."))
+    tests: str | None = None  # test folder relative to the repository root (--root)
+    stage_suite: str = STAGE_SUITE
+    require: str = "tests"
+    implicit: dict[str, tuple[str, str]] = field(default_factory=dict)  # glob -> (suite key, source)
 
     def known(self) -> str:
         return ", ".join(sorted(self.suites))
+
+    def find(self, backend: str, name: str) -> Suite | None:
+        """The suite a registration of ``backend`` naming ``name`` belongs to."""
+        for s in self.suites.values():
+            if s.key == (backend, name):
+                return s
+        return None
+
+    def suggest(self, name: str, backend: str | None = None) -> str:
+        """A short hint for an unknown suite name: the closest declared names, not all."""
+        pool = sorted({s.key[1] for s in self.suites.values() if backend is None or s.backend == backend})
+        return _hint(name, pool or sorted({s.key[1] for s in self.suites.values()}))
+
+    def session_suggest(self, name: str) -> str:
+        """Like :meth:`suggest`, over session (table) names: for --suite and nox -s."""
+        return _hint(name, sorted(self.suites))
+
+
+def _hint(name: str, pool: list[str]) -> str:
+    """A few names: all of a short list, else the closest (an error line stays one short line)."""
+    if len(pool) <= 8:
+        return "known: " + ", ".join(pool)
+    close = difflib.get_close_matches(name, pool, n=3, cutoff=0.6)
+    if close:
+        return "closest: " + ", ".join(close)
+    return f"{len(pool)} suites declared, none close; see `python -m ci_register list`"
 
 
 def _line_of(text: str, needle: str) -> int:
@@ -222,7 +267,62 @@ def _suite(name: str, raw: object, where: str) -> Suite:
         install=_str_list(raw.get("install", []), f"{where}: [suites.{name}] install"),
         uninstall=_str_list(raw.get("uninstall", []), f"{where}: [suites.{name}] uninstall"),
         pytest_args=_str_list(raw.get("pytest_args", []), f"{where}: [suites.{name}] pytest_args"),
+        registered_as=_registered_as(raw.get("name", name), name, where),
     )
+
+
+def _registered_as(value: object, name: str, where: str) -> str:
+    if not isinstance(value, str) or not value.strip() or "\n" in value:
+        raise CatalogError(f"{where}: [suites.{name}] name must be the non-empty suite name registrations use")
+    return value
+
+
+def _collect_options(collect: object, where: str) -> dict[str, object]:
+    """[collect]'s settings, checked (a typo is an error, not a silently ignored key)."""
+    if not isinstance(collect, dict):
+        raise CatalogError(f"{where}: [collect] must be a table")
+    _no_unknown_fields(collect, _COLLECT_KEYS, "collect", where)
+    out: dict[str, object] = {
+        "globs": _str_list(collect.get("globs", ["**/test_*.py"]), f"{where}: collect.globs"),
+        "exclude": _str_list(collect.get("exclude", []), f"{where}: collect.exclude"),
+    }
+    for key in ("gate_marker", "tests", "stage_suite", "require"):
+        value = collect.get(key)
+        if value is not None and (not isinstance(value, str) or not value.strip()):
+            raise CatalogError(f"{where}: collect.{key} must be a non-empty string, got {value!r}")
+    if collect.get("gate_marker"):
+        out["gate_marker"] = collect["gate_marker"]
+    if collect.get("tests"):
+        out["tests"] = collect["tests"]
+    if "stage_suite" in collect:
+        fmt = collect["stage_suite"]
+        try:
+            fmt.format(stage="s", runner_config="r")
+        except (KeyError, IndexError, ValueError):
+            raise CatalogError(f"{where}: collect.stage_suite {fmt!r} may use only {{stage}} and {{runner_config}}") from None
+        out["stage_suite"] = fmt
+    if "require" in collect:
+        if collect["require"] not in REQUIRE:
+            raise CatalogError(f"{where}: collect.require {collect['require']!r}; use one of {', '.join(REQUIRE)}")
+        out["require"] = collect["require"]
+    return out
+
+
+def _implicit(raw: object, suites: dict[str, Suite], where: str) -> dict[str, tuple[str, str]]:
+    """[implicit]: files matching a glob belong to a suite without a marker call (miles)."""
+    if not isinstance(raw, dict):
+        raise CatalogError(f"{where}: [implicit] must be a table of \"GLOB\" = \"SUITE\"")
+    out: dict[str, tuple[str, str]] = {}
+    for glob, suite in raw.items():
+        if not isinstance(suite, str) or suite not in suites:
+            raise CatalogError(f"{where}: [implicit] {glob!r} = {suite!r}: not a suite of this catalog; {_closest_table(str(suite), suites)}")
+        out[glob] = (suite, f"implicit {glob!r}")
+    return out
+
+
+def _closest_table(name: str, suites: dict[str, Suite]) -> str:
+    close = difflib.get_close_matches(name, sorted(suites), n=3, cutoff=0.6)
+    return ("closest: " + ", ".join(close)) if close else "declare it as [suites.NAME]"
 
 
 def parse_catalog(text: str, path: Path) -> Catalog:
@@ -234,14 +334,10 @@ def parse_catalog(text: str, path: Path) -> Catalog:
         m = re.search(r"at line (\d+)", str(exc))
         line = m.group(1) if m else "1"
         raise CatalogError(f"{path}:{line}: malformed catalog: {exc}; fix the TOML (a suite defined twice is a duplicate table)") from None
-    unknown = sorted(set(data) - {"collect", "markers", "suites"})
+    unknown = sorted(set(data) - {"collect", "markers", "suites", "implicit"})
     if unknown:
-        raise CatalogError(f"{path}:{_line_of(text, unknown[0])}: unknown table {unknown[0]!r}; known: collect, markers, suites")
-    collect = data.get("collect", {})
-    where = f"{path}:{_line_of(text, '[collect]')}"
-    globs = _str_list(collect.get("globs", ["**/test_*.py"]), f"{where}: collect.globs")
-    exclude = _str_list(collect.get("exclude", []), f"{where}: collect.exclude")
-    gate_marker = collect.get("gate_marker", "register_ci_gate")
+        raise CatalogError(f"{path}:{_line_of(text, unknown[0])}: unknown table {unknown[0]!r}; known: collect, implicit, markers, suites")
+    options = _collect_options(data.get("collect", {}), f"{path}:{_line_of(text, '[collect]')}")
     markers_raw = data.get("markers", {"register_cuda_ci": "cuda", "register_rocm_ci": "rocm", "register_cpu_ci": "cpu"})
     markers: dict[str, str] = {}
     for name, backend in markers_raw.items():
@@ -257,15 +353,16 @@ def parse_catalog(text: str, path: Path) -> Catalog:
         name: _suite(name, raw, f"{path}:{_line_of(text, f'[suites.{name}]')}")
         for name, raw in suites_raw.items()
     }
-    return Catalog(
-        path=path,
-        suites=suites,
-        markers=markers,
-        globs=globs,
-        exclude=exclude,
-        gate_marker=gate_marker,
-        root=path.parent,
-    )
+    seen: dict[tuple[str, str], str] = {}
+    for name, s in suites.items():
+        if s.key in seen:
+            raise CatalogError(
+                f"{path}:{_line_of(text, f'[suites.{name}]')}: [suites.{name}] and [suites.{seen[s.key]}] are both "
+                f"the {s.key[0]} suite {s.key[1]!r}; give one another name or backend"
+            )
+        seen[s.key] = name
+    implicit = _implicit(data.get("implicit", {}), suites, f"{path}:{_line_of(text, '[implicit]')}")
+    return Catalog(path=path, suites=suites, markers=markers, root=path.parent, implicit=implicit, **options)
 
 
 def load_catalog(path: str | Path) -> Catalog:

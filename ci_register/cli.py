@@ -21,16 +21,31 @@ from ci_register.collect import collect
 __all__ = ["main", "COMMANDS"]
 
 
+def catalog_path(root: Path, catalog: str | None) -> Path:
+    """--catalog: relative to --root (an adopter keeps it anywhere in their tree); a path
+    that exists only relative to the current directory is taken from there."""
+    if not catalog:
+        return root / DEFAULT_CATALOG
+    path = Path(catalog)
+    if path.is_absolute() or (root / path).exists() or not path.exists():
+        return path if path.is_absolute() else root / path
+    return path
+
+
+def _notes(col) -> None:
+    for note in col.notes:
+        print(f"note: {note}", file=sys.stderr)
+
+
 def _list(args: argparse.Namespace) -> int:
     root = Path(args.root)
-    catalog_path = Path(args.catalog) if args.catalog else root / DEFAULT_CATALOG
     try:
-        catalog = load_catalog(catalog_path)
+        catalog = load_catalog(catalog_path(root, args.catalog))
     except CatalogError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     if args.suite and args.suite not in catalog.suites:
-        print(f"error: unknown suite {args.suite!r}; known: {catalog.known()}", file=sys.stderr)
+        print(f"error: unknown suite {args.suite!r}; {catalog.session_suggest(args.suite)}", file=sys.stderr)
         return 2
     col = collect(catalog, root=Path(args.tests) if args.tests else None, base=root)
     regs = [r for r in col.registrations if not args.suite or r.suite == args.suite]
@@ -60,6 +75,12 @@ def _list(args: argparse.Namespace) -> int:
                 print(f"  {r.path}:{r.line}  est_time {r.est_time:g} s{flags}")
         for g in col.gates:
             print(f"gate {g.metric_key}  ({g.path}:{g.line}) {g.options}")
+        unassigned = [r for r in regs if not r.suite]
+        if unassigned and not args.suite:
+            print(f"(no suite) disabled: {len(unassigned)} files")
+            for r in unassigned:
+                print(f"  {r.path}:{r.line}  DISABLED: {r.disabled}")
+    _notes(col)
     for issue in col.issues:
         print(f"error: {issue}", file=sys.stderr)
     return 2 if col.issues else 0
@@ -75,11 +96,12 @@ def _load(args: argparse.Namespace):
     """(catalog, collection) for the planning commands, or an exit code."""
     root = Path(args.root)
     try:
-        catalog = load_catalog(Path(args.catalog) if args.catalog else root / DEFAULT_CATALOG)
+        catalog = load_catalog(catalog_path(root, args.catalog))
     except CatalogError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     col = collect(catalog, base=root)
+    _notes(col)
     if col.issues:
         for issue in col.issues:
             print(f"error: {issue}", file=sys.stderr)
@@ -95,19 +117,28 @@ def _fingerprint(value: str | None) -> str | None:
 
 
 def _matrix(args: argparse.Namespace, *, as_text: bool = False) -> int:
-    from ci_register.matrix import MatrixError, build, summary, write_output  # noqa: PLC0415
+    from ci_register.matrix import MatrixError, build, chunk, summary, write_output  # noqa: PLC0415
 
     loaded = _load(args)
     if isinstance(loaded, int):
         return loaded
     catalog, col = loaded
+    labels = [x for x in args.labels.split(",") if x] if args.labels is not None else None
     try:
-        matrix, plans = build(catalog, col, args.event, args.history, only=args.suites, fingerprint=_fingerprint(args.fingerprint))
+        matrix, plans = build(catalog, col, args.event, args.history, only=args.suites,
+                              fingerprint=_fingerprint(args.fingerprint), labels=labels)
+        if not plans:
+            # An empty matrix would pass CI having run nothing.
+            raise MatrixError(f"no registered file runs for --event {args.event}"
+                              + (f" with --labels {args.labels}" if labels is not None else "")
+                              + "; check the suites' registrations and schedules")
+        if not as_text:
+            matrix = chunk(matrix, args.chunk)
     except MatrixError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     if as_text:
-        print("\n".join(sp.text() for sp in plans) or f"no suite runs for --event {args.event}")
+        print("\n".join(sp.text() for sp in plans))
         return 0
     write_output(matrix, Path(args.output) if args.output else None)
     print(summary(plans) or f"no suite runs for --event {args.event}", file=sys.stderr)
@@ -118,7 +149,7 @@ def _rerun(args: argparse.Namespace, rest: list[str]) -> int:
     from ci_register.rerun import main_rerun  # noqa: PLC0415
 
     root = Path(args.root)
-    return main_rerun(args.spec, root, Path(args.catalog) if args.catalog else root / DEFAULT_CATALOG,
+    return main_rerun(args.spec, root, catalog_path(root, args.catalog),
                       suite=args.suite, history=args.history, run=args.run, via_nox=not args.no_nox, extra=rest)
 
 
@@ -135,7 +166,7 @@ def _est_time(args: argparse.Namespace) -> int:
     catalog, col = loaded
     unknown = [s for s in args.suites if s not in catalog.suites]
     if unknown:
-        print(f"error: unknown suite {unknown[0]!r}; known: {catalog.known()}", file=sys.stderr)
+        print(f"error: unknown suite {unknown[0]!r}; {catalog.session_suggest(unknown[0])}", file=sys.stderr)
         return 2
     # The history is this command's input (planners fall back to est_time without one).
     path = history_path(args.history, Path(args.root))
@@ -205,7 +236,9 @@ def build_parser() -> argparse.ArgumentParser:
             m.add_argument("--event", required=True, help="pull_request, push or schedule (nightly suites only for schedule)")
             m.add_argument("--suite", dest="suites", action="append", default=[], help="only this suite (repeatable)")
             m.add_argument("--output", default=None, help="write the JSON here instead of stdout")
+            m.add_argument("--chunk", type=int, default=None, help="part I (1-based) of a matrix over GitHub's 256 jobs")
         m.add_argument("--fingerprint", default=None, help=fp_help)
+        m.add_argument("--labels", default=None, help="comma-separated: only files without labels or with one of these (miles' PR gating)")
     rr = sub.add_parser("rerun", help="the suite command(s) that rerun exactly the files a SPEC names")
     _common(rr)
     rr.add_argument("spec", help="path, bare file name, glob or folder under suites/, optionally ::test")

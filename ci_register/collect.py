@@ -33,7 +33,7 @@ __all__ = [
 
 # SGLang's positional order, then its keyword-only arguments, plus miles' labels.
 _POSITIONAL = ("est_time", "suite", "nightly", "disabled")
-_KEYWORDS = set(_POSITIONAL) | {"stage", "runner_config", "labels"}
+_KEYWORDS = set(_POSITIONAL) | {"stage", "runner_config", "in_process_group", "labels"}
 GATE_OPTIONS = ("better", "min_change", "min_value", "max_value", "level", "mode")
 _SKIP_DIRS = {"__pycache__", ".git", ".nox", ".venv", "node_modules"}
 
@@ -62,6 +62,8 @@ class Registration:
     runner_config: str | None = None
     labels: tuple[str, ...] = ()
     tests: int = 0  # top-level test functions/classes seen statically
+    declared: str = ""  # the suite name as the call gives it (SGLang's effective suite)
+    group: str | None = None  # SGLang's in_process_group, kept for listings
 
     def to_json(self) -> dict[str, object]:
         return {
@@ -76,6 +78,8 @@ class Registration:
             "stage": self.stage,
             "runner_config": self.runner_config,
             "labels": list(self.labels),
+            "declared": self.declared or self.suite,
+            "in_process_group": self.group,
         }
 
 
@@ -85,9 +89,13 @@ class GateDeclaration:
     line: int
     metric_key: str
     options: dict[str, object]
+    miles: dict[str, object] = field(default_factory=dict)  # miles' keywords as written
 
     def to_json(self) -> dict[str, object]:
-        return {"path": self.path, "line": self.line, "metric_key": self.metric_key, "options": self.options}
+        out: dict[str, object] = {"path": self.path, "line": self.line, "metric_key": self.metric_key, "options": self.options}
+        if self.miles:
+            out["miles"] = self.miles
+        return out
 
 
 @dataclass
@@ -96,15 +104,25 @@ class Collection:
     gates: list[GateDeclaration] = field(default_factory=list)
     issues: list[CollectIssue] = field(default_factory=list)
     files: list[str] = field(default_factory=list)
+    # Reported, not errors: files outside every [collect] glob that call a marker, and
+    # gate calls below module top level.
+    notes: list[CollectIssue] = field(default_factory=list)
 
-    def for_suite(self, suite: str, *, include_disabled: bool = False, nightly: bool | None = None) -> list[Registration]:
-        """Registrations of one suite, sorted by path; ``nightly=False`` drops nightly-only files."""
+    def for_suite(self, suite: str, *, include_disabled: bool = False, nightly: bool | None = None,
+                  labels: Iterable[str] | None = None) -> list[Registration]:
+        """Registrations of one suite, sorted by path; ``nightly=False`` drops nightly-only files.
+
+        ``labels`` (miles' PR gating): only registrations without labels or sharing one.
+        """
+        wanted = set(labels) if labels is not None else None
         out = []
         for r in self.registrations:
             if r.suite != suite or (r.disabled and not include_disabled):
                 continue
             if nightly is False and r.nightly:
                 # A per-commit run skips nightly-only files; a nightly run runs everything.
+                continue
+            if wanted is not None and r.labels and not wanted & set(r.labels):
                 continue
             out.append(r)
         return sorted(out, key=lambda r: r.path)
@@ -167,6 +185,21 @@ def _bind(call: ast.Call, path: str, marker: str) -> tuple[dict[str, object], li
     return args, issues
 
 
+def _suite_name(args: dict[str, object], marker: str, catalog: Catalog) -> tuple[object, str | None]:
+    """(suite name, error): ``suite=``, or SGLang's rule over ``stage=`` + ``runner_config=``."""
+    suite, stage, runner = args.get("suite"), args.get("stage"), args.get("runner_config")
+    if suite is not None and (stage is not None or runner is not None):
+        which = "stage" if stage is not None else "runner_config"
+        return None, f"{marker}() got both suite={suite!r} and {which}={args[which]!r}; pass suite= or stage= with runner_config=, not both"
+    if (stage is not None and not isinstance(stage, str)) or (runner is not None and not isinstance(runner, str)):
+        return None, f"stage and runner_config must be strings, got {stage!r} and {runner!r}"
+    if stage is not None and runner is not None:
+        return catalog.stage_suite.format(stage=stage, runner_config=runner), None
+    if runner is not None:
+        return None, f"{marker}() got runner_config={runner!r} without stage=; pass both (the suite is {catalog.stage_suite!r})"
+    return (suite if suite is not None else stage), None
+
+
 def _registration(call: ast.Call, path: str, marker: str, backend: str, catalog: Catalog, tests: int) -> tuple[Registration | None, list[CollectIssue]]:
     args, issues = _bind(call, path, marker)
     if issues:
@@ -178,46 +211,98 @@ def _registration(call: ast.Call, path: str, marker: str, backend: str, catalog:
     est = args["est_time"]
     if isinstance(est, bool) or not isinstance(est, int | float) or not math.isfinite(est):
         return fail(f"est_time must be a number of seconds, got {est!r}")
-    if est <= 0:
-        return fail(f"est_time must be > 0 seconds, got {est!r}")
-    suite, stage = args.get("suite"), args.get("stage")
-    if suite is not None and stage is not None:
-        return fail(f"{marker}() got both suite={suite!r} and stage={stage!r}; pass only one")
-    name = suite if suite is not None else stage
-    if name is None:
-        return fail(f"{marker}() names no suite; add suite=\"...\" (known: {catalog.known()})")
-    if not isinstance(name, str):
-        return fail(f"suite must be a string, got {name!r}")
-    if name not in catalog.suites:
-        return fail(f"unknown suite {name!r}; known: {catalog.known()}")
-    if catalog.suites[name].backend != backend:
-        return fail(f"{marker}() registers {backend} tests but suite {name!r} is a {catalog.suites[name].backend} suite; use the {catalog.suites[name].backend} marker")
-    nightly = args.get("nightly", False)
-    if not isinstance(nightly, bool):
-        return fail(f"nightly must be True or False, got {nightly!r}")
+    if est < 0:
+        return fail(f"est_time must be >= 0 seconds, got {est!r}")
     disabled = args.get("disabled")
     if disabled is not None and (not isinstance(disabled, str) or not disabled.strip()):
         return fail(f"disabled must be a reason string (or None), got {disabled!r}")
-    runner_config = args.get("runner_config")
-    if runner_config is not None and not isinstance(runner_config, str):
-        return fail(f"runner_config must be a string, got {runner_config!r}")
+    name, error = _suite_name(args, marker, catalog)
+    if error:
+        return fail(error)
+    if name is None:
+        return fail(f"{marker}() names no suite; add suite=\"...\" ({catalog.suggest('', backend)})")
+    if not isinstance(name, str):
+        return fail(f"suite must be a string, got {name!r}")
+    suite = catalog.find(backend, name)
+    if name == "" and disabled:
+        # A disabled registration with suite="" belongs to no suite: listed, never run.
+        key = ""
+    elif name == "":
+        return fail(f"{marker}() has suite=\"\": an enabled registration must name a suite (suite=\"\" is only for disabled=\"reason\")")
+    elif suite is None:
+        other = [s for s in catalog.suites.values() if s.key[1] == name]
+        if other:
+            s = other[0]
+            return fail(f"{marker}() registers {backend} tests but {name!r} is declared only as a {s.backend} suite "
+                        f"([suites.{s.name}]); use the {s.backend} marker or declare a {backend} suite with name = {name!r}")
+        return fail(f"unknown {backend} suite {name!r}; {catalog.suggest(name, backend)}; or declare it in {catalog.path}")
+    else:
+        key = suite.name
+    nightly = args.get("nightly", False)
+    if not isinstance(nightly, bool):
+        return fail(f"nightly must be True or False, got {nightly!r}")
+    group = args.get("in_process_group")
+    if group is not None and not isinstance(group, str):
+        return fail(f"in_process_group must be a string, got {group!r}")
     labels = args.get("labels") or []
     if not isinstance(labels, list | tuple) or not all(isinstance(x, str) for x in labels):
         return fail(f"labels must be a list of strings, got {labels!r}")
+    stage, runner_config = args.get("stage"), args.get("runner_config")
     return Registration(
         path=path,
         line=line,
         marker=marker,
         backend=backend,
-        suite=name,
+        suite=key,
         est_time=float(est),
         nightly=nightly,
         disabled=disabled,
-        stage=stage,
-        runner_config=runner_config,
+        stage=stage if isinstance(stage, str) else None,
+        runner_config=runner_config if isinstance(runner_config, str) else None,
         labels=tuple(labels),
         tests=tests,
+        declared=name,
+        group=group,
     ), []
+
+
+# miles' register_ci_gate keywords: steps= (which points of a series), constraint= (its band:
+# rel_up / abs_floor_up / rel_down / abs_floor_down), enforce= (default False: report only)
+# and allowlist_reason=. They map onto GATE_OPTIONS in _miles_options.
+MILES_GATE_KEYS = ("steps", "constraint", "enforce", "allowlist_reason")
+_BAND_KEYS = ("rel_up", "abs_floor_up", "rel_down", "abs_floor_down")
+
+
+def _miles_options(opts: dict[str, object], marker: str) -> str | None:
+    """Map miles' gate keywords in ``opts`` onto ours, in place; an error line or None."""
+    if "enforce" in opts and "mode" in opts:
+        return f"{marker}() got both enforce= and mode=; pass one"
+    enforce = opts.pop("enforce", None)
+    if enforce is not None:
+        if not isinstance(enforce, bool):
+            return f"enforce must be True or False, got {enforce!r}"
+        opts["mode"] = "enforce" if enforce else "warn"
+    elif any(k in opts for k in MILES_GATE_KEYS) and "mode" not in opts:
+        opts["mode"] = "warn"  # miles' default: the verdict is reported, never fails
+    band = opts.pop("constraint", None)
+    if band is not None:
+        if not isinstance(band, dict) or not set(band) <= set(_BAND_KEYS) or not all(
+            isinstance(v, int | float) and not isinstance(v, bool) and v >= 0 for v in band.values()
+        ):
+            return f"constraint must be a dict of {', '.join(_BAND_KEYS)} (numbers >= 0), got {band!r}"
+        rel = [float(band[k]) for k in ("rel_up", "rel_down") if k in band]
+        # One relative floor for both directions: the band's tighter side.
+        if rel and "min_change" not in opts:
+            opts["min_change"] = min(rel)
+    steps = opts.pop("steps", None)
+    if steps is not None and steps not in ("last", "all") and not (
+        isinstance(steps, list) and steps and all(isinstance(i, int) and not isinstance(i, bool) for i in steps)
+    ):
+        return f"steps must be \"last\", \"all\" or a non-empty list of step indices, got {steps!r}"
+    reason = opts.pop("allowlist_reason", None)
+    if reason is not None and not isinstance(reason, str):
+        return f"allowlist_reason must be a string, got {reason!r}"
+    return None
 
 
 def _gate(call: ast.Call, path: str, marker: str) -> tuple[GateDeclaration | None, list[CollectIssue]]:
@@ -228,8 +313,8 @@ def _gate(call: ast.Call, path: str, marker: str) -> tuple[GateDeclaration | Non
     for kw in call.keywords:
         if kw.arg is None:
             return None, [CollectIssue(path, line, f"{marker}(**...) is not literal; write each keyword out")]
-        if kw.arg != "metric_key" and kw.arg not in GATE_OPTIONS:
-            return None, [CollectIssue(path, line, f"unknown keyword {kw.arg!r} in {marker}(); known: metric_key, {', '.join(GATE_OPTIONS)}")]
+        if kw.arg != "metric_key" and kw.arg not in GATE_OPTIONS and kw.arg not in MILES_GATE_KEYS:
+            return None, [CollectIssue(path, line, f"unknown keyword {kw.arg!r} in {marker}(); known: metric_key, {', '.join(GATE_OPTIONS + MILES_GATE_KEYS)}")]
         ok, value = _literal(kw.value)
         if not ok:
             return None, [CollectIssue(path, line, f"argument {kw.arg!r} of {marker}() must be a literal")]
@@ -237,7 +322,11 @@ def _gate(call: ast.Call, path: str, marker: str) -> tuple[GateDeclaration | Non
     key = opts.pop("metric_key", None)
     if not isinstance(key, str) or not key:
         return None, [CollectIssue(path, line, f"{marker}() needs metric_key=\"...\" (a string)")]
-    return GateDeclaration(path, line, key, opts), []
+    raw = {k: opts[k] for k in MILES_GATE_KEYS if k in opts}
+    error = _miles_options(opts, marker)
+    if error:
+        return None, [CollectIssue(path, line, error)]
+    return GateDeclaration(path, line, key, opts, raw), []
 
 
 @functools.lru_cache(maxsize=8)
@@ -245,11 +334,41 @@ def _call_pattern(names: tuple[str, ...]) -> re.Pattern[str]:
     return re.compile(r"\b(?:" + "|".join(map(re.escape, names)) + r")\s*\(")
 
 
-def parse_file(source: str, path: str, catalog: Catalog) -> tuple[list[Registration], list[GateDeclaration], list[CollectIssue]]:
-    """Read one file's registrations and gate declarations (pure: text in, data out)."""
+def _no_registration(path: str, catalog: Catalog) -> CollectIssue:
+    return CollectIssue(path, 1, "test file has no registration; add e.g. `register_cuda_ci(est_time=60, suite=\"...\")` "
+                                 "at module top level (`python -m ci_register list` shows the suites)")
+
+
+def _has_main_call(tree: ast.Module) -> bool:
+    """``if __name__ == "__main__":`` with a call in its body (what SGLang's runner needs)."""
+    for stmt in tree.body:
+        t = stmt.test if isinstance(stmt, ast.If) else None
+        if (isinstance(t, ast.Compare) and isinstance(t.left, ast.Name) and t.left.id == "__name__"
+                and len(t.ops) == 1 and isinstance(t.ops[0], ast.Eq) and len(t.comparators) == 1
+                and isinstance(t.comparators[0], ast.Constant) and t.comparators[0].value == "__main__"
+                and any(isinstance(n, ast.Call) for s in stmt.body for n in ast.walk(s))):
+            return True
+    return False
+
+
+def _implicit_suite(path: str, catalog: Catalog) -> str | None:
+    for glob, (suite, _) in catalog.implicit.items():
+        if glob_match(path, glob):
+            return suite
+    return None
+
+
+def parse_file(source: str, path: str, catalog: Catalog, *, notes: list[CollectIssue] | None = None,
+               implicit: str | None = None) -> tuple[list[Registration], list[GateDeclaration], list[CollectIssue]]:
+    """Read one file's registrations and gate declarations (pure: text in, data out).
+
+    ``implicit``: the suite a file without a marker call belongs to (a catalog's
+    [implicit] rule, as miles' tests/fast/). ``notes`` receives what is reported but
+    not an error: gate calls below module top level, which declare nothing.
+    """
     names = set(catalog.markers) | {catalog.gate_marker}
-    if not any(n in source for n in names):
-        return [], [], [CollectIssue(path, 1, f"test file has no registration; add e.g. `register_cuda_ci(est_time=60, suite=\"...\")` at module top level (known suites: {catalog.known()})")]
+    if not any(n in source for n in names) and implicit is None:
+        return [], [], [_no_registration(path, catalog)]
     try:
         tree = ast.parse(source, filename=path)
     except SyntaxError as exc:
@@ -280,21 +399,46 @@ def parse_file(source: str, path: str, catalog: Catalog) -> tuple[list[Registrat
     nested = ast.walk(tree) if len(pattern.findall(source)) > len(top_level) else ()
     for node in nested:
         if isinstance(node, ast.Call) and id(node) not in top_level and _call_name(node) in names:
+            if _call_name(node) == catalog.gate_marker:
+                # A gate built at run time (a test of the gate itself, a helper): not a
+                # declaration; the file's top-level calls are.
+                if notes is not None:
+                    notes.append(CollectIssue(path, node.lineno, f"{_call_name(node)}() below module top level declares no gate (only top-level literal calls do); ignored"))
+                continue
             issues.append(CollectIssue(path, node.lineno, f"{_call_name(node)}() must be called at module top level (not inside a function, class, if or loop) to count; move it"))
-    seen: dict[str, int] = {}
+    seen: dict[tuple[str, str, bool], int] = {}
     for r in regs:
-        if r.suite in seen:
-            issues.append(CollectIssue(path, r.line, f"file registered twice to suite {r.suite!r} (first at line {seen[r.suite]}); remove one"))
-        seen.setdefault(r.suite, r.line)
+        k = (r.backend, r.suite, r.nightly)
+        if k in seen and r.suite:
+            issues.append(CollectIssue(path, r.line, f"file registered twice to suite {r.suite!r} (first at line {seen[k]}); remove one"))
+        seen.setdefault(k, r.line)
+    if not regs and not issues and implicit is not None:
+        s = catalog.suites[implicit]
+        regs.append(Registration(path=path, line=1, marker="[implicit]", backend=s.backend, suite=s.name,
+                                 est_time=1.0, tests=tests, declared=s.key[1]))
     if not regs and not issues:
-        issues.append(CollectIssue(path, 1, f"test file has no registration; add e.g. `register_cuda_ci(est_time=60, suite=\"...\")` at module top level (known suites: {catalog.known()})"))
-    if regs and tests == 0 and not any(r.disabled for r in regs):
+        issues.append(_no_registration(path, catalog))
+    enabled = [r for r in regs if not r.disabled]
+    if enabled and catalog.require == "tests" and tests == 0:
         issues.append(CollectIssue(path, regs[0].line, "registered file defines no test functions or Test classes at top level; add tests or remove the registration"))
+    if enabled and catalog.require == "main" and not _has_main_call(tree):
+        issues.append(CollectIssue(path, enabled[0].line, "registered file has no `if __name__ == \"__main__\":` block that runs its tests (the runner runs `python3 FILE`); add `unittest.main()` there"))
     return regs, gates, issues
 
 
 def _excluded(rel: str, patterns: Iterable[str]) -> bool:
     return any(fnmatch.fnmatch(rel, p) or fnmatch.fnmatch("./" + rel, p) for p in patterns)
+
+
+def glob_match(rel: str, glob: str) -> bool:
+    """fnmatch, where "**/" also matches no folder at all, as pathlib's glob does
+    ("registered/**/*.py" matches "registered/a.py", "**/x" a top-level x)."""
+    if fnmatch.fnmatch(rel, glob):
+        return True
+    zero = glob.replace("/**/", "/")
+    if zero.startswith("**/"):
+        zero = zero[3:]
+    return zero != glob and fnmatch.fnmatch(rel, zero)
 
 
 def find_test_files(root: Path, globs: Iterable[str], exclude: Iterable[str] = ()) -> list[Path]:
@@ -308,8 +452,7 @@ def find_test_files(root: Path, globs: Iterable[str], exclude: Iterable[str] = (
                 continue
             full = Path(dirpath, fn)
             rel = full.relative_to(root).as_posix()
-            # "**/x" in a glob also matches a file at the top level, as pathlib does.
-            if any(fnmatch.fnmatch(rel, g) or (g.startswith("**/") and fnmatch.fnmatch(rel, g[3:])) for g in globs) and not _excluded(rel, exclude):
+            if any(glob_match(rel, g) for g in globs) and not _excluded(rel, exclude):
                 found.append(full)
     return found
 
@@ -321,20 +464,54 @@ def _display(path: Path, base: Path) -> str:
         return path.as_posix()
 
 
+def _outside(root: Path, base: Path, collected: set[Path], catalog: Catalog, out: Collection) -> None:
+    """Report files that call a marker but match no [collect] glob: never silently dropped."""
+    pattern = _call_pattern(tuple(sorted(catalog.markers)))
+    for file in find_test_files(root, ["**/*.py"], ()):
+        if file in collected:
+            continue
+        try:
+            source = file.read_text(encoding="utf-8")
+        except (UnicodeDecodeError, OSError):
+            continue
+        if not pattern.search(source):
+            continue
+        try:
+            tree = ast.parse(source)
+        except (SyntaxError, ValueError, RecursionError, MemoryError):
+            continue
+        for stmt in tree.body:  # only top-level calls register; others are not registrations
+            if isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call) and _call_name(stmt.value) in catalog.markers:
+                out.notes.append(CollectIssue(_display(file, base), stmt.lineno,
+                    f"{_call_name(stmt.value)}() in a file no [collect] glob of {catalog.path} matches: not collected; add its folder to globs or remove the call"))
+                break
+
+
+def tests_root(catalog: Catalog, base: Path) -> Path:
+    """The folder searched: [collect] tests under the repository root, else the catalog's folder."""
+    return base / catalog.tests if catalog.tests else catalog.root
+
+
 def collect(catalog: Catalog, root: Path | None = None, base: Path | None = None) -> Collection:
-    """Collect every registration under ``root`` (default: the catalog's folder).
+    """Collect every registration under ``root`` (default: :func:`tests_root`).
 
     Paths in the result are relative to ``base`` (default: the current directory),
-    which is what pytest and error messages want.
+    which is what pytest and error messages want. A tree where no file matches the
+    globs is an issue: an empty collection must never plan an empty, passing run.
     """
-    root = Path(root) if root is not None else catalog.root
     base = Path(base) if base is not None else Path.cwd()
+    root = Path(root) if root is not None else tests_root(catalog, base)
     out = Collection()
     if not root.is_dir():
-        out.issues.append(CollectIssue(str(root), 1, "test root is not a folder; pass --root PATH"))
+        out.issues.append(CollectIssue(str(root), 1, "test root is not a folder; pass --root PATH (or set [collect] tests)"))
         return out
     root, base = root.resolve(), base.resolve()  # once: resolving per file is slow
-    for file in find_test_files(root, catalog.globs, catalog.exclude):
+    files = find_test_files(root, catalog.globs, catalog.exclude)
+    if not files:
+        out.issues.append(CollectIssue(str(catalog.path), 1, f"no file under {_display(root, base) or '.'} matches [collect] globs {list(catalog.globs)}; fix the globs, [collect] tests or --root"))
+        return out
+    notes: list[CollectIssue] = []
+    for file in files:
         rel = _display(file, base)
         out.files.append(rel)
         try:
@@ -342,8 +519,11 @@ def collect(catalog: Catalog, root: Path | None = None, base: Path | None = None
         except (UnicodeDecodeError, OSError) as exc:
             out.issues.append(CollectIssue(rel, 1, f"cannot read test file ({exc.__class__.__name__}); make it UTF-8 text"))
             continue
-        regs, gates, issues = parse_file(source, rel, catalog)
+        regs, gates, issues = parse_file(source, rel, catalog, notes=notes,
+                                         implicit=_implicit_suite(file.relative_to(root).as_posix(), catalog))
         out.registrations += regs
         out.gates += gates
         out.issues += issues
+    out.notes += notes
+    _outside(root, base, set(files), catalog, out)
     return out

@@ -16,8 +16,12 @@ from dataclasses import asdict, dataclass, field
 
 from ci_register.catalog import Hardware, Suite
 
-__all__ = ["GPU", "Machine", "detect", "check", "visible_indices", "parse_nvidia_smi", "SMI_QUERY",
-           "run_probe", "FAKE_ENV"]
+__all__ = ["GPU", "Machine", "detect", "detect_for", "check", "visible_indices", "parse_nvidia_smi",
+           "SMI_QUERY", "run_probe", "FAKE_ENV", "VENDORS"]
+
+# Which vendor's devices each catalog backend runs on (SGLang's backends; "rocm" = "amd").
+VENDORS = {"cuda": "nvidia", "rocm": "amd", "amd": "amd", "npu": "ascend", "xpu": "intel",
+           "musa": "mthreads", "mlx": "apple"}
 
 # A JSON machine description that replaces detection, for tests and dry planning:
 # {"vendor": "nvidia", "gpus": [{"name": "NVIDIA H200", "capability": [9, 0]}]}
@@ -33,7 +37,7 @@ class GPU:
 
 @dataclass(frozen=True)
 class Machine:
-    vendor: str  # "nvidia", "amd" or "none"
+    vendor: str  # "nvidia", "amd", "ascend", "intel", "mthreads", "apple" or "none"
     gpus: tuple[GPU, ...] = ()
     driver: str | None = None
     source: str = "none"
@@ -169,6 +173,65 @@ def detect(use_torch: bool = True) -> Machine:
     return Machine("none", (), None, "none", ("torch sees no GPU, no nvidia-smi or rocm-smi",))
 
 
+def _torch_device_module(module: str, attr: str, vendor: str) -> Machine | None:
+    """Devices of a torch backend that lives in ``torch.<attr>`` once ``module`` is imported
+    (torch_npu for Ascend NPUs, torch_musa for Moore Threads; torch itself for Intel XPU)."""
+    try:
+        import importlib  # noqa: PLC0415
+
+        importlib.import_module(module)
+        import torch  # noqa: PLC0415 - optional, heavy
+
+        dev = getattr(torch, attr)
+        if not dev.is_available():
+            return None
+        gpus = tuple(GPU(str(dev.get_device_name(i))) for i in range(dev.device_count()))
+    except Exception:  # noqa: BLE001 - any failure means "not usable here"
+        return None
+    return Machine(vendor, gpus, None, f"torch.{attr}") if gpus else None
+
+
+def _from_mlx() -> Machine | None:
+    """Apple silicon through MLX's Metal backend (one GPU per machine)."""
+    try:
+        import mlx.core as mx  # noqa: PLC0415 - optional
+
+        if not mx.metal.is_available():
+            return None
+        name = str(mx.metal.device_info().get("architecture", "Apple GPU"))
+    except Exception:  # noqa: BLE001
+        return None
+    return Machine("apple", (GPU(name),), None, "mlx")
+
+
+_VENDOR_PROBES = {
+    "ascend": (lambda: _torch_device_module("torch_npu", "npu", "ascend"), "torch_npu (torch.npu)"),
+    "intel": (lambda: _torch_device_module("torch", "xpu", "intel"), "torch.xpu"),
+    "mthreads": (lambda: _torch_device_module("torch_musa", "musa", "mthreads"), "torch_musa (torch.musa)"),
+    "apple": (_from_mlx, "mlx.core.metal"),
+}
+
+
+def detect_for(backend: str) -> Machine:
+    """This machine's devices of the kind ``backend`` runs on; never raises.
+
+    CUDA and AMD go through :func:`detect` (torch, nvidia-smi, rocm-smi); the other
+    backends through their torch device module or MLX. A backend without a probe reads
+    as a machine with no device and a note saying so: it can never pass by default.
+    """
+    vendor = VENDORS.get(backend)
+    if vendor in (None, "nvidia", "amd"):
+        m = detect()
+        if vendor is None:
+            return Machine("none", (), None, "none", (f"no hardware probe for backend {backend!r}",))
+        return m
+    fake = os.environ.get(FAKE_ENV)
+    if fake:
+        return _from_fake(fake)
+    probe, what = _VENDOR_PROBES[vendor]
+    return probe() or Machine("none", (), None, "none", (f"{what} finds no device",))
+
+
 def _model_matches(name: str, models: tuple[str, ...]) -> bool:
     # "H200" must match "NVIDIA H200" and "NVIDIA H200 NVL" but not "H2000".
     return any(re.search(rf"(?<![A-Za-z0-9]){re.escape(m)}(?![0-9])", name, re.I) for m in models)
@@ -179,8 +242,11 @@ def check(suite: Suite, machine: Machine) -> str | None:
     hw: Hardware = suite.hardware
     if hw.gpu_count == 0:
         return None
-    vendor = "amd" if suite.backend == "rocm" else "nvidia"
-    need = f"{suite.name} needs {hw.describe()}"
+    vendor = VENDORS.get(suite.backend)
+    if vendor is None:
+        return (f"{suite.name}: backend {suite.backend!r} has no hardware check; use one of "
+                f"{', '.join(sorted(VENDORS))} or a cpu suite")
+    need = f"{suite.name} needs {hw.describe()}" + ("" if suite.backend == "cuda" else f" ({suite.backend})")
     found = f"found {machine.describe()}"
     usable = [g for g in machine.gpus if machine.vendor == vendor]
     if hw.gpu_models:

@@ -31,7 +31,9 @@ __all__ = [
     "SETUP_S",
     "MatrixError",
     "SuitePlan",
+    "MAX_JOBS",
     "build",
+    "chunk",
     "entries",
     "history_file",
     "select_suites",
@@ -41,6 +43,7 @@ __all__ = [
 ]
 
 EVENTS = ("pull_request", "push", "schedule", "workflow_dispatch", "merge_group")
+MAX_JOBS = 256  # GitHub Actions' limit on the jobs one matrix may generate
 SETUP_S = 900.0  # checkout, venv and model downloads before the first test starts
 
 
@@ -56,6 +59,7 @@ class SuitePlan:
     where: dict[str, str] = field(default_factory=dict)  # path -> "path:line"
     sources: dict[str, str] = field(default_factory=dict)  # path -> "history" | "est_time"
     fingerprint: str | None = None
+    labels: tuple[str, ...] | None = None  # --labels the plan was made with (every shard passes them)
 
     def text(self) -> str:
         """The plan as a person reads it: shards, files, times, makespan vs bound."""
@@ -89,6 +93,8 @@ def entries(plans: Sequence[SuitePlan]) -> dict[str, list[dict[str, object]]]:
             args = ["--partition", f"{shard.index}/{n}", "--history", hist]
             if sp.nightly and not sp.suite.nightly:
                 args.append("--nightly")
+            if sp.labels is not None:
+                args += ["--labels", ",".join(sp.labels)]
             include.append({
                 "name": f"{sp.suite.name} {shard.index}/{n}",
                 "suite": sp.suite.name,
@@ -112,7 +118,7 @@ def select_suites(catalog: Catalog, event: str, only: Sequence[str] = ()) -> lis
         raise MatrixError(f"--event {event!r}: use one of {', '.join(EVENTS)}")
     unknown = [s for s in only if s not in catalog.suites]
     if unknown:
-        raise MatrixError(f"unknown suite {unknown[0]!r}; known: {catalog.known()}")
+        raise MatrixError(f"unknown suite {unknown[0]!r}; {catalog.session_suggest(unknown[0])}")
     nightly_run = event == "schedule"
     return [s for name, s in sorted(catalog.suites.items()) if (not only or name in only) and (nightly_run or not s.nightly)]
 
@@ -125,6 +131,7 @@ def build(
     *,
     only: Sequence[str] = (),
     fingerprint: str | None = None,
+    labels: Sequence[str] | None = None,
 ) -> tuple[dict[str, list[dict[str, object]]], list[SuitePlan]]:
     """Plan every suite the event runs and return (matrix, plans).
 
@@ -137,7 +144,7 @@ def build(
     plans: list[SuitePlan] = []
     warned: set[str] = set()
     for suite in select_suites(catalog, event, only):
-        regs = collection.for_suite(suite.name, nightly=nightly_run or suite.nightly)
+        regs = collection.for_suite(suite.name, nightly=nightly_run or suite.nightly, labels=labels)
         if not regs:
             continue  # nothing registered: no runner to start
         expected = {r.path: r.est_time for r in regs}
@@ -155,8 +162,27 @@ def build(
             )
         except ScheduleError as exc:
             raise MatrixError(str(exc)) from None
-        plans.append(SuitePlan(suite, sched, nightly_run, where, sources, found.fingerprint))
+        plans.append(SuitePlan(suite, sched, nightly_run, where, sources, found.fingerprint,
+                               tuple(labels) if labels is not None else None))
     return entries(plans), plans
+
+
+def chunk(matrix: dict[str, list[dict[str, object]]], index: int | None) -> dict[str, list[dict[str, object]]]:
+    """Part ``index`` (1-based) of a matrix cut into runs of at most :data:`MAX_JOBS` jobs.
+
+    GitHub rejects a matrix of more than 256 jobs; a workflow with K matrix jobs asks
+    for ``--chunk 1`` .. ``--chunk K``. Without ``index`` an oversized matrix is an error.
+    """
+    jobs = matrix["include"]
+    count = max(1, math.ceil(len(jobs) / MAX_JOBS))
+    if index is None:
+        if count > 1:
+            raise MatrixError(f"{len(jobs)} jobs exceed GitHub's {MAX_JOBS} per matrix; generate {count} matrices "
+                              f"with --chunk 1 .. --chunk {count}")
+        return matrix
+    if not 1 <= index <= count:
+        raise MatrixError(f"--chunk {index}: the matrix has {len(jobs)} jobs, {count} chunk(s) of at most {MAX_JOBS}; use 1..{count}")
+    return {"include": jobs[(index - 1) * MAX_JOBS:index * MAX_JOBS]}
 
 
 def summary(plans: Sequence[SuitePlan]) -> str:

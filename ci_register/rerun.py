@@ -97,10 +97,12 @@ def _norm(part: str, root: Path) -> str:
     return s[2:] if s.startswith("./") else s
 
 
-def _match_files(part: str, files: Sequence[str], root: Path) -> tuple[list[str], bool]:
-    """Matched test files and whether the spec named one file explicitly."""
+def _match_files(part: str, files: Sequence[str], root: Path, prefixes: Sequence[str] = ("", "suites/")) -> tuple[list[str], bool]:
+    """Matched test files and whether the spec named one file explicitly.
+
+    ``prefixes``: folders a relative spec may be given under (the repository root and the
+    catalog's test folder, e.g. SGLang's ``test/registered/``)."""
     rel = _norm(part, root).rstrip("/")
-    prefixes = ("", "suites/")
     if _GLOB & set(rel):
         hits = [f for f in files if any(fnmatch.fnmatch(f, pre + rel) for pre in prefixes)]
         if "/" not in rel:
@@ -115,7 +117,7 @@ def _match_files(part: str, files: Sequence[str], root: Path) -> tuple[list[str]
             return [pre + rel], True
     if "/" in rel or (root / rel).is_file():
         if (root / rel).is_file() or (root / "suites" / rel).is_file():
-            raise RerunError(f"{rel}: not a test file the catalog collects (see [collect] globs in suites/catalog.toml); name a registered suites/**/test_*.py")
+            raise RerunError(f"{rel}: not a test file the catalog collects (see its [collect] globs); name a registered file")
         raise RerunError(f"{rel}: no such file or folder under {root} or suites/; check the path")
     names = {rel, rel + ".py"}
     hits = sorted(f for f in files if f.rsplit("/", 1)[-1] in names)
@@ -126,10 +128,11 @@ def _match_files(part: str, files: Sequence[str], root: Path) -> tuple[list[str]
     return hits, True
 
 
-def resolve(spec: str, collection: Collection, root: Path, suite: str | None = None) -> Selection:
+def resolve(spec: str, collection: Collection, root: Path, suite: str | None = None,
+            prefixes: Sequence[str] = ("", "suites/")) -> Selection:
     """The registrations a spec selects (pure apart from is_dir/is_file checks under root)."""
     part, test = split_spec(spec)
-    files, explicit = _match_files(part, collection.files, root)
+    files, explicit = _match_files(part, collection.files, root, prefixes)
     if not files:
         raise RerunError(f"{spec}: matches no test file; check the glob or folder")
     if test is not None and len(files) != 1:
@@ -148,10 +151,10 @@ def resolve(spec: str, collection: Collection, root: Path, suite: str | None = N
             raise RerunError(f"{spec}: not registered to suite {suite!r}; registered to: {', '.join(where) or 'none'}; drop --suite or pick one of those")
         regs = chosen
     disabled = [r for r in regs if r.disabled]
-    if explicit and disabled:
+    enabled = [r for r in regs if not r.disabled]
+    if explicit and disabled and not enabled:
         r = disabled[0]
         raise RerunError(f"{r.path}:{r.line}: disabled in suite {r.suite!r} ({r.disabled}); remove disabled= from the registration to rerun it")
-    enabled = [r for r in regs if not r.disabled]
     if not enabled:
         raise RerunError(f"{spec}: every matched registration is disabled ({', '.join(f'{r.path}: {r.disabled}' for r in disabled[:3])})")
     return Selection(enabled, test, disabled)
@@ -236,12 +239,25 @@ def plan_rerun(
     """Collect the tree, resolve the spec and size each suite's command from history."""
     from ci_register import durations  # noqa: PLC0415 - reads the history
     from ci_register.catalog import load_catalog  # noqa: PLC0415
-    from ci_register.collect import collect  # noqa: PLC0415
+    from ci_register.collect import collect, tests_root  # noqa: PLC0415
 
     catalog = load_catalog(catalog_path)
     if suite is not None and suite not in catalog.suites:
-        raise RerunError(f"--suite {suite!r}: unknown suite; known: {catalog.known()}")
-    sel = resolve(spec, collect(catalog, base=root), root, suite)
+        raise RerunError(f"--suite {suite!r}: unknown suite; {catalog.session_suggest(suite)}")
+    folder = tests_root(catalog, root).resolve()
+    try:
+        under = folder.relative_to(root.resolve()).as_posix()
+    except ValueError:
+        under = "."
+    # A spec may be relative to the repository, the test folder, or a glob's fixed folder
+    # (SGLang's "registered/" under "test/").
+    heads = [("" if under == "." else under.rstrip("/") + "/")]
+    for glob in catalog.globs:
+        fixed = glob.split("*", 1)[0].rpartition("/")[0]
+        if fixed:
+            heads.append(heads[0] + fixed + "/")
+    prefixes = tuple(dict.fromkeys(["", *heads, "suites/"]))
+    sel = resolve(spec, collect(catalog, base=root), root, suite, prefixes)
     if sel.test is not None:
         check_test_name(sel.registrations[0].path, sel.test, (root / sel.registrations[0].path).read_text(encoding="utf-8"))
     expected: dict[tuple[str, str], float] = {}

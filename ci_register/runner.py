@@ -22,7 +22,7 @@ from pathlib import Path
 from ci_register import durations
 from ci_register.catalog import DEFAULT_CATALOG, Catalog, CatalogError, Suite, load_catalog
 from ci_register.collect import Collection, Registration, collect
-from ci_register.hardware import check, detect
+from ci_register.hardware import check, detect_for
 from ci_register.partition import PartitionError, Shard, lower_bound, lpt, parse_partition
 
 __all__ = ["RunOptions", "parse_run_args", "run_suite", "plan_text", "Plan", "make_plan", "GATE_MODES"]
@@ -52,6 +52,7 @@ class RunOptions:
     confirm: int = DEFAULT_CONFIRM
     nightly: bool | None = None
     files: list[str] = field(default_factory=list)
+    labels: list[str] | None = None  # miles' PR gating: files without labels or with one of these
     results: Path = Path("results")
     catalog: Path = DEFAULT_CATALOG
     root: Path = Path(".")
@@ -69,6 +70,7 @@ def parse_run_args(suite: str, argv: list[str]) -> RunOptions:
     p.add_argument("--confirm", type=int, default=DEFAULT_CONFIRM)
     p.add_argument("--nightly", action="store_true", default=None)
     p.add_argument("--file", dest="files", action="append", default=[])
+    p.add_argument("--labels", default=None)
     p.add_argument("--results", default="results")
     p.add_argument("--catalog", default=str(DEFAULT_CATALOG))
     p.add_argument("--root", default=".")
@@ -93,6 +95,7 @@ def parse_run_args(suite: str, argv: list[str]) -> RunOptions:
         confirm=ns.confirm,
         nightly=ns.nightly,
         files=ns.files,
+        labels=[x for x in ns.labels.split(",") if x] if ns.labels is not None else None,
         results=Path(ns.results),
         catalog=Path(ns.catalog),
         root=Path(ns.root),
@@ -128,8 +131,8 @@ def expected_durations(regs: list[Registration], suite: Suite, history: str | No
 
 def make_plan(collection: Collection, suite: Suite, opts: RunOptions) -> Plan:
     nightly = opts.nightly if opts.nightly is not None else suite.nightly
-    regs = collection.for_suite(suite.name, nightly=nightly)
-    disabled = [r for r in collection.for_suite(suite.name, include_disabled=True, nightly=nightly) if r.disabled]
+    regs = collection.for_suite(suite.name, nightly=nightly, labels=opts.labels)
+    disabled = [r for r in collection.for_suite(suite.name, include_disabled=True, nightly=nightly, labels=opts.labels) if r.disabled]
     if opts.files:
         # `--file PATH::TEST` selects the file; the node id goes to pytest (see _targets).
         wanted = {Path(f.split("::", 1)[0]).as_posix() for f in opts.files}
@@ -247,7 +250,7 @@ def run_suite(opts: RunOptions) -> int:
         return 2
     suite = catalog.suites.get(opts.suite)
     if suite is None:
-        print(f"error: unknown suite {opts.suite!r}; known: {catalog.known()}", file=sys.stderr)
+        print(f"error: unknown suite {opts.suite!r}; {catalog.session_suggest(opts.suite)}", file=sys.stderr)
         return 2
     collection = collect(catalog, base=opts.root)
     if collection.issues:
@@ -269,7 +272,7 @@ def run_suite(opts: RunOptions) -> int:
         print("dry run: hardware not checked, nothing run")
         return 0
     # A CPU suite needs no detection (detection imports torch: seconds of overhead).
-    problem = check(suite, detect()) if suite.is_gpu else None
+    problem = check(suite, detect_for(suite.backend)) if suite.is_gpu else None
     if problem:
         print(f"error: {problem}", file=sys.stderr)
         return 2

@@ -49,7 +49,7 @@ def test_tags_drive_nox_selection():
         (MINIMAL + "[suites.cpu.hardware]\ngpu_count = 2\n", "cpu suite but asks for 2 GPUs"),
         ("[suites.g]\nbackend='cuda'\ndescription='x'\nschedule='nightly'\nshard_budget_s=1\n", "gpu_count >= 1"),
         ("[suites.g]\nbackend='cuda'\ndescription='x'\nschedule='nightly'\nshard_budget_s=1\n[suites.g.hardware]\ngpu_count=1\nmin_capability='nine'\n", "capability 'nine'"),
-        ("[markers]\nregister_amd_ci='amd'\n" + MINIMAL, "unknown backend 'amd'"),
+        ("[markers]\nregister_tpu_ci='tpu'\n" + MINIMAL, "unknown backend 'tpu'"),
         ("[suites.g]\nbackend='cuda'\ndescription='x'\nschedule='nightly'\nshard_budget_s=1\n[suites.g.hardware]\ngpu_count=1\ncolor=2\n", "unknown field 'color' in [suites.g.hardware]"),
         ("", "defines no suites"),
     ],

@@ -30,8 +30,8 @@ def test_literal_registration_is_read():
 
 
 def test_sglang_signature_positional_and_keywords():
-    regs, _, errs = parse(HEAD + 'register_cuda_ci(600, "stage-c-4gpu", True, None, runner_config="x")\ndef test_a(): pass\n')
-    assert errs == [] and regs[0].nightly and regs[0].runner_config == "x"
+    regs, _, errs = parse(HEAD + 'register_cuda_ci(600, "stage-c-4gpu", True, None)\ndef test_a(): pass\n')
+    assert errs == [] and regs[0].nightly and regs[0].suite == "stage-c-4gpu"
 
 
 def test_stage_is_an_alias_for_suite():
@@ -47,16 +47,18 @@ def test_disabled_registration_is_kept_with_its_reason():
 @pytest.mark.parametrize(
     ("body", "fragment", "line"),
     [
-        ('register_cuda_ci(est_time=5, suite="stage-c-4-gpu")', "unknown suite 'stage-c-4-gpu'; known: ", 2),
+        ('register_cuda_ci(est_time=5, suite="stage-c-4-gpu")', "unknown cuda suite 'stage-c-4-gpu'; known: ", 2),
         ('register_cuda_ci(est_time=T, suite="cpu")', "must be a literal", 2),
         ('register_cuda_ci(suite="base-b-1gpu")', "needs est_time", 2),
-        ('register_cuda_ci(est_time=0, suite="base-b-1gpu")', "must be > 0", 2),
-        ('register_cuda_ci(est_time=-3, suite="base-b-1gpu")', "must be > 0", 2),
+        ('register_cuda_ci(est_time=-3, suite="base-b-1gpu")', "must be >= 0", 2),
+        ('register_cuda_ci(est_time=5, suite="base-b-1gpu", runner_config="x")', "both suite=", 2),
+        ('register_cuda_ci(est_time=5, runner_config="x")', "without stage=", 2),
+        ('register_cuda_ci(est_time=5, suite="")', "suite=\"\" is only for disabled", 2),
         ('register_cuda_ci(est_time=True, suite="base-b-1gpu")', "number of seconds", 2),
         ('register_cuda_ci(est_time=5, suite="base-b-1gpu", colour=1)', "unknown keyword 'colour'", 2),
         ('register_cuda_ci(est_time=5, suite="base-b-1gpu", stage="cpu")', "both suite=", 2),
         ('register_cuda_ci(est_time=5)', "names no suite", 2),
-        ('register_cpu_ci(est_time=5, suite="base-b-1gpu")', "is a cuda suite", 2),
+        ('register_cpu_ci(est_time=5, suite="base-b-1gpu")', "only as a cuda suite", 2),
         ('def f():\n    register_cuda_ci(est_time=5, suite="base-b-1gpu")', "module top level", 3),
         ('if True:\n    register_cuda_ci(est_time=5, suite="base-b-1gpu")', "module top level", 3),
         ('register_cuda_ci(est_time=5, suite="base-b-1gpu")\nregister_cuda_ci(est_time=6, suite="base-b-1gpu")', "registered twice", 3),

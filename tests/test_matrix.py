@@ -122,7 +122,7 @@ def test_bad_event_and_registration_errors_exit_2(tree):
     assert r.returncode == 2 and "--event 'release'" in r.stderr
     (tree / "suites" / "test_bad.py").write_text('register_cpu_ci(est_time=5, suite="nope")\ndef test_x():\n    pass\n')
     r = matrix(tree, "--event", "push")
-    assert r.returncode == 2 and "unknown suite 'nope'" in r.stderr
+    assert r.returncode == 2 and "unknown cpu suite 'nope'" in r.stderr
 
 
 def test_timeout_minutes():

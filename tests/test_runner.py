@@ -144,7 +144,7 @@ def test_collection_errors_stop_the_run(tree):
     (tree / "suites" / "test_typo.py").write_text('from ci_register import register_cpu_ci\nregister_cpu_ci(est_time=5, suite="cpu-typo")\ndef test_a():\n    pass\n')
     r = run(tree, "cpu")
     assert r.returncode == 2
-    assert "suites/test_typo.py:2: unknown suite 'cpu-typo'; known: cpu, gpu1" in r.stderr
+    assert "suites/test_typo.py:2: unknown cpu suite 'cpu-typo'; known: cpu" in r.stderr
     assert not (tree / "results").exists()
 
 

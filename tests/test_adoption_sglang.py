@@ -1,0 +1,284 @@
+"""Reading an SGLang-shaped tree as it is: stage + runner_config, every backend, suites
+keyed by (backend, name), est_time=0, suite="" on disabled files, files not named test_*,
+files outside the globs, empty trees, short error lines, matrix chunks and reruns."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from ci_register.catalog import BACKENDS, CatalogError, parse_catalog
+from ci_register.collect import collect, parse_file
+from ci_register.hardware import GPU, Machine, check
+from ci_register.matrix import MAX_JOBS, MatrixError, chunk
+from ci_register.rerun import RerunError, plan_rerun
+
+ROOT = Path(__file__).resolve().parents[1]
+
+CATALOG = """
+[collect]
+tests = "test"
+globs = ["registered/**/*.py"]
+exclude = ["**/__init__.py", "**/conftest.py"]
+require = "main"
+
+[markers]
+register_cuda_ci = "cuda"
+register_amd_ci = "amd"
+register_cpu_ci = "cpu"
+register_npu_ci = "npu"
+register_xpu_ci = "xpu"
+register_musa_ci = "musa"
+register_mlx_ci = "mlx"
+
+[suites.base-b-test-1-gpu-large]
+backend = "cuda"
+description = "one large GPU"
+schedule = "per-commit"
+shard_budget_s = 1800
+[suites.base-b-test-1-gpu-large.hardware]
+gpu_count = 1
+
+[suites.stage-b-test-1-gpu-small-amd]
+backend = "amd"
+description = "one AMD GPU"
+schedule = "per-commit"
+shard_budget_s = 1800
+[suites.stage-b-test-1-gpu-small-amd.hardware]
+gpu_count = 1
+
+[suites.shared-cuda]
+name = "shared"
+backend = "cuda"
+description = "a name CUDA and AMD both use"
+schedule = "per-commit"
+shard_budget_s = 1800
+[suites.shared-cuda.hardware]
+gpu_count = 1
+
+[suites.shared-amd]
+name = "shared"
+backend = "amd"
+description = "a name CUDA and AMD both use"
+schedule = "per-commit"
+shard_budget_s = 1800
+[suites.shared-amd.hardware]
+gpu_count = 1
+
+[suites.base-a-test-cpu]
+backend = "cpu"
+description = "cpu"
+schedule = "per-commit"
+shard_budget_s = 1800
+
+[suites.stage-b-test-1-npu-a2]
+backend = "npu"
+description = "one Ascend NPU"
+schedule = "per-commit"
+shard_budget_s = 1800
+[suites.stage-b-test-1-npu-a2.hardware]
+gpu_count = 1
+
+[suites.stage-a-test-1-gpu-xpu]
+backend = "xpu"
+description = "one Intel GPU"
+schedule = "per-commit"
+shard_budget_s = 1800
+[suites.stage-a-test-1-gpu-xpu.hardware]
+gpu_count = 1
+
+[suites.nightly-musa-1-gpu]
+backend = "musa"
+description = "one Moore Threads GPU"
+schedule = "nightly"
+shard_budget_s = 1800
+[suites.nightly-musa-1-gpu.hardware]
+gpu_count = 1
+
+[suites.stage-a-unit-test-mlx]
+backend = "mlx"
+description = "Apple silicon"
+schedule = "per-commit"
+shard_budget_s = 1800
+[suites.stage-a-unit-test-mlx.hardware]
+gpu_count = 1
+"""
+
+MAIN = '\nimport unittest\nclass TestX(unittest.TestCase):\n    def test_a(self): pass\nif __name__ == "__main__":\n    unittest.main()\n'
+
+
+def make_tree(tmp_path: Path, files: dict[str, str], catalog: str = CATALOG) -> Path:
+    (tmp_path / "ci").mkdir(parents=True)
+    (tmp_path / "ci" / "catalog.toml").write_text(catalog)
+    for rel, text in files.items():
+        p = tmp_path / rel
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_text(text)
+    return tmp_path
+
+
+def cat(text: str = CATALOG):
+    return parse_catalog(text, Path("ci/catalog.toml"))
+
+
+def parse(src: str, catalog=None):
+    return parse_file(src + MAIN, "test/registered/x.py", catalog or cat())
+
+
+def test_stage_and_runner_config_make_sglangs_effective_suite():
+    regs, _, errs = parse('register_cuda_ci(45, stage="base-b", runner_config="1-gpu-large")')
+    assert errs == []
+    assert (regs[0].suite, regs[0].declared, regs[0].stage, regs[0].runner_config) == (
+        "base-b-test-1-gpu-large", "base-b-test-1-gpu-large", "base-b", "1-gpu-large")
+
+
+def test_stage_suite_rule_is_catalog_data():
+    text = CATALOG.replace('require = "main"', 'require = "main"\nstage_suite = "{stage}-{runner_config}"')
+    text = text.replace("[suites.base-a-test-cpu]", "[suites.base-a-cpu]")
+    regs, _, errs = parse('register_cpu_ci(5, stage="base-a", runner_config="cpu")', cat(text))
+    assert errs == [] and regs[0].suite == "base-a-cpu"
+    with pytest.raises(CatalogError, match="stage_suite"):
+        cat(CATALOG.replace('require = "main"', 'stage_suite = "{suite}"'))
+
+
+def test_every_sglang_backend_is_declared_as_itself():
+    assert {"cuda", "amd", "cpu", "npu", "xpu", "musa", "mlx"} <= set(BACKENDS)
+    src = "\n".join([
+        'register_amd_ci(30, "stage-b-test-1-gpu-small-amd")',
+        'register_npu_ci(30, "stage-b-test-1-npu-a2")',
+        'register_xpu_ci(30, "stage-a-test-1-gpu-xpu")',
+        'register_musa_ci(30, "nightly-musa-1-gpu", nightly=True)',
+        'register_mlx_ci(30, "stage-a-unit-test-mlx")',
+    ])
+    regs, _, errs = parse(src)
+    assert errs == []
+    assert [r.backend for r in regs] == ["amd", "npu", "xpu", "musa", "mlx"]
+
+
+def test_suites_are_keyed_by_backend_and_name():
+    regs, _, errs = parse('register_cuda_ci(10, "shared")\nregister_amd_ci(12, "shared")')
+    assert errs == []
+    assert [(r.backend, r.suite, r.declared) for r in regs] == [("cuda", "shared-cuda", "shared"), ("amd", "shared-amd", "shared")]
+    with pytest.raises(CatalogError, match="both the cuda suite 'shared'"):
+        cat(CATALOG.replace('name = "shared"\nbackend = "amd"', 'name = "shared"\nbackend = "cuda"'))
+
+
+def test_a_name_declared_for_another_backend_says_so():
+    _, _, errs = parse('register_amd_ci(10, "base-b-test-1-gpu-large")')
+    assert len(errs) == 1 and "declared only as a cuda suite" in errs[0].message
+
+
+def test_hardware_check_knows_each_backend():
+    suites = cat().suites
+    npu = Machine("ascend", (GPU("Ascend910B"),), source="torch.npu")
+    assert check(suites["stage-b-test-1-npu-a2"], npu) is None
+    assert "found 1x Ascend910B" in check(suites["stage-a-test-1-gpu-xpu"], npu)
+    nvidia = Machine("nvidia", (GPU("NVIDIA H200", (9, 0)),))
+    assert check(suites["base-b-test-1-gpu-large"], nvidia) is None
+    assert check(suites["stage-b-test-1-gpu-small-amd"], nvidia) is not None
+    assert check(suites["stage-a-unit-test-mlx"], nvidia) is not None
+
+
+def test_unknown_backend_check_fails_with_a_reason():
+    from dataclasses import replace
+
+    suite = replace(cat().suites["stage-b-test-1-npu-a2"], backend="tpu")
+    msg = check(suite, Machine("nvidia", (GPU("NVIDIA H200", (9, 0)),)))
+    assert msg and "no hardware check" in msg and "tpu" in msg
+
+
+def test_est_time_zero_and_empty_suite_on_disabled():
+    regs, _, errs = parse('register_cuda_ci(0, "base-b-test-1-gpu-large")\nregister_amd_ci(0, suite="", disabled="not ported")')
+    assert errs == []
+    assert [(r.est_time, r.suite, r.disabled) for r in regs] == [(0.0, "base-b-test-1-gpu-large", None), (0.0, "", "not ported")]
+    _, _, errs = parse('register_amd_ci(5, suite="")')
+    assert len(errs) == 1 and 'suite="" is only for disabled' in errs[0].message
+
+
+def test_require_main_is_sglangs_rule():
+    c = cat()
+    no_main = 'register_cuda_ci(5, "base-b-test-1-gpu-large")\nimport unittest\nclass TestX(unittest.TestCase):\n    def test_a(self): pass\n'
+    _, _, errs = parse_file(no_main, "test/registered/x.py", c)
+    assert len(errs) == 1 and '__name__ == "__main__"' in errs[0].message
+    # A file whose only registration is disabled needs no main block (as in SGLang).
+    _, _, errs = parse_file(no_main.replace('"base-b-test-1-gpu-large")', '"base-b-test-1-gpu-large", disabled="x")'), "test/registered/x.py", c)
+    assert errs == []
+
+
+def test_error_suggests_the_closest_names_not_all():
+    many = CATALOG + "".join(
+        f'\n[suites.extra-{i}]\nbackend = "cuda"\ndescription = "x"\nschedule = "per-commit"\nshard_budget_s = 60\n[suites.extra-{i}.hardware]\ngpu_count = 1\n'
+        for i in range(40))
+    _, _, errs = parse('register_cuda_ci(5, "base-b-test-1-gpu-largee")', cat(many))
+    msg = errs[0].message
+    assert "closest: base-b-test-1-gpu-large" in msg and "extra-3" not in msg and len(msg) < 300
+
+
+def test_tree_not_named_test_and_outside_glob_and_empty(tmp_path):
+    root = make_tree(tmp_path, {
+        "test/registered/core/flash_attn.py": 'register_cuda_ci(60, "base-b-test-1-gpu-large")' + MAIN,
+        "test/registered/__init__.py": "",
+        "test/manual/old.py": 'register_cuda_ci(60, "base-b-test-1-gpu-large")' + MAIN,
+        "test/manual/defines.py": "def register_cuda_ci(est_time, suite=None):\n    return None\n",
+    })
+    c = parse_catalog((root / "ci/catalog.toml").read_text(), root / "ci/catalog.toml")
+    col = collect(c, base=root)
+    assert col.issues == []
+    assert [r.path for r in col.registrations] == ["test/registered/core/flash_attn.py"]
+    assert [(n.path, n.line) for n in col.notes] == [("test/manual/old.py", 1)]
+    assert "no [collect] glob" in col.notes[0].message
+    empty = parse_catalog(CATALOG.replace('globs = ["registered/**/*.py"]', 'globs = ["nothing/**/*.py"]'), root / "ci/catalog.toml")
+    col = collect(empty, base=root)
+    assert len(col.issues) == 1 and "matches [collect] globs" in col.issues[0].message
+
+
+def run_cli(root: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "ci_register", *args], cwd=root, capture_output=True, text=True,
+                          env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"}, timeout=60)
+
+
+def test_cli_catalog_relative_to_root_and_empty_plan_is_exit_2(tmp_path):
+    root = make_tree(tmp_path / "adopter", {
+        "test/registered/a.py": 'register_cuda_ci(60, "base-b-test-1-gpu-large")' + MAIN,
+    })
+    r = run_cli(tmp_path, "list", "--root", "adopter", "--catalog", "ci/catalog.toml", "--json")
+    assert r.returncode == 0, r.stderr
+    files = json.loads(r.stdout)["suites"]["base-b-test-1-gpu-large"]["files"]
+    assert [f["path"] for f in files] == ["test/registered/a.py"]
+    r = run_cli(root, "matrix", "--event", "push", "--catalog", "ci/catalog.toml", "--labels", "none-such")
+    assert r.returncode == 0  # a file without labels runs under every label set
+    (root / "test/registered/a.py").write_text('register_cuda_ci(60, "base-b-test-1-gpu-large", disabled="x")' + MAIN)
+    r = run_cli(root, "matrix", "--event", "push", "--catalog", "ci/catalog.toml")
+    assert r.returncode == 2 and "no registered file runs" in r.stderr
+    (root / "test/registered/a.py").unlink()
+    r = run_cli(root, "list", "--catalog", "ci/catalog.toml")
+    assert r.returncode == 2 and "matches [collect] globs" in r.stderr
+
+
+def test_matrix_past_256_jobs_is_chunked_or_refused():
+    jobs = {"include": [{"name": str(i)} for i in range(MAX_JOBS * 2 + 3)]}
+    with pytest.raises(MatrixError, match="exceed GitHub's 256"):
+        chunk(jobs, None)
+    parts = [chunk(jobs, i)["include"] for i in (1, 2, 3)]
+    assert [len(p) for p in parts] == [256, 256, 3] and sum(parts, []) == jobs["include"]
+    with pytest.raises(MatrixError, match="use 1..3"):
+        chunk(jobs, 4)
+    assert chunk({"include": jobs["include"][:5]}, None)["include"] == jobs["include"][:5]
+
+
+def test_rerun_runs_the_enabled_registration_and_takes_test_folder_paths(tmp_path):
+    root = make_tree(tmp_path, {
+        "test/registered/core/test_mixed.py": 'register_cuda_ci(60, "base-b-test-1-gpu-large")\n'
+                                              'register_amd_ci(60, "stage-b-test-1-gpu-small-amd", disabled="rocm bug")' + MAIN,
+    })
+    for spec in ("test/registered/core/test_mixed.py", "core/test_mixed.py", "test_mixed.py"):
+        sel, targets = plan_rerun(spec, root, root / "ci/catalog.toml")
+        assert [t.suite for t in targets] == ["base-b-test-1-gpu-large"], spec
+        assert [r.suite for r in sel.skipped] == ["stage-b-test-1-gpu-small-amd"]
+    (root / "test/registered/core/test_mixed.py").write_text('register_cuda_ci(60, "base-b-test-1-gpu-large", disabled="gone")' + MAIN)
+    with pytest.raises(RerunError, match="disabled in suite"):
+        plan_rerun("core/test_mixed.py", root, root / "ci/catalog.toml")
