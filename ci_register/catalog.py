@@ -46,7 +46,7 @@ _SUITE_KEYS = {
     "pytest_args",
     "name",
 }
-_COLLECT_KEYS = {"globs", "exclude", "gate_marker", "tests", "stage_suite", "require", "implicit"}
+_COLLECT_KEYS = {"globs", "exclude", "gate_marker", "tests", "stage_suite", "require", "unchecked_backends"}
 # What a registered, enabled file must contain: top-level pytest tests (this tool's rule),
 # an `if __name__ == "__main__":` block with a call (SGLang's: it runs `python3 file.py`),
 # or nothing.
@@ -155,6 +155,9 @@ class Catalog:
     stage_suite: str = STAGE_SUITE
     require: str = "tests"
     implicit: dict[str, tuple[str, str]] = field(default_factory=dict)  # glob -> (suite key, source)
+    # Backends whose registrations may name undeclared suites (SGLang checks no AMD or NPU
+    # suite name): such a registration is read and listed, and no session runs it.
+    unchecked_backends: tuple[str, ...] = ()
 
     def known(self) -> str:
         return ", ".join(sorted(self.suites))
@@ -301,6 +304,12 @@ def _collect_options(collect: object, where: str) -> dict[str, object]:
         except (KeyError, IndexError, ValueError):
             raise CatalogError(f"{where}: collect.stage_suite {fmt!r} may use only {{stage}} and {{runner_config}}") from None
         out["stage_suite"] = fmt
+    if "unchecked_backends" in collect:
+        backends = _str_list(collect["unchecked_backends"], f"{where}: collect.unchecked_backends")
+        bad = [b for b in backends if b not in BACKENDS]
+        if bad:
+            raise CatalogError(f"{where}: collect.unchecked_backends: unknown backend {bad[0]!r}; use {', '.join(BACKENDS)}")
+        out["unchecked_backends"] = backends
     if "require" in collect:
         if collect["require"] not in REQUIRE:
             raise CatalogError(f"{where}: collect.require {collect['require']!r}; use one of {', '.join(REQUIRE)}")

@@ -75,11 +75,12 @@ def _list(args: argparse.Namespace) -> int:
                 print(f"  {r.path}:{r.line}  est_time {r.est_time:g} s{flags}")
         for g in col.gates:
             print(f"gate {g.metric_key}  ({g.path}:{g.line}) {g.options}")
-        unassigned = [r for r in regs if not r.suite]
+        unassigned = sorted((r for r in regs if not r.suite), key=lambda r: (r.backend, r.declared, r.path))
         if unassigned and not args.suite:
-            print(f"(no suite) disabled: {len(unassigned)} files")
+            print(f"(no session: suite=\"\" or an undeclared suite of an unchecked backend): {len(unassigned)} files")
             for r in unassigned:
-                print(f"  {r.path}:{r.line}  DISABLED: {r.disabled}")
+                flags = (" nightly" if r.nightly else "") + (f" DISABLED: {r.disabled}" if r.disabled else "")
+                print(f"  {r.backend} {r.declared or '(none)'}: {r.path}:{r.line}  est_time {r.est_time:g} s{flags}")
     _notes(col)
     for issue in col.issues:
         print(f"error: {issue}", file=sys.stderr)

@@ -229,6 +229,8 @@ def _registration(call: ast.Call, path: str, marker: str, backend: str, catalog:
         key = ""
     elif name == "":
         return fail(f"{marker}() has suite=\"\": an enabled registration must name a suite (suite=\"\" is only for disabled=\"reason\")")
+    elif suite is None and backend in catalog.unchecked_backends:
+        key = ""  # read and listed under its own name; no session runs it until declared
     elif suite is None:
         other = [s for s in catalog.suites.values() if s.key[1] == name]
         if other:
@@ -525,5 +527,11 @@ def collect(catalog: Catalog, root: Path | None = None, base: Path | None = None
         out.gates += gates
         out.issues += issues
     out.notes += notes
+    undeclared: dict[tuple[str, str], Registration] = {}
+    for r in out.registrations:
+        if not r.suite and r.declared:
+            undeclared.setdefault((r.backend, r.declared), r)
+    for (backend, name), r in sorted(undeclared.items()):
+        out.notes.append(CollectIssue(r.path, r.line, f"{backend} suite {name!r} is not declared in {catalog.path}: its files are listed, never run; declare it to run them"))
     _outside(root, base, set(files), catalog, out)
     return out

@@ -282,3 +282,31 @@ def test_rerun_runs_the_enabled_registration_and_takes_test_folder_paths(tmp_pat
     (root / "test/registered/core/test_mixed.py").write_text('register_cuda_ci(60, "base-b-test-1-gpu-large", disabled="gone")' + MAIN)
     with pytest.raises(RerunError, match="disabled in suite"):
         plan_rerun("core/test_mixed.py", root, root / "ci/catalog.toml")
+
+
+def test_unchecked_backend_keeps_undeclared_names_listed_not_run(tmp_path):
+    text = CATALOG.replace('require = "main"', 'require = "main"\nunchecked_backends = ["amd", "npu"]')
+    root = make_tree(tmp_path, {
+        "test/registered/a.py": 'register_npu_ci(30, "base-b-test-1-npu-a3")\nregister_cuda_ci(5, "base-b-test-1-gpu-large")' + MAIN,
+    }, catalog=text)
+    c = parse_catalog(text, root / "ci/catalog.toml")
+    col = collect(c, base=root)
+    assert col.issues == []
+    assert [(r.backend, r.suite, r.declared) for r in col.registrations] == [
+        ("npu", "", "base-b-test-1-npu-a3"), ("cuda", "base-b-test-1-gpu-large", "base-b-test-1-gpu-large")]
+    assert any("'base-b-test-1-npu-a3' is not declared" in n.message for n in col.notes)
+    # A checked backend still refuses an undeclared name.
+    _, _, errs = parse('register_xpu_ci(30, "stage-z-test-1-gpu-xpu")', cat(text))
+    assert len(errs) == 1 and "unknown xpu suite" in errs[0].message
+
+
+def test_sglang_benchmark_agrees_on_a_generated_tree(capsys):
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    try:
+        import adopt_sglang
+    finally:
+        sys.path.pop(0)
+    assert adopt_sglang.main(["--synthetic", "3", "--shards", "2"]) == 0
+    out = capsys.readouterr().out
+    assert "registrations: SGLang 900, ours 900; suites differing: 0" in out
+    assert "(none)" in out and "-undeclared" in out  # suite="" and unchecked-backend names compared too
