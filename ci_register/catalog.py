@@ -46,7 +46,8 @@ _SUITE_KEYS = {
     "pytest_args",
     "name",
 }
-_COLLECT_KEYS = {"globs", "exclude", "gate_marker", "tests", "stage_suite", "require", "unchecked_backends"}
+_COLLECT_KEYS = {"globs", "exclude", "gate_marker", "gate_mode", "tests", "stage_suite", "require", "unchecked_backends"}
+GATE_MODES = ("enforce", "warn", "off")
 # What a registered, enabled file must contain: top-level pytest tests (this tool's rule),
 # an `if __name__ == "__main__":` block with a call (SGLang's: it runs `python3 file.py`),
 # or nothing.
@@ -158,6 +159,8 @@ class Catalog:
     # Backends whose registrations may name undeclared suites (SGLang checks no AMD or NPU
     # suite name): such a registration is read and listed, and no session runs it.
     unchecked_backends: tuple[str, ...] = ()
+    # Mode of a gate declaration that names none ("warn" for miles: its gates report only).
+    gate_mode: str = "enforce"
 
     def known(self) -> str:
         return ", ".join(sorted(self.suites))
@@ -310,6 +313,10 @@ def _collect_options(collect: object, where: str) -> dict[str, object]:
         if bad:
             raise CatalogError(f"{where}: collect.unchecked_backends: unknown backend {bad[0]!r}; use {', '.join(BACKENDS)}")
         out["unchecked_backends"] = backends
+    if "gate_mode" in collect:
+        if collect["gate_mode"] not in GATE_MODES:
+            raise CatalogError(f"{where}: collect.gate_mode {collect['gate_mode']!r}; use one of {', '.join(GATE_MODES)}")
+        out["gate_mode"] = collect["gate_mode"]
     if "require" in collect:
         if collect["require"] not in REQUIRE:
             raise CatalogError(f"{where}: collect.require {collect['require']!r}; use one of {', '.join(REQUIRE)}")

@@ -9,11 +9,11 @@ and fix, so a registration can never silently vanish.
 from __future__ import annotations
 
 import ast
-import fnmatch
 import functools
 import math
 import os
 import re
+import warnings
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -307,7 +307,7 @@ def _miles_options(opts: dict[str, object], marker: str) -> str | None:
     return None
 
 
-def _gate(call: ast.Call, path: str, marker: str) -> tuple[GateDeclaration | None, list[CollectIssue]]:
+def _gate(call: ast.Call, path: str, marker: str, default_mode: str = "enforce") -> tuple[GateDeclaration | None, list[CollectIssue]]:
     line = call.lineno
     if call.args:
         return None, [CollectIssue(path, line, f"{marker}() takes keyword arguments only: {marker}(metric_key=\"...\", ...)")]
@@ -328,6 +328,8 @@ def _gate(call: ast.Call, path: str, marker: str) -> tuple[GateDeclaration | Non
     error = _miles_options(opts, marker)
     if error:
         return None, [CollectIssue(path, line, error)]
+    if "mode" not in opts and default_mode != "enforce":
+        opts["mode"] = default_mode
     return GateDeclaration(path, line, key, opts, raw), []
 
 
@@ -372,7 +374,9 @@ def parse_file(source: str, path: str, catalog: Catalog, *, notes: list[CollectI
     if not any(n in source for n in names) and implicit is None:
         return [], [], [_no_registration(path, catalog)]
     try:
-        tree = ast.parse(source, filename=path)
+        with warnings.catch_warnings():  # a test file's invalid escapes are its own business
+            warnings.simplefilter("ignore")
+            tree = ast.parse(source, filename=path)
     except SyntaxError as exc:
         return [], [], [CollectIssue(path, exc.lineno or 1, f"syntax error: {exc.msg}; fix the file")]
     tests = _count_tests(tree)
@@ -391,7 +395,7 @@ def parse_file(source: str, path: str, catalog: Catalog, *, notes: list[CollectI
                     regs.append(reg)
             elif name == catalog.gate_marker:
                 top_level.add(id(stmt.value))
-                decl, errs = _gate(stmt.value, path, name)
+                decl, errs = _gate(stmt.value, path, name, catalog.gate_mode)
                 issues += errs
                 if decl:
                     gates.append(decl)
@@ -429,18 +433,41 @@ def parse_file(source: str, path: str, catalog: Catalog, *, notes: list[CollectI
 
 
 def _excluded(rel: str, patterns: Iterable[str]) -> bool:
-    return any(fnmatch.fnmatch(rel, p) or fnmatch.fnmatch("./" + rel, p) for p in patterns)
+    return any(glob_match(rel, p) for p in patterns)
+
+
+@functools.lru_cache(maxsize=256)
+def _glob_regex(glob: str) -> re.Pattern[str]:
+    """A path glob as pathlib and ``glob.glob(recursive=True)`` read it: ``*`` and ``?``
+    stay within one folder, ``**/`` spans any number of folders (none included)."""
+    out, i = [], 0
+    while i < len(glob):
+        if glob.startswith("**/", i):
+            out.append("(?:.*/)?")
+            i += 3
+        elif glob.startswith("**", i):
+            out.append(".*")
+            i += 2
+        elif glob[i] == "*":
+            out.append("[^/]*")
+            i += 1
+        elif glob[i] == "?":
+            out.append("[^/]")
+            i += 1
+        elif glob[i] == "[" and "]" in glob[i + 2:]:
+            j = glob.index("]", i + 2)
+            body = glob[i + 1:j]
+            out.append("[" + ("^" + re.escape(body[1:]) if body[:1] == "!" else re.escape(body)) + "]")
+            i = j + 1
+        else:
+            out.append(re.escape(glob[i]))
+            i += 1
+    return re.compile("".join(out) + r"\Z")
 
 
 def glob_match(rel: str, glob: str) -> bool:
-    """fnmatch, where "**/" also matches no folder at all, as pathlib's glob does
-    ("registered/**/*.py" matches "registered/a.py", "**/x" a top-level x)."""
-    if fnmatch.fnmatch(rel, glob):
-        return True
-    zero = glob.replace("/**/", "/")
-    if zero.startswith("**/"):
-        zero = zero[3:]
-    return zero != glob and fnmatch.fnmatch(rel, zero)
+    """Whether a posix path relative to the test folder matches a [collect] glob."""
+    return _glob_regex(glob[2:] if glob.startswith("./") else glob).match(rel) is not None
 
 
 def find_test_files(root: Path, globs: Iterable[str], exclude: Iterable[str] = ()) -> list[Path]:
