@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import math
 import re
+import shlex
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -41,17 +42,26 @@ __all__ = [
 
 DEFAULT_DATASET = Path(__file__).parent / "data" / "arithmetic_word_problems.jsonl"
 
-# Field -> (types accepted, required). Names and meaning follow vLLM's eval configs.
+# Field -> (types accepted, required). Names, meaning and defaults follow vLLM's gsm8k
+# eval configs (tests/evals/gsm8k: its loader reads model_name, accuracy_threshold,
+# num_questions, num_fewshot, and optionally tolerance, server_args, env and
+# startup_max_wait_seconds; its evaluator's max_tokens defaults to 256), so a vLLM
+# config loads verbatim. `dataset` is this tool's: a local JSONL.
 _SCHEMA: dict[str, tuple[tuple[type, ...], bool]] = {
     "model_name": ((str,), True),
     "accuracy_threshold": ((int, float), True),
-    "tolerance": ((int, float), True),
+    "tolerance": ((int, float), False),
     "num_questions": ((int,), True),
     "num_fewshot": ((int,), True),
-    "max_tokens": ((int,), True),
-    "server_args": ((str, list), True),
+    "max_tokens": ((int,), False),
+    "server_args": ((str, list), False),
+    "env": ((dict,), False),  # environment of the server process
+    "startup_max_wait_seconds": ((int, float), False),
     "dataset": ((str,), False),  # local JSONL, relative to the config file
 }
+DEFAULT_TOLERANCE = 0.08  # vLLM's, when a config gives none
+DEFAULT_MAX_TOKENS = 256  # vLLM's evaluator default
+DEFAULT_STARTUP_WAIT_S = 600.0  # vLLM's server start-up wait
 
 _STOP = ("Question:", "\n\n")
 _NUMBER = re.compile(r"-?\d[\d,]*(?:\.\d+)?")
@@ -73,6 +83,8 @@ class EvalConfig:
     server_args: tuple[str, ...]
     dataset: Path
     source: str = "<config>"
+    env: tuple[tuple[str, str], ...] = ()
+    startup_max_wait_s: float = DEFAULT_STARTUP_WAIT_S
 
     @property
     def floor(self) -> float:
@@ -124,7 +136,10 @@ def parse_eval_config(
             raise EvalConfigError(
                 f"{source}: field {key!r} must be {names}, got {type(value).__name__}"
             )
+    data = {"tolerance": DEFAULT_TOLERANCE, "max_tokens": DEFAULT_MAX_TOKENS, "server_args": "",
+            "env": {}, "startup_max_wait_seconds": DEFAULT_STARTUP_WAIT_S, **data}
     threshold, tolerance = float(data["accuracy_threshold"]), float(data["tolerance"])
+    wait = float(data["startup_max_wait_seconds"])
     checks = [
         ("accuracy_threshold", 0.0 <= threshold <= 1.0, "must be in [0, 1]"),
         ("tolerance", 0.0 <= tolerance <= 1.0 and math.isfinite(tolerance), "must be in [0, 1]"),
@@ -132,6 +147,9 @@ def parse_eval_config(
         ("num_fewshot", data["num_fewshot"] >= 0, "must be at least 0"),
         ("max_tokens", data["max_tokens"] >= 1, "must be at least 1"),
         ("model_name", bool(data["model_name"].strip()), "must not be empty"),
+        ("startup_max_wait_seconds", math.isfinite(wait) and wait > 0, "must be a positive number of seconds"),
+        ("env", all(isinstance(k, str) and isinstance(v, str | int | float) and not isinstance(v, bool)
+                    for k, v in data["env"].items()), "must map names to strings or numbers"),
     ]
     for key, ok, why in checks:
         if not ok:
@@ -142,7 +160,10 @@ def parse_eval_config(
             raise EvalConfigError(f"{source}: field 'server_args' must be a list of strings")
         server_args = tuple(args)
     else:
-        server_args = tuple(args.split())
+        try:  # vLLM splits the string with shlex: quoted values keep their spaces
+            server_args = tuple(shlex.split(args))
+        except ValueError as exc:
+            raise EvalConfigError(f"{source}: field 'server_args' cannot be split: {exc}") from None
     dataset = Path(data["dataset"]) if "dataset" in data else DEFAULT_DATASET
     if not dataset.is_absolute():
         dataset = (base_dir or Path.cwd()) / dataset
@@ -156,6 +177,8 @@ def parse_eval_config(
         server_args=server_args,
         dataset=dataset,
         source=source,
+        env=tuple((k, str(v)) for k, v in data["env"].items()),
+        startup_max_wait_s=wait,
     )
 
 

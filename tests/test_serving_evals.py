@@ -67,7 +67,7 @@ def test_unknown_field_names_file_and_field(tmp_path: Path) -> None:
         load_eval_config(path)
 
 
-@pytest.mark.parametrize("field", sorted(GOOD))
+@pytest.mark.parametrize("field", ["accuracy_threshold", "model_name", "num_fewshot", "num_questions"])
 def test_each_missing_field_is_named(field: str) -> None:
     data = {k: v for k, v in GOOD.items() if k != field}
     with pytest.raises(EvalConfigError, match=rf"x\.yaml: missing field '{field}'"):
@@ -197,3 +197,76 @@ def test_record_eval_gates_accuracy_with_its_questions_and_floor() -> None:
     assert (acc.samples, acc.better, acc.n, acc.unit) == ((0.5,), "higher", 4, "ratio")
     assert acc.min_value == pytest.approx(0.55)
     assert (inv.samples, inv.better, inv.n, inv.min_value) == ((0.25,), "lower", 4, None)
+
+
+# Field sets of vLLM's tests/evals/gsm8k configs (written here, not copied): the loader
+# reads model_name, accuracy_threshold, num_questions, num_fewshot, and optionally
+# tolerance (0.08), server_args (shlex-split), env and startup_max_wait_seconds (600).
+VLLM_SHAPES = {
+    "bare": """\
+model_name: org/Some-Model-30B
+accuracy_threshold: 0.88
+num_questions: 1319
+num_fewshot: 5
+server_args: >-
+  --max-model-len 4096
+  --tensor-parallel-size 4
+  --enable-expert-parallel
+""",
+    "wait": """\
+model_name: "org/Big-Model"
+accuracy_threshold: 0.95
+num_questions: 1319
+num_fewshot: 5
+startup_max_wait_seconds: 1200
+server_args: >-
+  --data-parallel-size 8 --enable-expert-parallel
+""",
+    "env_tol": """\
+model_name: "org/Quant-Model"
+accuracy_threshold: 0.7
+tolerance: 0.03
+num_questions: 1319
+num_fewshot: 5
+server_args: "--max-model-len 8192 --kv-cache-dtype fp8 --speculative-config '{\\"method\\": \\"mtp\\", \\"num_speculative_tokens\\": 1}'"
+env:
+  VLLM_USE_DEEP_GEMM: "1"
+  VLLM_ALL2ALL_BACKEND: deepep_low_latency
+  SOME_COUNT: 4
+""",
+    "no_args": """\
+model_name: org/Small
+accuracy_threshold: 0.3
+num_questions: 100
+num_fewshot: 0
+""",
+}
+
+
+@pytest.mark.parametrize("shape", sorted(VLLM_SHAPES))
+def test_vllm_config_shapes_load_verbatim(tmp_path: Path, shape: str) -> None:
+    cfg = load_eval_config(write(tmp_path, VLLM_SHAPES[shape]))
+    assert cfg.max_tokens == 256
+    if shape == "bare":
+        assert cfg.tolerance == 0.08 and cfg.floor == pytest.approx(0.80)
+        assert cfg.server_args == ("--max-model-len", "4096", "--tensor-parallel-size", "4", "--enable-expert-parallel")
+        assert cfg.env == () and cfg.startup_max_wait_s == 600
+    elif shape == "wait":
+        assert cfg.startup_max_wait_s == 1200
+    elif shape == "env_tol":
+        assert cfg.tolerance == 0.03
+        assert dict(cfg.env) == {"VLLM_USE_DEEP_GEMM": "1", "VLLM_ALL2ALL_BACKEND": "deepep_low_latency", "SOME_COUNT": "4"}
+        assert cfg.server_args[-2:] == ("--speculative-config", '{"method": "mtp", "num_speculative_tokens": 1}')
+    else:
+        assert cfg.server_args == ()
+
+
+@pytest.mark.parametrize(("extra", "why"), [
+    ({"env": {"A": True}}, "'env' must map names"),
+    ({"env": ["A=1"]}, "'env' must be dict"),
+    ({"startup_max_wait_seconds": 0}, "must be a positive number"),
+    ({"server_args": "--x 'unclosed"}, "cannot be split"),
+])
+def test_vllm_optional_fields_are_checked(extra: dict, why: str) -> None:
+    with pytest.raises(EvalConfigError, match=why):
+        parse_eval_config({**GOOD, **extra}, "x.yaml")

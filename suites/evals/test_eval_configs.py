@@ -5,6 +5,7 @@ prompting, extraction, counts, recorded metrics with N and the config's floor)."
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -39,14 +40,16 @@ def test_eval_config(path: Path, vllm_server, metrics, serving_results, tmp_path
     assert cfg.model_name == vllm_server.model, (
         f"{path}: model {cfg.model_name!r} is not served here"
     )
-    if vllm_server.launch_args and not args_satisfied(vllm_server.launch_args, cfg.server_args):
-        # The config asks for server args the session server was not started with.
+    if vllm_server.launch_args and (cfg.env or not args_satisfied(vllm_server.launch_args, cfg.server_args)):
+        # The config asks for server args or an environment the session server lacks.
         srv_cfg = vllm_cpu_config(
             vllm_server.model_dir,
             tmp_path_factory.mktemp("vllm-eval"),
             served_model_name=cfg.model_name,
             extra_args=cfg.server_args,
+            startup_timeout_s=cfg.startup_max_wait_s,
         )
+        srv_cfg = replace(srv_cfg, env={**srv_cfg.env, **dict(cfg.env)})
         with start_server(srv_cfg, serving_results) as srv:
             result = run_eval(srv.url, cfg, model=vllm_server.model)
     else:
