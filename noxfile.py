@@ -15,56 +15,50 @@ import nox
 ROOT = Path(__file__).parent
 sys.path.insert(0, str(ROOT))  # ci_register.catalog is stdlib-only: safe before any venv
 
-from ci_register.catalog import Suite, load_catalog  # noqa: E402
+from ci_register.catalog import Suite  # noqa: E402
+from ci_register.nox_sessions import default_sessions, install  # noqa: E402
 
 nox.options.default_venv_backend = "venv"
 nox.options.error_on_external_run = True
-# Only CPU-safe sessions run by default.
-nox.options.sessions = ["tests", "cpu"]
 
-CATALOG = load_catalog(ROOT / "suites" / "catalog.toml")
 PYTHON = f"{sys.version_info.major}.{sys.version_info.minor}"
-CPU_TORCH = "torch==2.13.0"  # the local CPU wheel; a bare "torch" pulls a multi-GB CUDA build
+# CPU torch, from PyTorch's CPU wheel index as an extra index: with it "torch==2.13.0"
+# resolves to 2.13.0+cpu (a local version sorts above the plain one) instead of PyPI's
+# CUDA build and its toolkit. GPU_CI_TORCH_INDEX overrides the index; empty means the
+# default indexes only (a machine whose pip already finds a CPU wheel).
+CPU_TORCH = "torch==2.13.0"
+TORCH_INDEX_ENV = "GPU_CI_TORCH_INDEX"
+TORCH_INDEX = "https://download.pytorch.org/whl/cpu"
+
+
+def cpu_torch_args() -> list[str]:
+    """pip arguments that install the pinned CPU torch."""
+    index = os.environ.get(TORCH_INDEX_ENV, TORCH_INDEX)
+    return [CPU_TORCH, *(["--extra-index-url", index] if index else [])]
 
 
 def _install_project(session: nox.Session, *extras: str) -> None:
     # CPU torch first, so nothing later resolves "torch" to a CUDA build.
     if "cpu" in extras:
-        session.install(CPU_TORCH)
+        session.install(*cpu_torch_args())
     spec = f".[{','.join(extras)}]" if extras else "."
     session.install("-e", spec)
 
 
-def _suite_session(suite: Suite):
-    def session_fn(session: nox.Session) -> None:
-        if suite.is_gpu:
-            # GPU images carry their own CUDA torch: run in the machine's Python, with
-            # this checkout importable even where the package is not installed.
-            session.env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
-            session.env.setdefault("NCCL_NVLS_ENABLE", "0")  # never NVLink multicast (shared hosts)
-        else:
-            _install_project(session, "cpu")
-            if suite.install:
-                session.install(*suite.install)
-            if suite.uninstall:
-                session.run("pip", "uninstall", "-y", *suite.uninstall)
-        # GPU: the interpreter running nox is the machine's own (the one with CUDA torch).
-        python = sys.executable if suite.is_gpu else "python"
-        session.run(python, "-m", "ci_register", "run", suite.name, *session.posargs, external=suite.is_gpu)
-
-    session_fn.__doc__ = suite.description
-    session_fn.__name__ = suite.name.replace("-", "_")
-    return nox.session(
-        name=suite.name,
-        python=None if suite.is_gpu else PYTHON,
-        venv_backend="none" if suite.is_gpu else None,
-        tags=suite.tags(),
-        reuse_venv=not suite.is_gpu,
-    )(session_fn)
+def _prepare_cpu(session: nox.Session, suite: Suite) -> None:
+    _install_project(session, "cpu")
+    if suite.install:
+        session.install(*suite.install)
+    if suite.uninstall:
+        session.run("pip", "uninstall", "-y", *suite.uninstall)
 
 
-for _suite in CATALOG.suites.values():
-    globals()[f"suite_{_suite.name.replace('-', '_')}"] = _suite_session(_suite)
+# One session per suite of the catalog (ci_register.nox_sessions: what an adopting
+# repository's noxfile calls too).
+CATALOG = install(ROOT / "suites" / "catalog.toml", root=ROOT, python=PYTHON, prepare=_prepare_cpu)
+# Only CPU-safe sessions run by default: the framework's tests and the cpu suite, or the
+# catalog's CPU suites when it has none of that name (never a name nox cannot find).
+nox.options.sessions = ["tests", *(["cpu"] if "cpu" in CATALOG.suites else default_sessions(CATALOG))]
 
 
 @nox.session(python=PYTHON, tags=["cpu", "framework"])

@@ -1,0 +1,112 @@
+"""Another repository's noxfile gets one session per suite of its own catalog with one
+call, and a real nox process exits 2 for bad input or wrong hardware, 1 for a failing
+test."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from ci_register.nox_sessions import LOCAL_HISTORY, history_env
+
+REPO = Path(__file__).resolve().parents[1]
+
+NOXFILE = """\
+from ci_register.nox_sessions import install
+
+install("ci/catalog.toml")
+"""
+
+CATALOG = """\
+[collect]
+tests = "checks"
+globs = ["**/*_check.py"]
+require = "tests"
+
+[suites.h200-one]
+backend = "cuda"
+description = "One H200."
+schedule = "per-commit"
+runner_labels = ["h200"]
+shard_budget_s = 600
+[suites.h200-one.hardware]
+gpu_count = 1
+gpu_models = ["H200"]
+"""
+
+H200 = json.dumps({"vendor": "nvidia", "gpus": [{"name": "NVIDIA H200", "capability": [9, 0]}]})
+NONE = json.dumps({"vendor": "none", "gpus": []})
+
+
+@pytest.fixture
+def adopter(tmp_path: Path) -> Path:
+    (tmp_path / "ci").mkdir()
+    (tmp_path / "ci" / "catalog.toml").write_text(CATALOG)
+    (tmp_path / "noxfile.py").write_text(NOXFILE)
+    (tmp_path / "checks").mkdir()
+    (tmp_path / "checks" / "kernel_check.py").write_text(
+        "from ci_register import register_cuda_ci\n"
+        'register_cuda_ci(est_time=5, suite="h200-one")\n'
+        "def test_ok():\n    assert True\n")
+    return tmp_path
+
+
+def nox(root: Path, *args: str, fake: str = H200, **env: str) -> subprocess.CompletedProcess[str]:
+    environ = {k: v for k, v in os.environ.items() if k not in ("GATES_HISTORY", "CI", "PYTEST_ADDOPTS")}
+    environ.update({"PYTHONPATH": str(REPO), "CI_REGISTER_FAKE_HARDWARE": fake,
+                    "GATES_HISTORY": str(root / "h.db"), **env})
+    return subprocess.run([sys.executable, "-m", "nox", "-f", str(root / "noxfile.py"), *args], cwd=root,
+                          capture_output=True, text=True, timeout=240, env=environ)
+
+
+def test_adopter_noxfile_lists_its_suites_without_a_cpu_suite(adopter):
+    r = nox(adopter, "-l", "--json")
+    assert r.returncode == 0, r.stderr
+    sessions = {s["session"]: s for s in json.loads(r.stdout)}
+    assert set(sessions) == {"h200-one"}
+    assert sessions["h200-one"]["description"] == "One H200." and "gpu" in sessions["h200-one"]["tags"]
+
+
+def test_wrong_hardware_reaches_ci_as_exit_2(adopter):
+    r = nox(adopter, "-s", "h200-one", fake=NONE)
+    assert r.returncode == 2, r.stdout + r.stderr
+    out = r.stdout + r.stderr
+    assert "h200-one needs 1x H200; found no GPU" in out and "bad input or wrong hardware (exit 2)" in out
+
+
+def test_bad_input_reaches_ci_as_exit_2_and_a_pass_is_0(adopter):
+    r = nox(adopter, "-s", "h200-one", "--", "--partition", "3/2")
+    assert r.returncode == 2, r.stdout + r.stderr
+    r = nox(adopter, "-s", "h200-one")
+    assert r.returncode == 0, r.stdout + r.stderr
+
+
+def test_failing_test_is_exit_1(adopter):
+    (adopter / "checks" / "kernel_check.py").write_text(
+        "from ci_register import register_cuda_ci\n"
+        'register_cuda_ci(est_time=5, suite="h200-one")\n'
+        "def test_bad():\n    assert False\n")
+    r = nox(adopter, "-s", "h200-one", "--", "--gate", "off")
+    assert r.returncode == 1, r.stdout + r.stderr
+
+
+def test_local_runs_record_into_an_untracked_history(tmp_path):
+    root = tmp_path
+    assert history_env({}, [], root) == root / LOCAL_HISTORY
+    assert history_env({"CI": "true"}, [], root) is None
+    assert history_env({"GATES_HISTORY": "x.db"}, [], root) is None
+    assert history_env({}, ["--history", "history.db"], root) is None
+    assert history_env({}, ["--history=history.db"], root) is None
+
+
+def test_our_noxfile_lists_with_a_catalog_lacking_cpu(tmp_path):
+    # Our own noxfile picks defaults from the catalog: never a session name it lacks.
+    r = subprocess.run([sys.executable, "-m", "nox", "-f", str(REPO / "noxfile.py"), "-l"], capture_output=True,
+                       text=True, timeout=60, cwd=REPO)
+    assert r.returncode == 0, r.stderr
+    assert "* cpu " in r.stdout and "* tests " in r.stdout
