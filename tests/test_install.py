@@ -1,0 +1,117 @@
+"""Installing the tool elsewhere: the wheel into a fresh virtualenv, used from another
+repository; and the CPU torch pin resolving to the CPU build through the extra index."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import sysconfig
+import zipfile
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+ISOLATED = {"PIP_CONFIG_FILE": os.devnull, "PIP_NO_INPUT": "1", "PIP_DISABLE_PIP_VERSION_CHECK": "1"}
+
+
+def _env(**extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PIP_") and k not in ("PYTHONPATH", "GATES_HISTORY")}
+    return {**env, **ISOLATED, **extra}
+
+
+def run(*cmd: str | Path, cwd: Path | None = None, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([str(c) for c in cmd], cwd=cwd, capture_output=True, text=True, timeout=180,
+                          env=env or _env())
+
+
+@pytest.fixture(scope="module")
+def venv(tmp_path_factory) -> Path:
+    """A fresh virtualenv with the built wheel of this checkout; dependencies come from
+    the running interpreter's site-packages (a .pth path line: offline, no resolver)."""
+    tmp = tmp_path_factory.mktemp("install")
+    wheels = tmp / "wheels"
+    r = run(sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-w", wheels, REPO,
+            env=_env())
+    assert r.returncode == 0, r.stderr[-2000:]
+    (wheel,) = wheels.glob("gpu_ci_gates-*.whl")
+    venv = tmp / "venv"
+    r = run(sys.executable, "-m", "venv", "--without-pip", venv)
+    assert r.returncode == 0, r.stderr
+    py = venv / "bin" / "python"
+    site = Path(run(py, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])").stdout.strip())
+    (site / "_deps_from_host.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
+    r = run(sys.executable, "-m", "pip", "--python", py, "install", "--no-deps", "--no-index", wheel)
+    assert r.returncode == 0, r.stderr[-2000:]
+    return venv
+
+
+@pytest.fixture
+def adopter(tmp_path: Path) -> Path:
+    (tmp_path / "ci").mkdir()
+    (tmp_path / "ci" / "catalog.toml").write_text(
+        '[collect]\ntests = "checks"\nglobs = ["**/test_*.py"]\n\n'
+        '[suites.smoke]\nbackend = "cpu"\ndescription = "Smoke."\nschedule = "per-commit"\nshard_budget_s = 60\n')
+    (tmp_path / "checks").mkdir()
+    (tmp_path / "checks" / "test_smoke.py").write_text(
+        'from ci_register import register_cpu_ci\nregister_cpu_ci(est_time=3, suite="smoke")\ndef test_a():\n    pass\n')
+    (tmp_path / "noxfile.py").write_text('from ci_register.nox_sessions import install\n\ninstall("ci/catalog.toml")\n')
+    return tmp_path
+
+
+def test_wheel_works_from_another_repository(venv, adopter, tmp_path):
+    py, bin_ = venv / "bin" / "python", venv / "bin"
+    where = run(py, "-c", "import ci_register, gates; print(ci_register.__file__); print(gates.__file__)", cwd=tmp_path).stdout
+    assert all(str(venv) in line for line in where.split()), where  # the wheel, not a checkout
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    r = run(py, "-m", "ci_register", "list", "--root", adopter, "--catalog", "ci/catalog.toml", "--json", cwd=elsewhere)
+    assert r.returncode == 0, r.stderr
+    assert [f["path"] for f in json.loads(r.stdout)["suites"]["smoke"]["files"]] == ["checks/test_smoke.py"]
+    assert (bin_ / "gate-report").is_file()
+    r = run(bin_ / "gate-report", "--help")
+    assert r.returncode == 0 and "usage" in r.stdout.lower()
+    r = run(py, "-m", "nox", "-l", "--json", cwd=adopter)
+    assert r.returncode == 0, r.stderr
+    assert [s["session"] for s in json.loads(r.stdout)] == ["smoke"]
+    r = run(py, "-m", "ci_register", "run", "smoke", "--catalog", "ci/catalog.toml", "--root", adopter,
+            "--dry-run", cwd=elsewhere)
+    assert r.returncode == 0 and "checks/test_smoke.py:2" in r.stdout, r.stdout + r.stderr
+
+
+def _fake_wheel(folder: Path, version: str) -> None:
+    """A metadata-only torch wheel: enough for pip's resolver, nothing to import."""
+    name = f"torch-{version}-py3-none-any.whl"
+    folder.mkdir(parents=True, exist_ok=True)
+    with zipfile.ZipFile(folder / name, "w") as z:
+        di = f"torch-{version}.dist-info"
+        z.writestr(f"{di}/METADATA", f"Metadata-Version: 2.1\nName: torch\nVersion: {version}\n")
+        z.writestr(f"{di}/WHEEL", "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n")
+        z.writestr(f"{di}/RECORD", "")
+    (folder / "index.html").write_text(f'<a href="{name}">{name}</a>\n')
+
+
+def test_cpu_torch_pin_resolves_to_the_cpu_build_through_the_extra_index(tmp_path):
+    sys.path.insert(0, str(REPO))
+    try:
+        import noxfile
+    finally:
+        sys.path.pop(0)
+    pypi, cpu = tmp_path / "pypi" / "torch", tmp_path / "cpu" / "torch"
+    _fake_wheel(pypi, "2.13.0")  # PyPI's build (CUDA on Linux)
+    _fake_wheel(cpu, "2.13.0+cpu")  # PyTorch's CPU index
+    resolved = {}
+    for index in (f"file://{tmp_path / 'cpu'}", ""):
+        os.environ[noxfile.TORCH_INDEX_ENV] = index
+        try:
+            args = noxfile.cpu_torch_args()
+        finally:
+            del os.environ[noxfile.TORCH_INDEX_ENV]
+        r = run(sys.executable, "-m", "pip", "install", "--dry-run", "--ignore-installed", "--no-deps", "--quiet",
+                "--report", "-", "--index-url", f"file://{tmp_path / 'pypi'}", *args)
+        assert r.returncode == 0, r.stderr
+        resolved[index] = json.loads(r.stdout)["install"][0]["metadata"]["version"]
+    assert resolved == {f"file://{tmp_path / 'cpu'}": "2.13.0+cpu", "": "2.13.0"}
+    assert noxfile.TORCH_INDEX == "https://download.pytorch.org/whl/cpu"
