@@ -150,10 +150,14 @@ def resolve(spec: str, collection: Collection, root: Path, suite: str | None = N
             where = sorted({r.suite for r in regs})
             raise RerunError(f"{spec}: not registered to suite {suite!r}; registered to: {', '.join(where) or 'none'}; drop --suite or pick one of those")
         regs = chosen
-    disabled = [r for r in regs if r.disabled]
-    enabled = [r for r in regs if not r.disabled]
+    # A registration without a session (suite="" or an undeclared suite of an unchecked
+    # backend) cannot run; it is reported beside the disabled ones.
+    disabled = [r for r in regs if r.disabled or not r.suite]
+    enabled = [r for r in regs if not r.disabled and r.suite]
     if explicit and disabled and not enabled:
         r = disabled[0]
+        if not r.suite and not r.disabled:
+            raise RerunError(f"{r.path}:{r.line}: {r.backend} suite {r.declared!r} has no session; declare it in the catalog to run it")
         raise RerunError(f"{r.path}:{r.line}: disabled in suite {r.suite!r} ({r.disabled}); remove disabled= from the registration to rerun it")
     if not enabled:
         raise RerunError(f"{spec}: every matched registration is disabled ({', '.join(f'{r.path}: {r.disabled}' for r in disabled[:3])})")
@@ -297,7 +301,10 @@ def main_rerun(
         return 2
     extra = [*(["--history", history] if history else []), *extra]
     for r in sel.skipped:
-        print(f"skipped: {r.path}:{r.line} disabled in suite {r.suite!r} ({r.disabled})")
+        if r.suite:
+            print(f"skipped: {r.path}:{r.line} disabled in suite {r.suite!r} ({r.disabled})")
+        else:
+            print(f"skipped: {r.path}:{r.line} {r.backend} suite {r.declared or '(none)'!r} has no session in the catalog")
     if len(targets) > 1:
         print(f"{spec}: registered to {len(targets)} suites; one command each (--suite NAME picks one)")
     for t in targets:

@@ -310,3 +310,12 @@ def test_sglang_benchmark_agrees_on_a_generated_tree(capsys):
     out = capsys.readouterr().out
     assert "registrations: SGLang 900, ours 900; suites differing: 0" in out
     assert "(none)" in out and "-undeclared" in out  # suite="" and unchecked-backend names compared too
+
+
+def test_rerun_of_an_undeclared_unchecked_suite_says_it_has_no_session(tmp_path):
+    text = CATALOG.replace('require = "main"', 'require = "main"\nunchecked_backends = ["npu"]')
+    root = make_tree(tmp_path, {
+        "test/registered/test_npu.py": 'register_npu_ci(30, "base-b-test-1-npu-a3")' + MAIN,
+    }, catalog=text)
+    with pytest.raises(RerunError, match="npu suite 'base-b-test-1-npu-a3' has no session"):
+        plan_rerun("test_npu.py", root, root / "ci/catalog.toml")
