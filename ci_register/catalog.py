@@ -8,6 +8,7 @@ markers have other names, needs no code. This module is stdlib-only because
 from __future__ import annotations
 
 import difflib
+import functools
 import re
 import tomllib
 from dataclasses import dataclass, field
@@ -165,21 +166,26 @@ class Catalog:
     def known(self) -> str:
         return ", ".join(sorted(self.suites))
 
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_by_key", {s.key: s for s in self.suites.values()})
+
     def find(self, backend: str, name: str) -> Suite | None:
         """The suite a registration of ``backend`` naming ``name`` belongs to."""
-        for s in self.suites.values():
-            if s.key == (backend, name):
-                return s
-        return None
+        return self._by_key.get((backend, name))  # type: ignore[attr-defined]
 
     def suggest(self, name: str, backend: str | None = None) -> str:
         """A short hint for an unknown suite name: the closest declared names, not all."""
         pool = sorted({s.key[1] for s in self.suites.values() if backend is None or s.backend == backend})
-        return _hint(name, pool or sorted({s.key[1] for s in self.suites.values()}))
+        return _hint_cached(name, tuple(pool or sorted({s.key[1] for s in self.suites.values()})))
 
     def session_suggest(self, name: str) -> str:
         """Like :meth:`suggest`, over session (table) names: for --suite and nox -s."""
         return _hint(name, sorted(self.suites))
+
+
+@functools.lru_cache(maxsize=1024)
+def _hint_cached(name: str, pool: tuple[str, ...]) -> str:
+    return _hint(name, list(pool))
 
 
 def _hint(name: str, pool: list[str]) -> str:

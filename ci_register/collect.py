@@ -333,11 +333,6 @@ def _gate(call: ast.Call, path: str, marker: str, default_mode: str = "enforce")
     return GateDeclaration(path, line, key, opts, raw), []
 
 
-@functools.lru_cache(maxsize=8)
-def _call_pattern(names: tuple[str, ...]) -> re.Pattern[str]:
-    return re.compile(r"\b(?:" + "|".join(map(re.escape, names)) + r")\s*\(")
-
-
 def _no_registration(path: str, catalog: Catalog) -> CollectIssue:
     return CollectIssue(path, 1, "test file has no registration; add e.g. `register_cuda_ci(est_time=60, suite=\"...\")` "
                                  "at module top level (`python -m ci_register list` shows the suites)")
@@ -362,6 +357,65 @@ def _implicit_suite(path: str, catalog: Catalog) -> str | None:
     return None
 
 
+_TOP_STATEMENT = re.compile(r"^[A-Za-z_@]", re.M)
+_OPEN_PAREN = re.compile(r"\s*\(")
+
+
+def _call_starts(source: str, names: Iterable[str]) -> list[int]:
+    """Offsets of ``name(`` for each name (a word on its own, spaces allowed before the
+    parenthesis): str.find per name, far faster than one regex alternation over the text."""
+    out: list[int] = []
+    for name in names:
+        i = source.find(name)
+        while i != -1:
+            before = source[i - 1] if i else " "
+            if not (before.isalnum() or before == "_") and _OPEN_PAREN.match(source, i + len(name)):
+                end = i + len(name)
+                if end >= len(source) or not (source[end].isalnum() or source[end] == "_"):
+                    out.append(i)
+            i = source.find(name, i + 1)
+    return sorted(out)
+_MAIN_LINE = re.compile(r"""^if\s+__name__\s*==\s*["']__main__["']\s*:""", re.M)
+
+
+def _quiet_parse(text: str, path: str) -> ast.Module:
+    with warnings.catch_warnings():  # a test file's invalid escapes are its own business
+        warnings.simplefilter("ignore")
+        return ast.parse(text, filename=path)
+
+
+def _partial_tree(source: str, path: str, names: set[str], need_main: bool) -> ast.Module | None:
+    """The statements collection reads, parsed alone: the file's head up to its last
+    marker call, and its ``if __name__ == "__main__":`` block; None to parse it all.
+
+    Parsing a whole large test file is most of a big tree's collection time. Every
+    marker mention must be a call at column 0 (else nested calls or strings need the
+    full tree), and each part must parse on its own, which holds only when it is cut at
+    a statement boundary (a cut inside a string or brackets is a syntax error). What
+    lies between the parts is not read: a syntax error there surfaces when the file runs.
+    """
+    calls = _call_starts(source, names)
+    if not calls or any(i and source[i - 1] != "\n" for i in calls):
+        return None  # a call below top level, or in a string: read the whole tree
+    nxt = _TOP_STATEMENT.search(source, source.find("\n", calls[-1]) + 1)
+    head_end = nxt.start() if nxt else len(source)
+    try:
+        tree = _quiet_parse(source[:head_end], path)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return None
+    if need_main:
+        mark = source.rfind("__main__")
+        start = source.rfind("\n", 0, mark) + 1
+        if mark < head_end or not _MAIN_LINE.match(source, start):
+            return None
+        try:  # newlines in front keep the block's line numbers those of the file
+            tail = _quiet_parse("\n" * source.count("\n", 0, start) + source[start:], path)
+        except (SyntaxError, ValueError, RecursionError, MemoryError):
+            return None
+        tree.body += tail.body
+    return tree
+
+
 def parse_file(source: str, path: str, catalog: Catalog, *, notes: list[CollectIssue] | None = None,
                implicit: str | None = None) -> tuple[list[Registration], list[GateDeclaration], list[CollectIssue]]:
     """Read one file's registrations and gate declarations (pure: text in, data out).
@@ -373,10 +427,10 @@ def parse_file(source: str, path: str, catalog: Catalog, *, notes: list[CollectI
     names = set(catalog.markers) | {catalog.gate_marker}
     if not any(n in source for n in names) and implicit is None:
         return [], [], [_no_registration(path, catalog)]
+    # Counting top-level tests needs the whole file; SGLang's rule (require = main) does not.
+    tree = _partial_tree(source, path, names, catalog.require == "main") if catalog.require != "tests" else None
     try:
-        with warnings.catch_warnings():  # a test file's invalid escapes are its own business
-            warnings.simplefilter("ignore")
-            tree = ast.parse(source, filename=path)
+        tree = tree or _quiet_parse(source, path)
     except SyntaxError as exc:
         return [], [], [CollectIssue(path, exc.lineno or 1, f"syntax error: {exc.msg}; fix the file")]
     tests = _count_tests(tree)
@@ -401,8 +455,7 @@ def parse_file(source: str, path: str, catalog: Catalog, *, notes: list[CollectI
                     gates.append(decl)
     # Walking the whole tree is most of the cost of collection; skip it when the text
     # has no more `marker(` occurrences than the top-level calls already found.
-    pattern = _call_pattern(tuple(sorted(names)))
-    nested = ast.walk(tree) if len(pattern.findall(source)) > len(top_level) else ()
+    nested = ast.walk(tree) if len(_call_starts(source, names)) > len(top_level) else ()
     for node in nested:
         if isinstance(node, ast.Call) and id(node) not in top_level and _call_name(node) in names:
             if _call_name(node) == catalog.gate_marker:
@@ -470,20 +523,29 @@ def glob_match(rel: str, glob: str) -> bool:
     return _glob_regex(glob[2:] if glob.startswith("./") else glob).match(rel) is not None
 
 
+def _py_files(root: Path) -> list[tuple[str, str]]:
+    """(full path, posix path relative to root) of every .py file under root, skipping
+    caches, virtualenvs and hidden folders; sorted, strings (pathlib per file is slow)."""
+    found: list[tuple[str, str]] = []
+    top = str(root)
+    for dirpath, dirnames, filenames in os.walk(top):
+        dirnames[:] = sorted(d for d in dirnames if d not in _SKIP_DIRS and not d.startswith("."))
+        rel_dir = os.path.relpath(dirpath, top).replace(os.sep, "/")
+        prefix = "" if rel_dir == "." else rel_dir + "/"
+        for fn in sorted(filenames):
+            if fn.endswith(".py"):
+                found.append((os.path.join(dirpath, fn), prefix + fn))
+    return found
+
+
+def _selected(rel: str, catalog_globs: Iterable[str], exclude: Iterable[str]) -> bool:
+    return any(glob_match(rel, g) for g in catalog_globs) and not _excluded(rel, exclude)
+
+
 def find_test_files(root: Path, globs: Iterable[str], exclude: Iterable[str] = ()) -> list[Path]:
     """Files under root matching any glob, skipping caches and virtualenvs."""
     globs, exclude = list(globs), list(exclude)
-    found: list[Path] = []
-    for dirpath, dirnames, filenames in os.walk(root):
-        dirnames[:] = sorted(d for d in dirnames if d not in _SKIP_DIRS and not d.startswith("."))
-        for fn in sorted(filenames):
-            if not fn.endswith(".py"):
-                continue
-            full = Path(dirpath, fn)
-            rel = full.relative_to(root).as_posix()
-            if any(glob_match(rel, g) for g in globs) and not _excluded(rel, exclude):
-                found.append(full)
-    return found
+    return [Path(full) for full, rel in _py_files(root) if _selected(rel, globs, exclude)]
 
 
 def _display(path: Path, base: Path) -> str:
@@ -493,25 +555,25 @@ def _display(path: Path, base: Path) -> str:
         return path.as_posix()
 
 
-def _outside(root: Path, base: Path, collected: set[Path], catalog: Catalog, out: Collection) -> None:
+def _outside(others: list[tuple[str, str]], base: str, catalog: Catalog, out: Collection) -> None:
     """Report files that call a marker but match no [collect] glob: never silently dropped."""
-    pattern = _call_pattern(tuple(sorted(catalog.markers)))
-    for file in find_test_files(root, ["**/*.py"], ()):
-        if file in collected:
-            continue
+    names = sorted(catalog.markers)
+    for full, _ in others:
         try:
-            source = file.read_text(encoding="utf-8")
+            with open(full, encoding="utf-8") as fh:
+                source = fh.read()
         except (UnicodeDecodeError, OSError):
             continue
-        if not pattern.search(source):
+        if not any(n in source for n in names) or not _call_starts(source, names):
             continue
         try:
-            tree = ast.parse(source)
+            tree = _quiet_parse(source, full)
         except (SyntaxError, ValueError, RecursionError, MemoryError):
             continue
         for stmt in tree.body:  # only top-level calls register; others are not registrations
             if isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call) and _call_name(stmt.value) in catalog.markers:
-                out.notes.append(CollectIssue(_display(file, base), stmt.lineno,
+                shown = os.path.relpath(full, base).replace(os.sep, "/") if full.startswith(base + os.sep) else full
+                out.notes.append(CollectIssue(shown, stmt.lineno,
                     f"{_call_name(stmt.value)}() in a file no [collect] glob of {catalog.path} matches: not collected; add its folder to globs or remove the call"))
                 break
 
@@ -535,21 +597,24 @@ def collect(catalog: Catalog, root: Path | None = None, base: Path | None = None
         out.issues.append(CollectIssue(str(root), 1, "test root is not a folder; pass --root PATH (or set [collect] tests)"))
         return out
     root, base = root.resolve(), base.resolve()  # once: resolving per file is slow
-    files = find_test_files(root, catalog.globs, catalog.exclude)
-    if not files:
-        out.issues.append(CollectIssue(str(catalog.path), 1, f"no file under {_display(root, base) or '.'} matches [collect] globs {list(catalog.globs)}; fix the globs, [collect] tests or --root"))
+    every = _py_files(root)
+    globs, exclude = list(catalog.globs), list(catalog.exclude)
+    chosen = [(full, rel) for full, rel in every if _selected(rel, globs, exclude)]
+    if not chosen:
+        out.issues.append(CollectIssue(str(catalog.path), 1, f"no file under {_display(root, base) or '.'} matches [collect] globs {globs}; fix the globs, [collect] tests or --root"))
         return out
     notes: list[CollectIssue] = []
-    for file in files:
-        rel = _display(file, base)
+    base_s = str(base)
+    for full, rel_root in chosen:
+        rel = os.path.relpath(full, base_s).replace(os.sep, "/") if full.startswith(base_s + os.sep) else full
         out.files.append(rel)
         try:
-            source = file.read_text(encoding="utf-8")
+            with open(full, encoding="utf-8") as fh:
+                source = fh.read()
         except (UnicodeDecodeError, OSError) as exc:
             out.issues.append(CollectIssue(rel, 1, f"cannot read test file ({exc.__class__.__name__}); make it UTF-8 text"))
             continue
-        regs, gates, issues = parse_file(source, rel, catalog, notes=notes,
-                                         implicit=_implicit_suite(file.relative_to(root).as_posix(), catalog))
+        regs, gates, issues = parse_file(source, rel, catalog, notes=notes, implicit=_implicit_suite(rel_root, catalog))
         out.registrations += regs
         out.gates += gates
         out.issues += issues
@@ -560,5 +625,6 @@ def collect(catalog: Catalog, root: Path | None = None, base: Path | None = None
             undeclared.setdefault((r.backend, r.declared), r)
     for (backend, name), r in sorted(undeclared.items()):
         out.notes.append(CollectIssue(r.path, r.line, f"{backend} suite {name!r} is not declared in {catalog.path}: its files are listed, never run; declare it to run them"))
-    _outside(root, base, set(files), catalog, out)
+    picked = {full for full, _ in chosen}
+    _outside([f for f in every if f[0] not in picked], base_s, catalog, out)
     return out

@@ -319,3 +319,54 @@ def test_rerun_of_an_undeclared_unchecked_suite_says_it_has_no_session(tmp_path)
     }, catalog=text)
     with pytest.raises(RerunError, match="npu suite 'base-b-test-1-npu-a3' has no session"):
         plan_rerun("test_npu.py", root, root / "ci/catalog.toml")
+
+
+TRICKY = {
+    "docstring_example_before": '"""Example:\nregister_cuda_ci(1, "nope")\n"""\nregister_cuda_ci(5, "base-b-test-1-gpu-large")' + MAIN,
+    "docstring_example_after": 'register_cuda_ci(5, "base-b-test-1-gpu-large")\ndef f():\n    """\nregister_cuda_ci(1, "nope")\n"""\n' + MAIN,
+    "multiline_call": 'import os\nregister_cuda_ci(\n    est_time=24, stage="base-b", runner_config="1-gpu-large"\n)\nX = 1' + MAIN,
+    "nested": 'register_cuda_ci(5, "base-b-test-1-gpu-large")\ndef f():\n    register_cuda_ci(5, "base-b-test-1-gpu-large")\n' + MAIN,
+    "no_main": 'register_cuda_ci(5, "base-b-test-1-gpu-large")\nimport unittest\n',
+    "main_in_string_after": 'register_cuda_ci(5, "base-b-test-1-gpu-large")' + MAIN + 'DOC = """\nif __name__ == "__main__":\n    run()\n"""\n',
+    "main_with_pass_only": 'register_cuda_ci(5, "base-b-test-1-gpu-large")\nif __name__ == "__main__":\n    pass\n',
+    "attribute_call": 'import ci\nci.register_cuda_ci(5, "base-b-test-1-gpu-large")' + MAIN,
+    "gate_and_call": 'register_cuda_ci(5, "base-b-test-1-gpu-large")\nregister_ci_gate(metric_key="a/b", better="lower")' + MAIN,
+    "line_numbers": "\n" * 30 + 'register_cuda_ci(5, "base-b-test-1-gpu-large")\n' + "x = 1\n" * 50 + MAIN,
+}
+
+
+@pytest.mark.parametrize("name", sorted(TRICKY))
+def test_partial_parse_reads_what_the_full_tree_reads(name, monkeypatch):
+    import ci_register.collect as collect_mod
+
+    c = cat()
+    fast = collect_mod.parse_file(TRICKY[name], "test/registered/x.py", c)
+    monkeypatch.setattr(collect_mod, "_partial_tree", lambda *a, **k: None)
+    full = collect_mod.parse_file(TRICKY[name], "test/registered/x.py", c)
+    strip = lambda result: ([(r.suite, r.line, r.est_time) for r in result[0]], [(g.metric_key, g.line) for g in result[1]],  # noqa: E731
+                            [str(i) for i in result[2]])
+    assert strip(fast) == strip(full)
+
+
+def test_partial_parse_is_taken_for_plain_files_and_refused_for_nested_calls():
+    from ci_register.collect import _partial_tree
+
+    names = {"register_cuda_ci", "register_amd_ci", "register_ci_gate"}
+    for name in ("multiline_call", "line_numbers", "gate_and_call", "docstring_example_before"):
+        assert _partial_tree(TRICKY[name], "x.py", names, True) is not None, name
+    for name in ("nested", "attribute_call", "no_main", "main_in_string_after"):
+        assert _partial_tree(TRICKY[name], "x.py", names, True) is None, name
+
+
+SGLANG_MIRROR = Path("/work/.mirror/Ascend+sglang/repo")
+
+
+@pytest.mark.skipif(not SGLANG_MIRROR.is_dir(), reason="needs a fetched SGLang mirror at /work/.mirror/Ascend+sglang")
+def test_sglang_real_tree_reads_equal(capsys):
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    try:
+        import adopt_sglang
+    finally:
+        sys.path.pop(0)
+    assert adopt_sglang.main(["--mirror", str(SGLANG_MIRROR), "--shards", "2"]) == 0, capsys.readouterr().out
+    assert "suites differing: 0" in capsys.readouterr().out
