@@ -83,18 +83,22 @@ def registry(session: nox.Session) -> None:
     session.run(sys.executable, "-m", "ci_register", "list", *session.posargs, external=True)
 
 
-@nox.session(venv_backend="none", tags=["cpu", "framework"])
+# matrix and rerun read the history (sqlite-utils): they run in a venv with the package
+# (no torch), so `pip install nox` is all a machine needs before them.
+@nox.session(python=PYTHON, reuse_venv=True, tags=["cpu", "framework"])
 def matrix(session: nox.Session) -> None:
     """GitHub Actions matrix JSON for an event: -- --event pull_request|push|schedule."""
-    session.run(sys.executable, "-m", "ci_register", "matrix", *session.posargs, external=True)
+    _install_project(session)
+    session.run("python", "-m", "ci_register", "matrix", *session.posargs)
 
 
-@nox.session(venv_backend="none", tags=["cpu", "framework"])
+@nox.session(python=PYTHON, reuse_venv=True, tags=["cpu", "framework"])
 def rerun(session: nox.Session) -> None:
     """The suite command for the files a SPEC names (path, name, glob, folder[::test]); --run runs it."""
     if not session.posargs:
         session.error("usage: nox -s rerun -- SPEC [--suite NAME] [--run] [pytest args]")
-    session.run(sys.executable, "-m", "ci_register", "rerun", *session.posargs, external=True)
+    _install_project(session)
+    session.run("python", "-m", "ci_register", "rerun", *session.posargs)
 
 
 @nox.session(name="history-browse", python=PYTHON)  # no tag: a server, never in `nox -t`

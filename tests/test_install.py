@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import sysconfig
@@ -32,8 +33,15 @@ def venv(tmp_path_factory) -> Path:
     """A fresh virtualenv with the built wheel of this checkout; dependencies come from
     the running interpreter's site-packages (a .pth path line: offline, no resolver)."""
     tmp = tmp_path_factory.mktemp("install")
+    # Build from a copy: setuptools writes build/ and *.egg-info beside the sources.
+    src = tmp / "src"
+    src.mkdir()
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy(REPO / name, src / name)
+    for pkg in ("ci_register", "gates", "suitelib", "serving"):
+        shutil.copytree(REPO / pkg, src / pkg, ignore=shutil.ignore_patterns("__pycache__"))
     wheels = tmp / "wheels"
-    r = run(sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-w", wheels, REPO,
+    r = run(sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-w", wheels, src,
             env=_env())
     assert r.returncode == 0, r.stderr[-2000:]
     (wheel,) = wheels.glob("gpu_ci_gates-*.whl")
