@@ -101,6 +101,13 @@ def rerun(session: nox.Session) -> None:
     session.run("python", "-m", "ci_register", "rerun", *session.posargs)
 
 
+@nox.session(name="est-time", python=PYTHON, reuse_venv=True, tags=["cpu", "framework"])
+def est_time(session: nox.Session) -> None:
+    """est_time literals that drifted from the history: -- --check | --write [--suite S]."""
+    _install_project(session)
+    session.run("python", "-m", "ci_register", "est-time", *session.posargs)
+
+
 @nox.session(name="history-browse", python=PYTHON)  # no tag: a server, never in `nox -t`
 def history_browse(session: nox.Session) -> None:
     """Browse the metric history in datasette, read-only: -- [PATH] (default history.db)."""

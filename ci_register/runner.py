@@ -291,6 +291,11 @@ def run_suite(opts: RunOptions) -> int:
     if rc == 5:
         print(f"error: suite {suite.name} shard {i}/{n}: pytest collected no tests from {len(targets)} registered file(s)", file=sys.stderr)
         rc = 1
+    if rc == 4:
+        # pytest's usage error: bad arguments or a history the gates plugin refused (its
+        # one line is above). Bad input, so exit 2, as every other bad input.
+        print(f"error: suite {suite.name} shard {i}/{n}: pytest refused its arguments or the history (pytest exit 4); nothing ran", file=sys.stderr)
+        return 2
     if rc not in (0, 1):
         return rc
     tripped = opts.results / f"tripped-{suite.name}-{i}-of-{n}.json"

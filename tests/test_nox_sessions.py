@@ -110,3 +110,10 @@ def test_our_noxfile_lists_with_a_catalog_lacking_cpu(tmp_path):
                        text=True, timeout=60, cwd=REPO)
     assert r.returncode == 0, r.stderr
     assert "* cpu " in r.stdout and "* tests " in r.stdout
+
+
+def test_bad_history_reaches_ci_as_exit_2(adopter):
+    (adopter / "junk.db").write_text("not a database\n")
+    r = nox(adopter, "-s", "h200-one", GATES_HISTORY=str(adopter / "junk.db"))
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert "not an SQLite database" in r.stdout + r.stderr
