@@ -47,7 +47,8 @@ _SUITE_KEYS = {
     "pytest_args",
     "name",
 }
-_COLLECT_KEYS = {"globs", "exclude", "gate_marker", "gate_mode", "tests", "stage_suite", "require", "unchecked_backends"}
+_COLLECT_KEYS = {"globs", "exclude", "gate_marker", "gate_mode", "tests", "stage_suite", "require", "unchecked_backends",
+                 "labels"}
 GATE_MODES = ("enforce", "warn", "off")
 # What a registered, enabled file must contain: top-level pytest tests (this tool's rule),
 # an `if __name__ == "__main__":` block with a call (SGLang's: it runs `python3 file.py`),
@@ -162,6 +163,8 @@ class Catalog:
     unchecked_backends: tuple[str, ...] = ()
     # Mode of a gate declaration that names none ("warn" for miles: its gates report only).
     gate_mode: str = "enforce"
+    # The labels registrations may use (miles' registry); empty: any label.
+    labels: tuple[str, ...] = ()
 
     def known(self) -> str:
         return ", ".join(sorted(self.suites))
@@ -319,6 +322,8 @@ def _collect_options(collect: object, where: str) -> dict[str, object]:
         if bad:
             raise CatalogError(f"{where}: collect.unchecked_backends: unknown backend {bad[0]!r}; use {', '.join(BACKENDS)}")
         out["unchecked_backends"] = backends
+    if "labels" in collect:
+        out["labels"] = _str_list(collect["labels"], f"{where}: collect.labels")
     if "gate_mode" in collect:
         if collect["gate_mode"] not in GATE_MODES:
             raise CatalogError(f"{where}: collect.gate_mode {collect['gate_mode']!r}; use one of {', '.join(GATE_MODES)}")

@@ -9,6 +9,7 @@ and fix, so a registration can never silently vanish.
 from __future__ import annotations
 
 import ast
+import difflib
 import functools
 import math
 import os
@@ -249,6 +250,10 @@ def _registration(call: ast.Call, path: str, marker: str, backend: str, catalog:
     labels = args.get("labels") or []
     if not isinstance(labels, list | tuple) or not all(isinstance(x, str) for x in labels):
         return fail(f"labels must be a list of strings, got {labels!r}")
+    unknown = [x for x in labels if catalog.labels and x not in catalog.labels]
+    if unknown:
+        close = difflib.get_close_matches(unknown[0], catalog.labels, n=3)
+        return fail(f"unknown label {unknown[0]!r}; {'closest: ' + ', '.join(close) if close else 'add it to [collect] labels'}")
     stage, runner_config = args.get("stage"), args.get("runner_config")
     return Registration(
         path=path,
@@ -416,6 +421,12 @@ def _partial_tree(source: str, path: str, names: set[str], need_main: bool) -> a
     return tree
 
 
+def _implicit_registration(path: str, catalog: Catalog, suite: str, tests: int) -> Registration:
+    s = catalog.suites[suite]  # miles registers such files with est_time 1 s
+    return Registration(path=path, line=1, marker="[implicit]", backend=s.backend, suite=s.name,
+                        est_time=1.0, tests=tests, declared=s.key[1])
+
+
 def parse_file(source: str, path: str, catalog: Catalog, *, notes: list[CollectIssue] | None = None,
                implicit: str | None = None) -> tuple[list[Registration], list[GateDeclaration], list[CollectIssue]]:
     """Read one file's registrations and gate declarations (pure: text in, data out).
@@ -425,8 +436,11 @@ def parse_file(source: str, path: str, catalog: Catalog, *, notes: list[CollectI
     not an error: gate calls below module top level, which declare nothing.
     """
     names = set(catalog.markers) | {catalog.gate_marker}
-    if not any(n in source for n in names) and implicit is None:
-        return [], [], [_no_registration(path, catalog)]
+    if not any(n in source for n in names):
+        if implicit is None:
+            return [], [], [_no_registration(path, catalog)]
+        if catalog.require != "tests":  # nothing to read: the folder registers the file
+            return [_implicit_registration(path, catalog, implicit, 0)], [], []
     # Counting top-level tests needs the whole file; SGLang's rule (require = main) does not.
     tree = _partial_tree(source, path, names, catalog.require == "main") if catalog.require != "tests" else None
     try:
@@ -472,9 +486,7 @@ def parse_file(source: str, path: str, catalog: Catalog, *, notes: list[CollectI
             issues.append(CollectIssue(path, r.line, f"file registered twice to suite {r.suite!r} (first at line {seen[k]}); remove one"))
         seen.setdefault(k, r.line)
     if not regs and not issues and implicit is not None:
-        s = catalog.suites[implicit]
-        regs.append(Registration(path=path, line=1, marker="[implicit]", backend=s.backend, suite=s.name,
-                                 est_time=1.0, tests=tests, declared=s.key[1]))
+        regs.append(_implicit_registration(path, catalog, implicit, tests))
     if not regs and not issues:
         issues.append(_no_registration(path, catalog))
     enabled = [r for r in regs if not r.disabled]

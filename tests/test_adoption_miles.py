@@ -138,3 +138,10 @@ def test_miles_real_tree_reads_equal(capsys):
     finally:
         sys.path.pop(0)
     assert adopt_miles.main(["--mirror", str(MILES_MIRROR)]) == 0, capsys.readouterr().out
+
+
+def test_labels_outside_the_catalogs_registry_are_errors():
+    text = CATALOG.replace('gate_mode = "warn"', 'gate_mode = "warn"\nlabels = ["fsdp", "short"]')
+    _, _, errs = parse_file('register_cuda_ci(600, "stage-c-8-gpu-h200", labels=["fdsp"])\ndef test_a(): pass\n',
+                            "tests/e2e/test_x.py", cat(text))
+    assert len(errs) == 1 and "unknown label 'fdsp'; closest: fsdp" in errs[0].message
