@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import ast
 import difflib
-import functools
 import math
 import os
 import re
@@ -20,6 +19,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ci_register.catalog import Catalog
+from ci_register.gate_options import MILES_GATE_KEYS, miles_options
+from ci_register.paths import find_test_files, glob_match, py_files, selected
 
 __all__ = [
     "CollectIssue",
@@ -36,7 +37,6 @@ __all__ = [
 _POSITIONAL = ("est_time", "suite", "nightly", "disabled")
 _KEYWORDS = set(_POSITIONAL) | {"stage", "runner_config", "in_process_group", "labels"}
 GATE_OPTIONS = ("better", "min_change", "min_value", "max_value", "level", "mode")
-_SKIP_DIRS = {"__pycache__", ".git", ".nox", ".venv", "node_modules"}
 
 
 @dataclass(frozen=True)
@@ -273,45 +273,6 @@ def _registration(call: ast.Call, path: str, marker: str, backend: str, catalog:
     ), []
 
 
-# miles' register_ci_gate keywords: steps= (which points of a series), constraint= (its band:
-# rel_up / abs_floor_up / rel_down / abs_floor_down), enforce= (default False: report only)
-# and allowlist_reason=. They map onto GATE_OPTIONS in _miles_options.
-MILES_GATE_KEYS = ("steps", "constraint", "enforce", "allowlist_reason")
-_BAND_KEYS = ("rel_up", "abs_floor_up", "rel_down", "abs_floor_down")
-
-
-def _miles_options(opts: dict[str, object], marker: str) -> str | None:
-    """Map miles' gate keywords in ``opts`` onto ours, in place; an error line or None."""
-    if "enforce" in opts and "mode" in opts:
-        return f"{marker}() got both enforce= and mode=; pass one"
-    enforce = opts.pop("enforce", None)
-    if enforce is not None:
-        if not isinstance(enforce, bool):
-            return f"enforce must be True or False, got {enforce!r}"
-        opts["mode"] = "enforce" if enforce else "warn"
-    elif any(k in opts for k in MILES_GATE_KEYS) and "mode" not in opts:
-        opts["mode"] = "warn"  # miles' default: the verdict is reported, never fails
-    band = opts.pop("constraint", None)
-    if band is not None:
-        if not isinstance(band, dict) or not set(band) <= set(_BAND_KEYS) or not all(
-            isinstance(v, int | float) and not isinstance(v, bool) and v >= 0 for v in band.values()
-        ):
-            return f"constraint must be a dict of {', '.join(_BAND_KEYS)} (numbers >= 0), got {band!r}"
-        rel = [float(band[k]) for k in ("rel_up", "rel_down") if k in band]
-        # One relative floor for both directions: the band's tighter side.
-        if rel and "min_change" not in opts:
-            opts["min_change"] = min(rel)
-    steps = opts.pop("steps", None)
-    if steps is not None and steps not in ("last", "all") and not (
-        isinstance(steps, list) and steps and all(isinstance(i, int) and not isinstance(i, bool) for i in steps)
-    ):
-        return f"steps must be \"last\", \"all\" or a non-empty list of step indices, got {steps!r}"
-    reason = opts.pop("allowlist_reason", None)
-    if reason is not None and not isinstance(reason, str):
-        return f"allowlist_reason must be a string, got {reason!r}"
-    return None
-
-
 def _gate(call: ast.Call, path: str, marker: str, default_mode: str = "enforce") -> tuple[GateDeclaration | None, list[CollectIssue]]:
     line = call.lineno
     if call.args:
@@ -330,7 +291,7 @@ def _gate(call: ast.Call, path: str, marker: str, default_mode: str = "enforce")
     if not isinstance(key, str) or not key:
         return None, [CollectIssue(path, line, f"{marker}() needs metric_key=\"...\" (a string)")]
     raw = {k: opts[k] for k in MILES_GATE_KEYS if k in opts}
-    error = _miles_options(opts, marker)
+    error = miles_options(opts, marker)
     if error:
         return None, [CollectIssue(path, line, error)]
     if "mode" not in opts and default_mode != "enforce":
@@ -497,69 +458,6 @@ def parse_file(source: str, path: str, catalog: Catalog, *, notes: list[CollectI
     return regs, gates, issues
 
 
-def _excluded(rel: str, patterns: Iterable[str]) -> bool:
-    return any(glob_match(rel, p) for p in patterns)
-
-
-@functools.lru_cache(maxsize=256)
-def _glob_regex(glob: str) -> re.Pattern[str]:
-    """A path glob as pathlib and ``glob.glob(recursive=True)`` read it: ``*`` and ``?``
-    stay within one folder, ``**/`` spans any number of folders (none included)."""
-    out, i = [], 0
-    while i < len(glob):
-        if glob.startswith("**/", i):
-            out.append("(?:.*/)?")
-            i += 3
-        elif glob.startswith("**", i):
-            out.append(".*")
-            i += 2
-        elif glob[i] == "*":
-            out.append("[^/]*")
-            i += 1
-        elif glob[i] == "?":
-            out.append("[^/]")
-            i += 1
-        elif glob[i] == "[" and "]" in glob[i + 2:]:
-            j = glob.index("]", i + 2)
-            body = glob[i + 1:j]
-            out.append("[" + ("^" + re.escape(body[1:]) if body[:1] == "!" else re.escape(body)) + "]")
-            i = j + 1
-        else:
-            out.append(re.escape(glob[i]))
-            i += 1
-    return re.compile("".join(out) + r"\Z")
-
-
-def glob_match(rel: str, glob: str) -> bool:
-    """Whether a posix path relative to the test folder matches a [collect] glob."""
-    return _glob_regex(glob[2:] if glob.startswith("./") else glob).match(rel) is not None
-
-
-def _py_files(root: Path) -> list[tuple[str, str]]:
-    """(full path, posix path relative to root) of every .py file under root, skipping
-    caches, virtualenvs and hidden folders; sorted, strings (pathlib per file is slow)."""
-    found: list[tuple[str, str]] = []
-    top = str(root)
-    for dirpath, dirnames, filenames in os.walk(top):
-        dirnames[:] = sorted(d for d in dirnames if d not in _SKIP_DIRS and not d.startswith("."))
-        rel_dir = os.path.relpath(dirpath, top).replace(os.sep, "/")
-        prefix = "" if rel_dir == "." else rel_dir + "/"
-        for fn in sorted(filenames):
-            if fn.endswith(".py"):
-                found.append((os.path.join(dirpath, fn), prefix + fn))
-    return found
-
-
-def _selected(rel: str, catalog_globs: Iterable[str], exclude: Iterable[str]) -> bool:
-    return any(glob_match(rel, g) for g in catalog_globs) and not _excluded(rel, exclude)
-
-
-def find_test_files(root: Path, globs: Iterable[str], exclude: Iterable[str] = ()) -> list[Path]:
-    """Files under root matching any glob, skipping caches and virtualenvs."""
-    globs, exclude = list(globs), list(exclude)
-    return [Path(full) for full, rel in _py_files(root) if _selected(rel, globs, exclude)]
-
-
 def _display(path: Path, base: Path) -> str:
     try:
         return path.relative_to(base).as_posix()
@@ -609,9 +507,9 @@ def collect(catalog: Catalog, root: Path | None = None, base: Path | None = None
         out.issues.append(CollectIssue(str(root), 1, "test root is not a folder; pass --root PATH (or set [collect] tests)"))
         return out
     root, base = root.resolve(), base.resolve()  # once: resolving per file is slow
-    every = _py_files(root)
+    every = py_files(root)
     globs, exclude = list(catalog.globs), list(catalog.exclude)
-    chosen = [(full, rel) for full, rel in every if _selected(rel, globs, exclude)]
+    chosen = [(full, rel) for full, rel in every if selected(rel, globs, exclude)]
     if not chosen:
         out.issues.append(CollectIssue(str(catalog.path), 1, f"no file under {_display(root, base) or '.'} matches [collect] globs {globs}; fix the globs, [collect] tests or --root"))
         return out
