@@ -370,3 +370,27 @@ def test_sglang_real_tree_reads_equal(capsys):
         sys.path.pop(0)
     assert adopt_sglang.main(["--mirror", str(SGLANG_MIRROR), "--shards", "2"]) == 0, capsys.readouterr().out
     assert "suites differing: 0" in capsys.readouterr().out
+
+
+def test_make_catalog_reads_sglangs_suite_lists(tmp_path):
+    sys.path.insert(0, str(ROOT / "examples" / "sglang"))
+    try:
+        import make_catalog
+    finally:
+        sys.path.pop(0)
+    (tmp_path / "test").mkdir()
+    (tmp_path / "test" / "run_suite.py").write_text(
+        "class HWBackend:\n    CPU = CUDA = AMD = NPU = 0\n"
+        'PER_COMMIT_SUITES = {HWBackend.CPU: ["base-a-test-cpu"], HWBackend.CUDA: ["base-a-test-1-gpu-small", "base-c-test-8-gpu-h200"],\n'
+        '    HWBackend.NPU: ["base-a-test-1-gpu-small", "stage-b-test-16-npu-a3"]}\n'
+        'NIGHTLY_SUITES = {HWBackend.AMD: ["nightly-amd-8-gpu-mi35x"]}\n'
+        'OTHER_SUITES = {HWBackend.CUDA: ["stress"]}\n')
+    out = tmp_path / "catalog.toml"
+    assert make_catalog.main([str(tmp_path), "--out", str(out)]) == 0
+    c = parse_catalog(out.read_text(), out)
+    assert c.find("npu", "base-a-test-1-gpu-small").name == "base-a-test-1-gpu-small-npu"
+    assert c.find("cuda", "base-a-test-1-gpu-small").name == "base-a-test-1-gpu-small"
+    assert c.suites["base-c-test-8-gpu-h200"].hardware.describe() == "8x H200"
+    assert c.suites["stage-b-test-16-npu-a3"].hardware.gpu_count == 16
+    assert c.suites["nightly-amd-8-gpu-mi35x"].nightly and c.suites["nightly-amd-8-gpu-mi35x"].hardware.gpu_models == ("MI350", "MI355")
+    assert c.suites["stress"].schedule == "per-commit" and c.require == "main" and c.unchecked_backends == ("amd", "npu")
