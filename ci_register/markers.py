@@ -13,7 +13,12 @@ from typing import Any
 __all__ = [
     "register_cuda_ci",
     "register_rocm_ci",
+    "register_amd_ci",
     "register_cpu_ci",
+    "register_npu_ci",
+    "register_xpu_ci",
+    "register_musa_ci",
+    "register_mlx_ci",
     "register_ci_gate",
 ]
 
@@ -26,6 +31,7 @@ def register_cuda_ci(
     *,
     stage: str | None = None,
     runner_config: str | None = None,
+    in_process_group: str | None = None,
     labels: list[str] | None = None,
 ) -> None:
     """Register this file into a CUDA suite (read statically; a no-op at run time)."""
@@ -39,6 +45,7 @@ def register_rocm_ci(
     *,
     stage: str | None = None,
     runner_config: str | None = None,
+    in_process_group: str | None = None,
     labels: list[str] | None = None,
 ) -> None:
     """Register this file into a ROCm suite (read statically; a no-op at run time)."""
@@ -52,9 +59,18 @@ def register_cpu_ci(
     *,
     stage: str | None = None,
     runner_config: str | None = None,
+    in_process_group: str | None = None,
     labels: list[str] | None = None,
 ) -> None:
     """Register this file into a CPU suite (read statically; a no-op at run time)."""
+
+
+# SGLang's other backends, under SGLang's names (declare each in the catalog's [markers]).
+register_amd_ci = register_rocm_ci
+register_npu_ci = register_cuda_ci
+register_xpu_ci = register_cuda_ci
+register_musa_ci = register_cuda_ci
+register_mlx_ci = register_cuda_ci
 
 
 def register_ci_gate(*, metric_key: str, **options: Any) -> None:
@@ -62,5 +78,6 @@ def register_ci_gate(*, metric_key: str, **options: Any) -> None:
 
     Options: ``better`` ("higher"/"lower"), ``min_change`` (relative practical floor),
     ``min_value`` / ``max_value`` (absolute bounds), ``level`` (significance), ``mode``
-    ("enforce"/"warn"). See ``gates.declarations``.
+    ("enforce"/"warn"); miles' ``steps``, ``constraint``, ``enforce`` and
+    ``allowlist_reason`` (``ci_register.gate_options``). See ``gates.declarations``.
     """
