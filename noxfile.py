@@ -32,9 +32,10 @@ TORCH_INDEX = "https://download.pytorch.org/whl/cpu"
 
 
 def cpu_torch_args() -> list[str]:
-    """pip arguments that install the pinned CPU torch."""
+    """pip arguments that install the pinned CPU torch. An index this machine cannot reach
+    costs one retry with a 30 s socket timeout, not pip's default five retries."""
     index = os.environ.get(TORCH_INDEX_ENV, TORCH_INDEX)
-    return [CPU_TORCH, *(["--extra-index-url", index] if index else [])]
+    return [CPU_TORCH, *(["--extra-index-url", index, "--retries", "1", "--timeout", "30"] if index else [])]
 
 
 def _install_project(session: nox.Session, *extras: str) -> None:
