@@ -72,7 +72,7 @@ def plan_schedule(
         more = f" (and {len(over) - 1} more)" if len(over) > 1 else ""
         raise ScheduleError(
             f"{(where or {}).get(p, p)}: expected {dur:.0f} s exceeds suite {suite!r}'s shard budget of {budget_s:g} s{more}; "
-            "split the file or raise shard_budget_s in suites/catalog.toml"
+            "split the file or raise the suite's shard_budget_s in the catalog"
         )
     durs = [d for _, d in items]
     total = sum(durs)

@@ -385,6 +385,8 @@ def test_make_catalog_reads_sglangs_suite_lists(tmp_path):
         '    HWBackend.NPU: ["base-a-test-1-gpu-small", "stage-b-test-16-npu-a3"]}\n'
         'NIGHTLY_SUITES = {HWBackend.AMD: ["nightly-amd-8-gpu-mi35x"]}\n'
         'OTHER_SUITES = {HWBackend.CUDA: ["stress"]}\n')
+    (tmp_path / "test" / "registered").mkdir()
+    (tmp_path / "test" / "registered" / "long.py").write_text('register_cuda_ci(4000, "stress")' + MAIN)
     out = tmp_path / "catalog.toml"
     assert make_catalog.main([str(tmp_path), "--out", str(out)]) == 0
     c = parse_catalog(out.read_text(), out)
@@ -394,3 +396,4 @@ def test_make_catalog_reads_sglangs_suite_lists(tmp_path):
     assert c.suites["stage-b-test-16-npu-a3"].hardware.gpu_count == 16
     assert c.suites["nightly-amd-8-gpu-mi35x"].nightly and c.suites["nightly-amd-8-gpu-mi35x"].hardware.gpu_models == ("MI350", "MI355")
     assert c.suites["stress"].schedule == "per-commit" and c.require == "main" and c.unchecked_backends == ("amd", "npu")
+    assert c.suites["stress"].shard_budget_s == 4020 and c.suites["base-c-test-8-gpu-h200"].shard_budget_s == 1800

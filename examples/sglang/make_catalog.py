@@ -6,8 +6,9 @@ SGLang keeps its suite names in three dict literals of ``test/run_suite.py``
 (``PER_COMMIT_SUITES``, ``NIGHTLY_SUITES``, ``OTHER_SUITES``: backend -> names). They are
 read with ``ast`` (nothing imported) and written as one ``[suites.NAME]`` table each:
 schedule from the list, GPU count and model from the name ("8-gpu-h200" -> 8x H200,
-"16-npu-a3" -> 16), ``runner_labels`` the name's runner part. A name two backends share
-gets a ``-BACKEND`` table key and ``name =`` the shared name. Rerun it when SGLang's
+"16-npu-a3" -> 16), ``runner_labels`` the name's runner part, ``shard_budget_s`` 1800 s
+(nightly 7200 s) or the suite's longest file in the tree. A name two backends share gets
+a ``-BACKEND`` table key and ``name =`` the shared name. Rerun it when SGLang's
 lists change; the catalog's header records the commit it was read from.
 """
 
@@ -84,7 +85,7 @@ def hardware(name: str, backend: str) -> tuple[int, list[str]]:
     return (int(m.group(1)) if m else 1), models
 
 
-def render(lists: dict[str, dict[str, list[str]]], commit: str) -> str:
+def render(lists: dict[str, dict[str, list[str]]], commit: str, budgets: dict[str, float] | None = None) -> str:
     used = sorted({b for per in lists.values() for b in per} | {"cuda", "cpu"})
     text = [HEADER.format(commit=commit, markers="\n".join(f'{MARKERS[b]} = "{b}"' for b in used if b in MARKERS))]
     seen: dict[str, str] = {}
@@ -102,13 +103,29 @@ def render(lists: dict[str, dict[str, list[str]]], commit: str) -> str:
                     text.append(f'name = "{name}"')
                 text += [f'backend = "{backend}"', f'description = "SGLang {backend} suite {name}."',
                          f'schedule = "{schedule}"', f'runner_labels = ["{runner}"]',
-                         f"shard_budget_s = {7200 if schedule == 'nightly' else 1800}"]
+                         f"shard_budget_s = {(budgets or {}).get(key) or (7200 if schedule == 'nightly' else 1800):g}"]
                 if count:
                     text += [f"[suites.{key}.hardware]", f"gpu_count = {count}"]
                     if models:
                         text.append("gpu_models = [" + ", ".join(f'"{m}"' for m in models) + "]")
                 text.append("")
     return "\n".join(text)
+
+
+def fitted_budgets(text: str, tree: Path) -> dict[str, float]:
+    """Budgets raised to the longest enabled file of each suite in the tree (rounded up to
+    whole minutes), so that planning never refuses a file SGLang runs."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+    from ci_register.catalog import parse_catalog  # noqa: PLC0415
+    from ci_register.collect import collect  # noqa: PLC0415
+
+    catalog = parse_catalog(text, tree / "catalog.toml")
+    longest: dict[str, float] = {}
+    for r in collect(catalog, base=tree).registrations:
+        if r.suite and not r.disabled:
+            longest[r.suite] = max(longest.get(r.suite, 0.0), r.est_time)
+    return {name: 60.0 * -(-secs // 60) for name, secs in longest.items()
+            if secs > catalog.suites[name].shard_budget_s}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -119,7 +136,11 @@ def main(argv: list[str] | None = None) -> int:
     tree = Path(args.tree)
     commit = subprocess.run(["git", "-C", str(tree), "rev-parse", "HEAD"], capture_output=True, text=True,
                             check=False).stdout.strip() or "(not a git checkout)"
-    Path(args.out).write_text(render(read_lists(tree / "test" / "run_suite.py"), commit), encoding="utf-8")
+    lists = read_lists(tree / "test" / "run_suite.py")
+    text = render(lists, commit)
+    if (tree / "test" / "registered").is_dir():
+        text = render(lists, commit, fitted_budgets(text, tree))
+    Path(args.out).write_text(text, encoding="utf-8")
     print(f"wrote {args.out}", file=sys.stderr)
     return 0
 
