@@ -44,8 +44,8 @@ from typing import Any
 
 from ci_register.catalog import Catalog, Suite, load_catalog
 
-__all__ = ["DIST", "EXIT_INPUT", "LOCAL_HISTORY", "install", "default_sessions", "distribution_spec",
-           "history_env", "mark_exit"]
+__all__ = ["DIST", "EXIT_INPUT", "LOCAL_HISTORY", "RUN_NEEDS", "install", "default_sessions",
+           "distribution_spec", "history_env", "mark_exit", "missing_modules"]
 
 DIST = "gpu-ci-gates"
 EXIT_INPUT = 2  # bad input or wrong hardware: nothing was run
@@ -96,6 +96,14 @@ def distribution_spec() -> list[str]:
     raise RuntimeError(f"{DIST} is neither installed nor a source checkout; pip install {DIST}")
 
 
+RUN_NEEDS = ("pytest", "sqlite_utils", "scipy")  # what `ci_register run` imports beyond stdlib
+
+
+def missing_modules(names: tuple[str, ...] = RUN_NEEDS) -> list[str]:
+    """The modules of ``names`` this interpreter cannot import (a GPU session's check)."""
+    return [m for m in names if importlib.util.find_spec(m) is None]
+
+
 def _default_prepare(session: Any, suite: Suite) -> None:
     session.install(*distribution_spec())
     if suite.install:
@@ -130,13 +138,11 @@ def _session(suite: Suite, catalog_path: Path, root: Path, python: str | None,
 
     def session_fn(session: nox.Session) -> None:
         if suite.is_gpu:
-            # The machine's own Python (the image's CUDA/ROCm torch); this checkout or the
-            # installed package must import there.
-            if importlib.util.find_spec("ci_register") is None:  # pragma: no cover - defensive
-                session.error(f"{suite.name}: ci_register is not importable by {sys.executable}; pip install {DIST}")
+            # The machine's own Python (the image's CUDA/ROCm torch), with this package (it
+            # imported this module) and, checked below, its dependencies.
             session.env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(_PACKAGE_PARENT), os.environ.get("PYTHONPATH")]))
             session.env.setdefault("NCCL_NVLS_ENABLE", "0")  # never NVLink multicast (shared hosts)
-            missing = [m for m in ("pytest", "sqlite_utils", "scipy") if importlib.util.find_spec(m) is None]
+            missing = missing_modules()
             if missing:
                 mark_exit(EXIT_INPUT)
                 session.error(f"{suite.name}: {sys.executable} lacks {', '.join(missing)}; "

@@ -117,3 +117,11 @@ def test_bad_history_reaches_ci_as_exit_2(adopter):
     r = nox(adopter, "-s", "h200-one", GATES_HISTORY=str(adopter / "junk.db"))
     assert r.returncode == 2, r.stdout + r.stderr
     assert "not an SQLite database" in r.stdout + r.stderr
+
+
+def test_gpu_sessions_name_what_their_interpreter_lacks():
+    from ci_register.nox_sessions import RUN_NEEDS, missing_modules
+
+    assert missing_modules() == []  # this interpreter runs suites
+    assert missing_modules(("pytest", "no_such_module_for_ci_register")) == ["no_such_module_for_ci_register"]
+    assert set(RUN_NEEDS) == {"pytest", "sqlite_utils", "scipy"}
