@@ -71,29 +71,20 @@ def mark_exit(code: int) -> None:
 
 
 def distribution_spec() -> list[str]:
-    """pip arguments that install this package into a fresh virtualenv: the checkout or
-    wheel it was installed from (PEP 610's direct_url.json), a source checkout it is
-    imported from, else the same version from the package index."""
+    """pip arguments that install this package into a fresh virtualenv: the source
+    checkout it is imported from, else where it was installed from (PEP 610's
+    direct_url.json: a local wheel or folder), else the same version from the index."""
+    if (_PACKAGE_PARENT / "pyproject.toml").is_file():
+        return [str(_PACKAGE_PARENT)]
     try:
         dist = importlib.metadata.distribution(DIST)
     except importlib.metadata.PackageNotFoundError:
-        dist = None
-    if dist is not None:
-        raw = dist.read_text("direct_url.json")
-        if raw:
-            info = json.loads(raw)
-            url = str(info.get("url", ""))
-            if url.startswith("file://"):
-                path = url[len("file://"):]
-                editable = bool(info.get("dir_info", {}).get("editable"))
-                return ["-e", path] if editable else [path]
-        located = Path(str(dist.locate_file(""))).resolve()
-        if (_PACKAGE_PARENT / "pyproject.toml").is_file() and not str(_PACKAGE_PARENT).startswith(str(located)):
-            return [str(_PACKAGE_PARENT)]
-        return [f"{DIST}=={dist.version}"]
-    if (_PACKAGE_PARENT / "pyproject.toml").is_file():
-        return [str(_PACKAGE_PARENT)]
-    raise RuntimeError(f"{DIST} is neither installed nor a source checkout; pip install {DIST}")
+        raise RuntimeError(f"{DIST} is neither installed nor a source checkout; pip install {DIST}") from None
+    info = json.loads(dist.read_text("direct_url.json") or "{}")
+    url = str(info.get("url", ""))
+    if url.startswith("file://"):
+        return [url[len("file://"):]]
+    return [f"{DIST}=={dist.version}"]
 
 
 RUN_NEEDS = ("pytest", "sqlite_utils", "scipy")  # what `ci_register run` imports beyond stdlib

@@ -84,6 +84,8 @@ def test_wheel_works_from_another_repository(venv, adopter, tmp_path):
     r = run(py, "-m", "nox", "-l", "--json", cwd=adopter)
     assert r.returncode == 0, r.stderr
     assert [s["session"] for s in json.loads(r.stdout)] == ["smoke"]
+    spec = run(py, "-c", "from ci_register.nox_sessions import distribution_spec; print(distribution_spec())", cwd=tmp_path)
+    assert spec.stdout.strip().endswith(".whl']"), spec.stdout + spec.stderr  # a CPU venv gets the same wheel
     r = run(py, "-m", "ci_register", "run", "smoke", "--catalog", "ci/catalog.toml", "--root", adopter,
             "--dry-run", cwd=elsewhere)
     assert r.returncode == 0 and "checks/test_smoke.py:2" in r.stdout, r.stdout + r.stderr
