@@ -14,8 +14,8 @@ arguments after ``--``.
   gpu-ci-gates[gpu]`` or the image's own torch plus ``pip install gpu-ci-gates``; the
   session checks and says so instead of failing later on a missing import.
 - CPU suites get a virtualenv per session; ``prepare(session, suite)`` installs into
-  it (default: this package from where it was installed, then the suite's ``install``
-  list, then its ``uninstall`` list).
+  it (default: this package, see :func:`distribution_spec`, then the suite's
+  ``install`` list, then its ``uninstall`` list).
 
 Histories: outside CI (no ``CI`` variable) a run with neither ``--history`` nor
 ``GATES_HISTORY`` records into ``.gates/local-history.db`` under the root (keep it out of
