@@ -106,17 +106,42 @@ def _health_for(history, suites: dict[str, str | None], root: Path, window: int)
     return out
 
 
+def _is_report(head: bytes) -> bool:
+    """Whether a file's first bytes are an earlier gate-report output (safe to replace)."""
+    text = head.decode("utf-8", errors="replace").lstrip("\ufeff")
+    if text.startswith("<!doctype html>"):
+        return "<title>gate-report:" in text
+    if text.startswith(("## \u2705 ", "## \u274c ", "{\"title\":", "[\n {\n  \"suite\":")):
+        return True
+    # Text reports: a headline, then the runs table or a health section.
+    return "\nRuns\n" in text or text.startswith("CI health: ")
+
+
+def _check_out(args: argparse.Namespace) -> None:
+    """Refuse an --out that would overwrite the history, an input or a foreign file."""
+    if getattr(args, "out", None) is None:
+        return
+    from ci_register.outfile import OutputError, check_output  # noqa: PLC0415
+
+    root = Path(getattr(args, "root", "."))
+    inputs = [Path(args.history or _default_history()), root / "suites" / "catalog.toml"]
+    try:
+        check_output(Path(args.out), inputs=inputs, ours=_is_report, force=args.force)
+    except OutputError as exc:
+        raise _UsageError(str(exc)) from None
+
+
 def _emit(text: str, out: str | None) -> None:
     if out is None:
         sys.stdout.write(text)
         return
+    from ci_register.outfile import OutputError, write_output  # noqa: PLC0415
+
     path = Path(out)
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text, encoding="utf-8")
-    except OSError as exc:
-        raise _UsageError(f"--out {out}: cannot write ({exc.strerror or exc}); choose a "
-                          "writable path") from None
+        write_output(path, text)
+    except OutputError as exc:
+        raise _UsageError(str(exc)) from None
     print(f"wrote {path} ({len(text.encode())} bytes)", file=sys.stderr)
 
 
@@ -147,6 +172,7 @@ def _report(args: argparse.Namespace) -> int:
     if args.run and args.since:
         raise _UsageError("--run and --since exclude each other; give one")
     since = parse_since(args.since) if args.since else None
+    _check_out(args)
     with _open(args.history) as history:
         runs, scope = select_runs(history, run=args.run, suite=args.suite, since=since,
                                   limit=args.limit)
@@ -188,6 +214,7 @@ def _github(report, root: Path, *, append: bool) -> None:
 def _health(args: argparse.Namespace) -> int:
     from gates.report import Report  # noqa: PLC0415
 
+    _check_out(args)
     with _open(args.history) as history:
         suite = args.suite
         if suite is None:
@@ -289,7 +316,10 @@ def build_parser() -> argparse.ArgumentParser:
     rep.add_argument("--format", choices=FORMATS, default="text",
                      help="text (terminal), md (GitHub Markdown), json, html (self-contained "
                           "page)")
-    rep.add_argument("--out", metavar="FILE", help="write here instead of stdout")
+    rep.add_argument("--out", metavar="FILE", help="write here instead of stdout (never over "
+                     "a history or an input; over another file only with --force)")
+    rep.add_argument("--force", action="store_true",
+                     help="let --out replace an existing file that is not a report")
     rep.add_argument("--all", action="store_true",
                      help="in a range, list every passing verdict, not only the newest")
     rep.add_argument("--points", type=_count(2), default=30, metavar="N",
@@ -312,7 +342,10 @@ def build_parser() -> argparse.ArgumentParser:
     hl.add_argument("--suite", help="suite (default: the suite of the newest run)")
     hl.add_argument("--format", choices=("text", "md", "json"), default="text",
                     help="output format (default text)")
-    hl.add_argument("--out", metavar="FILE", help="write here instead of stdout")
+    hl.add_argument("--out", metavar="FILE", help="write here instead of stdout (never over "
+                    "a history or an input; over another file only with --force)")
+    hl.add_argument("--force", action="store_true",
+                    help="let --out replace an existing file that is not a report")
     hl.add_argument("--window", type=_count(1), default=20, metavar="N",
                     help="runs to look back over (default 20)")
     hl.add_argument("--root", default=".", metavar="PATH",
