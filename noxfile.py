@@ -50,7 +50,10 @@ def _suite_session(suite: Suite):
                 session.run("pip", "uninstall", "-y", *suite.uninstall)
         # GPU: the interpreter running nox is the machine's own (the one with CUDA torch).
         python = sys.executable if suite.is_gpu else "python"
-        session.run(python, "-m", "ci_register", "run", suite.name, *session.posargs, external=suite.is_gpu)
+        # On Ctrl-C nox waits this long for the runner, which forwards the interrupt to
+        # pytest and records the run `interrupted` (nox's default kills it after 0.3 s).
+        session.run(python, "-m", "ci_register", "run", suite.name, *session.posargs,
+                    external=suite.is_gpu, interrupt_timeout=120, terminate_timeout=10)
 
     session_fn.__doc__ = suite.description
     session_fn.__name__ = suite.name.replace("-", "_")

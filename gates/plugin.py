@@ -247,6 +247,22 @@ def outcome_of(when: str, report_outcome: str, wasxfail: bool) -> str | None:
     return None
 
 
+def _interrupt_on_sigterm() -> None:
+    """SIGTERM (CI cancel, the runner forwarding one) ends the session as Ctrl-C does:
+    pytest stops, tears down and the run is recorded ``interrupted`` with what finished."""
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        return
+    if signal.getsignal(signal.SIGTERM) in (signal.SIG_DFL, None):
+        signal.signal(signal.SIGTERM, _raise_interrupt)
+
+
+def _raise_interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
 class _Recorder:
     """Collects a session's outcomes and metrics and writes them as one run."""
 
@@ -260,6 +276,9 @@ class _Recorder:
         self.metrics: list[tuple[str, Metric]] = []
         self.written: str | None = None
         self.problem: str | None = None
+        self.attempt = 1
+        self.saved: set[str] = set()  # nodeids whose final rows are written
+        self.running: str | None = None  # the test between logstart and logfinish
         assert options.suite is not None
         # The history first: a bad file fails fast, before the hardware probes run.
         try:
@@ -275,10 +294,11 @@ class _Recorder:
 
     def start(self) -> None:
         try:
-            self.history.start_run(self.provenance)
+            self.attempt = self.history.start_run(self.provenance)
         except self._history_error as exc:
             self.history.close()
             raise pytest.UsageError(str(exc)) from None
+        _interrupt_on_sigterm()
 
     def _state(self, nodeid: str) -> _TestState:
         state = self.states.get(nodeid)
@@ -287,6 +307,30 @@ class _Recorder:
             state = self.states[nodeid] = _TestState(nodeid, path)
         return state
 
+    def _save(self, nodeids: list[str], *, running: bool = False) -> None:
+        """Write these tests now (one short transaction), so a crash later loses nothing.
+
+        `running`: the test is starting; its row says it did not finish until its
+        outcome replaces it. A failed write is kept for the session's end.
+        """
+        from gates.history import UNFINISHED, TestResult
+
+        if running:
+            tests = [TestResult(n, self._state(n).path, "error", 0.0, None,
+                                f"{UNFINISHED}: its process ended while it ran (crash, hang "
+                                "or kill)") for n in nodeids]
+            metrics: list[tuple[str, Metric]] = []
+        else:
+            tests = self.results(nodeids)
+            metrics = [(n, m) for n, m in self.metrics if n in set(nodeids)]
+        try:
+            self.history.record_tests(self.provenance.run_id, self.attempt, tests, metrics)
+        except self._history_error as exc:
+            self.problem = self.problem or str(exc)
+            return
+        if not running:
+            self.saved.update(nodeids)
+
     @pytest.hookimpl
     def pytest_collectreport(self, report: pytest.CollectReport) -> None:
         if report.failed:
@@ -294,6 +338,17 @@ class _Recorder:
             state = self._state(report.nodeid or _SESSION_NODE)
             state.outcome = "error"
             state.errors.append(_error_text(report))
+            self.saved.discard(state.nodeid)
+            self._save([state.nodeid])
+
+    def pytest_runtest_logstart(self, nodeid: str, location: object) -> None:
+        self._state(nodeid)
+        self.running = nodeid
+        self._save([nodeid], running=True)
+
+    def pytest_runtest_logfinish(self, nodeid: str, location: object) -> None:
+        self.running = None
+        self._save([nodeid])
 
     @pytest.hookimpl
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
@@ -329,11 +384,12 @@ class _Recorder:
         if book:
             self.metrics.extend((item.nodeid, m) for m in book)
 
-    def results(self) -> list[TestResult]:
+    def results(self, nodeids: list[str] | None = None) -> list[TestResult]:
         from gates.history import TestResult
 
         out = []
-        for s in self.states.values():
+        for s in (self.states.values() if nodeids is None
+                  else [self.states[n] for n in nodeids if n in self.states]):
             errors = s.errors if s.outcome else [*s.errors, "test did not finish (no call phase)"]
             error = "\n".join(errors)[-ERROR_CHARS:] if errors else None
             out.append(TestResult(s.nodeid, s.path, s.outcome or "error", round(s.duration, 6),
@@ -342,14 +398,20 @@ class _Recorder:
 
     @pytest.hookimpl(trylast=True)
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
-        from gates.history import RunRecord
+        from gates.history import UNFINISHED, RunRecord
         from gates.provenance import utc_now
 
+        if self.running is not None:  # interrupted mid-test (Ctrl-C, SIGTERM)
+            state = self._state(self.running)
+            state.errors.append(f"{UNFINISHED}: the session was interrupted while it ran")
+            state.outcome = "error"
+        left = [n for n in self.states if n not in self.saved]
         self.provenance.finished_at = utc_now()
-        record = RunRecord(self.provenance, self.results(), self.metrics,
+        record = RunRecord(self.provenance, self.results(left),
+                           [(n, m) for n, m in self.metrics if n not in self.saved],
                            self.options.plan, int(exitstatus))
         try:
-            self.history.record_run(record)
+            self.history.record_run(record, attempt=self.attempt)
             self.written = self.provenance.run_id
         except self._history_error as exc:
             # The run happened but is not in history: nothing can gate it, so fail.

@@ -1,0 +1,238 @@
+"""Faults injected for real into a suite run: a segfault, os._exit, a C hang, signals to
+the process group, leaked children. Nothing finished is lost; the run says what happened."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from ci_register.supervise import group_members
+
+REPO = Path(__file__).resolve().parents[1]
+CATALOG = ('[suites.cpu]\nbackend = "cpu"\ndescription = "cpu"\nschedule = "per-commit"\n'
+           "shard_budget_s = 600\n")
+REG = 'from ci_register import register_cpu_ci\nregister_cpu_ci(est_time={t}, suite="cpu")\n'
+# est_time 60: longest first, so it runs (and records a metric) before test_b.
+PASSING = REG.format(t=60) + textwrap.dedent("""
+    def test_a_first(metrics):
+        metrics.record("lat", [1.0, 1.1], unit="s", better="lower")
+    """)
+
+
+def make_tree(tmp: Path, body: str, t: int = 1) -> Path:
+    (tmp / "suites").mkdir()
+    (tmp / "suites" / "catalog.toml").write_text(CATALOG)
+    (tmp / "suites" / "test_a.py").write_text(PASSING)
+    (tmp / "suites" / "test_b.py").write_text(REG.format(t=t) + textwrap.dedent(body))
+    return tmp
+
+
+def env(**extra: str) -> dict[str, str]:
+    e = dict(os.environ, PYTHONPATH=str(REPO), CI_REGISTER_FILE_SLACK_S="0",
+             CI_REGISTER_KILL_GRACE_S="1", **extra)
+    e.pop("GATES_HISTORY", None)
+    return e
+
+
+def start(tmp: Path, *args: str) -> subprocess.Popen:
+    return subprocess.Popen(
+        [sys.executable, "-m", "ci_register", "run", "cpu", "--history", str(tmp / "h.db"),
+         "--gate", "off", *args], cwd=tmp, env=env(), stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE, text=True, start_new_session=True)
+
+
+def finish(proc: subprocess.Popen, timeout: float = 60) -> tuple[int, str]:
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    return proc.returncode, out + err
+
+
+def rows(db: Path, sql: str) -> list[tuple]:
+    with sqlite3.connect(db) as conn:
+        return conn.execute(sql).fetchall()
+
+
+def the_run(db: Path) -> tuple:
+    (run,) = rows(db, "SELECT run_id, status, exit_status FROM runs")
+    return run
+
+
+def test_a_segfault_keeps_the_finished_test_and_its_metric_and_names_the_crash(tmp_path):
+    tree = make_tree(tmp_path, """
+        import ctypes
+        def test_b_crash():
+            ctypes.string_at(0)
+        """)
+    rc, out = finish(start(tree))
+    assert rc == 1, out
+    assert "pytest was killed by SIGSEGV while running suites/test_b.py::test_b_crash" in out
+    db = tree / "h.db"
+    run_id, status, exit_status = the_run(db)
+    assert (status, exit_status) == ("crashed", -11)
+    tests = dict(rows(db, "SELECT nodeid, outcome FROM tests"))
+    assert tests == {"suites/test_a.py::test_a_first": "passed",
+                     "suites/test_b.py::test_b_crash": "error"}
+    (error,) = rows(db, "SELECT error FROM tests WHERE nodeid LIKE '%crash'")[0]
+    assert "did not finish" in error and "SIGSEGV" in error
+    assert rows(db, "SELECT key, median FROM metrics") == [("lat", 1.05)]
+
+
+def test_os_exit_inside_a_test_is_a_crash_not_a_pass(tmp_path):
+    tree = make_tree(tmp_path, """
+        import os
+        def test_b_exit():
+            os._exit(0)
+        """)
+    rc, out = finish(start(tree))
+    assert rc == 1 and "exited with code 0 before finishing" in out, out
+    assert the_run(tree / "h.db")[1] == "crashed"
+
+
+def test_a_test_hung_in_c_is_killed_from_outside_and_recorded(tmp_path):
+    # Signals blocked, then pause(): pytest-timeout's SIGALRM can never interrupt it,
+    # as with a CUDA or NCCL wait. Budget: 2 x est_time 1 s + slack 0 = 2 s, grace 1 s.
+    tree = make_tree(tmp_path, """
+        import ctypes, signal
+        def test_b_hang():
+            signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGALRM, signal.SIGINT,
+                                                      signal.SIGTERM})
+            ctypes.CDLL(None).pause()
+        """)
+    began = time.monotonic()
+    rc, out = finish(start(tree))
+    took = time.monotonic() - began
+    assert rc == 1 and "hung: suites/test_b.py overran its budget" in out, out
+    assert took < 2 + 1 + 30
+    run_id, status, _ = the_run(tree / "h.db")
+    assert status == "crashed"
+    (error,) = rows(tree / "h.db", "SELECT error FROM tests WHERE nodeid LIKE '%hang'")[0]
+    assert "did not finish" in error and "hung" in error
+
+
+SLOW = """
+    import time
+    def test_b_slow():
+        time.sleep(60)
+    """
+
+
+def _wait_running(tree: Path, proc: subprocess.Popen) -> None:
+    db = tree / "h.db"
+    for _ in range(300):
+        if db.exists():
+            try:
+                if rows(db, "SELECT 1 FROM tests WHERE nodeid LIKE '%slow'"):
+                    return
+            except sqlite3.Error:
+                pass
+        if proc.poll() is not None:
+            raise AssertionError(proc.communicate())
+        time.sleep(0.05)
+    raise AssertionError("the slow test never started")
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_a_signal_to_the_process_group_ends_in_an_interrupted_run(tmp_path, sig):
+    tree = make_tree(tmp_path, SLOW, t=30)
+    proc = start(tree)
+    _wait_running(tree, proc)
+    os.killpg(proc.pid, sig)  # the terminal's Ctrl-C reaches the whole foreground group
+    rc, out = finish(proc)
+    assert rc == 128 + sig, out
+    _, status, _ = the_run(tree / "h.db")
+    assert status == "interrupted"
+    tests = dict(rows(tree / "h.db", "SELECT nodeid, outcome FROM tests"))
+    assert tests["suites/test_a.py::test_a_first"] == "passed"
+    assert rows(tree / "h.db", "SELECT count(*) FROM metrics") == [(1,)]
+
+
+def test_sigterm_to_the_runner_alone_is_forwarded(tmp_path):
+    tree = make_tree(tmp_path, SLOW, t=30)
+    proc = start(tree)
+    _wait_running(tree, proc)
+    proc.send_signal(signal.SIGTERM)
+    rc, out = finish(proc)
+    assert rc == 128 + signal.SIGTERM, out
+    assert the_run(tree / "h.db")[1] == "interrupted"
+
+
+def test_the_parent_killed_takes_the_runner_and_pytest_with_it(tmp_path):
+    # nox killed by SIGTERM forwards nothing: the runner learns of it by PDEATHSIG.
+    tree = make_tree(tmp_path, SLOW, t=30)
+    parent = subprocess.Popen(
+        [sys.executable, "-c", "import subprocess, sys; subprocess.run(sys.argv[1:])",
+         sys.executable, "-m", "ci_register", "run", "cpu", "--history", str(tree / "h.db"),
+         "--gate", "off"], cwd=tree, env=env(), stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL, start_new_session=True)
+    try:
+        _wait_running(tree, parent)
+        parent.kill()
+        parent.wait()
+        for _ in range(200):
+            if the_run(tree / "h.db")[1] != "incomplete":
+                break
+            time.sleep(0.05)
+        assert the_run(tree / "h.db")[1] == "interrupted"
+        for _ in range(100):
+            if not group_members(parent.pid) and not _pytest_alive(tree):
+                break
+            time.sleep(0.05)
+        assert not _pytest_alive(tree)
+    finally:
+        _kill_tree_processes(tree)
+
+
+def _pids_in(tree: Path) -> list[int]:
+    out = []
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            try:
+                if os.readlink(f"/proc/{name}/cwd") == str(tree) and int(name) != os.getpid():
+                    out.append(int(name))
+            except OSError:
+                pass
+    return out
+
+
+def _pytest_alive(tree: Path) -> bool:
+    return bool(_pids_in(tree))
+
+
+def _kill_tree_processes(tree: Path) -> None:
+    for pid in _pids_in(tree):
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except OSError:
+            pass
+
+
+def test_a_child_a_test_leaves_behind_is_killed_at_the_end(tmp_path):
+    marker = tmp_path / "child.pid"
+    tree = make_tree(tmp_path, f"""
+        import subprocess, sys
+        def test_b_leak():
+            p = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
+            open({str(marker)!r}, "w").write(str(p.pid))
+        """)
+    try:
+        rc, out = finish(start(tree))
+        assert rc == 0, out
+        assert "killed 1 process(es) the tests left running" in out
+        pid = int(marker.read_text())
+        time.sleep(0.1)
+        assert not Path(f"/proc/{pid}").exists() or \
+            Path(f"/proc/{pid}/stat").read_text().split(") ")[1].startswith("Z")
+    finally:
+        _kill_tree_processes(tree)
