@@ -170,7 +170,7 @@ def _no_unknown_fields(raw: dict, known: set[str], table: str, where: str) -> No
 
 
 def _suite(name: str, raw: object, where: str) -> Suite:
-    if not _SUITE_NAME.match(name):
+    if not _SUITE_NAME.fullmatch(name):
         raise CatalogError(f"{where}: suite name {name!r} must be lowercase letters, digits, '-', '_' or '.'")
     if not isinstance(raw, dict):
         raise CatalogError(f"{where}: [suites.{name}] must be a table")

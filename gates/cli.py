@@ -165,6 +165,14 @@ def _render(report, fmt: str) -> str:
     return render_text(report)
 
 
+def _anchor(root: Path) -> dict[str, str | None]:
+    """What "the latest run" means here: this CI run's, else this checkout's commit's."""
+    from gates.provenance import ci_from_env, git_info  # noqa: PLC0415
+
+    ci = ci_from_env(os.environ)
+    return {"ci_url": ci["ci_url"], "commit": ci["commit"] or git_info(root)["commit"]}
+
+
 def _report(args: argparse.Namespace) -> int:
     from gates.report import build_report  # noqa: PLC0415
     from gates.report_query import load_report_input, parse_since, select_runs  # noqa: PLC0415
@@ -175,7 +183,7 @@ def _report(args: argparse.Namespace) -> int:
     _check_out(args)
     with _open(args.history) as history:
         runs, scope = select_runs(history, run=args.run, suite=args.suite, since=since,
-                                  limit=args.limit)
+                                  limit=args.limit, anchor=_anchor(Path(args.root)))
         data = load_report_input(history, runs, scope=scope, since=since,
                                  trend_points=args.points, generated_at=_now())
         report = build_report(data, all_rows=args.all)

@@ -524,6 +524,13 @@ class History:
                           "LIMIT ?", [*params, limit])
         return [_decode_run(r) for r in rows]
 
+    def unit_of(self, suite: str, key: str) -> tuple[str, str] | None:
+        """(unit, run_id) of the newest recorded value of `key` on `suite`, or None."""
+        row = self.conn.execute(
+            "SELECT unit, run_id FROM metrics WHERE suite = ? AND key = ? "
+            "ORDER BY started_at DESC LIMIT 1", (suite, key)).fetchone()
+        return None if row is None else (row[0], row[1])
+
     def tests(self, run_id: str) -> list[dict[str, Any]]:
         """The run's test rows, by attempt then nodeid."""
         return self._rows("SELECT * FROM tests WHERE run_id = ? ORDER BY attempt, nodeid",
@@ -670,6 +677,24 @@ class History:
             "trust_log": [_drop(r, "id") for r in self._rows(
                 "SELECT * FROM trust_log WHERE run_id = ? ORDER BY id", (run_id,))],
         }
+
+    def orphan_rows(self) -> list[str]:
+        """Rows that belong to no run (or no metric): what a broken or forged file holds."""
+        checks = (
+            ("tests", "SELECT count(*) FROM tests WHERE run_id NOT IN (SELECT run_id FROM runs)"),
+            ("metrics", "SELECT count(*) FROM metrics WHERE run_id NOT IN "
+                        "(SELECT run_id FROM runs)"),
+            ("samples", "SELECT count(*) FROM samples WHERE metric_id NOT IN "
+                        "(SELECT id FROM metrics)"),
+            ("verdicts", "SELECT count(*) FROM verdicts WHERE run_id NOT IN "
+                         "(SELECT run_id FROM runs)"),
+        )
+        out = []
+        for table, sql in checks:
+            n = self.conn.execute(sql).fetchone()[0]
+            if n:
+                out.append(f"{n} row(s) of {table} belong to no run")
+        return out
 
     def run_ids(self) -> list[str]:
         return [r[0] for r in self.conn.execute("SELECT run_id FROM runs ORDER BY started_at")]

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from gates.history import History, HistoryError, _drop, _insert, _insert_metrics
+from gates.merge_check import ShardRejected, check_bundle
 
 __all__ = ["MergeConflict", "MergeReport", "merge_histories", "run_digest"]
 
@@ -75,6 +76,9 @@ def merge_histories(shards: Sequence[str | os.PathLike[str]],
     `into` or in two shards, raises `MergeConflict` and nothing is written.
     Trust flags and verdicts are not content: for a run already present, the
     target's are kept. Shards are only read. All new runs land in one transaction.
+    Every row of a shard is checked first (`gates.merge_check`): a shard with a
+    hostile or broken row (a text median, a run dated in the future, a unit that
+    is not a unit, rows of no run) is refused whole with `HistoryError`.
     """
     target = Path(into)
     report = MergeReport(into=target)
@@ -86,8 +90,16 @@ def merge_histories(shards: Sequence[str | os.PathLike[str]],
                 raise HistoryError(f"{shard_path}: is the merge target itself; pass shard "
                                    "files other than --into")
             with History(shard_path, create=False, readonly=True) as source:
+                orphans = source.orphan_rows()
+                if orphans:
+                    raise HistoryError(f"{shard_path}: {orphans[0]}; the shard was not merged "
+                                       "(regenerate it, or drop it from the merge)")
                 for run_id in source.run_ids():
                     bundle = source.export_run(run_id)
+                    try:
+                        check_bundle(bundle, str(shard_path))
+                    except ShardRejected as exc:
+                        raise HistoryError(str(exc)) from None
                     digest = run_digest(bundle)
                     if run_id in pending:
                         other_shard, _, other_digest = pending[run_id]

@@ -15,14 +15,14 @@ from __future__ import annotations
 import json
 import os
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from gates.metrics import Metric, MetricBook, validate_metric
+from gates.metrics import Metric, MetricBook, MetricError, validate_metric
 
 if TYPE_CHECKING:
     from gates.history import History, TestResult
@@ -36,6 +36,7 @@ _SHARD = re.compile(r"^\s*(\d+)\s*/\s*(\d+)\s*$")
 _SESSION_NODE = "<session>"  # nodeid for collection errors not tied to a file
 _OPTIONS_KEY = pytest.StashKey["GatesOptions"]()
 _BOOK_KEY = pytest.StashKey[MetricBook]()
+_UNITS_KEY = pytest.StashKey["_UnitBook"]()
 
 
 # ------------------------------------------------------------------ options
@@ -86,7 +87,7 @@ def parse_options(
     env: dict[str, str] | os._Environ[str],
 ) -> GatesOptions:
     """Validate raw option values; raise `pytest.UsageError` naming the bad value."""
-    if suite is not None and not _NAME.match(suite):
+    if suite is not None and not _NAME.fullmatch(suite):
         raise _usage("--gates-suite", suite, "use letters, digits and . _ - (e.g. base-b-1gpu)")
     shard_t = (1, 1)
     if shard is not None:
@@ -94,7 +95,7 @@ def parse_options(
         if not match or not 1 <= int(match[1]) <= int(match[2]):
             raise _usage("--gates-shard", shard, "expected I/N with 1 <= I <= N, e.g. 2/4")
         shard_t = (int(match[1]), int(match[2]))
-    if run_id is not None and not _NAME.match(run_id):
+    if run_id is not None and not _NAME.fullmatch(run_id):
         raise _usage("--gates-run-id", run_id,
                      "use at most 128 letters, digits and . _ - (e.g. a uuid4 hex)")
     plan = None
@@ -115,7 +116,7 @@ def parse_options(
             raise _usage("--gates-plan", plan_path,
                          f"is for run {plan_run!r}, not --gates-run-id {run_id!r}")
         if run_id is None and isinstance(plan_run, str):
-            if not _NAME.match(plan_run):
+            if not _NAME.fullmatch(plan_run):
                 raise _usage("--gates-plan", plan_path, f"has an invalid run_id {plan_run!r}")
             run_id = plan_run
         if shard is None and isinstance(plan.get("shard"), list) and len(plan["shard"]) == 2:
@@ -148,6 +149,9 @@ def pytest_configure(config: pytest.Config) -> None:
                                 "run each shard as its own process with --gates-shard")
     recorder = _Recorder(config, options)
     recorder.start()
+    suite = options.suite
+    config.stash.setdefault(_UNITS_KEY, _UnitBook()).lookup = \
+        lambda key: recorder.unit_of(suite, key)
     config.pluginmanager.register(recorder, "gates-recorder")
 
 
@@ -168,11 +172,40 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
 # ------------------------------------------------------------------ fixture
 
 
+class _UnitBook:
+    """The unit of each key across a session, and in history: one key, one unit.
+
+    Two tests recording one key in ``s`` and ``ms`` would be pooled into one series
+    by the gate; the second `record` fails instead, naming the first.
+    """
+
+    def __init__(self) -> None:
+        self.units: dict[str, tuple[str, str]] = {}  # key -> (unit, where)
+        self.lookup: Callable[[str], tuple[str, str] | None] | None = None
+
+    def check(self, key: str, unit: str, nodeid: str) -> None:
+        known = self.units.get(key)
+        if known is None and self.lookup is not None:
+            found = self.lookup(key)
+            if found is not None:
+                known = self.units[key] = (found[0], f"run {found[1]} in the history")
+        if known is not None and known[0] != unit:
+            raise MetricError(
+                f"metric {key!r} recorded in unit {unit!r}, but {known[1]} recorded it in "
+                f"{known[0]!r}; use one unit per key (convert the values, or use a new key)")
+
+    def note(self, key: str, unit: str, nodeid: str) -> None:
+        self.units.setdefault(key, (unit, nodeid))
+
+
 class MetricsRecorder:
     """What a test gets as ``metrics``: call `record` once or more per key."""
 
-    def __init__(self, book: MetricBook) -> None:
+    def __init__(self, book: MetricBook, units: _UnitBook | None = None,
+                 nodeid: str = "?") -> None:
         self._book = book
+        self._units = units
+        self._nodeid = nodeid
 
     def record(self, key: str, values: Any, *, unit: str, better: str, n: int | None = None,
                min_value: float | None = None, max_value: float | None = None) -> Metric:
@@ -183,7 +216,12 @@ class MetricsRecorder:
         """
         metric = validate_metric(key, values, unit=unit, better=better, n=n,
                                  min_value=min_value, max_value=max_value)
-        return self._book.add(metric)
+        if self._units is not None:
+            self._units.check(metric.key, metric.unit, self._nodeid)
+        added = self._book.add(metric)
+        if self._units is not None:
+            self._units.note(metric.key, metric.unit, self._nodeid)
+        return added
 
     def __getitem__(self, key: str) -> Metric:
         return self._book.metrics[key]
@@ -202,7 +240,8 @@ class MetricsRecorder:
 def metrics(request: pytest.FixtureRequest) -> MetricsRecorder:
     """Record metrics of this test: ``metrics.record(key, values, unit=..., better=...)``."""
     book = request.node.stash.setdefault(_BOOK_KEY, MetricBook())
-    return MetricsRecorder(book)
+    units = request.config.stash.setdefault(_UNITS_KEY, _UnitBook())
+    return MetricsRecorder(book, units, request.node.nodeid)
 
 
 # ----------------------------------------------------------------- recording
@@ -299,6 +338,12 @@ class _Recorder:
             self.history.close()
             raise pytest.UsageError(str(exc)) from None
         _interrupt_on_sigterm()
+
+    def unit_of(self, suite: str, key: str) -> tuple[str, str] | None:
+        try:
+            return self.history.unit_of(suite, key)
+        except self._history_error:
+            return None  # the run's own writes will say what is wrong with the file
 
     def _state(self, nodeid: str) -> _TestState:
         state = self.states.get(nodeid)
