@@ -6,6 +6,8 @@ Sessions parse nothing themselves: each calls one library entry point.
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import os
 import sys
 from pathlib import Path
@@ -27,12 +29,29 @@ PYTHON = f"{sys.version_info.major}.{sys.version_info.minor}"
 CPU_TORCH = "torch==2.13.0"  # the local CPU wheel; a bare "torch" pulls a multi-GB CUDA build
 
 
+@contextlib.contextmanager
+def _venv_lock(session: nox.Session):
+    """One pip at a time per session venv: concurrent `nox -s cpu` in one checkout share
+    .nox/cpu (reuse_venv), and two pips installing into it at once break it."""
+    location = getattr(session.virtualenv, "location", None)
+    if not location:
+        yield
+        return
+    with open(f"{location}.lock", "w") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
 def _install_project(session: nox.Session, *extras: str) -> None:
     # CPU torch first, so nothing later resolves "torch" to a CUDA build.
-    if "cpu" in extras:
-        session.install(CPU_TORCH)
-    spec = f".[{','.join(extras)}]" if extras else "."
-    session.install("-e", spec)
+    with _venv_lock(session):
+        if "cpu" in extras:
+            session.install(CPU_TORCH)
+        spec = f".[{','.join(extras)}]" if extras else "."
+        session.install("-e", spec)
 
 
 def _suite_session(suite: Suite):
@@ -44,10 +63,11 @@ def _suite_session(suite: Suite):
             session.env.setdefault("NCCL_NVLS_ENABLE", "0")  # never NVLink multicast (shared hosts)
         else:
             _install_project(session, "cpu")
-            if suite.install:
-                session.install(*suite.install)
-            if suite.uninstall:
-                session.run("pip", "uninstall", "-y", *suite.uninstall)
+            with _venv_lock(session):
+                if suite.install:
+                    session.install(*suite.install)
+                if suite.uninstall:
+                    session.run("pip", "uninstall", "-y", *suite.uninstall)
         # GPU: the interpreter running nox is the machine's own (the one with CUDA torch).
         python = sys.executable if suite.is_gpu else "python"
         # On Ctrl-C nox waits this long for the runner, which forwards the interrupt to

@@ -251,6 +251,8 @@ def _signame(sig: int) -> str:
 def _settle(out: Supervised, plan: dict, opts: RunOptions) -> int:
     """The exit code of one supervised pytest; a run it left unfinished is marked and said."""
     rc = out.returncode
+    if rc == 4 and not (out.signal_received or out.hung):
+        return rc  # pytest refused its options (a bad history): no run was started
     if out.leftovers:
         print(f"warning: killed {out.leftovers} process(es) the tests left running in "
               "pytest's process group", file=sys.stderr, flush=True)
@@ -363,6 +365,8 @@ def run_suite(opts: RunOptions) -> int:
     if rc == 5:
         print(f"error: suite {suite.name} shard {i}/{n}: pytest collected no tests from {len(targets)} registered file(s)", file=sys.stderr)
         rc = 1
+    if rc == 4:  # pytest's usage error: a bad option or history, said above; nothing ran
+        return 2
     if rc not in (0, 1):
         return rc
     tripped = opts.results / f"tripped-{_tag(plan_data)}.json"

@@ -146,12 +146,14 @@ class History:
         check_file(self.path, create=create and not readonly)
         if not self.path.exists():
             self.path.parent.mkdir(parents=True, exist_ok=True)
+        if not readonly and self.path.parent.exists() and \
+                not os.access(self.path.parent, os.W_OK | os.X_OK):
+            raise HistoryError(
+                f"{self.path}: its folder is read-only, and a history is written with "
+                "SQLite's write-ahead log (files beside it); copy it to a writable folder "
+                f"or give a history path there ({HISTORY_OPTION}); reports read it as it is")
         try:
-            if readonly:
-                conn = sqlite3.connect(self.path.resolve().as_uri() + "?mode=ro", uri=True,
-                                       timeout=BUSY_TIMEOUT_S)
-            else:
-                conn = sqlite3.connect(self.path, timeout=BUSY_TIMEOUT_S)
+            conn = _connect(self.path, readonly)
         except sqlite3.Error as exc:
             raise HistoryError(f"{self.path}: cannot open ({exc}); check the path and "
                                "its permissions") from exc
@@ -183,15 +185,17 @@ class History:
         return f"<History {self.path}>"
 
     def _prepare(self) -> None:
-        # First read: fails here on a damaged file, before anything is written.
+        # First read: fails here on a damaged file, before anything is written; a
+        # foreign or newer file is refused before the WAL switch, so it stays untouched.
         self.conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
+        self._check_and_migrate(migrate=False)
         if not self.readonly:
             mode = self.conn.execute("PRAGMA journal_mode").fetchone()[0]
             if mode.lower() != "wal":
                 self.db.enable_wal()
         self._check_and_migrate()
 
-    def _check_and_migrate(self) -> None:
+    def _check_and_migrate(self, migrate: bool = True) -> None:
         applied = {m.name for m in MIGRATIONS.applied(self.db)}
         unknown = sorted(applied - set(KNOWN_MIGRATIONS))
         if unknown:
@@ -208,7 +212,7 @@ class History:
                     f"{self.path}: an SQLite database but not a gates history (tables: "
                     f"{', '.join(tables[:5])}); give another history file ({HISTORY_OPTION})"
                 )
-        if len(applied) == SCHEMA_VERSION:
+        if len(applied) == SCHEMA_VERSION or not migrate:
             return
         if self.readonly:
             raise HistoryError(f"{self.path}: schema is older than this code's; open it "
@@ -721,6 +725,31 @@ def check_file(path: Path, *, create: bool) -> None:
     if header and header != _SQLITE_MAGIC:
         raise HistoryError(f"{path}: not an SQLite database; move it away or give another "
                            f"history file ({HISTORY_OPTION})")
+
+
+def _connect(path: Path, readonly: bool) -> sqlite3.Connection:
+    if not readonly:
+        return sqlite3.connect(path, timeout=BUSY_TIMEOUT_S)
+    uri = path.resolve().as_uri()
+    conn = sqlite3.connect(uri + "?mode=ro", uri=True, timeout=BUSY_TIMEOUT_S)
+    try:
+        conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
+        return conn
+    except sqlite3.OperationalError as exc:
+        if "unable to open" not in str(exc):
+            return conn  # locked, busy: the caller's retries and messages handle it
+        conn.close()
+        # A WAL file in a read-only folder: SQLite cannot create its -shm index. With
+        # no -wal file beside it, every write is in the file itself, and reading it as
+        # immutable is exact.
+        wal = path.with_name(path.name + "-wal")
+        if wal.exists() and wal.stat().st_size:
+            raise HistoryError(
+                f"{path}: in a read-only folder with an unmerged write-ahead log ({wal.name}); "
+                "copy both files to a writable folder and read the copy") from None
+        return sqlite3.connect(uri + "?mode=ro&immutable=1", uri=True, timeout=BUSY_TIMEOUT_S)
+    except sqlite3.DatabaseError:
+        return conn  # not a database: the first read in History says so, with the fix
 
 
 def _corrupt(path: Path, exc: BaseException) -> HistoryError:

@@ -236,3 +236,47 @@ def test_a_child_a_test_leaves_behind_is_killed_at_the_end(tmp_path):
             Path(f"/proc/{pid}/stat").read_text().split(") ")[1].startswith("Z")
     finally:
         _kill_tree_processes(tree)
+
+
+def test_a_foreign_history_is_refused_untouched_with_exit_2(tmp_path):
+    tree = make_tree(tmp_path, "def test_b():\n    pass\n")
+    foreign = tree / "h.db"
+    with sqlite3.connect(foreign) as conn:
+        conn.execute("CREATE TABLE users (name TEXT)")
+        conn.execute("INSERT INTO users VALUES ('ada')")
+    conn.close()
+    before = foreign.read_bytes()
+    rc, out = finish(start(tree))
+    assert rc == 2, out
+    assert "not a gates history" in out
+    assert foreign.read_bytes() == before  # no switch to WAL, nothing written
+    assert not (tree / "h.db-wal").exists()
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root writes into read-only folders anyway")
+def test_a_history_in_a_read_only_folder_is_read_and_never_written(tmp_path, capsys):
+    from report_history import make_history
+
+    from gates.cli import main
+    from gates.history import HistoryError, open_history
+
+    folder = tmp_path / "ro"
+    folder.mkdir()
+    make_history(folder / "history.db")
+    folder.chmod(0o555)
+    try:
+        assert main(["--history", str(folder / "history.db"), "--no-health"]) in (0, 1)
+        with pytest.raises(HistoryError, match="folder is read-only"):
+            open_history(folder / "history.db")
+    finally:
+        folder.chmod(0o755)
+
+
+def test_concurrent_runs_in_one_checkout_do_not_collide(tmp_path):
+    tree = make_tree(tmp_path, "def test_b():\n    pass\n")
+    procs = [start(tree) for _ in range(3)]
+    results = [finish(p, timeout=120) for p in procs]
+    assert [rc for rc, _ in results] == [0, 0, 0], results
+    plans = list((tree / "results").glob("plan-cpu-1-of-1-*.json"))
+    assert len(plans) == 3
+    assert rows(tree / "h.db", "SELECT count(*) FROM runs WHERE status = 'complete'") == [(3,)]
