@@ -129,7 +129,9 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     state = _state(session.config)
     if state is None:
         return
-    _write_progress(state.progress, {})  # recording follows: the overall deadline covers it
+    # The session reached its end (recording follows; the overall deadline covers it):
+    # the runner need not look for an unfinished run.
+    _write_progress(state.progress, {"session": "finished"})
     # A module skipped at collection (allow_module_level) counts as having run: it
     # reports a skip with its reason, not silence.
     tr = session.config.pluginmanager.get_plugin("terminalreporter")

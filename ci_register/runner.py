@@ -267,6 +267,8 @@ def _settle(out: Supervised, plan: dict, opts: RunOptions) -> int:
         return 1
     # pytest ended by itself: the plugin finished the run, unless a test ended the
     # process first (os._exit, a fatal error in C that exits).
+    if out.session_finished:
+        return rc
     if _finish(opts, plan["run_id"], "crashed", rc, f"pytest exited with code {rc} before finishing its session"):
         return max(rc, 1)
     return rc

@@ -60,6 +60,7 @@ class Supervised:
     hung: str | None = None  # why the runner killed a hung test, if it did
     running: str | None = None  # the test the progress file last named
     leftovers: int = 0  # processes still in pytest's group after it exited, killed
+    session_finished: bool = False  # the plugin saw pytest's session end
 
 
 def die_with_parent(sig: int = signal.SIGTERM) -> None:
@@ -181,4 +182,5 @@ def run_supervised(cmd: list[str], *, cwd: Path, progress: Path | None = None,
     _killpg(pgid, signal.SIGKILL)
     info = _progress(progress)
     running = info.get("nodeid") if isinstance(info.get("nodeid"), str) else None
-    return Supervised(rc, received[0] if received else None, hung, running, len(members))
+    return Supervised(rc, received[0] if received else None, hung, running, len(members),
+                      info.get("session") == "finished")
