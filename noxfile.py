@@ -17,14 +17,18 @@ import nox
 ROOT = Path(__file__).parent
 sys.path.insert(0, str(ROOT))  # ci_register.catalog is stdlib-only: safe before any venv
 
-from ci_register.catalog import Suite, load_catalog  # noqa: E402
+from ci_register.catalog import CatalogError, Suite, load_catalog  # noqa: E402
 
 nox.options.default_venv_backend = "venv"
 nox.options.error_on_external_run = True
 # Only CPU-safe sessions run by default.
 nox.options.sessions = ["tests", "cpu"]
 
-CATALOG = load_catalog(ROOT / "suites" / "catalog.toml")
+try:
+    CATALOG = load_catalog(ROOT / "suites" / "catalog.toml")
+except CatalogError as _exc:  # one line naming file, line and fix; never a traceback
+    print(f"error: {_exc}", file=sys.stderr)
+    raise SystemExit(2) from None
 PYTHON = f"{sys.version_info.major}.{sys.version_info.minor}"
 CPU_TORCH = "torch==2.13.0"  # the local CPU wheel; a bare "torch" pulls a multi-GB CUDA build
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -240,8 +241,26 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    argv = sys.argv[1:] if argv is None else argv
+    try:
+        return _main(sys.argv[1:] if argv is None else argv)
+    except BrokenPipeError:  # `list --json | head`: the reader left; not our error
+        try:
+            sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - the interpreter flushes it at exit
+        except OSError:
+            pass
+        return 0
+    except CatalogError as exc:  # a catalog reached by another way than _load
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+
+
+def _main(argv: list[str]) -> int:
     # `run` passes everything after the suite through; argparse must not eat -k/-x.
+    if argv and argv[0] == "run" and (len(argv) < 2 or argv[1] in ("-h", "--help")):
+        from ci_register.runner import RUN_HELP  # noqa: PLC0415
+
+        print(RUN_HELP)
+        return 0 if len(argv) >= 2 else 2
     if len(argv) >= 2 and argv[0] == "run":
         from ci_register.runner import main_run  # noqa: PLC0415
 

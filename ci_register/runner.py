@@ -36,6 +36,29 @@ DEFAULT_CONFIRM = 4  # confirm reruns at most: each after the first only while t
 MAX_CONFIRM = 4  # the sequential confirm's boundaries are set for at most 4 reruns
 
 
+RUN_HELP = """usage: python -m ci_register run SUITE [options] [pytest args...]
+       nox -s SUITE -- [options] [pytest args...]
+
+Run one suite: collect, check hardware, partition, pytest, record, gate.
+
+options:
+  --partition I/N       run shard I of N (default 1/1)
+  --dry-run             print the plan only; touch no GPU
+  --history PATH        history file (default $GATES_HISTORY, else ./history.db)
+  --gate MODE           enforce (default), warn or off
+  --confirm N           reruns of tripped tests, 0 to 4 (default 4)
+  --nightly             include nightly-only files
+  --file PATH[::TEST]   only this file (repeatable)
+  --results DIR         plan, JUnit and progress files (default results)
+  --catalog FILE        suite catalog (default suites/catalog.toml)
+  --root PATH           repository root (default .)
+Anything else goes to pytest in order.
+
+exit codes: 0 passed; 1 a test or an enforced gate failed, or pytest crashed or
+hung; 2 bad input or hardware; 128+N interrupted by signal N (the run is
+recorded `interrupted` with what finished)."""
+
+
 class UsageError(ValueError):
     pass
 
