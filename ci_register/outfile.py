@@ -66,7 +66,20 @@ def check_output(path: Path, *, inputs: Iterable[Path] = (), option: str = "--ou
 
 
 def write_output(path: Path, text: str, *, option: str = "--out") -> None:
-    """Write `text` to `path` through a temporary file renamed into place."""
+    """Write `text` to `path` through a temporary file renamed into place.
+
+    A symlink is followed (the link stays a link); a device or pipe (``/dev/stdout``,
+    a FIFO) is written in place, never replaced by a regular file.
+    """
+    path = Path(os.path.realpath(path))
+    if path.exists() and not path.is_file():
+        try:
+            with path.open("w", encoding="utf-8") as handle:
+                handle.write(text)
+        except OSError as exc:
+            raise OutputError(f"{option} {path}: cannot write ({exc.strerror or exc}); choose a "
+                              "writable path") from None
+        return
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)

@@ -128,3 +128,17 @@ def test_matrix_output_replaces_its_own_file_and_refuses_others(tree):
     r = _matrix(tree, "--output", str(foreign))
     assert r.returncode == 2 and "--force" in r.stderr and foreign.read_text() == "hello\n"
     assert _matrix(tree, "--output", str(foreign), "--force").returncode == 0
+
+
+def test_out_to_a_device_or_through_a_symlink_never_replaces_it(hist, tmp_path, capsys):
+    link = tmp_path / "to-null"
+    link.symlink_to("/dev/null")
+    code, err = _report(["--history", hist, "--out", link], capsys)
+    assert code in (0, 1), err
+    assert link.is_symlink() and Path("/dev/null").is_char_device()
+    real = tmp_path / "real.txt"
+    real.write_text("")
+    alias = tmp_path / "alias.txt"
+    alias.symlink_to(real)
+    code, err = _report(["--history", hist, "--out", alias], capsys)
+    assert code in (0, 1) and alias.is_symlink() and "Runs" in real.read_text()
