@@ -280,3 +280,44 @@ def test_concurrent_runs_in_one_checkout_do_not_collide(tmp_path):
     plans = list((tree / "results").glob("plan-cpu-1-of-1-*.json"))
     assert len(plans) == 3
     assert rows(tree / "h.db", "SELECT count(*) FROM runs WHERE status = 'complete'") == [(3,)]
+
+
+def _pytest_pid(tree: Path) -> int:
+    for pid in _pids_in(tree):
+        try:
+            if b"\x00-m\x00pytest\x00" in Path(f"/proc/{pid}/cmdline").read_bytes():
+                return pid
+        except OSError:
+            pass
+    raise AssertionError("no pytest process")
+
+
+def test_sigkill_of_pytest_keeps_what_finished(tmp_path):
+    tree = make_tree(tmp_path, SLOW, t=30)
+    proc = start(tree)
+    _wait_running(tree, proc)
+    os.kill(_pytest_pid(tree), signal.SIGKILL)
+    rc, out = finish(proc)
+    assert rc == 1 and "killed by SIGKILL while running suites/test_b.py::test_b_slow" in out
+    assert the_run(tree / "h.db")[1] == "crashed"
+    assert rows(tree / "h.db", "SELECT count(*) FROM metrics") == [(1,)]
+
+
+def test_a_test_that_swallows_ctrl_c_is_killed_after_the_grace(tmp_path):
+    tree = make_tree(tmp_path, """
+        import time
+        def test_b_slow():
+            while True:
+                try:
+                    time.sleep(60)
+                except BaseException:
+                    pass
+        """, t=30)
+    proc = start(tree)
+    _wait_running(tree, proc)
+    began = time.monotonic()
+    os.killpg(proc.pid, signal.SIGINT)
+    rc, out = finish(proc)
+    assert rc == 130 and time.monotonic() - began < 15, out
+    assert the_run(tree / "h.db")[1] == "interrupted"
+    assert not _pids_in(tree)
