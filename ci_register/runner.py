@@ -425,4 +425,8 @@ def main_run(suite: str, argv: list[str]) -> int:
     except UsageError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    return run_suite(opts)
+    try:
+        return run_suite(opts)
+    except KeyboardInterrupt:  # Ctrl-C outside pytest (planning, the gate): nothing half-written
+        print("interrupted", file=sys.stderr)
+        return 128 + signal.SIGINT

@@ -286,16 +286,28 @@ def outcome_of(when: str, report_outcome: str, wasxfail: bool) -> str | None:
     return None
 
 
-def _interrupt_on_sigterm() -> None:
+def _interrupt_on_sigterm() -> bool:
     """SIGTERM (CI cancel, the runner forwarding one) ends the session as Ctrl-C does:
-    pytest stops, tears down and the run is recorded ``interrupted`` with what finished."""
+    pytest stops, tears down and the run is recorded ``interrupted`` with what finished.
+    True when installed (`_restore_sigterm` undoes it at the session's end)."""
     import signal
     import threading
 
     if threading.current_thread() is not threading.main_thread():
-        return
+        return False
     if signal.getsignal(signal.SIGTERM) in (signal.SIG_DFL, None):
         signal.signal(signal.SIGTERM, _raise_interrupt)
+        return True
+    return False
+
+
+def _restore_sigterm() -> None:
+    import signal
+    import threading
+
+    if threading.current_thread() is threading.main_thread() and \
+            signal.getsignal(signal.SIGTERM) is _raise_interrupt:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
 
 
 def _raise_interrupt(signum: int, frame: object) -> None:
@@ -318,6 +330,7 @@ class _Recorder:
         self.attempt = 1
         self.saved: set[str] = set()  # nodeids whose final rows are written
         self.running: str | None = None  # the test between logstart and logfinish
+        self.sigterm = False  # our SIGTERM handler is installed
         assert options.suite is not None
         # The history first: a bad file fails fast, before the hardware probes run.
         try:
@@ -337,7 +350,7 @@ class _Recorder:
         except self._history_error as exc:
             self.history.close()
             raise pytest.UsageError(str(exc)) from None
-        _interrupt_on_sigterm()
+        self.sigterm = _interrupt_on_sigterm()
 
     def unit_of(self, suite: str, key: str) -> tuple[str, str] | None:
         try:
@@ -472,4 +485,6 @@ class _Recorder:
                 f"{len(self.metrics)} metrics) in {self.options.history}")
 
     def pytest_unconfigure(self, config: pytest.Config) -> None:
+        if self.sigterm:
+            _restore_sigterm()
         self.history.close()
