@@ -321,3 +321,55 @@ def test_a_test_that_swallows_ctrl_c_is_killed_after_the_grace(tmp_path):
     assert rc == 130 and time.monotonic() - began < 15, out
     assert the_run(tree / "h.db")[1] == "interrupted"
     assert not _pids_in(tree)
+
+
+NOX_CATALOG = CATALOG + ('[suites.gpu1]\nbackend = "cuda"\ndescription = "one H200"\n'
+                         'schedule = "per-commit"\nshard_budget_s = 600\n'
+                         "[suites.gpu1.hardware]\ngpu_count = 1\n")
+
+
+def nox_tree(tmp: Path) -> Path:
+    # A GPU session runs in nox's own interpreter (no venv to build): the real noxfile,
+    # with fake hardware, exercises nox's Ctrl-C and SIGTERM handling in seconds.
+    make_tree(tmp, SLOW, t=30)
+    (tmp / "suites" / "catalog.toml").write_text(NOX_CATALOG)
+    for name in ("test_a.py", "test_b.py"):
+        path = tmp / "suites" / name
+        path.write_text(path.read_text().replace("register_cpu_ci", "register_cuda_ci")
+                        .replace('suite="cpu"', 'suite="gpu1"'))
+    (tmp / "noxfile.py").write_text((REPO / "noxfile.py").read_text())
+    for package in ("ci_register", "gates"):
+        (tmp / package).symlink_to(REPO / package)
+    return tmp
+
+
+def start_nox(tree: Path) -> subprocess.Popen:
+    fake = '{"gpus": [{"name": "NVIDIA H200", "capability": [9, 0]}]}'
+    return subprocess.Popen(
+        [sys.executable, "-m", "nox", "-s", "gpu1", "--", "--history", str(tree / "h.db"),
+         "--gate", "off"], cwd=tree, env=env(CI_REGISTER_FAKE_HARDWARE=fake),
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+
+
+@pytest.mark.parametrize("how", ["ctrl-c to the group", "sigterm to nox alone"])
+def test_signals_through_nox_end_in_an_interrupted_run_and_no_orphan(tmp_path, how):
+    tree = nox_tree(tmp_path)
+    proc = start_nox(tree)
+    try:
+        _wait_running(tree, proc)
+        if how.startswith("ctrl-c"):
+            os.killpg(proc.pid, signal.SIGINT)
+        else:
+            proc.send_signal(signal.SIGTERM)
+        rc, out = finish(proc)
+        assert rc != 0, out
+        for _ in range(100):  # after SIGTERM nox is gone at once; the runner finishes later
+            if the_run(tree / "h.db")[1] != "incomplete" and not _pids_in(tree):
+                break
+            time.sleep(0.1)
+        assert the_run(tree / "h.db")[1] == "interrupted", out
+        tests = dict(rows(tree / "h.db", "SELECT nodeid, outcome FROM tests"))
+        assert tests["suites/test_a.py::test_a_first"] == "passed"
+        assert not _pids_in(tree)
+    finally:
+        _kill_tree_processes(tree)
