@@ -250,7 +250,10 @@ def _pytest(plan_file: Path, plan: dict, opts: RunOptions, targets: list[str], e
     i, n = plan["shard"]
     opts.results.mkdir(parents=True, exist_ok=True)
     junit = opts.results / f"junit-{_tag(plan)}.xml"
-    progress = opts.results / f"progress-{_tag(plan)}.json"
+    # Absolute: pytest runs in --root, and a test may chdir (the plugin writes this file
+    # before and after every test; a relative path would blind the runner).
+    progress = (opts.results / f"progress-{_tag(plan)}.json").resolve()
+    plan_file = plan_file.resolve()
     cmd = [sys.executable, "-m", "pytest", "-p", "ci_register.pytest_plugin", "--ci-plan", str(plan_file), "--ci-progress", str(progress), f"--junitxml={junit}", "-o", "junit_family=xunit2"]
     cmd += ["-p", "gates.plugin", "--gates-suite", plan["suite"], "--gates-shard", f"{i}/{n}", "--gates-run-id", plan["run_id"], "--gates-plan", str(plan_file), "--gates-history", _history_path(opts)]
     cmd += [*opts.suite_pytest_args, *targets, *extra]

@@ -373,3 +373,29 @@ def test_signals_through_nox_end_in_an_interrupted_run_and_no_orphan(tmp_path, h
         assert not _pids_in(tree)
     finally:
         _kill_tree_processes(tree)
+
+
+def test_a_test_that_changes_directory_does_not_blind_the_runner(tmp_path):
+    # test_a (runs first) leaves the process in another folder; test_b then hangs in C.
+    # The progress file must still reach the runner, naming test_b's file and deadline.
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    tree = tmp_path / "t"
+    tree.mkdir()
+    make_tree(tree, """
+        import ctypes, signal
+        def test_b_hang():
+            signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGALRM, signal.SIGINT,
+                                                      signal.SIGTERM})
+            ctypes.CDLL(None).pause()
+        """)
+    (tree / "suites" / "test_a.py").write_text(PASSING + textwrap.dedent(f"""
+        def test_a_moves():
+            import os
+            os.chdir({str(elsewhere)!r})
+        """))
+    began = time.monotonic()
+    rc, out = finish(start(tree))
+    assert rc == 1 and "hung: suites/test_b.py" in out, out
+    assert time.monotonic() - began < 2 + 1 + 30
+    assert list(elsewhere.iterdir()) == []  # nothing of the run written where the test went
