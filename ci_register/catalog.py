@@ -288,7 +288,7 @@ def parse_catalog(text: str, path: Path) -> Catalog:
 def load_catalog(path: str | Path) -> Catalog:
     path = Path(path)
     try:
-        text = path.read_text(encoding="utf-8")
+        text = path.read_text(encoding="utf-8-sig")  # an editor's BOM is not an error
     except FileNotFoundError:
         raise CatalogError(f"{path}: catalog not found; pass --catalog PATH") from None
     except UnicodeDecodeError:

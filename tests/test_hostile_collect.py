@@ -140,3 +140,13 @@ def test_list_json_into_a_closed_pipe_is_quiet(tmp_path):
     proc.stdout.close()  # what `| head -1` does
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == 0 and b"Traceback" not in err and b"BrokenPipe" not in err
+
+
+def test_a_catalog_with_a_bom_or_that_is_a_folder(tmp_path):
+    from ci_register.catalog import load_catalog
+
+    (tmp_path / "c.toml").write_bytes(b"\xef\xbb\xbf" + CATALOG_TEXT.encode())
+    assert list(load_catalog(tmp_path / "c.toml").suites) == ["cpu"]
+    (tmp_path / "d.toml").mkdir()
+    with pytest.raises(CatalogError, match="cannot read the catalog"):
+        load_catalog(tmp_path / "d.toml")
