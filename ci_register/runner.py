@@ -280,8 +280,8 @@ def _settle(out: Supervised, plan: dict, opts: RunOptions) -> int:
     if rc == 4 and not (out.signal_received or out.hung):
         return rc  # pytest refused its options (a bad history): no run was started
     if out.leftovers:
-        print(f"warning: killed {out.leftovers} process(es) the tests left running in "
-              "pytest's process group", file=sys.stderr, flush=True)
+        print(f"warning: killed {out.leftovers} process(es) the tests left running "
+              "(in pytest's process group, or orphaned)", file=sys.stderr, flush=True)
     if out.signal_received:
         _finish(opts, plan["run_id"], "interrupted", rc, f"interrupted by {_signame(out.signal_received)}")
         return 128 + out.signal_received

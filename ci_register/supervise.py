@@ -12,7 +12,9 @@ shares a group the runner can kill. The runner:
   code, such as a CUDA or NCCL wait); the plugin's progress file says which file
   runs and its deadline;
 - kills whatever is left in the group once pytest has exited (children a test
-  leaked).
+  leaked), and, being a child subreaper (``PR_SET_CHILD_SUBREAPER``), every orphan
+  re-parented to it: a process a test started in a session of its own escapes the
+  group but not this sweep.
 
 The runner itself gets SIGTERM when its parent dies (``PR_SET_PDEATHSIG``; nox
 killed by SIGTERM never forwards it), and pytest gets SIGTERM when the runner dies.
@@ -38,6 +40,7 @@ DEFAULT_GRACE_S = 20.0  # pytest-timeout's own limit goes first; this is its tim
 _FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 _POLL_S = 0.2
 _PR_SET_PDEATHSIG = 1
+_PR_SET_CHILD_SUBREAPER = 36
 
 
 def kill_grace() -> float:
@@ -73,6 +76,63 @@ def die_with_parent(sig: int = signal.SIGTERM) -> None:
         ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, int(sig))
     except (OSError, AttributeError):
         pass
+
+
+def _prctl(option: int, value: int) -> None:
+    if sys.platform != "linux":
+        return
+    try:
+        import ctypes  # noqa: PLC0415
+
+        ctypes.CDLL(None, use_errno=True).prctl(option, value)
+    except (OSError, AttributeError):
+        pass
+
+
+def _orphans() -> list[int]:
+    """Live processes whose parent is this one (orphans a subreaper inherits)."""
+    me, out = os.getpid(), []
+    try:
+        entries = os.listdir("/proc")
+    except OSError:
+        return out
+    for name in entries:
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat", "rb") as handle:
+                stat = handle.read()
+        except OSError:
+            continue
+        fields = stat[stat.rfind(b")") + 2:].split()
+        if len(fields) > 1 and int(fields[1]) == me:
+            out.append(int(name))
+    return out
+
+
+def _sweep_orphans(counted: set[int]) -> int:
+    """Kill and reap every process re-parented to this runner; how many of them were not
+    `counted` already (members of pytest's group, killed, come back here as zombies)."""
+    killed: set[int] = set()
+    for _ in range(50):  # a killed orphan's own children are re-parented here next
+        found = [p for p in _orphans() if p not in killed or _alive(p)]
+        if not found:
+            break
+        for pid in found:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGKILL)
+            with contextlib.suppress(ChildProcessError, OSError):
+                os.waitpid(pid, 0)
+            killed.add(pid)
+    return len(killed - counted)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except OSError:
+        return False
+    return True
 
 
 def _child_setup() -> None:  # runs in the child between fork and exec
@@ -145,6 +205,7 @@ def run_supervised(cmd: list[str], *, cwd: Path, progress: Path | None = None,
     hung = None
     kill_at = None
     start_wall = time.time()
+    _prctl(_PR_SET_CHILD_SUBREAPER, 1)
     with _catching(received):
         proc = subprocess.Popen(cmd, cwd=cwd, process_group=0,
                                 preexec_fn=_child_setup if sys.platform == "linux" else None)
@@ -180,7 +241,9 @@ def run_supervised(cmd: list[str], *, cwd: Path, progress: Path | None = None,
                 kill_at = now
     members = group_members(pgid)
     _killpg(pgid, signal.SIGKILL)
+    escaped = _sweep_orphans(set(members))
     info = _progress(progress)
     running = info.get("nodeid") if isinstance(info.get("nodeid"), str) else None
-    return Supervised(rc, received[0] if received else None, hung, running, len(members),
+    return Supervised(rc, received[0] if received else None, hung, running,
+                      len(members) + escaped,
                       info.get("session") == "finished")

@@ -399,3 +399,22 @@ def test_a_test_that_changes_directory_does_not_blind_the_runner(tmp_path):
     assert rc == 1 and "hung: suites/test_b.py" in out, out
     assert time.monotonic() - began < 2 + 1 + 30
     assert list(elsewhere.iterdir()) == []  # nothing of the run written where the test went
+
+
+def test_a_child_in_a_session_of_its_own_is_killed_at_the_end(tmp_path):
+    marker = tmp_path / "child.pid"
+    tree = make_tree(tmp_path, f"""
+        import subprocess, sys
+        def test_b_daemon():
+            p = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"],
+                                 start_new_session=True)
+            open({str(marker)!r}, "w").write(str(p.pid))
+        """)
+    try:
+        rc, out = finish(start(tree))
+        assert rc == 0 and "killed 1 process(es)" in out, out
+        pid = int(marker.read_text())
+        assert not Path(f"/proc/{pid}").exists() or \
+            Path(f"/proc/{pid}/stat").read_text().split(") ")[1].startswith("Z")
+    finally:
+        _kill_tree_processes(tree)
