@@ -67,6 +67,29 @@ def _insert_bundle(conn: sqlite3.Connection, bundle: Mapping[str, Any]) -> None:
     _insert(conn, "trust_log", list(bundle["trust_log"]))
 
 
+def _check_units(history: History, pending: Mapping[str, tuple[str, dict[str, Any], str]]) -> None:
+    """One key, one unit per suite: across the shards and with the target (the gate would
+    pool 0.5 "s" and 500 "ms" into one series)."""
+    seen: dict[tuple[str, str], tuple[str, str]] = {}  # (suite, key) -> (unit, where)
+    for run_id, (shard_name, bundle, _) in pending.items():
+        suite = bundle["run"]["suite"]
+        for m in bundle["metrics"]:
+            where = f"{shard_name} (run {run_id})"
+            known = seen.get((suite, m["key"]))
+            if known is None:
+                found = history.unit_of(suite, m["key"])
+                if found is not None:
+                    known = seen[(suite, m["key"])] = (found[0], f"{history.path} (run {found[1]})")
+                else:
+                    seen[(suite, m["key"])] = (m["unit"], where)
+                    continue
+            if known[0] != m["unit"]:
+                raise HistoryError(
+                    f"{shard_name}: run {run_id}: metric {m['key']!r} of suite {suite!r} is in "
+                    f"{m['unit']!r} but {known[1]} has it in {known[0]!r}; one key has one "
+                    "unit (record the new unit under a new key); the shard was not merged")
+
+
 def merge_histories(shards: Sequence[str | os.PathLike[str]],
                     into: str | os.PathLike[str]) -> MergeReport:
     """Fold shard history files into `into` (created if missing), idempotently.
@@ -113,6 +136,7 @@ def merge_histories(shards: Sequence[str | os.PathLike[str]],
 
         def write() -> None:
             # Reset: a retry after "database is locked" runs this again.
+            _check_units(history, pending)
             report.added.clear()
             report.unchanged.clear()
             report.per_shard.update(dict.fromkeys(report.per_shard, 0))

@@ -177,3 +177,13 @@ def test_one_key_in_two_units_fails_the_second_test(pytester, no_torch_probe):
                                 "-p", "no:cacheprovider", "-p", "no:hypothesispytest")
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines(["*unit 'ms', but run * in the history recorded it in 's'*"])
+
+
+def test_a_shard_with_a_key_in_another_unit_is_refused(template, tmp_path, capsys):
+    into = tmp_path / "history.db"
+    shutil.copy(template, into)
+    bad = shard(tmp_path, "ms.db", "UPDATE metrics SET unit = 'ms' WHERE unit = 's'")
+    before = into.read_bytes()
+    code, _, err = cli(["merge", bad, "--into", into], capsys)
+    assert code == 2 and "is in 'ms' but" in err and "has it in 's'" in err
+    assert into.read_bytes() == before
