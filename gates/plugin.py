@@ -324,7 +324,7 @@ class _Recorder:
         self.config = config
         self.options = options
         self.states: dict[str, _TestState] = {}
-        self.metrics: list[tuple[str, Metric]] = []
+        self.metrics: dict[str, list[Metric]] = {}  # nodeid -> its metrics, in order
         self.written: str | None = None
         self.problem: str | None = None
         self.attempt = 1
@@ -380,7 +380,7 @@ class _Recorder:
             metrics: list[tuple[str, Metric]] = []
         else:
             tests = self.results(nodeids)
-            metrics = [(n, m) for n, m in self.metrics if n in set(nodeids)]
+            metrics = [(n, m) for n in nodeids for m in self.metrics.get(n, ())]
         try:
             self.history.record_tests(self.provenance.run_id, self.attempt, tests, metrics)
         except self._history_error as exc:
@@ -440,7 +440,7 @@ class _Recorder:
         # Read the book after fixtures tore down, so nothing recorded late is lost.
         book = item.stash.get(_BOOK_KEY, None)
         if book:
-            self.metrics.extend((item.nodeid, m) for m in book)
+            self.metrics.setdefault(item.nodeid, []).extend(book)
 
     def results(self, nodeids: list[str] | None = None) -> list[TestResult]:
         from gates.history import TestResult
@@ -466,7 +466,8 @@ class _Recorder:
         left = [n for n in self.states if n not in self.saved]
         self.provenance.finished_at = utc_now()
         record = RunRecord(self.provenance, self.results(left),
-                           [(n, m) for n, m in self.metrics if n not in self.saved],
+                           [(n, m) for n, ms in self.metrics.items() if n not in self.saved
+                            for m in ms],
                            self.options.plan, int(exitstatus))
         try:
             self.history.record_run(record, attempt=self.attempt)
@@ -482,7 +483,7 @@ class _Recorder:
         elif self.written:
             terminalreporter.write_line(
                 f"gates: recorded run {self.written} ({len(self.states)} tests, "
-                f"{len(self.metrics)} metrics) in {self.options.history}")
+                f"{sum(map(len, self.metrics.values()))} metrics) in {self.options.history}")
 
     def pytest_unconfigure(self, config: pytest.Config) -> None:
         if self.sigterm:
