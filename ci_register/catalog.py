@@ -199,8 +199,8 @@ def _suite(name: str, raw: object, where: str) -> Suite:
     if isinstance(budget, bool) or not isinstance(budget, int | float) or not 0 < budget <= 7 * 86400:
         raise CatalogError(f"{where}: [suites.{name}] shard_budget_s must be a number of seconds above 0 and at most a week (604800), got {budget!r}")
     shards = raw.get("shards")
-    if shards is not None and (isinstance(shards, bool) or not isinstance(shards, int) or shards < 1):
-        raise CatalogError(f"{where}: [suites.{name}] shards must be a positive integer")
+    if shards is not None and (isinstance(shards, bool) or not isinstance(shards, int) or not 1 <= shards <= 256):
+        raise CatalogError(f"{where}: [suites.{name}] shards must be an integer from 1 to 256 (a GitHub Actions matrix runs at most 256 jobs)")
     hw_raw = raw.get("hardware", {})
     if not isinstance(hw_raw, dict):
         raise CatalogError(f"{where}: [suites.{name}.hardware] must be a table")

@@ -83,6 +83,7 @@ def test_a_huge_file_is_refused_before_parsing(tmp_path):
     ("collect = 3\n" + CATALOG_TEXT, "[collect] must be a table"),
     ("markers = 3\n" + CATALOG_TEXT, "markers must be a table"),
     ("suites = 3\n", "suites must be tables"),
+    (CATALOG_TEXT + "shards = 1000000000\n", "from 1 to 256"),  # matrix hung, then OOM
 ])
 def test_catalog_errors_are_one_line(text, message):
     with pytest.raises(CatalogError) as info:
@@ -150,3 +151,14 @@ def test_a_catalog_with_a_bom_or_that_is_a_folder(tmp_path):
     (tmp_path / "d.toml").mkdir()
     with pytest.raises(CatalogError, match="cannot read the catalog"):
         load_catalog(tmp_path / "d.toml")
+
+
+def test_a_tiny_budget_or_a_huge_partition_is_one_line():
+    from ci_register.partition import PartitionError, parse_partition
+    from ci_register.schedule import ScheduleError, plan_schedule
+
+    with pytest.raises(PartitionError, match="at most 256 shards"):
+        parse_partition("1/1000000000")
+    items = [(f"suites/test_{i}.py", 10.0) for i in range(400)]
+    with pytest.raises(ScheduleError, match="more than the 256 jobs"):
+        plan_schedule(items, 10.0, suite="cpu")
