@@ -40,17 +40,21 @@ class _Parser(argparse.ArgumentParser):
         raise _UsageError(f"{message}; see {self.prog} --help")
 
 
+_MAX_COUNT = 1_000_000  # beyond any history; SQLite's integers stop at 2**63
+
+
 def _count(minimum: int) -> Callable[[str], int]:
     """An argparse type: a whole number of at least ``minimum`` (a trend of 0 points or
-    a look-back of -1 runs would otherwise report nothing and exit 0)."""
+    a look-back of -1 runs would otherwise report nothing and exit 0), at most a million."""
 
     def parse(text: str) -> int:
         try:
             value = int(text)
         except ValueError:
             value = None
-        if value is None or value < minimum:
-            raise argparse.ArgumentTypeError(f"{text!r}: give a whole number >= {minimum}")
+        if value is None or not minimum <= value <= _MAX_COUNT:
+            raise argparse.ArgumentTypeError(
+                f"{text!r}: give a whole number from {minimum} to {_MAX_COUNT}")
         return value
 
     parse.__name__ = "count"  # argparse names the type in its messages
