@@ -257,7 +257,8 @@ def _merge(args: argparse.Namespace) -> int:
 
     missing = [s for s in args.shards if not Path(s).is_file()]
     if missing:
-        raise _UsageError(f"shard history {missing[0]} does not exist; check the path "
+        what = "is not a regular file" if Path(missing[0]).exists() else "does not exist"
+        raise _UsageError(f"shard history {missing[0]} {what}; check the path "
                           "(download the shard artifacts first)")
     result = merge_histories(args.shards, args.into)
     print(result)
