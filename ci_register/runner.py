@@ -382,6 +382,11 @@ def run_suite(opts: RunOptions) -> int:
         # More shards than files: an empty shard is a planned outcome, not a silent green.
         print(f"shard {plan.index}/{len(plan.shards)} of {suite.name} has no files in this plan; nothing to run")
         return 0
+    try:
+        opts.results.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        print(f"error: --results {opts.results}: cannot create the folder ({exc.strerror or exc}); give a writable folder", file=sys.stderr)
+        return 2
     targets = _targets(plan.mine.items, opts.files)
     run_id = uuid.uuid4().hex
     i, n = plan.index, len(plan.shards)

@@ -418,3 +418,11 @@ def test_a_child_in_a_session_of_its_own_is_killed_at_the_end(tmp_path):
             Path(f"/proc/{pid}/stat").read_text().split(") ")[1].startswith("Z")
     finally:
         _kill_tree_processes(tree)
+
+
+def test_a_results_path_that_is_a_file_is_one_line(tmp_path):
+    tree = make_tree(tmp_path, "def test_b():\n    pass\n")
+    (tree / "taken").write_text("x")
+    rc, out = finish(start(tree, "--results", "taken"))
+    assert rc == 2 and "--results taken: cannot create the folder" in out
+    assert "Traceback" not in out
