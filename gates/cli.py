@@ -4,6 +4,7 @@
                          [--out FILE] [--history PATH]
     gate-report health   [--suite S] [--format text|md|json]
     gate-report merge    SHARD.db ... --into history.db
+    gate-report check    [--history PATH]
     gate-report untrust  (--run ID ... | --commit SHA) --reason "..."
     gate-report trust    (--run ID ... | --commit SHA) --reason "..."
 
@@ -267,6 +268,23 @@ def _merge(args: argparse.Namespace) -> int:
     return 0
 
 
+def _check(args: argparse.Namespace) -> int:
+    from gates.merge import check_history  # noqa: PLC0415
+
+    target = Path(args.history or _default_history())
+    if not target.exists():
+        raise _UsageError(f"{target}: no such history; pass --history PATH")
+    problems = check_history(target)
+    for line in problems:
+        print(f"error: {line}")
+    if problems:
+        print(f"{len(problems)} problem(s); reports and gates cannot read these rows: restore "
+              "the file from a backup or CI artifact (merge refuses such rows in shards)")
+        return 2
+    print(f"{target}: every row is sound")
+    return 0
+
+
 def _trust(trusted: bool) -> Callable[[argparse.Namespace], int]:
     def command(args: argparse.Namespace) -> int:
 
@@ -286,6 +304,7 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "report": _report,
     "health": _health,
     "merge": _merge,
+    "check": _check,
     "trust": _trust(True),
     "untrust": _trust(False),
 }
@@ -300,6 +319,7 @@ _EXAMPLES = """examples:
   gate-report --suite base-b-1gpu --format html --out report.html
   gate-report health --suite cpu
   gate-report merge shard-*.db --into history.db
+  gate-report check                             rows reports and gates cannot read
   gate-report untrust --commit abc1234 --reason "broken runner gpu-17"
 
 exit codes: 0 nothing regressed in what is reported; 1 a gate failed in it;
@@ -373,6 +393,13 @@ def build_parser() -> argparse.ArgumentParser:
     mg.add_argument("--into", required=True, metavar="PATH",
                     help="target history (created if missing)")
 
+    ck = sub.add_parser(
+        "check", help="list rows reports and gates cannot read (what merge refuses)",
+        description="Check every run of a history with the rules merge applies to a shard: "
+                    "types, ranges, medians against samples, units and keys, runs dated in "
+                    "the future, rows of no run. Exit 2 when anything is wrong.")
+    _add_history(ck)
+
     for name, trusted in (("untrust", False), ("trust", True)):
         what = "trusted again" if trusted else "untrusted (never a baseline, never deleted)"
         tp = sub.add_parser(
@@ -414,6 +441,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     except (HistoryError, ReportInputError) as exc:
         print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except (TypeError, ValueError, ArithmeticError) as exc:  # a row no writer of ours makes
+        print(f"error: the history holds a row this report cannot read ({type(exc).__name__}: "
+              f"{exc}); `gate-report check` names the runs", file=sys.stderr)
         return 2
     except BrokenPipeError:  # `gate-report | head`: the reader left; not our error
         sys.stderr.close()

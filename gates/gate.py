@@ -731,6 +731,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (GateInputError, HistoryError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
+    except (TypeError, ValueError, ArithmeticError) as e:  # a row no writer of ours makes
+        print(f"error: {a.history}: holds a row the gate cannot read ({type(e).__name__}: "
+              f"{e}); `gate-report check --history {a.history}` names the runs", file=sys.stderr)
+        return 2
     if a.tripped_out:
         Path(a.tripped_out).parent.mkdir(parents=True, exist_ok=True)
         Path(a.tripped_out).write_text(json.dumps(res.tripped_nodeids), encoding="utf-8")

@@ -18,7 +18,7 @@ from typing import Any
 from gates.history import History, HistoryError, _drop, _insert, _insert_metrics
 from gates.merge_check import ShardRejected, check_bundle
 
-__all__ = ["MergeConflict", "MergeReport", "merge_histories", "run_digest"]
+__all__ = ["MergeConflict", "MergeReport", "check_history", "merge_histories", "run_digest"]
 
 
 class MergeConflict(HistoryError):
@@ -155,3 +155,18 @@ def merge_histories(shards: Sequence[str | os.PathLike[str]],
 
         history._write(write)
     return report
+
+
+def check_history(path: str | os.PathLike[str]) -> list[str]:
+    """One line per problem a merge would refuse, over every run of a history file:
+    what a hand edit or an older merge left that reports and gates cannot read."""
+    problems = []
+    with History(Path(path), create=False, readonly=True) as history:
+        problems += [f"{history.path}: {p}" for p in history.orphan_rows()]
+        for run_id in history.run_ids():
+            try:
+                check_bundle(history.export_run(run_id), str(history.path))
+            except ShardRejected as exc:
+                problems.append(str(exc).replace("; the shard was not merged (regenerate it, "
+                                                 "or drop it from the merge)", ""))
+    return problems

@@ -187,3 +187,22 @@ def test_a_shard_with_a_key_in_another_unit_is_refused(template, tmp_path, capsy
     code, _, err = cli(["merge", bad, "--into", into], capsys)
     assert code == 2 and "is in 'ms' but" in err and "has it in 's'" in err
     assert into.read_bytes() == before
+
+
+def test_a_history_poisoned_before_merge_checked_is_exit_2_and_named(template, tmp_path, capsys):
+    from gates.gate import main as gate_main
+
+    path = tmp_path / "history.db"
+    shutil.copy(template, path)
+    _force(path, "UPDATE metrics SET median = 'fast' WHERE run_id LIKE 'run0005%'")
+    code, _, err = cli(["--history", path, "--no-health"], capsys)
+    assert code == 2 and err.count("\n") == 1 and "gate-report check" in err
+    code, out, _ = cli(["check", "--history", path], capsys)
+    assert code == 2 and "run 'run000500000000000000000000'" in out and "median 'fast'" in out
+    with open_history(path) as h:
+        newest = h.run_ids()[-1]
+    assert gate_main(["--history", str(path), "--run-id", newest]) == 2
+    assert "gate-report check" in capsys.readouterr().err
+    shutil.copy(template, path)
+    code, out, _ = cli(["check", "--history", path], capsys)
+    assert code == 0 and "every row is sound" in out
