@@ -53,10 +53,28 @@ def finish(proc: subprocess.Popen, timeout: float = 60) -> tuple[int, str]:
     try:
         out, err = proc.communicate(timeout=timeout)
     finally:
+        _kill_session(proc.pid)  # pytest has a group of its own, but the runner's session
         if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
+            proc.kill()
             proc.wait()
     return proc.returncode, out + err
+
+
+def _kill_session(sid: int) -> None:
+    """SIGKILL every process of session `sid` but us (what a failed test leaves)."""
+    for name in os.listdir("/proc"):
+        if not name.isdigit() or int(name) == os.getpid():
+            continue
+        try:
+            stat = Path(f"/proc/{name}/stat").read_bytes()
+        except OSError:
+            continue
+        fields = stat[stat.rfind(b")") + 2:].split()
+        if len(fields) > 3 and int(fields[3]) == sid:
+            try:
+                os.kill(int(name), signal.SIGKILL)
+            except OSError:
+                pass
 
 
 def rows(db: Path, sql: str) -> list[tuple]:
