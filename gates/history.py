@@ -21,7 +21,7 @@ was running and the signal). Only complete runs serve as baselines.
 Tables (browse them with ``sqlite-utils tables history.db --counts``):
 
 - ``runs``: one row per run id: suite, shard_index/shard_count, status
-  (incomplete: started, never finished; complete; interrupted: pytest exit 2/3 or
+  (incomplete: started, never finished; complete; interrupted: pytest exit 2-4 or
   a signal to the run; crashed: pytest died, exited early or hung and was killed),
   exit_status (pytest's), confirm_of (the run a confirm-on-trip rerun re-checks),
   commit_sha, branch, ci_url, started_at/finished_at (UTC ISO), host, python,
@@ -75,8 +75,9 @@ __all__ = [
     "open_history",
 ]
 
-# pytest ExitCode.INTERRUPTED and INTERNAL_ERROR: the session did not run to its end.
-_INTERRUPTED = (2, 3)
+# pytest ExitCode.INTERRUPTED, INTERNAL_ERROR and USAGE_ERROR (a bad -k expression is
+# found after the run started): the session did not run what it was asked to.
+_INTERRUPTED = (2, 3, 4)
 OUTCOMES = ("passed", "failed", "skipped", "error", "xfailed", "xpassed")
 FAILING = ("failed", "error")
 # The error text of a test row written as the test starts: still there, the test never
@@ -369,8 +370,9 @@ class History:
     def record_run(self, record: RunRecord, attempt: int | None = None) -> int:
         """Write a run's tests, metrics, samples and plan in one transaction; mark it complete.
 
-        A pytest exit status of 2 (interrupted: Ctrl-C, collection errors) or 3
-        (internal error) marks it ``interrupted`` instead: kept, never a baseline.
+        A pytest exit status of 2 (interrupted: Ctrl-C, collection errors), 3
+        (internal error) or 4 (usage error) marks it ``interrupted`` instead: kept,
+        never a baseline.
 
         A run id that already has results (a rerun of tripped tests under the same
         id) gets the next attempt number, unless `attempt` names the one this

@@ -444,3 +444,10 @@ def test_a_results_path_that_is_a_file_is_one_line(tmp_path):
     rc, out = finish(start(tree, "--results", "taken"))
     assert rc == 2 and "--results taken: cannot create the folder" in out
     assert "Traceback" not in out
+
+
+def test_a_bad_k_expression_is_exit_2_and_never_a_complete_run(tmp_path):
+    tree = make_tree(tmp_path, "def test_b():\n    pass\n")
+    rc, out = finish(start(tree, "-k", "((("))
+    assert rc == 2, out
+    assert the_run(tree / "h.db")[1] == "interrupted"
