@@ -86,7 +86,12 @@ class MachineModel:
 
 def labels_of(hosts: Sequence[str | None]) -> list[str]:
     """Machine labels: a run that names no machine gets a label no other run has."""
-    return [h if h is not None else f"{UNNAMED}{i}" for i, h in enumerate(hosts)]
+    return list(_labels(tuple(hosts)))
+
+
+@lru_cache(maxsize=256)
+def _labels(hosts: tuple[str | None, ...]) -> tuple[str, ...]:
+    return tuple(h if h is not None else f"{UNNAMED}{i}" for i, h in enumerate(hosts))
 
 
 UNNAMED = "?"  # label prefix of runs that name no machine
@@ -108,18 +113,17 @@ def machine_model(x: np.ndarray, labels: Sequence[str], scale: float,
 
 def _components(x: np.ndarray, labels: tuple[str, ...], scale: float,
                 ) -> tuple[float | None, float]:
-    groups = _machine_groups(labels)
-    rep = [g for g in groups if g.size >= 2]
+    groups, sizes = _machine_groups(labels)
+    meds = np.array([median(x[g]) if g.size > 1 else float(x[g[0]]) for g in groups])
     within2 = scale * scale
-    if rep:
-        meds = [median(x[g]) for g in rep]
-        resid = np.concatenate([x[g] - m for g, m in zip(rep, meds, strict=True)])
-        if resid.size >= 4:
-            within2 = (MAD_K * median(np.abs(resid))) ** 2  # about group medians
+    rep = sizes >= 2
+    if int(sizes[rep].sum()) >= 4:  # about group medians: MAD suffices
+        resid = x[np.concatenate([g for g, r in zip(groups, rep, strict=True) if r])] - np.repeat(
+            meds[rep], sizes[rep])
+        within2 = (MAD_K * median(np.abs(resid))) ** 2
     if len(groups) < 2:
         return None, within2
-    meds = np.array([median(x[g]) for g in groups])
-    noise = within2 * float(np.mean([HALF_PI / g.size if g.size > 1 else 1.0 for g in groups]))
+    noise = within2 * float(np.mean(np.where(sizes > 1, HALF_PI / sizes, 1.0)))
     return max(0.0, float(np.var(meds, ddof=1)) - noise), within2
 
 
@@ -137,7 +141,7 @@ def host_variance(x: Sequence[float] | np.ndarray, hosts: Sequence[str | None] |
     x = np.asarray(x, dtype=float)
     keep = [i for i, h in enumerate(hosts) if h is not None and np.isfinite(x[i])]
     labels = tuple(hosts[i] for i in keep)
-    groups = [g for g in _machine_groups(labels) if g.size >= 2]
+    groups = [g for g in _machine_groups(labels)[0] if g.size >= 2]
     if len(groups) < 2:
         return None
     xs = x[keep]
@@ -156,9 +160,10 @@ def chi2_median_factor(df: int) -> float:
 
 
 @lru_cache(maxsize=256)
-def _machine_groups(labels: tuple[str, ...]) -> list[np.ndarray]:
-    """Run indices per machine (the same for every metric of a run: cached)."""
+def _machine_groups(labels: tuple[str, ...]) -> tuple[list[np.ndarray], np.ndarray]:
+    """Run indices per machine and their sizes (the same for every metric of a run)."""
     idx: dict[str, list[int]] = {}
     for i, hk in enumerate(labels):
         idx.setdefault(hk, []).append(i)
-    return [np.array(v, dtype=np.intp) for v in idx.values()]
+    groups = [np.array(v, dtype=np.intp) for v in idx.values()]
+    return groups, np.array([g.size for g in groups])
