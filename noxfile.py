@@ -15,8 +15,8 @@ import nox
 ROOT = Path(__file__).parent
 sys.path.insert(0, str(ROOT))  # ci_register.catalog is stdlib-only: safe before any venv
 
-from ci_register.catalog import Suite  # noqa: E402
-from ci_register.nox_sessions import default_sessions, install  # noqa: E402
+from ci_register.catalog import CatalogError, Suite  # noqa: E402
+from ci_register.nox_sessions import default_sessions, install, venv_lock  # noqa: E402
 
 nox.options.default_venv_backend = "venv"
 nox.options.error_on_external_run = True
@@ -40,23 +40,29 @@ def cpu_torch_args() -> list[str]:
 
 def _install_project(session: nox.Session, *extras: str) -> None:
     # CPU torch first, so nothing later resolves "torch" to a CUDA build.
-    if "cpu" in extras:
-        session.install(*cpu_torch_args())
-    spec = f".[{','.join(extras)}]" if extras else "."
-    session.install("-e", spec)
+    with venv_lock(session):
+        if "cpu" in extras:
+            session.install(*cpu_torch_args())
+        spec = f".[{','.join(extras)}]" if extras else "."
+        session.install("-e", spec)
 
 
 def _prepare_cpu(session: nox.Session, suite: Suite) -> None:
     _install_project(session, "cpu")
-    if suite.install:
-        session.install(*suite.install)
-    if suite.uninstall:
-        session.run("pip", "uninstall", "-y", *suite.uninstall)
+    with venv_lock(session):
+        if suite.install:
+            session.install(*suite.install)
+        if suite.uninstall:
+            session.run("pip", "uninstall", "-y", *suite.uninstall)
 
 
 # One session per suite of the catalog (ci_register.nox_sessions: what an adopting
 # repository's noxfile calls too).
-CATALOG = install(ROOT / "suites" / "catalog.toml", root=ROOT, python=PYTHON, prepare=_prepare_cpu)
+try:
+    CATALOG = install(ROOT / "suites" / "catalog.toml", root=ROOT, python=PYTHON, prepare=_prepare_cpu)
+except CatalogError as _exc:  # one line naming file, line and fix; never a traceback
+    print(f"error: {_exc}", file=sys.stderr)
+    raise SystemExit(2) from None
 # Only CPU-safe sessions run by default: the framework's tests and the cpu suite, or the
 # catalog's CPU suites when it has none of that name (never a name nox cannot find).
 nox.options.sessions = ["tests", *(["cpu"] if "cpu" in CATALOG.suites else default_sessions(CATALOG))]

@@ -31,6 +31,8 @@ CI can tell a wrong runner from a failing test.
 from __future__ import annotations
 
 import atexit
+import contextlib
+import fcntl
 import importlib.metadata
 import importlib.util
 import inspect
@@ -45,7 +47,7 @@ from typing import Any
 from ci_register.catalog import Catalog, Suite, load_catalog
 
 __all__ = ["DIST", "EXIT_INPUT", "LOCAL_HISTORY", "RUN_NEEDS", "install", "default_sessions",
-           "distribution_spec", "history_env", "mark_exit", "missing_modules"]
+           "distribution_spec", "history_env", "mark_exit", "missing_modules", "venv_lock"]
 
 DIST = "gpu-ci-gates"
 EXIT_INPUT = 2  # bad input or wrong hardware: nothing was run
@@ -95,12 +97,29 @@ def missing_modules(names: tuple[str, ...] = RUN_NEEDS) -> list[str]:
     return [m for m in names if importlib.util.find_spec(m) is None]
 
 
+@contextlib.contextmanager
+def venv_lock(session: Any):
+    """One pip at a time per session venv: concurrent `nox -s cpu` in one checkout share
+    .nox/cpu (reuse_venv), and two pips installing into it at once break it."""
+    location = getattr(getattr(session, "virtualenv", None), "location", None)
+    if not location:
+        yield
+        return
+    with open(f"{location}.lock", "w") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
 def _default_prepare(session: Any, suite: Suite) -> None:
-    session.install(*distribution_spec())
-    if suite.install:
-        session.install(*suite.install)
-    if suite.uninstall:
-        session.run("python", "-m", "pip", "uninstall", "-y", *suite.uninstall)
+    with venv_lock(session):
+        session.install(*distribution_spec())
+        if suite.install:
+            session.install(*suite.install)
+        if suite.uninstall:
+            session.run("python", "-m", "pip", "uninstall", "-y", *suite.uninstall)
 
 
 def _caller_folder() -> Path:
@@ -150,7 +169,9 @@ def _session(suite: Suite, catalog_path: Path, root: Path, python: str | None,
         cmd = [interpreter, "-m", "ci_register", "run", suite.name, "--catalog", str(catalog_path),
                "--root", str(root), *session.posargs]
         try:
-            session.run(*cmd, external=suite.is_gpu)
+            # On Ctrl-C nox waits this long for the runner, which forwards the interrupt to
+            # pytest and records the run `interrupted` (nox's default kills it after 0.3 s).
+            session.run(*cmd, external=suite.is_gpu, interrupt_timeout=120, terminate_timeout=10)
         except nox.command.CommandFailed as exc:
             if exc.return_code == EXIT_INPUT:
                 mark_exit(EXIT_INPUT)
