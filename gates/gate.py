@@ -483,7 +483,7 @@ def _unheld_reruns(history: Any, suite: str, key: str, ids: Sequence[str],
     runs (``baselines.unheld_chains``), oldest first, and those runs' ids."""
     vals: list[float] = []
     roots: list[str] = []
-    for first, chain in unheld_chains(history.conn, suite, key, list(ids)[-w:]):
+    for first, chain in unheld_chains(history, suite, key, list(ids)[-w:]):
         got = [_summaries_of(history, rid).get(key) for rid in chain]
         if all(x is not None for x in got):
             vals += [float(x) for x in got]

@@ -55,6 +55,8 @@ from sqlite_utils import Database
 from gates.metrics import Metric
 from gates.provenance import Provenance, utc_now
 from gates.schema import KNOWN_MIGRATIONS, MIGRATIONS, SCHEMA_VERSION, VERDICT_COLUMNS
+from gates.store.baseline_reads import BaselineReads
+from gates.store.report_reads import ReportReads
 
 __all__ = [
     "BUSY_TIMEOUT_S",
@@ -123,7 +125,7 @@ def open_history(path: str | os.PathLike[str], *, create: bool = True,
     return History(path, create=create, readonly=readonly)
 
 
-class History:
+class History(BaselineReads, ReportReads):
     """A history file. Use as a context manager or call `close()`.
 
     `create=False` refuses a missing file; `readonly=True` opens without writing
