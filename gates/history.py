@@ -120,9 +120,9 @@ class RunRecord:
 
 
 def open_history(path: str | os.PathLike[str], *, create: bool = True,
-                 readonly: bool = False) -> History:
+                 readonly: bool = False, busy_timeout_s: float = BUSY_TIMEOUT_S) -> History:
     """Open (and create or migrate, unless `readonly`) the history at `path`."""
-    return History(path, create=create, readonly=readonly)
+    return History(path, create=create, readonly=readonly, busy_timeout_s=busy_timeout_s)
 
 
 class History(BaselineReads, ReportReads):
@@ -130,27 +130,30 @@ class History(BaselineReads, ReportReads):
 
     `create=False` refuses a missing file; `readonly=True` opens without writing
     (no WAL switch, no migration; an older schema is then an error).
+    `busy_timeout_s`: how long to wait on another process's lock (a planner that
+    can fall back to est_time waits seconds, not a minute).
     """
 
     def __init__(self, path: str | os.PathLike[str], *, create: bool = True,
-                 readonly: bool = False) -> None:
+                 readonly: bool = False, busy_timeout_s: float = BUSY_TIMEOUT_S) -> None:
         self.path = Path(path)
         self.readonly = readonly
+        self.busy_timeout_s = busy_timeout_s
         check_file(self.path, create=create and not readonly)
         if not self.path.exists():
             self.path.parent.mkdir(parents=True, exist_ok=True)
         try:
             if readonly:
                 conn = sqlite3.connect(self.path.resolve().as_uri() + "?mode=ro", uri=True,
-                                       timeout=BUSY_TIMEOUT_S)
+                                       timeout=busy_timeout_s)
             else:
-                conn = sqlite3.connect(self.path, timeout=BUSY_TIMEOUT_S)
+                conn = sqlite3.connect(self.path, timeout=busy_timeout_s)
         except sqlite3.Error as exc:
             raise HistoryError(f"{self.path}: cannot open ({exc}); check the path and "
                                "its permissions") from exc
         self.conn = conn
         try:
-            conn.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_S * 1000)}")
+            conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout_s * 1000)}")
             conn.execute("PRAGMA foreign_keys = ON")
             self.db = Database(conn, execute_plugins=False)
             self._retry(self._prepare)
@@ -211,7 +214,7 @@ class History(BaselineReads, ReportReads):
     def _retry(self, fn: Callable[[], _T]) -> _T:
         # busy_timeout already waits inside SQLite; this outer loop covers the cases
         # where SQLite returns BUSY without calling the handler (lock upgrades in WAL).
-        deadline = time.monotonic() + BUSY_TIMEOUT_S
+        deadline = time.monotonic() + self.busy_timeout_s
         delay = 0.005
         while True:
             try:
