@@ -68,6 +68,7 @@ from gates import stats
 from gates.baselines import baseline_runs, bulk_baselines, hosts_of, unheld_chains
 from gates.declarations import DeclarationError, Gate, gate_for, parse_plan_gates
 from gates.provenance import host_key
+from gates.verdicts import FAILING, fails
 
 __all__ = [
     "VERDICTS",
@@ -82,7 +83,6 @@ __all__ = [
 
 VERDICTS = ("pass", "regression", "improvement", "insufficient-history", "threshold-fail",
             "missing", "error", "suspect")
-FAILING = ("regression", "threshold-fail", "missing")  # fail the session when enforced
 RERUN = (*FAILING, "suspect")  # enforced verdicts whose tests the confirm attempt reruns
 
 
@@ -118,7 +118,7 @@ class Verdict:
 
     @property
     def enforced_failure(self) -> bool:
-        return self.mode == "enforce" and self.verdict in FAILING
+        return fails(self.verdict, self.mode)
 
     @property
     def needs_rerun(self) -> bool:

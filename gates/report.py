@@ -20,6 +20,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from gates.verdicts import FAILING, fails
+
 __all__ = [
     "CHANGE_P",
     "FAILING",
@@ -39,9 +41,6 @@ __all__ = [
 ]
 
 CHANGE_P = 0.05  # Pettitt p below which a trend's change point is reported
-# The verdicts that fail a session when enforced: the same set as gates.gate.FAILING
-# (a test keeps the two equal; this module stays free of the gate's imports).
-FAILING = ("regression", "threshold-fail", "missing")
 # Display order of verdict classes: what fails the build first, then what needs a look.
 _CLASS_ORDER = {"fail": 0, "warn": 1, "improved": 2, "info": 3, "pass": 4}
 
@@ -56,7 +55,7 @@ def classify(verdict: str | None, mode: str | None) -> str:
     """
     v = (verdict or "").lower()
     if v in FAILING:
-        return "warn" if mode in ("warn", "off") else "fail"
+        return "fail" if fails(v, mode) else "warn"
     if v == "error":
         return "warn"
     if v == "improvement":
@@ -302,28 +301,15 @@ def find_change(values: Sequence[float], commits: Sequence[str | None] | None = 
                 max_p: float = CHANGE_P) -> Change | None:
     """The most likely single change point of a series, or None if not significant.
 
-    Pettitt's rank test (as `gates.stats.pettitt`), computed in O(T^2) numpy without
-    a Python loop so a report over 10,000 metrics stays fast: with V_i =
-    sum_j sgn(x_j - x_i), U_t = V_0 + ... + V_t (pairs inside the prefix cancel).
+    Pettitt's rank test (`gates.changepoint.pettitt`, the one the gate localises with).
     """
-    T = len(values)
-    if T < 4:
-        return None
-    import numpy as np  # local: numpy only when a trend is long enough
+    from gates.changepoint import pettitt  # noqa: PLC0415 - numpy only when a trend is drawn
 
-    a = np.asarray(values, dtype=float)
-    if np.all(a == a[0]):
+    cp = pettitt(values)
+    if cp is None or cp.p >= max_p:
         return None
-    v = np.sign(a[None, :] - a[:, None]).sum(axis=1)
-    u = np.cumsum(v)[:-1]
-    t = int(np.argmax(np.abs(u)))
-    k = float(abs(u[t]))
-    p = min(1.0, 2.0 * math.exp(-6.0 * k * k / (T**3 + T**2)))
-    if p >= max_p:
-        return None
-    idx = t + 1
-    before = float(np.median(a[:idx]))
-    after = float(np.median(a[idx:]))
+    T = len(values)
+    idx, p, before, after = cp.index, cp.p, cp.before, cp.after
     rel = (after - before) / abs(before) if before else None
     commits = commits if commits is not None else [None] * T
     run = run_ids[idx] if run_ids is not None else str(idx)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -135,3 +136,26 @@ def test_planning_warns_once_about_an_unreadable_history(tmp_path):
                        env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin"})
     assert r.returncode == 0, r.stderr
     assert "suite cpu2" in r.stdout and r.stderr.count("warning: bad.db: not an SQLite database") == 1
+
+
+@pytest.mark.parametrize(("seconds", "stale"), [
+    ((128.0, 129.0, 130.0, 131.0), True),  # p90 130.7 against 100: under-estimated
+    ((58.0, 59.0, 60.0, 61.0), True),  # p90 60.7 against 100: over-estimated
+    ((110.0, 111.0, 112.0, 113.0), False),  # 12.7 s off: not worth a diff
+])
+def test_health_and_est_time_check_give_one_answer(catalog_tree, history_factory, seconds,
+                                                   stale):
+    # Once `gate-report health` and `est-time --check` disagreed on exactly these numbers.
+    path = "suites/test_a.py"
+    tree = catalog_tree(files={path: 'register_cpu_ci(est_time=100, suite="cpu")\n'
+                                     "def test_x():\n    pass\n"})
+    history_factory([{path: s} for s in seconds])
+    check = est(tree, "--check")
+    health = subprocess.run([sys.executable, "-m", "gates.cli", "health", "--suite", "cpu",
+                             "--format", "json", "--history", "history.db", "--root", "."],
+                            cwd=tree, capture_output=True, text=True, timeout=60,
+                            env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin"})
+    assert health.returncode == 0, health.stderr
+    health_stale = [s["path"] for s in json.loads(health.stdout)[0]["stale"]]
+    assert (f"{path}:1: est_time 100 s" in check.stdout) is stale, check.stdout + check.stderr
+    assert health_stale == ([path] if stale else [])
