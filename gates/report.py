@@ -344,25 +344,67 @@ def _trend(suite: str, fingerprint: str, key: str, cols: Mapping[str, Sequence[A
     return trend
 
 
-def _with_gate_change(trend: Trend, cp: Mapping[str, Any] | None) -> Trend:
-    """A copy of `trend` with the change the gate localised (detail.change_point)."""
-    if not cp or cp.get("run_id") not in trend.run_ids:
-        return trend
-    idx = trend.run_ids.index(cp["run_id"])
+def _row_change(trend: Trend, row: VerdictRow) -> Change | None:
+    """Where the series moved the way ``row`` says, as that row's run saw it.
+
+    Only the runs up to the row's own run count (in a range report the trend runs
+    on past it, and a later step is not what this verdict is about), the step must
+    lean the verdict's way, and it begins at the first run of its commit: a split
+    between two runs of one commit names no change.
+    """
+    end = trend.run_ids.index(row.run_id) + 1 if row.run_id in trend.run_ids else len(trend)
+    values, commits, run_ids = trend.values[:end], trend.commits[:end], trend.run_ids[:end]
+    change = find_change(values, commits, run_ids)
+    if change is None:
+        return None
+    if row.rel_change and change.rel and (row.rel_change > 0) != (change.rel > 0):
+        return None
+    idx = _commit_start(commits, change.index)
     if idx == 0:
+        return None
+    if idx == change.index:
+        return change
+    before, after = _median(values[:idx]), _median(values[idx:])
+    return Change(idx, change.p, before, after, (after - before) / abs(before) if before else None,
+                  commits[idx - 1], commits[idx], run_ids[idx])
+
+
+def _commit_start(commits: Sequence[str | None], idx: int) -> int:
+    """The first index of the run of equal commits ``idx`` lies in."""
+    while idx > 0 and commits[idx] is not None and commits[idx - 1] == commits[idx]:
+        idx -= 1
+    return idx
+
+
+def _with_change(trend: Trend, change: Change) -> Trend:
+    return Trend(trend.suite, trend.fingerprint, trend.key, trend.values, trend.run_ids,
+                 trend.commits, trend.started_at, trend.trusted, change)
+
+
+def _with_gate_change(trend: Trend, cp: Mapping[str, Any] | None, run_id: str) -> Trend:
+    """A copy of `trend` with the change the gate localised (detail.change_point) in
+    the verdict of ``run_id``; ``runs_ago = 0`` is that run itself (the gate judged it
+    under the id of its first attempt or of a confirm rerun)."""
+    if not cp:
+        return trend
+    at = run_id if cp.get("runs_ago") == 0 else cp.get("run_id")
+    if at not in trend.run_ids:
+        return trend
+    idx = _commit_start(trend.commits, trend.run_ids.index(at))
+    end = trend.run_ids.index(run_id) + 1 if run_id in trend.run_ids else len(trend)
+    if idx == 0 or idx >= end:
         return trend
     before = _finite(cp.get("before"))
     if before is None:
         before = _median(trend.values[:idx])
     after = _finite(cp.get("after"))
     if after is None:
-        after = _median(trend.values[idx:])
+        after = _median(trend.values[idx:end])
     p = _finite(cp.get("p"))
-    change = Change(idx, p if p is not None else math.nan, before, after,
-                    (after - before) / abs(before) if before else None,
-                    trend.commits[idx - 1], trend.commits[idx], trend.run_ids[idx])
-    return Trend(trend.suite, trend.fingerprint, trend.key, trend.values, trend.run_ids,
-                 trend.commits, trend.started_at, trend.trusted, change)
+    return _with_change(trend, Change(idx, p if p is not None else math.nan, before, after,
+                                      (after - before) / abs(before) if before else None,
+                                      trend.commits[idx - 1], trend.commits[idx],
+                                      trend.run_ids[idx]))
 
 
 def _run_info(row: Mapping[str, Any], data: ReportInput) -> RunInfo:
@@ -496,15 +538,15 @@ def build_report(data: ReportInput, *, title: str | None = None,
         series = data.series.get(ident)
         if series is None:
             continue
-        want = r.cls != "pass"
         t = trends.get(ident)
-        if t is None or (want and t.change is None and len(t) >= 4):
-            t = _trend(*ident, series, want)
-            trends[ident] = t
-        if want and t.change is None:
-            # No split the trend alone can prove (often: only the newest run moved);
-            # the gate's own localisation, when it stored one, says where.
-            t = _with_gate_change(t, r.change_point)
+        if t is None:
+            t = trends[ident] = _trend(*ident, series, False)
+        if r.cls != "pass":
+            change = _row_change(t, r)
+            # None: no split the trend alone can prove (often: only the newest run
+            # moved); the gate's own localisation, when it stored one, says where.
+            t = (_with_change(t, change) if change
+                 else _with_gate_change(t, r.change_point, r.run_id))
         r.trend = t
 
     rows.sort(key=_sort_key)
