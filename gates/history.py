@@ -251,9 +251,10 @@ class History(BaselineReads, ReportReads):
         except sqlite3.DatabaseError as exc:
             raise _corrupt(self.path, exc) from exc
 
-    def query(self, sql: str, params: Sequence[Any] | Mapping[str, Any] = ()) -> list[dict]:
-        """Rows of a read-only SQL query as dicts (database errors become `HistoryError`)."""
-        return self._rows(sql, params)
+    def in_transaction(self, fn: Callable[[], _T]) -> _T:
+        """Run `fn` (which calls this store's writes) in one transaction, retried as a whole
+        while the file is locked: `fn` must be safe to run again."""
+        return self._write(fn)
 
     def _rows(self, sql: str, params: Sequence[Any] | Mapping[str, Any] = ()) -> list[dict]:
         try:
@@ -623,6 +624,18 @@ class History(BaselineReads, ReportReads):
             "trust_log": [_drop(r, "id") for r in self._rows(
                 "SELECT * FROM trust_log WHERE run_id = ? ORDER BY id", (run_id,))],
         }
+
+    def has_run(self, run_id: str) -> bool:
+        return self._run_suite(run_id) is not None
+
+    def insert_bundle(self, bundle: Mapping[str, Any]) -> None:
+        """Write a run exported by `export_run` (of another history) as it is; call it
+        inside `in_transaction` (merging shards: `gates.merge`)."""
+        _insert(self.conn, "runs", [dict(bundle["run"])])
+        _insert(self.conn, "tests", list(bundle["tests"]))
+        _insert_metrics(self.conn, [dict(m) for m in bundle["metrics"]])
+        for table in ("plan_files", "plan_gates", "verdicts", "trust_log"):
+            _insert(self.conn, table, list(bundle[table]))
 
     def run_ids(self) -> list[str]:
         return [r[0] for r in self.conn.execute("SELECT run_id FROM runs ORDER BY started_at")]
