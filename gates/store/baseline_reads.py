@@ -57,9 +57,9 @@ class BaselineReads:
         extra: list[object] = [suite] + ([fingerprint] if fingerprint is not None else [])
         out: list[MetricMedian] = []
         for part in _chunks(list(run_ids)):
-            out.extend(map(MetricMedian._make, self.conn.execute(
+            out.extend(self.conn.execute(
                 f"SELECT id, run_id, key, median FROM metrics WHERE run_id IN ({_marks(part)}) "
-                f"AND {where}", [*part, *extra])))
+                f"AND {where}", [*part, *extra]).fetchall())
         return out
 
     def samples_by_metric(self, want: Sequence[int]) -> dict[int, np.ndarray]:
