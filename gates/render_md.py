@@ -15,6 +15,7 @@ from gates.render_text import (
     headline,
     health_findings,
     health_tables,
+    neutralise_commands,
     run_table,
     several_runs,
     verdict_table,
@@ -143,4 +144,4 @@ def render_md(report: Report) -> str:
             if note:
                 parts += [md_text(note), ""]
             parts += ["</details>", ""]
-    return "\n".join(parts).rstrip() + "\n"
+    return neutralise_commands("\n".join(parts).rstrip() + "\n")

@@ -81,13 +81,16 @@ class ReportReads:
             "ORDER BY started_at DESC", [prefix, _like_prefix(prefix)])]
 
     def top_level_runs(self, *, suite: str | None = None, since: str | None = None,
-                       commit: str | None = None, limit: int | None = None) -> list[RunRow]:
+                       commit: str | None = None, ci_url: str | None = None,
+                       until: str | None = None, limit: int | None = None) -> list[RunRow]:
         """Runs that are not confirm reruns, newest first, optionally of one suite,
-        started at or after ``since`` (UTC ISO), of one commit, at most ``limit``."""
+        started at or after ``since`` and at or before ``until`` (UTC ISO), of one
+        commit, of one CI run (``ci_url``), at most ``limit``."""
         clauses = ["confirm_of IS NULL"]
         params: list[Any] = []
         for clause, value in (("suite = ?", suite), ("started_at >= ?", since),
-                              ("commit_sha = ?", commit)):
+                              ("commit_sha = ?", commit), ("ci_url = ?", ci_url),
+                              ("started_at <= ?", until)):
             if value:
                 clauses.append(clause)
                 params.append(value)
