@@ -69,7 +69,7 @@ from gates.baselines import baseline_runs, bulk_baselines, hosts_of, unheld_chai
 from gates.declarations import DeclarationError, Gate, gate_for, parse_plan_gates
 from gates.history import History
 from gates.provenance import host_key
-from gates.verdicts import FAILING, fails
+from gates.verdicts import FAILING, VERDICTS, fails
 
 __all__ = [
     "VERDICTS",
@@ -82,8 +82,6 @@ __all__ = [
     "main",
 ]
 
-VERDICTS = ("pass", "regression", "improvement", "insufficient-history", "threshold-fail",
-            "missing", "error", "suspect", "unguarded")
 RERUN = (*FAILING, "suspect")  # enforced verdicts whose tests the confirm attempt reruns
 
 

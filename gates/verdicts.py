@@ -6,11 +6,17 @@ first and GitHub annotations name it; all three ask :func:`fails`.
 
 from __future__ import annotations
 
-__all__ = ["FAILING", "fails"]
+__all__ = ["FAILING", "VERDICTS", "fails"]
 
 # Verdicts that fail a session when their gate is enforced: a confirmed regression,
 # a declared threshold crossed, a gated metric that was not recorded.
 FAILING = ("regression", "threshold-fail", "missing")
+
+# Every verdict the gate writes. Only FAILING ones fail a session; "unguarded" (the
+# noise model cannot guard the metric on this run's machine: spread across machines
+# unknown or too wide, gates.judge / gates.machines) is reported but never fails.
+VERDICTS = ("pass", "regression", "improvement", "insufficient-history", "threshold-fail",
+            "missing", "error", "suspect", "unguarded")
 
 
 def fails(verdict: str | None, mode: str | None) -> bool:
