@@ -705,8 +705,8 @@ NOTES = """\
 
 
 # What was tried on the detection side, round by round: a document of its own, rendered
-# into the report.
-ATTEMPTS_FILE = Path(__file__).resolve().parent / "attempts" / "README.md"
+# into the report (the harnesses it names are at tag gate-lab-2026-12).
+ATTEMPTS_FILE = Path(__file__).resolve().parent / "results" / "attempts.md"
 
 
 ATTEMPTS_MARK = "<!-- report -->\n"  # the report takes what follows this line

@@ -26,16 +26,18 @@ def main() -> None:
     ap.add_argument("--grep", default="", help="only metric keys containing this")
     args = ap.parse_args()
     h = open_history(args.history, create=False, readonly=True)
-    runs = list(h.query("select run_id, started_at, finished_at, fingerprint from runs where suite = ? and status = 'complete' and confirm_of is null order by started_at", [args.suite]))
+    runs = [r for r in reversed(h.top_level_runs(suite=args.suite)) if r["status"] == "complete"]
     print(f"{args.suite}: {len(runs)} complete run(s) in {args.history}")
+    ids = [r["run_id"] for r in runs]
+    seconds: dict[str, float] = {}
+    for t in h.first_attempt_totals(ids):
+        seconds[t["run_id"]] = seconds.get(t["run_id"], 0.0) + (t["s"] or 0.0)
     for r in runs:
-        walls = list(h.query("select sum(duration) d from tests where run_id = ?", [r["run_id"]]))
-        print(f"  run {r['run_id'][:12]} {r['started_at'][:19]} {r['fingerprint']}: tests {walls[0]['d']:.1f} s")
-    rows = list(h.query(
-        "select key, unit, better, run_id, median from metrics where suite = ? and key like ? "
-        "and run_id in (select run_id from runs where status = 'complete' and confirm_of is null) order by key, started_at",
-        [args.suite, f"%{args.grep}%"],
-    ))
+        print(f"  run {r['run_id'][:12]} {r['started_at'][:19]} {r['fingerprint']}: "
+              f"tests {seconds.get(r['run_id'], 0.0):.1f} s")
+    order = {rid: i for i, rid in enumerate(ids)}
+    rows = sorted((m for m in h.metric_summaries(ids) if args.grep in m["key"]),
+                  key=lambda m: (m["key"], order[m["run_id"]]))
     by: dict[str, list[float]] = {}
     unit: dict[str, str] = {}
     for row in rows:

@@ -1,7 +1,8 @@
 """Expected file durations from the history: a robust recent figure, else ``est_time``.
 
 A file's figure on a suite is the p90 of its last 15 trusted, complete, passing
-runs on the same hardware fingerprint (``gates.history.History.file_durations``).
+runs on the same hardware fingerprint (``gates.history.History.file_durations``,
+read through ``python -m gates.durations``: ci_register never imports gates).
 p90 rather than the mean: a shard's makespan is hurt by the slow runs, and one
 outlier in 15 cannot move p90 far. With fewer than 3 runs the declared
 ``est_time`` stands.
@@ -16,9 +17,10 @@ planning must never fail because of the history.
 
 from __future__ import annotations
 
+import json
 import math
 import os
-import sqlite3
+import subprocess
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -26,8 +28,10 @@ from pathlib import Path
 
 from ci_register.catalog import Suite
 from ci_register.collect import Registration
+from ci_register.machine import FINGERPRINT_ENV, this_fingerprint
 
 __all__ = [
+    "FINGERPRINT_ENV",
     "LATEST",
     "MIN_RUNS",
     "QUANTILE",
@@ -46,8 +50,9 @@ WINDOW = 15  # most recent runs considered per file
 MIN_RUNS = 3  # fewer than this: trust the declared est_time
 QUANTILE = 0.9
 LATEST = "latest"  # fingerprint of the suite's newest trusted run (planning off the GPU box)
-FINGERPRINT_ENV = "CI_REGISTER_FINGERPRINT"
 _LOCK_PROBE_S = 2.0  # History waits 60 s on a lock; a planner should not
+_READ_TIMEOUT_S = 120.0  # the reader process as a whole (a cold start on a slow disk)
+_REPO = Path(__file__).resolve().parents[1]  # where gates sits beside ci_register
 
 
 @dataclass(frozen=True)
@@ -106,33 +111,29 @@ def history_path(history: str | os.PathLike[str] | None, root: Path | None = Non
     return (root or Path(".")) / "history.db"
 
 
-def this_fingerprint() -> str:
-    """This machine's hardware key, computed exactly as the gates plugin records it."""
-    override = os.environ.get(FINGERPRINT_ENV)
-    if override:
-        return override
-    from gates.provenance import detect_hardware, fingerprint_key  # noqa: PLC0415 - optional edge
-
-    # Only the GPUs matter for the key: no torch child process where nvidia-smi answers.
-    return fingerprint_key(detect_hardware(versions=False))
-
-
-def _probe_lock(path: Path) -> None:
-    # A short read first: History's own busy timeout would stall planning for a minute.
-    conn = sqlite3.connect(path.resolve().as_uri() + "?mode=ro", uri=True, timeout=_LOCK_PROBE_S)
+def _read(path: Path, suite: str, fingerprint: str) -> dict[str, object]:
+    """The reply of ``python -m gates.durations`` (its module doc); raises ValueError with
+    its one-line reason when the history cannot be read."""
+    cmd = [sys.executable, "-m", "gates.durations", "--history", str(path), "--suite", suite,
+           "--fingerprint", fingerprint, "--limit", str(WINDOW),
+           "--lock-wait", str(_LOCK_PROBE_S)]
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(_REPO), env.get("PYTHONPATH")) if p)
     try:
-        conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
-    finally:
-        conn.close()
-
-
-def _latest_fingerprint(hist: object, suite: str) -> str | None:
-    rows = hist._rows(  # type: ignore[attr-defined]
-        "SELECT fingerprint FROM runs WHERE suite = ? AND status = 'complete' AND trusted = 1 "
-        "ORDER BY started_at DESC, run_id LIMIT 1",
-        (suite,),
-    )
-    return rows[0]["fingerprint"] if rows else None
+        done = subprocess.run(cmd, capture_output=True, text=True, env=env,
+                              timeout=_READ_TIMEOUT_S, check=False)
+    except (OSError, subprocess.SubprocessError) as exc:
+        raise ValueError(f"cannot read durations ({exc})") from exc
+    if done.returncode != 0:
+        lines = done.stderr.strip().splitlines()
+        last = lines[-1] if lines else f"exit {done.returncode}"
+        if "No module named" in last:
+            last = f"cannot read durations (gates not importable: {last})"
+        raise ValueError(last)
+    reply = json.loads(done.stdout)
+    if not isinstance(reply, dict):
+        raise ValueError("cannot read durations (a reply that is not a JSON object)")
+    return reply
 
 
 def lookup(
@@ -153,30 +154,15 @@ def lookup(
     result = Lookup()
     if not path.exists():
         return result
+    fp = fingerprint if fingerprint == LATEST else (fingerprint or this_fingerprint())
     try:
-        from gates.history import History, HistoryError, check_file  # noqa: PLC0415 - sqlite-utils is optional here
-    except ImportError as exc:
-        result.problem = f"{path}: cannot read durations (gates not importable: {exc})"
-        return result
-    try:
-        check_file(path, create=False)  # a directory or a non-SQLite file, with its fix
-        _probe_lock(path)
-        with History(path, create=False, readonly=True) as hist:
-            hist.conn.execute(f"PRAGMA busy_timeout = {int(_LOCK_PROBE_S * 1000)}")
-            if fingerprint == LATEST:
-                fp = _latest_fingerprint(hist, name)
-            else:
-                fp = fingerprint or this_fingerprint()
-            result.fingerprint = fp
-            if fp is None:
-                return result
-            samples = hist.file_durations(name, fp, limit=WINDOW)
-    except (HistoryError, sqlite3.Error, OSError, ValueError) as exc:
+        reply = _read(path, name, fp)
+    except ValueError as exc:
         reason = str(exc).splitlines()[0] if str(exc) else exc.__class__.__name__
-        if not reason.startswith(str(path)):
-            reason = f"{path}: {reason}"
-        result.problem = reason
+        result.problem = reason if reason.startswith(str(path)) else f"{path}: {reason}"
         return result
+    result.fingerprint = reply.get("fingerprint")  # type: ignore[assignment]
+    samples = reply.get("durations") or {}
     result.figures = choose([r.path for r in regs], samples)
     return result
 

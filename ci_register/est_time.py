@@ -2,8 +2,9 @@
 
 ``python -m ci_register est-time --check`` lists registrations whose literal is
 off from the measured figure (:mod:`ci_register.durations`) by more than 30 s
-AND 30% of the measured figure (both, so neither a 40 s file being 35 s off nor
-a 2-hour file being 90 s off is churn). ``--write`` rewrites just those literals
+AND by more than a factor 1.3 either way (both, so neither a 60 s file being
+25 s off nor a 2-hour file being 90 s off is churn); :func:`drifted` is the one
+rule, `gate-report health` calls it too. ``--write`` rewrites just those literals
 in place: each is located with ``ast`` (line and UTF-8 column offsets of the
 constant) and replaced byte for byte, so formatting, comments and line endings
 are untouched and the result is an ordinary diff to commit.
@@ -60,9 +61,12 @@ class Drift:
 
 
 def drifted(literal: float, measured: float, abs_s: float = ABS_S, rel: float = REL) -> bool:
-    """Off by more than ``abs_s`` seconds and by more than ``rel`` of the measured figure."""
-    off = abs(literal - measured)
-    return off > abs_s and off > rel * measured
+    """The one staleness rule (``est-time --check`` and ``gate-report health`` both ask it):
+    the literal and the measured figure differ by more than ``abs_s`` seconds AND by
+    more than a factor ``1 + rel`` either way (an under-estimate overruns a shard's
+    budget, an over-estimate wastes its room: the same ratio counts both ways)."""
+    lo, hi = sorted((literal, measured))
+    return hi - lo > abs_s and (lo <= 0 or hi > (1 + rel) * lo)
 
 
 def suggest(measured: float) -> int:

@@ -1,31 +1,34 @@
-"""What GPUs this machine has, and whether a suite's requirement is met.
+"""Whether this machine can run a suite: its GPUs as a `Machine`, and the check.
 
-Detection is the only I/O here (torch if it is importable, else nvidia-smi or
-rocm-smi, each with a timeout); :func:`check` is pure so it can be tested
-with any machine description.
+Detection is `ci_register.machine.detect_hardware` (the same description a run
+records and its fingerprint is made of, ``CI_REGISTER_FAKE_HARDWARE`` included);
+:func:`check` is pure so it can be tested with any machine description.
 """
 
 from __future__ import annotations
 
-import json
 import os
 import re
-import shutil
-import subprocess
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
+from typing import Any
 
 from ci_register.catalog import Hardware, Suite
+from ci_register.machine import (
+    FAKE_ENV,
+    SMI_QUERY,
+    detect_hardware,
+    parse_nvidia_smi,
+    run_probe,
+    visible_indices,
+)
 
-__all__ = ["GPU", "Machine", "detect", "detect_for", "check", "visible_indices", "parse_nvidia_smi",
-           "SMI_QUERY", "run_probe", "FAKE_ENV", "VENDORS"]
+__all__ = ["GPU", "Machine", "detect", "detect_for", "check", "machine_of", "visible_indices",
+           "parse_nvidia_smi", "SMI_QUERY", "run_probe", "FAKE_ENV", "VENDORS"]
 
 # Which vendor's devices each catalog backend runs on (SGLang's backends; "rocm" = "amd").
 VENDORS = {"cuda": "nvidia", "rocm": "amd", "amd": "amd", "npu": "ascend", "xpu": "intel",
            "musa": "mthreads", "mlx": "apple"}
-
-# A JSON machine description that replaces detection, for tests and dry planning:
-# {"vendor": "nvidia", "gpus": [{"name": "NVIDIA H200", "capability": [9, 0]}]}
-FAKE_ENV = "CI_REGISTER_FAKE_HARDWARE"
 
 
 @dataclass(frozen=True)
@@ -53,124 +56,26 @@ class Machine:
         return asdict(self)
 
 
-def run_probe(cmd: list[str], *, cwd: str | os.PathLike[str] | None = None,
-              timeout: float = 20.0) -> str | None:
-    """stdout of a probe command, or None when it is missing, fails or hangs (best effort)."""
-    if not shutil.which(cmd[0]):
-        return None
-    try:
-        out = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, timeout=timeout,
-                             check=False)
-    except (OSError, subprocess.SubprocessError):
-        return None
-    return out.stdout if out.returncode == 0 else None
-
-
-def _from_fake(raw: str) -> Machine:
-    data = json.loads(raw)
-    gpus = tuple(
-        GPU(g["name"], tuple(g["capability"]) if g.get("capability") else None, g.get("memory_mb"))
-        for g in data.get("gpus", [])
-    )
-    return Machine(data.get("vendor", "nvidia" if gpus else "none"), gpus, data.get("driver"), "fake")
-
-
-def visible_indices(value: str | None, count: int) -> list[int] | None:
-    """The GPU indices a CUDA_VISIBLE_DEVICES value leaves visible, out of ``count``.
-
-    None when the variable is unset or names GPUs by UUID or MIG id (not mapped here:
-    the list is left as it is); an empty value hides every GPU, as in CUDA.
-    """
-    if value is None:
-        return None
-    parts = [p.strip() for p in value.split(",") if p.strip()]
-    if not all(p.isdigit() for p in parts):
-        return None
-    return [i for i in map(int, parts) if i < count]
-
-
-# uuid names the physical GPU: what a between-machine variance component groups by.
-SMI_QUERY = ["nvidia-smi", "--query-gpu=name,memory.total,driver_version,compute_cap,uuid",
-             "--format=csv,noheader,nounits"]
-
-
-def parse_nvidia_smi(csv_text: str) -> list[dict[str, object]]:
-    """One dict per GPU (name, driver, memory_mib, capability "9.0", uuid when given)
-    from ``SMI_QUERY``'s output; fields nvidia-smi reports as unsupported become None."""
-    gpus: list[dict[str, object]] = []
-    for line in csv_text.splitlines():
-        parts = [p.strip() for p in line.split(",")]
-        if len(parts) < 4 or not parts[0]:
-            continue
-        name, memory, driver, cap = parts[:4]
-        gpu: dict[str, object] = {"name": name, "driver": driver or None}
-        try:
-            gpu["memory_mib"] = int(float(memory))
-        except ValueError:
-            gpu["memory_mib"] = None
-        gpu["capability"] = cap if re.fullmatch(r"\d+\.\d+", cap) else None
-        if len(parts) > 4 and parts[4].startswith("GPU-"):
-            gpu["uuid"] = parts[4]
-        gpus.append(gpu)
-    return gpus
-
-
-def _from_nvidia_smi() -> Machine | None:
-    out = run_probe(SMI_QUERY)
-    if not out:
-        return None
-    parsed = parse_nvidia_smi(out)
-    gpus = [GPU(str(g["name"]),
-                tuple(int(v) for v in str(g["capability"]).split(".")) if g["capability"] else None,
-                g["memory_mib"]) for g in parsed]
-    driver = next((str(g["driver"]) for g in reversed(parsed) if g["driver"]), None)
-    # nvidia-smi ignores CUDA_VISIBLE_DEVICES; honour it like CUDA does.
-    idx = visible_indices(os.environ.get("CUDA_VISIBLE_DEVICES"), len(gpus))
-    if idx is not None:
-        gpus = [gpus[i] for i in idx]
-    return Machine("nvidia", tuple(gpus), driver, "nvidia-smi") if gpus else None
-
-
-def _from_torch() -> Machine | None:
-    try:
-        import torch  # noqa: PLC0415 - optional, heavy
-    except Exception:  # noqa: BLE001 - any import failure means "no torch here"
-        return None
-    try:
-        if not torch.cuda.is_available():
-            return None
-        gpus = []
-        for i in range(torch.cuda.device_count()):
-            p = torch.cuda.get_device_properties(i)
-            gpus.append(GPU(p.name, (p.major, p.minor), p.total_memory // (1 << 20)))
-    except Exception:  # noqa: BLE001 - a broken driver reads as no GPU, with a note
-        return None
-    vendor = "amd" if getattr(torch.version, "hip", None) else "nvidia"
-    return Machine(vendor, tuple(gpus), None, "torch")
-
-
-def _from_rocm_smi() -> Machine | None:
-    out = run_probe(["rocm-smi", "--showproductname", "--json"])
-    if not out:
-        return None
-    try:
-        data = json.loads(out)
-    except json.JSONDecodeError:
-        return None
-    gpus = [GPU(str(v.get("Card Series") or v.get("Card series") or "AMD GPU")) for k, v in data.items() if k.startswith("card")]
-    return Machine("amd", tuple(gpus), None, "rocm-smi") if gpus else None
+def machine_of(hardware: Mapping[str, Any]) -> Machine:
+    """The `Machine` a recorded hardware description (``detect_hardware``) names."""
+    gpus = []
+    for g in hardware.get("gpus") or []:
+        cap = str(g.get("capability") or "")
+        gpus.append(GPU(str(g.get("name") or "GPU"),
+                        tuple(int(v) for v in cap.split(".")) if re.fullmatch(r"\d+\.\d+", cap)
+                        else None,  # type: ignore[arg-type]
+                        g.get("memory_mib")))
+    if not gpus:
+        return Machine("none", (), None, "none", ("no nvidia-smi or rocm-smi GPU, torch sees none",))
+    driver = hardware.get("driver")
+    source = hardware.get("source") or ("nvidia-smi" if driver else "torch")
+    return Machine(str(hardware.get("vendor") or "nvidia"), tuple(gpus),
+                   str(driver).split(",")[-1] if driver else None, source)
 
 
 def detect(use_torch: bool = True) -> Machine:
-    """Describe this machine's GPUs; never raises."""
-    fake = os.environ.get(FAKE_ENV)
-    if fake:
-        return _from_fake(fake)
-    for probe in ((_from_torch,) if use_torch else ()) + (_from_nvidia_smi, _from_rocm_smi):
-        m = probe()
-        if m is not None:
-            return m
-    return Machine("none", (), None, "none", ("torch sees no GPU, no nvidia-smi or rocm-smi",))
+    """Describe this machine's GPUs (``machine.detect_hardware``); never raises."""
+    return machine_of(detect_hardware(probe_torch=use_torch, versions=False))
 
 
 def _torch_device_module(module: str, attr: str, vendor: str) -> Machine | None:
@@ -225,9 +130,8 @@ def detect_for(backend: str) -> Machine:
         if vendor is None:
             return Machine("none", (), None, "none", (f"no hardware probe for backend {backend!r}",))
         return m
-    fake = os.environ.get(FAKE_ENV)
-    if fake:
-        return _from_fake(fake)
+    if os.environ.get(FAKE_ENV):
+        return detect()  # the faked description, as every other reader sees it
     probe, what = _VENDOR_PROBES[vendor]
     return probe() or Machine("none", (), None, "none", (f"{what} finds no device",))
 

@@ -11,15 +11,13 @@ localisation).
 
 from __future__ import annotations
 
-import itertools
-import json
-import sqlite3
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
 
 from gates import stats
+from gates.history import History
 from gates.provenance import host_key
 
 __all__ = ["SERIES_LIMIT", "baseline_runs", "bulk_baselines", "hosts_of", "transients",
@@ -28,7 +26,7 @@ __all__ = ["SERIES_LIMIT", "baseline_runs", "bulk_baselines", "hosts_of", "trans
 SERIES_LIMIT = 80  # newest baseline rows fetched per metric (window 40 + 10 + confirm reruns)
 
 
-def baseline_runs(history: Any, suite: str, key: str, fingerprint: str | None,
+def baseline_runs(history: History, suite: str, key: str, fingerprint: str | None,
                   run: Mapping[str, Any], exclude: set[str]) -> list[Mapping[str, Any]]:
     rows = history.metric_series(suite, key, fingerprint, limit=SERIES_LIMIT,
                                  trusted_only=True, exclude_run_id=run["run_id"])
@@ -45,7 +43,7 @@ def baseline_runs(history: Any, suite: str, key: str, fingerprint: str | None,
             keep[r["run_id"]] = {**prev, "samples": list(prev["samples"]) + list(r["samples"])}
         else:
             keep[r["run_id"]] = r
-    subs = transients(history.conn, suite, {key})
+    subs = history.transient_reruns(suite, {key})
     for rid in [rid for rid in keep if (rid, key) in subs]:
         # The confirm found this run's first attempt a transient: its rerun stands in.
         rows_c = [r for r in history.metrics(subs[(rid, key)]) if r["key"] == key
@@ -58,27 +56,14 @@ def baseline_runs(history: Any, suite: str, key: str, fingerprint: str | None,
     return list(reversed(list(keep.values())))  # oldest first
 
 
-def transients(conn: sqlite3.Connection, suite: str,
+def transients(history: History, suite: str,
                keys: set[str]) -> dict[tuple[str, str], str]:
     """{(run id, key): its confirm run's id} where the confirm found the first attempt a
     transient (``Verdict.transient``); the newest confirm wins."""
-    out: dict[tuple[str, str], str] = {}
-    for first, key, rid, detail in conn.execute(
-            "SELECT r.confirm_of, v.key, v.run_id, v.detail FROM verdicts v "
-            "JOIN runs r ON r.run_id = v.run_id WHERE r.suite = ? AND r.confirm_of IS NOT NULL "
-            "AND r.status = 'complete' AND v.detail LIKE '%\"transient\": true%' "
-            "ORDER BY r.started_at, v.id", (suite,)):
-        if key not in keys:
-            continue
-        try:
-            if json.loads(detail).get("transient") is True:
-                out[(first, key)] = rid
-        except (ValueError, AttributeError):
-            continue  # an unreadable detail marks nothing
-    return out
+    return history.transient_reruns(suite, keys)
 
 
-def unheld_chains(conn: sqlite3.Connection, suite: str, key: str,
+def unheld_chains(history: History, suite: str, key: str,
                   first_ids: Sequence[str], *, depth: int = 16) -> list[tuple[str, list[str]]]:
     """The confirm reruns of ``key`` that went on past one rerun and held nothing.
 
@@ -97,12 +82,9 @@ def unheld_chains(conn: sqlite3.Connection, suite: str, key: str,
     for _ in range(depth):  # one query per chain level; a loop cannot revisit a run
         if not frontier:
             break
-        rows = conn.execute(
-            f"SELECT run_id, confirm_of FROM runs WHERE confirm_of IN "
-            f"({','.join('?' * len(frontier))}) AND suite = ? AND status = 'complete' "
-            "ORDER BY started_at, run_id", [*frontier, suite]).fetchall()
+        links = history.confirm_links(suite, frontier)
         frontier = []
-        for rid, parent in rows:
+        for rid, parent in links:
             if rid in root:
                 continue
             root[rid] = root[parent]
@@ -112,14 +94,10 @@ def unheld_chains(conn: sqlite3.Connection, suite: str, key: str,
     if not reruns:
         return []
     said: dict[str, str] = {}
-    for c in range(0, len(reruns), 500):
-        part = reruns[c:c + 500]
-        for rid, verdict, detail in conn.execute(
-                f"SELECT run_id, verdict, detail FROM verdicts WHERE key = ? AND run_id IN "
-                f"({','.join('?' * len(part))})", [key, *part]):
-            # A rerun that asked the next to corroborate it (decisions.corroborate) was
-            # beyond every baseline run: not a sequential confirm's sample.
-            said[rid] = "corroborate" if '"corroborate": true' in (detail or "") else verdict
+    for rid, verdict, detail in history.key_verdicts(key, reruns):
+        # A rerun that asked the next to corroborate it (decisions.corroborate) was
+        # beyond every baseline run: not a sequential confirm's sample.
+        said[rid] = "corroborate" if '"corroborate": true' in (detail or "") else verdict
     out = []
     for first in first_ids:
         chain = [rid for rid in order[first] if rid in said]
@@ -129,7 +107,7 @@ def unheld_chains(conn: sqlite3.Connection, suite: str, key: str,
     return out
 
 
-def bulk_baselines(history: Any, run: Mapping[str, Any], keys: set[str], exclude: set[str],
+def bulk_baselines(history: History, run: Mapping[str, Any], keys: set[str], exclude: set[str],
                    need: int, ids_out: dict[str, list[str]] | None = None,
                    standins_out: set[str] | None = None) -> dict[str, Any]:
     """Baseline runs of every key in ``keys`` at once, oldest first, for ``stats.summarize``.
@@ -144,33 +122,43 @@ def bulk_baselines(history: Any, run: Mapping[str, Any], keys: set[str], exclude
     same filters and pooling), cut to the newest ``need`` runs, which is all the
     statistics read (``stats.summarize``). Reads: the suite's runs (one query),
     the metric rows of the newest runs in batches (only while some key still
-    lacks runs), and the samples of the rows read (``_samples_of``).
+    lacks runs), and the samples of the rows read.
     ``ids_out``, when given, receives each key's run ids in the same order;
     ``standins_out`` the keys whose newest baseline run is a rerun standing in for
     a transient first attempt (``stats.judge_summaries(standin_last=True)``).
     """
     if not keys:
         return {}
-    conn = history.conn
-    clauses = ["suite = ?", "status = 'complete'", "trusted = 1", "run_id != ?"]
-    params: list[Any] = [run["suite"], run["run_id"]]
-    fp = run.get("fingerprint")
-    if fp is not None:
-        clauses.append("fingerprint = ?")
-        params.append(fp)
-    runs = conn.execute(
-        "SELECT run_id, started_at, confirm_of FROM runs "
-        f"WHERE {' AND '.join(clauses)} ORDER BY started_at DESC", params).fetchall()
+    suite, fp = run["suite"], run.get("fingerprint")
+    medians: dict[int, float | None] = {}
+    done = _newest_rows(history, run, keys, exclude, need, medians)
+    subs = history.transient_reruns(suite, set(done))
+    if subs:
+        _stand_in(history, suite, fp, done, subs, medians)
+    if standins_out is not None:
+        standins_out.update(key for key, kept_runs in done.items()
+                            if kept_runs and (kept_runs[0][0], key) in subs)
+    if ids_out is not None:
+        for key, kept_runs in done.items():
+            ids_out[key] = [rid for rid, _ in reversed(kept_runs)]  # oldest first
+    return _summarised(history, done, medians)
+
+
+_Kept = list[tuple[str, list[int]]]  # (run id, its metric row ids of the key), newest first
+
+
+def _newest_rows(history: History, run: Mapping[str, Any], keys: set[str], exclude: set[str],
+                 need: int, medians: dict[int, float | None]) -> dict[str, _Kept]:
+    """Each key's newest ``need`` baseline runs, reading runs in batches only while some
+    key still lacks runs; fills ``medians`` {metric row id: stored median}."""
+    suite, fp = run["suite"], run.get("fingerprint")
+    runs = history.baseline_candidates(suite, fp, run["run_id"])
     started = run.get("started_at") or ""
     info = {rid: (st or "", bool(cof) or rid in exclude or bool(started and (st or "") > started))
             for rid, st, cof in runs}
-    # Unary + keeps SQLite on the run_id index (the suite index would scan every run).
-    mclauses = ["+suite = ?"] + (["+fingerprint = ?"] if fp is not None else [])
-    mparams: list[Any] = [run["suite"]] + ([fp] if fp is not None else [])
     run_started = {rid: v[0] for rid, v in info.items()}
     rows: dict[str, list[tuple[str, int, str]]] = {k: [] for k in keys}
-    medians: dict[int, float | None] = {}
-    done: dict[str, list[tuple[str, list[int]]]] = {}
+    done: dict[str, _Kept] = {}
     pending = set(keys)
     i = 0
     batch_n = max(need, 16)
@@ -180,7 +168,7 @@ def bulk_baselines(history: Any, run: Mapping[str, Any], keys: set[str], exclude
             j += 1  # a batch holds every run of its oldest start time
         ids = [r[0] for r in runs[i:j]]
         i = j
-        for mid, rid, key, med in _metric_rows(conn, ids, mclauses, mparams):
+        for mid, rid, key, med in history.metric_medians(ids, suite, fp):
             if key in pending:
                 rows[key].append((run_started[rid], mid, rid))
                 medians[mid] = med
@@ -198,23 +186,25 @@ def bulk_baselines(history: Any, run: Mapping[str, Any], keys: set[str], exclude
                 pending.discard(key)
     for key in pending:
         done[key] = []
-    subs = transients(conn, run["suite"], set(done))
-    if subs:
-        # Runs whose first attempt the confirm found a transient: the rerun's rows.
-        by_c: dict[tuple[str, str], list[int]] = {}
-        for mid, rid, key, med in sorted(_metric_rows(conn, sorted(set(subs.values())),
-                                                      mclauses, mparams)):
-            by_c.setdefault((rid, key), []).append(mid)
-            medians[mid] = med
-        for key, kept_runs in done.items():
-            done[key] = [(rid, by_c.get((subs[(rid, key)], key), mids)
-                          if (rid, key) in subs else mids) for rid, mids in kept_runs]
-    if standins_out is not None:
-        standins_out.update(key for key, kept_runs in done.items()
-                            if kept_runs and (kept_runs[0][0], key) in subs)
-    if ids_out is not None:
-        for key, kept_runs in done.items():
-            ids_out[key] = [rid for rid, _ in reversed(kept_runs)]  # oldest first
+    return done
+
+
+def _stand_in(history: History, suite: str, fp: str | None, done: dict[str, _Kept],
+              subs: dict[tuple[str, str], str], medians: dict[int, float | None]) -> None:
+    """Runs whose first attempt the confirm found a transient: the rerun's rows instead."""
+    by_c: dict[tuple[str, str], list[int]] = {}
+    for mid, rid, key, med in sorted(history.metric_medians(sorted(set(subs.values())),
+                                                            suite, fp)):
+        by_c.setdefault((rid, key), []).append(mid)
+        medians[mid] = med
+    for key, kept_runs in done.items():
+        done[key] = [(rid, by_c.get((subs[(rid, key)], key), mids)
+                      if (rid, key) in subs else mids) for rid, mids in kept_runs]
+
+
+def _summarised(history: History, done: dict[str, _Kept],
+                medians: dict[int, float | None]) -> dict[str, Any]:
+    """Each key's runs, oldest first, as ``stats.Summarized`` or a list of sample arrays."""
     # A run with one row of a key is summarised by the stored median (the median of
     # its samples, metrics.median), so only the newest WITHIN_RUNS runs' samples are
     # read, for the within-run spread; pooled rows need all their samples.
@@ -223,7 +213,7 @@ def bulk_baselines(history: Any, run: Mapping[str, Any], keys: set[str], exclude
     want = sorted({mid for key, kept_runs in done.items()
                    for _, mids in (kept_runs[:stats.WITHIN_RUNS] if key in stored else kept_runs)
                    for mid in mids})
-    samples = _samples_of(conn, want)
+    samples = history.samples_by_metric(want)
     out: dict[str, Any] = {}
     for key, kept_runs in done.items():
         if not kept_runs:
@@ -249,56 +239,6 @@ def bulk_baselines(history: Any, run: Mapping[str, Any], keys: set[str], exclude
     return out
 
 
-def _metric_rows(conn: sqlite3.Connection, run_ids: Sequence[str], clauses: Sequence[str],
-                 params: Sequence[Any]) -> list[tuple[int, str, str, float | None]]:
-    """(id, run_id, key, median) of the metric rows of ``run_ids`` that match ``clauses``."""
-    out: list[tuple[int, str, str, float | None]] = []
-    for c in range(0, len(run_ids), 500):  # SQLite's bound-parameter limit
-        part = run_ids[c:c + 500]
-        out.extend(conn.execute(
-            f"SELECT id, run_id, key, median FROM metrics WHERE run_id IN "
-            f"({','.join('?' * len(part))}) AND {' AND '.join(clauses)}",
-            [*part, *params]).fetchall())
-    return out
-
-
-def _samples_of(conn: sqlite3.Connection, want: Sequence[int]) -> dict[int, np.ndarray]:
-    """{metric row id: its samples in recording order} for the sorted ids ``want``.
-
-    One primary-key range query per stretch of nearby ids (a run's metric ids are
-    contiguous, consecutive runs' usually adjacent); rows outside ``want`` in a
-    range are dropped.
-    """
-    if not want:
-        return {}
-    chunks: list[tuple[int, float]] = []
-    lo = 0
-    for hi in range(1, len(want) + 1):
-        if hi == len(want) or want[hi] - want[hi - 1] > 256:
-            chunks.extend(conn.execute(
-                "SELECT metric_id, value FROM samples WHERE metric_id BETWEEN ? AND ? "
-                "ORDER BY metric_id, seq", (want[lo], want[hi - 1])).fetchall())
-            lo = hi
-    if not chunks:
-        return {}
-    flat = np.fromiter(itertools.chain.from_iterable(chunks), dtype=float, count=2 * len(chunks))
-    sid = flat[0::2].astype(np.int64)
-    sval = flat[1::2].copy()
-    first = np.concatenate(([0], np.flatnonzero(np.diff(sid)) + 1))
-    bounds = np.append(first, sid.size)
-    wanted = set(want)
-    return {int(sid[a]): sval[a:b] for a, b in zip(bounds[:-1], bounds[1:], strict=True)
-            if int(sid[a]) in wanted}
-
-
-def hosts_of(history: Any, run_ids: Sequence[str]) -> dict[str, str | None]:
+def hosts_of(history: History, run_ids: Sequence[str]) -> dict[str, str | None]:
     """Machine of each run (``provenance.host_key``: its GPUs' uuids; None if unrecorded)."""
-    out: dict[str, str | None] = {}
-    ids = sorted(set(run_ids))
-    for c in range(0, len(ids), 500):
-        part = ids[c:c + 500]
-        for rid, hw in history.conn.execute(
-                f"SELECT run_id, hardware FROM runs WHERE run_id IN ({','.join('?' * len(part))})",
-                part):
-            out[rid] = host_key(hw)
-    return out
+    return {rid: host_key(hw) for rid, hw in history.run_hardware(run_ids).items()}

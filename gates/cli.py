@@ -116,10 +116,11 @@ def _is_report(head: bytes) -> bool:
     text = head.decode("utf-8", errors="replace").lstrip("\ufeff")
     if text.startswith("<!doctype html>"):
         return "<title>gate-report:" in text
-    if text.startswith(("## \u2705 ", "## \u274c ", "{\"title\":", "[\n {\n  \"suite\":")):
+    if text.startswith(("## \u2705 ", "## \u274c ", "## \u26a0\ufe0f ", "{\"title\":",
+                        "[\n {\n  \"suite\":")):
         return True
     # Text reports: a headline, then the runs table or a health section.
-    return "\nRuns\n" in text or text.startswith("CI health: ")
+    return "\nRuns\n" in text or text.startswith(("CI health: ", "CI health of "))
 
 
 def _check_out(args: argparse.Namespace) -> None:

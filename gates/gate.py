@@ -67,7 +67,9 @@ import numpy as np
 from gates import stats
 from gates.baselines import baseline_runs, bulk_baselines, hosts_of, unheld_chains
 from gates.declarations import DeclarationError, Gate, gate_for, parse_plan_gates
+from gates.history import History
 from gates.provenance import host_key
+from gates.verdicts import FAILING, VERDICTS, fails
 
 __all__ = [
     "VERDICTS",
@@ -80,9 +82,6 @@ __all__ = [
     "main",
 ]
 
-VERDICTS = ("pass", "regression", "improvement", "insufficient-history", "threshold-fail",
-            "missing", "error", "suspect", "unguarded")
-FAILING = ("regression", "threshold-fail", "missing")  # fail the session when enforced
 RERUN = (*FAILING, "suspect")  # enforced verdicts whose tests the confirm attempt reruns
 
 
@@ -118,7 +117,7 @@ class Verdict:
 
     @property
     def enforced_failure(self) -> bool:
-        return self.mode == "enforce" and self.verdict in FAILING
+        return fails(self.verdict, self.mode)
 
     @property
     def needs_rerun(self) -> bool:
@@ -234,7 +233,7 @@ def _locate(series: Sequence[Mapping[str, Any]], new_value: float, run_id: str,
 
 
 def evaluate_run(
-    history: Any,
+    history: History,
     run_id: str,
     *,
     plan: Mapping[str, Any] | None = None,
@@ -446,7 +445,7 @@ def evaluate_run(
     return result
 
 
-def _attempt_chain(history: Any, run_id: str) -> list[dict[str, Any]]:
+def _attempt_chain(history: History, run_id: str) -> list[dict[str, Any]]:
     """``run_id``'s run and the attempts it re-checks, back to the first attempt."""
     chain: list[dict[str, Any]] = []
     rid: str | None = run_id
@@ -471,7 +470,7 @@ def _chain_note(j: stats.Judgement, root: float | None, n: int) -> str:
             "pass")
 
 
-def _summaries_of(history: Any, run_id: str) -> dict[str, float]:
+def _summaries_of(history: History, run_id: str) -> dict[str, float]:
     """Each metric's run summary in ``run_id`` (its newest rows)."""
     out: dict[str, float] = {}
     for key, rows in _latest_rows(history.metrics(run_id)).items():
@@ -481,13 +480,13 @@ def _summaries_of(history: Any, run_id: str) -> dict[str, float]:
     return out
 
 
-def _unheld_reruns(history: Any, suite: str, key: str, ids: Sequence[str],
+def _unheld_reruns(history: History, suite: str, key: str, ids: Sequence[str],
                    w: int) -> tuple[list[float], list[str]]:
     """``key``'s values in the unheld sequential confirms of the last ``w`` baseline
     runs (``baselines.unheld_chains``), oldest first, and those runs' ids."""
     vals: list[float] = []
     roots: list[str] = []
-    for first, chain in unheld_chains(history.conn, suite, key, list(ids)[-w:]):
+    for first, chain in unheld_chains(history, suite, key, list(ids)[-w:]):
         got = [_summaries_of(history, rid).get(key) for rid in chain]
         if all(x is not None for x in got):
             vals += [float(x) for x in got]
@@ -520,7 +519,7 @@ def _params_for(params: stats.GateParams, level: float, min_change: float) -> st
     return replace(params, level=level, min_change=min_change)
 
 
-def _judge_one(history: Any, run: Mapping[str, Any], key: str,
+def _judge_one(history: History, run: Mapping[str, Any], key: str,
                rows: Sequence[Mapping[str, Any]], gate: Gate, params: stats.GateParams,
                exclude: set[str], v: Verdict, first: float | None = None,
                pre: Any = None, this_host: str | None = None,

@@ -11,6 +11,10 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from ci_register.durations import MIN_RUNS, QUANTILE, WINDOW, choose
+from ci_register.est_time import drifted, suggest
+from ci_register.partition import lpt
+
 __all__ = [
     "FlakyTest",
     "HealthReport",
@@ -22,13 +26,8 @@ __all__ = [
     "analyse",
     "quantile",
     "shard_gain",
-    "suggest_est_time",
 ]
 
-MIN_MEASUREMENTS = 3  # fewer passing runs of a file: too little to call est_time stale
-STALE_OVER = 1.25  # p90 above est_time by this factor: shards overrun their budget
-STALE_UNDER = 0.5  # p90 below half of est_time: the planner wastes a shard's room
-STALE_MIN_S = 10.0  # and at least this many seconds apart, so tiny files stay quiet
 FLAKY_FLIPS = 3  # pass<->fail alternations over the window that call a test flaky
 MIN_SKIPPED_RUNS = 3  # a test skipped in every one of at least this many runs
 SLOWEST = 10
@@ -140,16 +139,9 @@ def quantile(values: Sequence[float], q: float) -> float:
     return s[lo] + (s[hi] - s[lo]) * (pos - lo)
 
 
-def suggest_est_time(p90: float) -> int:
-    """p90 plus 10% headroom, rounded up to 5 s (never below 5 s)."""
-    return max(5, int(math.ceil(p90 * 1.1 / 5.0)) * 5)
-
-
 def _lpt(items: Sequence[tuple[str, float]], n: int) -> list[list[str]]:
     # ci_register.partition.lpt is the planner; reuse it so "what the planner does"
-    # is what we measure. Imported lazily: gates must not need ci_register to load.
-    from ci_register.partition import lpt  # noqa: PLC0415
-
+    # is what we measure.
     return [[p for p, _ in s.items] for s in lpt(list(items), n)]
 
 
@@ -158,16 +150,16 @@ def _lpt(items: Sequence[tuple[str, float]], n: int) -> list[list[str]]:
 
 def _stale(est: Mapping[str, tuple[float, int | None]],
            durations: Mapping[str, Sequence[float]]) -> list[StaleEstimate]:
+    # The planner's figure (ci_register.durations: p90 of the newest runs, at least
+    # MIN_RUNS of them) against the literal, by est-time --check's rule (est_time.drifted).
+    figures = choose([p for p, (declared, _) in est.items() if declared], durations,
+                     min_runs=MIN_RUNS, window=WINDOW, q=QUANTILE)
     out = []
-    for path, (declared, line) in est.items():
-        measured = durations.get(path) or []
-        if len(measured) < MIN_MEASUREMENTS or not declared:
-            continue
-        p90 = quantile(measured, 0.9)
-        ratio = p90 / declared
-        if (ratio > STALE_OVER or ratio < STALE_UNDER) and abs(p90 - declared) >= STALE_MIN_S:
-            out.append(StaleEstimate(path, line, declared, p90, len(measured),
-                                     suggest_est_time(p90)))
+    for path, fig in figures.items():
+        declared, line = est[path]
+        if drifted(declared, fig.seconds):
+            out.append(StaleEstimate(path, line, declared, fig.seconds, fig.runs,
+                                     suggest(fig.seconds)))
     return sorted(out, key=lambda s: (-abs(s.p90 - s.est_time), s.path))
 
 

@@ -60,6 +60,8 @@ from sqlite_utils import Database
 from gates.metrics import Metric
 from gates.provenance import Provenance, utc_now
 from gates.schema import KNOWN_MIGRATIONS, MIGRATIONS, SCHEMA_VERSION, VERDICT_COLUMNS
+from gates.store.baseline_reads import BaselineReads
+from gates.store.report_reads import ReportReads
 
 __all__ = [
     "BUSY_TIMEOUT_S",
@@ -128,22 +130,25 @@ class RunRecord:
 
 
 def open_history(path: str | os.PathLike[str], *, create: bool = True,
-                 readonly: bool = False) -> History:
+                 readonly: bool = False, busy_timeout_s: float = BUSY_TIMEOUT_S) -> History:
     """Open (and create or migrate, unless `readonly`) the history at `path`."""
-    return History(path, create=create, readonly=readonly)
+    return History(path, create=create, readonly=readonly, busy_timeout_s=busy_timeout_s)
 
 
-class History:
+class History(BaselineReads, ReportReads):
     """A history file. Use as a context manager or call `close()`.
 
     `create=False` refuses a missing file; `readonly=True` opens without writing
     (no WAL switch, no migration; an older schema is then an error).
+    `busy_timeout_s`: how long to wait on another process's lock (a planner that
+    can fall back to est_time waits seconds, not a minute).
     """
 
     def __init__(self, path: str | os.PathLike[str], *, create: bool = True,
-                 readonly: bool = False) -> None:
+                 readonly: bool = False, busy_timeout_s: float = BUSY_TIMEOUT_S) -> None:
         self.path = Path(path)
         self.readonly = readonly
+        self.busy_timeout_s = busy_timeout_s
         check_file(self.path, create=create and not readonly)
         if not self.path.exists():
             self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -154,13 +159,13 @@ class History:
                 "SQLite's write-ahead log (files beside it); copy it to a writable folder "
                 f"or give a history path there ({HISTORY_OPTION}); reports read it as it is")
         try:
-            conn = _connect(self.path, readonly)
+            conn = _connect(self.path, readonly, busy_timeout_s)
         except sqlite3.Error as exc:
             raise HistoryError(f"{self.path}: cannot open ({exc}); check the path and "
                                "its permissions") from exc
         self.conn = conn
         try:
-            conn.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_S * 1000)}")
+            conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout_s * 1000)}")
             conn.execute("PRAGMA foreign_keys = ON")
             # In WAL mode NORMAL loses nothing on a process crash (only the last commits
             # on power loss) and spares an fsync per commit: the plugin commits per test.
@@ -226,7 +231,7 @@ class History:
     def _retry(self, fn: Callable[[], _T]) -> _T:
         # busy_timeout already waits inside SQLite; this outer loop covers the cases
         # where SQLite returns BUSY without calling the handler (lock upgrades in WAL).
-        deadline = time.monotonic() + BUSY_TIMEOUT_S
+        deadline = time.monotonic() + self.busy_timeout_s
         delay = 0.005
         while True:
             try:
@@ -263,9 +268,10 @@ class History:
         except sqlite3.DatabaseError as exc:
             raise _corrupt(self.path, exc) from exc
 
-    def query(self, sql: str, params: Sequence[Any] | Mapping[str, Any] = ()) -> list[dict]:
-        """Rows of a read-only SQL query as dicts (database errors become `HistoryError`)."""
-        return self._rows(sql, params)
+    def in_transaction(self, fn: Callable[[], _T]) -> _T:
+        """Run `fn` (which calls this store's writes) in one transaction, retried as a whole
+        while the file is locked: `fn` must be safe to run again."""
+        return self._write(fn)
 
     def _rows(self, sql: str, params: Sequence[Any] | Mapping[str, Any] = ()) -> list[dict]:
         try:
@@ -687,6 +693,18 @@ class History:
                 "SELECT * FROM trust_log WHERE run_id = ? ORDER BY id", (run_id,))],
         }
 
+    def has_run(self, run_id: str) -> bool:
+        return self._run_suite(run_id) is not None
+
+    def insert_bundle(self, bundle: Mapping[str, Any]) -> None:
+        """Write a run exported by `export_run` (of another history) as it is; call it
+        inside `in_transaction` (merging shards: `gates.merge`)."""
+        _insert(self.conn, "runs", [dict(bundle["run"])])
+        _insert(self.conn, "tests", list(bundle["tests"]))
+        _insert_metrics(self.conn, [dict(m) for m in bundle["metrics"]])
+        for table in ("plan_files", "plan_gates", "verdicts", "trust_log"):
+            _insert(self.conn, table, list(bundle[table]))
+
     def orphan_rows(self) -> list[str]:
         """Rows that belong to no run (or no metric): what a broken or forged file holds."""
         checks = (
@@ -732,11 +750,12 @@ def check_file(path: Path, *, create: bool) -> None:
                            f"history file ({HISTORY_OPTION})")
 
 
-def _connect(path: Path, readonly: bool) -> sqlite3.Connection:
+def _connect(path: Path, readonly: bool,
+             timeout: float = BUSY_TIMEOUT_S) -> sqlite3.Connection:
     if not readonly:
-        return sqlite3.connect(path, timeout=BUSY_TIMEOUT_S)
+        return sqlite3.connect(path, timeout=timeout)
     uri = path.resolve().as_uri()
-    conn = sqlite3.connect(uri + "?mode=ro", uri=True, timeout=BUSY_TIMEOUT_S)
+    conn = sqlite3.connect(uri + "?mode=ro", uri=True, timeout=timeout)
     try:
         conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
         return conn
@@ -752,7 +771,7 @@ def _connect(path: Path, readonly: bool) -> sqlite3.Connection:
             raise HistoryError(
                 f"{path}: in a read-only folder with an unmerged write-ahead log ({wal.name}); "
                 "copy both files to a writable folder and read the copy") from None
-        return sqlite3.connect(uri + "?mode=ro&immutable=1", uri=True, timeout=BUSY_TIMEOUT_S)
+        return sqlite3.connect(uri + "?mode=ro&immutable=1", uri=True, timeout=timeout)
     except sqlite3.DatabaseError:
         return conn  # not a database: the first read in History says so, with the fix
 

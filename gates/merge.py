@@ -9,13 +9,12 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import sqlite3
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from gates.history import History, HistoryError, _drop, _insert, _insert_metrics
+from gates.history import History, HistoryError
 from gates.merge_check import ShardRejected, check_bundle
 
 __all__ = ["MergeConflict", "MergeReport", "check_history", "merge_histories", "run_digest"]
@@ -47,7 +46,7 @@ _VOLATILE_RUN_COLUMNS = ("trusted", "trust_reason", "trust_changed_at")
 def run_digest(bundle: Mapping[str, Any]) -> str:
     """Content hash of an exported run, ignoring trust, verdicts and row ids."""
     content = {
-        "run": _drop(dict(bundle["run"]), *_VOLATILE_RUN_COLUMNS),
+        "run": {k: v for k, v in bundle["run"].items() if k not in _VOLATILE_RUN_COLUMNS},
         "tests": bundle["tests"],
         "metrics": bundle["metrics"],
         "plan_files": bundle["plan_files"],
@@ -55,16 +54,6 @@ def run_digest(bundle: Mapping[str, Any]) -> str:
     }
     blob = json.dumps(content, sort_keys=True, default=str, separators=(",", ":"))
     return hashlib.sha256(blob.encode()).hexdigest()
-
-
-def _insert_bundle(conn: sqlite3.Connection, bundle: Mapping[str, Any]) -> None:
-    _insert(conn, "runs", [dict(bundle["run"])])
-    _insert(conn, "tests", list(bundle["tests"]))
-    _insert_metrics(conn, [dict(m) for m in bundle["metrics"]])
-    _insert(conn, "plan_files", list(bundle["plan_files"]))
-    _insert(conn, "plan_gates", list(bundle["plan_gates"]))
-    _insert(conn, "verdicts", list(bundle["verdicts"]))
-    _insert(conn, "trust_log", list(bundle["trust_log"]))
 
 
 def _check_units(history: History, pending: Mapping[str, tuple[str, dict[str, Any], str]]) -> None:
@@ -141,7 +130,7 @@ def merge_histories(shards: Sequence[str | os.PathLike[str]],
             report.unchanged.clear()
             report.per_shard.update(dict.fromkeys(report.per_shard, 0))
             for run_id, (shard_name, bundle, digest) in pending.items():
-                if history._run_suite(run_id) is not None:
+                if history.has_run(run_id):
                     if run_digest(history.export_run(run_id)) != digest:
                         raise MergeConflict(
                             f"{shard_name}: run {run_id} exists in {target} with different "
@@ -149,11 +138,11 @@ def merge_histories(shards: Sequence[str | os.PathLike[str]],
                             "shard into a fresh file)")
                     report.unchanged.append(run_id)
                     continue
-                _insert_bundle(history.conn, bundle)
+                history.insert_bundle(bundle)
                 report.added.append(run_id)
                 report.per_shard[shard_name] += 1
 
-        history._write(write)
+        history.in_transaction(write)
     return report
 
 

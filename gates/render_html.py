@@ -19,7 +19,6 @@ from gates.render_text import (
     fmt_value,
     headline,
     health_tables,
-    run_label,
     run_table,
     several_runs,
 )
@@ -53,7 +52,9 @@ figure{margin:0;background:#fff;border:1px solid #ddd;padding:6px 8px;width:620p
 figcaption{font-size:12px;margin-bottom:2px;word-break:break-all}
 svg text{font:10px system-ui,sans-serif;fill:#444}
 details{margin:6px 0}summary{cursor:pointer;font-weight:600}
-.note{color:var(--mut)}
+details.runs>summary{font-size:16px;margin:24px 0 8px}
+.note{color:var(--mut)}.sub{display:block;color:var(--mut);font-size:11px}
+table.verdicts td.w{min-width:16em}table.verdicts td.w code{word-break:normal}
 """
 
 
@@ -158,11 +159,13 @@ def chart_svg(row: VerdictRow, width: int = 600, height: int = 170) -> str:
 
 
 def _table(head: Sequence[str], rows: Sequence[Sequence[str]], classes: Sequence[str] = (),
-           raw_cols: frozenset[int] = frozenset(), wrap_cols: frozenset[int] = frozenset()
-           ) -> str:
+           raw_cols: frozenset[int] = frozenset(), wrap_cols: frozenset[int] = frozenset(),
+           css: str = "") -> str:
     """Cells are escaped unless their column is in `raw_cols` (already-built markup);
     cells keep to one line unless their column is in `wrap_cols` (long free text)."""
-    out = ["<table><thead><tr>", *(f"<th>{_e(h)}</th>" for h in head), "</tr></thead><tbody>"]
+    table = f'<table class="{css}">' if css else "<table>"
+    out = [f"{table}<thead><tr>", *(f"<th>{_e(h)}</th>" for h in head),
+           "</tr></thead><tbody>"]
     for i, row in enumerate(rows):
         cls = f' class="{classes[i]}"' if i < len(classes) and classes[i] else ""
         out.append(f"<tr{cls}>")
@@ -174,10 +177,25 @@ def _table(head: Sequence[str], rows: Sequence[Sequence[str]], classes: Sequence
     return "".join(out)
 
 
+def _breakable(text: str, *seps: str) -> str:
+    """Escaped text that may wrap after each separator (``<wbr>``), not mid-word."""
+    out = _e(text)
+    for sep in seps:
+        out = out.replace(_e(sep), _e(sep) + "<wbr>")
+    return out
+
+
+def _two(main: str, sub: str | None) -> str:
+    """A cell of two lines: the main value and a muted second one (both markup)."""
+    return main + (f'<span class="sub">{sub}</span>' if sub else "")
+
+
 def _verdict_cells(report: Report, rows: Sequence[VerdictRow]) -> tuple[list[str], list[list[str]]]:
+    # Second, muted lines (the run under its suite, the test under its metric, the
+    # method under its statistic ...) keep a range report's table within a 1,400 px page.
     with_run = several_runs(report)
-    head = (["suite run"] if with_run else []) + [
-        "verdict", "metric", "test", "baseline", "new", "change [95% CI]", "statistic",
+    head = (["suite / run"] if with_run else []) + [
+        "verdict", "metric / test", "baseline", "new", "change [95% CI]", "statistic",
         "p / q", "floor", "trend", "changed in"]
     out = []
     for v in rows:
@@ -185,19 +203,26 @@ def _verdict_cells(report: Report, rows: Sequence[VerdictRow]) -> tuple[list[str
         if v.mode and v.mode != "enforce" and v.cls == "warn":
             label += f" ({v.mode})"
         stat = "-" if v.statistic is None else f"{v.statistic:.3g}"
-        if v.method:
-            stat = f"{v.method} {stat}"
+        change, _, ci = fmt_change(v).partition(" [")
+        p, _, q = fmt_pq(v).partition(" ")
+        test = None
+        if v.nodeid:
+            path, sep, name = v.nodeid.partition("::")
+            test = (f'<code title="{_e(v.nodeid)}">'
+                    f"{_breakable(path.rsplit('/', 1)[-1] + sep + name, '::', '[')}</code>")
         c = v.change
-        out.append(([_e(run_label(v))] if with_run else []) + [
-            f'<span class="v-{_e(v.cls)}">{_e(LABELS.get(v.cls, v.cls))}</span> {_e(label)}',
-            f"<code>{_e(v.key)}</code>",
-            f"<code>{_e(v.nodeid)}</code>" if v.nodeid else "-",
+        out.append(([_two(_e(v.suite), _e(v.run_id[:8]))] if with_run else []) + [
+            _two(f'<span class="v-{_e(v.cls)}">{_e(LABELS.get(v.cls, v.cls))}</span>',
+                 _e(label)),
+            _two(f"<code>{_breakable(v.key, '/')}</code>", test),
             _e(fmt_value(v.baseline, v.unit)), _e(fmt_value(v.new, v.unit)),
-            _e(fmt_change(v)), _e(stat), _e(fmt_pq(v)),
+            _two(_e(change), _e("[" + ci) if ci else None),
+            _two(_e(stat), _e(v.method) if v.method else None),
+            _two(_e(p), _e(q) if q else None),
             "-" if v.floor is None else _e(f"{v.floor * 100:.1f}%"),
             spark_svg(v.trend),
-            (f"<code>{_e(c.commit_range)}</code> {_e(f'({(c.rel or 0) * 100:+.1f}%)')}"
-             if c else "-"),
+            _two(f"<code>{_breakable(c.commit_range, '..')}</code>",
+                 _e(f"{(c.rel or 0) * 100:+.1f}%")) if c else "-",
         ])
     return head, out
 
@@ -218,14 +243,33 @@ def _health_html(h: HealthReport) -> str:
     return "".join(parts)
 
 
-def render_html(report: Report) -> str:
-    failed = report.summary.get("fail", 0)
-    badge = ('<span class="badge b-fail">FAILED</span>' if failed
-             else '<span class="badge b-pass">PASSED</span>')
+def _runs_html(report: Report) -> str:
+    """The runs table, collapsed unless it is short (the runs with failed tests or that
+    did not complete stay in view above it); hardware named by its GPUs (the full
+    description in the cell's tooltip), so a row stays one line."""
     head, rows = run_table(report)
     run_rows = [[_e(c) for c in r] for r in rows]
     for r, cells in zip(report.runs, run_rows, strict=True):
         cells[0] = f'<code title="{_e(r.run_id)}">{_e(r.run_id[:12])}</code>'
+        cells[-1] = f'<span title="{_e(r.hardware)}">{_e(r.hardware.split(", driver")[0])}</span>'
+    raw = frozenset(range(len(head)))
+    out = []
+    if len(rows) > 3:
+        bad = [cells for r, cells in zip(report.runs, run_rows, strict=True)
+               if r.status != "complete" or r.counts.get("failed", 0) or r.counts.get("error", 0)]
+        if bad:
+            out.append(f"<h2>Runs with failed tests or not complete ({len(bad)})</h2>"
+                       + _table(head, bad, raw_cols=raw))
+    opened = " open" if len(rows) <= 3 else ""
+    out.append(f'<details class="runs"{opened}><summary>Runs ({len(rows)})</summary>'
+               + _table(head, run_rows, raw_cols=raw) + "</details>")
+    return "".join(out)
+
+
+def render_html(report: Report) -> str:
+    failed = report.summary.get("fail", 0)
+    badge = ('<span class="badge b-fail">FAILED</span>' if failed
+             else '<span class="badge b-pass">PASSED</span>')
     out = [
         "<!doctype html>",
         '<html lang="en"><head><meta charset="utf-8">',
@@ -239,30 +283,28 @@ def render_html(report: Report) -> str:
         f'<p class="meta">generated {_e(report.generated_at or "-")} · scope '
         f"{_e(report.scope)}"
         + "</p>",
-        "<h2>Runs</h2>",
-        _table(head, run_rows, raw_cols=frozenset(range(len(head))),
-               wrap_cols=frozenset({len(head) - 1})),  # hardware
     ]
+    # Failures first: what needs a reader sits at the top, the runs below it.
     top = [v for v in report.verdicts if v.cls != "pass"]
     passing = [v for v in report.verdicts if v.cls == "pass"]
     raw = frozenset(range(12))
-    offset = 1 if several_runs(report) else 0
-    wrap = frozenset({offset + 1, offset + 2})  # metric, test
+    wrap = frozenset({2 if several_runs(report) else 1})  # metric / test
     out.append(f"<h2>Verdicts ({len(report.verdicts)})</h2>")
     if not report.verdicts:
         out.append("<p>No metrics recorded.</p>")
     if top:
         h, cells = _verdict_cells(report, top)
         out.append(_table(h, cells, classes=[v.cls for v in top], raw_cols=raw,
-                          wrap_cols=wrap))
+                          wrap_cols=wrap, css="verdicts"))
     if passing:
         h, cells = _verdict_cells(report, passing)
         out.append(f"<details><summary>{len(passing)} passing metric(s)</summary>")
-        out.append(_table(h, cells, raw_cols=raw, wrap_cols=wrap))
+        out.append(_table(h, cells, raw_cols=raw, wrap_cols=wrap, css="verdicts"))
         out.append("</details>")
     if report.omitted:
         out.append(f'<p class="note">{report.omitted} older passing row(s) not listed; '
                    "<code>gate-report --all</code> lists them.</p>")
+    out.append(_runs_html(report))
 
     charted = [v for v in top if v.trend is not None and len(v.trend)][:MAX_CHARTS]
     if len(charted) < MAX_CHARTS:

@@ -13,6 +13,7 @@ import re
 
 from gates.render_text import (
     headline,
+    health_findings,
     health_tables,
     neutralise_commands,
     run_table,
@@ -73,11 +74,10 @@ def _verdict_rows(report: Report) -> tuple[list[str], list[list[str]], list[list
     return [md_text(h) for h in head], top, passing
 
 
-def render_md(report: Report) -> str:
-    n_fail = report.summary.get("fail", 0)
-    icon = "❌" if n_fail else "✅"
-    parts = [f"## {icon} {md_text(headline(report))}", ""]
 
+
+def _runs_and_verdicts(report: Report) -> list[str]:
+    parts: list[str] = []
     head, rows = run_table(report)
     cells = []
     for r, row in zip(report.runs, rows, strict=True):
@@ -119,7 +119,18 @@ def render_md(report: Report) -> str:
                          md_code(c.run_id[:12])])
         parts += [table(["metric", "commits", "median before -> after", "change",
                          "change-point p", "first run after"], rows), ""]
+    return parts
 
+
+def render_md(report: Report) -> str:
+    if report.scope == "health":  # no runs or verdicts of its own: what health found
+        icon = "⚠️" if health_findings(report) else "✅"
+        parts = [f"## {icon} {md_text(headline(report))}", ""]
+    else:
+        n_fail = report.summary.get("fail", 0)
+        icon = "❌" if n_fail else "✅"
+        parts = [f"## {icon} {md_text(headline(report))}", ""]
+        parts += _runs_and_verdicts(report)
     for h in report.health:
         sections = health_tables(h)
         parts += [f"### CI health: {md_text(h.suite)}", "",

@@ -145,7 +145,16 @@ def _wall(r: RunInfo) -> str:
     return text
 
 
+def health_findings(report: Report) -> int:
+    """Stale est_time, flaky, always-skipped and never-run entries over the health sections."""
+    return sum(len(h.stale) + len(h.flaky) + len(h.always_skipped) + len(h.never_ran)
+               for h in report.health)
+
+
 def headline(report: Report) -> str:
+    if report.scope == "health":  # no runs or verdicts of its own: what health found
+        n = health_findings(report)
+        return f"{report.title}: " + (f"{n} finding(s)" if n else "nothing to fix")
     n_fail = report.summary.get("fail", 0)
     state = (f"FAILED: {n_fail} gate(s) failed" if n_fail
              else "passed: no gate failed")
@@ -253,10 +262,9 @@ def health_tables(h: HealthReport) -> list[tuple[str, list[str], list[list[str]]
     return out
 
 
-def render_text(report: Report) -> str:
-    parts = [headline(report), ""]
+def _runs_and_verdicts(report: Report) -> list[str]:
     head, rows = run_table(report)
-    parts += ["Runs", grid(rows, head), ""]
+    parts = ["Runs", grid(rows, head), ""]
     head, rows = verdict_table(report)
     title = f"Verdicts ({len(rows)})"
     if report.omitted:
@@ -265,6 +273,13 @@ def render_text(report: Report) -> str:
     parts.append(grid(rows, head)
                  if rows else "  no metrics recorded")
     parts.append("")
+    return parts
+
+
+def render_text(report: Report) -> str:
+    parts = [headline(report), ""]
+    if report.scope != "health":
+        parts += _runs_and_verdicts(report)
     for h in report.health:
         parts.append(f"CI health: {h.suite} (last {h.runs} run(s), hardware "
                      f"{h.fingerprint or '-'})")

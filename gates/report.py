@@ -20,6 +20,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from gates.verdicts import FAILING, fails
+
 __all__ = [
     "CHANGE_P",
     "FAILING",
@@ -39,9 +41,6 @@ __all__ = [
 ]
 
 CHANGE_P = 0.05  # Pettitt p below which a trend's change point is reported
-# The verdicts that fail a session when enforced: the same set as gates.gate.FAILING
-# (a test keeps the two equal; this module stays free of the gate's imports).
-FAILING = ("regression", "threshold-fail", "missing")
 # Display order of verdict classes: what fails the build first, then what needs a look.
 _CLASS_ORDER = {"fail": 0, "warn": 1, "improved": 2, "info": 3, "pass": 4}
 
@@ -57,7 +56,7 @@ def classify(verdict: str | None, mode: str | None) -> str:
     """
     v = (verdict or "").lower()
     if v in FAILING:
-        return "warn" if mode in ("warn", "off") else "fail"
+        return "fail" if fails(v, mode) else "warn"
     if v == "error":
         return "warn"
     if v == "improvement":
@@ -303,28 +302,15 @@ def find_change(values: Sequence[float], commits: Sequence[str | None] | None = 
                 max_p: float = CHANGE_P) -> Change | None:
     """The most likely single change point of a series, or None if not significant.
 
-    Pettitt's rank test (as `gates.stats.pettitt`), computed in O(T^2) numpy without
-    a Python loop so a report over 10,000 metrics stays fast: with V_i =
-    sum_j sgn(x_j - x_i), U_t = V_0 + ... + V_t (pairs inside the prefix cancel).
+    Pettitt's rank test (`gates.changepoint.pettitt`, the one the gate localises with).
     """
-    T = len(values)
-    if T < 4:
-        return None
-    import numpy as np  # local: numpy only when a trend is long enough
+    from gates.changepoint import pettitt  # noqa: PLC0415 - numpy only when a trend is drawn
 
-    a = np.asarray(values, dtype=float)
-    if np.all(a == a[0]):
+    cp = pettitt(values)
+    if cp is None or cp.p >= max_p:
         return None
-    v = np.sign(a[None, :] - a[:, None]).sum(axis=1)
-    u = np.cumsum(v)[:-1]
-    t = int(np.argmax(np.abs(u)))
-    k = float(abs(u[t]))
-    p = min(1.0, 2.0 * math.exp(-6.0 * k * k / (T**3 + T**2)))
-    if p >= max_p:
-        return None
-    idx = t + 1
-    before = float(np.median(a[:idx]))
-    after = float(np.median(a[idx:]))
+    T = len(values)
+    idx, p, before, after = cp.index, cp.p, cp.before, cp.after
     rel = (after - before) / abs(before) if before else None
     commits = commits if commits is not None else [None] * T
     run = run_ids[idx] if run_ids is not None else str(idx)
@@ -359,25 +345,67 @@ def _trend(suite: str, fingerprint: str, key: str, cols: Mapping[str, Sequence[A
     return trend
 
 
-def _with_gate_change(trend: Trend, cp: Mapping[str, Any] | None) -> Trend:
-    """A copy of `trend` with the change the gate localised (detail.change_point)."""
-    if not cp or cp.get("run_id") not in trend.run_ids:
-        return trend
-    idx = trend.run_ids.index(cp["run_id"])
+def _row_change(trend: Trend, row: VerdictRow) -> Change | None:
+    """Where the series moved the way ``row`` says, as that row's run saw it.
+
+    Only the runs up to the row's own run count (in a range report the trend runs
+    on past it, and a later step is not what this verdict is about), the step must
+    lean the verdict's way, and it begins at the first run of its commit: a split
+    between two runs of one commit names no change.
+    """
+    end = trend.run_ids.index(row.run_id) + 1 if row.run_id in trend.run_ids else len(trend)
+    values, commits, run_ids = trend.values[:end], trend.commits[:end], trend.run_ids[:end]
+    change = find_change(values, commits, run_ids)
+    if change is None:
+        return None
+    if row.rel_change and change.rel and (row.rel_change > 0) != (change.rel > 0):
+        return None
+    idx = _commit_start(commits, change.index)
     if idx == 0:
+        return None
+    if idx == change.index:
+        return change
+    before, after = _median(values[:idx]), _median(values[idx:])
+    return Change(idx, change.p, before, after, (after - before) / abs(before) if before else None,
+                  commits[idx - 1], commits[idx], run_ids[idx])
+
+
+def _commit_start(commits: Sequence[str | None], idx: int) -> int:
+    """The first index of the run of equal commits ``idx`` lies in."""
+    while idx > 0 and commits[idx] is not None and commits[idx - 1] == commits[idx]:
+        idx -= 1
+    return idx
+
+
+def _with_change(trend: Trend, change: Change) -> Trend:
+    return Trend(trend.suite, trend.fingerprint, trend.key, trend.values, trend.run_ids,
+                 trend.commits, trend.started_at, trend.trusted, change)
+
+
+def _with_gate_change(trend: Trend, cp: Mapping[str, Any] | None, run_id: str) -> Trend:
+    """A copy of `trend` with the change the gate localised (detail.change_point) in
+    the verdict of ``run_id``; ``runs_ago = 0`` is that run itself (the gate judged it
+    under the id of its first attempt or of a confirm rerun)."""
+    if not cp:
+        return trend
+    at = run_id if cp.get("runs_ago") == 0 else cp.get("run_id")
+    if at not in trend.run_ids:
+        return trend
+    idx = _commit_start(trend.commits, trend.run_ids.index(at))
+    end = trend.run_ids.index(run_id) + 1 if run_id in trend.run_ids else len(trend)
+    if idx == 0 or idx >= end:
         return trend
     before = _finite(cp.get("before"))
     if before is None:
         before = _median(trend.values[:idx])
     after = _finite(cp.get("after"))
     if after is None:
-        after = _median(trend.values[idx:])
+        after = _median(trend.values[idx:end])
     p = _finite(cp.get("p"))
-    change = Change(idx, p if p is not None else math.nan, before, after,
-                    (after - before) / abs(before) if before else None,
-                    trend.commits[idx - 1], trend.commits[idx], trend.run_ids[idx])
-    return Trend(trend.suite, trend.fingerprint, trend.key, trend.values, trend.run_ids,
-                 trend.commits, trend.started_at, trend.trusted, change)
+    return _with_change(trend, Change(idx, p if p is not None else math.nan, before, after,
+                                      (after - before) / abs(before) if before else None,
+                                      trend.commits[idx - 1], trend.commits[idx],
+                                      trend.run_ids[idx]))
 
 
 def _run_info(row: Mapping[str, Any], data: ReportInput) -> RunInfo:
@@ -511,15 +539,15 @@ def build_report(data: ReportInput, *, title: str | None = None,
         series = data.series.get(ident)
         if series is None:
             continue
-        want = r.cls != "pass"
         t = trends.get(ident)
-        if t is None or (want and t.change is None and len(t) >= 4):
-            t = _trend(*ident, series, want)
-            trends[ident] = t
-        if want and t.change is None:
-            # No split the trend alone can prove (often: only the newest run moved);
-            # the gate's own localisation, when it stored one, says where.
-            t = _with_gate_change(t, r.change_point)
+        if t is None:
+            t = trends[ident] = _trend(*ident, series, False)
+        if r.cls != "pass":
+            change = _row_change(t, r)
+            # None: no split the trend alone can prove (often: only the newest run
+            # moved); the gate's own localisation, when it stored one, says where.
+            t = (_with_change(t, change) if change
+                 else _with_gate_change(t, r.change_point, r.run_id))
         r.trend = t
 
     rows.sort(key=_sort_key)

@@ -1,18 +1,16 @@
 """Read side of the report: select runs and fetch, in a few bulk queries, the rows
 that `gates.report.build_report` and `gates.health.analyse` need.
 
-The history store (`gates.history`) owns the schema and the writes; its
-per-metric reads are right for a gate (one metric, newest first) but a report
-over 10,000 metrics needs one query per table, not one per metric, so those
-queries live here, over the same tables.
+Every read is a method of the store (`gates.history.History`, its report
+reads in `gates.store.report_reads`); this module chooses what to read and
+shapes it for the report.
 """
 
 from __future__ import annotations
 
 import datetime as dt
-import json
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -29,7 +27,6 @@ __all__ = [
     "select_runs",
 ]
 
-_CHUNK = 900  # stay under SQLite's bound-parameter limit on old builds
 _SINCE = re.compile(r"^\s*(\d+)\s*([mhdw])\s*$")
 _UNITS = {"m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
 
@@ -59,34 +56,8 @@ def parse_since(text: str, now: dt.datetime | None = None) -> str:
     return cutoff.astimezone(dt.UTC).isoformat(timespec="microseconds")
 
 
-def _chunks(items: Sequence[Any]) -> Iterable[Sequence[Any]]:
-    for i in range(0, len(items), _CHUNK):
-        yield items[i:i + _CHUNK]
-
-
-def _query_in(h: History, sql: str, column_values: Sequence[Any],
-              params: Sequence[Any] = ()) -> list[dict[str, Any]]:
-    """Run `sql` (with one `{in}` placeholder) over `column_values` in chunks."""
-    out: list[dict[str, Any]] = []
-    for part in _chunks(list(column_values)):
-        marks = ",".join("?" * len(part))
-        out.extend(h.db.query(sql.format(**{"in": marks}), [*part, *params]))
-    return out
-
-
-def _decode(row: dict[str, Any]) -> dict[str, Any]:
-    hw = row.get("hardware")
-    if isinstance(hw, str):
-        try:
-            row["hardware"] = json.loads(hw) if hw else {}
-        except ValueError:
-            row["hardware"] = {}
-    return row
-
-
 def _known_suites(h: History) -> str:
-    names = [r["suite"] for r in h.db.query("SELECT DISTINCT suite FROM runs ORDER BY suite")]
-    return ", ".join(names) or "none (the history is empty; run a suite first)"
+    return ", ".join(h.suite_names()) or "none (the history is empty; run a suite first)"
 
 
 def select_runs(h: History, *, run: str | None = None, suite: str | None = None,
@@ -108,10 +79,7 @@ def select_runs(h: History, *, run: str | None = None, suite: str | None = None,
     if run:
         if len(run) < 6:
             raise ReportInputError(f"--run {run!r}: give at least 6 characters of the run id")
-        rows = list(h.db.query(
-            "SELECT * FROM runs WHERE run_id = ? OR run_id LIKE ? ESCAPE '\\' "
-            "ORDER BY started_at DESC",
-            [run, run.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"]))
+        rows = h.runs_by_id_prefix(run)
         exact = [r for r in rows if r["run_id"] == run]
         rows = exact or rows
         if not rows:
@@ -123,57 +91,41 @@ def select_runs(h: History, *, run: str | None = None, suite: str | None = None,
         if suite and rows[0]["suite"] != suite:
             raise ReportInputError(f"run {rows[0]['run_id']} belongs to suite "
                                    f"{rows[0]['suite']!r}, not {suite!r}; drop --suite")
-        return [_decode(rows[0])], "run"
+        return [dict(rows[0])], "run"
 
-    clauses = ["confirm_of IS NULL"]
-    params: list[Any] = []
-    if suite:
-        clauses.append("suite = ?")
-        params.append(suite)
     if since:
-        clauses.append("started_at >= ?")
-        params.append(since)
-    where = " AND ".join(clauses)
-    if since:
-        rows = list(h.db.query(
-            f"SELECT * FROM runs WHERE {where} ORDER BY started_at DESC, run_id LIMIT ?",
-            [*params, limit]))
-        if not rows:
+        found = h.top_level_runs(suite=suite, since=since, limit=limit)
+        if not found:
             raise ReportInputError(
                 f"{h.path}: no run{' of suite ' + repr(suite) if suite else ''} since "
                 f"{since[:19]}; widen --since (suites here: {_known_suites(h)})")
-        return [_decode(r) for r in rows], "range"
+        return [dict(r) for r in found], "range"
 
-    rows = []
+    newest_run: list[Any] = []
     for column, value in (("ci_url", (anchor or {}).get("ci_url")),
-                          ("commit_sha", (anchor or {}).get("commit"))):
-        if value and not rows:
-            rows = list(h.db.query(f"SELECT * FROM runs WHERE {where} AND {column} = ? "
-                                   "ORDER BY started_at DESC, run_id LIMIT 1", [*params, value]))
-    if not rows:
+                          ("commit", (anchor or {}).get("commit"))):
+        if value and not newest_run:
+            newest_run = h.top_level_runs(suite=suite, limit=1, **{column: value})
+    if not newest_run:
         limit_at = (dt.datetime.fromisoformat(now) if now else dt.datetime.now(dt.UTC)) \
             + dt.timedelta(hours=1)
-        rows = list(h.db.query(
-            f"SELECT * FROM runs WHERE {where} AND started_at <= ? "
-            "ORDER BY started_at DESC, run_id LIMIT 1",
-            [*params, limit_at.isoformat(timespec="microseconds")]))
-    if not rows:
-        rows = list(h.db.query(
-            f"SELECT * FROM runs WHERE {where} ORDER BY started_at DESC, run_id LIMIT 1", params))
-    if not rows:
+        newest_run = h.top_level_runs(suite=suite, limit=1,
+                                      until=limit_at.isoformat(timespec="microseconds"))
+    if not newest_run:
+        newest_run = h.top_level_runs(suite=suite, limit=1)
+    if not newest_run:
         what = f"of suite {suite!r}" if suite else "at all"
         raise ReportInputError(f"{h.path}: no run {what}; suites here: {_known_suites(h)}")
-    head = rows[0]
+    head = newest_run[0]
     if not head.get("commit_sha"):
-        return [_decode(head)], "run"
+        return [dict(head)], "run"
     # "The latest run" of a CI workflow is every suite shard of the newest commit
     # (after `gate-report merge`): the newest run per (suite, shard) of that commit.
     newest: dict[tuple[Any, ...], dict[str, Any]] = {}
-    for r in h.db.query(f"SELECT * FROM runs WHERE {where} AND commit_sha = ? "
-                        "ORDER BY started_at DESC, run_id", [*params, head["commit_sha"]]):
-        newest.setdefault((r["suite"], r.get("shard_index"), r.get("shard_count")), r)
+    for r in h.top_level_runs(suite=suite, commit=head["commit_sha"]):
+        newest.setdefault((r["suite"], r.get("shard_index"), r.get("shard_count")), dict(r))
     out = sorted(newest.values(), key=lambda r: (r["suite"], r.get("shard_index") or 1))
-    return [_decode(r) for r in out], "run"
+    return out, "run"
 
 
 def load_report_input(h: History, runs: list[dict[str, Any]], *, scope: str = "run",
@@ -182,32 +134,22 @@ def load_report_input(h: History, runs: list[dict[str, Any]], *, scope: str = "r
     """Fetch counts, plans, metrics, verdicts, confirm runs and trends of `runs`."""
     ids = [r["run_id"] for r in runs]
     confirms: dict[str, list[dict[str, Any]]] = {}
-    for r in _query_in(h, "SELECT * FROM runs WHERE confirm_of IN ({in}) "
-                       "ORDER BY started_at, run_id", ids):
-        confirms.setdefault(r["confirm_of"], []).append(_decode(r))
+    for r in h.confirm_runs_of(ids):
+        confirms.setdefault(r["confirm_of"] or "", []).append(dict(r))
     confirm_ids = [c["run_id"] for cs in confirms.values() for c in cs]
 
     counts: dict[str, dict[str, int]] = {}
     seconds: dict[str, float] = {}
-    for r in _query_in(h, "SELECT run_id, outcome, count(*) AS n, sum(duration) AS s FROM tests "
-                       "WHERE run_id IN ({in}) AND attempt = 1 GROUP BY run_id, outcome", ids):
+    for r in h.first_attempt_totals(ids):
         counts.setdefault(r["run_id"], {})[r["outcome"]] = r["n"]
         seconds[r["run_id"]] = seconds.get(r["run_id"], 0.0) + (r["s"] or 0.0)
 
     plans: dict[str, list[dict[str, Any]]] = {}
-    for r in _query_in(h, "SELECT * FROM plan_files WHERE run_id IN ({in}) ORDER BY path", ids):
-        plans.setdefault(r["run_id"], []).append(r)
+    for p in h.plan_files_of(ids):
+        plans.setdefault(p["run_id"], []).append(dict(p))
 
-    metrics = _query_in(h, "SELECT run_id, attempt, nodeid, key, unit, better, n, count, median "
-                        "FROM metrics WHERE run_id IN ({in})", ids)
-    verdicts = _query_in(h, "SELECT * FROM verdicts WHERE run_id IN ({in}) ORDER BY attempt, id",
-                         ids + confirm_ids)
-    for v in verdicts:
-        if isinstance(v.get("detail"), str):
-            try:
-                v["detail"] = json.loads(v["detail"])
-            except ValueError:
-                v["detail"] = {"detail": v["detail"]}
+    metrics: list[dict[str, Any]] = [dict(m) for m in h.metric_summaries(ids)]
+    verdicts: list[dict[str, Any]] = [dict(v) for v in h.verdicts_of(ids + confirm_ids)]
 
     # Trends: two queries per (suite, hardware) group of the reported runs.
     series: dict[tuple[str, str, str], dict[str, list[Any]]] = {}
@@ -241,25 +183,15 @@ def _series(h: History, suite: str, fp: str, keys: set[str], *, upper: str, lowe
     over its shards' runs), then their metric medians by run id (an index range, no
     sort of the metrics table); raw tuples, not dicts: a report may read a million.
     """
-    run_rows = h.conn.execute(
-        "SELECT run_id, commit_sha, started_at, trusted FROM runs WHERE suite = ? "
-        "AND fingerprint = ? AND status = 'complete' AND confirm_of IS NULL "
-        "AND started_at <= ? AND started_at >= ? ORDER BY started_at DESC, run_id LIMIT ?",
-        (suite, fp, upper, lower, points * max(1, shards))).fetchall()
+    run_rows = h.trend_runs(suite, fp, upper=upper, lower=lower, limit=points * max(1, shards))
     order = {r[0]: i for i, r in enumerate(reversed(run_rows))}  # oldest first
     info = {r[0]: r for r in run_rows}
     per_key: dict[str, list[tuple[int, float]]] = {k: [] for k in keys}
-    ids = list(info)
-    # No GROUP BY: sorting a million rows in SQLite costs more than folding the rare
-    # key recorded by two tests of one run here (their mean, like avg() would).
-    for part in _chunks(ids):
-        marks = ",".join("?" * len(part))
-        for key, run_id, median in h.conn.execute(
-                f"SELECT key, run_id, median FROM metrics WHERE run_id IN ({marks}) "
-                "AND attempt = 1", part):
-            slot = per_key.get(key)
-            if slot is not None:
-                slot.append((order[run_id], median))
+    # A key recorded by two tests of one run is folded below (their mean, like avg()).
+    for key, run_id, median in h.first_attempt_medians(list(info)):
+        slot = per_key.get(key)
+        if slot is not None:
+            slot.append((order[run_id], median))
     out: dict[tuple[str, str, str], dict[str, list[Any]]] = {}
     runs_by_order = list(reversed(run_rows))
     for key, pairs in per_key.items():
@@ -315,29 +247,14 @@ def load_health_input(h: History, suite: str, *, window: int = 20,
                       registrations: list[dict[str, Any]] | None = None,
                       until: str | None = None) -> dict[str, Any]:
     """Rows for `gates.health.analyse` over the last `window` runs of `suite`."""
-    params: list[Any] = [suite]
-    bound = ""
-    if until:
-        bound = " AND started_at <= ?"
-        params.append(until)
-    runs = list(h.db.query(
-        "SELECT run_id, suite, status, commit_sha, started_at, confirm_of, shard_index, "
-        f"shard_count, fingerprint, trusted FROM runs WHERE suite = ?{bound} AND confirm_of IS NULL "
-        "ORDER BY started_at DESC, run_id LIMIT ?", [*params, window]))
+    runs = h.health_runs(suite, window=window, until=until)
     ids = [r["run_id"] for r in runs]
-    confirm_runs = _query_in(
-        h, "SELECT run_id, suite, status, commit_sha, started_at, confirm_of, shard_index, "
-        "shard_count, fingerprint, trusted FROM runs WHERE confirm_of IN ({in})", ids)
-    all_runs = runs + confirm_runs
-    tests = _query_in(h, "SELECT run_id, attempt, nodeid, path, outcome, duration, skip_reason "
-                      "FROM tests WHERE run_id IN ({in})", [r["run_id"] for r in all_runs])
-    plan_files = _query_in(h, "SELECT run_id, path, line, est_time, expected FROM plan_files "
-                           "WHERE run_id IN ({in})", ids)
+    all_runs = runs + h.health_confirm_runs(ids)
+    tests = h.test_rows_of([r["run_id"] for r in all_runs])
+    plan_files = h.planned_est_times(ids)
     fingerprint = runs[0]["fingerprint"] if runs else None
     durations = h.file_durations(suite, fingerprint, limit=15) if fingerprint else {}
-    ever = {r["path"] for r in h.db.query(
-        "SELECT DISTINCT t.path FROM tests t JOIN runs r ON r.run_id = t.run_id "
-        "WHERE r.suite = ? AND t.path IS NOT NULL", [suite])}
+    ever = h.paths_ever_run(suite)
     return {
         "suite": suite, "fingerprint": fingerprint, "runs": all_runs, "tests": tests,
         "plan_files": plan_files, "durations": durations, "registrations": registrations,

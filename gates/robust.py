@@ -12,11 +12,12 @@ from __future__ import annotations
 import itertools
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
 from functools import lru_cache
 
 import numpy as np
 from scipy import special
+
+from gates.changepoint import ChangePoint, pettitt  # re-exported: one implementation
 
 __all__ = [
     "MAD_K",
@@ -60,14 +61,6 @@ HUBER_C = 1.5  # Huber's clipping constant, in scales (95% efficient at the norm
 HUBER_VAR = 1.037  # asymptotic variance of the Huber location (c = 1.5) over sigma^2 / k
 HALF_PI = math.pi / 2  # variance of a median of k normals ~ (pi/2) sigma^2 / k
 RHO_CAUTION = 1.0  # window tests: lag-1 autocorrelation r + RHO_CAUTION * se(r)
-
-
-@dataclass(frozen=True)
-class ChangePoint:
-    index: int  # first index of the new regime
-    p: float
-    before: float  # median before
-    after: float  # median after
 
 
 def run_summary(samples: Sequence[float] | np.ndarray | float) -> float:
@@ -389,26 +382,3 @@ def bh_qvalues(p: Sequence[float] | np.ndarray) -> np.ndarray:
     out[order] = np.minimum(q, 1.0)
     return out
 
-
-def pettitt(x: Sequence[float] | np.ndarray) -> ChangePoint | None:
-    """Localise one change point in a series of run summaries (Pettitt's test).
-
-    Test: rank-based Mann-Whitney CUSUM, U_t = sum_{i<=t} sum_{j>t} sgn(x_j - x_i);
-    the change is after argmax |U_t|, p ~ 2 exp(-6 K^2 / (T^3 + T^2)).
-    Assumptions: independent values, at most one change in location; robust
-    to outliers and non-normal noise. Reference: Pettitt, Applied Statistics
-    28 (1979) 126-135.
-    """
-    a = np.asarray(x, dtype=float)
-    T = a.size
-    if T < 4:
-        return None
-    sg = np.sign(a[None, :] - a[:, None])  # sg[i, j] = sgn(x_j - x_i)
-    # U_t for t = 0..T-2 (split after index t): sum over i <= t, j > t.
-    upper = np.triu(sg, 1)
-    col = np.cumsum(upper, axis=0)  # rows i <= t accumulated
-    U = np.array([col[t, t + 1 :].sum() for t in range(T - 1)])
-    t = int(np.argmax(np.abs(U)))
-    K = float(abs(U[t]))
-    p = min(1.0, 2.0 * math.exp(-6.0 * K * K / (T**3 + T**2)))
-    return ChangePoint(t + 1, p, float(np.median(a[: t + 1])), float(np.median(a[t + 1 :])))

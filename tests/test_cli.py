@@ -215,7 +215,16 @@ def h_commit(path: Path, run_id: str) -> str:
 def test_health_command(hist, capsys):
     path, _ = hist
     code, out, _ = run(["health", "--history", path], capsys)
-    assert code == 0 and "Flaky tests" in out and "est_time=70" in out
+    assert code == 0 and "Flaky tests" in out and "est_time=65" in out
+    # Health is about the suite's CI, not one run: no empty runs table, no
+    # "no metrics recorded" for a suite whose runs record metrics.
+    for fmt in ("text", "md"):
+        code, out, _ = run(["health", "--history", path, "--suite", SUITE, "--format", fmt],
+                           capsys)
+        assert code == 0 and f"CI health of {SUITE}: " in out.splitlines()[0]
+        assert "finding(s)" in out.splitlines()[0]
+        assert "Verdicts" not in out and "no metrics recorded" not in out.lower()
+        assert "\nRuns\n" not in out and "### Runs" not in out and "Stale est" in out
     code, out, _ = run(["health", "--history", path, "--format", "json"], capsys)
     assert json.loads(out)[0]["flaky"][0]["nodeid"].endswith("test_sometimes")
     code, _, err = run(["health", "--history", path, "--suite", "nope"], capsys)

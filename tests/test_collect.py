@@ -93,25 +93,14 @@ def test_gate_declarations():
     assert any("unknown keyword 'tolerance'" in e for e in errs)
 
 
-def test_other_marker_names_read_an_sglang_tree(tmp_path):
-    cat_text = """
-[markers]
-register_amd_ci = "rocm"
-register_cuda_ci = "cuda"
-[suites.stage-b-test-small-1-gpu-amd]
-backend = "rocm"
-description = "x"
-schedule = "per-commit"
-shard_budget_s = 1800
-[suites.stage-b-test-small-1-gpu-amd.hardware]
-gpu_count = 1
-"""
-    (tmp_path / "test").mkdir()
-    (tmp_path / "test" / "test_amd.py").write_text(
-        'from sglang.test.ci.ci_register import register_amd_ci\nregister_amd_ci(est_time=60, suite="stage-b-test-small-1-gpu-amd")\nclass TestX:\n    pass\n'
-    )
-    cat = parse_catalog(cat_text, tmp_path / "catalog.toml")
-    col = collect(cat, root=tmp_path / "test", base=tmp_path)
+def test_other_marker_names_read_an_sglang_tree(catalog_tree):
+    tree = catalog_tree(
+        {"stage-b-test-small-1-gpu-amd": {"backend": "rocm", "description": "x",
+                                          "shard_budget_s": 1800, "hardware": {"gpu_count": 1}}},
+        {"test/test_amd.py": 'from sglang.test.ci.ci_register import register_amd_ci\nregister_amd_ci(est_time=60, suite="stage-b-test-small-1-gpu-amd")\nclass TestX:\n    pass\n'},
+        markers={"register_amd_ci": "rocm", "register_cuda_ci": "cuda"})
+    cat = load_catalog(tree / "suites" / "catalog.toml")
+    col = collect(cat, root=tree / "test", base=tree)
     assert col.issues == []
     assert [(r.path, r.backend) for r in col.registrations] == [("test/test_amd.py", "rocm")]
 

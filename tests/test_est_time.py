@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
-from history_seed import seed
 
 from ci_register.est_time import EstTimeError, drifted, literal_span, rewrite, suggest
 
@@ -59,25 +59,25 @@ def test_literal_span_errors():
         literal_span("register_cuda_ci(est_time=+60, suite='a')\n", 1, "register_cuda_ci")
 
 
-CATALOG = """
-[suites.cpu]
-backend = "cpu"
-description = "cpu"
-schedule = "per-commit"
-shard_budget_s = 3600
-"""
+SUITES = {"cpu": {"shard_budget_s": 3600}}
 
 
-def make_tree(tmp: Path) -> Path:
-    s = tmp / "suites"
-    s.mkdir()
-    (s / "catalog.toml").write_text(CATALOG)
-    (s / "test_slow.py").write_text('from ci_register import register_cpu_ci\n\nregister_cpu_ci(est_time=60, suite="cpu")  # measured? see history\ndef test_x():\n    pass\n')
-    (s / "test_ok.py").write_text('register_cpu_ci(est_time=100, suite="cpu")\ndef test_x():\n    pass\n')
-    (s / "test_new.py").write_text('register_cpu_ci(est_time=5, suite="cpu")\ndef test_x():\n    pass\n')
-    seed(tmp / "history.db", "cpu", "cpu", [{"suites/test_slow.py": 290.0 + i, "suites/test_ok.py": 110.0} for i in range(5)])
-    seed(tmp / "history.db", "cpu", "cpu", [{"suites/test_new.py": 500.0}] * 2, start=50)  # too few runs
-    return tmp
+@pytest.fixture
+def make_tree(catalog_tree, history_factory):
+    """make() -> a tree with one cpu suite: test_slow (60 s literal, ~292 s measured),
+    test_ok (100 s, 110 s: within the rule) and test_new (too few runs), and its history."""
+
+    def make(suites=SUITES) -> Path:
+        tree = catalog_tree(suites, {
+            "suites/test_slow.py": 'from ci_register import register_cpu_ci\n\nregister_cpu_ci(est_time=60, suite="cpu")  # measured? see history\ndef test_x():\n    pass\n',
+            "suites/test_ok.py": 'register_cpu_ci(est_time=100, suite="cpu")\ndef test_x():\n    pass\n',
+            "suites/test_new.py": 'register_cpu_ci(est_time=5, suite="cpu")\ndef test_x():\n    pass\n'})
+        history_factory([{"suites/test_slow.py": 290.0 + i, "suites/test_ok.py": 110.0}
+                         for i in range(5)])
+        history_factory([{"suites/test_new.py": 500.0}] * 2, start=50)  # too few runs
+        return tree
+
+    return make
 
 
 def est(tree: Path, *args: str) -> subprocess.CompletedProcess:
@@ -85,8 +85,8 @@ def est(tree: Path, *args: str) -> subprocess.CompletedProcess:
                           text=True, timeout=60, env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin"})
 
 
-def test_check_then_write_then_clean(tmp_path):
-    tree = make_tree(tmp_path)
+def test_check_then_write_then_clean(make_tree, tmp_path):
+    tree = make_tree()
     before_ok = (tree / "suites" / "test_ok.py").read_text()
     r = est(tree, "--check")
     assert r.returncode == 1, r.stderr
@@ -103,8 +103,8 @@ def test_check_then_write_then_clean(tmp_path):
     assert r.returncode == 0 and "2 measured registration(s), each within 30 s or 30%" in r.stdout
 
 
-def test_usage_and_missing_history(tmp_path):
-    tree = make_tree(tmp_path)
+def test_usage_and_missing_history(make_tree, tmp_path):
+    tree = make_tree()
     assert est(tree).returncode == 2
     assert est(tree, "--check", "--suite", "nope").returncode == 2
     # The history is what est-time reads: a wrong path is an error, not "nothing to compare".
@@ -115,8 +115,8 @@ def test_usage_and_missing_history(tmp_path):
 
 
 @pytest.mark.parametrize("make_bad", [lambda p: p.write_text("not sqlite"), lambda p: p.mkdir()])
-def test_unreadable_history_is_an_error_that_names_the_fix(tmp_path, make_bad):
-    tree = make_tree(tmp_path)
+def test_unreadable_history_is_an_error_that_names_the_fix(make_tree, tmp_path, make_bad):
+    tree = make_tree()
     make_bad(tree / "bad.db")
     for mode in ("--check", "--write"):
         r = est(tree, mode, "--history", "bad.db")
@@ -125,9 +125,9 @@ def test_unreadable_history_is_an_error_that_names_the_fix(tmp_path, make_bad):
     assert "est_time=60," in (tree / "suites" / "test_slow.py").read_text()  # nothing written
 
 
-def test_planning_warns_once_about_an_unreadable_history(tmp_path):
-    tree = make_tree(tmp_path)
-    (tree / "suites" / "catalog.toml").write_text(CATALOG + CATALOG.replace("suites.cpu", "suites.cpu2"))
+def test_planning_warns_once_about_an_unreadable_history(make_tree, catalog_tree, tmp_path):
+    tree = make_tree()
+    catalog_tree({**SUITES, "cpu2": SUITES["cpu"]})
     (tree / "suites" / "test_two.py").write_text('register_cpu_ci(est_time=5, suite="cpu2")\ndef test_x():\n    pass\n')
     (tree / "bad.db").write_text("not sqlite")
     r = subprocess.run([sys.executable, "-m", "ci_register", "plan", "--history", "bad.db"], cwd=tree,
@@ -135,3 +135,26 @@ def test_planning_warns_once_about_an_unreadable_history(tmp_path):
                        env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin"})
     assert r.returncode == 0, r.stderr
     assert "suite cpu2" in r.stdout and r.stderr.count("warning: bad.db: not an SQLite database") == 1
+
+
+@pytest.mark.parametrize(("seconds", "stale"), [
+    ((128.0, 129.0, 130.0, 131.0), True),  # p90 130.7 against 100: under-estimated
+    ((58.0, 59.0, 60.0, 61.0), True),  # p90 60.7 against 100: over-estimated
+    ((110.0, 111.0, 112.0, 113.0), False),  # 12.7 s off: not worth a diff
+])
+def test_health_and_est_time_check_give_one_answer(catalog_tree, history_factory, seconds,
+                                                   stale):
+    # Once `gate-report health` and `est-time --check` disagreed on exactly these numbers.
+    path = "suites/test_a.py"
+    tree = catalog_tree(files={path: 'register_cpu_ci(est_time=100, suite="cpu")\n'
+                                     "def test_x():\n    pass\n"})
+    history_factory([{path: s} for s in seconds])
+    check = est(tree, "--check")
+    health = subprocess.run([sys.executable, "-m", "gates.cli", "health", "--suite", "cpu",
+                             "--format", "json", "--history", "history.db", "--root", "."],
+                            cwd=tree, capture_output=True, text=True, timeout=60,
+                            env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin"})
+    assert health.returncode == 0, health.stderr
+    health_stale = [s["path"] for s in json.loads(health.stdout)[0]["stale"]]
+    assert (f"{path}:1: est_time 100 s" in check.stdout) is stale, check.stdout + check.stderr
+    assert health_stale == ([path] if stale else [])

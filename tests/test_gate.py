@@ -580,9 +580,9 @@ def test_unheld_confirm_reruns_of_a_recent_run_join_the_next_confirm(h):
     assert h.verdicts(c1)[0]["verdict"] == "pass"
     # What is carried: chains with two or more reruns of the key (run110 has one so far).
     from gates.baselines import unheld_chains
-    assert unheld_chains(h.conn, "s", "lat", ["run099", "run100", "run110"]) == [
+    assert unheld_chains(h, "s", "lat", ["run099", "run100", "run110"]) == [
         ("run100", ["run101", "run102"])]
-    assert unheld_chains(h.conn, "s", "other", ["run100"]) == []
+    assert unheld_chains(h, "s", "other", ["run100"]) == []
     c2 = add_run(h, 112, {"lat": _const(1.010)}, confirm_of=b2)
     for bulk in (True, False):
         [v] = evaluate_run(h, c2, save=False, bulk=bulk).verdicts
@@ -627,7 +627,7 @@ def test_a_rerun_beyond_a_heavy_baseline_is_corroborated_by_the_next(h):
     [vc] = evaluate_run(h, c).verdicts
     assert vc.verdict == "pass" and "ranks p" in vc.message and "held at <= 0.4" in vc.message
     # ... and that unheld chain is not a sequential confirm's sample to carry.
-    assert unheld_chains(h.conn, "s", "lat", [a]) == []
+    assert unheld_chains(h, "s", "lat", [a]) == []
     # One that leans bad (+21%, beyond the slow mode too) holds it.
     c2 = add_run(h, 103, {"lat": _const(1.21)}, confirm_of=b)
     [vc2] = evaluate_run(h, c2, save=False).verdicts

@@ -82,11 +82,12 @@ def test_nvidia_smi_path_keeps_gpus_named_by_uuid(tmp_path, monkeypatch):
     smi.chmod(0o755)
     monkeypatch.setenv("PATH", str(tmp_path))
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "GPU-27ae3a54")
-    m = hardware._from_nvidia_smi()
-    assert len(m.gpus) == 2 and m.driver == "580.159.04"
+    monkeypatch.delenv(FAKE_ENV, raising=False)
+    m = hardware.detect(use_torch=False)
+    assert len(m.gpus) == 2 and m.driver == "580.159.04" and m.source == "nvidia-smi"
     assert m.gpus[0] == hardware.GPU("NVIDIA H200", (9, 0), 143771)
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "1")
-    assert len(hardware._from_nvidia_smi().gpus) == 1
+    assert len(hardware.detect(use_torch=False).gpus) == 1
 
 
 def test_run_probe_is_best_effort(tmp_path):
@@ -97,3 +98,23 @@ def test_run_probe_is_best_effort(tmp_path):
     assert run_probe(["sh", "-c", "pwd"], cwd=tmp_path).strip() == str(tmp_path)
     assert run_probe(["sh", "-c", "echo no; exit 3"]) is None  # a failing probe says nothing
     assert run_probe(["sleep", "5"], timeout=0.2) is None  # nor does a hung one
+
+
+def test_fake_hardware_is_what_the_check_the_planner_and_the_record_see(monkeypatch, tmp_path):
+    # One machine model: the faked GPUs pass the suite check, name the planner's
+    # fingerprint and the fingerprint a run records (not "cpu").
+    from ci_register.machine import FINGERPRINT_ENV, detect_hardware, this_fingerprint
+    from gates.provenance import collect_provenance
+
+    monkeypatch.delenv(FINGERPRINT_ENV, raising=False)
+    monkeypatch.setenv("PATH", str(tmp_path))  # no nvidia-smi, no git
+    monkeypatch.setenv(FAKE_ENV, json.dumps(
+        {"gpus": [{"name": "NVIDIA H200", "capability": [9, 0], "uuid": "GPU-a"}]}))
+    assert check(CAT.suites["base-b-1gpu"], detect()) is None
+    assert this_fingerprint() == "nvidia-h200-x1-sm90"
+    prov = collect_provenance("base-b-1gpu", root=tmp_path, env={})
+    assert prov.fingerprint == "nvidia-h200-x1-sm90"
+    assert prov.hardware["gpus"] == [{"name": "NVIDIA H200", "capability": "9.0", "uuid": "GPU-a"}]
+    assert detect_hardware()["source"] == "fake"
+    monkeypatch.delenv(FAKE_ENV)
+    assert this_fingerprint() == "cpu" and detect().gpus == ()

@@ -107,12 +107,12 @@ def test_interrupted_session_is_kept_but_not_a_baseline(h):
     assert h.file_durations("s", "gpu-a") == {}
 
 
-def test_query_returns_dicts_and_wraps_errors(h):
+def test_reads_return_dicts_and_wrap_errors(h):
     record(h, 1)
-    assert h.query("SELECT run_id, status FROM runs") == [
+    assert h._rows("SELECT run_id, status FROM runs") == [
         {"run_id": "run001", "status": "complete"}]
     with pytest.raises(HistoryError, match="no such table") as info:
-        h.query("SELECT * FROM nope")
+        h._rows("SELECT * FROM nope")
     assert "corrupt" not in str(info.value)
 
 

@@ -8,7 +8,10 @@ nothing), and that a metric named ``<script>alert(1)</script>`` is text, not cod
 
 from __future__ import annotations
 
+import html
+import json
 import os
+import re
 import shutil
 import socketserver
 import subprocess
@@ -159,3 +162,35 @@ def test_the_proxy_would_see_a_page_that_loads_something(tmp_path: Path, proxy):
     done = chromium(page, tmp_path, port, "--dump-dom", "--virtual-time-budget=2000")
     assert done.returncode == 0, done.stderr[-2000:]
     assert "example.invalid" in {_host(r) for r in page_requests(requests)}, requests
+
+
+_MEASURE = """<script>
+const v = document.querySelector("table.verdicts").getBoundingClientRect();
+const runs = document.querySelector("details.runs");
+document.body.setAttribute("data-layout", JSON.stringify({
+  page: document.documentElement.scrollWidth, right: Math.ceil(v.right), top: v.top,
+  runs_top: runs.getBoundingClientRect().top, runs_open: runs.open}));
+</script></body>"""
+
+
+def test_range_page_puts_failures_first_and_fits_1400_px(tmp_path: Path, proxy):
+    # A range report over 16 runs: the failing verdicts open the page, the runs table
+    # is collapsed below them, and the verdict table is no wider than a 1,400 px window.
+    port, requests = proxy
+    history = tmp_path / "history.db"
+    make_history(history)
+    with open_history(history, readonly=True) as h:
+        runs, scope = select_runs(h, since="2026-01-01")
+        text = render_html(build_report(load_report_input(h, runs, scope=scope,
+                                                          since="2026-01-01")))
+    assert scope == "range" and len(runs) == 16
+    # The measuring script needs the page's no-script policy lifted (tested above).
+    text = re.sub(r'<meta http-equiv="Content-Security-Policy"[^>]*>', "", text)
+    page = tmp_path / "range.html"
+    page.write_text(text.replace("</body>", _MEASURE))
+    done = chromium(page, tmp_path, port, "--dump-dom", "--window-size=1400,1000")
+    assert done.returncode == 0, done.stderr[-2000:]
+    layout = json.loads(html.unescape(re.search(r'data-layout="([^"]*)"', done.stdout)[1]))
+    assert layout["page"] <= 1400 and layout["right"] <= 1400, layout
+    assert layout["top"] < layout["runs_top"] and layout["runs_open"] is False, layout
+    assert page_requests(requests) == []

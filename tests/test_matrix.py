@@ -9,49 +9,23 @@ import sys
 from pathlib import Path
 
 import pytest
-from history_seed import seed
 
 from ci_register.matrix import timeout_minutes
 
 REPO = Path(__file__).resolve().parents[1]
 
-CATALOG = """
-[suites.cpu]
-backend = "cpu"
-description = "cpu"
-schedule = "per-commit"
-runner_labels = ["ubuntu-latest"]
-shard_budget_s = 100
-[suites.gpu]
-backend = "cuda"
-description = "gpu"
-schedule = "per-commit"
-runner_labels = ["self-hosted", "h200"]
-shard_budget_s = 1000
-shards = 2
-[suites.gpu.hardware]
-gpu_count = 1
-[suites.night]
-backend = "cuda"
-description = "nightly"
-schedule = "nightly"
-runner_labels = ["self-hosted", "gb300"]
-shard_budget_s = 7200
-[suites.night.hardware]
-gpu_count = 4
-[suites.empty]
-backend = "cpu"
-description = "nothing registered"
-schedule = "per-commit"
-shard_budget_s = 100
-"""
+SUITES = {
+    "cpu": {"runner_labels": ["ubuntu-latest"], "shard_budget_s": 100},
+    "gpu": {"backend": "cuda", "runner_labels": ["self-hosted", "h200"], "shard_budget_s": 1000,
+            "shards": 2, "hardware": {"gpu_count": 1}},
+    "night": {"backend": "cuda", "schedule": "nightly", "runner_labels": ["self-hosted", "gb300"],
+              "shard_budget_s": 7200, "hardware": {"gpu_count": 4}},
+    "empty": {"description": "nothing registered", "shard_budget_s": 100},
+}
 
 
 @pytest.fixture
-def tree(tmp_path: Path) -> Path:
-    s = tmp_path / "suites"
-    s.mkdir()
-    (s / "catalog.toml").write_text(CATALOG)
+def tree(catalog_tree) -> Path:
     files = {
         "test_c1.py": 'register_cpu_ci(est_time=60, suite="cpu")',
         "test_c2.py": 'register_cpu_ci(est_time=60, suite="cpu")',
@@ -59,9 +33,8 @@ def tree(tmp_path: Path) -> Path:
         "test_g1.py": 'register_cuda_ci(est_time=30, suite="gpu")\nregister_cuda_ci(est_time=300, suite="night")',
         "test_g2.py": 'register_cuda_ci(est_time=30, suite="gpu")',
     }
-    for name, reg in files.items():
-        (s / name).write_text(reg + "\ndef test_x():\n    pass\n")
-    return tmp_path
+    return catalog_tree(SUITES, {f"suites/{name}": reg + "\ndef test_x():\n    pass\n"
+                                 for name, reg in files.items()})
 
 
 def matrix(tree: Path, *args: str) -> subprocess.CompletedProcess:
@@ -102,9 +75,10 @@ def test_output_file_and_summary(tree):
     assert "gpu: 2 shard(s) fixed by the catalog" in r.stderr
 
 
-def test_durations_from_history_change_the_shard_count(tree):
+def test_durations_from_history_change_the_shard_count(tree, history_factory):
     # Measured on the suite's hardware (the matrix job runs on a CPU box: "latest" fingerprint).
-    seed(tree / "history.db", "cpu", "cpu", [{"suites/test_c1.py": 10.0, "suites/test_c2.py": 10.0}] * 3)
+    history_factory([{"suites/test_c1.py": 10.0, "suites/test_c2.py": 10.0}] * 3,
+                    path=tree / "history.db")
     got = entries(matrix(tree, "--event", "push"))
     assert [n for n in got if n.startswith("cpu")] == ["cpu 1/1"]
     assert got["cpu 1/1"]["fingerprint"] == "cpu" and got["gpu 1/2"]["fingerprint"] == ""

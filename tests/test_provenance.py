@@ -7,6 +7,7 @@ import sys
 
 import pytest
 
+from ci_register import machine
 from gates import provenance
 from gates.provenance import (
     ci_from_env,
@@ -91,8 +92,8 @@ print(json.dumps({"torch": "9.9.9", "cuda": None, "hip": "6.2",
 @pytest.fixture
 def fake_torch(monkeypatch):
     # The probe runs a child interpreter; swap its script for one that needs no torch.
-    monkeypatch.setattr(provenance, "_TORCH_PROBE", FAKE_PROBE)
-    monkeypatch.setattr(provenance.importlib.util, "find_spec", lambda name: object())
+    monkeypatch.setattr(machine, "_TORCH_PROBE", FAKE_PROBE)
+    monkeypatch.setattr(machine.importlib.util, "find_spec", lambda name: object())
     monkeypatch.delitem(sys.modules, "torch", raising=False)
 
 
@@ -107,14 +108,14 @@ def fake_smi(tmp_path, monkeypatch):
 
 def test_gpus_from_torch_probe_where_nvidia_smi_is_missing(tmp_path, monkeypatch, fake_torch):
     monkeypatch.setenv("PATH", str(tmp_path))
-    monkeypatch.setattr(provenance, "_gpu_device_nodes", lambda: True)
+    monkeypatch.setattr(machine, "_gpu_device_nodes", lambda: True)
     hw = detect_hardware()
     assert hw["vendor"] == "amd" and hw["torch"] == "9.9.9" and hw["hip"] == "6.2"
     assert fingerprint_key(hw) == "amd-instinct-mi300x-x1-sm94"
 
 
 def test_torch_probe_skips_gpus_when_nvidia_smi_saw_them(monkeypatch, fake_torch, fake_smi):
-    monkeypatch.setattr(provenance, "_gpu_device_nodes", lambda: True)
+    monkeypatch.setattr(machine, "_gpu_device_nodes", lambda: True)
     assert provenance.torch_probe(gpus=False)["argv"] == []
     hw = detect_hardware()
     assert fingerprint_key(hw) == "nvidia-h200-x2-sm90" and hw["torch"] == "9.9.9"
@@ -128,14 +129,14 @@ def test_visible_devices_narrow_the_fingerprint(monkeypatch, fake_torch, fake_sm
 
 def test_no_torch_probe_without_gpu_device_nodes(tmp_path, monkeypatch, fake_torch):
     monkeypatch.setenv("PATH", str(tmp_path))
-    monkeypatch.setattr(provenance, "_gpu_device_nodes", lambda: False)
+    monkeypatch.setattr(machine, "_gpu_device_nodes", lambda: False)
     calls = []
-    monkeypatch.setattr(provenance, "torch_probe", lambda **kw: calls.append(kw) or {})
+    monkeypatch.setattr(machine, "torch_probe", lambda **kw: calls.append(kw) or {})
     assert fingerprint_key(detect_hardware()) == "cpu" and calls == []
 
 
 def test_failing_torch_probe_is_empty(monkeypatch, fake_torch):
-    monkeypatch.setattr(provenance, "_TORCH_PROBE", "raise SystemExit(3)")
+    monkeypatch.setattr(machine, "_TORCH_PROBE", "raise SystemExit(3)")
     assert provenance.torch_probe() == {}
 
 
@@ -171,9 +172,9 @@ def test_gpu_uuid_is_kept_when_nvidia_smi_gives_it():
 
 
 def test_fingerprint_detection_skips_the_version_probe_when_smi_names_the_gpus(monkeypatch, fake_torch, fake_smi):
-    monkeypatch.setattr(provenance, "_gpu_device_nodes", lambda: True)
+    monkeypatch.setattr(machine, "_gpu_device_nodes", lambda: True)
     calls = []
-    monkeypatch.setattr(provenance, "torch_probe", lambda **kw: calls.append(kw) or {})
+    monkeypatch.setattr(machine, "torch_probe", lambda **kw: calls.append(kw) or {})
     assert fingerprint_key(detect_hardware(versions=False)) == "nvidia-h200-x2-sm90" and calls == []
     detect_hardware()
     assert calls == [{"gpus": False}]

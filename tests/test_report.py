@@ -24,7 +24,7 @@ from report_history import (
 from gates.gate import FAILING as GATE_FAILING
 from gates.gate import VERDICTS, evaluate_run
 from gates.history import open_history
-from gates.report import FAILING, build_report, classify, find_change, report_to_json
+from gates.report import FAILING, ReportInput, build_report, classify, find_change, report_to_json
 from gates.report_query import (
     ReportInputError,
     load_report_input,
@@ -84,10 +84,25 @@ def test_change_point_names_the_commit_range_of_the_jump(hist):
     assert report_of(path).verdicts[1].change is None
 
 
-def test_find_change_agrees_with_gates_stats_pettitt():
+def _pettitt_by_definition(x):
+    # U_t = sum_{i<=t} sum_{j>t} sgn(x_j - x_i), written out: the reference.
+    T = len(x)
+    u = [sum(np.sign(x[j] - x[i]) for i in range(t + 1) for j in range(t + 1, T))
+         for t in range(T - 1)]
+    t = int(np.argmax(np.abs(u)))
+    p = min(1.0, 2.0 * math.exp(-6.0 * u[t] ** 2 / (T**3 + T**2)))
+    return t + 1, p, float(np.median(x[:t + 1])), float(np.median(x[t + 1:]))
+
+
+def test_find_change_is_the_gates_pettitt_and_matches_its_definition():
+    import gates.changepoint
+    import gates.robust
+
+    assert pettitt is gates.changepoint.pettitt is gates.robust.pettitt  # one implementation
     rng = np.random.default_rng(7)
     for trial in range(20):
         x = rng.normal(size=30) + (np.arange(30) >= 12 + trial % 5) * (trial % 3)
+        assert (pettitt(x).index, pettitt(x).p) == pytest.approx(_pettitt_by_definition(x)[:2])
         ref = pettitt(x)
         mine = find_change(list(x), [f"c{i}" for i in range(30)], max_p=1.1)
         assert mine is not None and ref is not None
@@ -179,6 +194,65 @@ def test_range_keeps_every_failure_and_the_newest_pass(hist):
         runs, scope = select_runs(h, since="2026-10-01")
         full = build_report(load_report_input(h, runs, scope=scope), all_rows=True)
     assert len(full.verdicts) == 32 and full.omitted == 0
+
+
+def _range_input(values, commits, verdict_run, rel, change_point=None):
+    # One metric over a range of runs; run `verdict_run` carries the verdict.
+    ids = [f"run{i:02d}" for i in range(len(values))]
+    runs = [{"run_id": rid, "suite": "s", "fingerprint": "fp", "status": "complete",
+             "commit_sha": c, "started_at": f"2026-11-01T{i:02d}:00:00+00:00", "hardware": {}}
+            for i, (rid, c) in enumerate(zip(ids, commits, strict=True))]
+    verdict = "regression" if rel > 0 else "pass"
+    verdicts = [{"run_id": ids[verdict_run], "key": "lat", "nodeid": "t.py::t",
+                 "verdict": verdict, "mode": "enforce", "rel_change": rel, "attempt": 1,
+                 "detail": {"change_point": change_point} if change_point else {}}]
+    series = {("s", "fp", "lat"): {"run_id": ids, "commit": list(commits),
+                                   "started_at": [r["started_at"] for r in runs],
+                                   "trusted": [True] * len(ids), "value": list(values)}}
+    return ReportInput(runs=list(reversed(runs)), verdicts=verdicts, series=series,
+                       scope="range")
+
+
+def test_range_change_is_where_the_regression_began_not_a_later_step():
+    # Latency 1.0 on commits a-b, +5% from commit c; the verdict is on c's sixth run.
+    # The range runs on: a step back down between two runs of commit d is the biggest
+    # split of the whole trend. "Changed in" is b..c, where this regression began.
+    values = [1.0, 1.001, 0.999, 1.0, 1.002, 0.998, 1.0, 1.001, 1.05, 1.051, 1.049, 1.05]
+    values += [1.05, 1.051] + [1.05, 1.051] + [0.95, 0.951, 0.949, 0.95, 0.95, 0.951, 0.949]
+    commits = ["a"] * 4 + ["b"] * 4 + ["c"] * 6 + ["d"] * 9
+    whole = find_change(values, commits)
+    assert whole is not None and (whole.last_before, whole.first_after) == ("d", "d")
+    report = build_report(_range_input(values, commits, 13, 0.05))
+    row = next(v for v in report.verdicts if v.cls == "fail")
+    assert row.change is not None
+    assert (row.change.last_before, row.change.first_after) == ("b", "c")
+    assert row.change.rel == pytest.approx(0.05, abs=0.005)
+    # On c's first run the trend proves nothing yet: the gate's localisation (the
+    # judged run itself, runs_ago 0) names b..c, not the later step either.
+    cp = {"run_id": "first-attempt-id", "runs_ago": 0, "p": 1.0, "before": None,
+          "after": 1.05}
+    row = build_report(_range_input(values, commits, 8, 0.05, cp)).verdicts[0]
+    assert row.change is not None
+    assert (row.change.last_before, row.change.first_after) == ("b", "c")
+
+
+def test_range_change_is_never_a_split_inside_one_commit():
+    # A step the trend proves, but between two runs of commit b: it begins at b's first run.
+    values = [1.0, 1.001, 0.999, 1.0, 1.002, 1.0, 1.05, 1.051, 1.049, 1.05, 1.05, 1.051]
+    commits = ["a"] * 4 + ["b"] * 8
+    report = build_report(_range_input(values, commits, 11, 0.05))
+    change = report.verdicts[0].change
+    assert change is not None and (change.last_before, change.first_after) == ("a", "b")
+    assert change.index == 4
+    # The gate's own localisation (the judged run itself) snaps to its commit's first run
+    # too, and reads no run after the verdict's.
+    flat = [1.0, 1.001, 0.999, 1.0, 1.0, 1.0, 1.0, 1.05, 0.9, 0.9]
+    cp = {"run_id": "first-attempt-id", "runs_ago": 0, "p": None, "before": None,
+          "after": None}
+    report = build_report(_range_input(flat, ["a"] * 6 + ["b"] * 4, 7, 0.05, cp))
+    change = report.verdicts[0].change
+    assert change is not None and (change.last_before, change.first_after) == ("a", "b")
+    assert change.after == pytest.approx(1.025)  # median of b up to the verdict: 1.0, 1.05
 
 
 def test_untrusted_runs_show_in_the_trend_marked(hist):

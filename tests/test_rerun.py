@@ -15,30 +15,13 @@ from ci_register.rerun import RerunError, make_targets, resolve, split_spec
 
 REPO = Path(__file__).resolve().parents[1]
 
-CATALOG = """
-[suites.cpu]
-backend = "cpu"
-description = "cpu"
-schedule = "per-commit"
-shard_budget_s = 600
-[suites.cpu2]
-backend = "cpu"
-description = "cpu too"
-schedule = "per-commit"
-shard_budget_s = 600
-[suites.night]
-backend = "cpu"
-description = "nightly"
-schedule = "nightly"
-shard_budget_s = 600
-"""
+SUITES = {"cpu": {}, "cpu2": {"description": "cpu too"}, "night": {"schedule": "nightly"}}
 
 REG = 'from ci_register import register_cpu_ci\n{regs}\ndef test_a():\n    pass\ndef test_b():\n    pass\n'
 
 
 @pytest.fixture
-def tree(tmp_path: Path) -> Path:
-    s = tmp_path / "suites"
+def tree(catalog_tree) -> Path:
     files = {
         "kernels/test_decode.py": 'register_cpu_ci(est_time=40, suite="cpu")',
         "kernels/test_prefill.py": 'register_cpu_ci(est_time=20, suite="cpu")\nregister_cpu_ci(est_time=25, suite="cpu2")',
@@ -46,12 +29,8 @@ def tree(tmp_path: Path) -> Path:
         "quant/test_off.py": 'register_cpu_ci(est_time=10, suite="cpu", disabled="flaky on driver 580")',
         "quant/test_late.py": 'register_cpu_ci(est_time=10, suite="cpu", nightly=True)',
     }
-    for rel, regs in files.items():
-        (s / rel).parent.mkdir(parents=True, exist_ok=True)
-        (s / rel).write_text(REG.format(regs=regs))
-    (s / "catalog.toml").write_text(CATALOG)
-    (s / "kernels" / "helper.py").write_text("X = 1\n")
-    return tmp_path
+    texts = {f"suites/{rel}": REG.format(regs=regs) for rel, regs in files.items()}
+    return catalog_tree(SUITES, {**texts, "suites/kernels/helper.py": "X = 1\n"})
 
 
 def sel(tree: Path, spec: str, suite: str | None = None):

@@ -16,34 +16,17 @@ from ci_register.runner import UsageError, parse_run_args
 
 REPO = Path(__file__).resolve().parents[1]
 
-CATALOG = """
-[suites.cpu]
-backend = "cpu"
-description = "cpu"
-schedule = "per-commit"
-shard_budget_s = 600
-[suites.gpu1]
-backend = "cuda"
-description = "one H200"
-schedule = "per-commit"
-shard_budget_s = 600
-[suites.gpu1.hardware]
-gpu_count = 1
-gpu_models = ["H200"]
-min_capability = "9.0"
-"""
+SUITES = {"cpu": {}, "gpu1": {"backend": "cuda", "description": "one H200", "hardware": {
+    "gpu_count": 1, "gpu_models": ["H200"], "min_capability": "9.0"}}}
 
 OK = 'from ci_register import register_cpu_ci\nregister_cpu_ci(est_time={t}, suite="cpu")\n'
 
 
-def make_tree(tmp: Path, files: dict[str, str]) -> Path:
-    (tmp / "suites").mkdir(parents=True, exist_ok=True)
-    (tmp / "suites" / "catalog.toml").write_text(CATALOG)
-    for rel, text in files.items():
-        p = tmp / "suites" / rel
-        p.parent.mkdir(parents=True, exist_ok=True)
-        p.write_text(textwrap.dedent(text))
-    return tmp
+@pytest.fixture
+def make_tree(catalog_tree):
+    """make(files) -> a tree with this module's suites and ``suites/REL`` files (dedented)."""
+    return lambda files: catalog_tree(SUITES, {f"suites/{rel}": textwrap.dedent(text)
+                                               for rel, text in files.items()})
 
 
 def run(tmp: Path, *args: str, env: dict | None = None) -> subprocess.CompletedProcess:
@@ -56,8 +39,8 @@ def run(tmp: Path, *args: str, env: dict | None = None) -> subprocess.CompletedP
 
 
 @pytest.fixture
-def tree(tmp_path):
-    return make_tree(tmp_path, {
+def tree(make_tree):
+    return make_tree({
         "a/test_one.py": OK.format(t=30) + "def test_pass():\n    assert 1 + 1 == 2\n",
         "a/test_two.py": OK.format(t=10) + "def test_decode():\n    pass\ndef test_other():\n    pass\n",
         "b/test_three.py": OK.format(t=20) + "def test_x():\n    pass\n",
@@ -207,9 +190,9 @@ def _baseline(db: Path, n: int = 30) -> None:
 
 
 @pytest.mark.parametrize(("values", "rc"), [("1.016 1.0", 0), ("1.016 1.022", 1)])
-def test_a_suspect_is_rerun_and_the_rerun_decides(tmp_path, values, rc):
+def test_a_suspect_is_rerun_and_the_rerun_decides(make_tree, tmp_path, values, rc):
     # One confirm attempt: the first attempt at the gate's own level, one rerun decides.
-    tree = make_tree(tmp_path, {"test_lat.py": LAT_TEST})
+    tree = make_tree({"test_lat.py": LAT_TEST})
     _baseline(tree / "h.db")
     r = run(tree, "cpu", "--gate", "enforce", "--confirm", "1",
             env={"LAT_VALUES": values, "LAT_COUNT": str(tmp_path / "count")})
@@ -231,8 +214,8 @@ def test_a_suspect_is_rerun_and_the_rerun_decides(tmp_path, values, rc):
     ("1.025 0.998", 0, 2),        # the first rerun is back in the noise: passes at once
 ])
 def test_two_stage_confirm_reruns_again_unless_the_first_rerun_is_back_in_the_noise(
-        tmp_path, values, rc, runs):
-    tree = make_tree(tmp_path, {"test_lat.py": LAT_TEST})
+        make_tree, tmp_path, values, rc, runs):
+    tree = make_tree({"test_lat.py": LAT_TEST})
     _baseline(tree / "h.db")
     # Default: four confirm attempts; a 30-run baseline (its windows' baseline the 21 runs
     # before the last 10) is too short for a third rerun and for the first attempt's
@@ -265,8 +248,8 @@ def test_two_stage_confirm_reruns_again_unless_the_first_rerun_is_back_in_the_no
     ("1.016 1.012 1.011 1.013 1.015", 1),  # borderline to the end; the mean of four holds
     ("1.016 1.012 1.011 1.013 0.998", 0),  # ... and a clean fourth rerun clears it
 ])
-def test_sequential_confirm_takes_up_to_four_reruns_on_a_long_baseline(tmp_path, values, rc):
-    tree = make_tree(tmp_path, {"test_lat.py": LAT_TEST})
+def test_sequential_confirm_takes_up_to_four_reruns_on_a_long_baseline(make_tree, tmp_path, values, rc):
+    tree = make_tree({"test_lat.py": LAT_TEST})
     _baseline(tree / "h.db", n=45)
     r = run(tree, "cpu", "--gate", "enforce",
             env={"LAT_VALUES": values, "LAT_COUNT": str(tmp_path / "count")})

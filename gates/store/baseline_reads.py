@@ -1,0 +1,137 @@
+"""The store's reads for the gate's baselines (`gates.baselines` assembles them).
+
+Bulk reads: a 1,000-metric run against 200-run histories is judged from a
+handful of queries, so each method reads many runs or metric rows at once and
+returns plain NamedTuples (no per-row dicts).
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import sqlite3
+from collections.abc import Iterable, Sequence
+
+import numpy as np
+
+from gates.store.rows import BaselineRun, ConfirmLink, KeyVerdict, MetricMedian
+
+__all__ = ["BaselineReads"]
+
+_CHUNK = 500  # bound parameters per IN (...) list: under SQLite's limit on old builds
+
+
+def _chunks(items: Sequence[str]) -> Iterable[Sequence[str]]:
+    for c in range(0, len(items), _CHUNK):
+        yield items[c:c + _CHUNK]
+
+
+def _marks(part: Sequence[object]) -> str:
+    return ",".join("?" * len(part))
+
+
+class BaselineReads:
+    """Baseline reads of `gates.history.History` (mixed into it; uses its connection)."""
+
+    conn: sqlite3.Connection
+
+    def baseline_candidates(self, suite: str, fingerprint: str | None,
+                            exclude_run_id: str) -> list[BaselineRun]:
+        """Complete, trusted runs of ``suite`` on ``fingerprint`` (None: any), newest first,
+        other than ``exclude_run_id``."""
+        clauses = ["suite = ?", "status = 'complete'", "trusted = 1", "run_id != ?"]
+        params: list[object] = [suite, exclude_run_id]
+        if fingerprint is not None:
+            clauses.append("fingerprint = ?")
+            params.append(fingerprint)
+        return [BaselineRun._make(r) for r in self.conn.execute(
+            "SELECT run_id, started_at, confirm_of FROM runs "
+            f"WHERE {' AND '.join(clauses)} ORDER BY started_at DESC", params)]
+
+    def metric_medians(self, run_ids: Sequence[str], suite: str,
+                       fingerprint: str | None) -> list[MetricMedian]:
+        """(id, run_id, key, median) of the metric rows of ``run_ids`` on ``suite`` and
+        ``fingerprint`` (None: any), every attempt, in no particular order."""
+        # Unary + keeps SQLite on the run_id index (the suite index would scan every run).
+        where = "+suite = ?" + (" AND +fingerprint = ?" if fingerprint is not None else "")
+        extra: list[object] = [suite] + ([fingerprint] if fingerprint is not None else [])
+        out: list[MetricMedian] = []
+        for part in _chunks(list(run_ids)):
+            out.extend(self.conn.execute(
+                f"SELECT id, run_id, key, median FROM metrics WHERE run_id IN ({_marks(part)}) "
+                f"AND {where}", [*part, *extra]).fetchall())
+        return out
+
+    def samples_by_metric(self, want: Sequence[int]) -> dict[int, np.ndarray]:
+        """{metric row id: its samples in recording order} for the sorted ids ``want``.
+
+        One primary-key range query per stretch of nearby ids (a run's metric ids are
+        contiguous, consecutive runs' usually adjacent); rows outside ``want`` in a
+        range are dropped.
+        """
+        if not want:
+            return {}
+        chunks: list[tuple[int, float]] = []
+        lo = 0
+        for hi in range(1, len(want) + 1):
+            if hi == len(want) or want[hi] - want[hi - 1] > 256:
+                chunks.extend(self.conn.execute(
+                    "SELECT metric_id, value FROM samples WHERE metric_id BETWEEN ? AND ? "
+                    "ORDER BY metric_id, seq", (want[lo], want[hi - 1])).fetchall())
+                lo = hi
+        if not chunks:
+            return {}
+        flat = np.fromiter(itertools.chain.from_iterable(chunks), dtype=float,
+                           count=2 * len(chunks))
+        sid = flat[0::2].astype(np.int64)
+        sval = flat[1::2].copy()
+        first = np.concatenate(([0], np.flatnonzero(np.diff(sid)) + 1))
+        bounds = np.append(first, sid.size)
+        wanted = set(want)
+        return {int(sid[a]): sval[a:b] for a, b in zip(bounds[:-1], bounds[1:], strict=True)
+                if int(sid[a]) in wanted}
+
+    def transient_reruns(self, suite: str, keys: set[str]) -> dict[tuple[str, str], str]:
+        """{(run id, key): its confirm run's id} where the confirm found the first attempt
+        a transient (``detail.transient``); the newest confirm wins."""
+        out: dict[tuple[str, str], str] = {}
+        for first, key, rid, detail in self.conn.execute(
+                "SELECT r.confirm_of, v.key, v.run_id, v.detail FROM verdicts v "
+                "JOIN runs r ON r.run_id = v.run_id WHERE r.suite = ? "
+                "AND r.confirm_of IS NOT NULL AND r.status = 'complete' "
+                "AND v.detail LIKE '%\"transient\": true%' ORDER BY r.started_at, v.id", (suite,)):
+            if key not in keys:
+                continue
+            try:
+                if json.loads(detail).get("transient") is True:
+                    out[(first, key)] = rid
+            except (ValueError, AttributeError):
+                continue  # an unreadable detail marks nothing
+        return out
+
+    def confirm_links(self, suite: str, parents: Sequence[str]) -> list[ConfirmLink]:
+        """Complete confirm reruns of ``parents`` on ``suite``, oldest first."""
+        out: list[ConfirmLink] = []
+        for part in _chunks(list(parents)):
+            out.extend(map(ConfirmLink._make, self.conn.execute(
+                f"SELECT run_id, confirm_of FROM runs WHERE confirm_of IN ({_marks(part)}) "
+                "AND suite = ? AND status = 'complete' ORDER BY started_at, run_id",
+                [*part, suite])))
+        return out
+
+    def key_verdicts(self, key: str, run_ids: Sequence[str]) -> list[KeyVerdict]:
+        """The saved verdicts on ``key`` of ``run_ids`` (every attempt)."""
+        out: list[KeyVerdict] = []
+        for part in _chunks(list(run_ids)):
+            out.extend(map(KeyVerdict._make, self.conn.execute(
+                f"SELECT run_id, verdict, detail FROM verdicts WHERE key = ? AND run_id IN "
+                f"({_marks(part)})", [key, *part])))
+        return out
+
+    def run_hardware(self, run_ids: Sequence[str]) -> dict[str, str | None]:
+        """{run id: its ``hardware`` column as stored (JSON text)}."""
+        out: dict[str, str | None] = {}
+        for part in _chunks(sorted(set(run_ids))):
+            out.update(self.conn.execute(
+                f"SELECT run_id, hardware FROM runs WHERE run_id IN ({_marks(part)})", part))
+        return out

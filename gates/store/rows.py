@@ -1,0 +1,172 @@
+"""Typed rows the store's reads return.
+
+NamedTuples for small fixed rows (a plain typed tuple for the one read that
+returns tens of thousands, `MetricMedian`); TypedDicts where
+callers treat a row as a record with many columns (a `runs` row in a report),
+so a row stays a dict at run time and its keys are still named.
+"""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple, TypedDict
+
+__all__ = [
+    "BaselineRun",
+    "ConfirmLink",
+    "HealthRunRow",
+    "KeyVerdict",
+    "MetricMedian",
+    "MetricSummaryRow",
+    "OutcomeTotal",
+    "PlanFileRow",
+    "RunRow",
+    "TestRow",
+    "TrendRun",
+    "TrendValue",
+    "VerdictRow",
+]
+
+
+class BaselineRun(NamedTuple):
+    """A complete, trusted run that may serve as a baseline (newest first)."""
+
+    run_id: str
+    started_at: str | None
+    confirm_of: str | None
+
+
+# One metric row's stored median (``metrics.median``, the median of its samples):
+# (id, run_id, key, median). A plain tuple, not a NamedTuple: a judged run reads
+# ~50,000 of them, and building a NamedTuple per row costs ~3% of the gate's time.
+MetricMedian = tuple[int, str, str, float | None]
+
+
+class ConfirmLink(NamedTuple):
+    """A complete confirm rerun and the run it re-checks."""
+
+    run_id: str
+    confirm_of: str
+
+
+class KeyVerdict(NamedTuple):
+    """One run's saved verdict on one key (``detail`` as stored JSON text)."""
+
+    run_id: str
+    verdict: str
+    detail: str | None
+
+
+class TrendRun(NamedTuple):
+    """A complete top-level run of a trend chart."""
+
+    run_id: str
+    commit_sha: str | None
+    started_at: str
+    trusted: int
+
+
+class TrendValue(NamedTuple):
+    """A first-attempt metric median of a trend run."""
+
+    key: str
+    run_id: str
+    median: float | None
+
+
+class RunRow(TypedDict, total=False):
+    """A ``runs`` row (``hardware`` decoded from JSON)."""
+
+    run_id: str
+    suite: str
+    shard_index: int | None
+    shard_count: int | None
+    status: str
+    exit_status: int | None
+    confirm_of: str | None
+    commit_sha: str | None
+    branch: str | None
+    ci_url: str | None
+    started_at: str
+    finished_at: str | None
+    host: str | None
+    python: str | None
+    fingerprint: str | None
+    hardware: dict[str, Any]
+    trusted: int
+    trust_reason: str | None
+    trust_changed_at: str | None
+
+
+class HealthRunRow(TypedDict):
+    """The ``runs`` columns CI health reads."""
+
+    run_id: str
+    suite: str
+    status: str
+    commit_sha: str | None
+    started_at: str
+    confirm_of: str | None
+    shard_index: int | None
+    shard_count: int | None
+    fingerprint: str | None
+    trusted: int
+
+
+class OutcomeTotal(TypedDict):
+    """Tests of one outcome in a run's first attempt: how many, and their seconds."""
+
+    run_id: str
+    outcome: str
+    n: int
+    s: float | None
+
+
+class PlanFileRow(TypedDict, total=False):
+    """A ``plan_files`` row: a file the runner planned, with its est_time / expected s."""
+
+    id: int
+    run_id: str
+    path: str
+    line: int | None
+    est_time: float | None
+    expected: float | None
+    marker: str | None
+    labels: str | None
+
+
+class MetricSummaryRow(TypedDict):
+    """A metric row without its samples (what a report shows)."""
+
+    run_id: str
+    attempt: int
+    nodeid: str
+    key: str
+    unit: str | None
+    better: str | None
+    n: int | None
+    count: int | None
+    median: float | None
+
+
+class TestRow(TypedDict):
+    """A ``tests`` row as CI health reads it."""
+
+    run_id: str
+    attempt: int
+    nodeid: str
+    path: str | None
+    outcome: str
+    duration: float | None
+    skip_reason: str | None
+
+
+class VerdictRow(TypedDict, total=False):
+    """A ``verdicts`` row (``detail`` decoded from JSON); columns: ``gates.schema``."""
+
+    id: int
+    run_id: str
+    attempt: int
+    key: str
+    nodeid: str | None
+    verdict: str
+    detail: Any
