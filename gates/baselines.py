@@ -131,7 +131,8 @@ def unheld_chains(conn: sqlite3.Connection, suite: str, key: str,
 
 def bulk_baselines(history: Any, run: Mapping[str, Any], keys: set[str], exclude: set[str],
                    need: int, ids_out: dict[str, list[str]] | None = None,
-                   standins_out: set[str] | None = None) -> dict[str, Any]:
+                   standins_out: set[str] | None = None,
+                   drop: Mapping[str, frozenset[str]] | None = None) -> dict[str, Any]:
     """Baseline runs of every key in ``keys`` at once, oldest first, for ``stats.summarize``.
 
     Each value is a ``stats.Summarized`` when every run has one row of the key
@@ -145,6 +146,8 @@ def bulk_baselines(history: Any, run: Mapping[str, Any], keys: set[str], exclude
     statistics read (``stats.summarize``). Reads: the suite's runs (one query),
     the metric rows of the newest runs in batches (only while some key still
     lacks runs), and the samples of the rows read (``_samples_of``).
+    ``drop``: per key, run ids left out besides ``exclude`` (an acceptance's
+    runs before its new level, ``gates.accept.cutoffs``).
     ``ids_out``, when given, receives each key's run ids in the same order;
     ``standins_out`` the keys whose newest baseline run is a rerun standing in for
     a transient first attempt (``stats.judge_summaries(standin_last=True)``).
@@ -187,8 +190,9 @@ def bulk_baselines(history: Any, run: Mapping[str, Any], keys: set[str], exclude
         for key in list(pending):
             series = sorted(rows[key], reverse=True)[:SERIES_LIMIT]  # newest first
             kept: dict[str, list[int]] = {}
+            gone = (drop or {}).get(key, frozenset())
             for _st, mid, rid in series:
-                if not info[rid][1]:
+                if not info[rid][1] and rid not in gone:
                     if rid in kept:
                         kept[rid].append(mid)  # several rows of a key in one run: pooled
                     else:

@@ -6,6 +6,7 @@
     gate-report merge    SHARD.db ... --into history.db
     gate-report untrust  (--run ID ... | --commit SHA) --reason "..."
     gate-report trust    (--run ID ... | --commit SHA) --reason "..."
+    gate-report accept   KEY-or-glob --from COMMIT --reason "..." [--suite S] [--test GLOB]
 
 A thin skin: each command parses its arguments and calls the library
 (`gates.report_query`, `gates.report`, `gates.render_*`, `gates.health`,
@@ -22,6 +23,8 @@ import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import NoReturn
+
+from gates.accept import ACCEPT_FILE
 
 __all__ = ["COMMANDS", "FORMATS", "build_parser", "main"]
 
@@ -242,7 +245,44 @@ def _trust(trusted: bool) -> Callable[[argparse.Namespace], int]:
     return command
 
 
+def _who() -> str:
+    """Who accepts: the CI actor, else the git identity, else the login name."""
+    import getpass  # noqa: PLC0415
+    import subprocess  # noqa: PLC0415
+
+    if os.environ.get("GITHUB_ACTOR"):
+        return os.environ["GITHUB_ACTOR"]
+    try:
+        email = subprocess.run(["git", "config", "user.email"], capture_output=True,
+                               text=True, timeout=10, check=False).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        email = ""
+    return email or getpass.getuser()
+
+
+def _accept(args: argparse.Namespace) -> int:
+    with _open(args.history, write=not args.list) as history:
+        if args.list:
+            for a in history.acceptances(args.suite):
+                scope = " ".join(f"{k}={a[k]}" for k in ("suite", "test") if a.get(k))
+                start = f"from {a['from_commit'][:10]}" if a.get("from_commit") else a["source"]
+                print(f"#{a['id']} {a['pattern']} {scope} {start} by {a.get('who') or '-'} "
+                      f"at {a['at']}: {a['reason']}".replace("  ", " "))
+            return 0
+        if not args.key or not args.commit or not args.reason:
+            raise _UsageError("give KEY-or-glob, --from COMMIT and --reason \"why\" (or --list)")
+        row = history.add_acceptance(args.key, reason=args.reason, who=args.who or _who(),
+                                     from_commit=args.commit, suite=args.suite, test=args.test)
+        start = history.commit_start(args.commit)
+    note = ("in force from its first run " + start if start
+            else "in force once that commit has run")
+    print(f"accepted #{row['id']} {args.key} from {args.commit} ({note}); earlier runs stay "
+          "in history, not in its baseline")
+    return 0
+
+
 COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
+    "accept": _accept,
     "report": _report,
     "health": _health,
     "merge": _merge,
@@ -261,6 +301,7 @@ _EXAMPLES = """examples:
   gate-report health --suite cpu
   gate-report merge shard-*.db --into history.db
   gate-report untrust --commit abc1234 --reason "broken runner gpu-17"
+  gate-report accept 'serving/ttft_ms*' --from abc1234 --reason "chunked prefill, #1234"
 
 exit codes: 0 nothing regressed in what is reported; 1 a gate failed in it;
 2 usage or input error. With GITHUB_ACTIONS=true the Markdown also goes to
@@ -344,6 +385,23 @@ def build_parser() -> argparse.ArgumentParser:
         else:
             tp.add_argument("--reason", required=True,
                             help='why, e.g. "broken runner gpu-17" (kept in the trust log)')
+    ac = sub.add_parser(
+        "accept", help="accept a metric's new level from a commit on (re-baseline)",
+        description="From COMMIT on, judge the matching metrics only against runs at or "
+                    "after it; earlier runs stay in history. Logged with who, why and when. "
+                    f"In a PR, prefer an entry in {ACCEPT_FILE} at the repository root: it "
+                    "is reviewed with the change and in force in the runs that carry it.")
+    _add_history(ac)
+    ac.add_argument("key", nargs="?", metavar="KEY-or-glob",
+                    help="metric key or fnmatch glob (quote it: 'serving/ttft*')")
+    ac.add_argument("--from", dest="commit", metavar="COMMIT",
+                    help="the commit whose level is right (sha, >= 7 characters)")
+    ac.add_argument("--reason", help="why the new level is right (kept in the log)")
+    ac.add_argument("--suite", help="only this suite (default: every suite)")
+    ac.add_argument("--test", metavar="GLOB", help="only metrics of tests matching this "
+                    "nodeid or file glob")
+    ac.add_argument("--who", help="who accepts (default: $GITHUB_ACTOR, git user.email, login)")
+    ac.add_argument("--list", action="store_true", help="list the acceptances instead")
     return p
 
 

@@ -1,0 +1,148 @@
+"""gates.accept: re-baselining by command and by the repo file, and `gate-report accept`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from gates import accept
+from gates.cli import main as cli
+from gates.gate import evaluate_run
+from gates.history import HistoryError, RunRecord, TestResult, open_history
+from gates.metrics import validate_metric
+from gates.provenance import Provenance
+
+NODE = "suites/a/test_a.py::test_x"
+
+
+def add_run(h, i: int, level: float, rng, *, key="lat", suite="s") -> str:
+    rid = f"{suite}-run{i:03d}"
+    p = Provenance(run_id=rid, suite=suite, commit=f"{i:07d}abc", branch="main",
+                   started_at=f"2026-01-01T00:{i // 60:02d}:{i % 60:02d}+00:00",
+                   fingerprint="gpu-a")
+    h.start_run(p)
+    m = validate_metric(key, list(level * (1 + rng.normal(0, 0.01, 5))), unit="ms",
+                        better="lower")
+    h.record_run(RunRecord(p, [TestResult(NODE, "suites/a/test_a.py", "passed", 1.0)],
+                           [(NODE, m)], None, 0))
+    return rid
+
+
+@pytest.fixture
+def h(tmp_path: Path):
+    with open_history(tmp_path / "history.db") as history:
+        yield history
+
+
+def steady(h, n=30, seed=0):
+    rng = np.random.default_rng(seed)
+    for i in range(n):
+        add_run(h, i, 1.0, rng)
+    return rng
+
+
+def test_without_acceptance_a_step_keeps_failing(h):
+    rng = steady(h)
+    for i in range(30, 36):
+        rid = add_run(h, i, 1.10, rng)
+    assert evaluate_run(h, rid).verdicts[0].verdict == "regression"
+
+
+def test_command_acceptance_rebaselines_from_its_commit(h):
+    rng = steady(h)
+    first = add_run(h, 30, 1.10, rng)
+    assert evaluate_run(h, first).verdicts[0].verdict == "regression"  # the one red run
+    h.add_acceptance("la*", from_commit="0000030", reason="bigger model", who="me")
+    v = evaluate_run(h, add_run(h, 31, 1.10, rng)).verdicts[0]
+    assert v.verdict == "insufficient-history" and v.n_baseline == 1
+    assert "insufficient history after acceptance: 1 run(s) since" in v.message
+    assert "bigger model" in v.message and "(me)" in v.message
+    for i in range(32, 40):
+        v = evaluate_run(h, add_run(h, i, 1.10, rng)).verdicts[0]
+    assert v.verdict == "pass" and v.baseline == pytest.approx(1.10, rel=0.01)
+    # Earlier runs stay in history; the new level regressing again is still caught.
+    assert len(h.runs(limit=1000)) == 40
+    assert evaluate_run(h, add_run(h, 40, 1.25, rng)).verdicts[0].verdict == "regression"
+
+
+def test_acceptance_of_another_key_suite_or_test_changes_nothing(h):
+    rng = steady(h)
+    h.add_acceptance("other*", from_commit="0000030", reason="x")
+    h.add_acceptance("lat", from_commit="0000030", reason="x", suite="other-suite")
+    h.add_acceptance("lat", from_commit="0000030", reason="x", test="suites/b/*")
+    add_run(h, 30, 1.10, rng)
+    assert evaluate_run(h, add_run(h, 31, 1.10, rng)).verdicts[0].verdict == "regression"
+
+
+def test_command_acceptance_waits_for_its_commit(h):
+    rng = steady(h)
+    h.add_acceptance("lat", from_commit="feedbee", reason="not run yet")
+    assert evaluate_run(h, add_run(h, 30, 1.10, rng)).verdicts[0].verdict == "regression"
+
+
+def test_file_entry_in_force_only_in_runs_that_carry_it(h, tmp_path):
+    rng = steady(h)
+    (tmp_path / accept.ACCEPT_FILE).write_text(
+        '[[accept]]\nkey = "lat"\nreason = "intended: chunked prefill"\n', encoding="utf-8")
+    entries = accept.read_accept_file(tmp_path)
+    # The PR that makes the change ships the entry: 0 red runs.
+    for i in range(30, 40):
+        v = evaluate_run(h, add_run(h, i, 1.10, rng), acceptances=entries).verdicts[0]
+        assert v.verdict in ("insufficient-history", "pass"), (i, v.verdict)
+    assert "intended: chunked prefill" in h.acceptances()[0]["reason"]
+    assert h.acceptances()[0]["source"] == f"{accept.ACCEPT_FILE}:1"
+    # A run without the entry (main before the PR lands) keeps the old baseline.
+    v = evaluate_run(h, add_run(h, 40, 1.0, rng)).verdicts[0]
+    assert v.verdict == "pass" and v.baseline == pytest.approx(1.0, rel=0.01)
+    # The same entry carried again is one acceptance, not a second one.
+    evaluate_run(h, add_run(h, 41, 1.10, rng), acceptances=entries)
+    assert len(h.acceptances()) == 1
+
+
+@pytest.mark.parametrize(("text", "want"), [
+    ('[[accept]]\nreason = "x"\n', ':1: an entry needs key'),
+    ('[[accept]]\nkey = "a"\nreason = "x"\n\n[[accept]]\nkey = "b"\n', ":5: an entry needs reason"),
+    ('[[accept]]\nkey = "a"\nreason = "x"\nowner = "y"\n', ":1: unknown field 'owner'"),
+    ('[[accept]]\nkey = "a"\nreason = "x"\nfrom = "main"\n', "is not a commit sha"),
+    ("[[accept]\n", "fix the TOML syntax"),
+])
+def test_bad_accept_file_names_line_and_fix(tmp_path, text, want):
+    (tmp_path / accept.ACCEPT_FILE).write_text(text, encoding="utf-8")
+    with pytest.raises(accept.AcceptFileError, match=want):
+        accept.read_accept_file(tmp_path)
+
+
+def test_missing_accept_file_is_no_entries(tmp_path):
+    assert accept.read_accept_file(tmp_path) == []
+
+
+def test_store_refuses_acceptance_without_reason_or_commit(h):
+    with pytest.raises(HistoryError, match="needs a reason"):
+        h.add_acceptance("lat", from_commit="abcdef1", reason=" ")
+    with pytest.raises(HistoryError, match="needs from_commit"):
+        h.add_acceptance("lat", reason="x")
+    with pytest.raises(HistoryError, match="too short"):
+        h.add_acceptance("lat", reason="x", from_commit="abc")
+
+
+def test_accept_command_suggestion_is_runnable(h, tmp_path, capsys):
+    steady(h, n=3)
+    cmd = accept.accept_command("lat", "s", "0000001abc")
+    assert cmd.startswith("gate-report accept lat --suite s --from 0000001abc --reason ")
+    import shlex
+
+    args = shlex.split(cmd)[2:]
+    args[args.index("--reason") + 1] = "bigger batch"
+    assert cli(["accept", *args, "--history", str(h.path), "--who", "ci-bot"]) == 0
+    out = capsys.readouterr().out
+    assert "accepted #1 lat from 0000001abc" in out and "in force from its first run" in out
+    assert cli(["accept", "--list", "--history", str(h.path)]) == 0
+    listed = capsys.readouterr().out
+    assert "lat suite=s from 0000001abc by ci-bot" in listed and "bigger batch" in listed
+
+
+def test_accept_cli_usage_errors(h, capsys):
+    assert cli(["accept", "lat", "--history", str(h.path), "--from", "abcdef1"]) == 2
+    assert "--reason" in capsys.readouterr().err
