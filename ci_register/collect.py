@@ -34,7 +34,7 @@ __all__ = [
 # SGLang's positional order, then its keyword-only arguments, plus miles' labels.
 _POSITIONAL = ("est_time", "suite", "nightly", "disabled")
 _KEYWORDS = set(_POSITIONAL) | {"stage", "runner_config", "labels"}
-GATE_OPTIONS = ("better", "min_change", "min_value", "max_value", "level", "mode")
+GATE_OPTIONS = ("better", "min_change", "min_value", "max_value", "level", "mode", "owner")
 _SKIP_DIRS = {"__pycache__", ".git", ".nox", ".venv", "node_modules"}
 
 

@@ -62,5 +62,6 @@ def register_ci_gate(*, metric_key: str, **options: Any) -> None:
 
     Options: ``better`` ("higher"/"lower"), ``min_change`` (relative practical floor),
     ``min_value`` / ``max_value`` (absolute bounds), ``level`` (significance), ``mode``
-    ("enforce"/"warn"). See ``gates.declarations``.
+    ("enforce"/"warn"), ``owner`` ("@team-or-person", named when it regresses; else
+    CODEOWNERS). See ``gates.declarations``.
     """

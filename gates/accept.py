@@ -32,7 +32,7 @@ import json
 import re
 import shlex
 import tomllib
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -46,6 +46,7 @@ __all__ = [
     "applies_to",
     "cutoffs",
     "entry_id",
+    "held_since",
     "read_accept_file",
 ]
 
@@ -179,6 +180,36 @@ def cutoffs(history: Any, run: Mapping[str, Any], nodeids: Mapping[str, str | No
                 out[key] = Cut(a, drop)
                 break
     return out
+
+
+def held_since(rows: Sequence[Mapping[str, Any]], verdict: str) -> tuple[int, str | None]:
+    """(runs in a row whose final verdict is ``verdict``, the commit of the first of them)
+    from ``History.key_verdicts`` rows (newest first); a confirm rerun's verdict is
+    its first attempt's final word."""
+    parent = {r["run_id"]: r.get("confirm_of") for r in rows}
+    root: dict[str, str] = {}
+    for rid in parent:
+        seen, cur = set(), rid
+        while parent.get(cur) and cur not in seen:
+            seen.add(cur)
+            cur = parent[cur]
+        root[rid] = cur
+    final: dict[str, tuple[int, str]] = {}
+    order: list[str] = []
+    commit: dict[str, str | None] = {}
+    for r in rows:
+        top = root[r["run_id"]]
+        if top not in order and not r.get("confirm_of"):
+            order.append(top)
+            commit[top] = r.get("commit")
+        if top not in final or r["id"] > final[top][0]:
+            final[top] = (r["id"], r["verdict"])
+    n, first = 0, None
+    for top in order:  # newest first
+        if final[top][1] != verdict:
+            break
+        n, first = n + 1, commit.get(top)
+    return n, first
 
 
 def accept_command(key: str, suite: str | None, commit: str | None, *,

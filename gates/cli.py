@@ -156,6 +156,7 @@ def _report(args: argparse.Namespace) -> int:
         data = load_report_input(history, runs, scope=scope, since=since,
                                  trend_points=args.points, generated_at=_now())
         report = build_report(data, all_rows=args.all)
+        _assign_owners(history, report, Path(args.root))
         if not args.no_health:
             until: dict[str, str] = {}
             for r in runs:
@@ -175,6 +176,26 @@ def _report(args: argparse.Namespace) -> int:
     _emit(text, args.out)
     _github(report, Path(args.root), append=room is None)
     return report.exit_code
+
+
+def _assign_owners(history, report, root: Path) -> None:
+    """Owners (register_ci_gate(owner=), else CODEOWNERS) and accept hints on the rows."""
+    from gates.accept import held_since  # noqa: PLC0415
+    from gates.owners import assign, read_codeowners  # noqa: PLC0415
+
+    declared: dict[tuple[str, str], str] = {}
+    for rid in {v.run_id for v in report.verdicts if v.cls != "pass"}:
+        for g in history.plan_gates(rid):
+            owner = (g.get("options") or {}).get("owner")
+            if owner:
+                declared[(rid, g["metric_key"])] = owner
+    started = {r.run_id: r.started_at for r in report.runs}
+
+    def streak(v) -> tuple[int, str | None]:
+        rows = history.key_verdicts(v.suite, v.key, v.fingerprint, until=started.get(v.run_id))
+        return held_since(rows, v.verdict)
+
+    assign(report, declared, read_codeowners(root), streak)
 
 
 def _github(report, root: Path, *, append: bool) -> None:

@@ -698,6 +698,23 @@ class History:
         return self._rows(sql + " GROUP BY m.nodeid, m.suite ORDER BY runs DESC, m.nodeid",
                           params)
 
+    def key_verdicts(self, suite: str, key: str, fingerprint: str | None, *,
+                     until: str | None = None, limit: int = 200) -> list[dict[str, Any]]:
+        """Verdict rows of ``key`` in complete runs of ``suite`` (confirm reruns too),
+        newest run first: run_id, confirm_of, commit, started_at, verdict, id."""
+        sql = ("SELECT r.run_id, r.confirm_of, r.commit_sha AS \"commit\", r.started_at, "
+               "v.verdict, v.id FROM verdicts v JOIN runs r ON r.run_id = v.run_id "
+               "WHERE r.suite = ? AND v.key = ? AND r.status = 'complete'")
+        params: list[Any] = [suite, key]
+        if fingerprint is not None:
+            sql += " AND r.fingerprint = ?"
+            params.append(fingerprint)
+        if until is not None:
+            sql += " AND r.started_at <= ?"
+            params.append(until)
+        return self._rows(sql + " ORDER BY r.started_at DESC, v.id DESC LIMIT ?",
+                          [*params, limit])
+
     def save_bisect(self, row: Mapping[str, Any]) -> int:
         """Store a bisection's outcome and evidence (``evidence`` JSON-encoded); its id."""
         out = {c: row.get(c) for c in ("suite", "key", "good", "bad", "outcome", "culprit",

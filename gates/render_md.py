@@ -14,6 +14,7 @@ import re
 from gates.render_text import (
     headline,
     health_tables,
+    next_steps,
     run_table,
     several_runs,
     verdict_table,
@@ -103,6 +104,13 @@ def render_md(report: Report) -> str:
     if report.omitted:
         parts += [f"_{report.omitted} older passing row(s) not listed; "
                   "`gate-report --all` lists them._", ""]
+
+    nxt = next_steps(report)
+    if nxt:
+        parts += ["### Owners and next steps", "",
+                  table(["metric", "verdict", "owner", "to accept as the new level"],
+                        [[md_code(k), md_text(vd), md_text(o), md_code(c) if c != "-" else "-"]
+                         for k, vd, o, c in nxt]), ""]
 
     changed = [v for v in report.verdicts if v.change is not None and v.cls != "pass"]
     if changed:

@@ -9,6 +9,7 @@ from gates.health import HealthReport
 from gates.report import Report, RunInfo, VerdictRow
 
 __all__ = [
+    "next_steps",
     "LABELS",
     "SPARK",
     "fmt_change",
@@ -224,6 +225,13 @@ def health_tables(h: HealthReport) -> list[tuple[str, list[str], list[list[str]]
     return out
 
 
+def next_steps(report: Report) -> list[list[str]]:
+    """Rows naming the owner of each failing or improved metric and, where the change
+    held, the command that accepts it (``gates.owners.assign`` fills them)."""
+    return [[v.key, v.verdict, v.owner or "-", v.accept_hint or "-"]
+            for v in report.verdicts if v.owner or v.accept_hint]
+
+
 def render_text(report: Report) -> str:
     parts = [headline(report), ""]
     head, rows = run_table(report)
@@ -236,6 +244,10 @@ def render_text(report: Report) -> str:
     parts.append(grid(rows, head)
                  if rows else "  no metrics recorded")
     parts.append("")
+    nxt = next_steps(report)
+    if nxt:
+        parts += ["Owners and next steps", grid(nxt, ["metric", "verdict", "owner",
+                                                     "to accept as the new level"]), ""]
     for h in report.health:
         parts.append(f"CI health: {h.suite} (last {h.runs} run(s), hardware "
                      f"{h.fingerprint or '-'})")
