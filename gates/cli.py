@@ -6,6 +6,7 @@
     gate-report merge    SHARD.db ... --into history.db
     gate-report untrust  (--run ID ... | --commit SHA) --reason "..."
     gate-report trust    (--run ID ... | --commit SHA) --reason "..."
+    gate-report compare  A B [--suite S] [--format text|md|json]
     gate-report accept   KEY-or-glob --from COMMIT --reason "..." [--suite S] [--test GLOB]
 
 A thin skin: each command parses its arguments and calls the library
@@ -302,7 +303,29 @@ def _accept(args: argparse.Namespace) -> int:
     return 0
 
 
+def _compare(args: argparse.Namespace) -> int:
+    from gates import stats  # noqa: PLC0415
+    from gates.compare import compare, load_side, render_compare  # noqa: PLC0415
+
+    a = args.a or os.environ.get("GITHUB_BASE_REF")
+    b = args.b or (os.environ.get("GITHUB_SHA") if os.environ.get("GITHUB_BASE_REF") else None)
+    if not a or not b:
+        raise _UsageError("give A and B (commits, branches, run ids or fingerprints); in a "
+                          "PR job they default to $GITHUB_BASE_REF and $GITHUB_SHA")
+    with _open(args.history) as history:
+        kind_b, side_b = load_side(history, b, suite=args.suite, limit=args.runs_b)
+        skip = {r["run_id"] for r in history.runs_by_ref(b, suite=args.suite,
+                                                         limit=args.runs_b)[1]}
+        kind_a, side_a = load_side(history, a, suite=args.suite,
+                                   limit=stats.DEFAULTS.window + max(stats.DEFAULTS.windows),
+                                   skip=skip)
+    rows = compare(side_a, side_b, by_fingerprint="fingerprint" not in (kind_a, kind_b))
+    _emit(render_compare(rows, f"{kind_a} {a}", f"{kind_b} {b}", args.format), args.out)
+    return 1 if any(r.verdict == "regression" for r in rows) else 0
+
+
 COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
+    "compare": _compare,
     "accept": _accept,
     "report": _report,
     "health": _health,
@@ -322,6 +345,7 @@ _EXAMPLES = """examples:
   gate-report health --suite cpu
   gate-report merge shard-*.db --into history.db
   gate-report untrust --commit abc1234 --reason "broken runner gpu-17"
+  gate-report compare main my-branch --format md
   gate-report accept 'serving/ttft_ms*' --from abc1234 --reason "chunked prefill, #1234"
 
 exit codes: 0 nothing regressed in what is reported; 1 a gate failed in it;
@@ -406,6 +430,24 @@ def build_parser() -> argparse.ArgumentParser:
         else:
             tp.add_argument("--reason", required=True,
                             help='why, e.g. "broken runner gpu-17" (kept in the trust log)')
+    cp = sub.add_parser(
+        "compare", help="compare two commits, branches, runs or fingerprints metric by metric",
+        description="Judge every metric of B's runs against A's runs with the gate's "
+                    "statistics: the change, its 95%% interval, p/q and a verdict per metric "
+                    "(regressions first). A and B: a run id, a commit, a branch or a hardware "
+                    "fingerprint. In a PR job they default to $GITHUB_BASE_REF and "
+                    "$GITHUB_SHA (this PR against its base branch). Exit 1 when something "
+                    "regressed.")
+    _add_history(cp)
+    cp.add_argument("a", nargs="?", metavar="A", help="the reference (e.g. main)")
+    cp.add_argument("b", nargs="?", metavar="B", help="what is compared with it")
+    cp.add_argument("--suite", help="only this suite")
+    cp.add_argument("--format", choices=("text", "md", "json"), default="text",
+                    help="output format (default text)")
+    cp.add_argument("--out", metavar="FILE", help="write here instead of stdout")
+    cp.add_argument("--runs-b", type=_count(1), default=10, metavar="N",
+                    help="B's newest runs judged together (default 10)")
+
     ac = sub.add_parser(
         "accept", help="accept a metric's new level from a commit on (re-baseline)",
         description="From COMMIT on, judge the matching metrics only against runs at or "
@@ -434,6 +476,7 @@ def _with_default_command(argv: Sequence[str]) -> list[str]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    from gates.compare import CompareInputError  # noqa: PLC0415
     from gates.history import HistoryError  # noqa: PLC0415
     from gates.report_query import ReportInputError  # noqa: PLC0415
 
@@ -445,7 +488,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except _UsageError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    except (HistoryError, ReportInputError) as exc:
+    except (HistoryError, ReportInputError, CompareInputError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     except BrokenPipeError:  # `gate-report | head`: the reader left; not our error

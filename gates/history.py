@@ -715,6 +715,33 @@ class History:
         return self._rows(sql + " ORDER BY r.started_at DESC, v.id DESC LIMIT ?",
                           [*params, limit])
 
+    def runs_by_ref(self, ref: str, *, suite: str | None = None,
+                    limit: int = 40) -> tuple[str, list[dict[str, Any]]]:
+        """(what ``ref`` named, its complete top-level runs newest first): a run id (or a
+        prefix of >= 6 characters), else a commit (prefix >= 7), a branch, a fingerprint.
+        Confirm reruns are left out (one value per CI run); ``suite`` narrows."""
+        base = "status = 'complete' AND confirm_of IS NULL"
+        params: list[Any] = []
+        if suite is not None:
+            base += " AND suite = ?"
+            params.append(suite)
+        tries: list[tuple[str, str, list[Any]]] = [("run", "run_id = ?", [ref])]
+        if len(ref) >= 6:
+            tries.append(("run", "run_id LIKE ? ESCAPE '\\'", [_like_prefix(ref)]))
+        if len(ref) >= 7:
+            tries.append(("commit", "commit_sha LIKE ? ESCAPE '\\'", [_like_prefix(ref)]))
+        tries += [("branch", "branch = ?", [ref]), ("fingerprint", "fingerprint = ?", [ref])]
+        for kind, clause, extra in tries:
+            rows = self._rows(f"SELECT * FROM runs WHERE {base} AND {clause} "
+                              "ORDER BY started_at DESC, run_id LIMIT ?",
+                              [*params, *extra, limit])
+            if rows:
+                if kind == "run" and len({r["run_id"] for r in rows}) > 1:
+                    raise HistoryError(f"{ref!r} matches {len(rows)} run ids; give more "
+                                       "characters")
+                return kind, [_decode_run(r) for r in rows]
+        return "", []
+
     def save_bisect(self, row: Mapping[str, Any]) -> int:
         """Store a bisection's outcome and evidence (``evidence`` JSON-encoded); its id."""
         out = {c: row.get(c) for c in ("suite", "key", "good", "bad", "outcome", "culprit",
