@@ -7,6 +7,7 @@
     gate-report untrust  (--run ID ... | --commit SHA) --reason "..."
     gate-report trust    (--run ID ... | --commit SHA) --reason "..."
     gate-report compare  A B [--suite S] [--format text|md|json]
+    gate-report notify   [--pr-comment] [--webhook] [--run ID]
     gate-report accept   KEY-or-glob --from COMMIT --reason "..." [--suite S] [--test GLOB]
 
 A thin skin: each command parses its arguments and calls the library
@@ -324,7 +325,87 @@ def _compare(args: argparse.Namespace) -> int:
     return 1 if any(r.verdict == "regression" for r in rows) else 0
 
 
+def _pr_number(explicit: int | None) -> int | None:
+    """The PR number: --pr, else the pull_request event's payload."""
+    if explicit is not None:
+        return explicit
+    event = os.environ.get("GITHUB_EVENT_PATH")
+    if not event or not Path(event).is_file():
+        return None
+    try:
+        number = json.loads(Path(event).read_text(encoding="utf-8")).get(
+            "pull_request", {}).get("number")
+    except (OSError, ValueError, AttributeError):
+        return None
+    return number if isinstance(number, int) else None
+
+
+def _notify(args: argparse.Namespace) -> int:
+    from gates.accept import held_since  # noqa: PLC0415
+    from gates.notify import (  # noqa: PLC0415
+        NotifyError,
+        comment_body,
+        post_webhook,
+        regressions_on,
+        upsert_pr_comment,
+        webhook_payload,
+    )
+    from gates.render_md import render_md  # noqa: PLC0415
+    from gates.report import build_report  # noqa: PLC0415
+    from gates.report_query import load_report_input, select_runs  # noqa: PLC0415
+
+    if not args.pr_comment and not args.webhook:
+        raise _UsageError("give --pr-comment and/or --webhook")
+    token = os.environ.get("GITHUB_TOKEN")
+    hook = os.environ.get("GATES_WEBHOOK_URL")
+    pr = _pr_number(args.pr)
+    repo = args.repo or os.environ.get("GITHUB_REPOSITORY")
+    if args.pr_comment and not (token and pr and repo):
+        raise _UsageError("--pr-comment needs $GITHUB_TOKEN, the PR number (--pr or a "
+                          "pull_request event) and the repository (--repo or "
+                          "$GITHUB_REPOSITORY)")
+    if args.webhook and not hook:
+        raise _UsageError("--webhook needs $GATES_WEBHOOK_URL (keep it in a CI secret)")
+    with _open(args.history, write=args.webhook) as history:
+        runs, scope = select_runs(history, run=args.run, suite=args.suite)
+        report = build_report(load_report_input(history, runs, scope=scope,
+                                                generated_at=_now()))
+        _assign_owners(history, report, Path(args.root))
+        link = args.link or next((r.ci_url for r in report.runs if r.ci_url), None)
+        try:
+            if args.pr_comment:
+                api = args.api_url or os.environ.get("GITHUB_API_URL") or "https://api.github.com"
+                done = upsert_pr_comment(comment_body(render_md(report), link), api_url=api,
+                                         repo=str(repo), pr=int(pr or 0), token=str(token))
+                print(f"PR #{pr}: gate comment {done}")
+            if args.webhook:
+                started = {r.run_id: r.started_at for r in report.runs}
+
+                def first_commit(v) -> str | None:
+                    rows = history.key_verdicts(v.suite, v.key, v.fingerprint,
+                                                until=started.get(v.run_id))
+                    return held_since(rows, "regression")[1]
+
+                regs = regressions_on(report, args.main_branch, first_commit)
+                fresh = [r for r in regs
+                         if history.claim_notification("webhook", r.dedupe, r.run_id)]
+                if fresh:
+                    try:
+                        post_webhook(str(hook), webhook_payload(fresh, report.title))
+                    except NotifyError:
+                        for r in fresh:  # not delivered: the next run tries again
+                            history.release_notification("webhook", r.dedupe)
+                        raise
+                print(f"webhook: {len(fresh)} regression(s) sent, "
+                      f"{len(regs) - len(fresh)} already notified")
+        except NotifyError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
+    return 0
+
+
 COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
+    "notify": _notify,
     "compare": _compare,
     "accept": _accept,
     "report": _report,
@@ -447,6 +528,32 @@ def build_parser() -> argparse.ArgumentParser:
     cp.add_argument("--out", metavar="FILE", help="write here instead of stdout")
     cp.add_argument("--runs-b", type=_count(1), default=10, metavar="N",
                     help="B's newest runs judged together (default 10)")
+
+    nt = sub.add_parser(
+        "notify", help="update the PR's gate comment; webhook confirmed regressions on main",
+        description="--pr-comment: one comment per pull request (found by a hidden marker "
+                    "and edited in place) holding the Markdown summary's top, failures first, "
+                    "with a link to the full report, through GitHub's REST API with "
+                    "$GITHUB_TOKEN. --webhook: a Slack-compatible JSON to $GATES_WEBHOOK_URL "
+                    "for confirmed regressions in runs of the main branch, once per "
+                    "regressing change (remembered in the history). Secrets come from the "
+                    "environment only and never appear in the output.")
+    _add_history(nt)
+    nt.add_argument("--run", metavar="ID", help="this run (default: the latest)")
+    nt.add_argument("--suite", help="only runs of this suite")
+    nt.add_argument("--pr-comment", action="store_true", help="create or edit the PR comment")
+    nt.add_argument("--webhook", action="store_true",
+                    help="POST new confirmed regressions on the main branch")
+    nt.add_argument("--pr", type=_count(1), metavar="N",
+                    help="pull request number (default: from $GITHUB_EVENT_PATH)")
+    nt.add_argument("--repo", metavar="OWNER/NAME", help="default: $GITHUB_REPOSITORY")
+    nt.add_argument("--api-url", metavar="URL",
+                    help="GitHub API (default: $GITHUB_API_URL, else https://api.github.com)")
+    nt.add_argument("--link", metavar="URL", help="the full report (default: the run's CI URL)")
+    nt.add_argument("--main-branch", default="main", metavar="NAME",
+                    help="the branch whose regressions go to the webhook (default main)")
+    nt.add_argument("--root", default=".", metavar="PATH",
+                    help="repository root, for CODEOWNERS (default .)")
 
     ac = sub.add_parser(
         "accept", help="accept a metric's new level from a commit on (re-baseline)",
