@@ -92,6 +92,9 @@ def bisect(commits: Sequence[str], measure: Callable[[str], Sequence[float]], *,
         raise ValueError("bisect needs the good and the bad commit")
     if better not in ("higher", "lower"):
         raise ValueError(f"better={better!r}; use 'higher' or 'lower'")
+    if calib < params.min_history:
+        raise ValueError(f"calib={calib}: the gate judges from {params.min_history} runs; "
+                         f"give at least that many")
     sign = 1 if better == "lower" else -1
     runs = 0
     values: dict[str, list[float]] = {c: [] for c in commits}

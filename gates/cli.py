@@ -8,6 +8,7 @@
     gate-report trust    (--run ID ... | --commit SHA) --reason "..."
     gate-report compare  A B [--suite S] [--format text|md|json]
     gate-report notify   [--pr-comment] [--webhook] [--run ID]
+    gate-report bisect   KEY --good C1 --bad C2 [--suite S] [--repo PATH]
     gate-report accept   KEY-or-glob --from COMMIT --reason "..." [--suite S] [--test GLOB]
 
 A thin skin: each command parses its arguments and calls the library
@@ -404,7 +405,22 @@ def _notify(args: argparse.Namespace) -> int:
     return 0
 
 
+def _bisect(args: argparse.Namespace) -> int:
+    from gates.bisect_git import BisectInputError, render_bisect, run_bisect  # noqa: PLC0415
+
+    with _open(args.history, write=True) as history:
+        try:
+            result, tests = run_bisect(Path(args.repo), history, args.key, args.good, args.bad,
+                                       suite=args.suite, calib=args.calib, reps=args.reps,
+                                       max_reps=args.max_reps, log=sys.stderr)
+        except BisectInputError as exc:
+            raise _UsageError(str(exc)) from None
+    _emit(render_bisect(result, args.key, tests, args.format), args.out)
+    return 0
+
+
 COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
+    "bisect": _bisect,
     "notify": _notify,
     "compare": _compare,
     "accept": _accept,
@@ -554,6 +570,30 @@ def build_parser() -> argparse.ArgumentParser:
                     help="the branch whose regressions go to the webhook (default main)")
     nt.add_argument("--root", default=".", metavar="PATH",
                     help="repository root, for CODEOWNERS (default .)")
+
+    bs = sub.add_parser(
+        "bisect", help="find the commit that moved a metric (git worktrees, repeated runs)",
+        description="Check candidate commits between --good and --bad out in git worktrees, "
+                    "run only the tests that recorded KEY (known from the history), repeat "
+                    "them interleaved with good and bad on this machine and classify each "
+                    "candidate like good or like bad with the gate's statistics; stop at one "
+                    "commit, or say the change is not isolable (noise, gradual drift). The "
+                    "culprit and the evidence go to the history (bisects table) and stdout.")
+    _add_history(bs)
+    bs.add_argument("key", metavar="KEY", help="metric key")
+    bs.add_argument("--good", required=True, metavar="COMMIT", help="a commit at the old level")
+    bs.add_argument("--bad", required=True, metavar="COMMIT", help="a commit at the new level")
+    bs.add_argument("--suite", help="the suite whose tests recorded KEY (default: any)")
+    bs.add_argument("--repo", default=".", metavar="PATH", help="git repository (default .)")
+    bs.add_argument("--calib", type=_count(5), default=10, metavar="N",
+                    help="runs of good and of bad before halving (default 10)")
+    bs.add_argument("--reps", type=_count(1), default=3, metavar="N",
+                    help="runs of a candidate per round (default 3)")
+    bs.add_argument("--max-reps", type=_count(1), default=15, metavar="N",
+                    help="runs of a candidate at most (default 15)")
+    bs.add_argument("--format", choices=("text", "md"), default="text",
+                    help="output format (default text)")
+    bs.add_argument("--out", metavar="FILE", help="write here instead of stdout")
 
     ac = sub.add_parser(
         "accept", help="accept a metric's new level from a commit on (re-baseline)",

@@ -687,8 +687,10 @@ class History:
         return {r[0] for r in self.conn.execute(sql, params)}
 
     def key_tests(self, key: str, suite: str | None = None) -> list[dict[str, Any]]:
-        """The tests that recorded ``key`` (nodeid, path, suite, runs), most runs first."""
-        sql = ("SELECT m.nodeid, t.path, m.suite, count(DISTINCT m.run_id) AS runs "
+        """The tests that recorded ``key`` (nodeid, path, suite, better, runs), most runs
+        first."""
+        sql = ("SELECT m.nodeid, t.path, m.suite, max(m.better) AS better, "
+               "count(DISTINCT m.run_id) AS runs "
                "FROM metrics m LEFT JOIN tests t ON t.run_id = m.run_id "
                "AND t.attempt = m.attempt AND t.nodeid = m.nodeid WHERE m.key = ?")
         params: list[Any] = [key]
