@@ -66,3 +66,17 @@ def test_bisect_of_an_unknown_key_is_a_usage_error(repo, capsys):
     assert cli(["bisect", "nope", "--good", shas[0], "--bad", shas[-1], "--repo", str(path),
                 "--history", str(db)]) == 2
     assert "no test recorded 'nope'" in capsys.readouterr().err
+
+
+def test_ci_bisects_a_confirmed_regression_on_main_with_its_own_budget():
+    import yaml
+
+    jobs = yaml.safe_load((ROOT / ".github" / "workflows" / "ci.yml").read_text())["jobs"]
+    job = jobs["bisect"]
+    assert job["timeout-minutes"] <= 120 and "needs.report.outputs.bisect" in job["if"]
+    run = " ".join(str(step.get("run", "")) for step in job["steps"])
+    assert "nox -s bisect -- " in run and '--good "$good" --bad "$bad"' in run
+    assert any(step.get("with", {}).get("fetch-depth") == 0 for step in job["steps"])
+    after = next(s for s in jobs["report"]["steps"] if s.get("id") == "after")
+    assert "refs/heads/main" in after["if"] and "notify --webhook" in after["run"]
+    assert jobs["report"]["outputs"]["bisect"] == "${{ steps.after.outputs.bisect }}"
