@@ -807,6 +807,10 @@ class History:
                 "SELECT * FROM verdicts WHERE run_id = ? ORDER BY attempt, id", (run_id,))],
             "trust_log": [_drop(r, "id") for r in self._rows(
                 "SELECT * FROM trust_log WHERE run_id = ? ORDER BY id", (run_id,))],
+            # The repo file's acceptance entries the run carried (gates.accept).
+            "acceptances": [_drop(r, "id") for r in self._rows(
+                "SELECT a.* FROM acceptances a JOIN run_acceptances ra ON ra.acceptance_id = "
+                "a.id WHERE ra.run_id = ? ORDER BY a.id", (run_id,))],
         }
 
     def run_ids(self) -> list[str]:
@@ -885,6 +889,24 @@ def _insert(conn: sqlite3.Connection, table: str, rows: list[dict[str, Any]],
     sql = (f"{verb} INTO {table} ({', '.join(_q(c) for c in columns)}) "
            f"VALUES ({', '.join('?' * len(columns))})")
     conn.executemany(sql, [tuple(r.get(c) for c in columns) for r in rows])
+
+
+def insert_carried(conn: sqlite3.Connection, run_id: str,
+                   acceptances: Iterable[Mapping[str, Any]]) -> None:
+    """Link a merged run to the acceptance entries it carried, adding the entries the
+    target lacks (matched by ``entry_id``). Inside the caller's transaction."""
+    for a in acceptances:
+        if not a.get("entry_id"):
+            continue
+        row = conn.execute("SELECT id FROM acceptances WHERE entry_id = ?",
+                           (a["entry_id"],)).fetchone()
+        if row is None:
+            cols = [c for c in a if c != "id"]
+            row = (conn.execute(
+                f"INSERT INTO acceptances ({', '.join(cols)}) VALUES "
+                f"({', '.join('?' * len(cols))})", [a[c] for c in cols]).lastrowid,)
+        conn.execute("INSERT OR IGNORE INTO run_acceptances (run_id, acceptance_id) "
+                     "VALUES (?, ?)", (run_id, row[0]))
 
 
 def _insert_metrics(conn: sqlite3.Connection, metrics: list[dict[str, Any]]) -> None:

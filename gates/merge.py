@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from gates.history import History, HistoryError, _drop, _insert, _insert_metrics
+from gates.history import History, HistoryError, _drop, _insert, _insert_metrics, insert_carried
 
 __all__ = ["MergeConflict", "MergeReport", "merge_histories", "run_digest"]
 
@@ -64,6 +64,7 @@ def _insert_bundle(conn: sqlite3.Connection, bundle: Mapping[str, Any]) -> None:
     _insert(conn, "plan_gates", list(bundle["plan_gates"]))
     _insert(conn, "verdicts", list(bundle["verdicts"]))
     _insert(conn, "trust_log", list(bundle["trust_log"]))
+    insert_carried(conn, bundle["run"]["run_id"], bundle.get("acceptances") or ())
 
 
 def merge_histories(shards: Sequence[str | os.PathLike[str]],

@@ -146,3 +146,28 @@ def test_accept_command_suggestion_is_runnable(h, tmp_path, capsys):
 def test_accept_cli_usage_errors(h, capsys):
     assert cli(["accept", "lat", "--history", str(h.path), "--from", "abcdef1"]) == 2
     assert "--reason" in capsys.readouterr().err
+
+
+def test_merged_shards_keep_the_entries_their_runs_carried(tmp_path):
+    from gates.merge import merge_histories
+
+    rng = np.random.default_rng(4)
+    entry = {"pattern": "lat", "reason": "intended", "entry_id": "file:abc",
+             "source": "gates-accept.toml:1"}
+    base = tmp_path / "base.db"
+    with open_history(base) as h:
+        steady(h, seed=4)
+    shards = []
+    for i in (30, 31):  # each CI run: a shard copied from the base, one new run in it
+        shard = tmp_path / f"shard{i}.db"
+        shard.write_bytes(base.read_bytes())
+        with open_history(shard) as h:
+            evaluate_run(h, add_run(h, i, 1.10, rng), acceptances=[entry])
+        shards.append(shard)
+        merge_histories([shard], base)
+        merge_histories([shard], base)  # idempotent
+    with open_history(base) as h:
+        [acc] = h.acceptances()
+        assert set(h.acceptance_runs(acc["id"])) == {"s-run030", "s-run031"}
+        v = evaluate_run(h, add_run(h, 32, 1.10, rng), acceptances=[entry]).verdicts[0]
+    assert v.verdict == "insufficient-history" and v.n_baseline == 2
