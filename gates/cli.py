@@ -199,6 +199,14 @@ def _assign_owners(history, report, root: Path) -> None:
         return held_since(rows, v.verdict)
 
     assign(report, declared, read_codeowners(root), streak)
+    for v in report.verdicts:
+        if v.cls == "pass":
+            continue
+        done = [b for b in history.bisects(v.key) if b["suite"] in (None, v.suite)]
+        if done:
+            b = done[0]
+            v.bisect = (f"{b['outcome']} {b['culprit'][:12]}" if b.get("culprit")
+                        else b["outcome"]) + f" ({b['executions']} runs)"
 
 
 def _github(report, root: Path, *, append: bool) -> None:

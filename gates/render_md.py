@@ -108,9 +108,9 @@ def render_md(report: Report) -> str:
     nxt = next_steps(report)
     if nxt:
         parts += ["### Owners and next steps", "",
-                  table(["metric", "verdict", "owner", "to accept as the new level"],
-                        [[md_code(k), md_text(vd), md_text(o), md_code(c) if c != "-" else "-"]
-                         for k, vd, o, c in nxt]), ""]
+                  table(["metric", "verdict", "owner", "bisected", "to accept as the new level"],
+                        [[md_code(k), md_text(vd), md_text(o), md_text(b),
+                          md_code(c) if c != "-" else "-"] for k, vd, o, b, c in nxt]), ""]
 
     changed = [v for v in report.verdicts if v.change is not None and v.cls != "pass"]
     if changed:

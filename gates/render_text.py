@@ -228,8 +228,8 @@ def health_tables(h: HealthReport) -> list[tuple[str, list[str], list[list[str]]
 def next_steps(report: Report) -> list[list[str]]:
     """Rows naming the owner of each failing or improved metric and, where the change
     held, the command that accepts it (``gates.owners.assign`` fills them)."""
-    return [[v.key, v.verdict, v.owner or "-", v.accept_hint or "-"]
-            for v in report.verdicts if v.owner or v.accept_hint]
+    return [[v.key, v.verdict, v.owner or "-", v.bisect or "-", v.accept_hint or "-"]
+            for v in report.verdicts if v.owner or v.accept_hint or v.bisect]
 
 
 def render_text(report: Report) -> str:
@@ -246,7 +246,7 @@ def render_text(report: Report) -> str:
     parts.append("")
     nxt = next_steps(report)
     if nxt:
-        parts += ["Owners and next steps", grid(nxt, ["metric", "verdict", "owner",
+        parts += ["Owners and next steps", grid(nxt, ["metric", "verdict", "owner", "bisected",
                                                      "to accept as the new level"]), ""]
     for h in report.health:
         parts.append(f"CI health: {h.suite} (last {h.runs} run(s), hardware "

@@ -125,3 +125,15 @@ def test_no_hint_before_the_change_held(tmp_path: Path, capsys):
         assert evaluate_run(h, "r031").verdicts[0].verdict == "regression"
     assert cli(["--history", str(db), "--no-health", "--root", str(tmp_path)]) == 1
     assert "gate-report accept" not in capsys.readouterr().out
+
+
+def test_report_shows_the_stored_bisection(tmp_path: Path, capsys):
+    db = tmp_path / "h.db"
+    rid = _history_with_held_regression(db, "@alice")
+    with open_history(db) as h:
+        h.save_bisect({"suite": "s", "key": "ttft", "good": "a" * 40, "bad": "b" * 40,
+                       "outcome": "culprit", "culprit": "c0ffee" * 6, "executions": 41,
+                       "evidence": {"candidates": []}})
+    assert cli(["--history", str(db), "--run", rid, "--no-health", "--root", str(tmp_path)]) == 1
+    out = capsys.readouterr().out
+    assert "culprit c0ffeec0ffee (41 runs)" in out.split("Owners and next steps", 1)[1]
