@@ -34,6 +34,9 @@ Tables (browse them with ``sqlite-utils tables history.db --counts``):
   planned for the run, with est_time / expected seconds; declared gates).
 - ``verdicts``: written by the gates engine, see `History.save_verdicts`.
 - ``trust_log``: every trust change with its reason.
+- ``acceptances`` / ``run_acceptances``: re-baselines (``gates.accept``) and the repo
+  file entries each run carried; ``bisects``: bisections with their evidence;
+  ``notifications``: what was told to whom (dedupe), see ``gates.notify``.
 
 Merging shard files into one history is `gates.merge`.
 """
