@@ -171,3 +171,26 @@ def test_merged_shards_keep_the_entries_their_runs_carried(tmp_path):
         assert set(h.acceptance_runs(acc["id"])) == {"s-run030", "s-run031"}
         v = evaluate_run(h, add_run(h, 32, 1.10, rng), acceptances=[entry]).verdicts[0]
     assert v.verdict == "insufficient-history" and v.n_baseline == 2
+
+
+def test_gate_cli_reads_the_accept_file_at_the_plans_root(tmp_path, capsys):
+    import json
+
+    from gates.gate import main as gate_main
+
+    db = tmp_path / "history.db"
+    rng = np.random.default_rng(0)
+    with open_history(db) as h:
+        for i in range(30):
+            add_run(h, i, 1.0, rng)
+        rid = add_run(h, 30, 1.10, rng)
+    plan = tmp_path / "plan.json"
+    plan.write_text(json.dumps({"root": str(tmp_path), "files": [], "gates": []}))
+    args = ["--history", str(db), "--run-id", rid, "--plan", str(plan)]
+    assert gate_main(args) == 1  # no file yet: the step is a regression
+    (tmp_path / accept.ACCEPT_FILE).write_text('[[accept]]\nkey = "lat"\nreason = "ok"\n')
+    assert gate_main(args) == 0
+    assert "insufficient history after acceptance" in capsys.readouterr().out
+    (tmp_path / accept.ACCEPT_FILE).write_text('[[accept]]\nkey = "lat"\n')
+    assert gate_main(args) == 2
+    assert f"{accept.ACCEPT_FILE}:1: an entry needs reason" in capsys.readouterr().err
