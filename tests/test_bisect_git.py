@@ -1,5 +1,5 @@
-"""End to end on real git and pytest: a generated repository whose commit 5 of 8 makes a
-CPU-timed test 40% slower; `gate-report bisect` names it and stores the evidence."""
+"""End to end on real git and pytest: a generated repository whose commit 3 of 4 makes a
+CPU-timed test twice as slow; `gate-report bisect` names it and stores the evidence."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ ROOT = Path(__file__).resolve().parents[1]
 @pytest.fixture(scope="module")
 def repo(tmp_path_factory) -> tuple[Path, list[str], Path]:
     path = tmp_path_factory.mktemp("gen") / "repo"
-    shas = make_repo(path, commits=8, culprit=5, slowdown=0.4)
+    shas = make_repo(path, commits=4, culprit=3, slowdown=1.0)
     db = path.parent / "history.db"
     # One recorded run at the bad commit: the history knows which test records work_s.
     env = {"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"}
@@ -43,18 +43,18 @@ def test_candidates_follow_first_parent_from_good_to_bad(repo):
 def test_bisect_names_the_slower_commit_and_stores_evidence(repo, capsys):
     path, shas, db = repo
     rc = cli(["bisect", "work_s", "--good", shas[0], "--bad", shas[-1], "--repo", str(path),
-              "--history", str(db), "--calib", "5", "--reps", "2", "--max-reps", "8"])
+              "--history", str(db), "--calib", "5", "--reps", "1", "--max-reps", "4"])
     out = capsys.readouterr()
     assert rc == 0, out.err
-    assert f"bisect work_s: culprit {shas[5][:12]}" in out.out
+    assert f"bisect work_s: culprit {shas[3][:12]}" in out.out
     assert "test executions of test_work.py::test_work" in out.out
     with open_history(db) as h:
         [row] = h.bisects("work_s")
-    assert row["outcome"] == "culprit" and row["culprit"] == shas[5]
+    assert row["outcome"] == "culprit" and row["culprit"] == shas[3]
     assert row["good"] == shas[0] and row["bad"] == shas[-1] and row["executions"] > 8
     classes = {e["commit"]: e["class"] for e in row["evidence"]["candidates"]}
-    assert classes[shas[5]] == "bad" and all(
-        classes[s] == "good" for s in shas[:5] if s in classes)
+    assert classes[shas[3]] == "bad" and all(
+        classes[s] == "good" for s in shas[:3] if s in classes)
     # Worktrees are gone afterwards.
     listed = subprocess.run(["git", "-C", str(path), "worktree", "list"], capture_output=True,
                             text=True, check=True).stdout.strip().splitlines()
