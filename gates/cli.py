@@ -303,13 +303,21 @@ def _accept(args: argparse.Namespace) -> int:
             return 0
         if not args.key or not args.commit or not args.reason:
             raise _UsageError("give KEY-or-glob, --from COMMIT and --reason \"why\" (or --list)")
+        import fnmatch  # noqa: PLC0415
+
+        keys = [k for k in history.metric_keys(args.suite) if fnmatch.fnmatchcase(k, args.key)]
+        if not keys:
+            where = f" in suite {args.suite!r}" if args.suite else ""
+            raise _UsageError(f"{args.key!r} matches no recorded metric key{where}; check the "
+                              "key or glob (gate-report --since 30d lists them)")
         row = history.add_acceptance(args.key, reason=args.reason, who=args.who or _who(),
                                      from_commit=args.commit, suite=args.suite, test=args.test)
         start = history.commit_start(args.commit)
     note = ("in force from its first run " + start if start
             else "in force once that commit has run")
+    shown = ", ".join(keys[:5]) + (f" and {len(keys) - 5} more" if len(keys) > 5 else "")
     print(f"accepted #{row['id']} {args.key} from {args.commit} ({note}); earlier runs stay "
-          "in history, not in its baseline")
+          f"in history, not in its baseline; matches {len(keys)} key(s): {shown}")
     return 0
 
 

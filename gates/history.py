@@ -689,6 +689,15 @@ class History:
             params.append(fingerprint)
         return {r[0] for r in self.conn.execute(sql, params)}
 
+    def metric_keys(self, suite: str | None = None) -> list[str]:
+        """Every metric key recorded (in ``suite``), sorted."""
+        if suite is None:
+            rows = self.conn.execute("SELECT DISTINCT key FROM metrics ORDER BY key")
+        else:
+            rows = self.conn.execute("SELECT DISTINCT key FROM metrics WHERE suite = ? "
+                                     "ORDER BY key", (suite,))
+        return [r[0] for r in rows]
+
     def key_tests(self, key: str, suite: str | None = None) -> list[dict[str, Any]]:
         """The tests that recorded ``key`` (nodeid, path, suite, better, runs), most runs
         first."""

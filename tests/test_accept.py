@@ -138,14 +138,20 @@ def test_accept_command_suggestion_is_runnable(h, tmp_path, capsys):
     assert cli(["accept", *args, "--history", str(h.path), "--who", "ci-bot"]) == 0
     out = capsys.readouterr().out
     assert "accepted #1 lat from 0000001abc" in out and "in force from its first run" in out
+    assert "matches 1 key(s): lat" in out
     assert cli(["accept", "--list", "--history", str(h.path)]) == 0
     listed = capsys.readouterr().out
     assert "lat suite=s from 0000001abc by ci-bot" in listed and "bigger batch" in listed
 
 
 def test_accept_cli_usage_errors(h, capsys):
+    steady(h, n=2)
     assert cli(["accept", "lat", "--history", str(h.path), "--from", "abcdef1"]) == 2
     assert "--reason" in capsys.readouterr().err
+    assert cli(["accept", "tpt*", "--history", str(h.path), "--from", "abcdef1",
+                "--reason", "x"]) == 2
+    assert "'tpt*' matches no recorded metric key" in capsys.readouterr().err
+    assert h.acceptances() == []
 
 
 def test_merged_shards_keep_the_entries_their_runs_carried(tmp_path):

@@ -137,3 +137,23 @@ def test_report_shows_the_stored_bisection(tmp_path: Path, capsys):
     assert cli(["--history", str(db), "--run", rid, "--no-health", "--root", str(tmp_path)]) == 1
     out = capsys.readouterr().out
     assert "culprit c0ffeec0ffee (41 runs)" in out.split("Owners and next steps", 1)[1]
+
+
+def test_an_improvement_that_held_gets_its_accept_command(tmp_path: Path, capsys):
+    db = tmp_path / "h.db"
+    rng = np.random.default_rng(2)
+    with open_history(db) as h:
+        for i in range(34):
+            p = Provenance(run_id=f"run-{i:03d}", suite="s", commit=f"{i:07d}beef",
+                           started_at=f"2026-01-01T00:00:{i:02d}+00:00", fingerprint="fp")
+            h.start_run(p)
+            m = validate_metric("ttft", list((1.0 if i < 31 else 0.85)
+                                             * (1 + rng.normal(0, 0.01, 5))),
+                                unit="ms", better="lower")
+            h.record_run(RunRecord(p, [], [("t.py::t", m)], None, 0))
+            res = evaluate_run(h, p.run_id)
+        assert res.verdicts[0].verdict == "improvement"
+    assert cli(["--history", str(db), "--no-health", "--root", str(tmp_path)]) == 0
+    out = capsys.readouterr().out.split("Owners and next steps", 1)[1]
+    assert "gate-report accept ttft --suite s --from 0000031beef" in out
+    assert "faster/better by design" in out
