@@ -105,7 +105,8 @@ def read_accept_file(root: Path) -> list[dict[str, Any]]:
         raise AcceptFileError(f"{path}:1: 'accept' must be [[accept]] entries")
     out = []
     for n, e in enumerate(entries):
-        where = f"{path}:{heads[n] if n < len(heads) else 1}"
+        line = heads[n] if n < len(heads) else 1
+        where = f"{path}:{line}"
         unknown = sorted(set(e) - _FIELDS)
         if unknown:
             raise AcceptFileError(f"{where}: unknown field {unknown[0]!r}; known: "
@@ -123,7 +124,7 @@ def read_accept_file(root: Path) -> list[dict[str, Any]]:
                                   "hex digits); give one or leave it out")
         out.append({"pattern": e["key"], "suite": e.get("suite"), "test": e.get("test"),
                     "reason": e["reason"], "from_commit": e.get("from"),
-                    "entry_id": entry_id(e), "source": f"{ACCEPT_FILE}:{heads[n] if n < len(heads) else 1}",
+                    "entry_id": entry_id(e), "source": f"{ACCEPT_FILE}:{line}",
                     "who": None})
     return out
 

@@ -86,7 +86,8 @@ def classify(good: Sequence[float], bad: Sequence[float], values: Sequence[float
 
 def bisect(commits: Sequence[str], measure: Callable[[str], Sequence[float]], *, better: str,
            calib: int = 10, reps: int = 3, max_reps: int = 15, level: float = LEVEL,
-           consistent: float = CONSISTENT, params: stats.GateParams = stats.DEFAULTS) -> BisectResult:
+           consistent: float = CONSISTENT,
+           params: stats.GateParams = stats.DEFAULTS) -> BisectResult:
     """Find the first bad commit of ``commits`` (good first, bad last); see the module."""
     if len(commits) < 2:
         raise ValueError("bisect needs the good and the bad commit")
