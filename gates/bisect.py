@@ -18,8 +18,10 @@ the metric once at that commit and returns the run's samples (the I/O edge,
    ``max_reps``, after which the reference it is clearly apart from decides;
    apart from both: it sits between the two levels, a "gradual-drift" (no
    single commit to name); apart from neither: "not-isolable" (noise).
-3. One commit left: the culprit, with every candidate's values and p-values as
-   evidence.
+3. One commit left: it must be a regression against its parent on their own
+   runs (``verify`` each, interleaved; more while borderline, up to twice that),
+   else the range drifted ("gradual-drift");
+   the culprit comes with every candidate's values and p-values as evidence.
 """
 
 from __future__ import annotations
@@ -86,16 +88,16 @@ def classify(good: Sequence[float], bad: Sequence[float], values: Sequence[float
 
 def bisect(commits: Sequence[str], measure: Callable[[str], Sequence[float]], *, better: str,
            calib: int = 10, reps: int = 3, max_reps: int = 15, level: float = LEVEL,
-           consistent: float = CONSISTENT,
+           consistent: float = CONSISTENT, verify: int = 8,
            params: stats.GateParams = stats.DEFAULTS) -> BisectResult:
     """Find the first bad commit of ``commits`` (good first, bad last); see the module."""
     if len(commits) < 2:
         raise ValueError("bisect needs the good and the bad commit")
     if better not in ("higher", "lower"):
         raise ValueError(f"better={better!r}; use 'higher' or 'lower'")
-    if calib < params.min_history:
-        raise ValueError(f"calib={calib}: the gate judges from {params.min_history} runs; "
-                         f"give at least that many")
+    if min(calib, verify) < params.min_history:
+        raise ValueError(f"calib={calib}, verify={verify}: the gate judges from "
+                         f"{params.min_history} runs; give at least that many")
     sign = 1 if better == "lower" else -1
     runs = 0
     values: dict[str, list[float]] = {c: [] for c in commits}
@@ -164,6 +166,27 @@ def bisect(commits: Sequence[str], measure: Callable[[str], Sequence[float]], *,
             return BisectResult("not-isolable", None, runs, evidence,
                                 f"{c[:12]} is like neither good nor bad after "
                                 f"{len(values[c])} runs: too noisy to isolate")
+    # The step must sit between the last two: the first bad commit a regression against
+    # the last good one, on their own runs (a gradual drift halves down to two
+    # neighbours that are barely apart).
+    a, b = commits[lo], commits[hi]
+    while min(len(values[a]), len(values[b])) < verify:
+        run(a)
+        run(b)
+    jv = _judge(values[a], values[b], sign, params)
+    while (stats.decide(jv, jv.p_worse, level=level) != "regression"
+           and jv.p_worse <= consistent and len(values[b]) < 2 * verify):
+        for _ in range(reps):
+            run(a)
+            run(b)
+        jv = _judge(values[a], values[b], sign, params)
+    note(b, "bad" if stats.decide(jv, jv.p_worse, level=level) == "regression" else "not-apart",
+         float(jv.p_worse), None)
+    if evidence[-1]["class"] != "bad":
+        return BisectResult("gradual-drift", None, runs, evidence,
+                            f"{b[:12]} is not a regression against its parent {a[:12]} (p "
+                            f"{jv.p_worse:.2g}) though the range is: a gradual drift, no "
+                            "single commit to name")
     return BisectResult("culprit", commits[hi], runs, evidence,
                         f"first bad commit {commits[hi][:12]} (last good "
                         f"{commits[lo][:12]}) after {runs} test executions")

@@ -82,7 +82,7 @@ class _Worktrees:
 
 def run_bisect(repo: Path, history: Any, key: str, good: str, bad: str, *,
                suite: str | None = None, calib: int = 10, reps: int = 3,
-               max_reps: int = 15, log: Any = None) -> tuple[BisectResult, list[str]]:
+               max_reps: int = 15, verify: int = 8, log: Any = None) -> tuple[BisectResult, list[str]]:
     """Bisect KEY between two commits of ``repo``; save and return the result and the
     tests run. ``history``: an open read-write `History` that knows KEY."""
     rows = history.key_tests(key, suite)
@@ -127,7 +127,7 @@ def run_bisect(repo: Path, history: Any, key: str, good: str, bad: str, *,
 
         try:
             result = bisect(commits, measure, better=better or "lower", calib=calib,
-                            reps=reps, max_reps=max_reps)
+                            reps=reps, max_reps=max_reps, verify=verify)
         finally:
             trees.remove()
     history.save_bisect(result.to_row(key, suite, commits[0], commits[-1]))

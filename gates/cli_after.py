@@ -213,7 +213,8 @@ def bisect(args: argparse.Namespace) -> int:
         try:
             result, tests = run_bisect(Path(args.repo), history, args.key, args.good, args.bad,
                                        suite=args.suite, calib=args.calib, reps=args.reps,
-                                       max_reps=args.max_reps, log=sys.stderr)
+                                       max_reps=args.max_reps, verify=args.verify,
+                                       log=sys.stderr)
         except BisectInputError as exc:
             raise _usage(str(exc)) from None
     _base()._emit(render_bisect(result, args.key, tests, args.format), args.out)
@@ -295,6 +296,9 @@ def add_parsers(sub, add_history: Callable[[argparse.ArgumentParser], None],
                     help="runs of a candidate per round (default 3)")
     bs.add_argument("--max-reps", type=count(1), default=15, metavar="N",
                     help="runs of a candidate at most (default 15)")
+    bs.add_argument("--verify", type=count(5), default=8, metavar="N",
+                    help="runs of the last good and first bad candidate compared at the end "
+                         "(default 8)")
     bs.add_argument("--format", choices=("text", "md"), default="text",
                     help="output format (default text)")
     bs.add_argument("--out", metavar="FILE", help="write here instead of stdout")

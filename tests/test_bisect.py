@@ -68,7 +68,7 @@ def test_classify_and_bad_input():
     assert classify(good, bad, [1.0, 0.999, 1.002], sign=1)[0] == "good"
     with pytest.raises(ValueError, match="good and the bad"):
         bisect(["a"], lambda c: [1.0], better="lower")
-    with pytest.raises(ValueError, match="calib=3: the gate judges from 5 runs"):
+    with pytest.raises(ValueError, match="calib=3, verify=8: the gate judges from 5 runs"):
         bisect(["a", "b"], lambda c: [1.0], better="lower", calib=3)
     with pytest.raises(ValueError, match="better="):
         bisect(["a", "b"], lambda c: [1.0], better="up")
