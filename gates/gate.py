@@ -294,7 +294,10 @@ def evaluate_run(
         raise GateInputError(str(e)) from None
     recorded = _latest_rows(history.metrics(run_id))
     exclude = {run_id}
-    carried = history.carry_acceptances(run_id, acceptances) if save and acceptances else []
+    # A file entry's "who" is the first commit that carried it (the reviewed PR's).
+    first = (run.get("commit_sha") or run_id)[:10]
+    entries = [{**e, "who": e.get("who") or f"first run at {first}"} for e in acceptances]
+    carried = history.carry_acceptances(run_id, entries) if save and entries else []
     cuts = accept.cutoffs(history, run, {k: rows[0]["nodeid"] for k, rows in recorded.items()},
                           carried)
     keys = sorted(set(recorded) | {k for k, g in declared.items() if g.mode != "off"})

@@ -93,6 +93,7 @@ def test_file_entry_in_force_only_in_runs_that_carry_it(h, tmp_path):
         assert v.verdict in ("insufficient-history", "pass"), (i, v.verdict)
     assert "intended: chunked prefill" in h.acceptances()[0]["reason"]
     assert h.acceptances()[0]["source"] == f"{accept.ACCEPT_FILE}:1"
+    assert h.acceptances()[0]["who"] == "first run at 0000030abc"
     # A run without the entry (main before the PR lands) keeps the old baseline.
     v = evaluate_run(h, add_run(h, 40, 1.0, rng)).verdicts[0]
     assert v.verdict == "pass" and v.baseline == pytest.approx(1.0, rel=0.01)
