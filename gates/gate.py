@@ -295,8 +295,8 @@ def evaluate_run(
     recorded = _latest_rows(history.metrics(run_id))
     exclude = {run_id}
     # A file entry's "who" is the first commit that carried it (the reviewed PR's).
-    first = (run.get("commit_sha") or run_id)[:10]
-    entries = [{**e, "who": e.get("who") or f"first run at {first}"} for e in acceptances]
+    at = (run.get("commit_sha") or run_id)[:10]
+    entries = [{**e, "who": e.get("who") or f"first run at {at}"} for e in acceptances]
     carried = history.carry_acceptances(run_id, entries) if save and entries else []
     cuts = accept.cutoffs(history, run, {k: rows[0]["nodeid"] for k, rows in recorded.items()},
                           carried)
