@@ -121,7 +121,7 @@ def compare(args: argparse.Namespace) -> int:
                                                          limit=args.runs_b)[1]}
         kind_a, side_a = load_side(history, a, suite=args.suite,
                                    limit=stats.DEFAULTS.window + max(stats.DEFAULTS.windows),
-                                   skip=skip)
+                                   skip=skip, trusted_only=True)
     rows = compare(side_a, side_b, by_fingerprint="fingerprint" not in (kind_a, kind_b))
     _base()._emit(render_compare(rows, f"{kind_a} {a}", f"{kind_b} {b}", args.format), args.out)
     return 1 if any(r.verdict == "regression" for r in rows) else 0

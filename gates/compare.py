@@ -2,7 +2,7 @@
 
 A and B each name runs (``History.runs_by_ref``): a run id, a commit, a branch
 or a hardware fingerprint (two GPU types, two images). A's newest ``window``
-runs are the baseline; B's newest runs (up to 10) are judged as one: one run by
+trusted runs are the baseline; B's newest runs (up to 10) are judged as one: one run by
 ``stats.judge_summaries`` as the gate judges a new run, several by the mean of
 their summaries (``judge_summaries(mean_of=n)``: the variance of a mean of n runs
 against means of n baseline runs). Verdicts come from ``stats.decide`` at the
@@ -51,10 +51,13 @@ class CompareRow:
 
 
 def load_side(history: Any, ref: str, *, suite: str | None, limit: int,
-              skip: set[str] = frozenset()) -> tuple[str, dict[tuple[str, str, str], Any]]:
+              skip: set[str] = frozenset(),
+              trusted_only: bool = False) -> tuple[str, dict[tuple[str, str, str], Any]]:
     """(kind of ref, {(suite, fingerprint, key): (unit, better, [samples per run, oldest
-    first])}) of the runs ``ref`` names (a run with several rows of a key: pooled)."""
-    kind, runs = history.runs_by_ref(ref, suite=suite, limit=limit + len(skip))
+    first])}) of the runs ``ref`` names (a run with several rows of a key: pooled);
+    ``trusted_only`` for the baseline side A."""
+    kind, runs = history.runs_by_ref(ref, suite=suite, limit=limit + len(skip),
+                                     trusted_only=trusted_only)
     runs = [r for r in runs if r["run_id"] not in skip][:limit]
     if not runs:
         where = f" of suite {suite!r}" if suite else ""

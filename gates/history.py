@@ -729,12 +729,15 @@ class History:
         return self._rows(sql + " ORDER BY r.started_at DESC, v.id DESC LIMIT ?",
                           [*params, limit])
 
-    def runs_by_ref(self, ref: str, *, suite: str | None = None,
-                    limit: int = 40) -> tuple[str, list[dict[str, Any]]]:
+    def runs_by_ref(self, ref: str, *, suite: str | None = None, limit: int = 40,
+                    trusted_only: bool = False) -> tuple[str, list[dict[str, Any]]]:
         """(what ``ref`` named, its complete top-level runs newest first): a run id (or a
         prefix of >= 6 characters), else a commit (prefix >= 7), a branch, a fingerprint.
-        Confirm reruns are left out (one value per CI run); ``suite`` narrows."""
+        Confirm reruns are left out (one value per CI run); ``suite`` narrows;
+        ``trusted_only`` keeps trusted runs (a baseline)."""
         base = "status = 'complete' AND confirm_of IS NULL"
+        if trusted_only:
+            base += " AND trusted = 1"
         params: list[Any] = []
         if suite is not None:
             base += " AND suite = ?"
