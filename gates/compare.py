@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 
 from gates import stats
+from gates.render_text import neutralise_commands, one_line
 
 __all__ = ["CompareInputError", "CompareRow", "compare", "load_side", "render_compare"]
 
@@ -152,9 +153,10 @@ def render_compare(rows: Sequence[CompareRow], a: str, b: str, fmt: str = "text"
     for r in rows:
         ci = "-" if r.ci_low is None else f"{_pct(r.ci_low)} .. {_pct(r.ci_high)}"
         pq = "-" if r.p_value is None else f"{r.p_value:.2g} / {r.q_value:.2g}"
-        body.append([r.verdict, r.suite, r.fingerprint, r.key,
+        body.append([one_line(str(c)) for c in (r.verdict, r.suite, r.fingerprint, r.key)] + [
                      "-" if r.a is None else f"{r.a:.6g}", "-" if r.b is None else f"{r.b:.6g}",
                      _pct(r.rel_change), ci, pq, f"{r.n_a}/{r.n_b}"])
+    a, b = one_line(str(a)), one_line(str(b))
     counts: dict[str, int] = {}
     for r in rows:
         counts[r.verdict] = counts.get(r.verdict, 0) + 1
@@ -164,7 +166,7 @@ def render_compare(rows: Sequence[CompareRow], a: str, b: str, fmt: str = "text"
         lines = [f"## Compare `{a}` -> `{b}`: {summary}", "",
                  "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
         lines += ["| " + " | ".join(row) + " |" for row in esc]
-        return "\n".join(lines) + "\n"
+        return neutralise_commands("\n".join(lines) + "\n")
     widths = [max(len(str(x)) for x in col) for col in zip(head, *body, strict=True)]
 
     def line(cells: Sequence[str]) -> str:
@@ -172,4 +174,4 @@ def render_compare(rows: Sequence[CompareRow], a: str, b: str, fmt: str = "text"
 
     lines = [f"compare {a} -> {b}: {summary}", line(head)]
     lines += [line(row) for row in body]
-    return "\n".join(lines) + "\n"
+    return neutralise_commands("\n".join(lines) + "\n")

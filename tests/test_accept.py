@@ -180,6 +180,37 @@ def test_merged_shards_keep_the_entries_their_runs_carried(tmp_path):
     assert v.verdict == "insufficient-history" and v.n_baseline == 2
 
 
+def test_merge_refuses_a_shard_whose_carried_entry_is_forged(tmp_path):
+    from gates.merge import merge_histories
+    from gates.merge_check import ShardRejected, check_bundle
+
+    rng = np.random.default_rng(5)
+    entry = {"pattern": "lat", "reason": "intended", "entry_id": "file:abc",
+             "source": "gates-accept.toml:1"}
+    base = tmp_path / "base.db"
+    with open_history(base) as h:
+        steady(h, seed=5)
+    shard = tmp_path / "shard.db"
+    shard.write_bytes(base.read_bytes())
+    with open_history(shard) as h:
+        rid = add_run(h, 30, 1.10, rng)
+        evaluate_run(h, rid, acceptances=[entry])
+        bundle = h.export_run(rid)
+    check_bundle(bundle, "shard.db")  # the genuine entry passes
+    for forged in ({"pattern": ""}, {"at": "soon"}, {"who": 3},
+                   {"entry_id": None}, {"x) VALUES (1); --": "1"}):
+        bad = dict(bundle, acceptances=[{**bundle["acceptances"][0], **forged}])
+        with pytest.raises(ShardRejected, match="acceptance"):
+            check_bundle(bad, "shard.db")
+    with open_history(shard) as h:  # a forged row in the file itself: refused whole
+        h.conn.execute("UPDATE acceptances SET at = 'later'")
+        h.conn.commit()
+    with pytest.raises(Exception, match="acceptance"):
+        merge_histories([shard], base)
+    with open_history(base) as h:
+        assert h.acceptances() == []
+
+
 def test_gate_cli_reads_the_accept_file_at_the_plans_root(tmp_path, capsys):
     import json
 
