@@ -115,6 +115,14 @@ def est_time(session: nox.Session) -> None:
     session.run("python", "-m", "ci_register", "est-time", *session.posargs)
 
 
+@nox.session(venv_backend="none", tags=["framework"])
+def bisect(session: nox.Session) -> None:
+    """Find the commit that moved a metric: -- KEY --good C1 --bad C2 [--suite S] [--repo PATH]."""
+    if not session.posargs:
+        session.error("usage: nox -s bisect -- KEY --good C1 --bad C2 [--suite S]")
+    session.run(sys.executable, "-m", "gates.cli", "bisect", *session.posargs, external=True)
+
+
 @nox.session(name="history-browse", python=PYTHON)  # no tag: a server, never in `nox -t`
 def history_browse(session: nox.Session) -> None:
     """Browse the metric history in datasette, read-only: -- [PATH] (default history.db)."""

@@ -36,7 +36,7 @@ __all__ = [
 # SGLang's positional order, then its keyword-only arguments, plus miles' labels.
 _POSITIONAL = ("est_time", "suite", "nightly", "disabled")
 _KEYWORDS = set(_POSITIONAL) | {"stage", "runner_config", "in_process_group", "labels"}
-GATE_OPTIONS = ("better", "min_change", "min_value", "max_value", "level", "mode")
+GATE_OPTIONS = ("better", "min_change", "min_value", "max_value", "level", "mode", "owner")
 MAX_EST_TIME_S = 7 * 86400  # a week: anything longer is a typo, and overflows timers
 MAX_FILE_BYTES = 2_000_000  # parsed with ast: a 50 MB literal took 22 GB of memory
 

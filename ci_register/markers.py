@@ -78,6 +78,7 @@ def register_ci_gate(*, metric_key: str, **options: Any) -> None:
 
     Options: ``better`` ("higher"/"lower"), ``min_change`` (relative practical floor),
     ``min_value`` / ``max_value`` (absolute bounds), ``level`` (significance), ``mode``
-    ("enforce"/"warn"); miles' ``steps``, ``constraint``, ``enforce`` and
+    ("enforce"/"warn"), ``owner`` ("@team-or-person", named when it regresses; else
+    CODEOWNERS); miles' ``steps``, ``constraint``, ``enforce`` and
     ``allowlist_reason`` (``ci_register.gate_options``). See ``gates.declarations``.
     """

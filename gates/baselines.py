@@ -109,7 +109,8 @@ def unheld_chains(history: History, suite: str, key: str,
 
 def bulk_baselines(history: History, run: Mapping[str, Any], keys: set[str], exclude: set[str],
                    need: int, ids_out: dict[str, list[str]] | None = None,
-                   standins_out: set[str] | None = None) -> dict[str, Any]:
+                   standins_out: set[str] | None = None,
+                   drop: Mapping[str, frozenset[str]] | None = None) -> dict[str, Any]:
     """Baseline runs of every key in ``keys`` at once, oldest first, for ``stats.summarize``.
 
     Each value is a ``stats.Summarized`` when every run has one row of the key
@@ -122,7 +123,9 @@ def bulk_baselines(history: History, run: Mapping[str, Any], keys: set[str], exc
     same filters and pooling), cut to the newest ``need`` runs, which is all the
     statistics read (``stats.summarize``). Reads: the suite's runs (one query),
     the metric rows of the newest runs in batches (only while some key still
-    lacks runs), and the samples of the rows read.
+    lacks runs), and the samples of the rows read (``_samples_of``).
+    ``drop``: per key, run ids left out besides ``exclude`` (an acceptance's
+    runs before its new level, ``gates.accept.cutoffs``).
     ``ids_out``, when given, receives each key's run ids in the same order;
     ``standins_out`` the keys whose newest baseline run is a rerun standing in for
     a transient first attempt (``stats.judge_summaries(standin_last=True)``).
@@ -175,8 +178,9 @@ def _newest_rows(history: History, run: Mapping[str, Any], keys: set[str], exclu
         for key in list(pending):
             series = sorted(rows[key], reverse=True)[:SERIES_LIMIT]  # newest first
             kept: dict[str, list[int]] = {}
+            gone = (drop or {}).get(key, frozenset())
             for _st, mid, rid in series:
-                if not info[rid][1]:
+                if not info[rid][1] and rid not in gone:
                     if rid in kept:
                         kept[rid].append(mid)  # several rows of a key in one run: pooled
                     else:

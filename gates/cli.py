@@ -7,10 +7,15 @@
     gate-report check    [--history PATH]
     gate-report untrust  (--run ID ... | --commit SHA) --reason "..."
     gate-report trust    (--run ID ... | --commit SHA) --reason "..."
+    gate-report compare  A B [--suite S] [--format text|md|json]
+    gate-report notify   [--pr-comment] [--webhook] [--run ID]
+    gate-report bisect   KEY --good C1 --bad C2 [--suite S] [--repo PATH]
+    gate-report accept   KEY-or-glob --from COMMIT --reason "..." [--suite S] [--test GLOB]
 
 A thin skin: each command parses its arguments and calls the library
 (`gates.report_query`, `gates.report`, `gates.render_*`, `gates.health`,
-`gates.history`). Exit codes: 0 nothing regressed in what is reported, 1 a
+`gates.history`); accept, compare, notify and bisect live in `gates.cli_after`.
+Exit codes: 0 nothing regressed in what is reported, 1 a
 gate failed in it, 2 usage or input errors (one line, ``error: ...``).
 """
 
@@ -23,6 +28,8 @@ import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import NoReturn
+
+from gates import cli_after as after
 
 __all__ = ["COMMANDS", "FORMATS", "build_parser", "main"]
 
@@ -193,6 +200,7 @@ def _report(args: argparse.Namespace) -> int:
         data = load_report_input(history, runs, scope=scope, since=since,
                                  trend_points=args.points, generated_at=_now())
         report = build_report(data, all_rows=args.all)
+        after.assign_owners(history, report, Path(args.root))
         if not args.no_health:
             until: dict[str, str] = {}
             for r in runs:
@@ -308,6 +316,7 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "check": _check,
     "trust": _trust(True),
     "untrust": _trust(False),
+    **after.COMMANDS,
 }
 
 
@@ -322,6 +331,8 @@ _EXAMPLES = """examples:
   gate-report merge shard-*.db --into history.db
   gate-report check                             rows reports and gates cannot read
   gate-report untrust --commit abc1234 --reason "broken runner gpu-17"
+  gate-report compare main my-branch --format md
+  gate-report accept 'serving/ttft_ms*' --from abc1234 --reason "chunked prefill, #1234"
 
 exit codes: 0 nothing regressed in what is reported; 1 a gate failed in it;
 2 usage or input error. With GITHUB_ACTIONS=true the Markdown also goes to
@@ -418,6 +429,7 @@ def build_parser() -> argparse.ArgumentParser:
         else:
             tp.add_argument("--reason", required=True,
                             help='why, e.g. "broken runner gpu-17" (kept in the trust log)')
+    after.add_parsers(sub, _add_history, _count)
     return p
 
 
@@ -429,6 +441,7 @@ def _with_default_command(argv: Sequence[str]) -> list[str]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    from gates.compare import CompareInputError  # noqa: PLC0415
     from gates.history import HistoryError  # noqa: PLC0415
     from gates.report_query import ReportInputError  # noqa: PLC0415
 
@@ -440,7 +453,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except _UsageError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    except (HistoryError, ReportInputError) as exc:
+    except (HistoryError, ReportInputError, CompareInputError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     except (TypeError, ValueError, ArithmeticError) as exc:  # a row no writer of ours makes

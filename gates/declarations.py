@@ -12,7 +12,9 @@ level, carried in the plan JSON's ``gates`` list, refines it:
   checked as ``threshold-fail``; eval configs' ``accuracy_threshold -
   tolerance`` arrives here as a recorded ``min_value``;
 - ``level``: significance / FDR level in (0, 0.5];
-- ``mode``: "enforce", "warn" or "off".
+- ``mode``: "enforce", "warn" or "off";
+- ``owner``: "@team-or-person" (GitHub handles or emails, space separated), named
+  in the report's regression rows and annotations (else CODEOWNERS, ``gates.owners``).
 
 The session mode (``--gate``) caps every gate: a session in warn mode never
 fails, a gate declared ``warn`` never fails an enforcing session.
@@ -41,7 +43,7 @@ __all__ = [
 
 BETTER = ("higher", "lower")
 MODES = ("enforce", "warn", "off")
-OPTIONS = ("better", "min_change", "min_value", "max_value", "level", "mode")
+OPTIONS = ("better", "min_change", "min_value", "max_value", "level", "mode", "owner")
 _MODE_RANK = {"off": 0, "warn": 1, "enforce": 2}
 
 
@@ -63,6 +65,7 @@ class Gate:
     level: float = DEFAULTS.level
     mode: str = "enforce"
     declared_at: str | None = None  # "path:line" of the register_ci_gate call
+    owner: str | None = None  # who is told when it regresses (gates.owners)
 
     @property
     def declared(self) -> bool:
@@ -96,6 +99,10 @@ def validate_options(options: Mapping[str, Any], where: str, key: str = "") -> d
         elif name == "mode":
             if v not in MODES:
                 raise DeclarationError(f"{what}: mode={v!r}; use one of {', '.join(MODES)}")
+        elif name == "owner":
+            if not isinstance(v, str) or not all("@" in o for o in v.split()) or not v.split():
+                raise DeclarationError(f"{what}: owner={v!r}; use '@team-or-person' (or an "
+                                       "email), several separated by spaces")
         elif not _number(v):
             raise DeclarationError(f"{what}: {name}={v!r} must be a finite number")
         elif name == "min_change" and not 0 <= v <= 10:

@@ -64,7 +64,7 @@ from typing import Any
 
 import numpy as np
 
-from gates import stats
+from gates import accept, stats
 from gates.baselines import baseline_runs, bulk_baselines, hosts_of, unheld_chains
 from gates.declarations import DeclarationError, Gate, gate_for, parse_plan_gates
 from gates.history import History
@@ -243,6 +243,7 @@ def evaluate_run(
     save: bool = True,
     bulk: bool = True,
     attempts_left: int = 0,
+    acceptances: Sequence[Mapping[str, Any]] = (),
 ) -> GateResult:
     """Judge every gated metric of ``run_id`` against its history; save the verdicts.
 
@@ -261,6 +262,9 @@ def evaluate_run(
     baseline runs), the first attempt and earlier reruns left out of the baseline, and
     carries the failures earlier reruns held forward (shown and counted, not
     saved again).
+    ``acceptances``: the repo file's entries this run's checkout carries
+    (``gates.accept.read_accept_file``), logged with the run; a key under an
+    acceptance is judged only against runs inside it (``gates.accept``).
     ``bulk``: read every baseline in a few queries (``bulk_baselines``);
     ``False`` issues one ``History.metric_series`` query per metric (the
     reference path; same verdicts, about 3 ms per metric slower).
@@ -289,6 +293,12 @@ def evaluate_run(
         raise GateInputError(str(e)) from None
     recorded = _latest_rows(history.metrics(run_id))
     exclude = {run_id}
+    # A file entry's "who" is the first commit that carried it (the reviewed PR's).
+    at = (run.get("commit_sha") or run_id)[:10]
+    entries = [{**e, "who": e.get("who") or f"first run at {at}"} for e in acceptances]
+    carried = history.carry_acceptances(run_id, entries) if save and entries else []
+    cuts = accept.cutoffs(history, run, {k: rows[0]["nodeid"] for k, rows in recorded.items()},
+                          carried)
     keys = sorted(set(recorded) | {k for k, g in declared.items() if g.mode != "off"})
     suspects: set[str] = set()
     corroborating: set[str] = set()  # keys whose previous rerun asked the next to corroborate
@@ -338,7 +348,8 @@ def evaluate_run(
         pre = (bulk_baselines(history, run, {k for k in keys if recorded.get(k)}, exclude,
                                params.window + max(params.windows, default=1),
                                ids_out=base_ids,
-                               standins_out=standins)
+                               standins_out=standins,
+                               drop={k: c.drop for k, c in cuts.items()})
                if bulk else None)
         hosts = (hosts_of(history, [r for ids in base_ids.values() for r in ids])
                  if pre is not None else {})
@@ -365,7 +376,8 @@ def evaluate_run(
             continue
         v.nodeid = rows[0]["nodeid"]
         try:
-            j, base = _judge_one(history, run, key, rows, gate, params, exclude, v,
+            j, base = _judge_one(history, run, key, rows, gate, params,
+                                 exclude | cuts[key].drop if key in cuts else exclude, v,
                                  first_summary.get(key) if confirm_of else None,
                                  None if pre is None else pre.get(key, []),
                                  this_host, hosts, base_ids.get(key),
@@ -425,12 +437,15 @@ def evaluate_run(
                 if base is None:  # bulk path: the full series only for the few that tripped
                     try:
                         base = baseline_runs(history, suite, v.key, run.get("fingerprint"),
-                                              run, exclude)
+                                              run, exclude | cuts[v.key].drop
+                                              if v.key in cuts else exclude)
                     except Exception:  # noqa: BLE001 - localisation never decides a verdict
                         base = None
                 v.change_point = _locate_safe(base, run, v)
         elif j is not None:
             v.verdict = j.status  # insufficient-history
+            if v.key in cuts:
+                v.message = cuts[v.key].message(j.n_baseline, params.min_history)
         why = _threshold(gate, v.new) if v.new is not None else None
         if why:
             v.verdict = "threshold-fail"
@@ -731,8 +746,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         with open_history(a.history, create=False) as h:
             if a.attempts_left < 0:
                 raise GateInputError(f"--attempts-left {a.attempts_left}: must be >= 0")
+            try:
+                entries = (accept.read_accept_file(Path(plan["root"]))
+                           if plan and plan.get("root") else [])
+            except accept.AcceptFileError as e:
+                raise GateInputError(str(e)) from None
             res = evaluate_run(h, a.run_id, plan=plan, mode=a.mode, confirm_of=a.confirm_of,
-                               attempts_left=a.attempts_left)
+                               attempts_left=a.attempts_left, acceptances=entries)
     except (GateInputError, HistoryError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

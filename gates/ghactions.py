@@ -151,6 +151,8 @@ def _message(v: VerdictRow) -> str:
     text += f"; suite {v.suite}, run {v.run_id[:12]})"
     if v.change is not None:
         text += f"; changed in {v.change.commit_range}"
+    if v.owner:
+        text += f"; owner {v.owner}"
     return text
 
 

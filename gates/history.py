@@ -39,6 +39,9 @@ Tables (browse them with ``sqlite-utils tables history.db --counts``):
   planned for the run, with est_time / expected seconds; declared gates).
 - ``verdicts``: written by the gates engine, see `History.save_verdicts`.
 - ``trust_log``: every trust change with its reason.
+- ``acceptances`` / ``run_acceptances``: re-baselines (``gates.accept``) and the repo
+  file entries each run carried; ``bisects``: bisections with their evidence;
+  ``notifications``: what was told to whom (dedupe), see ``gates.notify``.
 
 Merging shard files into one history is `gates.merge`.
 """
@@ -671,6 +674,208 @@ class History(BaselineReads, ReportReads):
             return self._rows("SELECT * FROM trust_log ORDER BY id")
         return self._rows("SELECT * FROM trust_log WHERE run_id = ? ORDER BY id", (run_id,))
 
+    # ------------------------------------------------------- after the verdict
+
+    def add_acceptance(self, pattern: str, *, reason: str, who: str | None = None,
+                       from_commit: str | None = None, suite: str | None = None,
+                       test: str | None = None, source: str = "command",
+                       entry_id: str | None = None) -> dict[str, Any]:
+        """Log an acceptance (re-baseline) of the keys matching ``pattern``; returns its row.
+
+        ``from_commit`` (a sha or a prefix of >= 7 characters): the runs of that
+        commit and every later run are the new baseline. ``entry_id``: a repo
+        file's entry, in force in the runs that carry it (`carry_acceptances`); an
+        entry already logged is returned unchanged (idempotent).
+        """
+        if not reason or not reason.strip():
+            raise HistoryError("an acceptance needs a reason; say why the new level is right")
+        if from_commit is None and entry_id is None:
+            raise HistoryError("an acceptance needs from_commit (--from COMMIT) or a repo "
+                               "file entry")
+        if from_commit is not None and len(from_commit) < 7:
+            raise HistoryError(f"commit {from_commit!r} is too short; give at least 7 "
+                               "characters")
+        row = {"pattern": pattern, "suite": suite, "test": test, "from_commit": from_commit,
+               "entry_id": entry_id, "source": source, "who": who, "reason": reason,
+               "at": utc_now()}
+
+        def write() -> dict[str, Any]:
+            if entry_id is not None:
+                found = self._rows("SELECT * FROM acceptances WHERE entry_id = ?", (entry_id,))
+                if found:
+                    return found[0]
+            cur = self.conn.execute(
+                f"INSERT INTO acceptances ({', '.join(row)}) VALUES ({', '.join('?' * len(row))})",
+                list(row.values()))
+            return {"id": cur.lastrowid, **row}
+
+        return self._write(write)
+
+    def acceptances(self, suite: str | None = None) -> list[dict[str, Any]]:
+        """Acceptances oldest first: all, or those that may apply to ``suite``."""
+        if suite is None:
+            return self._rows("SELECT * FROM acceptances ORDER BY id")
+        return self._rows("SELECT * FROM acceptances WHERE suite IS NULL OR suite = ? "
+                          "ORDER BY id", (suite,))
+
+    def carry_acceptances(self, run_id: str, entries: Iterable[Mapping[str, Any]]) -> list[int]:
+        """Log the repo file entries a run's checkout carried (new ones as acceptances)
+        and link them to the run; returns their acceptance ids. Each entry is a mapping
+        of `add_acceptance`'s arguments with ``entry_id`` and ``pattern`` set."""
+        ids = [self.add_acceptance(**dict(e))["id"] for e in entries]
+
+        def write() -> list[int]:
+            self.conn.executemany(
+                "INSERT OR IGNORE INTO run_acceptances (run_id, acceptance_id) VALUES (?, ?)",
+                [(run_id, i) for i in ids])
+            return ids
+
+        return self._write(write) if ids else []
+
+    def acceptance_runs(self, acceptance_id: int) -> dict[str, str]:
+        """{run id: started_at} of the runs that carried the repo file entry."""
+        return dict(self.conn.execute(
+            "SELECT a.run_id, r.started_at FROM run_acceptances a JOIN runs r "
+            "ON r.run_id = a.run_id WHERE a.acceptance_id = ?", (acceptance_id,)).fetchall())
+
+    def commit_start(self, commit: str) -> str | None:
+        """The earliest start time of a run of ``commit`` (sha or prefix), or None."""
+        return self.conn.execute(
+            "SELECT min(started_at) FROM runs WHERE commit_sha LIKE ? ESCAPE '\\'",
+            (_like_prefix(commit),)).fetchone()[0]
+
+    def suite_runs_before(self, suite: str, fingerprint: str | None,
+                          started_at: str) -> set[str]:
+        """Run ids of ``suite`` (on ``fingerprint`` unless None) started before ``started_at``."""
+        sql = "SELECT run_id FROM runs WHERE suite = ? AND started_at < ?"
+        params: list[Any] = [suite, started_at]
+        if fingerprint is not None:
+            sql += " AND fingerprint = ?"
+            params.append(fingerprint)
+        return {r[0] for r in self.conn.execute(sql, params)}
+
+    def suite_run_ids(self, suite: str, fingerprint: str | None) -> set[str]:
+        """Every run id of ``suite`` (on ``fingerprint`` unless None)."""
+        sql = "SELECT run_id FROM runs WHERE suite = ?"
+        params: list[Any] = [suite]
+        if fingerprint is not None:
+            sql += " AND fingerprint = ?"
+            params.append(fingerprint)
+        return {r[0] for r in self.conn.execute(sql, params)}
+
+    def metric_keys(self, suite: str | None = None) -> list[str]:
+        """Every metric key recorded (in ``suite``), sorted."""
+        if suite is None:
+            rows = self.conn.execute("SELECT DISTINCT key FROM metrics ORDER BY key")
+        else:
+            rows = self.conn.execute("SELECT DISTINCT key FROM metrics WHERE suite = ? "
+                                     "ORDER BY key", (suite,))
+        return [r[0] for r in rows]
+
+    def key_tests(self, key: str, suite: str | None = None) -> list[dict[str, Any]]:
+        """The tests that recorded ``key`` (nodeid, path, suite, better, runs), most runs
+        first."""
+        sql = ("SELECT m.nodeid, t.path, m.suite, max(m.better) AS better, "
+               "count(DISTINCT m.run_id) AS runs "
+               "FROM metrics m LEFT JOIN tests t ON t.run_id = m.run_id "
+               "AND t.attempt = m.attempt AND t.nodeid = m.nodeid WHERE m.key = ?")
+        params: list[Any] = [key]
+        if suite is not None:
+            sql += " AND m.suite = ?"
+            params.append(suite)
+        return self._rows(sql + " GROUP BY m.nodeid, m.suite ORDER BY runs DESC, m.nodeid",
+                          params)
+
+    def key_verdicts(self, suite: str, key: str, fingerprint: str | None, *,
+                     until: str | None = None, limit: int = 200) -> list[dict[str, Any]]:
+        """Verdict rows of ``key`` in complete runs of ``suite`` (confirm reruns too),
+        newest run first: run_id, confirm_of, commit, started_at, verdict, id."""
+        sql = ("SELECT r.run_id, r.confirm_of, r.commit_sha AS \"commit\", r.started_at, "
+               "v.verdict, v.id FROM verdicts v JOIN runs r ON r.run_id = v.run_id "
+               "WHERE r.suite = ? AND v.key = ? AND r.status = 'complete'")
+        params: list[Any] = [suite, key]
+        if fingerprint is not None:
+            sql += " AND r.fingerprint = ?"
+            params.append(fingerprint)
+        if until is not None:
+            sql += " AND r.started_at <= ?"
+            params.append(until)
+        return self._rows(sql + " ORDER BY r.started_at DESC, v.id DESC LIMIT ?",
+                          [*params, limit])
+
+    def runs_by_ref(self, ref: str, *, suite: str | None = None, limit: int = 40,
+                    trusted_only: bool = False) -> tuple[str, list[dict[str, Any]]]:
+        """(what ``ref`` named, its complete top-level runs newest first): a run id (or a
+        prefix of >= 6 characters), else a commit (prefix >= 7), a branch, a fingerprint.
+        Confirm reruns are left out (one value per CI run); ``suite`` narrows;
+        ``trusted_only`` keeps trusted runs (a baseline)."""
+        base = "status = 'complete' AND confirm_of IS NULL"
+        if trusted_only:
+            base += " AND trusted = 1"
+        params: list[Any] = []
+        if suite is not None:
+            base += " AND suite = ?"
+            params.append(suite)
+        tries: list[tuple[str, str, list[Any]]] = [("run", "run_id = ?", [ref])]
+        if len(ref) >= 6:
+            tries.append(("run", "run_id LIKE ? ESCAPE '\\'", [_like_prefix(ref)]))
+        if len(ref) >= 7:
+            tries.append(("commit", "commit_sha LIKE ? ESCAPE '\\'", [_like_prefix(ref)]))
+        tries += [("branch", "branch = ?", [ref]), ("fingerprint", "fingerprint = ?", [ref])]
+        for kind, clause, extra in tries:
+            rows = self._rows(f"SELECT * FROM runs WHERE {base} AND {clause} "
+                              "ORDER BY started_at DESC, run_id LIMIT ?",
+                              [*params, *extra, limit])
+            if rows:
+                if kind == "run" and len({r["run_id"] for r in rows}) > 1:
+                    raise HistoryError(f"{ref!r} matches {len(rows)} run ids; give more "
+                                       "characters")
+                return kind, [_decode_run(r) for r in rows]
+        return "", []
+
+    def save_bisect(self, row: Mapping[str, Any]) -> int:
+        """Store a bisection's outcome and evidence (``evidence`` JSON-encoded); its id."""
+        out = {c: row.get(c) for c in ("suite", "key", "good", "bad", "outcome", "culprit",
+                                        "executions")}
+        out["evidence"] = json.dumps(row.get("evidence") or {}, sort_keys=True, default=str)
+        out["at"] = utc_now()
+
+        def write() -> int:
+            cur = self.conn.execute(
+                f"INSERT INTO bisects ({', '.join(out)}) VALUES ({', '.join('?' * len(out))})",
+                list(out.values()))
+            return int(cur.lastrowid or 0)
+
+        return self._write(write)
+
+    def bisects(self, key: str | None = None) -> list[dict[str, Any]]:
+        """Stored bisections, newest first (of one key, or all), evidence decoded."""
+        sql, params = "SELECT * FROM bisects", []
+        if key is not None:
+            sql += " WHERE key = ?"
+            params.append(key)
+        rows = self._rows(sql + " ORDER BY id DESC", params)
+        for r in rows:
+            r["evidence"] = json.loads(r["evidence"]) if r["evidence"] else {}
+        return rows
+
+    def claim_notification(self, channel: str, dedupe: str, run_id: str | None = None) -> bool:
+        """Record that ``channel`` is told about ``dedupe`` (a regressing change); False
+        when it already was (a repeated run does not notify twice)."""
+
+        def write() -> bool:
+            cur = self.conn.execute(
+                "INSERT OR IGNORE INTO notifications (channel, dedupe, run_id, at) "
+                "VALUES (?, ?, ?, ?)", (channel, dedupe, run_id, utc_now()))
+            return cur.rowcount == 1
+
+        return self._write(write)
+
+    def release_notification(self, channel: str, dedupe: str) -> None:
+        """Forget a claim whose delivery failed, so the next run tries again."""
+        self._write(lambda: self.conn.execute(
+            "DELETE FROM notifications WHERE channel = ? AND dedupe = ?", (channel, dedupe)))
+
     # ---------------------------------------------------------------- bundles
 
     def export_run(self, run_id: str) -> dict[str, Any]:
@@ -691,6 +896,10 @@ class History(BaselineReads, ReportReads):
                 "SELECT * FROM verdicts WHERE run_id = ? ORDER BY attempt, id", (run_id,))],
             "trust_log": [_drop(r, "id") for r in self._rows(
                 "SELECT * FROM trust_log WHERE run_id = ? ORDER BY id", (run_id,))],
+            # The repo file's acceptance entries the run carried (gates.accept).
+            "acceptances": [_drop(r, "id") for r in self._rows(
+                "SELECT a.* FROM acceptances a JOIN run_acceptances ra ON ra.acceptance_id = "
+                "a.id WHERE ra.run_id = ? ORDER BY a.id", (run_id,))],
         }
 
     def has_run(self, run_id: str) -> bool:
@@ -704,6 +913,7 @@ class History(BaselineReads, ReportReads):
         _insert_metrics(self.conn, [dict(m) for m in bundle["metrics"]])
         for table in ("plan_files", "plan_gates", "verdicts", "trust_log"):
             _insert(self.conn, table, list(bundle[table]))
+        insert_carried(self.conn, bundle["run"]["run_id"], bundle.get("acceptances") or ())
 
     def orphan_rows(self) -> list[str]:
         """Rows that belong to no run (or no metric): what a broken or forged file holds."""
@@ -715,6 +925,9 @@ class History(BaselineReads, ReportReads):
                         "(SELECT id FROM metrics)"),
             ("verdicts", "SELECT count(*) FROM verdicts WHERE run_id NOT IN "
                          "(SELECT run_id FROM runs)"),
+            ("run_acceptances", "SELECT count(*) FROM run_acceptances WHERE run_id NOT IN "
+                                "(SELECT run_id FROM runs) OR acceptance_id NOT IN "
+                                "(SELECT id FROM acceptances)"),
         )
         out = []
         for table, sql in checks:
@@ -827,6 +1040,24 @@ def _insert(conn: sqlite3.Connection, table: str, rows: list[dict[str, Any]],
     conn.executemany(sql, [tuple(r.get(c) for c in columns) for r in rows])
 
 
+def insert_carried(conn: sqlite3.Connection, run_id: str,
+                   acceptances: Iterable[Mapping[str, Any]]) -> None:
+    """Link a merged run to the acceptance entries it carried, adding the entries the
+    target lacks (matched by ``entry_id``). Inside the caller's transaction."""
+    for a in acceptances:
+        if not a.get("entry_id"):
+            continue
+        row = conn.execute("SELECT id FROM acceptances WHERE entry_id = ?",
+                           (a["entry_id"],)).fetchone()
+        if row is None:
+            cols = [c for c in a if c != "id"]
+            row = (conn.execute(
+                f"INSERT INTO acceptances ({', '.join(cols)}) VALUES "
+                f"({', '.join('?' * len(cols))})", [a[c] for c in cols]).lastrowid,)
+        conn.execute("INSERT OR IGNORE INTO run_acceptances (run_id, acceptance_id) "
+                     "VALUES (?, ?)", (run_id, row[0]))
+
+
 def _check_outcomes(path: Path, tests: Iterable[TestResult]) -> None:
     for test in tests:
         if test.outcome not in OUTCOMES:
@@ -893,6 +1124,10 @@ def _plan_rows(run_id: str, plan: Mapping[str, Any]) -> tuple[list[dict], list[d
         for g in plan.get("gates") or [] if isinstance(g, Mapping)
     ]
     return files, gates
+
+
+def _like_prefix(text: str) -> str:
+    return text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
 
 
 def _q(identifier: str) -> str:

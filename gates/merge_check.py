@@ -196,3 +196,31 @@ def check_bundle(bundle: Mapping[str, Any], source: str,
     for entry in bundle.get("trust_log", ()):
         if entry.get("trusted") not in (0, 1) or not _text(entry.get("reason")):
             raise fail("trust_log entry is not (0/1, text)")
+    for acc in bundle.get("acceptances", ()):
+        _check_acceptance(acc, fail)
+
+
+# The columns of an acceptance entry a run carries (gates.schema m002): the merge inserts
+# exactly these, so an unknown name is refused rather than spliced into SQL.
+_ACCEPTANCE_COLUMNS = frozenset({"pattern", "suite", "test", "from_commit", "entry_id",
+                                 "source", "who", "reason", "at"})
+
+
+def _check_acceptance(acc: Mapping[str, Any], fail) -> None:
+    if not isinstance(acc, Mapping):
+        raise fail("an acceptance entry is not a row")
+    extra = sorted(str(c)[:40] for c in acc if c not in _ACCEPTANCE_COLUMNS and c != "id")
+    if extra:
+        raise fail(f"acceptance entry has unknown column(s) {', '.join(map(repr, extra))}")
+    entry = acc.get("entry_id")
+    if not _text(entry, nullable=False) or not entry or len(entry) > 128:
+        raise fail(f"acceptance entry_id {str(entry)[:40]!r} is not an entry id")
+    where = f"acceptance {entry[:40]!r}"
+    for name in ("pattern", "source", "reason"):
+        if not _text(acc.get(name), nullable=False) or not acc[name]:
+            raise fail(f"{where}: {name} is empty or not text")
+    for name in ("suite", "test", "from_commit", "who"):
+        if not _text(acc.get(name)):
+            raise fail(f"{where}: {name} is not text")
+    if _when(acc.get("at")) is None:
+        raise fail(f"{where}: at {acc.get('at')!r} is not an ISO time")

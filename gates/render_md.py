@@ -16,6 +16,7 @@ from gates.render_text import (
     health_findings,
     health_tables,
     neutralise_commands,
+    next_steps,
     run_table,
     several_runs,
     verdict_table,
@@ -104,6 +105,13 @@ def _runs_and_verdicts(report: Report) -> list[str]:
     if report.omitted:
         parts += [f"_{report.omitted} older passing row(s) not listed; "
                   "`gate-report --all` lists them._", ""]
+
+    nxt = next_steps(report)
+    if nxt:
+        parts += ["### Owners and next steps", "",
+                  table(["metric", "verdict", "owner", "bisected", "to accept as the new level"],
+                        [[md_code(k), md_text(vd), md_text(o), md_text(b),
+                          md_code(c) if c != "-" else "-"] for k, vd, o, b, c in nxt]), ""]
 
     changed = [v for v in report.verdicts if v.change is not None and v.cls != "pass"]
     if changed:

@@ -9,6 +9,7 @@ from gates.health import HealthReport
 from gates.report import Report, RunInfo, VerdictRow
 
 __all__ = [
+    "next_steps",
     "LABELS",
     "SPARK",
     "fmt_change",
@@ -262,6 +263,13 @@ def health_tables(h: HealthReport) -> list[tuple[str, list[str], list[list[str]]
     return out
 
 
+def next_steps(report: Report) -> list[list[str]]:
+    """Rows naming the owner of each failing or improved metric and, where the change
+    held, the command that accepts it (``gates.owners.assign`` fills them)."""
+    return [[v.key, v.verdict, v.owner or "-", v.bisect or "-", v.accept_hint or "-"]
+            for v in report.verdicts if v.owner or v.accept_hint or v.bisect]
+
+
 def _runs_and_verdicts(report: Report) -> list[str]:
     head, rows = run_table(report)
     parts = ["Runs", grid(rows, head), ""]
@@ -273,6 +281,10 @@ def _runs_and_verdicts(report: Report) -> list[str]:
     parts.append(grid(rows, head)
                  if rows else "  no metrics recorded")
     parts.append("")
+    nxt = next_steps(report)
+    if nxt:
+        parts += ["Owners and next steps", grid(nxt, ["metric", "verdict", "owner", "bisected",
+                                                     "to accept as the new level"]), ""]
     return parts
 
 

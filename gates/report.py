@@ -182,6 +182,9 @@ class VerdictRow:
     method: str | None = None
     trend: Trend | None = None
     change_point: dict[str, Any] | None = None  # the gate's localisation, if it stored one
+    owner: str | None = None  # gates.owners.assign: register_ci_gate(owner=), else CODEOWNERS
+    accept_hint: str | None = None  # the `gate-report accept` command for a change that held
+    bisect: str | None = None  # the newest stored bisection of the key (gate-report bisect)
 
     @property
     def path(self) -> str | None:
@@ -581,7 +584,7 @@ def _clean(obj: Any) -> Any:
 _VERDICT_FIELDS = ("run_id", "suite", "fingerprint", "key", "nodeid", "verdict", "cls", "mode",
                    "baseline", "new", "unit", "better", "rel_change", "ci_low", "ci_high",
                    "statistic", "p_value", "q_value", "floor", "attempt", "confirmed_by",
-                   "method", "change_point")
+                   "method", "change_point", "owner", "accept_hint", "bisect")
 
 
 def report_to_json(report: Report) -> dict[str, Any]:

@@ -95,9 +95,43 @@ def _m001_initial(db: Database) -> None:
     db["trust_log"].create_index(["run_id"], index_name="trust_log_run")
 
 
+@MIGRATIONS(name="m002_after_verdict")
+def _m002_after_verdict(db: Database) -> None:
+    # Acceptances (re-baselines): from ``from_commit`` on (command) or in the runs that
+    # carried the repo file's entry (``entry_id``), a key is judged only against such runs.
+    db["acceptances"].create(
+        {"id": int, "pattern": str, "suite": str, "test": str, "from_commit": str,
+         "entry_id": str, "source": str, "who": str, "reason": str, "at": str},
+        pk="id",
+        not_null={"pattern", "source", "reason", "at"},
+    )
+    db["acceptances"].create_index(["entry_id"], unique=True, index_name="acceptances_entry")
+    db["run_acceptances"].create(
+        {"run_id": str, "acceptance_id": int},
+        pk=("run_id", "acceptance_id"),
+        foreign_keys=[("run_id", "runs", "run_id"), ("acceptance_id", "acceptances", "id")],
+    )
+    db["run_acceptances"].create_index(["acceptance_id"], index_name="run_acceptances_acc")
+    # Bisections: one row per bisection, its evidence (per-candidate values, p) as JSON.
+    db["bisects"].create(
+        {"id": int, "suite": str, "key": str, "good": str, "bad": str, "outcome": str,
+         "culprit": str, "executions": int, "evidence": str, "at": str},
+        pk="id",
+        not_null={"key", "good", "bad", "outcome", "at"},
+    )
+    # Notifications sent (webhook per regressing change): the dedupe key is unique.
+    db["notifications"].create(
+        {"id": int, "channel": str, "dedupe": str, "run_id": str, "at": str},
+        pk="id",
+        not_null={"channel", "dedupe", "at"},
+    )
+    db["notifications"].create_index(["channel", "dedupe"], unique=True,
+                                     index_name="notifications_dedupe")
+
+
 # The code's schema version: how many migrations it knows. A file whose
 # `_sqlite_migrations` names one we do not know was written by newer code.
-KNOWN_MIGRATIONS = ("m001_initial",)
+KNOWN_MIGRATIONS = ("m001_initial", "m002_after_verdict")
 SCHEMA_VERSION = len(KNOWN_MIGRATIONS)
 
 # The `verdicts` columns a caller's row fills (see `History.save_verdicts`); the

@@ -1,0 +1,57 @@
+"""Generate a test repository for bisection: git init, N commits, one makes a test slower.
+
+``make_repo(path, commits=8, culprit=5, slowdown=0.3)`` writes ``test_work.py``, a
+CPU-timed test (``time.process_time`` around a fixed loop, 5 samples) recording
+``work_s`` through the gates ``metrics`` fixture; every commit touches
+``CHANGES.txt``, and commit number ``culprit`` (1-based) also multiplies the
+loop by ``1 + slowdown``. Returns the shas, oldest first (the first is the root).
+"""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+__all__ = ["make_repo"]
+
+TEST = '''\
+import time
+
+LOOPS = {loops}
+
+
+def test_work(metrics):
+    samples = []
+    for _ in range(5):
+        t = time.process_time()
+        x = 0
+        for i in range(LOOPS):
+            x += i * i
+        samples.append(time.process_time() - t)
+    metrics.record("work_s", samples, unit="s", better="lower")
+'''
+
+
+def _git(path: Path, *args: str) -> str:
+    return subprocess.run(["git", "-C", str(path), *args], check=True, capture_output=True,
+                          text=True).stdout.strip()
+
+
+def make_repo(path: Path, commits: int = 8, culprit: int = 5, slowdown: float = 0.3,
+              loops: int = 200_000) -> list[str]:
+    path.mkdir(parents=True, exist_ok=True)
+    _git(path, "init", "-q", "-b", "main")
+    _git(path, "config", "user.email", "gen@example.invalid")
+    _git(path, "config", "user.name", "generator")
+    _git(path, "config", "commit.gpgsign", "false")
+    (path / "pytest.ini").write_text("[pytest]\n", encoding="utf-8")
+    shas = []
+    for n in range(commits + 1):  # commit 0: the root, at the old level
+        level = loops if n < culprit or n == 0 else int(loops * (1 + slowdown))
+        (path / "test_work.py").write_text(TEST.format(loops=level), encoding="utf-8")
+        with (path / "CHANGES.txt").open("a", encoding="utf-8") as f:
+            f.write(f"change {n}\n")
+        _git(path, "add", "-A")
+        _git(path, "commit", "-q", "-m", f"change {n}")
+        shas.append(_git(path, "rev-parse", "HEAD"))
+    return shas

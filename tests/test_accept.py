@@ -1,0 +1,234 @@
+"""gates.accept: re-baselining by command and by the repo file, and `gate-report accept`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from gates import accept
+from gates.cli import main as cli
+from gates.gate import evaluate_run
+from gates.history import HistoryError, RunRecord, TestResult, open_history
+from gates.metrics import validate_metric
+from gates.provenance import Provenance
+
+NODE = "suites/a/test_a.py::test_x"
+
+
+def add_run(h, i: int, level: float, rng, *, key="lat", suite="s") -> str:
+    rid = f"{suite}-run{i:03d}"
+    p = Provenance(run_id=rid, suite=suite, commit=f"{i:07d}abc", branch="main",
+                   started_at=f"2026-01-01T00:{i // 60:02d}:{i % 60:02d}+00:00",
+                   fingerprint="gpu-a")
+    h.start_run(p)
+    m = validate_metric(key, list(level * (1 + rng.normal(0, 0.01, 5))), unit="ms",
+                        better="lower")
+    h.record_run(RunRecord(p, [TestResult(NODE, "suites/a/test_a.py", "passed", 1.0)],
+                           [(NODE, m)], None, 0))
+    return rid
+
+
+@pytest.fixture
+def h(tmp_path: Path):
+    with open_history(tmp_path / "history.db") as history:
+        yield history
+
+
+def steady(h, n=30, seed=0):
+    rng = np.random.default_rng(seed)
+    for i in range(n):
+        add_run(h, i, 1.0, rng)
+    return rng
+
+
+def test_without_acceptance_a_step_keeps_failing(h):
+    rng = steady(h)
+    for i in range(30, 36):
+        rid = add_run(h, i, 1.10, rng)
+    assert evaluate_run(h, rid).verdicts[0].verdict == "regression"
+
+
+def test_command_acceptance_rebaselines_from_its_commit(h):
+    rng = steady(h)
+    first = add_run(h, 30, 1.10, rng)
+    assert evaluate_run(h, first).verdicts[0].verdict == "regression"  # the one red run
+    h.add_acceptance("la*", from_commit="0000030", reason="bigger model", who="me")
+    v = evaluate_run(h, add_run(h, 31, 1.10, rng)).verdicts[0]
+    assert v.verdict == "insufficient-history" and v.n_baseline == 1
+    assert "insufficient history after acceptance: 1 run(s) since" in v.message
+    assert "bigger model" in v.message and "(me)" in v.message
+    for i in range(32, 40):
+        v = evaluate_run(h, add_run(h, i, 1.10, rng)).verdicts[0]
+    assert v.verdict == "pass" and v.baseline == pytest.approx(1.10, rel=0.01)
+    # Earlier runs stay in history; the new level regressing again is still caught.
+    assert len(h.runs(limit=1000)) == 40
+    assert evaluate_run(h, add_run(h, 40, 1.25, rng)).verdicts[0].verdict == "regression"
+
+
+def test_acceptance_of_another_key_suite_or_test_changes_nothing(h):
+    rng = steady(h)
+    h.add_acceptance("other*", from_commit="0000030", reason="x")
+    h.add_acceptance("lat", from_commit="0000030", reason="x", suite="other-suite")
+    h.add_acceptance("lat", from_commit="0000030", reason="x", test="suites/b/*")
+    add_run(h, 30, 1.10, rng)
+    assert evaluate_run(h, add_run(h, 31, 1.10, rng)).verdicts[0].verdict == "regression"
+
+
+def test_command_acceptance_waits_for_its_commit(h):
+    rng = steady(h)
+    h.add_acceptance("lat", from_commit="feedbee", reason="not run yet")
+    assert evaluate_run(h, add_run(h, 30, 1.10, rng)).verdicts[0].verdict == "regression"
+
+
+def test_file_entry_in_force_only_in_runs_that_carry_it(h, tmp_path):
+    rng = steady(h)
+    (tmp_path / accept.ACCEPT_FILE).write_text(
+        '[[accept]]\nkey = "lat"\nreason = "intended: chunked prefill"\n', encoding="utf-8")
+    entries = accept.read_accept_file(tmp_path)
+    # The PR that makes the change ships the entry: 0 red runs.
+    for i in range(30, 40):
+        v = evaluate_run(h, add_run(h, i, 1.10, rng), acceptances=entries).verdicts[0]
+        assert v.verdict in ("insufficient-history", "pass"), (i, v.verdict)
+    assert "intended: chunked prefill" in h.acceptances()[0]["reason"]
+    assert h.acceptances()[0]["source"] == f"{accept.ACCEPT_FILE}:1"
+    assert h.acceptances()[0]["who"] == "first run at 0000030abc"
+    # A run without the entry (main before the PR lands) keeps the old baseline.
+    v = evaluate_run(h, add_run(h, 40, 1.0, rng)).verdicts[0]
+    assert v.verdict == "pass" and v.baseline == pytest.approx(1.0, rel=0.01)
+    # The same entry carried again is one acceptance, not a second one.
+    evaluate_run(h, add_run(h, 41, 1.10, rng), acceptances=entries)
+    assert len(h.acceptances()) == 1
+
+
+@pytest.mark.parametrize(("text", "want"), [
+    ('[[accept]]\nreason = "x"\n', ':1: an entry needs key'),
+    ('[[accept]]\nkey = "a"\nreason = "x"\n\n[[accept]]\nkey = "b"\n', ":5: an entry needs reason"),
+    ('[[accept]]\nkey = "a"\nreason = "x"\nowner = "y"\n', ":1: unknown field 'owner'"),
+    ('[[accept]]\nkey = "a"\nreason = "x"\nfrom = "main"\n', "is not a commit sha"),
+    ("[[accept]\n", "fix the TOML syntax"),
+])
+def test_bad_accept_file_names_line_and_fix(tmp_path, text, want):
+    (tmp_path / accept.ACCEPT_FILE).write_text(text, encoding="utf-8")
+    with pytest.raises(accept.AcceptFileError, match=want):
+        accept.read_accept_file(tmp_path)
+
+
+def test_missing_accept_file_is_no_entries(tmp_path):
+    assert accept.read_accept_file(tmp_path) == []
+
+
+def test_store_refuses_acceptance_without_reason_or_commit(h):
+    with pytest.raises(HistoryError, match="needs a reason"):
+        h.add_acceptance("lat", from_commit="abcdef1", reason=" ")
+    with pytest.raises(HistoryError, match="needs from_commit"):
+        h.add_acceptance("lat", reason="x")
+    with pytest.raises(HistoryError, match="too short"):
+        h.add_acceptance("lat", reason="x", from_commit="abc")
+
+
+def test_accept_command_suggestion_is_runnable(h, tmp_path, capsys):
+    steady(h, n=3)
+    cmd = accept.accept_command("lat", "s", "0000001abc")
+    assert cmd.startswith("gate-report accept lat --suite s --from 0000001abc --reason ")
+    import shlex
+
+    args = shlex.split(cmd)[2:]
+    args[args.index("--reason") + 1] = "bigger batch"
+    assert cli(["accept", *args, "--history", str(h.path), "--who", "ci-bot"]) == 0
+    out = capsys.readouterr().out
+    assert "accepted #1 lat from 0000001abc" in out and "in force from its first run" in out
+    assert "matches 1 key(s): lat" in out
+    assert cli(["accept", "--list", "--history", str(h.path)]) == 0
+    listed = capsys.readouterr().out
+    assert "lat suite=s from 0000001abc by ci-bot" in listed and "bigger batch" in listed
+
+
+def test_accept_cli_usage_errors(h, capsys):
+    steady(h, n=2)
+    assert cli(["accept", "lat", "--history", str(h.path), "--from", "abcdef1"]) == 2
+    assert "--reason" in capsys.readouterr().err
+    assert cli(["accept", "tpt*", "--history", str(h.path), "--from", "abcdef1",
+                "--reason", "x"]) == 2
+    assert "'tpt*' matches no recorded metric key" in capsys.readouterr().err
+    assert h.acceptances() == []
+
+
+def test_merged_shards_keep_the_entries_their_runs_carried(tmp_path):
+    from gates.merge import merge_histories
+
+    rng = np.random.default_rng(4)
+    entry = {"pattern": "lat", "reason": "intended", "entry_id": "file:abc",
+             "source": "gates-accept.toml:1"}
+    base = tmp_path / "base.db"
+    with open_history(base) as h:
+        steady(h, seed=4)
+    shards = []
+    for i in (30, 31):  # each CI run: a shard copied from the base, one new run in it
+        shard = tmp_path / f"shard{i}.db"
+        shard.write_bytes(base.read_bytes())
+        with open_history(shard) as h:
+            evaluate_run(h, add_run(h, i, 1.10, rng), acceptances=[entry])
+        shards.append(shard)
+        merge_histories([shard], base)
+        merge_histories([shard], base)  # idempotent
+    with open_history(base) as h:
+        [acc] = h.acceptances()
+        assert set(h.acceptance_runs(acc["id"])) == {"s-run030", "s-run031"}
+        v = evaluate_run(h, add_run(h, 32, 1.10, rng), acceptances=[entry]).verdicts[0]
+    assert v.verdict == "insufficient-history" and v.n_baseline == 2
+
+
+def test_merge_refuses_a_shard_whose_carried_entry_is_forged(tmp_path):
+    from gates.merge import merge_histories
+    from gates.merge_check import ShardRejected, check_bundle
+
+    rng = np.random.default_rng(5)
+    entry = {"pattern": "lat", "reason": "intended", "entry_id": "file:abc",
+             "source": "gates-accept.toml:1"}
+    base = tmp_path / "base.db"
+    with open_history(base) as h:
+        steady(h, seed=5)
+    shard = tmp_path / "shard.db"
+    shard.write_bytes(base.read_bytes())
+    with open_history(shard) as h:
+        rid = add_run(h, 30, 1.10, rng)
+        evaluate_run(h, rid, acceptances=[entry])
+        bundle = h.export_run(rid)
+    check_bundle(bundle, "shard.db")  # the genuine entry passes
+    for forged in ({"pattern": ""}, {"at": "soon"}, {"who": 3},
+                   {"entry_id": None}, {"x) VALUES (1); --": "1"}):
+        bad = dict(bundle, acceptances=[{**bundle["acceptances"][0], **forged}])
+        with pytest.raises(ShardRejected, match="acceptance"):
+            check_bundle(bad, "shard.db")
+    with open_history(shard) as h:  # a forged row in the file itself: refused whole
+        h.conn.execute("UPDATE acceptances SET at = 'later'")
+        h.conn.commit()
+    with pytest.raises(Exception, match="acceptance"):
+        merge_histories([shard], base)
+    with open_history(base) as h:
+        assert h.acceptances() == []
+
+
+def test_gate_cli_reads_the_accept_file_at_the_plans_root(tmp_path, capsys):
+    import json
+
+    from gates.gate import main as gate_main
+
+    db = tmp_path / "history.db"
+    rng = np.random.default_rng(0)
+    with open_history(db) as h:
+        for i in range(30):
+            add_run(h, i, 1.0, rng)
+        rid = add_run(h, 30, 1.10, rng)
+    plan = tmp_path / "plan.json"
+    plan.write_text(json.dumps({"root": str(tmp_path), "files": [], "gates": []}))
+    args = ["--history", str(db), "--run-id", rid, "--plan", str(plan)]
+    assert gate_main(args) == 1  # no file yet: the step is a regression
+    (tmp_path / accept.ACCEPT_FILE).write_text('[[accept]]\nkey = "lat"\nreason = "ok"\n')
+    assert gate_main(args) == 0
+    assert "insufficient history after acceptance" in capsys.readouterr().out
+    (tmp_path / accept.ACCEPT_FILE).write_text('[[accept]]\nkey = "lat"\n')
+    assert gate_main(args) == 2
+    assert f"{accept.ACCEPT_FILE}:1: an entry needs reason" in capsys.readouterr().err

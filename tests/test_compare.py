@@ -1,0 +1,101 @@
+"""gates.compare and `gate-report compare A B`: commits, branches, run ids, fingerprints."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from gates.cli import main as cli
+from gates.history import RunRecord, TestResult, open_history
+from gates.metrics import validate_metric
+from gates.provenance import Provenance
+
+NODE = "suites/a/test_a.py::test_x"
+
+
+def _run(h, i, *, branch, commit, fp, levels, rng):
+    p = Provenance(run_id=f"run-{i:04d}", suite="s", commit=commit, branch=branch,
+                   started_at=f"2026-01-01T00:{i // 60:02d}:{i % 60:02d}+00:00",
+                   fingerprint=fp)
+    h.start_run(p)
+    ms = [(NODE, validate_metric(k, list(lv * (1 + rng.normal(0, 0.01, 5))), unit="ms",
+                                 better=better))
+          for k, (lv, better) in levels.items()]
+    h.record_run(RunRecord(p, [TestResult(NODE, NODE.split("::")[0], "passed", 1.0)],
+                           ms, None, 0))
+
+
+@pytest.fixture
+def db(tmp_path: Path) -> Path:
+    path = tmp_path / "h.db"
+    rng = np.random.default_rng(3)
+    with open_history(path) as h:
+        for i in range(30):
+            _run(h, i, branch="main", commit=f"{i:07d}aaaa", fp="h100", rng=rng,
+                 levels={"lat": (1.0, "lower"), "tput": (100.0, "higher")})
+        for i in range(30, 33):  # the PR: latency +10%, throughput unchanged, a new metric
+            _run(h, i, branch="feat", commit="feedface01", fp="h100", rng=rng,
+                 levels={"lat": (1.10, "lower"), "tput": (100.0, "higher"),
+                         "mem": (5.0, "lower")})
+        for i in range(33, 63):  # another GPU type, faster
+            _run(h, i, branch="main", commit=f"{i:07d}bbbb", fp="h200", rng=rng,
+                 levels={"lat": (0.8, "lower"), "tput": (100.0, "higher")})
+    return path
+
+
+def _json(capsys) -> dict:
+    return json.loads(capsys.readouterr().out)
+
+
+def test_branch_against_branch_flags_the_regression_first(db, capsys):
+    assert cli(["compare", "main", "feat", "--history", str(db), "--format", "json"]) == 1
+    out = _json(capsys)
+    assert out["a"] == "branch main" and out["b"] == "branch feat"
+    lat, *rest = out["metrics"]
+    assert lat["key"] == "lat" and lat["verdict"] == "regression"
+    assert lat["rel_change"] == pytest.approx(0.10, abs=0.02)
+    assert lat["ci_low"] < lat["rel_change"] < lat["ci_high"] and lat["n_b"] == 3
+    verdicts = {(m["key"], m["fingerprint"]): m["verdict"] for m in rest}
+    assert verdicts == {("tput", "h100"): "pass", ("mem", "h100"): "missing-in-A"}
+
+
+def test_commit_and_run_id_refs(db, capsys):
+    assert cli(["compare", "0000029aaaa", "run-0030", "--history", str(db),
+                "--format", "json"]) == 0
+    out = _json(capsys)
+    assert out["a"].startswith("commit") and out["b"] == "run run-0030"
+    # One run of A is too little history: the gate's own cold-start verdict.
+    assert {m["verdict"] for m in out["metrics"] if m["key"] != "mem"} == {
+        "insufficient-history"}
+    assert cli(["compare", "feedface", "0000029aaaa", "--history", str(db)]) == 0
+
+
+def test_two_gpu_types_pair_across_fingerprints(db, capsys):
+    assert cli(["compare", "h100", "h200", "--history", str(db), "--format", "md"]) == 0
+    md = capsys.readouterr().out
+    assert md.startswith("## Compare `fingerprint h100` -> `fingerprint h200`")
+    assert "| improvement | s | h200 vs A | lat |" in md
+
+
+def test_pr_job_defaults_and_bad_refs(db, capsys, monkeypatch):
+    monkeypatch.setenv("GITHUB_BASE_REF", "main")
+    monkeypatch.setenv("GITHUB_SHA", "feedface01")
+    assert cli(["compare", "--history", str(db)]) == 1
+    assert "compare branch main -> commit feedface01" in capsys.readouterr().out
+    monkeypatch.delenv("GITHUB_BASE_REF")
+    assert cli(["compare", "--history", str(db)]) == 2
+    assert "give A and B" in capsys.readouterr().err
+    assert cli(["compare", "main", "nosuchref", "--history", str(db)]) == 2
+    assert "'nosuchref' names no complete run" in capsys.readouterr().err
+
+
+def test_untrusted_runs_are_no_baseline(db, capsys):
+    with open_history(db) as h:
+        h.set_trust(commit="0000029aaaa", reason="broken runner")
+    assert cli(["compare", "0000029aaaa", "feat", "--history", str(db)]) == 2
+    assert "names no complete run" in capsys.readouterr().err
+    # As B (what is judged) an untrusted run still compares.
+    assert cli(["compare", "main", "0000029aaaa", "--history", str(db)]) == 0

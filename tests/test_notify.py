@@ -1,0 +1,213 @@
+"""gates.notify and `gate-report notify`: against a fake GitHub API and a webhook receiver
+on localhost (never the network); no secret in any output."""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from gates.cli import main as cli
+from gates.gate import evaluate_run
+from gates.history import RunRecord, TestResult, open_history
+from gates.metrics import validate_metric
+from gates.notify import MARKER, NotifyError, post_webhook
+from gates.provenance import Provenance
+
+TOKEN = "ghs_SECRETtoken1234567890"
+NODE = "suites/serving/test_ttft.py::test_ttft"
+
+
+class Fake:
+    """A fake GitHub issue-comments API and a webhook receiver; records every call."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, str, str | None, dict | None]] = []
+        self.comments: dict[int, dict] = {7: {"id": 7, "body": "someone else's comment"}}
+        self.fail = False
+
+    def handler(self) -> type[BaseHTTPRequestHandler]:
+        fake = self
+
+        class H(BaseHTTPRequestHandler):
+            def log_message(self, *a) -> None:  # keep the test output clean
+                pass
+
+            def _body(self) -> dict | None:
+                n = int(self.headers.get("Content-Length") or 0)
+                return json.loads(self.rfile.read(n)) if n else None
+
+            def _send(self, code: int, obj) -> None:
+                data = json.dumps(obj).encode()
+                self.send_response(code)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def _handle(self, method: str) -> None:
+                body = self._body()
+                fake.calls.append((method, self.path, self.headers.get("Authorization"), body))
+                if fake.fail:
+                    return self._send(500, {"message": "boom"})
+                if self.path.startswith("/hook/"):
+                    return self._send(200, {"ok": True})
+                if method == "GET" and self.path.startswith("/repos/o/r/issues/5/comments"):
+                    return self._send(200, list(fake.comments.values()))
+                if method == "POST" and self.path == "/repos/o/r/issues/5/comments":
+                    cid = max(fake.comments) + 1
+                    fake.comments[cid] = {"id": cid, "body": body["body"]}
+                    return self._send(201, fake.comments[cid])
+                if method == "PATCH" and self.path.startswith("/repos/o/r/issues/comments/"):
+                    cid = int(self.path.rsplit("/", 1)[1])
+                    fake.comments[cid]["body"] = body["body"]
+                    return self._send(200, fake.comments[cid])
+                return self._send(404, {"message": "not found"})
+
+            def do_GET(self) -> None:  # noqa: N802
+                self._handle("GET")
+
+            def do_POST(self) -> None:  # noqa: N802
+                self._handle("POST")
+
+            def do_PATCH(self) -> None:  # noqa: N802
+                self._handle("PATCH")
+
+        return H
+
+
+@pytest.fixture
+def fake() -> Iterator[tuple[Fake, str]]:
+    f = Fake()
+    server = ThreadingHTTPServer(("127.0.0.1", 0), f.handler())
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f, f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def _history(path: Path, *, branch: str, steps: int, start: int = 0,
+             rng=None) -> np.random.Generator:
+    rng = rng or np.random.default_rng(5)
+    with open_history(path) as h:
+        for i in range(start, start + steps):
+            level = 1.0 if i < 30 else 1.15
+            p = Provenance(run_id=f"run-{i:04d}", suite="s", commit=f"{i:07d}cafe",
+                           branch=branch, started_at=f"2026-01-01T00:00:{i:02d}+00:00",
+                           fingerprint="fp", ci_url=f"https://ci.example/{i}")
+            h.start_run(p)
+            m = validate_metric("ttft", list(level * (1 + rng.normal(0, 0.01, 5))),
+                                unit="ms", better="lower")
+            h.record_run(RunRecord(p, [TestResult(NODE, NODE.split("::")[0], "passed", 1.0)],
+                                   [(NODE, m)], None, 0))
+            evaluate_run(h, p.run_id)
+    return rng
+
+
+def test_pr_comment_is_created_once_then_edited_in_place(tmp_path, fake, capsys,
+                                                          monkeypatch):
+    f, url = fake
+    db = tmp_path / "h.db"
+    rng = _history(db, branch="feat", steps=31)
+    monkeypatch.setenv("GITHUB_TOKEN", TOKEN)
+    event = tmp_path / "event.json"
+    event.write_text(json.dumps({"pull_request": {"number": 5}}))
+    monkeypatch.setenv("GITHUB_EVENT_PATH", str(event))
+    (tmp_path / "CODEOWNERS").write_text("suites/serving/ @org/serving\n")
+    args = ["notify", "--pr-comment", "--history", str(db), "--repo", "o/r",
+            "--api-url", url, "--root", str(tmp_path)]
+    assert cli(args) == 0
+    assert "PR #5: gate comment created" in capsys.readouterr().out
+    ours = [c for c in f.comments.values() if MARKER in c["body"]]
+    assert len(ours) == 1
+    body = ours[0]["body"]
+    assert body.index("FAIL regression") < body.index("### Owners") < body.index("### Runs")
+    assert "@org/serving" in body and "[Full report](https://ci.example/30)" in body
+    assert "### CI health" not in body
+    _history(db, branch="feat", steps=1, start=31, rng=rng)  # a later run of the PR
+    assert cli(args) == 0
+    assert "PR #5: gate comment updated" in capsys.readouterr().out
+    assert len([c for c in f.comments.values() if MARKER in c["body"]]) == 1
+    assert "run-0031" in [c for c in f.comments.values() if MARKER in c["body"]][0]["body"]
+    methods = [c[0] for c in f.calls]
+    assert methods == ["GET", "POST", "GET", "PATCH"]
+    assert all(c[2] == f"Bearer {TOKEN}" for c in f.calls)
+
+
+def test_webhook_once_per_regressing_change(tmp_path, fake, capsys, monkeypatch):
+    f, url = fake
+    db = tmp_path / "h.db"
+    rng = _history(db, branch="main", steps=31)
+    monkeypatch.setenv("GATES_WEBHOOK_URL", f"{url}/hook/T0/SECRETPATH")
+    monkeypatch.setenv("GITHUB_TOKEN", TOKEN)
+    args = ["notify", "--webhook", "--history", str(db)]
+    assert cli(args) == 0
+    assert "1 regression(s) sent" in capsys.readouterr().out
+    for i in (31, 32):  # the same change, later runs: nobody is told again
+        rng = _history(db, branch="main", steps=1, start=i, rng=rng)
+        assert cli(args) == 0
+        assert "0 regression(s) sent, 1 already notified" in capsys.readouterr().out
+    hooks = [c for c in f.calls if c[1].startswith("/hook/")]
+    assert len(hooks) == 1
+    payload = hooks[0][3]
+    assert payload["text"].startswith("Regression on main") and payload["blocks"]
+    assert payload["regressions"][0]["key"] == "ttft"
+    assert payload["regressions"][0]["commit"] == "0000030cafe"
+    assert hooks[0][2] is None  # the GitHub token never goes to a webhook
+
+
+def test_pr_branch_regressions_do_not_go_to_the_webhook(tmp_path, fake, capsys, monkeypatch):
+    f, url = fake
+    db = tmp_path / "h.db"
+    _history(db, branch="feat", steps=31)
+    monkeypatch.setenv("GATES_WEBHOOK_URL", f"{url}/hook/x")
+    assert cli(["notify", "--webhook", "--history", str(db)]) == 0
+    assert "0 regression(s) sent, 0 already notified" in capsys.readouterr().out
+    assert f.calls == []
+
+
+def test_failed_delivery_says_why_without_secrets_and_retries(tmp_path, fake, capsys,
+                                                              monkeypatch):
+    f, url = fake
+    db = tmp_path / "h.db"
+    _history(db, branch="main", steps=31)
+    hook = f"{url}/hook/T0/SECRETPATH"
+    monkeypatch.setenv("GATES_WEBHOOK_URL", hook)
+    monkeypatch.setenv("GITHUB_TOKEN", TOKEN)
+    f.fail = True
+    assert cli(["notify", "--webhook", "--pr-comment", "--pr", "5", "--repo", "o/r",
+                "--api-url", url, "--history", str(db)]) == 2
+    out = capsys.readouterr()
+    assert "HTTP 500" in out.err
+    f.calls.clear()
+    assert cli(["notify", "--webhook", "--history", str(db)]) == 2
+    out2 = capsys.readouterr()
+    assert "webhook at 127.0.0.1" in out2.err and "HTTP 500" in out2.err
+    for text in (out.out, out.err, out2.out, out2.err):
+        assert TOKEN not in text and "SECRETPATH" not in text
+    f.fail = False  # the claim was released: the next run delivers it
+    assert cli(["notify", "--webhook", "--history", str(db)]) == 0
+    assert "1 regression(s) sent" in capsys.readouterr().out
+
+
+def test_unreachable_webhook_and_missing_settings(tmp_path, capsys, monkeypatch):
+    with pytest.raises(NotifyError, match=r"webhook at 127.0.0.1:9") as e:
+        post_webhook("http://127.0.0.1:9/hook/SECRETPATH", {"text": "x"})
+    assert "SECRETPATH" not in str(e.value)
+    db = tmp_path / "h.db"
+    _history(db, branch="main", steps=2)
+    monkeypatch.delenv("GITHUB_TOKEN", raising=False)
+    monkeypatch.delenv("GATES_WEBHOOK_URL", raising=False)
+    assert cli(["notify", "--pr-comment", "--pr", "5", "--repo", "o/r",
+                "--history", str(db)]) == 2
+    assert "needs $GITHUB_TOKEN" in capsys.readouterr().err
+    assert cli(["notify", "--webhook", "--history", str(db)]) == 2
+    assert "needs $GATES_WEBHOOK_URL" in capsys.readouterr().err

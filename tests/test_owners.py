@@ -1,0 +1,159 @@
+"""gates.owners: CODEOWNERS matching, register_ci_gate(owner=), owners and accept hints in reports."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from ci_register.collect import GATE_OPTIONS
+from gates.cli import main as cli
+from gates.declarations import OPTIONS, DeclarationError, parse_plan_gates
+from gates.gate import evaluate_run
+from gates.history import RunRecord, TestResult, open_history
+from gates.metrics import validate_metric
+from gates.owners import owner_of, parse_codeowners, read_codeowners
+from gates.provenance import Provenance
+
+CODEOWNERS = """\
+# default owner, then more specific ones: the last match wins
+*                       @org/infra
+*.md                    @docs-team
+/suites/                @org/suites
+apps/                   @apps-team
+suites/serving/         @org/serving   # a trailing comment
+docs/*                  @docs-flat
+suites/serving/legacy/
+**/kernels/**/test_*.py @org/kernels
+"""
+
+
+@pytest.mark.parametrize(("path", "want"), [
+    ("setup.py", ("@org/infra",)),
+    ("README.md", ("@docs-team",)),
+    ("suites/evals/test_gsm8k.py", ("@org/suites",)),
+    ("suites/serving/test_ttft.py", ("@org/serving",)),
+    ("x/suites/serving/test_ttft.py", ("@org/infra",)),  # anchored (slash in the middle)
+    ("a/b/apps/main.py", ("@apps-team",)),  # a trailing-slash name matches anywhere
+    ("docs/intro.txt", ("@docs-flat",)),
+    ("docs/deep/intro.txt", ("@org/infra",)),  # docs/* does not reach nested files
+    ("suites/serving/legacy/test_old.py", ()),  # a line without owners: unowned
+    ("suites/kernels/attn/test_fa3.py", ("@org/kernels",)),
+])
+def test_codeowners_last_matching_line_wins(path, want):
+    assert owner_of(path, parse_codeowners(CODEOWNERS)) == want
+
+
+def test_codeowners_lookup_order(tmp_path: Path):
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "docs" / "CODEOWNERS").write_text("* @third\n")
+    (tmp_path / "CODEOWNERS").write_text("* @second\n")
+    assert owner_of("a.py", read_codeowners(tmp_path)) == ("@second",)
+    (tmp_path / ".github").mkdir()
+    (tmp_path / ".github" / "CODEOWNERS").write_text("* @first\n")
+    assert owner_of("a.py", read_codeowners(tmp_path)) == ("@first",)
+    assert read_codeowners(tmp_path / "nowhere") == []
+
+
+def test_owner_option_is_validated_and_collected():
+    assert "owner" in OPTIONS and "owner" in GATE_OPTIONS
+    g = parse_plan_gates([{"path": "t.py", "line": 3, "metric_key": "k",
+                           "options": {"owner": "@org/serving a@b.c"}}])["k"]
+    assert g.owner == "@org/serving a@b.c"
+    with pytest.raises(DeclarationError, match=r"t.py:3: .*owner='serving'; use '@team"):
+        parse_plan_gates([{"path": "t.py", "line": 3, "metric_key": "k",
+                           "options": {"owner": "serving"}}])
+
+
+def _history_with_held_regression(path: Path, owner: str | None) -> str:
+    rng = np.random.default_rng(1)
+    node = "suites/serving/test_ttft.py::test_ttft"
+    with open_history(path) as h:
+        for i in range(34):
+            level = 1.0 if i < 31 else 1.12
+            p = Provenance(run_id=f"run-{i:03d}", suite="s", commit=f"{i:07d}beef", branch="main",
+                           started_at=f"2026-01-01T00:00:{i:02d}+00:00", fingerprint="fp")
+            h.start_run(p)
+            m = validate_metric("ttft", list(level * (1 + rng.normal(0, 0.01, 5))), unit="ms",
+                                better="lower")
+            plan = {"gates": [{"path": "suites/serving/test_ttft.py", "line": 2,
+                               "metric_key": "ttft",
+                               "options": {"owner": owner} if owner else {}}]}
+            h.record_run(RunRecord(p, [TestResult(node, node.split("::")[0], "passed", 1.0)],
+                                   [(node, m)], plan, 0))
+            res = evaluate_run(h, p.run_id)
+        assert res.verdicts[0].verdict == "regression"
+    return p.run_id
+
+
+@pytest.mark.parametrize(("declared", "want"), [(None, "@org/serving"), ("@alice", "@alice")])
+def test_report_names_owner_and_accept_command(tmp_path: Path, capsys, monkeypatch,
+                                               declared, want):
+    db = tmp_path / "h.db"
+    rid = _history_with_held_regression(db, declared)
+    (tmp_path / "CODEOWNERS").write_text(CODEOWNERS)
+    assert cli(["--history", str(db), "--run", rid, "--format", "md", "--no-health",
+                "--root", str(tmp_path)]) == 1
+    md = capsys.readouterr().out
+    section = md.split("### Owners and next steps", 1)[1]
+    assert want in section.split("\n\n")[1]
+    assert "gate-report accept ttft --suite s --from 0000031beef" in section
+    # The same command, run as printed (with a reason), makes the new level the baseline.
+    monkeypatch.setenv("GITHUB_ACTIONS", "true")
+    monkeypatch.delenv("GITHUB_STEP_SUMMARY", raising=False)
+    cli(["--history", str(db), "--run", rid, "--no-health", "--root", str(tmp_path),
+         "--format", "json", "--out", str(tmp_path / "r.json")])
+    err = capsys.readouterr().err
+    assert "::error " in err and f"owner {want}" in err
+    assert json.loads((tmp_path / "r.json").read_text())["verdicts"][0]["owner"] == want
+
+
+def test_no_hint_before_the_change_held(tmp_path: Path, capsys):
+    db = tmp_path / "h.db"
+    rng = np.random.default_rng(1)
+    with open_history(db) as h:
+        for i in range(32):
+            p = Provenance(run_id=f"r{i:03d}", suite="s", commit=f"{i:07d}beef",
+                           started_at=f"2026-01-01T00:00:{i:02d}+00:00", fingerprint="fp")
+            h.start_run(p)
+            m = validate_metric("ttft", list((1.0 if i < 31 else 1.15)
+                                             * (1 + rng.normal(0, 0.01, 5))),
+                                unit="ms", better="lower")
+            h.record_run(RunRecord(p, [], [("t.py::t", m)], None, 0))
+        assert evaluate_run(h, "r031").verdicts[0].verdict == "regression"
+    assert cli(["--history", str(db), "--no-health", "--root", str(tmp_path)]) == 1
+    assert "gate-report accept" not in capsys.readouterr().out
+
+
+def test_report_shows_the_stored_bisection(tmp_path: Path, capsys):
+    db = tmp_path / "h.db"
+    rid = _history_with_held_regression(db, "@alice")
+    with open_history(db) as h:
+        h.save_bisect({"suite": "s", "key": "ttft", "good": "a" * 40, "bad": "b" * 40,
+                       "outcome": "culprit", "culprit": "c0ffee" * 6, "executions": 41,
+                       "evidence": {"candidates": []}})
+    assert cli(["--history", str(db), "--run", rid, "--no-health", "--root", str(tmp_path)]) == 1
+    out = capsys.readouterr().out
+    assert "culprit c0ffeec0ffee (41 runs)" in out.split("Owners and next steps", 1)[1]
+
+
+def test_an_improvement_that_held_gets_its_accept_command(tmp_path: Path, capsys):
+    db = tmp_path / "h.db"
+    rng = np.random.default_rng(2)
+    with open_history(db) as h:
+        for i in range(34):
+            p = Provenance(run_id=f"run-{i:03d}", suite="s", commit=f"{i:07d}beef",
+                           started_at=f"2026-01-01T00:00:{i:02d}+00:00", fingerprint="fp")
+            h.start_run(p)
+            m = validate_metric("ttft", list((1.0 if i < 31 else 0.85)
+                                             * (1 + rng.normal(0, 0.01, 5))),
+                                unit="ms", better="lower")
+            h.record_run(RunRecord(p, [], [("t.py::t", m)], None, 0))
+            res = evaluate_run(h, p.run_id)
+        assert res.verdicts[0].verdict == "improvement"
+    assert cli(["--history", str(db), "--no-health", "--root", str(tmp_path)]) == 0
+    out = capsys.readouterr().out.split("Owners and next steps", 1)[1]
+    assert "gate-report accept ttft --suite s --from 0000031beef" in out
+    assert "faster/better by design" in out
