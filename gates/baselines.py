@@ -134,7 +134,7 @@ def bulk_baselines(history: History, run: Mapping[str, Any], keys: set[str], exc
         return {}
     suite, fp = run["suite"], run.get("fingerprint")
     medians: dict[int, float | None] = {}
-    done = _newest_rows(history, run, keys, exclude, need, medians)
+    done = _newest_rows(history, run, keys, exclude, need, medians, drop)
     subs = history.transient_reruns(suite, set(done))
     if subs:
         _stand_in(history, suite, fp, done, subs, medians)
@@ -151,7 +151,8 @@ _Kept = list[tuple[str, list[int]]]  # (run id, its metric row ids of the key), 
 
 
 def _newest_rows(history: History, run: Mapping[str, Any], keys: set[str], exclude: set[str],
-                 need: int, medians: dict[int, float | None]) -> dict[str, _Kept]:
+                 need: int, medians: dict[int, float | None],
+                 drop: Mapping[str, frozenset[str]] | None = None) -> dict[str, _Kept]:
     """Each key's newest ``need`` baseline runs, reading runs in batches only while some
     key still lacks runs; fills ``medians`` {metric row id: stored median}."""
     suite, fp = run["suite"], run.get("fingerprint")
