@@ -94,7 +94,7 @@ def unheld_chains(history: History, suite: str, key: str,
     if not reruns:
         return []
     said: dict[str, str] = {}
-    for rid, verdict, detail in history.key_verdicts(key, reruns):
+    for rid, verdict, detail in history.rerun_key_verdicts(key, reruns):
         # A rerun that asked the next to corroborate it (decisions.corroborate) was
         # beyond every baseline run: not a sequential confirm's sample.
         said[rid] = "corroborate" if '"corroborate": true' in (detail or "") else verdict

@@ -119,7 +119,7 @@ class BaselineReads:
                 [*part, suite])))
         return out
 
-    def key_verdicts(self, key: str, run_ids: Sequence[str]) -> list[KeyVerdict]:
+    def rerun_key_verdicts(self, key: str, run_ids: Sequence[str]) -> list[KeyVerdict]:
         """The saved verdicts on ``key`` of ``run_ids`` (every attempt)."""
         out: list[KeyVerdict] = []
         for part in _chunks(list(run_ids)):
