@@ -89,13 +89,12 @@ def _prctl(option: int, value: int) -> None:
         pass
 
 
-def _orphans() -> list[int]:
-    """Live processes whose parent is this one (orphans a subreaper inherits)."""
-    me, out = os.getpid(), []
+def _proc_stats() -> Iterator[tuple[int, list[bytes]]]:
+    """(pid, the /proc/PID/stat fields after `comm`) of every readable process (Linux)."""
     try:
         entries = os.listdir("/proc")
     except OSError:
-        return out
+        return
     for name in entries:
         if not name.isdigit():
             continue
@@ -104,10 +103,14 @@ def _orphans() -> list[int]:
                 stat = handle.read()
         except OSError:
             continue
-        fields = stat[stat.rfind(b")") + 2:].split()
-        if len(fields) > 1 and int(fields[1]) == me:
-            out.append(int(name))
-    return out
+        # pid (comm) state ppid pgrp ...: comm may hold spaces and parentheses.
+        yield int(name), stat[stat.rfind(b")") + 2:].split()
+
+
+def _orphans() -> list[int]:
+    """Live processes whose parent is this one (orphans a subreaper inherits)."""
+    me = os.getpid()
+    return [pid for pid, fields in _proc_stats() if len(fields) > 1 and int(fields[1]) == me]
 
 
 def _sweep_orphans(counted: set[int]) -> int:
@@ -141,24 +144,8 @@ def _child_setup() -> None:  # runs in the child between fork and exec
 
 def group_members(pgid: int) -> list[int]:
     """Pids whose process group is `pgid` (Linux /proc; empty where unreadable)."""
-    out = []
-    try:
-        entries = os.listdir("/proc")
-    except OSError:
-        return out
-    for name in entries:
-        if not name.isdigit():
-            continue
-        try:
-            with open(f"/proc/{name}/stat", "rb") as handle:
-                stat = handle.read()
-        except OSError:
-            continue
-        # pid (comm) state ppid pgrp ...: comm may hold spaces and parentheses.
-        fields = stat[stat.rfind(b")") + 2:].split()
-        if len(fields) > 2 and int(fields[2]) == pgid and fields[0] != b"Z":
-            out.append(int(name))
-    return out
+    return [pid for pid, fields in _proc_stats()
+            if len(fields) > 2 and int(fields[2]) == pgid and fields[0] != b"Z"]
 
 
 def _killpg(pgid: int, sig: int) -> None:
