@@ -43,7 +43,7 @@ def test_candidates_follow_first_parent_from_good_to_bad(repo):
 def test_bisect_names_the_slower_commit_and_stores_evidence(repo, capsys):
     path, shas, db = repo
     rc = cli(["bisect", "work_s", "--good", shas[0], "--bad", shas[-1], "--repo", str(path),
-              "--history", str(db), "--calib", "6", "--reps", "1", "--max-reps", "4", "--verify", "6"])
+              "--history", str(db), "--calib", "6", "--reps", "1", "--max-reps", "8", "--verify", "6"])
     out = capsys.readouterr()
     assert rc == 0, out.err
     assert f"bisect work_s: culprit {shas[3][:12]}" in out.out
