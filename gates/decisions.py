@@ -9,7 +9,9 @@ stages of the sequential confirm of a tripped metric). Pure; design in ``gates.s
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from enum import StrEnum
+from typing import Any
 
 import numpy as np
 
@@ -22,8 +24,12 @@ from gates.judge import (
     judge_summaries,
 )
 from gates.robust import QN_EFF, empirical_bound, predictive_z_pvalue, subset_means
+from gates.verdicts import FAILING
 
 __all__ = [
+    "Stage",
+    "next_stage",
+    "stage_of",
     "decide",
     "independent",
     "level_for",
@@ -33,6 +39,59 @@ __all__ = [
     "corroborate",
     "split_p",
 ]
+
+RERUN_VERDICTS = (*FAILING, "suspect")  # a first attempt's verdicts an enforced gate reruns
+
+
+class Stage(StrEnum):
+    """Where a metric stands in the confirm protocol (stored in ``verdicts.stage``).
+
+    FIRST: the run as recorded, judged with its run's other metrics (BH), at the
+    level ``level_for`` gives. RERUN: the first confirm rerun of a tripped or
+    suspect metric, the first attempt left out of the baseline (``confirm``).
+    CORROBORATE: the rerun after a held rerun that lay beyond every run of a
+    heavy-tailed baseline (``corroborate``). RERUNS: the second rerun on, the
+    mean of the chain's reruns decides (``confirm_reruns``).
+    """
+
+    FIRST = "first"
+    RERUN = "rerun"
+    CORROBORATE = "corroborate"
+    RERUNS = "reruns"
+
+
+def next_stage(stage: Stage, verdict: str, *, enforced: bool = True,
+               corroborate: bool = False, attempts_left: int = 1) -> Stage | None:
+    """The stage of the next attempt at a metric, given this attempt's stage and
+    verdict, or None where the verdict is final.
+
+    An enforced first attempt that failed or is suspect is rerun (RERUN); a rerun
+    that says ``suspect`` asks for one more: the next corroborates it where it lay
+    beyond every run of a heavy-tailed baseline (``corroborate``: its evidence),
+    else the reruns' mean decides (RERUNS). Nothing follows without attempts left,
+    in warn mode, or after a corroborating rerun.
+    """
+    if attempts_left < 1 or not enforced:
+        return None
+    if stage is Stage.FIRST:
+        return Stage.RERUN if verdict in RERUN_VERDICTS else None
+    if verdict != "suspect" or stage is Stage.CORROBORATE:
+        return None
+    return Stage.CORROBORATE if stage is Stage.RERUN and corroborate else Stage.RERUNS
+
+
+def stage_of(row: Mapping[str, Any], previous: Mapping[str, Any] | None = None) -> Stage:
+    """A stored verdict row's stage: its ``stage`` column, or, for a row saved without
+    one, what its attempt and the previous attempt's row imply (as migration m003)."""
+    if row.get("stage"):
+        return Stage(row["stage"])
+    attempt = int(row.get("attempt") or 1)
+    if attempt <= 1:
+        return Stage.FIRST
+    if attempt == 2:
+        return Stage.RERUN
+    asked = previous is not None and bool((previous.get("detail") or {}).get("corroborate"))
+    return Stage.CORROBORATE if asked else Stage.RERUNS
 
 
 def decide(j: Judgement, q_worse: float, *, level: float, q_better: float | None = None,

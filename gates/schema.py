@@ -129,14 +129,29 @@ def _m002_after_verdict(db: Database) -> None:
                                      index_name="notifications_dedupe")
 
 
+@MIGRATIONS(name="m003_verdict_stage")
+def _m003_verdict_stage(db: Database) -> None:
+    # The confirm protocol's stage of each verdict (``gates.decisions.Stage``) in its own
+    # column. Older rows get the stage their attempt and the row before them imply: the
+    # first attempt, the first rerun, and later reruns (a rerun after one whose detail asked
+    # for corroboration corroborated it).
+    db["verdicts"].add_column("stage", str)
+    db.execute("UPDATE verdicts SET stage = CASE WHEN attempt <= 1 THEN 'first' "
+               "WHEN attempt = 2 THEN 'rerun' ELSE 'reruns' END")
+    db.execute(
+        "UPDATE verdicts SET stage = 'corroborate' WHERE attempt >= 3 AND EXISTS ("
+        "SELECT 1 FROM runs r JOIN verdicts p ON p.run_id = r.confirm_of AND p.key = verdicts.key "
+        "WHERE r.run_id = verdicts.run_id AND p.detail LIKE '%\"corroborate\": true%')")
+
+
 # The code's schema version: how many migrations it knows. A file whose
 # `_sqlite_migrations` names one we do not know was written by newer code.
-KNOWN_MIGRATIONS = ("m001_initial", "m002_after_verdict")
+KNOWN_MIGRATIONS = ("m001_initial", "m002_after_verdict", "m003_verdict_stage")
 SCHEMA_VERSION = len(KNOWN_MIGRATIONS)
 
 # The `verdicts` columns a caller's row fills (see `History.save_verdicts`); the
 # other keys of a row are folded into `detail`.
 VERDICT_COLUMNS = (
     "key", "nodeid", "verdict", "baseline", "new", "rel_change", "ci_low", "ci_high",
-    "statistic", "p_value", "q_value", "floor", "mode", "detail", "attempt",
+    "statistic", "p_value", "q_value", "floor", "mode", "detail", "attempt", "stage",
 )
