@@ -176,10 +176,10 @@ def _num(x: float | None) -> float:
 
 def _chain_note(j: stats.Judgement, root: float | None, n: int) -> str:
     """The message's clause for a hold the first attempt's split test turned into a pass."""
-    if not j.extras.get("chain_transient"):
+    if not j.extras.chain_transient:
         return ""
     return (f"; but the first attempt {_num(root):.6g} is a transient against the mean of "
-            f"its {n} reruns (p {j.extras['p_split']:.2g}) and they are not clear on their own: "
+            f"its {n} reruns (p {j.extras.p_split:.2g}) and they are not clear on their own: "
             "pass")
 
 
@@ -187,18 +187,18 @@ def _at_rerun(x: Inputs, v: Verdict, chain: Chain, key: str, another: bool) -> s
     first = chain.previous.get(key)
     j, v.verdict = stats.confirm(x.summaries, x.value, first=first,
                                  suspect=key in chain.from_suspect, another=another, **x.kw())
-    if v.verdict == "suspect" and j.extras.get("corroborate"):
+    if v.verdict == "suspect" and j.extras.corroborate:
         v.corroborate = True
-        kind = "a heavy-tailed" if j.extras.get("heavy") else "a slightly autocorrelated"
+        kind = "a heavy-tailed" if j.extras.heavy else "a slightly autocorrelated"
         v.message = (f"rerun {_num(x.value):.6g} beyond every run of {kind} baseline: "
                      f"held only if the next rerun ranks among the worst "
                      f"{x.params.corroborate_rank:g} of them")
     elif v.verdict == "suspect":
-        v.message = (f"rerun alone p {j.extras['p_run_worse']:.2g}"
+        v.message = (f"rerun alone p {j.extras.p_run_worse:.2g}"
                      + (": beyond every baseline run, where that p rests on the fitted "
-                        "tail; another rerun decides" if j.extras.get("beyond") else
+                        "tail; another rerun decides" if j.extras.beyond else
                         ": borderline, another rerun decides"))
-    p_split = j.extras.get("p_split", 1.0)
+    p_split = j.extras.p_split
     if p_split <= x.params.transient_level and v.verdict != "regression":
         v.transient = True
         v.message = (f"first attempt {_num(first):.6g} a transient against this rerun "
@@ -211,7 +211,7 @@ def _at_corroborate(x: Inputs, v: Verdict, chain: Chain, key: str) -> stats.Judg
     j, v.verdict = stats.corroborate(x.summaries, x.value, first=root, previous=first, **x.kw())
     if j.status == "ok":
         v.message = (f"previous rerun {_num(first):.6g} beyond every baseline run; this "
-                     f"rerun ranks p {j.extras['rank_worse']:.2g} among them: held at "
+                     f"rerun ranks p {j.extras.rank_worse:.2g} among them: held at "
                      f"<= {x.params.corroborate_rank:g}" + _chain_note(j, root, 2))
     return j
 
@@ -241,10 +241,10 @@ def _at_reruns(x: Inputs, v: Verdict, chain: Chain, key: str, another: bool,
     j, v.verdict = stats.confirm_reruns(x.summaries, reruns, final=not another,
                                         carried=carried, first=root, **x.kw())
     prev = ", ".join(f"{_num(e):.6g}" for e in earlier)
-    n_all = len(reruns) + int(j.extras.get("carried", 0))
-    if j.extras.get("carried"):
+    n_all = len(reruns) + int(j.extras.carried)
+    if j.extras.carried:
         prev += f"; {len(carried)} carried from the unheld confirms of " + ", ".join(roots)
-    level = j.extras.get("rerun_level")  # set where these reruns decided outright
+    level = j.extras.rerun_level  # set where these reruns decided outright
     p = x.params
     v.message = (f"mean of {n_all} reruns (earlier: {prev}) against means of "
                  f"{n_all} baseline runs: "

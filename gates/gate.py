@@ -450,7 +450,7 @@ def _decide_first(ctx: _Run, v: Verdict, j: stats.Judgement, gate: Gate,
         # rerun decides; never a failure by itself.
         v.verdict = "suspect"
         v.message = (f"{v.message}; " if v.message else "") + (
-                     f"new run alone p {j.extras['p_run_worse']:.2g}: screened at "
+                     f"new run alone p {j.extras.p_run_worse:.2g}: screened at "
                      f"{params.screen_level:g}, a confirm rerun decides")
     if v.verdict == "improvement":  # its own p, not the bad direction's
         v.p_value, v.q_value = _num(j.p_better), q_better
@@ -520,7 +520,7 @@ def _judge_one(ctx: _Run, key: str, rows: Sequence[Mapping[str, Any]], gate: Gat
                        history=ctx.history, suite=ctx.run["suite"],
                        ids=ctx.base_ids.get(key) or ())
     # A chain's borderline hold the first attempt's split test undid (stats.split_p).
-    v.chain_transient = bool(j.extras.get("chain_transient"))
+    v.chain_transient = bool(j.extras.chain_transient)
     v.new = _num(j.value)
     v.baseline = _num(j.baseline)
     v.rel_change = _num(j.rel_change)
@@ -532,7 +532,7 @@ def _judge_one(ctx: _Run, key: str, rows: Sequence[Mapping[str, Any]], gate: Gat
     v.method = (j.statistic if j.status == "ok" else j.status if j.reason
                 else f"needs {ctx.params.min_history} runs")
     v.n_baseline = j.n_baseline
-    if j.extras.get("new_host"):
+    if j.extras.new_host:
         v.message = _new_host_message(j)
     if j.reason:
         v.message = j.reason
@@ -541,10 +541,10 @@ def _judge_one(ctx: _Run, key: str, rows: Sequence[Mapping[str, Any]], gate: Gat
 
 def _new_host_message(j: stats.Judgement) -> str:
     """What a first run on a machine the baseline has not seen was allowed."""
-    if not j.extras.get("host_var_known"):
+    if not j.extras.host_var_known:
         return ("first run on this machine; the baseline has runs of one machine only, so "
                 "machine-to-machine spread is unknown and not allowed for")
-    tau = math.sqrt(j.extras.get("host_var", 0.0))
+    tau = math.sqrt(j.extras.host_var)
     if tau <= 0:
         return "first run on this machine; the baseline's machines show no spread between them"
     if j.baseline:

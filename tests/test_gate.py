@@ -10,7 +10,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from gates import gate as gate_mod
 from gates import stats
 from gates.gate import GateInputError, evaluate_run, main, verdict_table
 from gates.history import RunRecord, TestResult, open_history
