@@ -19,7 +19,16 @@ import numpy as np
 
 from gates import stats
 from gates.baselines import unheld_chains
-from gates.decisions import Stage, next_stage, stage_of
+from gates.decisions import (
+    CORROBORATE_RANK,
+    EARLY_HOLD,
+    FUTILITY,
+    TRANSIENT_LEVEL,
+    Stage,
+    mixture_hold_p,
+    next_stage,
+    stage_of,
+)
 from gates.declarations import Gate
 from gates.history import History
 from gates.verdicts import FAILING
@@ -192,14 +201,18 @@ def _at_rerun(x: Inputs, v: Verdict, chain: Chain, key: str, another: bool) -> s
         kind = "a heavy-tailed" if j.extras.heavy else "a slightly autocorrelated"
         v.message = (f"rerun {_num(x.value):.6g} beyond every run of {kind} baseline: "
                      f"held only if the next rerun ranks among the worst "
-                     f"{x.params.corroborate_rank:g} of them")
+                     f"{CORROBORATE_RANK:g} of them")
+    elif (v.verdict == "regression" and another and stats.independent(j)
+          and j.extras.p_run_worse <= mixture_hold_p(x.params.level)):
+        v.message = (f"rerun alone p {j.extras.p_run_worse:.2g}: holds alone at the "
+                     f"sequential rule's first boundary ({mixture_hold_p(x.params.level):.2g})")
     elif v.verdict == "suspect":
         v.message = (f"rerun alone p {j.extras.p_run_worse:.2g}"
                      + (": beyond every baseline run, where that p rests on the fitted "
                         "tail; another rerun decides" if j.extras.beyond else
                         ": borderline, another rerun decides"))
     p_split = j.extras.p_split
-    if p_split <= x.params.transient_level and v.verdict != "regression":
+    if p_split <= TRANSIENT_LEVEL and v.verdict != "regression":
         v.transient = True
         v.message = (f"first attempt {_num(first):.6g} a transient against this rerun "
                      f"(p {p_split:.2g}): later baselines take this rerun's value")
@@ -212,7 +225,7 @@ def _at_corroborate(x: Inputs, v: Verdict, chain: Chain, key: str) -> stats.Judg
     if j.status == "ok":
         v.message = (f"previous rerun {_num(first):.6g} beyond every baseline run; this "
                      f"rerun ranks p {j.extras.rank_worse:.2g} among them: held at "
-                     f"<= {x.params.corroborate_rank:g}" + _chain_note(j, root, 2))
+                     f"<= {CORROBORATE_RANK:g}" + _chain_note(j, root, 2))
     return j
 
 
@@ -245,12 +258,11 @@ def _at_reruns(x: Inputs, v: Verdict, chain: Chain, key: str, another: bool,
     if j.extras.carried:
         prev += f"; {len(carried)} carried from the unheld confirms of " + ", ".join(roots)
     level = j.extras.rerun_level  # set where these reruns decided outright
-    p = x.params
     v.message = (f"mean of {n_all} reruns (earlier: {prev}) against means of "
                  f"{n_all} baseline runs: "
                  + (f"held at p <= {level:g}" if level is not None else
-                    f"held at p <= {p.rerun_mean_hold_level:g}, pass above "
-                    f"{p.rerun_mean_stop_level:g}, else another rerun")
+                    f"held at p <= {EARLY_HOLD:g}, pass above "
+                    f"{FUTILITY:g}, else another rerun")
                  + _chain_note(j, root, len(reruns)))
     return j
 

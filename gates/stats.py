@@ -87,6 +87,8 @@ per-metric tuning.
 from __future__ import annotations
 
 from gates.decisions import (
+    TRANSIENT_LEVEL,
+    Stage,
     confirm,
     confirm_reruns,
     corroborate,
@@ -94,6 +96,8 @@ from gates.decisions import (
     independent,
     is_suspect,
     level_for,
+    next_stage,
+    sequential_step,
     split_p,
 )
 from gates.judge import (
@@ -152,4 +156,8 @@ __all__ = [
     "independent",
     "level_for",
     "split_p",
+    "Stage",
+    "next_stage",
+    "sequential_step",
+    "TRANSIENT_LEVEL",
 ]
