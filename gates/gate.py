@@ -9,37 +9,18 @@ Exit codes: 0 passed (or warn/off mode); 1 an enforced ``regression``,
 ``threshold-fail`` or ``missing``; 2 bad input (unknown run, unreadable plan
 or history, an ``error`` verdict in enforce mode).
 
-Confirm on trip (what ``ci_register.runner`` does):
-
-1. ``evaluate_run(h, A)`` -> ``result.tripped_nodeids`` (written to
-   ``--tripped-out`` as a JSON list): the tests behind enforced failures (exit 1)
-   and behind ``suspect`` verdicts (the new run alone passed the screen,
-   ``stats.is_suspect``, but not the level: exit 0 unless something failed);
-2. the runner reruns only those tests as run B with ``confirm_of = A``;
-3. ``evaluate_run(h, B, confirm_of=A)`` judges only the metrics A tripped or
-   suspected, with A left out of the baseline, at ``confirm_level`` (and, when
-   a multi-run window decided, the two attempts' mean must lean the bad way;
-   a suspect holds only when that mean reaches ``suspect_pair_level``); the
-   regression holds only if it holds in B. B's verdicts are saved under B with
-   ``attempt = 2`` (A keeps its ``attempt = 1`` rows), so both attempts are
-   recorded. The default number of confirm attempts is
-   ``DEFAULTS.confirm_attempts`` = 4 (the runner's ``--confirm``, passed on as
-   ``--attempts-left``): where B's rerun is borderline (``stats.confirm`` with
-   ``another``) B says ``suspect`` and lists only those tests; the runner
-   reruns them as C (``confirm_of = B``), judged with ``stats.confirm_reruns``
-   on the mean of B and C (A left out of the baseline too); while that mean is
-   borderline and attempts are left, C says ``suspect`` again and D follows
-   (``confirm_of = C``: the chain back to A names every earlier rerun); with
-   ``--confirm 0`` a suspect stays a suspect and never fails the session.
-   From C on, the reruns of the metric's unheld sequential confirms at the
-   last 10 baseline runs (``baselines.unheld_chains``) join that mean. On a
-   heavy-tailed baseline, a rerun B that holds but lies beyond every baseline
-   run says ``suspect`` too (as on one with a small positive lag-1 bound,
-   ``decisions._outlier_check``; saved with ``detail.corroborate``), and C alone
-   decides, by its rank among the baseline runs (``stats.corroborate``). Where
-   C (or a later rerun) would hold only at a borderline p, A, read from the end
-   of the chain, must also be one draw of the reruns' regime (``stats.split_p``):
-   else the chain passes, saved with ``detail.chain_transient``.
+Confirm on trip (what ``ci_register.runner`` does): every verdict has a stage
+(``decisions.Stage``: first, rerun, corroborate, reruns; saved in
+``verdicts.stage``) and ``decisions.next_stage`` says whether another attempt
+follows. ``evaluate_run(h, A)`` lists in ``result.tripped_nodeids`` (written to
+``--tripped-out``) the tests of metrics with a next stage; the runner reruns
+only those as run B with ``confirm_of = A`` while attempts are left (its
+``--confirm``, passed on as ``--attempts-left``), and ``evaluate_run(h, B)``
+judges each such metric at its stage (``gates.attempts``), with every earlier
+attempt of the chain left out of the baseline. B's verdicts are saved under B
+with ``attempt = 2``; failures an earlier rerun held are final (shown again,
+not saved again). With ``--confirm 0`` a suspect stays a suspect and never
+fails the session. The protocol: ``docs/gates/design.md``.
 
 Baselines (``gates.baselines``): complete, trusted runs of the same suite, metric
 key and hardware fingerprint before the judged run, read for every metric of a run

@@ -54,13 +54,10 @@ __all__ = [
 ]
 
 PAIR_TAIL = 2.0  # 3+ baseline runs this many scales on the bad side: a heavy tail or second mode
-QUANTILE_K = 7  # runs whose minimum (bad direction) the quantile test judges (5 -> 7: bimodal
-# and H200 within-10 detection of 5% steps +5-14 points, their false alarms no higher)
+QUANTILE_K = 7  # runs whose minimum (bad direction) the quantile test judges
 QUANTILE_WEIGHT = 0.1  # its share of the level, taken from the windows, where it applies
 QUANTILE_RHO = 0.2  # ... on baselines whose cautious lag-1 autocorrelation (rho_lo) is at most
-# this (0 -> 0.2: rho_lo > 0 by chance in 24% of independent Gaussian 40-run baselines and 61% of
-# two-mode ones, whose skew the median-centred estimator reads as autocorrelation, had switched
-# it off; within-10 detection in bimodal and H200 cells +5-29 points, six-seed null FA +0-0.2)
+# this (two-mode baselines read as autocorrelated by chance; docs/gates/calibration.md)
 
 
 @dataclass(frozen=True)
@@ -189,10 +186,7 @@ def judge_summaries(
     segment about its own centre (``lag1_autocorr(tail=...)``): on a short
     history (runs 30-38 of a series have a 21-29-run baseline) that is 9 more
     runs to tell autocorrelated from independent, and a change among the
-    recent runs does not read as autocorrelation (twelve benchmark seeds:
-    AR(1) m=5 null FA 5.54 -> 5.17% with this alone; reading rho from the
-    last 40 runs about one centre gave 3.25% but cost up to 10 points of
-    detection, a recent change reading as dependence). The
+    recent runs does not read as autocorrelation. The
     k = 1 test, where a cautious lower bound of the lag-1 autocorrelation is
     above 0 (``rho_lower``; iid-looking baselines keep the plain test),
     predicts the new run one step ahead, c + rho (x_prev - c) with the
@@ -233,10 +227,8 @@ def judge_summaries(
     for a transient first attempt (``gates.baselines``). Under AR(1) the
     rerun and the run it replaces are two draws given the state before (two
     independent innovations), so the one-step prediction from it gains
-    rho^2 * 2 s1c^2 of variance; without it a glitch's clean rerun, lower than
-    the state it hides, made the next run look high (benchmark, AR(1) paired
-    spike series, six seeds: 9 (m=1) and 6 (m=5) of 1,200 series alarmed on the
-    run after the spike, 1 and 1 with it; ``tests/test_stats.py``).
+    rho^2 * 2 s1c^2 of variance (a glitch's clean rerun, lower than the state
+    it hides, would make the next run look high).
     """
     h = np.asarray(history, dtype=float)
     finite = np.isfinite(h)
