@@ -80,6 +80,7 @@ from gates.schema import (
     unpack_samples,
 )
 from gates.store.baseline_reads import BaselineReads
+from gates.store.fleet_sql import FleetSQL
 from gates.store.report_reads import ReportReads
 
 __all__ = [
@@ -154,7 +155,7 @@ def open_history(path: str | os.PathLike[str], *, create: bool = True,
     return History(path, create=create, readonly=readonly, busy_timeout_s=busy_timeout_s)
 
 
-class History(BaselineReads, ReportReads):
+class History(BaselineReads, ReportReads, FleetSQL):
     """A history file. Use as a context manager or call `close()`.
 
     `create=False` refuses a missing file; `readonly=True` opens without writing
