@@ -11,6 +11,8 @@
     gate-report notify   [--pr-comment] [--webhook] [--run ID]
     gate-report bisect   KEY --good C1 --bad C2 [--suite S] [--repo PATH]
     gate-report accept   KEY-or-glob --from COMMIT --reason "..." [--suite S] [--test GLOB]
+    gate-report snapshot --suite S [--fingerprint FP] --out snap.db
+    gate-report prune    (--keep 90d | --keep-runs N) [--apply]
 
 A thin skin: each command parses its arguments and calls the library
 (`gates.report_query`, `gates.report`, `gates.render_*`, `gates.health`,
@@ -30,6 +32,7 @@ from pathlib import Path
 from typing import NoReturn
 
 from gates import cli_after as after
+from gates import cli_fleet as fleet
 
 __all__ = ["COMMANDS", "FORMATS", "build_parser", "main"]
 
@@ -317,6 +320,7 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "trust": _trust(True),
     "untrust": _trust(False),
     **after.COMMANDS,
+    **fleet.COMMANDS,
 }
 
 
@@ -333,6 +337,8 @@ _EXAMPLES = """examples:
   gate-report untrust --commit abc1234 --reason "broken runner gpu-17"
   gate-report compare main my-branch --format md
   gate-report accept 'serving/ttft_ms*' --from abc1234 --reason "chunked prefill, #1234"
+  gate-report snapshot --suite stage-b-1gpu --out snap.db   what a shard gates against
+  gate-report prune --keep 90d                  what would go; --apply deletes and compacts
 
 exit codes: 0 nothing regressed in what is reported; 1 a gate failed in it;
 2 usage or input error. With GITHUB_ACTIONS=true the Markdown also goes to
@@ -430,6 +436,7 @@ def build_parser() -> argparse.ArgumentParser:
             tp.add_argument("--reason", required=True,
                             help='why, e.g. "broken runner gpu-17" (kept in the trust log)')
     after.add_parsers(sub, _add_history, _count)
+    fleet.add_parsers(sub, _add_history, _count)
     return p
 
 
@@ -450,7 +457,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         args = parser.parse_args(_with_default_command(argv))
         return COMMANDS[args.command](args)
-    except _UsageError as exc:
+    except (_UsageError, fleet.FleetUsageError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     except (HistoryError, ReportInputError, CompareInputError) as exc:

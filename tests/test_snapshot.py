@@ -3,39 +3,16 @@ planner the durations) the whole history gives, and uploads only its own run."""
 
 from __future__ import annotations
 
-import random
 import shutil
 from pathlib import Path
 
 import pytest
+from fleet_history import ENTRY, FP, KEYS, SUITE, record
 
 from gates.gate import evaluate_run
-from gates.history import HistoryError, RunRecord, TestResult, open_history
+from gates.history import HistoryError, open_history
 from gates.merge import merge_histories
-from gates.metrics import validate_metric
-from gates.provenance import Provenance
 from gates.snapshot import make_snapshot, seed_shard, strip_shard
-
-SUITE, FP = "stage-b", "h200"
-KEYS = [f"k{i}/latency" for i in range(8)]
-ENTRY = {"pattern": "k4*", "entry_id": "accept-k4", "reason": "new kernel", "source": "file"}
-
-
-def _record(h, i: int, *, fp: str = FP, keys=KEYS, shift: float = 1.0, confirm_of=None,
-            run_id: str | None = None, seed: int = 0) -> str:
-    rng = random.Random(i * 7919 + seed)
-    prov = Provenance(run_id=run_id or f"run{i:04d}{fp}", suite=SUITE, fingerprint=fp,
-                      commit=f"{i:07d}" + "c" * 33, confirm_of=confirm_of,
-                      started_at=f"2026-03-{1 + i // 24:02d}T{i % 24:02d}:00:00+00:00")
-    paths = [f"suites/b/test_{j}.py" for j in range(3)]
-    tests = [TestResult(f"{p}::t", p, "passed", 10.0 + j + rng.random())
-             for j, p in enumerate(paths)]
-    metrics = [(tests[n % 3].nodeid, validate_metric(
-        k, [(1.0 + n) * (shift if n == 0 else 1.0) * (1 + rng.gauss(0, 0.01)) for _ in range(5)],
-        unit="s", better="lower")) for n, k in enumerate(keys)]
-    h.start_run(prov)
-    h.record_run(RunRecord(prov, tests, metrics, None, 0))
-    return prov.run_id
 
 
 @pytest.fixture(scope="module")
@@ -45,12 +22,12 @@ def history(tmp_path_factory) -> Path:
         ids = []
         for i in range(100):
             keys = [*KEYS, "gone/latency"] if i < 10 else KEYS  # a key only old runs have
-            ids.append(_record(h, i, keys=keys))
+            ids.append(record(h, i, keys=keys))
         for i in range(100, 105):
-            _record(h, i, fp="h100")
+            record(h, i, fp="h100")
         h.set_trust([ids[90]], trusted=False, reason="broken runner")
         # A confirm rerun that found run 95's k1 a transient: it stands in as baseline.
-        rerun = _record(h, 95, confirm_of=ids[95], run_id="confirm95", seed=1)
+        rerun = record(h, 95, confirm_of=ids[95], run_id="confirm95", seed=1)
         h.save_verdicts(rerun, [{"key": "k1/latency", "verdict": "pass", "attempt": 2,
                                  "detail": {"transient": True}}])
         h.add_acceptance("k3*", reason="faster allocator", from_commit=f"{97:07d}")
@@ -61,7 +38,7 @@ def history(tmp_path_factory) -> Path:
 
 def _gate_new(path: Path) -> tuple[list[dict], dict]:
     with open_history(path) as h:
-        rid = _record(h, 200, keys=[*KEYS, "gone/latency"], shift=1.08, seed=3)
+        rid = record(h, 200, keys=[*KEYS, "gone/latency"], shift=1.08, seed=3)
         rows = [v.row(1, None) for v in evaluate_run(h, rid, save=True,
                                                      acceptances=[ENTRY]).verdicts]
         return rows, h.file_durations(SUITE, FP)
@@ -99,7 +76,7 @@ def test_a_killed_shard_still_carrying_the_snapshot_merges_only_its_run(history,
     shard = tmp_path / "shard.db"
     seed_shard(snap, shard)
     with open_history(shard) as h:
-        _record(h, 300)
+        record(h, 300)
     merged = tmp_path / "merged.db"
     shutil.copy(history, merged)
     report = merge_histories([shard], merged)

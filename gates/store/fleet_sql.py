@@ -246,6 +246,20 @@ class FleetSQL:
                     "SELECT num FROM runs WHERE commit_sha = ?", (commit,)))
         return out
 
+    def confirm_families(self) -> list[set[int]]:
+        """The runs.num of each confirm chain (a first attempt and its reruns), of the
+        runs that have any confirm rerun."""
+        parent = dict(self.conn.execute(
+            "SELECT c.num, p.num FROM runs c JOIN runs p ON p.run_id = c.confirm_of"))
+        groups: dict[int, set[int]] = {}
+        for child in parent:
+            root, seen = child, set()
+            while root in parent and root not in seen:
+                seen.add(root)
+                root = parent[root]
+            groups.setdefault(root, {root}).add(child)
+        return list(groups.values())
+
     def counts(self) -> dict[str, Any]:
         """Rows per table (runs, metric, test and verdict rows), for summaries."""
         return {t: self.conn.execute(f"SELECT count(*) FROM {t}").fetchone()[0]
