@@ -136,6 +136,7 @@ class Catalog:
     exclude: tuple[str, ...] = ()
     gate_marker: str = "register_ci_gate"
     root: Path = field(default=Path("."))
+    select: dict = field(default_factory=dict, compare=False)  # raw [select] table (ci_register.select)
 
     def known(self) -> str:
         return ", ".join(sorted(self.suites))
@@ -234,9 +235,11 @@ def parse_catalog(text: str, path: Path) -> Catalog:
         m = re.search(r"at line (\d+)", str(exc))
         line = m.group(1) if m else "1"
         raise CatalogError(f"{path}:{line}: malformed catalog: {exc}; fix the TOML (a suite defined twice is a duplicate table)") from None
-    unknown = sorted(set(data) - {"collect", "markers", "suites"})
+    unknown = sorted(set(data) - {"collect", "markers", "suites", "select"})
     if unknown:
-        raise CatalogError(f"{path}:{_line_of(text, unknown[0])}: unknown table {unknown[0]!r}; known: collect, markers, suites")
+        raise CatalogError(f"{path}:{_line_of(text, unknown[0])}: unknown table {unknown[0]!r}; known: collect, markers, select, suites")
+    if not isinstance(data.get("select", {}), dict):
+        raise CatalogError(f"{path}:{_line_of(text, 'select')}: [select] must be a table (see ci_register/select.py)")
     collect = data.get("collect", {})
     where = f"{path}:{_line_of(text, '[collect]')}"
     globs = _str_list(collect.get("globs", ["**/test_*.py"]), f"{where}: collect.globs")
@@ -265,6 +268,7 @@ def parse_catalog(text: str, path: Path) -> Catalog:
         exclude=exclude,
         gate_marker=gate_marker,
         root=path.parent,
+        select=data.get("select", {}),
     )
 
 

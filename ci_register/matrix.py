@@ -25,6 +25,7 @@ from pathlib import Path
 from ci_register.catalog import Catalog, Suite
 from ci_register.collect import Collection
 from ci_register.schedule import Schedule, ScheduleError, plan_schedule
+from ci_register.select import Selection
 
 __all__ = [
     "EVENTS",
@@ -56,6 +57,8 @@ class SuitePlan:
     where: dict[str, str] = field(default_factory=dict)  # path -> "path:line"
     sources: dict[str, str] = field(default_factory=dict)  # path -> "history" | "est_time"
     fingerprint: str | None = None
+    only: tuple[str, ...] = ()  # the files a change selected, when fewer than the suite's (--file)
+    why: dict[str, str] = field(default_factory=dict)  # path -> why it runs (with a selection)
 
     def text(self) -> str:
         """The plan as a person reads it: shards, files, times, makespan vs bound."""
@@ -65,6 +68,8 @@ class SuitePlan:
             lines.append(f"  shard {shard.index}/{sch.count}: {len(shard.items)} files, expected {shard.total:.0f} s")
             for path, d in shard.items:
                 lines.append(f"    {self.where.get(path, path)}  expected {d:.0f} s ({self.sources.get(path, 'est_time')})")
+                if self.why.get(path):
+                    lines.append(f"      why: {self.why[path]}")
         lines.append(f"  makespan {sch.makespan:.0f} s; lower bound max(total/shards, longest) {sch.bound:.0f} s (+{sch.gap * 100:.1f}%)")
         return "\n".join(lines)
 
@@ -89,6 +94,11 @@ def entries(plans: Sequence[SuitePlan]) -> dict[str, list[dict[str, object]]]:
             args = ["--partition", f"{shard.index}/{n}", "--history", hist]
             if sp.nightly and not sp.suite.nightly:
                 args.append("--nightly")
+            for path in sp.only:  # every shard gets the same list, so all plan one partition
+                args += ["--file", path]
+            extra = {}
+            if sp.why:
+                extra["why"] = "; ".join(dict.fromkeys(sp.why[p] for p, _ in shard.items if sp.why.get(p)))
             include.append({
                 "name": f"{sp.suite.name} {shard.index}/{n}",
                 "suite": sp.suite.name,
@@ -103,6 +113,7 @@ def entries(plans: Sequence[SuitePlan]) -> dict[str, list[dict[str, object]]]:
                 # (CI_REGISTER_FINGERPRINT) rather than trust each runner's own GPU count.
                 "fingerprint": sp.fingerprint or "",
                 "command": shlex.join(["nox", "-s", sp.suite.name, "--", *args]),
+                **extra,
             })
     return {"include": include}
 
@@ -125,11 +136,14 @@ def build(
     *,
     only: Sequence[str] = (),
     fingerprint: str | None = None,
+    selection: Selection | None = None,
 ) -> tuple[dict[str, list[dict[str, object]]], list[SuitePlan]]:
     """Plan every suite the event runs and return (matrix, plans).
 
     Durations come from the history at the fingerprint of each suite's newest trusted
     run (the matrix job itself runs on a CPU runner), unless ``fingerprint`` is given.
+    With a ``selection`` (:mod:`ci_register.select`), only the files a change can affect
+    run, and each entry says why.
     """
     from ci_register import durations  # noqa: PLC0415 - reads the history
 
@@ -138,8 +152,11 @@ def build(
     warned: set[str] = set()
     for suite in select_suites(catalog, event, only):
         regs = collection.for_suite(suite.name, nightly=nightly_run or suite.nightly)
+        n_all = len(regs)
+        if selection is not None:
+            regs = [r for r in regs if selection.keeps(suite.name, r.path)]
         if not regs:
-            continue  # nothing registered: no runner to start
+            continue  # nothing registered (or nothing the change affects): no runner to start
         expected = {r.path: r.est_time for r in regs}
         found = durations.lookup(regs, suite, history, fingerprint=fingerprint or durations.LATEST)
         if found.warning and found.warning not in warned:  # one history, one warning
@@ -155,7 +172,9 @@ def build(
             )
         except ScheduleError as exc:
             raise MatrixError(str(exc)) from None
-        plans.append(SuitePlan(suite, sched, nightly_run, where, sources, found.fingerprint))
+        only = tuple(r.path for r in regs) if len(regs) < n_all else ()
+        why = {r.path: selection.why(suite.name, r.path) for r in regs} if selection is not None else {}
+        plans.append(SuitePlan(suite, sched, nightly_run, where, sources, found.fingerprint, only, why))
     return entries(plans), plans
 
 

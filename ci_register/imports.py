@@ -1,0 +1,286 @@
+"""A static import graph of a repository: which Python files each file can load.
+
+Every ``*.py`` file is parsed with ``ast`` (never imported) and its imports are
+resolved to files of the same tree:
+
+- ``import a.b.c`` loads ``a``, ``a.b`` and ``a.b.c`` (each package's
+  ``__init__.py`` runs); ``from a.b import x`` loads ``a.b`` and ``a.b.x`` when
+  ``x`` is a submodule; ``from . import x`` and ``from ..m import y`` resolve
+  against the importing file's package. Package ``__init__`` re-exports need no
+  special case: the ``__init__.py`` is a node with its own imports.
+- Module names come from the package roots (``[select] package_roots`` in the
+  catalog: ``.``, ``src`` layouts, ``python/`` folders) and, for each file,
+  from its pytest "basedir" and every folder above it up to the root (tests
+  put their own folders on ``sys.path``). A name that several roots resolve
+  adds every match: more edges only ever select more.
+- Imports anywhere in a file count (inside functions, ``try`` blocks and
+  ``if TYPE_CHECKING``): the graph over-approximates, never under.
+- ``importlib.import_module("a.b")`` and ``__import__("a.b")`` with a literal are
+  imports; with a literal prefix (``f"pkg.models.{name}"``, ``"pkg." + name``)
+  they load every module under that prefix; with anything else the file is
+  *open* (it may load any module) and the selection treats it so.
+- A string literal equal to a module name or a file path of the tree (the
+  ``python -m pkg.server`` a test starts in a subprocess) is an edge too.
+
+Pure apart from reading the files: :func:`scan` builds a :class:`Graph`.
+"""
+
+from __future__ import annotations
+
+import ast
+import os
+from collections import deque
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+__all__ = ["FileNode", "Graph", "module_names", "scan", "parse_imports"]
+
+_SKIP_DIRS = {"__pycache__", ".git", ".nox", ".venv", "venv", "node_modules", ".tox", "build", "dist"}
+_DYNAMIC_CALLS = {"import_module", "__import__"}
+
+
+@dataclass
+class FileNode:
+    path: str  # posix, relative to the repository root
+    imports: set[str] = field(default_factory=set)  # absolute dotted names it may load
+    relative: set[str] = field(default_factory=set)  # "pkg/dir/mod": path stems of relative imports
+    prefixes: set[str] = field(default_factory=set)  # "pkg.models." : every module under it
+    strings: set[str] = field(default_factory=set)  # literals that may name a module or file
+    open_import: int = 0  # line of a dynamic import with no literal name (0: none)
+    syntax_error: str = ""  # "line N: message" when the file does not parse
+
+
+def _relative_stem(path: str, level: int, module: str | None) -> str | None:
+    """Path stem that ``from <level dots><module> import ...`` in ``path`` names."""
+    d = Path(path).parent
+    for _ in range(level - 1):
+        if d.as_posix() == ".":
+            return None  # beyond the top: Python raises ImportError too
+        d = d.parent
+    stem = d / module.replace(".", "/") if module else d
+    return stem.as_posix()
+
+
+def _literal_prefix(node: ast.expr) -> str | None:
+    """The literal start of an f-string or ``"lit" + x`` expression, if any."""
+    if isinstance(node, ast.JoinedStr) and node.values and isinstance(node.values[0], ast.Constant):
+        v = node.values[0].value
+        return v if isinstance(v, str) and v else None
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
+        left = node.left
+        if isinstance(left, ast.Constant) and isinstance(left.value, str) and left.value:
+            return left.value
+        return _literal_prefix(left)
+    return None
+
+
+def parse_imports(source: str, path: str) -> FileNode:
+    """The imports of one file (``path`` relative to the root, for relative imports)."""
+    node = FileNode(path)
+    try:
+        tree = ast.parse(source, filename=path)
+    except (SyntaxError, ValueError) as exc:
+        line = getattr(exc, "lineno", None) or 1
+        node.syntax_error = f"line {line}: {getattr(exc, 'msg', str(exc))}"
+        return node
+    for n in ast.walk(tree):
+        if isinstance(n, ast.Import):
+            for alias in n.names:
+                node.imports.add(alias.name)
+        elif isinstance(n, ast.ImportFrom):
+            if n.level:
+                stem = _relative_stem(path, n.level, n.module)
+                if stem is not None:
+                    node.relative.add(stem)
+                    node.relative.update(f"{stem}/{a.name}" for a in n.names if a.name != "*")
+            elif n.module:
+                node.imports.add(n.module)
+                node.imports.update(f"{n.module}.{a.name}" for a in n.names if a.name != "*")
+        elif isinstance(n, ast.Call):
+            func = n.func
+            name = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else None
+            if name not in _DYNAMIC_CALLS or not n.args:
+                continue
+            arg = n.args[0]
+            if isinstance(arg, ast.Constant) and isinstance(arg.value, str):
+                target = arg.value
+                if target.startswith("."):  # relative to the `package=` argument: assume this file's
+                    stem = _relative_stem(path, len(target) - len(target.lstrip(".")), target.lstrip(".") or None)
+                    if stem is None:
+                        node.open_import = node.open_import or n.lineno
+                    else:
+                        node.relative.add(stem)
+                else:
+                    node.imports.add(target)
+            elif (prefix := _literal_prefix(arg)) and not prefix.startswith(".") and "." in prefix:
+                node.prefixes.add(prefix.rpartition(".")[0] + ".")
+            else:
+                node.open_import = node.open_import or n.lineno
+        elif isinstance(n, ast.Constant) and isinstance(n.value, str) and 0 < len(n.value) < 200 and "\n" not in n.value:
+            node.strings.add(n.value)
+    return node
+
+
+def module_names(rel: str, roots: Sequence[str]) -> list[str]:
+    """Dotted names of file ``rel`` under each root that contains it."""
+    out = []
+    p = Path(rel)
+    for root in roots:
+        r = Path(root)
+        try:
+            sub = p.relative_to(r) if root not in ("", ".") else p
+        except ValueError:
+            continue
+        parts = list(sub.with_suffix("").parts)
+        if parts and parts[-1] == "__init__":
+            parts = parts[:-1]
+        if parts and all(s.isidentifier() for s in parts):
+            out.append(".".join(parts))
+    return out
+
+
+def _file_roots(rel: str, package_roots: Sequence[str]) -> list[str]:
+    """Roots a file's absolute imports may resolve against: the package roots and
+    every folder above the file (pytest's rootdir-less import mode puts the test's
+    basedir on ``sys.path``; tests insert their own folders too)."""
+    roots = list(package_roots)
+    d = Path(rel).parent
+    while True:
+        s = d.as_posix()
+        if s not in roots:
+            roots.append(s)
+        if s == ".":
+            break
+        d = d.parent
+    return roots
+
+
+@dataclass
+class Graph:
+    root: Path
+    package_roots: tuple[str, ...]
+    files: dict[str, FileNode]
+    modules: dict[str, set[str]]  # dotted name -> files that name may denote
+    edges: dict[str, set[str]]  # file -> files it loads
+    conftests: dict[str, list[str]]  # test file -> conftest.py files above it
+
+    def loads(self, path: str) -> set[str]:
+        return self.edges.get(path, set())
+
+    def closure(self, start: str) -> dict[str, str | None]:
+        """Every file ``start`` can load, transitively, with the file that loaded it
+        (a BFS tree: the chain back to ``start`` is a shortest one)."""
+        seen: dict[str, str | None] = {start: None}
+        todo = deque([start])
+        for c in self.conftests.get(start, ()):
+            if c not in seen:
+                seen[c] = start
+                todo.append(c)
+        while todo:
+            cur = todo.popleft()
+            for nxt in sorted(self.edges.get(cur, ())):
+                if nxt not in seen:
+                    seen[nxt] = cur
+                    todo.append(nxt)
+        return seen
+
+    def importers_of_name(self, names: Iterable[str]) -> set[str]:
+        """Files whose imports name any of ``names`` or a module under them (for files
+        deleted by a change: the tree no longer has them, their importers still say so)."""
+        names = set(names)
+        out = set()
+        for path, node in self.files.items():
+            for imp in node.imports:
+                if imp in names or any(imp.startswith(n + ".") for n in names):
+                    out.add(path)
+                    break
+        return out
+
+
+def _walk(root: Path) -> list[str]:
+    out = []
+    for dirpath, dirnames, filenames in os.walk(root):
+        dirnames[:] = sorted(d for d in dirnames if d not in _SKIP_DIRS and not d.startswith("."))
+        for f in sorted(filenames):
+            if f.endswith(".py"):
+                out.append((Path(dirpath) / f).relative_to(root).as_posix())
+    return out
+
+
+def scan(root: Path, package_roots: Sequence[str] = (".",), files: Sequence[str] | None = None) -> Graph:
+    """Parse every Python file under ``root`` (or just ``files``) and resolve imports."""
+    root = Path(root)
+    rels = list(files) if files is not None else _walk(root)
+    roots = tuple(dict.fromkeys([*(r.strip("/") or "." for r in package_roots)]))
+    modules: dict[str, set[str]] = {}
+    file_roots: dict[str, list[str]] = {}
+    for rel in rels:
+        fr = _file_roots(rel, roots)
+        file_roots[rel] = fr
+        for name in module_names(rel, roots):
+            modules.setdefault(name, set()).add(rel)
+    nodes: dict[str, FileNode] = {}
+    for rel in rels:
+        try:
+            text = (root / rel).read_text(encoding="utf-8", errors="replace")
+        except OSError as exc:
+            nodes[rel] = FileNode(rel, syntax_error=f"line 1: unreadable ({exc.strerror})")
+            continue
+        nodes[rel] = parse_imports(text, rel)
+    by_path = set(rels)
+
+    def resolve(name: str, fr: list[str]) -> set[str]:
+        found = set(modules.get(name, ()))
+        rel_path = name.replace(".", "/")
+        for r in fr:
+            if r in roots:
+                continue  # already in `modules`
+            base = rel_path if r == "." else f"{r}/{rel_path}"
+            for cand in (f"{base}.py", f"{base}/__init__.py"):
+                if cand in by_path:
+                    found.add(cand)
+        return found
+
+    edges: dict[str, set[str]] = {}
+    tops = _top_packages(modules)
+    for rel, node in nodes.items():
+        fr = file_roots[rel]
+        out: set[str] = set()
+        for imp in node.imports:
+            parts = imp.split(".")
+            for i in range(1, len(parts) + 1):  # a.b.c loads a, a.b and a.b.c
+                out |= resolve(".".join(parts[:i]), fr)
+        for stem in node.relative:
+            out |= {c for c in (f"{stem}.py", f"{stem}/__init__.py") if c in by_path}
+        for prefix in node.prefixes:
+            parts = prefix.rstrip(".").split(".")
+            for i in range(1, len(parts) + 1):
+                out |= resolve(".".join(parts[:i]), fr)
+            out |= {f for m, fs in modules.items() if m.startswith(prefix) for f in fs}
+        for s in node.strings:
+            if s in modules and ("." in s or s in tops):
+                out |= modules[s]
+            elif s in by_path:
+                out.add(s)
+        out.discard(rel)
+        edges[rel] = out
+    conftests = {}
+    conf_dirs = {Path(r).parent.as_posix(): r for r in rels if Path(r).name == "conftest.py"}
+    for rel in rels:
+        chain = []
+        d = Path(rel).parent
+        while True:
+            c = conf_dirs.get(d.as_posix())
+            if c and c != rel:
+                chain.append(c)
+            if d.as_posix() == ".":
+                break
+            d = d.parent
+        if chain:
+            conftests[rel] = chain
+    return Graph(root, roots, nodes, modules, edges, conftests)
+
+
+def _top_packages(modules: dict[str, set[str]]) -> set[str]:
+    return {m for m in modules if "." not in m and any(f.endswith("__init__.py") for f in modules[m])}
