@@ -28,6 +28,8 @@ Pure apart from reading the files: :func:`scan` builds a :class:`Graph`.
 from __future__ import annotations
 
 import ast
+import copy
+import hashlib
 import os
 from collections import deque
 from collections.abc import Iterable, Sequence
@@ -62,17 +64,108 @@ def _relative_stem(path: str, level: int, module: str | None) -> str | None:
     return stem.as_posix()
 
 
-def _literal_prefix(node: ast.expr) -> str | None:
-    """The literal start of an f-string or ``"lit" + x`` expression, if any."""
-    if isinstance(node, ast.JoinedStr) and node.values and isinstance(node.values[0], ast.Constant):
-        v = node.values[0].value
-        return v if isinstance(v, str) and v else None
-    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
-        left = node.left
-        if isinstance(left, ast.Constant) and isinstance(left.value, str) and left.value:
-            return left.value
-        return _literal_prefix(left)
-    return None
+class _Consts:
+    """String values a file gives its names: every ``NAME = <expr>`` in the file, and the
+    loop variables of ``pkgutil.iter_modules`` / ``walk_packages`` walks (which yield
+    every module under the walk's prefix). A name assigned anything else is unknown."""
+
+    def __init__(self, tree: ast.Module) -> None:
+        self.assigned: dict[str, list[ast.expr | None]] = {}
+        self.walks: dict[str, ast.expr | None] = {}  # loop variable -> the walk's prefix
+        self.modules: dict[str, str] = {}  # name bound by an import -> the module's dotted name
+        for n in ast.walk(tree):
+            if isinstance(n, ast.Import):
+                for a in n.names:
+                    self.modules[a.asname or a.name.partition(".")[0]] = a.name if a.asname else a.name.partition(".")[0]
+            elif isinstance(n, ast.ImportFrom) and n.module and not n.level:
+                for a in n.names:
+                    self.modules[a.asname or a.name] = f"{n.module}.{a.name}"
+            elif isinstance(n, ast.Assign):
+                for t in n.targets:
+                    self._bind(t, n.value)
+            elif isinstance(n, ast.AnnAssign) and n.value is not None:
+                self._bind(n.target, n.value)
+            elif isinstance(n, ast.AugAssign | ast.NamedExpr):
+                self._bind(n.target, None)  # rebinding by an expression: unknown
+            elif isinstance(n, ast.For | ast.comprehension) and isinstance(n.iter, ast.Call):
+                f = n.iter.func
+                if (f.attr if isinstance(f, ast.Attribute) else getattr(f, "id", "")) in ("iter_modules", "walk_packages"):
+                    prefix = n.iter.args[1] if len(n.iter.args) > 1 else next(
+                        (k.value for k in n.iter.keywords if k.arg == "prefix"), None)
+                    for t in ast.walk(n.target):
+                        if isinstance(t, ast.Name):
+                            self.walks[t.id] = prefix
+
+    def _bind(self, target: ast.expr, value: ast.expr | None) -> None:
+        if isinstance(target, ast.Name):
+            self.assigned.setdefault(target.id, []).append(value)
+        elif isinstance(target, ast.Tuple | ast.List):
+            for t in target.elts:
+                self._bind(t, None)
+
+    def values(self, node: ast.expr | None, depth: int = 0) -> set[str] | None:
+        """Every string ``node`` can be, or None when any is unknown."""
+        if node is None or depth > 8:
+            return None
+        if isinstance(node, ast.Constant):
+            return {node.value} if isinstance(node.value, str) else None
+        if isinstance(node, ast.Name) and node.id in self.assigned and node.id not in self.walks:
+            out: set[str] = set()
+            for v in self.assigned[node.id]:
+                got = self.values(v, depth + 1)
+                if got is None:
+                    return None
+                out |= got
+            return out
+        if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
+            left, right = self.values(node.left, depth + 1), self.values(node.right, depth + 1)
+            if left is None or right is None or len(left) * len(right) > 64:
+                return None
+            return {x + y for x in left for y in right}
+        if isinstance(node, ast.Attribute) and node.attr == "__name__" and isinstance(node.value, ast.Name) \
+                and node.value.id in self.modules and node.value.id not in self.assigned:
+            return {self.modules[node.value.id]}  # `pkg.__name__` of an imported module
+        if isinstance(node, ast.FormattedValue) and node.conversion == -1 and node.format_spec is None:
+            return self.values(node.value, depth + 1)
+        if isinstance(node, ast.JoinedStr):
+            parts = [self.values(v, depth + 1) for v in node.values]
+            if any(p is None or len(p) != 1 for p in parts):
+                return None
+            return {"".join(next(iter(p)) for p in parts if p)}
+        return None
+
+    def prefixes(self, node: ast.expr | None, depth: int = 0) -> set[str] | None:
+        """Literal starts of every string ``node`` can be (``f"pkg.{x}"``, ``P + x``, a
+        walk's loop variable ``info.name``), or None when unknown."""
+        if node is None or depth > 8:
+            return None
+        exact = self.values(node, depth + 1)
+        if exact is not None:
+            return exact
+        if isinstance(node, ast.JoinedStr) and node.values:  # the literal parts before the first unknown
+            head = ""
+            for v in node.values:
+                got = self.values(v, depth + 1)
+                if got is None or len(got) != 1:
+                    break
+                head += next(iter(got))
+            return {head}
+        if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
+            return self.prefixes(node.left, depth + 1)
+        base = node
+        while isinstance(base, ast.Attribute | ast.Subscript):  # info.name, found[1]
+            base = base.value
+        if isinstance(base, ast.Name) and base.id in self.walks:
+            return self.values(self.walks[base.id], depth + 1)
+        if isinstance(node, ast.Name) and node.id in self.assigned:
+            out: set[str] = set()
+            for v in self.assigned[node.id]:
+                got = self.prefixes(v, depth + 1)
+                if got is None:
+                    return None
+                out |= got
+            return out
+        return None
 
 
 def parse_imports(source: str, path: str) -> FileNode:
@@ -84,6 +177,7 @@ def parse_imports(source: str, path: str) -> FileNode:
         line = getattr(exc, "lineno", None) or 1
         node.syntax_error = f"line {line}: {getattr(exc, 'msg', str(exc))}"
         return node
+    consts: _Consts | None = None
     for n in ast.walk(tree):
         if isinstance(n, ast.Import):
             for alias in n.names:
@@ -103,8 +197,9 @@ def parse_imports(source: str, path: str) -> FileNode:
             if name not in _DYNAMIC_CALLS or not n.args:
                 continue
             arg = n.args[0]
-            if isinstance(arg, ast.Constant) and isinstance(arg.value, str):
-                target = arg.value
+            consts = consts or _Consts(tree)
+            exact = consts.values(arg)
+            for target in exact or ():
                 if target.startswith("."):  # relative to the `package=` argument: assume this file's
                     stem = _relative_stem(path, len(target) - len(target.lstrip(".")), target.lstrip(".") or None)
                     if stem is None:
@@ -113,8 +208,11 @@ def parse_imports(source: str, path: str) -> FileNode:
                         node.relative.add(stem)
                 else:
                     node.imports.add(target)
-            elif (prefix := _literal_prefix(arg)) and not prefix.startswith(".") and "." in prefix:
-                node.prefixes.add(prefix.rpartition(".")[0] + ".")
+            if exact is not None:
+                continue
+            starts = consts.prefixes(arg)
+            if starts and all(p and not p.startswith(".") for p in starts):
+                node.prefixes.update(starts)
             else:
                 node.open_import = node.open_import or n.lineno
         elif isinstance(n, ast.Constant) and isinstance(n.value, str) and 0 < len(n.value) < 200 and "\n" not in n.value:
@@ -208,8 +306,13 @@ def _walk(root: Path) -> list[str]:
     return out
 
 
-def scan(root: Path, package_roots: Sequence[str] = (".",), files: Sequence[str] | None = None) -> Graph:
-    """Parse every Python file under ``root`` (or just ``files``) and resolve imports."""
+def scan(root: Path, package_roots: Sequence[str] = (".",), files: Sequence[str] | None = None,
+         cache: dict[tuple[str, str], FileNode] | None = None) -> Graph:
+    """Parse every Python file under ``root`` (or just ``files``) and resolve imports.
+
+    ``cache`` keeps parsed files by (path, content digest) across calls: scanning
+    many commits of one repository parses only what each commit changed.
+    """
     root = Path(root)
     rels = list(files) if files is not None else _walk(root)
     roots = tuple(dict.fromkeys([*(r.strip("/") or "." for r in package_roots)]))
@@ -227,7 +330,13 @@ def scan(root: Path, package_roots: Sequence[str] = (".",), files: Sequence[str]
         except OSError as exc:
             nodes[rel] = FileNode(rel, syntax_error=f"line 1: unreadable ({exc.strerror})")
             continue
-        nodes[rel] = parse_imports(text, rel)
+        if cache is None:
+            nodes[rel] = parse_imports(text, rel)
+            continue
+        key = (rel, hashlib.blake2b(text.encode(), digest_size=16).hexdigest())
+        if key not in cache:
+            cache[key] = parse_imports(text, rel)
+        nodes[rel] = copy.deepcopy(cache[key])  # selection may close a node; the cache stays as parsed
     by_path = set(rels)
 
     def resolve(name: str, fr: list[str]) -> set[str]:
@@ -254,7 +363,7 @@ def scan(root: Path, package_roots: Sequence[str] = (".",), files: Sequence[str]
         for stem in node.relative:
             out |= {c for c in (f"{stem}.py", f"{stem}/__init__.py") if c in by_path}
         for prefix in node.prefixes:
-            parts = prefix.rstrip(".").split(".")
+            parts = prefix.rpartition(".")[0].split(".") if "." in prefix else []
             for i in range(1, len(parts) + 1):
                 out |= resolve(".".join(parts[:i]), fr)
             out |= {f for m, fs in modules.items() if m.startswith(prefix) for f in fs}

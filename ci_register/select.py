@@ -20,6 +20,8 @@ paths in, a :class:`Selection` out. ``[select]`` in the catalog::
     always_suites = ["cpu"]
     [select.data]
     "csrc/**" = ["python/pkg/ops/**"]      # a change here is a change to those files
+    [select.dynamic]
+    "python/pkg/plugins.py" = ["python/pkg/ext/*.py"]   # what its computed imports may load
 """
 
 from __future__ import annotations
@@ -48,7 +50,7 @@ DEFAULT_ALWAYS = (
     "conftest.py", "sitecustomize.py",
 )
 DEFAULT_IGNORE = ("**/*.md", "*.md", "docs/**", "LICENSE*", ".gitignore", "**/*.rst", "*.rst")
-_KEYS = {"package_roots", "always", "ignore", "always_suites", "data"}
+_KEYS = {"package_roots", "always", "ignore", "always_suites", "data", "dynamic"}
 
 
 class SelectError(ValueError):
@@ -62,6 +64,7 @@ class SelectConfig:
     ignore: tuple[str, ...] = DEFAULT_IGNORE
     always_suites: tuple[str, ...] = ()
     data: tuple[tuple[str, tuple[str, ...]], ...] = ()  # (glob, python file globs it stands for)
+    dynamic: tuple[tuple[str, tuple[str, ...]], ...] = ()  # (file, globs its computed imports may load)
 
 
 def _strs(raw: Mapping, key: str, where: str) -> tuple[str, ...]:
@@ -87,6 +90,13 @@ def parse_select(raw: Mapping | None, where: str, *, catalog_path: str = "", sui
     if not isinstance(data_raw, dict):
         raise SelectError(f"{where}: [select.data] must be a table of \"glob\" = [\"python file glob\", ...]")
     data = tuple((g, _strs({g: v}, g, where)) for g, v in data_raw.items())
+    dyn_raw = raw.get("dynamic", {})
+    if not isinstance(dyn_raw, dict):
+        raise SelectError(f"{where}: [select.dynamic] must be a table of \"file.py\" = [\"glob it may load\", ...]")
+    dynamic = tuple((f, tuple(v)) for f, v in dyn_raw.items()
+                    if isinstance(v, list) and all(isinstance(x, str) and x for x in v))
+    if len(dynamic) != len(dyn_raw):
+        raise SelectError(f"{where}: [select.dynamic] values must be lists of globs ([] when nothing in the tree)")
     extra_always = (catalog_path,) if catalog_path else ()
     return SelectConfig(
         package_roots=tuple(r.strip("/") or "." for r in roots),
@@ -94,6 +104,7 @@ def parse_select(raw: Mapping | None, where: str, *, catalog_path: str = "", sui
         ignore=DEFAULT_IGNORE + _strs(raw, "ignore", where),
         always_suites=always_suites,
         data=data,
+        dynamic=dynamic,
     )
 
 
@@ -149,6 +160,7 @@ def select_tests(graph: Graph, tests: Iterable[str], changed: Sequence[str], con
     """Which of ``tests`` (registered paths) a change to ``changed`` paths can affect."""
     changed = tuple(dict.fromkeys(Path(c).as_posix().removeprefix("./") for c in changed))
     sel = Selection(changed, always_suites=config.always_suites)
+    declare_dynamic(graph, config)
     hit: dict[str, str] = {}  # graph file -> what happened to it
     for path in changed:
         if g := _match(path, config.always):
@@ -201,6 +213,17 @@ def select_tests(graph: Graph, tests: Iterable[str], changed: Sequence[str], con
             sel.files[test] = _say(_chain(tree, f, graph.conftests), graph.conftests,
                                    f"line {line} imports by a computed name, so any Python change may reach it")
     return sel
+
+
+def declare_dynamic(graph: Graph, config: SelectConfig) -> None:
+    """Close the files ``[select.dynamic]`` declares: their computed imports load only the
+    files its globs match (a person read the code; the catalog says so)."""
+    for path, globs in config.dynamic:
+        node = graph.files.get(path)
+        if node is None or not node.open_import:
+            continue
+        node.open_import = 0
+        graph.edges.setdefault(path, set()).update(f for f in graph.files if _match(f, globs) and f != path)
 
 
 def _parents(path: str) -> list[str]:

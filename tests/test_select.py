@@ -220,3 +220,34 @@ def test_matrix_base_reads_git(repo):
     assert sorted(got) == ["always 1/1", "cpu 1/1"] and "suites/test_3.py imports lib/b.py" in got["cpu 1/1"]["why"]
     r = matrix(repo, "--base", "nope")
     assert r.returncode == 2 and "--base nope:" in r.stderr and "git fetch" in r.stderr
+
+
+def test_computed_names_the_graph_can_still_read(tmp_path):
+    write(tmp_path, {
+        "pkg/__init__.py": "", "pkg/ops/__init__.py": "", "pkg/ops/a.py": "", "pkg/ops/b.py": "",
+        "pkg/other.py": "", "pkg/plug.py": "", "ext/__init__.py": "", "ext/x.py": "",
+        # a name bound once to a literal; a pkgutil walk with a prefix; pkg.__name__ in an f-string
+        "pkg/const.py": "import importlib\nNAME = 'pkg.' + 'other'\nimportlib.import_module(NAME)\n",
+        "pkg/walk.py": ("import importlib, pkgutil\nimport pkg.ops as ops\n"
+                        "for info in pkgutil.iter_modules(ops.__path__):\n"
+                        "    importlib.import_module(f'{ops.__name__}.{info.name}')\n"),
+        "pkg/walk2.py": ("import importlib, pkgutil\nP = 'pkg.ops.'\n"
+                         "for _, name, _ in pkgutil.walk_packages([], P):\n    importlib.import_module(name)\n"),
+        "pkg/dyn.py": "import importlib, sys\nimportlib.import_module(sys.argv[1])\n",
+        "t/test_const.py": "import pkg.const\n", "t/test_walk.py": "import pkg.walk\n",
+        "t/test_walk2.py": "import pkg.walk2\n", "t/test_dyn.py": "import pkg.dyn\n",
+    })
+    tests = ["t/test_const.py", "t/test_walk.py", "t/test_walk2.py", "t/test_dyn.py"]
+    g = scan(tmp_path)
+    assert {p for p, n in g.files.items() if n.open_import} == {"pkg/dyn.py"}
+    s = sel(tmp_path, ["pkg/other.py"], tests=tests)
+    assert sorted(s.files) == ["t/test_const.py", "t/test_dyn.py"]  # dyn may load anything
+    s = sel(tmp_path, ["pkg/ops/b.py"], tests=tests)
+    assert sorted(s.files) == ["t/test_dyn.py", "t/test_walk.py", "t/test_walk2.py"]
+    # The catalog may declare what a computed import loads ([] : nothing in this tree).
+    s = sel(tmp_path, ["pkg/other.py"], {"dynamic": {"pkg/dyn.py": ["ext/*.py"]}}, tests)
+    assert sorted(s.files) == ["t/test_const.py"]
+    s = sel(tmp_path, ["ext/x.py"], {"dynamic": {"pkg/dyn.py": ["ext/*.py"]}}, tests)
+    assert sorted(s.files) == ["t/test_dyn.py"]
+    with pytest.raises(SelectError, match="dynamic"):
+        parse_select({"dynamic": {"pkg/dyn.py": "ext"}}, "c.toml")
