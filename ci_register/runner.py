@@ -23,7 +23,7 @@ from ci_register import durations
 from ci_register.catalog import DEFAULT_CATALOG, Catalog, CatalogError, Suite, load_catalog
 from ci_register.collect import Collection, Registration, collect
 from ci_register.hardware import check, detect
-from ci_register.partition import PartitionError, Shard, lower_bound, lpt, parse_partition
+from ci_register.partition import PartitionError, Shard, assign, lower_bound, parse_partition
 
 __all__ = ["RunOptions", "parse_run_args", "run_suite", "plan_text", "Plan", "make_plan", "GATE_MODES"]
 
@@ -143,7 +143,7 @@ def make_plan(collection: Collection, suite: Suite, opts: RunOptions) -> Plan:
         sched = plan_schedule(items, suite.shard_budget_s, suite.shards, where={r.path: f"{r.path}:{r.line}" for r in regs}, suite=suite.name)
         return Plan(suite, sched.shards, 0, {r.path: r for r in regs}, expected, disabled, source, sched.describe())
     i, n = opts.partition or (1, 1)
-    shards = lpt(items, n)
+    shards = assign(items, n)
     return Plan(suite, shards, i, {r.path: r for r in regs}, expected, disabled, source)
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from ci_register.partition import Shard, lower_bound, lpt, shard_count
+from ci_register.partition import Shard, assign, lower_bound, shard_count
 
 __all__ = ["MARGIN", "Schedule", "ScheduleError", "plan_schedule"]
 
@@ -77,12 +77,12 @@ def plan_schedule(
     durs = [d for _, d in items]
     total = sum(durs)
     if fixed is not None:
-        shards = lpt(items, fixed)
+        shards = assign(items, fixed)
         return Schedule(shards, budget_s, True, total, lower_bound(durs, fixed))
     # More shards than files only adds empty runners.
     n = min(shard_count(durs, budget_s, None, margin), max(len(items), 1))
-    shards = lpt(items, n)
+    shards = assign(items, n)
     while max((s.total for s in shards), default=0.0) > budget_s and n < len(items):
         n += 1
-        shards = lpt(items, n)
+        shards = assign(items, n)
     return Schedule(shards, budget_s, False, total, lower_bound(durs, n))
