@@ -15,7 +15,8 @@ Targets (issue 6): gap within 5% for 4 to 32 shards; planning under 1 s.
 files (log-normal est_time, median ~150 s, in 10 s steps) on 2-8 shards, LPT against
 the plan the runners use (:func:`ci_register.partition.assign`: exact branch and
 bound under a node budget) and against the optimum, from an ILP (scipy's HiGHS,
-``scipy.optimize.milp``, 30 s per suite; where it is not proven, its best bound).
+``scipy.optimize.milp``, ``--ilp-seconds`` per suite; where it is not proven, its best
+bound rounded up to the durations' gcd).
 Targets: makespan <= 1.01 x the optimum, never worse than LPT, planning < 1 s CPU.
 """
 
@@ -112,7 +113,7 @@ def ilp_optimum(durs: list[float], n: int, seconds: float = 30.0) -> tuple[float
     return (float(np.ceil(value / g - 1e-6) * g) if g else value), proven
 
 
-def small_suites(count: int, seed: int) -> int:
+def small_suites(count: int, seed: int, ilp_seconds: float = 30.0) -> int:
     from ci_register.exact import lower_bound2  # noqa: PLC0415
     from ci_register.partition import assign  # noqa: PLC0415
 
@@ -129,7 +130,7 @@ def small_suites(count: int, seed: int) -> int:
         cpu = time.process_time() - cpu
         ours = max(s.total for s in plan)
         assert sorted(p for s in plan for p, _ in s.items) == sorted(p for p, _ in items)
-        opt, proven = (ours, True) if ours <= lower_bound2(durs, n) + 1e-9 else ilp_optimum(durs, n)
+        opt, proven = (ours, True) if ours <= lower_bound2(durs, n) + 1e-9 else ilp_optimum(durs, n, ilp_seconds)
         rows.append((files, n, lpt_ms, ours, opt, proven, cpu))
     print(f"{count} SGLang-shaped suites, 4-30 files on 2-8 shards (seed {seed})")
     print()
@@ -164,9 +165,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seed", type=int, default=7)
     p.add_argument("--repeat", type=int, default=5)
     p.add_argument("--small", type=int, default=0, metavar="N", help="N small SGLang-shaped suites instead")
+    p.add_argument("--ilp-seconds", type=float, default=30.0, help="with --small: the ILP's time limit per suite")
     args = p.parse_args(argv)
     if args.small:
-        return small_suites(args.small, args.seed)
+        return small_suites(args.small, args.seed, args.ilp_seconds)
     rng = random.Random(args.seed)
     durs = durations(args.files, args.budget, rng)
     items = [(f"suites/test_f{i:04d}.py", d) for i, d in enumerate(durs)]

@@ -9,7 +9,10 @@ files) the selection keeps; the report gives the median and the distribution, an
 whole runs were kept.
 
     python benchmarks/bench_selection.py --repo /work/.mirror/lightseekorg+tokenspeed/repo \
-        --catalog benchmarks/catalogs/tokenspeed.toml --commits 60 --out benchmarks/results/bench_selection.md
+        --catalog benchmarks/catalogs/tokenspeed.toml --commits 60 --out benchmarks/results/bench_selection.md \
+        --path-filter "python/pyproject.toml" "python/tokenspeed/**" "tokenspeed-kernel/**" \
+        "tokenspeed-kernel-amd/**" "tokenspeed-mla/**" "tokenspeed-scheduler/**" "test/**" \
+        ".github/workflows/pr-test-*.yml" ".github/workflows/run-pr-test-stage.yml"
 
 Registrations our collector rejects (a keyword our marker signature lacks, such as
 TokenSpeed's ``disabled_on_runners``) are read by a minimal literal parse: the
@@ -90,7 +93,14 @@ def registrations(tree: Path, catalog) -> tuple[list[tuple[str, str, float]], in
     return regs, fallback
 
 
-def measure(repo: Path, catalog_path: Path, commits: list[str]) -> list[dict]:
+def path_filter_keeps(changed: list[str], globs: list[str]) -> bool:
+    """A path filter such as a workflow's ``on.pull_request.paths``: all or nothing."""
+    import fnmatch  # noqa: PLC0415
+
+    return any(fnmatch.fnmatchcase(p, g) or (g.endswith("/**") and p.startswith(g[:-2])) for p in changed for g in globs)
+
+
+def measure(repo: Path, catalog_path: Path, commits: list[str], path_filter: list[str] = ()) -> list[dict]:
     catalog = load_catalog(catalog_path)
     config = parse_select(catalog.select, str(catalog_path), suites=catalog.suites)
     rows = []
@@ -114,6 +124,7 @@ def measure(repo: Path, catalog_path: Path, commits: list[str]) -> list[dict]:
             "total": total, "kept": kept, "share": kept / total if total else 1.0,
             "everything": sel.everything, "selected": len(sel.files), "seconds": secs, "first": i == 0,
             "python_files": len(graph.files),
+            "filter": 1.0 if not path_filter or path_filter_keeps(changed, path_filter) else 0.0,
         })
         print(f"[{i + 1}/{len(commits)}] {c[:10]} changed {len(changed):3d} kept {kept:6.0f}/{total:6.0f} s "
               f"({rows[-1]['share']:.0%}) {sel.everything[:70]}", file=sys.stderr)
@@ -149,6 +160,10 @@ def report(rows: list[dict], repo: Path, catalog: Path, argv: list[str]) -> str:
         f"registrations read by the minimal parse: {max(r['fallback'] for r in rows)} at most",
         f"- **median share of est_time kept: {statistics.median(shares):.1%}** "
         f"(quartiles {q[0]:.1%} / {q[2]:.1%}, mean {statistics.fmean(shares):.1%})",
+        *([f"- the repository's own path filter (all or nothing; `--path-filter`) keeps a median "
+           f"{statistics.median(r['filter'] for r in rows):.0%}, mean {statistics.fmean(r['filter'] for r in rows):.1%}; "
+           f"the selection keeps less on {sum(r['share'] < r['filter'] for r in rows)} commits, more on "
+           f"{sum(r['share'] > r['filter'] for r in rows)}"] if any('--path-filter' in x for x in argv) else []),
         f"- commits that run nothing: {len(nothing)}; commits that run everything: {len(everything)}"
         + (f" ({', '.join(f'{k}: {v}' for k, v in reasons.most_common())})" if everything else ""),
         f"- graph + selection time: {rows[0]['seconds']:.1f} s for the first commit (every file parsed), median "
@@ -173,8 +188,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--commits", type=int, default=60)
     p.add_argument("--window", type=int, default=400, help="sample from this many newest first-parent commits")
     p.add_argument("--out", type=Path, default=None, help="write the Markdown report here")
+    p.add_argument("--path-filter", nargs="+", default=[], metavar="GLOB",
+                   help="the repository's own trigger paths, to compare with (all or nothing)")
     a = p.parse_args(argv)
-    rows = measure(a.repo, a.catalog, sample_commits(a.repo, a.commits, a.window))
+    rows = measure(a.repo, a.catalog, sample_commits(a.repo, a.commits, a.window), a.path_filter)
     text = report(rows, a.repo, a.catalog, argv)
     if a.out:
         a.out.write_text(text, encoding="utf-8")

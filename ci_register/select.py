@@ -16,7 +16,7 @@ paths in, a :class:`Selection` out. ``[select]`` in the catalog::
     [select]
     package_roots = ["python", "src"]      # where top-level packages live ("." too)
     always = ["docker/**"]                 # added to the defaults below
-    ignore = ["benchmark/**"]              # added to the defaults below
+    ignore = ["benchmark/**"]              # added to the defaults; wins over the default `always`
     always_suites = ["cpu"]
     [select.data]
     "csrc/**" = ["python/pkg/ops/**"]      # a change here is a change to those files
@@ -60,8 +60,9 @@ class SelectError(ValueError):
 @dataclass(frozen=True)
 class SelectConfig:
     package_roots: tuple[str, ...] = (".",)
-    always: tuple[str, ...] = DEFAULT_ALWAYS
+    always: tuple[str, ...] = DEFAULT_ALWAYS  # the defaults, then the catalog's own
     ignore: tuple[str, ...] = DEFAULT_IGNORE
+    declared_always: tuple[str, ...] = ()  # the catalog's own `always`: nothing overrides them
     always_suites: tuple[str, ...] = ()
     data: tuple[tuple[str, tuple[str, ...]], ...] = ()  # (glob, python file globs it stands for)
     dynamic: tuple[tuple[str, tuple[str, ...]], ...] = ()  # (file, globs its computed imports may load)
@@ -101,6 +102,7 @@ def parse_select(raw: Mapping | None, where: str, *, catalog_path: str = "", sui
     return SelectConfig(
         package_roots=tuple(r.strip("/") or "." for r in roots),
         always=DEFAULT_ALWAYS + extra_always + _strs(raw, "always", where),
+        declared_always=extra_always + _strs(raw, "always", where),
         ignore=DEFAULT_IGNORE + _strs(raw, "ignore", where),
         always_suites=always_suites,
         data=data,
@@ -163,7 +165,11 @@ def select_tests(graph: Graph, tests: Iterable[str], changed: Sequence[str], con
     declare_dynamic(graph, config)
     hit: dict[str, str] = {}  # graph file -> what happened to it
     for path in changed:
-        if g := _match(path, config.always):
+        # A catalog's `ignore` may carve a path out of the built-in defaults (a release
+        # workflow under .github/), never out of its own `always`.
+        g = _match(path, config.declared_always) or (
+            None if _match(path, config.ignore[len(DEFAULT_IGNORE):]) else _match(path, config.always))
+        if g:
             sel.everything = f"{path} changed (declared to run everything: {g!r})"
             return sel
         if path.endswith(".py"):

@@ -251,3 +251,10 @@ def test_computed_names_the_graph_can_still_read(tmp_path):
     assert sorted(s.files) == ["t/test_dyn.py"]
     with pytest.raises(SelectError, match="dynamic"):
         parse_select({"dynamic": {"pkg/dyn.py": "ext"}}, "c.toml")
+
+
+def test_catalog_ignore_carves_out_of_default_always(tree):
+    raw = {"ignore": [".github/workflows/release-*.yml"], "always": [".github/workflows/release-gpu.yml"]}
+    assert sel(tree, [".github/workflows/release-pypi.yml"], raw).everything == ""
+    assert "release-gpu.yml" in sel(tree, [".github/workflows/release-gpu.yml"], raw).everything
+    assert ".github/workflows/ci.yml" in sel(tree, [".github/workflows/ci.yml"], raw).everything
