@@ -3,12 +3,13 @@
     gate-report [report] [--suite S] [--run ID | --since 30d] [--format text|md|json|html]
                          [--out FILE] [--history PATH]
     gate-report health   [--suite S] [--format text|md|json]
+    gate-report trim     [--suite S] [--since 30d] [--format text|md|json]
     gate-report merge    SHARD.db ... --into history.db
     gate-report untrust  (--run ID ... | --commit SHA) --reason "..."
     gate-report trust    (--run ID ... | --commit SHA) --reason "..."
 
 A thin skin: each command parses its arguments and calls the library
-(`gates.report_query`, `gates.report`, `gates.render_*`, `gates.health`,
+(`gates.report_query`, `gates.report`, `gates.render_*`, `gates.health`, `gates.trim`,
 `gates.history`). Exit codes: 0 nothing regressed in what is reported, 1 a
 gate failed in it, 2 usage or input errors (one line, ``error: ...``).
 """

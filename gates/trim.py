@@ -337,8 +337,9 @@ def render(rep: TrimReport, fmt: str = "text") -> str:
                    f"{d.minutes_per_week:.2f} GPU-min/week")
         out += [f"    {b}" if not md else f"  - {b}" for b in d.because]
     out += ["", h(f"Twin metrics ({len(rep.twins)}): drop the first, keep the second"), ""]
-    for t in rep.twins:
-        if variant_of(t.key) == variant_of(t.keep) and t.nodeid == t.keep_nodeid:
+    same = [t for t in rep.twins if variant_of(t.key) == variant_of(t.keep) and t.nodeid == t.keep_nodeid]
+    for t in [t for t in rep.twins if t not in same] + same:  # across variants first: those save GPU time
+        if t in same:
             out.append(f"{'- ' if md else ''}{code(t.key)} ~ {code(t.keep)}: rho {t.rho:+.3f}, {t.runs} runs; one "
                        "measurement in two units: gating one saves false alarms, not GPU time")
             continue
