@@ -91,7 +91,7 @@ def registry(session: nox.Session) -> None:
 
 @nox.session(venv_backend="none", tags=["cpu", "framework"])
 def matrix(session: nox.Session) -> None:
-    """GitHub Actions matrix JSON for an event: -- --event pull_request|push|schedule."""
+    """GitHub Actions matrix JSON: -- --event pull_request|push|schedule [--base REF | --changed-files F...]."""
     session.run(sys.executable, "-m", "ci_register", "matrix", *session.posargs, external=True)
 
 

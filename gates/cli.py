@@ -363,7 +363,7 @@ def build_parser() -> argparse.ArgumentParser:
     tr.add_argument("--since", metavar="SPAN", default="30d",
                     help="runs since: 30d (default), 12h, 2w or an ISO date; per-commit suites' "
                          "runs per week are counted over this window")
-    tr.add_argument("--format", choices=("text", "md", "json"), default="text")
+    tr.add_argument("--format", choices=("text", "md", "json"), default="text", help="output format (default text)")
     tr.add_argument("--out", metavar="FILE", help="write here instead of stdout")
     tr.add_argument("--rho", type=float, default=0.98, help="twin threshold on |Spearman rho| (default 0.98)")
     tr.add_argument("--realistic", type=float, default=0.20,
