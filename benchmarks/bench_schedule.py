@@ -113,7 +113,7 @@ def ilp_optimum(durs: list[float], n: int, seconds: float = 30.0) -> tuple[float
     return (float(np.ceil(value / g - 1e-6) * g) if g else value), proven
 
 
-def small_suites(count: int, seed: int, ilp_seconds: float = 30.0) -> int:
+def small_suites(count: int, seed: int, ilp_seconds: float = 30.0, measured: bool = False) -> int:
     from ci_register.exact import lower_bound2  # noqa: PLC0415
     from ci_register.partition import assign  # noqa: PLC0415
 
@@ -123,6 +123,8 @@ def small_suites(count: int, seed: int, ilp_seconds: float = 30.0) -> int:
         files = rng.randint(4, 30)
         n = rng.randint(2, min(8, files - 1))
         durs = [float(max(10, round(rng.lognormvariate(5.0, 0.8) / 10) * 10)) for _ in range(files)]
+        if measured:  # durations from history are not whole seconds: no gcd to round bounds to
+            durs = [round(d * rng.uniform(0.9, 1.1), 2) for d in durs]
         items = [(f"suites/test_{i:02d}.py", d) for i, d in enumerate(durs)]
         lpt_ms = max(s.total for s in lpt(items, n))
         cpu = time.process_time()
@@ -132,7 +134,8 @@ def small_suites(count: int, seed: int, ilp_seconds: float = 30.0) -> int:
         assert sorted(p for s in plan for p, _ in s.items) == sorted(p for p, _ in items)
         opt, proven = (ours, True) if ours <= lower_bound2(durs, n) + 1e-9 else ilp_optimum(durs, n, ilp_seconds)
         rows.append((files, n, lpt_ms, ours, opt, proven, cpu))
-    print(f"{count} SGLang-shaped suites, 4-30 files on 2-8 shards (seed {seed})")
+    print(f"{count} SGLang-shaped suites, 4-30 files on 2-8 shards (seed {seed}"
+          f"{'; measured durations, +-10% off whole seconds' if measured else ''})")
     print()
     print("| files | suites | LPT / optimum, worst | ours / optimum, worst | improved by the search | best gain over LPT | CPU s, max |")
     print("|---|---:|---:|---:|---:|---:|---:|")
@@ -166,9 +169,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--repeat", type=int, default=5)
     p.add_argument("--small", type=int, default=0, metavar="N", help="N small SGLang-shaped suites instead")
     p.add_argument("--ilp-seconds", type=float, default=30.0, help="with --small: the ILP's time limit per suite")
+    p.add_argument("--measured", action="store_true", help="with --small: durations off whole seconds, as history gives")
     args = p.parse_args(argv)
     if args.small:
-        return small_suites(args.small, args.seed, args.ilp_seconds)
+        return small_suites(args.small, args.seed, args.ilp_seconds, args.measured)
     rng = random.Random(args.seed)
     durs = durations(args.files, args.budget, rng)
     items = [(f"suites/test_f{i:04d}.py", d) for i, d in enumerate(durs)]

@@ -82,13 +82,16 @@ def registrations(tree: Path, catalog) -> tuple[list[tuple[str, str, float]], in
     """(suite, path, est_time) of enabled per-commit registrations, and how many came
     from the minimal parse."""
     col = collect(catalog, root=tree, base=tree)
-    regs = [(r.suite, r.path, r.est_time) for r in col.registrations if not r.disabled and not r.nightly]
+    nightly = {n for n, s in catalog.suites.items() if s.nightly}  # not run for a pull request
+    regs = [(r.suite, r.path, r.est_time) for r in col.registrations
+            if not r.disabled and not r.nightly and r.suite not in nightly]
     seen = {p for _, p, _ in regs}
-    rejected = sorted({i.path for i in col.issues if "unknown keyword" in i.message or "unknown suite" in i.message} - seen)
+    rejected = sorted({i.path for i in col.issues if "unknown keyword" in i.message} - seen)
     fallback = 0
     for path in rejected:
         for suite, est in minimal_registrations((tree / path).read_text(encoding="utf-8"), set(catalog.markers)):
-            regs.append((suite, path, est))
+            if suite in catalog.suites and suite not in nightly:
+                regs.append((suite, path, est))
             fallback += 1
     return regs, fallback
 

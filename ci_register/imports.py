@@ -19,8 +19,9 @@ resolved to files of the same tree:
   imports; with a literal prefix (``f"pkg.models.{name}"``, ``"pkg." + name``)
   they load every module under that prefix; with anything else the file is
   *open* (it may load any module) and the selection treats it so.
-- A string literal equal to a module name or a file path of the tree (the
-  ``python -m pkg.server`` a test starts in a subprocess) is an edge too.
+- A string literal equal to a module name or a file path of the tree, and the
+  ``-m pkg.server`` / ``scripts/run.py`` inside a command-line string (what a test
+  starts in a subprocess), are edges too.
 
 Pure apart from reading the files: :func:`scan` builds a :class:`Graph`.
 """
@@ -31,6 +32,7 @@ import ast
 import copy
 import hashlib
 import os
+import re
 from collections import deque
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -40,6 +42,8 @@ __all__ = ["FileNode", "Graph", "module_names", "scan", "parse_imports"]
 
 _SKIP_DIRS = {"__pycache__", ".git", ".nox", ".venv", "venv", "node_modules", ".tox", "build", "dist"}
 _DYNAMIC_CALLS = {"import_module", "__import__"}
+_SCRIPT = re.compile(r"[\w./-]+\.py\b")
+_MODULE_FLAG = re.compile(r"-m\s+([A-Za-z_][\w.]*)")
 
 
 @dataclass
@@ -217,6 +221,9 @@ def parse_imports(source: str, path: str) -> FileNode:
                 node.open_import = node.open_import or n.lineno
         elif isinstance(n, ast.Constant) and isinstance(n.value, str) and 0 < len(n.value) < 200 and "\n" not in n.value:
             node.strings.add(n.value)
+            if " " in n.value or "/" in n.value:  # a command line: `python -m pkg.x`, `python scripts/run.py`
+                node.strings.update(_SCRIPT.findall(n.value))
+                node.strings.update(_MODULE_FLAG.findall(n.value))
     return node
 
 
@@ -367,11 +374,14 @@ def scan(root: Path, package_roots: Sequence[str] = (".",), files: Sequence[str]
             for i in range(1, len(parts) + 1):
                 out |= resolve(".".join(parts[:i]), fr)
             out |= {f for m, fs in modules.items() if m.startswith(prefix) for f in fs}
+        here = Path(rel).parent
         for s in node.strings:
             if s in modules and ("." in s or s in tops):
                 out |= modules[s]
-            elif s in by_path:
-                out.add(s)
+            elif s.endswith(".py"):  # a script path, from the root or the file's folder
+                for cand in (s.removeprefix("./"), (here / s).as_posix()):
+                    if cand in by_path:
+                        out.add(cand)
         out.discard(rel)
         edges[rel] = out
     conftests = {}

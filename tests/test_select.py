@@ -258,3 +258,16 @@ def test_catalog_ignore_carves_out_of_default_always(tree):
     assert sel(tree, [".github/workflows/release-pypi.yml"], raw).everything == ""
     assert "release-gpu.yml" in sel(tree, [".github/workflows/release-gpu.yml"], raw).everything
     assert ".github/workflows/ci.yml" in sel(tree, [".github/workflows/ci.yml"], raw).everything
+
+
+def test_scripts_and_modules_named_in_command_lines(tmp_path):
+    write(tmp_path, {
+        "train.py": "import lib.core\n", "lib/__init__.py": "", "lib/core.py": "", "lib/serve.py": "",
+        "t/test_train.py": "import os\nos.system(f'python3 train.py --steps {3}')\n",
+        "t/test_serve.py": "CMD = 'python -m lib.serve --port 1'\n",
+        "t/helper.py": "", "t/test_local.py": "RUN = 'python helper.py'\n",
+    })
+    tests = ["t/test_train.py", "t/test_serve.py", "t/test_local.py"]
+    assert sorted(sel(tmp_path, ["lib/core.py"], tests=tests).files) == ["t/test_train.py"]
+    assert sorted(sel(tmp_path, ["lib/serve.py"], tests=tests).files) == ["t/test_serve.py"]
+    assert sorted(sel(tmp_path, ["t/helper.py"], tests=tests).files) == ["t/test_local.py"]
