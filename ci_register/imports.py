@@ -21,7 +21,8 @@ resolved to files of the same tree:
   *open* (it may load any module) and the selection treats it so.
 - A string literal equal to a module name or a file path of the tree, and the
   ``-m pkg.server`` / ``scripts/run.py`` inside a command-line string (what a test
-  starts in a subprocess), are edges too.
+  starts in a subprocess), are edges too; so is ``"pkg.mod.func"`` to ``pkg.mod``
+  (a function named by its dotted path, for a loader to import).
 
 Pure apart from reading the files: :func:`scan` builds a :class:`Graph`.
 """
@@ -378,6 +379,8 @@ def scan(root: Path, package_roots: Sequence[str] = (".",), files: Sequence[str]
         for s in node.strings:
             if s in modules and ("." in s or s in tops):
                 out |= modules[s]
+            elif "." in s and s.rpartition(".")[0] in modules and " " not in s:  # "pkg.mod.func", a function path
+                out |= modules[s.rpartition(".")[0]]
             elif s.endswith(".py"):  # a script path, from the root or the file's folder
                 for cand in (s.removeprefix("./"), (here / s).as_posix()):
                     if cand in by_path:

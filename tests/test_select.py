@@ -271,3 +271,9 @@ def test_scripts_and_modules_named_in_command_lines(tmp_path):
     assert sorted(sel(tmp_path, ["lib/core.py"], tests=tests).files) == ["t/test_train.py"]
     assert sorted(sel(tmp_path, ["lib/serve.py"], tests=tests).files) == ["t/test_serve.py"]
     assert sorted(sel(tmp_path, ["t/helper.py"], tests=tests).files) == ["t/test_local.py"]
+
+
+def test_function_paths_in_strings_reach_their_module(tmp_path):
+    write(tmp_path, {"lib/__init__.py": "", "lib/rm.py": "def score():\n    pass\n",
+                     "t/test_rm.py": "ARGS = ['--rm-path', 'lib.rm.score']\n"})
+    assert sorted(sel(tmp_path, ["lib/rm.py"], tests=["t/test_rm.py"]).files) == ["t/test_rm.py"]
