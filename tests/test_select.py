@@ -277,3 +277,11 @@ def test_function_paths_in_strings_reach_their_module(tmp_path):
     write(tmp_path, {"lib/__init__.py": "", "lib/rm.py": "def score():\n    pass\n",
                      "t/test_rm.py": "ARGS = ['--rm-path', 'lib.rm.score']\n"})
     assert sorted(sel(tmp_path, ["lib/rm.py"], tests=["t/test_rm.py"]).files) == ["t/test_rm.py"]
+
+
+def test_plan_text_says_why(repo):
+    r = subprocess.run([sys.executable, "-m", "ci_register", "plan", "--event", "pull_request", "--changed-files", "lib/b.py"],
+                       cwd=repo, capture_output=True, text=True, timeout=60, env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin"})
+    assert r.returncode == 0, r.stderr
+    assert "suites/test_3.py:2" in r.stdout and "why: suites/test_3.py imports lib/b.py (changed)" in r.stdout
+    assert "suites/test_1.py" not in r.stdout
