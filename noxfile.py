@@ -6,6 +6,8 @@ Sessions parse nothing themselves: each calls one library entry point.
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import os
 import sys
 from pathlib import Path
@@ -15,24 +17,45 @@ import nox
 ROOT = Path(__file__).parent
 sys.path.insert(0, str(ROOT))  # ci_register.catalog is stdlib-only: safe before any venv
 
-from ci_register.catalog import Suite, load_catalog  # noqa: E402
+from ci_register.catalog import CatalogError, Suite, load_catalog  # noqa: E402
 
 nox.options.default_venv_backend = "venv"
 nox.options.error_on_external_run = True
 # Only CPU-safe sessions run by default.
 nox.options.sessions = ["tests", "cpu"]
 
-CATALOG = load_catalog(ROOT / "suites" / "catalog.toml")
+try:
+    CATALOG = load_catalog(ROOT / "suites" / "catalog.toml")
+except CatalogError as _exc:  # one line naming file, line and fix; never a traceback
+    print(f"error: {_exc}", file=sys.stderr)
+    raise SystemExit(2) from None
 PYTHON = f"{sys.version_info.major}.{sys.version_info.minor}"
 CPU_TORCH = "torch==2.13.0"  # the local CPU wheel; a bare "torch" pulls a multi-GB CUDA build
 
 
+@contextlib.contextmanager
+def _venv_lock(session: nox.Session):
+    """One pip at a time per session venv: concurrent `nox -s cpu` in one checkout share
+    .nox/cpu (reuse_venv), and two pips installing into it at once break it."""
+    location = getattr(session.virtualenv, "location", None)
+    if not location:
+        yield
+        return
+    with open(f"{location}.lock", "w") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
 def _install_project(session: nox.Session, *extras: str) -> None:
     # CPU torch first, so nothing later resolves "torch" to a CUDA build.
-    if "cpu" in extras:
-        session.install(CPU_TORCH)
-    spec = f".[{','.join(extras)}]" if extras else "."
-    session.install("-e", spec)
+    with _venv_lock(session):
+        if "cpu" in extras:
+            session.install(CPU_TORCH)
+        spec = f".[{','.join(extras)}]" if extras else "."
+        session.install("-e", spec)
 
 
 def _suite_session(suite: Suite):
@@ -44,13 +67,17 @@ def _suite_session(suite: Suite):
             session.env.setdefault("NCCL_NVLS_ENABLE", "0")  # never NVLink multicast (shared hosts)
         else:
             _install_project(session, "cpu")
-            if suite.install:
-                session.install(*suite.install)
-            if suite.uninstall:
-                session.run("pip", "uninstall", "-y", *suite.uninstall)
+            with _venv_lock(session):
+                if suite.install:
+                    session.install(*suite.install)
+                if suite.uninstall:
+                    session.run("pip", "uninstall", "-y", *suite.uninstall)
         # GPU: the interpreter running nox is the machine's own (the one with CUDA torch).
         python = sys.executable if suite.is_gpu else "python"
-        session.run(python, "-m", "ci_register", "run", suite.name, *session.posargs, external=suite.is_gpu)
+        # On Ctrl-C nox waits this long for the runner, which forwards the interrupt to
+        # pytest and records the run `interrupted` (nox's default kills it after 0.3 s).
+        session.run(python, "-m", "ci_register", "run", suite.name, *session.posargs,
+                    external=suite.is_gpu, interrupt_timeout=120, terminate_timeout=10)
 
     session_fn.__doc__ = suite.description
     session_fn.__name__ = suite.name.replace("-", "_")

@@ -56,6 +56,19 @@ def rejudge(path: Path, suite: str | None = None,
     return counts, diff
 
 
+NOT_JUDGED = ("insufficient-history", "unguarded")  # the model declined to judge, and says why
+
+
+def non_pass_line(counts: Counter) -> str:
+    """The share of judged first attempts that did not pass (the issue's <= 1% target)."""
+    judged = sum(n for k, n in counts.items() if k not in NOT_JUDGED)
+    bad = sum(n for k, n in counts.items() if k not in (*NOT_JUDGED, "pass"))
+    share = 100.0 * bad / judged if judged else 0.0
+    return (f"non-pass first attempts: {bad} of {judged} judged ({share:.2f}%); "
+            f"{counts.get('unguarded', 0)} unguarded, "
+            f"{counts.get('insufficient-history', 0)} insufficient-history")
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("history", nargs="?", default="history.db")
@@ -69,6 +82,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     counts, diff = rejudge(path, a.suite, a.attempts_left)
     print("verdicts now: " + ", ".join(f"{n} {k}" for k, n in sorted(counts.items())))
+    print(non_pass_line(counts))
     print(f"{len(diff)} judgement(s) differ from the stored first-attempt verdict:")
     for rid, key, old, new, p, msg in diff:
         ps = "-" if p is None else f"{p:.2g}"

@@ -14,6 +14,7 @@ from pathlib import Path
 
 __all__ = [
     "BACKENDS",
+    "RESERVED_NAMES",
     "SCHEDULES",
     "CatalogError",
     "Capability",
@@ -44,6 +45,11 @@ _SUITE_KEYS = {
     "pytest_args",
 }
 _HARDWARE_KEYS = {"gpu_count", "gpu_models", "min_capability", "max_capability"}
+_COLLECT_KEYS = {"globs", "exclude", "gate_marker"}
+# Session names the noxfile defines for the framework: a suite named so would be
+# shadowed by it (`nox -s tests` would run the framework's tests, not the suite).
+RESERVED_NAMES = ("tests", "lint", "registry", "matrix", "rerun", "history-browse",
+                  "gate-report", "bench-gates")
 
 
 class CatalogError(ValueError):
@@ -171,8 +177,10 @@ def _no_unknown_fields(raw: dict, known: set[str], table: str, where: str) -> No
 
 
 def _suite(name: str, raw: object, where: str) -> Suite:
-    if not _SUITE_NAME.match(name):
+    if not _SUITE_NAME.fullmatch(name):
         raise CatalogError(f"{where}: suite name {name!r} must be lowercase letters, digits, '-', '_' or '.'")
+    if name in RESERVED_NAMES:
+        raise CatalogError(f"{where}: suite name {name!r} is a framework session of the noxfile ({', '.join(RESERVED_NAMES)}); rename the suite")
     if not isinstance(raw, dict):
         raise CatalogError(f"{where}: [suites.{name}] must be a table")
     _no_unknown_fields(raw, _SUITE_KEYS, f"suites.{name}", where)
@@ -189,11 +197,11 @@ def _suite(name: str, raw: object, where: str) -> Suite:
     if not isinstance(description, str) or not description.strip() or "\n" in description:
         raise CatalogError(f"{where}: [suites.{name}] description must be one non-empty line")
     budget = raw["shard_budget_s"]
-    if isinstance(budget, bool) or not isinstance(budget, int | float) or budget <= 0:
-        raise CatalogError(f"{where}: [suites.{name}] shard_budget_s must be a positive number of seconds")
+    if isinstance(budget, bool) or not isinstance(budget, int | float) or not 0 < budget <= 7 * 86400:
+        raise CatalogError(f"{where}: [suites.{name}] shard_budget_s must be a number of seconds above 0 and at most a week (604800), got {budget!r}")
     shards = raw.get("shards")
-    if shards is not None and (isinstance(shards, bool) or not isinstance(shards, int) or shards < 1):
-        raise CatalogError(f"{where}: [suites.{name}] shards must be a positive integer")
+    if shards is not None and (isinstance(shards, bool) or not isinstance(shards, int) or not 1 <= shards <= 256):
+        raise CatalogError(f"{where}: [suites.{name}] shards must be an integer from 1 to 256 (a GitHub Actions matrix runs at most 256 jobs)")
     hw_raw = raw.get("hardware", {})
     if not isinstance(hw_raw, dict):
         raise CatalogError(f"{where}: [suites.{name}.hardware] must be a table")
@@ -242,10 +250,17 @@ def parse_catalog(text: str, path: Path) -> Catalog:
         raise CatalogError(f"{path}:{_line_of(text, 'select')}: [select] must be a table (see ci_register/select.py)")
     collect = data.get("collect", {})
     where = f"{path}:{_line_of(text, '[collect]')}"
+    if not isinstance(collect, dict):
+        raise CatalogError(f"{where}: [collect] must be a table")
+    _no_unknown_fields(collect, _COLLECT_KEYS, "collect", where)
     globs = _str_list(collect.get("globs", ["**/test_*.py"]), f"{where}: collect.globs")
     exclude = _str_list(collect.get("exclude", []), f"{where}: collect.exclude")
     gate_marker = collect.get("gate_marker", "register_ci_gate")
+    if not isinstance(gate_marker, str) or not gate_marker.isidentifier():
+        raise CatalogError(f"{where}: collect.gate_marker must be a function name, got {gate_marker!r}")
     markers_raw = data.get("markers", {"register_cuda_ci": "cuda", "register_rocm_ci": "rocm", "register_cpu_ci": "cpu"})
+    if not isinstance(markers_raw, dict):
+        raise CatalogError(f"{path}:{_line_of(text, 'markers')}: markers must be a table of name = backend")
     markers: dict[str, str] = {}
     for name, backend in markers_raw.items():
         if backend not in BACKENDS:
@@ -254,6 +269,8 @@ def parse_catalog(text: str, path: Path) -> Catalog:
             )
         markers[name] = backend
     suites_raw = data.get("suites", {})
+    if not isinstance(suites_raw, dict):
+        raise CatalogError(f"{path}:{_line_of(text, 'suites')}: suites must be tables [suites.NAME]")
     if not suites_raw:
         raise CatalogError(f"{path}:1: the catalog defines no suites; add a [suites.NAME] table")
     suites = {
@@ -275,9 +292,11 @@ def parse_catalog(text: str, path: Path) -> Catalog:
 def load_catalog(path: str | Path) -> Catalog:
     path = Path(path)
     try:
-        text = path.read_text(encoding="utf-8")
+        text = path.read_text(encoding="utf-8-sig")  # an editor's BOM is not an error
     except FileNotFoundError:
         raise CatalogError(f"{path}: catalog not found; pass --catalog PATH") from None
     except UnicodeDecodeError:
         raise CatalogError(f"{path}:1: catalog is not UTF-8 text") from None
+    except OSError as exc:
+        raise CatalogError(f"{path}: cannot read the catalog ({exc.strerror or exc}); pass --catalog PATH") from None
     return parse_catalog(text, path)

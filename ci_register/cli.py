@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -96,9 +97,22 @@ def _fingerprint(value: str | None) -> str | None:
 
 
 def _matrix(args: argparse.Namespace, *, as_text: bool = False) -> int:
-    from ci_register.matrix import MatrixError, build, summary, write_output  # noqa: PLC0415
+    from ci_register.matrix import MatrixError, build, is_matrix, summary, write_output  # noqa: PLC0415
+    from ci_register.outfile import OutputError, check_output  # noqa: PLC0415
     from ci_register.select import SelectError  # noqa: PLC0415
 
+    if getattr(args, "output", None):
+        root = Path(args.root)
+        from ci_register.durations import history_path  # noqa: PLC0415
+
+        inputs = [Path(args.catalog) if args.catalog else root / DEFAULT_CATALOG,
+                  history_path(args.history, root)]
+        try:
+            check_output(Path(args.output), inputs=inputs, option="--output", ours=is_matrix,
+                         force=args.force)
+        except OutputError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
     loaded = _load(args)
     if isinstance(loaded, int):
         return loaded
@@ -113,7 +127,11 @@ def _matrix(args: argparse.Namespace, *, as_text: bool = False) -> int:
     if as_text:
         print("\n".join(sp.text() for sp in plans) or f"no suite runs for --event {args.event}")
         return 0
-    write_output(matrix, Path(args.output) if args.output else None)
+    try:
+        write_output(matrix, Path(args.output) if args.output else None)
+    except OutputError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     print(summary(plans) or f"no suite runs for --event {args.event}", file=sys.stderr)
     if selection is not None:
         print(selection.summary(), file=sys.stderr)
@@ -223,7 +241,8 @@ def build_parser() -> argparse.ArgumentParser:
         else:
             m.add_argument("--event", required=True, help="pull_request, push or schedule (nightly suites only for schedule)")
             m.add_argument("--suite", dest="suites", action="append", default=[], help="only this suite (repeatable)")
-            m.add_argument("--output", default=None, help="write the JSON here instead of stdout")
+            m.add_argument("--output", default=None, help="write the JSON here instead of stdout (never over a history or an input; over another file only with --force)")
+            m.add_argument("--force", action="store_true", help="let --output replace an existing file that is not a matrix")
         m.add_argument("--fingerprint", default=None, help=fp_help)
         m.add_argument("--changed-files", nargs="+", default=None, metavar="FILE",
                        help="run only the registered files these changed paths can affect (static import graph)")
@@ -244,8 +263,26 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    argv = sys.argv[1:] if argv is None else argv
+    try:
+        return _main(sys.argv[1:] if argv is None else argv)
+    except BrokenPipeError:  # `list --json | head`: the reader left; not our error
+        try:
+            sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - the interpreter flushes it at exit
+        except OSError:
+            pass
+        return 0
+    except CatalogError as exc:  # a catalog reached by another way than _load
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+
+
+def _main(argv: list[str]) -> int:
     # `run` passes everything after the suite through; argparse must not eat -k/-x.
+    if argv and argv[0] == "run" and (len(argv) < 2 or argv[1] in ("-h", "--help")):
+        from ci_register.runner import RUN_HELP  # noqa: PLC0415
+
+        print(RUN_HELP)
+        return 0 if len(argv) >= 2 else 2
     if len(argv) >= 2 and argv[0] == "run":
         from ci_register.runner import main_run  # noqa: PLC0415
 

@@ -36,6 +36,8 @@ _POSITIONAL = ("est_time", "suite", "nightly", "disabled")
 _KEYWORDS = set(_POSITIONAL) | {"stage", "runner_config", "labels"}
 GATE_OPTIONS = ("better", "min_change", "min_value", "max_value", "level", "mode")
 _SKIP_DIRS = {"__pycache__", ".git", ".nox", ".venv", "node_modules"}
+MAX_EST_TIME_S = 7 * 86400  # a week: anything longer is a typo, and overflows timers
+MAX_FILE_BYTES = 2_000_000  # parsed with ast: a 50 MB literal took 22 GB of memory
 
 
 @dataclass(frozen=True)
@@ -167,6 +169,27 @@ def _bind(call: ast.Call, path: str, marker: str) -> tuple[dict[str, object], li
     return args, issues
 
 
+def _est_time_problem(est: object) -> str | None:
+    """Why `est` is not a usable est_time, or None (huge ints are refused before any
+    float conversion: 10**400 has no float)."""
+    if isinstance(est, bool) or not isinstance(est, int | float):
+        return f"est_time must be a number of seconds, got {_short(est)}"
+    if isinstance(est, int) and not -MAX_EST_TIME_S <= est <= MAX_EST_TIME_S or \
+            isinstance(est, float) and not math.isfinite(est):
+        return f"est_time must be at most {MAX_EST_TIME_S} s (a week), got {_short(est)}"
+    if est <= 0:
+        return f"est_time must be > 0 seconds, got {est!r}"
+    if est > MAX_EST_TIME_S:
+        return f"est_time must be at most {MAX_EST_TIME_S} s (a week), got {est!r}"
+    return None
+
+
+def _short(value: object) -> str:
+    text = repr(value) if not isinstance(value, int) or abs(value) < 10**30 else \
+        f"an integer of {len(str(abs(value)))} digits"
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
 def _registration(call: ast.Call, path: str, marker: str, backend: str, catalog: Catalog, tests: int) -> tuple[Registration | None, list[CollectIssue]]:
     args, issues = _bind(call, path, marker)
     if issues:
@@ -175,11 +198,10 @@ def _registration(call: ast.Call, path: str, marker: str, backend: str, catalog:
     fail = lambda msg: (None, [CollectIssue(path, line, msg)])  # noqa: E731
     if "est_time" not in args:
         return fail(f"{marker}() needs est_time=SECONDS (the expected wall time of this file)")
+    problem = _est_time_problem(args["est_time"])
+    if problem:
+        return fail(problem)
     est = args["est_time"]
-    if isinstance(est, bool) or not isinstance(est, int | float) or not math.isfinite(est):
-        return fail(f"est_time must be a number of seconds, got {est!r}")
-    if est <= 0:
-        return fail(f"est_time must be > 0 seconds, got {est!r}")
     suite, stage = args.get("suite"), args.get("stage")
     if suite is not None and stage is not None:
         return fail(f"{marker}() got both suite={suite!r} and stage={stage!r}; pass only one")
@@ -254,6 +276,10 @@ def parse_file(source: str, path: str, catalog: Catalog) -> tuple[list[Registrat
         tree = ast.parse(source, filename=path)
     except SyntaxError as exc:
         return [], [], [CollectIssue(path, exc.lineno or 1, f"syntax error: {exc.msg}; fix the file")]
+    except (RecursionError, MemoryError, ValueError) as exc:
+        # A 200,000-term expression or deep nesting: Python's parser gives up.
+        what = "nested too deeply" if isinstance(exc, RecursionError) else f"not parseable ({exc.__class__.__name__})"
+        return [], [], [CollectIssue(path, 1, f"test file is {what} for the parser; split the long expression or move data out of the file")]
     tests = _count_tests(tree)
     regs: list[Registration] = []
     gates: list[GateDeclaration] = []
@@ -314,6 +340,21 @@ def find_test_files(root: Path, globs: Iterable[str], exclude: Iterable[str] = (
     return found
 
 
+def _read(file: Path, rel: str, issues: list[CollectIssue]) -> str | None:
+    """A test file's text (a UTF-8 BOM allowed, as Python allows it), or None with an issue."""
+    try:
+        size = file.stat().st_size
+        if size > MAX_FILE_BYTES:
+            issues.append(CollectIssue(rel, 1, f"test file is {size / 1e6:.1f} MB, above the {MAX_FILE_BYTES / 1e6:g} MB the collector parses; move data out of the test file"))
+            return None
+        return file.read_text(encoding="utf-8-sig")
+    except UnicodeDecodeError as exc:
+        issues.append(CollectIssue(rel, 1, f"cannot read test file (not UTF-8 at byte {exc.start}); make it UTF-8 text"))
+    except OSError as exc:
+        issues.append(CollectIssue(rel, 1, f"cannot read test file ({exc.strerror or exc.__class__.__name__}); fix or remove it (a broken or looping symlink?)"))
+    return None
+
+
 def _display(path: Path, base: Path) -> str:
     try:
         return path.relative_to(base).as_posix()
@@ -337,10 +378,8 @@ def collect(catalog: Catalog, root: Path | None = None, base: Path | None = None
     for file in find_test_files(root, catalog.globs, catalog.exclude):
         rel = _display(file, base)
         out.files.append(rel)
-        try:
-            source = file.read_text(encoding="utf-8")
-        except (UnicodeDecodeError, OSError) as exc:
-            out.issues.append(CollectIssue(rel, 1, f"cannot read test file ({exc.__class__.__name__}); make it UTF-8 text"))
+        source = _read(file, rel, out.issues)
+        if source is None:
             continue
         regs, gates, issues = parse_file(source, rel, catalog)
         out.registrations += regs

@@ -187,9 +187,16 @@ def summary(plans: Sequence[SuitePlan]) -> str:
     )
 
 
+def is_matrix(head: bytes) -> bool:
+    """Whether a file's first bytes are an earlier matrix output (safe to replace)."""
+    return head.lstrip().startswith(b'{"include":')
+
+
 def write_output(matrix: dict[str, object], path: Path | None) -> None:
     text = json.dumps(matrix, separators=(",", ":"))
     if path is None:
         print(text)
     else:
-        path.write_text(text + "\n", encoding="utf-8")
+        from ci_register.outfile import write_output as write_file  # noqa: PLC0415
+
+        write_file(path, text + "\n", option="--output")

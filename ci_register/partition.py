@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 __all__ = [
+    "MAX_SHARDS",
     "PartitionError",
     "Shard",
     "assign",
@@ -24,6 +25,9 @@ __all__ = [
     "lower_bound",
     "shard_count",
 ]
+
+
+MAX_SHARDS = 256  # a GitHub Actions matrix runs at most 256 jobs
 
 
 class PartitionError(ValueError):
@@ -92,6 +96,8 @@ def parse_partition(spec: str) -> tuple[int, int]:
     i, n = int(m.group(1)), int(m.group(2))
     if n < 1 or not 1 <= i <= n:
         raise PartitionError(f"--partition {spec!r}: shard index must be between 1 and {max(n, 1)}")
+    if n > MAX_SHARDS:
+        raise PartitionError(f"--partition {spec!r}: at most {MAX_SHARDS} shards (a GitHub Actions matrix runs at most {MAX_SHARDS} jobs)")
     return i, n
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -24,6 +25,8 @@ from ci_register.catalog import DEFAULT_CATALOG, Catalog, CatalogError, Suite, l
 from ci_register.collect import Collection, Registration, collect
 from ci_register.hardware import check, detect
 from ci_register.partition import PartitionError, Shard, assign, lower_bound, parse_partition
+from ci_register.pytest_plugin import file_timeout
+from ci_register.supervise import Supervised, die_with_parent, run_supervised
 
 __all__ = ["RunOptions", "parse_run_args", "run_suite", "plan_text", "Plan", "make_plan", "GATE_MODES"]
 
@@ -31,6 +34,29 @@ GATE_MODES = ("enforce", "warn", "off")
 DEFAULT_CONFIRM = 4  # confirm reruns at most: each after the first only while the reruns'
 # mean is borderline (gates.stats.DEFAULTS.confirm_attempts; the sequential confirm)
 MAX_CONFIRM = 4  # the sequential confirm's boundaries are set for at most 4 reruns
+
+
+RUN_HELP = """usage: python -m ci_register run SUITE [options] [pytest args...]
+       nox -s SUITE -- [options] [pytest args...]
+
+Run one suite: collect, check hardware, partition, pytest, record, gate.
+
+options:
+  --partition I/N       run shard I of N (default 1/1)
+  --dry-run             print the plan only; touch no GPU
+  --history PATH        history file (default $GATES_HISTORY, else ./history.db)
+  --gate MODE           enforce (default), warn or off
+  --confirm N           reruns of tripped tests, 0 to 4 (default 4)
+  --nightly             include nightly-only files
+  --file PATH[::TEST]   only this file (repeatable)
+  --results DIR         plan, JUnit and progress files (default results)
+  --catalog FILE        suite catalog (default suites/catalog.toml)
+  --root PATH           repository root (default .)
+Anything else goes to pytest in order.
+
+exit codes: 0 passed; 1 a test or an enforced gate failed, or pytest crashed or
+hung; 2 bad input or hardware; 128+N interrupted by signal N (the run is
+recorded `interrupted` with what finished)."""
 
 
 class UsageError(ValueError):
@@ -211,15 +237,94 @@ def _history_path(opts: RunOptions) -> str:
     return opts.history or os.environ.get("GATES_HISTORY") or str(opts.root / "history.db")
 
 
+STARTUP_S = 300.0  # start-up, collection and recording, on top of the files' budgets
+
+
+def _tag(plan: dict) -> str:
+    """Per-run file names: concurrent runs of one suite in one checkout never collide."""
+    i, n = plan["shard"]
+    return f"{plan['suite']}-{i}-of-{n}-{plan['run_id'][:12]}"
+
+
 def _pytest(plan_file: Path, plan: dict, opts: RunOptions, targets: list[str], extra: list[str]) -> int:
     i, n = plan["shard"]
     opts.results.mkdir(parents=True, exist_ok=True)
-    junit = opts.results / f"junit-{plan['suite']}-{i}-of-{n}{'-confirm' if plan.get('confirm_of') else ''}.xml"
-    cmd = [sys.executable, "-m", "pytest", "-p", "ci_register.pytest_plugin", "--ci-plan", str(plan_file), f"--junitxml={junit}", "-o", "junit_family=xunit2"]
+    junit = opts.results / f"junit-{_tag(plan)}.xml"
+    # Absolute: pytest runs in --root, and a test may chdir (the plugin writes this file
+    # before and after every test; a relative path would blind the runner).
+    progress = (opts.results / f"progress-{_tag(plan)}.json").resolve()
+    plan_file = plan_file.resolve()
+    cmd = [sys.executable, "-m", "pytest", "-p", "ci_register.pytest_plugin", "--ci-plan", str(plan_file), "--ci-progress", str(progress), f"--junitxml={junit}", "-o", "junit_family=xunit2"]
     cmd += ["-p", "gates.plugin", "--gates-suite", plan["suite"], "--gates-shard", f"{i}/{n}", "--gates-run-id", plan["run_id"], "--gates-plan", str(plan_file), "--gates-history", _history_path(opts)]
     cmd += [*opts.suite_pytest_args, *targets, *extra]
     print("+ " + " ".join(cmd), flush=True)
-    return subprocess.run(cmd, cwd=opts.root, check=False).returncode
+    deadline = sum(file_timeout(float(f["expected"])) for f in plan["files"]) + STARTUP_S
+    try:
+        out = run_supervised(cmd, cwd=opts.root, progress=progress, deadline_s=deadline)
+    finally:
+        progress.unlink(missing_ok=True)
+        progress.with_name(progress.name + ".tmp").unlink(missing_ok=True)
+    return _settle(out, plan, opts)
+
+
+def _signame(sig: int) -> str:
+    try:
+        return signal.Signals(sig).name
+    except ValueError:
+        return f"signal {sig}"
+
+
+def _settle(out: Supervised, plan: dict, opts: RunOptions) -> int:
+    """The exit code of one supervised pytest; a run it left unfinished is marked and said."""
+    rc = out.returncode
+    if rc == 4 and not (out.signal_received or out.hung):
+        return rc  # pytest refused its options (a bad history): no run was started
+    if out.leftovers:
+        print(f"warning: killed {out.leftovers} process(es) the tests left running "
+              "(in pytest's process group, or orphaned)", file=sys.stderr, flush=True)
+    if out.signal_received:
+        _finish(opts, plan["run_id"], "interrupted", rc, f"interrupted by {_signame(out.signal_received)}")
+        return 128 + out.signal_received
+    if out.hung:
+        _finish(opts, plan["run_id"], "crashed", rc, f"hung: {out.hung}")
+        return 1
+    if rc < 0:
+        _finish(opts, plan["run_id"], "crashed", rc, f"pytest was killed by {_signame(-rc)}")
+        return 1
+    # pytest ended by itself: the plugin finished the run, unless a test ended the
+    # process first (os._exit, a fatal error in C that exits).
+    if out.session_finished:
+        return rc
+    if _finish(opts, plan["run_id"], "crashed", rc, f"pytest exited with code {rc} before finishing its session"):
+        return max(rc, 1)
+    return rc
+
+
+def _finish(opts: RunOptions, run_id: str, status: str, rc: int, cause: str) -> bool:
+    """Mark an unfinished run (`gates.finish`); True when it was unfinished."""
+    cmd = [sys.executable, "-m", "gates.finish", "--history", _history_path(opts), "--run-id", run_id,
+           "--status", status, "--exit-status", str(rc), "--cause", cause]
+    with _ignoring_interrupts():
+        done = subprocess.run(cmd, cwd=opts.root, check=False, start_new_session=True)
+    if done.returncode not in (0, 3):
+        print(f"error: {cause}; the run {run_id} could not be marked {status}", file=sys.stderr)
+    return done.returncode == 3
+
+
+class _ignoring_interrupts:
+    """Recording what happened must not be cut short by a second Ctrl-C."""
+
+    def __enter__(self) -> None:
+        self.old = {}
+        for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+            try:
+                self.old[sig] = signal.signal(sig, signal.SIG_IGN)
+            except ValueError:
+                pass
+
+    def __exit__(self, *exc: object) -> None:
+        for sig, handler in self.old.items():
+            signal.signal(sig, handler)
 
 
 def _gate(opts: RunOptions, run_id: str, plan_file: Path, confirm_of: str | None, tripped_out: Path, attempts_left: int = 0) -> int | None:
@@ -277,20 +382,27 @@ def run_suite(opts: RunOptions) -> int:
         # More shards than files: an empty shard is a planned outcome, not a silent green.
         print(f"shard {plan.index}/{len(plan.shards)} of {suite.name} has no files in this plan; nothing to run")
         return 0
+    try:
+        opts.results.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        print(f"error: --results {opts.results}: cannot create the folder ({exc.strerror or exc}); give a writable folder", file=sys.stderr)
+        return 2
     targets = _targets(plan.mine.items, opts.files)
     run_id = uuid.uuid4().hex
     i, n = plan.index, len(plan.shards)
     plan_data = _plan_json(plan, run_id, opts.root, collection)
-    plan_file = _write(opts.results / f"plan-{suite.name}-{i}-of-{n}.json", plan_data)
+    plan_file = _write(opts.results / f"plan-{_tag(plan_data)}.json", plan_data)
     opts.suite_pytest_args = list(suite.pytest_args)
     started = time.monotonic()
     rc = _pytest(plan_file, plan_data, opts, targets, opts.pytest_args)
     if rc == 5:
         print(f"error: suite {suite.name} shard {i}/{n}: pytest collected no tests from {len(targets)} registered file(s)", file=sys.stderr)
         rc = 1
+    if rc == 4:  # pytest's usage error: a bad option or history, said above; nothing ran
+        return 2
     if rc not in (0, 1):
         return rc
-    tripped = opts.results / f"tripped-{suite.name}-{i}-of-{n}.json"
+    tripped = opts.results / f"tripped-{_tag(plan_data)}.json"
     grc = _gate(opts, run_id, plan_file, None, tripped, opts.confirm)
     attempt = 0
     # Exit 1 (an enforced failure) or 0 with suspects (stats.is_suspect): the gate lists
@@ -303,7 +415,7 @@ def run_suite(opts: RunOptions) -> int:
         print(f"gate tripped or suspected {len(nodeids)} test(s); confirming (attempt {attempt} of {opts.confirm})", flush=True)
         confirm_id = uuid.uuid4().hex
         confirm_plan = dict(plan_data, run_id=confirm_id, confirm_of=run_id)
-        cfile = _write(opts.results / f"plan-{suite.name}-{i}-of-{n}-confirm{attempt}.json", confirm_plan)
+        cfile = _write(opts.results / f"plan-{_tag(confirm_plan)}-confirm{attempt}.json", confirm_plan)
         crc = _pytest(cfile, confirm_plan, opts, nodeids, [a for a in opts.pytest_args if a not in ("-x", "--exitfirst")])
         if crc not in (0, 1):
             return crc
@@ -315,9 +427,14 @@ def run_suite(opts: RunOptions) -> int:
 
 
 def main_run(suite: str, argv: list[str]) -> int:
+    die_with_parent()  # nox killed by SIGTERM forwards nothing: end (and record) with it
     try:
         opts = parse_run_args(suite, argv)
     except UsageError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    return run_suite(opts)
+    try:
+        return run_suite(opts)
+    except KeyboardInterrupt:  # Ctrl-C outside pytest (planning, the gate): nothing half-written
+        print("interrupted", file=sys.stderr)
+        return 128 + signal.SIGINT

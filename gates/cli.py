@@ -5,6 +5,7 @@
     gate-report health   [--suite S] [--format text|md|json]
     gate-report trim     [--suite S] [--since 30d] [--format text|md|json]
     gate-report merge    SHARD.db ... --into history.db
+    gate-report check    [--history PATH]
     gate-report untrust  (--run ID ... | --commit SHA) --reason "..."
     gate-report trust    (--run ID ... | --commit SHA) --reason "..."
 
@@ -41,17 +42,21 @@ class _Parser(argparse.ArgumentParser):
         raise _UsageError(f"{message}; see {self.prog} --help")
 
 
+_MAX_COUNT = 1_000_000  # beyond any history; SQLite's integers stop at 2**63
+
+
 def _count(minimum: int) -> Callable[[str], int]:
     """An argparse type: a whole number of at least ``minimum`` (a trend of 0 points or
-    a look-back of -1 runs would otherwise report nothing and exit 0)."""
+    a look-back of -1 runs would otherwise report nothing and exit 0), at most a million."""
 
     def parse(text: str) -> int:
         try:
             value = int(text)
         except ValueError:
             value = None
-        if value is None or value < minimum:
-            raise argparse.ArgumentTypeError(f"{text!r}: give a whole number >= {minimum}")
+        if value is None or not minimum <= value <= _MAX_COUNT:
+            raise argparse.ArgumentTypeError(
+                f"{text!r}: give a whole number from {minimum} to {_MAX_COUNT}")
         return value
 
     parse.__name__ = "count"  # argparse names the type in its messages
@@ -107,17 +112,45 @@ def _health_for(history, suites: dict[str, str | None], root: Path, window: int)
     return out
 
 
+def _is_report(head: bytes) -> bool:
+    """Whether a file's first bytes are an earlier gate-report output (safe to replace)."""
+    text = head.decode("utf-8", errors="replace").lstrip("\ufeff")
+    if text.startswith("<!doctype html>"):
+        return "<title>gate-report:" in text
+    if text.startswith(("## \u2705 ", "## \u274c ", "{\"title\":", "[\n {\n  \"suite\":")):
+        return True
+    # Text reports: a headline, then the runs table or a health section.
+    if text.startswith(("Trim suggestions (nothing is edited", "## Trim suggestions (nothing is edited",
+                        "{\n \"params\":")):
+        return True  # gate-report trim
+    return "\nRuns\n" in text or text.startswith("CI health: ")
+
+
+def _check_out(args: argparse.Namespace) -> None:
+    """Refuse an --out that would overwrite the history, an input or a foreign file."""
+    if getattr(args, "out", None) is None:
+        return
+    from ci_register.outfile import OutputError, check_output  # noqa: PLC0415
+
+    root = Path(getattr(args, "root", "."))
+    inputs = [Path(args.history or _default_history()), root / "suites" / "catalog.toml"]
+    try:
+        check_output(Path(args.out), inputs=inputs, ours=_is_report, force=args.force)
+    except OutputError as exc:
+        raise _UsageError(str(exc)) from None
+
+
 def _emit(text: str, out: str | None) -> None:
     if out is None:
         sys.stdout.write(text)
         return
+    from ci_register.outfile import OutputError, write_output  # noqa: PLC0415
+
     path = Path(out)
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text, encoding="utf-8")
-    except OSError as exc:
-        raise _UsageError(f"--out {out}: cannot write ({exc.strerror or exc}); choose a "
-                          "writable path") from None
+        write_output(path, text)
+    except OutputError as exc:
+        raise _UsageError(str(exc)) from None
     print(f"wrote {path} ({len(text.encode())} bytes)", file=sys.stderr)
 
 
@@ -141,6 +174,14 @@ def _render(report, fmt: str) -> str:
     return render_text(report)
 
 
+def _anchor(root: Path) -> dict[str, str | None]:
+    """What "the latest run" means here: this CI run's, else this checkout's commit's."""
+    from gates.provenance import ci_from_env, git_info  # noqa: PLC0415
+
+    ci = ci_from_env(os.environ)
+    return {"ci_url": ci["ci_url"], "commit": ci["commit"] or git_info(root)["commit"]}
+
+
 def _report(args: argparse.Namespace) -> int:
     from gates.report import build_report  # noqa: PLC0415
     from gates.report_query import load_report_input, parse_since, select_runs  # noqa: PLC0415
@@ -148,9 +189,10 @@ def _report(args: argparse.Namespace) -> int:
     if args.run and args.since:
         raise _UsageError("--run and --since exclude each other; give one")
     since = parse_since(args.since) if args.since else None
+    _check_out(args)
     with _open(args.history) as history:
         runs, scope = select_runs(history, run=args.run, suite=args.suite, since=since,
-                                  limit=args.limit)
+                                  limit=args.limit, anchor=_anchor(Path(args.root)))
         data = load_report_input(history, runs, scope=scope, since=since,
                                  trend_points=args.points, generated_at=_now())
         report = build_report(data, all_rows=args.all)
@@ -189,6 +231,7 @@ def _github(report, root: Path, *, append: bool) -> None:
 def _health(args: argparse.Namespace) -> int:
     from gates.report import Report  # noqa: PLC0415
 
+    _check_out(args)
     with _open(args.history) as history:
         suite = args.suite
         if suite is None:
@@ -223,6 +266,7 @@ def _trim(args: argparse.Namespace) -> int:
 
     if not 0 < args.rho <= 1 or not 0 < args.realistic:
         raise _UsageError("--rho must be in (0, 1] and --realistic > 0")
+    _check_out(args)
     since = parse_since(args.since)
     weeks = max((dt.datetime.now(dt.UTC) - dt.datetime.fromisoformat(since)).total_seconds() / (7 * 86400), 1 / 7)
     gpus, nightly = {}, []
@@ -251,12 +295,30 @@ def _merge(args: argparse.Namespace) -> int:
 
     missing = [s for s in args.shards if not Path(s).is_file()]
     if missing:
-        raise _UsageError(f"shard history {missing[0]} does not exist; check the path "
+        what = "is not a regular file" if Path(missing[0]).exists() else "does not exist"
+        raise _UsageError(f"shard history {missing[0]} {what}; check the path "
                           "(download the shard artifacts first)")
     result = merge_histories(args.shards, args.into)
     print(result)
     for shard, n in result.per_shard.items():
         print(f"  {shard}: {n} new run(s)")
+    return 0
+
+
+def _check(args: argparse.Namespace) -> int:
+    from gates.merge import check_history  # noqa: PLC0415
+
+    target = Path(args.history or _default_history())
+    if not target.exists():
+        raise _UsageError(f"{target}: no such history; pass --history PATH")
+    problems = check_history(target)
+    for line in problems:
+        print(f"error: {line}")
+    if problems:
+        print(f"{len(problems)} problem(s); reports and gates cannot read these rows: restore "
+              "the file from a backup or CI artifact (merge refuses such rows in shards)")
+        return 2
+    print(f"{target}: every row is sound")
     return 0
 
 
@@ -280,6 +342,7 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "health": _health,
     "merge": _merge,
     "trim": _trim,
+    "check": _check,
     "trust": _trust(True),
     "untrust": _trust(False),
 }
@@ -294,6 +357,7 @@ _EXAMPLES = """examples:
   gate-report --suite base-b-1gpu --format html --out report.html
   gate-report health --suite cpu
   gate-report merge shard-*.db --into history.db
+  gate-report check                             rows reports and gates cannot read
   gate-report untrust --commit abc1234 --reason "broken runner gpu-17"
 
 exit codes: 0 nothing regressed in what is reported; 1 a gate failed in it;
@@ -323,7 +387,10 @@ def build_parser() -> argparse.ArgumentParser:
     rep.add_argument("--format", choices=FORMATS, default="text",
                      help="text (terminal), md (GitHub Markdown), json, html (self-contained "
                           "page)")
-    rep.add_argument("--out", metavar="FILE", help="write here instead of stdout")
+    rep.add_argument("--out", metavar="FILE", help="write here instead of stdout (never over "
+                     "a history or an input; over another file only with --force)")
+    rep.add_argument("--force", action="store_true",
+                     help="let --out replace an existing file that is not a report")
     rep.add_argument("--all", action="store_true",
                      help="in a range, list every passing verdict, not only the newest")
     rep.add_argument("--points", type=_count(2), default=30, metavar="N",
@@ -346,7 +413,10 @@ def build_parser() -> argparse.ArgumentParser:
     hl.add_argument("--suite", help="suite (default: the suite of the newest run)")
     hl.add_argument("--format", choices=("text", "md", "json"), default="text",
                     help="output format (default text)")
-    hl.add_argument("--out", metavar="FILE", help="write here instead of stdout")
+    hl.add_argument("--out", metavar="FILE", help="write here instead of stdout (never over "
+                    "a history or an input; over another file only with --force)")
+    hl.add_argument("--force", action="store_true",
+                    help="let --out replace an existing file that is not a report")
     hl.add_argument("--window", type=_count(1), default=20, metavar="N",
                     help="runs to look back over (default 20)")
     hl.add_argument("--root", default=".", metavar="PATH",
@@ -364,7 +434,10 @@ def build_parser() -> argparse.ArgumentParser:
                     help="runs since: 30d (default), 12h, 2w or an ISO date; per-commit suites' "
                          "runs per week are counted over this window")
     tr.add_argument("--format", choices=("text", "md", "json"), default="text", help="output format (default text)")
-    tr.add_argument("--out", metavar="FILE", help="write here instead of stdout")
+    tr.add_argument("--out", metavar="FILE", help="write here instead of stdout (never over "
+                    "a history or an input; over another file only with --force)")
+    tr.add_argument("--force", action="store_true",
+                    help="let --out replace an existing file that is not a report")
     tr.add_argument("--rho", type=float, default=0.98, help="twin threshold on |Spearman rho| (default 0.98)")
     tr.add_argument("--realistic", type=float, default=0.20,
                     help="relative shift a metric must be able to detect to stay (default 0.20)")
@@ -381,6 +454,13 @@ def build_parser() -> argparse.ArgumentParser:
     mg.add_argument("shards", nargs="+", metavar="SHARD.db", help="shard history files")
     mg.add_argument("--into", required=True, metavar="PATH",
                     help="target history (created if missing)")
+
+    ck = sub.add_parser(
+        "check", help="list rows reports and gates cannot read (what merge refuses)",
+        description="Check every run of a history with the rules merge applies to a shard: "
+                    "types, ranges, medians against samples, units and keys, runs dated in "
+                    "the future, rows of no run. Exit 2 when anything is wrong.")
+    _add_history(ck)
 
     for name, trusted in (("untrust", False), ("trust", True)):
         what = "trusted again" if trusted else "untrusted (never a baseline, never deleted)"
@@ -423,6 +503,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     except (HistoryError, ReportInputError) as exc:
         print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except (TypeError, ValueError, ArithmeticError) as exc:  # a row no writer of ours makes
+        print(f"error: the history holds a row this report cannot read ({type(exc).__name__}: "
+              f"{exc}); `gate-report check` names the runs", file=sys.stderr)
         return 2
     except BrokenPipeError:  # `gate-report | head`: the reader left; not our error
         sys.stderr.close()

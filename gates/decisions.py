@@ -21,7 +21,7 @@ from gates.judge import (
     Judgement,
     judge_summaries,
 )
-from gates.robust import QN_EFF, predictive_z_pvalue
+from gates.robust import QN_EFF, empirical_bound, predictive_z_pvalue, subset_means
 
 __all__ = [
     "decide",
@@ -211,7 +211,7 @@ def confirm(
     if first is not None and j.status == "ok":
         # Same regime? The first attempt far worse than its rerun is a transient.
         p_split = split_p(first, [rerun], sign=sign, scale=s1c, extra_var=extra_var,
-                          n_baseline=j.n_baseline)
+                          n_baseline=j.n_baseline, reference=_reference(history, params))
         j.extras["p_split"] = p_split
     # The first attempt is judged again where its quantile test may have run (the same
     # baseline, so the same rho_lo guard as ``judge_summaries``) or its window matters.
@@ -263,7 +263,8 @@ def confirm(
 
 
 def split_p(first: float, reruns: Sequence[float], *, sign: int, scale: float,
-            extra_var: float = 0.0, n_baseline: int) -> float:
+            extra_var: float = 0.0, n_baseline: int,
+            reference: np.ndarray | None = None) -> float:
     """One-sided p that the first attempt is a transient against its reruns.
 
     The first attempt and its ``n`` reruns are draws of one regime, each with
@@ -272,18 +273,35 @@ def split_p(first: float, reruns: Sequence[float], *, sign: int, scale: float,
     (scale^2 + extra_var)(1 + 1/n); a small p says the first attempt lies far
     beyond what its reruns put the regime at. Test: two-sample predictive t
     (Hahn & Meeker 1991, sec. 4.7) with the baseline's degrees of freedom,
-    QN_EFF (n_baseline - 1). With one rerun it is ``confirm``'s split test.
+    QN_EFF (n_baseline - 1).
+    ``reference``: the baseline runs. A shift moves both attempts alike, so
+    under one regime first - mean(reruns) is distributed as a baseline run
+    minus the mean of n others whatever the noise's shape; p is bounded below
+    by its rank among those differences (``robust.empirical_bound``), so a
+    gap the baseline's own runs show (a slow mode against a fast one) is
+    never read as a transient, however large the shift both attempts share.
     """
     n = len(reruns)
     if n < 1:
         raise ValueError("split_p needs at least one rerun")
     se = math.sqrt(max((scale * scale + max(extra_var, 0.0)) * (1.0 + 1.0 / n), 1e-300))
     df = max(QN_EFF * (n_baseline - 1), 2.0)
-    return predictive_z_pvalue(sign * (first - float(np.mean(reruns))) / se, df)
+    d = sign * (first - float(np.mean(reruns)))
+    p = predictive_z_pvalue(d / se, df)
+    if reference is not None:
+        x = sign * np.asarray(reference, dtype=float)
+        x = x[np.isfinite(x)]
+        if x.size >= 3:
+            gaps = (x[:, None] - (x[None, :] if n == 1 else subset_means(x, n)[None, :])).ravel()
+            if n == 1:
+                gaps = gaps[gaps != 0.0]  # a run against itself
+            p, _ = empirical_bound(gaps, d, p, 1.0)
+    return p
 
 
 def _chain_check(j: Judgement, v: str, first: float | None, reruns: Sequence[float], *,
-                 sign: int, scale: float, extra_var: float, params: GateParams) -> str:
+                 sign: int, scale: float, extra_var: float, params: GateParams,
+                 reference: np.ndarray | None = None) -> str:
     """A chain of reruns that would hold only at a borderline p, while its first
     attempt is a transient against their mean, does not hold.
 
@@ -308,12 +326,18 @@ def _chain_check(j: Judgement, v: str, first: float | None, reruns: Sequence[flo
             or j.extras.get("p_run_worse", 1.0) <= params.rerun_mean_hold_level):
         return v
     p = split_p(first, reruns, sign=sign, scale=scale, extra_var=extra_var,
-                n_baseline=j.n_baseline)
+                n_baseline=j.n_baseline, reference=reference)
     j.extras["p_split"] = p
     if p <= params.consistency_level:
         j.extras["chain_transient"] = 1.0
         return "pass"
     return v
+
+
+def _reference(history: np.ndarray, params: GateParams) -> np.ndarray:
+    """The baseline runs a transient test ranks its gap among (the newest ``window``)."""
+    h = np.asarray(history, dtype=float)
+    return h[np.isfinite(h)][-params.window:]
 
 
 def _outlier_check(j: Judgement, v: str, another: bool) -> str:
@@ -379,6 +403,7 @@ def corroborate(
     v = "regression" if p_rank <= params.corroborate_rank else "pass"
     if previous is not None:
         v = _chain_check(j, v, first, [previous, rerun], sign=sign,
+                         reference=_reference(history, params),
                          scale=j.extras.get("s1c", j.extras["s1"]), extra_var=extra_var,
                          params=params)
     return j, v
@@ -485,4 +510,5 @@ def confirm_reruns(
     # The sequential confirm's baselines look independent (rho_lo = 0): the one-run
     # scale is s1 (s1c here is the scale of a mean of n).
     return j, _chain_check(j, v, first, reruns, sign=sign, scale=j.extras["s1"],
+                           reference=_reference(history, params),
                            extra_var=extra_var, params=params)

@@ -81,7 +81,7 @@ __all__ = [
 ]
 
 VERDICTS = ("pass", "regression", "improvement", "insufficient-history", "threshold-fail",
-            "missing", "error", "suspect")
+            "missing", "error", "suspect", "unguarded")
 FAILING = ("regression", "threshold-fail", "missing")  # fail the session when enforced
 RERUN = (*FAILING, "suspect")  # enforced verdicts whose tests the confirm attempt reruns
 
@@ -330,19 +330,19 @@ def evaluate_run(
     # The first attempt's own summaries, for later reruns: a chain that holds only at a
     # borderline p must find it one draw of its reruns' regime (stats.split_p).
     root_summary = _summaries_of(history, chain[-1]["run_id"]) if earlier else {}
-    # The machine of this run and of each baseline run: a machine the baseline has
-    # not seen adds the between-host variance (stats.host_variance) to the verdict.
+    # The machine of this run and of each baseline run (``gates.machines``: where runs
+    # name theirs, machine offsets are part of the noise model).
     this_host = host_key(run.get("hardware"))
     base_ids: dict[str, list[str]] = {}
     standins: set[str] = set()  # keys whose newest baseline run stands in for a transient
     try:
         pre = (bulk_baselines(history, run, {k for k in keys if recorded.get(k)}, exclude,
                                params.window + max(params.windows, default=1),
-                               ids_out=base_ids if this_host or earlier else None,
+                               ids_out=base_ids,
                                standins_out=standins)
                if bulk else None)
         hosts = (hosts_of(history, [r for ids in base_ids.values() for r in ids])
-                 if this_host and pre is not None else {})
+                 if pre is not None else {})
     except sqlite3.DatabaseError as e:
         raise GateInputError(f"{history.path}: cannot read baselines ({e}); check the "
                              "file with `History.check`") from None
@@ -403,11 +403,13 @@ def evaluate_run(
             else:
                 q = v.q_value if v.q_value is not None else j.p_worse
                 # Two or more confirm reruns left (enforced gates only: warn mode reruns
-                # nothing): the sequential confirm's level; improvements keep the gate's.
+                # nothing): the sequential confirm's level. Improvements are never rerun,
+                # so one attempt must carry the evidence a regression's trip and confirm
+                # carry together: level x confirm_level.
                 level = (stats.level_for(j, gate.level, params)
                          if attempts_left >= 2 and gate.mode == "enforce" else gate.level)
                 verdict = stats.decide(j, q, level=level, q_better=q_better.get(v.key),
-                                       better_level=gate.level)
+                                       better_level=gate.level * params.confirm_level)
                 if (verdict == "pass" and gate.mode == "enforce"
                         and stats.is_suspect(j, q, params=params, level=level)):
                     # Short of the level, but the new run alone passed the screen:
@@ -417,6 +419,8 @@ def evaluate_run(
                                  f"new run alone p {j.extras['p_run_worse']:.2g}: screened at "
                                  f"{params.screen_level:g}, a confirm rerun decides")
             v.verdict = verdict
+            if verdict == "improvement":  # its own p, not the bad direction's
+                v.p_value, v.q_value = _num(j.p_better), q_better.get(v.key)
             if verdict in ("regression", "improvement"):
                 base = bases.get(v.key)
                 if base is None:  # bulk path: the full series only for the few that tripped
@@ -538,13 +542,12 @@ def _judge_one(history: Any, run: Mapping[str, Any], key: str,
         hist = [r.get("samples") or [r["median"]] for r in base]
         ids = [r["run_id"] for r in base]
         standin_last = bool(base and base[-1].get("standin"))
-        if this_host:
-            hosts = hosts_of(history, ids)
+        hosts = hosts_of(history, ids)
     p = _params_for(params, gate.level, gate.min_change)
     sign = 1 if gate.better == "lower" else -1
     summaries, value, extra = stats.summarize(hist, samples, p)
     run_hosts = None
-    if this_host and hosts is not None and ids is not None and len(ids) >= summaries.size:
+    if hosts is not None and ids is not None and len(ids) >= summaries.size:
         run_hosts = [hosts.get(r) for r in ids[len(ids) - summaries.size:]]
     if first is None:
         j = stats.judge_summaries(summaries, value, sign=sign, params=p, n_trials=gate.n,
@@ -620,10 +623,13 @@ def _judge_one(history: Any, run: Mapping[str, Any], key: str,
     v.statistic = _num(j.z) if j.status == "ok" else None
     v.p_value = _num(j.p_worse) if j.status == "ok" else None
     v.floor = _num(j.floor)
-    v.method = j.statistic if j.status == "ok" else f"needs {params.min_history} runs"
+    v.method = (j.statistic if j.status == "ok" else j.status if j.reason
+                else f"needs {params.min_history} runs")
     v.n_baseline = j.n_baseline
     if j.extras.get("new_host"):
         v.message = _new_host_message(j)
+    if j.reason:
+        v.message = j.reason
     return j, base
 
 
@@ -730,6 +736,10 @@ def main(argv: Sequence[str] | None = None) -> int:
                                attempts_left=a.attempts_left)
     except (GateInputError, HistoryError) as e:
         print(f"error: {e}", file=sys.stderr)
+        return 2
+    except (TypeError, ValueError, ArithmeticError) as e:  # a row no writer of ours makes
+        print(f"error: {a.history}: holds a row the gate cannot read ({type(e).__name__}: "
+              f"{e}); `gate-report check --history {a.history}` names the runs", file=sys.stderr)
         return 2
     if a.tripped_out:
         Path(a.tripped_out).parent.mkdir(parents=True, exist_ok=True)

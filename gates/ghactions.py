@@ -138,7 +138,7 @@ def locate_test(nodeid: str, root: Path = Path(".")) -> tuple[str, int]:
     """(path, line) of the test function behind a pytest node id (line 1 if not found)."""
     path, _, rest = nodeid.partition("::")
     rest = _PARAMS.sub("", rest)
-    lines = _functions(str(root / path))
+    lines = _functions(os.path.abspath(root / path))  # cached: a relative key would outlive a chdir
     line = lines.get(rest) or lines.get(rest.split("::")[0]) or 1
     return path, line
 

@@ -8,16 +8,21 @@ modified.
 
 Writes are short ``BEGIN IMMEDIATE`` transactions on a WAL database with a busy
 timeout, retried on "database is locked", so parallel suite processes can share
-one file. A run is written in two steps: `History.start_run` inserts its
-provenance with ``status = 'incomplete'``; `History.record_run` writes every test,
-metric and sample and flips the status to ``'complete'`` (``'interrupted'`` when
-pytest was interrupted) in one transaction. A process killed in between leaves an
-``incomplete`` run. Only complete runs serve as baselines.
+one file. A run is written in steps: `History.start_run` inserts its provenance
+with ``status = 'incomplete'``; `History.record_tests` writes each test as it
+starts (an ``error`` row whose error begins "did not finish") and again as it
+finishes (its outcome, metrics and samples), one short transaction each;
+`History.record_run` writes what is left and flips the status to ``'complete'``
+(``'interrupted'`` when pytest was interrupted). A process killed in between leaves
+an ``incomplete`` run with every finished test; the suite runner then marks it
+``crashed`` or ``interrupted`` (`History.close_unfinished`, naming the test that
+was running and the signal). Only complete runs serve as baselines.
 
 Tables (browse them with ``sqlite-utils tables history.db --counts``):
 
 - ``runs``: one row per run id: suite, shard_index/shard_count, status
-  (incomplete: started, never finished; complete; interrupted: pytest exit 2/3),
+  (incomplete: started, never finished; complete; interrupted: pytest exit 2-4 or
+  a signal to the run; crashed: pytest died, exited early or hung and was killed),
   exit_status (pytest's), confirm_of (the run a confirm-on-trip rerun re-checks),
   commit_sha, branch, ci_url, started_at/finished_at (UTC ISO), host, python,
   fingerprint (hardware key that baselines match on), hardware (JSON),
@@ -70,10 +75,15 @@ __all__ = [
     "open_history",
 ]
 
-# pytest ExitCode.INTERRUPTED and INTERNAL_ERROR: the session did not run to its end.
-_INTERRUPTED = (2, 3)
+# pytest ExitCode.INTERRUPTED, INTERNAL_ERROR and USAGE_ERROR (a bad -k expression is
+# found after the run started): the session did not run what it was asked to.
+_INTERRUPTED = (2, 3, 4)
 OUTCOMES = ("passed", "failed", "skipped", "error", "xfailed", "xpassed")
 FAILING = ("failed", "error")
+# The error text of a test row written as the test starts: still there, the test never
+# finished (its process crashed, hung or was killed); see `History.record_tests`.
+UNFINISHED = "did not finish"
+STATUSES = ("incomplete", "complete", "interrupted", "crashed")
 BUSY_TIMEOUT_S = 60.0
 _SQLITE_MAGIC = b"SQLite format 3\x00"
 # Where a history path comes from, as users give it: `nox -s SUITE -- --history PATH` and
@@ -137,12 +147,14 @@ class History:
         check_file(self.path, create=create and not readonly)
         if not self.path.exists():
             self.path.parent.mkdir(parents=True, exist_ok=True)
+        if not readonly and self.path.parent.exists() and \
+                not os.access(self.path.parent, os.W_OK | os.X_OK):
+            raise HistoryError(
+                f"{self.path}: its folder is read-only, and a history is written with "
+                "SQLite's write-ahead log (files beside it); copy it to a writable folder "
+                f"or give a history path there ({HISTORY_OPTION}); reports read it as it is")
         try:
-            if readonly:
-                conn = sqlite3.connect(self.path.resolve().as_uri() + "?mode=ro", uri=True,
-                                       timeout=BUSY_TIMEOUT_S)
-            else:
-                conn = sqlite3.connect(self.path, timeout=BUSY_TIMEOUT_S)
+            conn = _connect(self.path, readonly)
         except sqlite3.Error as exc:
             raise HistoryError(f"{self.path}: cannot open ({exc}); check the path and "
                                "its permissions") from exc
@@ -150,6 +162,9 @@ class History:
         try:
             conn.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_S * 1000)}")
             conn.execute("PRAGMA foreign_keys = ON")
+            # In WAL mode NORMAL loses nothing on a process crash (only the last commits
+            # on power loss) and spares an fsync per commit: the plugin commits per test.
+            conn.execute("PRAGMA synchronous = NORMAL")
             self.db = Database(conn, execute_plugins=False)
             self._retry(self._prepare)
         except sqlite3.DatabaseError as exc:
@@ -174,15 +189,17 @@ class History:
         return f"<History {self.path}>"
 
     def _prepare(self) -> None:
-        # First read: fails here on a damaged file, before anything is written.
+        # First read: fails here on a damaged file, before anything is written; a
+        # foreign or newer file is refused before the WAL switch, so it stays untouched.
         self.conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
+        self._check_and_migrate(migrate=False)
         if not self.readonly:
             mode = self.conn.execute("PRAGMA journal_mode").fetchone()[0]
             if mode.lower() != "wal":
                 self.db.enable_wal()
         self._check_and_migrate()
 
-    def _check_and_migrate(self) -> None:
+    def _check_and_migrate(self, migrate: bool = True) -> None:
         applied = {m.name for m in MIGRATIONS.applied(self.db)}
         unknown = sorted(applied - set(KNOWN_MIGRATIONS))
         if unknown:
@@ -199,7 +216,7 @@ class History:
                     f"{self.path}: an SQLite database but not a gates history (tables: "
                     f"{', '.join(tables[:5])}); give another history file ({HISTORY_OPTION})"
                 )
-        if len(applied) == SCHEMA_VERSION:
+        if len(applied) == SCHEMA_VERSION or not migrate:
             return
         if self.readonly:
             raise HistoryError(f"{self.path}: schema is older than this code's; open it "
@@ -272,34 +289,98 @@ class History:
 
     # ----------------------------------------------------------------- writes
 
-    def start_run(self, provenance: Provenance) -> None:
-        """Insert the run's provenance as ``incomplete`` (a no-op if the run id exists)."""
+    def start_run(self, provenance: Provenance) -> int:
+        """Insert the run's provenance as ``incomplete`` (kept if the run id exists).
+
+        Returns the attempt number this session writes its tests under (1, or one
+        more than the run's last attempt when a rerun reuses the id).
+        """
         row = _run_row(provenance, status="incomplete", exit_status=None)
 
-        def insert() -> None:
+        def insert() -> int:
             existing = self._run_suite(provenance.run_id)
             if existing is None:
                 _insert(self.conn, "runs", [row])
             elif existing != provenance.suite:
                 raise HistoryError(f"{self.path}: run id {provenance.run_id} already belongs "
                                    f"to suite {existing!r}; pass a fresh --gates-run-id")
+            return self._next_attempt(provenance.run_id)
 
-        self._write(insert)
+        return self._write(insert)
 
-    def record_run(self, record: RunRecord) -> int:
+    def _next_attempt(self, run_id: str) -> int:
+        prior = self.conn.execute(
+            "SELECT max(attempt) FROM (SELECT attempt FROM tests WHERE run_id = ? "
+            "UNION ALL SELECT attempt FROM metrics WHERE run_id = ?)",
+            (run_id, run_id)).fetchone()[0]
+        return (prior or 0) + 1
+
+    def record_tests(self, run_id: str, attempt: int, tests: Sequence[TestResult],
+                     metrics: Sequence[tuple[str, Metric]] = ()) -> None:
+        """Write (or replace) some tests' rows and metrics of a started run, in one
+        short transaction; the run's status is left alone.
+
+        The plugin calls this as each test starts (an ``error`` row saying it did not
+        finish) and finishes (its outcome and metrics), so a crash loses nothing that
+        finished and the row of the test that was running names it.
+        """
+        _check_outcomes(self.path, tests)
+
+        def write() -> None:
+            run = self._rows("SELECT suite, fingerprint, started_at FROM runs "
+                             "WHERE run_id = ?", (run_id,))
+            if not run:
+                raise HistoryError(f"{self.path}: no run {run_id}; start the run first")
+            _put_tests(self.conn, run_id, attempt, run[0], tests, metrics)
+
+        self._write(write)
+
+    def close_unfinished(self, run_id: str, status: str, exit_status: int | None,
+                         note: str) -> dict[str, Any] | None:
+        """Mark a run that its process never finished (`status` crashed or interrupted).
+
+        Only a run still ``incomplete`` changes; `note` is appended to the error of
+        each test that did not finish. Returns {"unfinished": [nodeid, ...],
+        "finished": n, "metrics": n} of the run, or None when the run had finished
+        (or does not exist) and nothing changed.
+        """
+        if status not in ("crashed", "interrupted"):
+            raise HistoryError(f"close_unfinished: status {status!r}; use crashed or interrupted")
+
+        def write() -> dict[str, Any] | None:
+            row = self.conn.execute("SELECT status FROM runs WHERE run_id = ?",
+                                    (run_id,)).fetchone()
+            if row is None or row[0] != "incomplete":
+                return None
+            self.conn.execute("UPDATE runs SET status = ?, exit_status = ?, finished_at = ? "
+                              "WHERE run_id = ?", (status, exit_status, utc_now(), run_id))
+            unfinished = [r[0] for r in self.conn.execute(
+                "SELECT nodeid FROM tests WHERE run_id = ? AND error LIKE ? ORDER BY id",
+                (run_id, UNFINISHED + "%"))]
+            self.conn.execute("UPDATE tests SET error = error || ? WHERE run_id = ? AND "
+                              "error LIKE ?", ("; " + note, run_id, UNFINISHED + "%"))
+            finished = self.conn.execute("SELECT count(*) FROM tests WHERE run_id = ?",
+                                         (run_id,)).fetchone()[0] - len(unfinished)
+            n_metrics = self.conn.execute("SELECT count(*) FROM metrics WHERE run_id = ?",
+                                          (run_id,)).fetchone()[0]
+            return {"unfinished": unfinished, "finished": finished, "metrics": n_metrics}
+
+        return self._write(write)
+
+    def record_run(self, record: RunRecord, attempt: int | None = None) -> int:
         """Write a run's tests, metrics, samples and plan in one transaction; mark it complete.
 
-        A pytest exit status of 2 (interrupted: Ctrl-C, collection errors) or 3
-        (internal error) marks it ``interrupted`` instead: kept, never a baseline.
+        A pytest exit status of 2 (interrupted: Ctrl-C, collection errors), 3
+        (internal error) or 4 (usage error) marks it ``interrupted`` instead: kept,
+        never a baseline.
 
         A run id that already has results (a rerun of tripped tests under the same
-        id) gets the next attempt number. Returns the attempt number written.
+        id) gets the next attempt number, unless `attempt` names the one this
+        session has been writing test by test (`record_tests`); rows of the same
+        test are then replaced. Returns the attempt number written.
         """
         prov = record.provenance
-        for test in record.tests:
-            if test.outcome not in OUTCOMES:
-                raise HistoryError(f"{self.path}: outcome {test.outcome!r} of {test.nodeid} "
-                                   f"is not one of {', '.join(OUTCOMES)}")
+        _check_outcomes(self.path, record.tests)
 
         def write() -> int:
             existing = self._run_suite(prov.run_id)
@@ -318,35 +399,15 @@ class History:
                     "UPDATE runs SET status = ?, finished_at = ?, exit_status = ? "
                     "WHERE run_id = ?", (status, finished, record.exit_status, prov.run_id))
                 run = self._rows("SELECT * FROM runs WHERE run_id = ?", (prov.run_id,))[0]
-            prior = self.conn.execute(
-                "SELECT max(attempt) FROM (SELECT attempt FROM tests WHERE run_id = ? "
-                "UNION ALL SELECT attempt FROM metrics WHERE run_id = ?)",
-                (prov.run_id, prov.run_id)).fetchone()[0]
-            attempt = (prior or 0) + 1
-            tests = [
-                {"run_id": prov.run_id, "attempt": attempt, "nodeid": t.nodeid,
-                 "path": t.path, "outcome": t.outcome, "duration": t.duration,
-                 "skip_reason": t.skip_reason, "error": t.error}
-                for t in _dedupe_tests(record.tests)
-            ]
-            _insert(self.conn, "tests", tests)
-            metrics = [
-                {"run_id": prov.run_id, "attempt": attempt, "nodeid": nodeid,
-                 "key": m.key, "unit": m.unit, "better": m.better, "n": m.n,
-                 "min_value": m.min_value, "max_value": m.max_value,
-                 "count": m.count, "median": m.median, "suite": run["suite"],
-                 "fingerprint": run["fingerprint"], "started_at": run["started_at"],
-                 "samples": list(m.samples)}
-                for nodeid, m in record.metrics
-            ]
-            _insert_metrics(self.conn, metrics)
+            this = attempt if attempt is not None else self._next_attempt(prov.run_id)
+            _put_tests(self.conn, prov.run_id, this, run, record.tests, record.metrics)
             if record.plan is not None:
                 files, gates = _plan_rows(prov.run_id, record.plan)
                 _insert(self.conn, "plan_files", files, verb="INSERT OR IGNORE")
                 if not self.conn.execute("SELECT 1 FROM plan_gates WHERE run_id = ? LIMIT 1",
                                          (prov.run_id,)).fetchone():
                     _insert(self.conn, "plan_gates", gates)
-            return attempt
+            return this
 
         return self._write(write)
 
@@ -471,6 +532,13 @@ class History:
         rows = self._rows(f"SELECT * FROM runs {where} ORDER BY started_at DESC, run_id "
                           "LIMIT ?", [*params, limit])
         return [_decode_run(r) for r in rows]
+
+    def unit_of(self, suite: str, key: str) -> tuple[str, str] | None:
+        """(unit, run_id) of the newest recorded value of `key` on `suite`, or None."""
+        row = self.conn.execute(
+            "SELECT unit, run_id FROM metrics WHERE suite = ? AND key = ? "
+            "ORDER BY started_at DESC LIMIT 1", (suite, key)).fetchone()
+        return None if row is None else (row[0], row[1])
 
     def tests(self, run_id: str) -> list[dict[str, Any]]:
         """The run's test rows, by attempt then nodeid."""
@@ -651,6 +719,24 @@ class History:
                 "SELECT * FROM trust_log WHERE run_id = ? ORDER BY id", (run_id,))],
         }
 
+    def orphan_rows(self) -> list[str]:
+        """Rows that belong to no run (or no metric): what a broken or forged file holds."""
+        checks = (
+            ("tests", "SELECT count(*) FROM tests WHERE run_id NOT IN (SELECT run_id FROM runs)"),
+            ("metrics", "SELECT count(*) FROM metrics WHERE run_id NOT IN "
+                        "(SELECT run_id FROM runs)"),
+            ("samples", "SELECT count(*) FROM samples WHERE metric_id NOT IN "
+                        "(SELECT id FROM metrics)"),
+            ("verdicts", "SELECT count(*) FROM verdicts WHERE run_id NOT IN "
+                         "(SELECT run_id FROM runs)"),
+        )
+        out = []
+        for table, sql in checks:
+            n = self.conn.execute(sql).fetchone()[0]
+            if n:
+                out.append(f"{n} row(s) of {table} belong to no run")
+        return out
+
     def run_ids(self) -> list[str]:
         return [r[0] for r in self.conn.execute("SELECT run_id FROM runs ORDER BY started_at")]
 
@@ -676,6 +762,31 @@ def check_file(path: Path, *, create: bool) -> None:
     if header and header != _SQLITE_MAGIC:
         raise HistoryError(f"{path}: not an SQLite database; move it away or give another "
                            f"history file ({HISTORY_OPTION})")
+
+
+def _connect(path: Path, readonly: bool) -> sqlite3.Connection:
+    if not readonly:
+        return sqlite3.connect(path, timeout=BUSY_TIMEOUT_S)
+    uri = path.resolve().as_uri()
+    conn = sqlite3.connect(uri + "?mode=ro", uri=True, timeout=BUSY_TIMEOUT_S)
+    try:
+        conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
+        return conn
+    except sqlite3.OperationalError as exc:
+        if "unable to open" not in str(exc):
+            return conn  # locked, busy: the caller's retries and messages handle it
+        conn.close()
+        # A WAL file in a read-only folder: SQLite cannot create its -shm index. With
+        # no -wal file beside it, every write is in the file itself, and reading it as
+        # immutable is exact.
+        wal = path.with_name(path.name + "-wal")
+        if wal.exists() and wal.stat().st_size:
+            raise HistoryError(
+                f"{path}: in a read-only folder with an unmerged write-ahead log ({wal.name}); "
+                "copy both files to a writable folder and read the copy") from None
+        return sqlite3.connect(uri + "?mode=ro&immutable=1", uri=True, timeout=BUSY_TIMEOUT_S)
+    except sqlite3.DatabaseError:
+        return conn  # not a database: the first read in History says so, with the fix
 
 
 def _corrupt(path: Path, exc: BaseException) -> HistoryError:
@@ -727,6 +838,41 @@ def _insert(conn: sqlite3.Connection, table: str, rows: list[dict[str, Any]],
     sql = (f"{verb} INTO {table} ({', '.join(_q(c) for c in columns)}) "
            f"VALUES ({', '.join('?' * len(columns))})")
     conn.executemany(sql, [tuple(r.get(c) for c in columns) for r in rows])
+
+
+def _check_outcomes(path: Path, tests: Iterable[TestResult]) -> None:
+    for test in tests:
+        if test.outcome not in OUTCOMES:
+            raise HistoryError(f"{path}: outcome {test.outcome!r} of {test.nodeid} "
+                               f"is not one of {', '.join(OUTCOMES)}")
+
+
+def _put_tests(conn: sqlite3.Connection, run_id: str, attempt: int, run: Mapping[str, Any],
+               tests: Sequence[TestResult], metrics: Sequence[tuple[str, Metric]]) -> None:
+    """Replace these tests' rows and metrics (one attempt of one run); we hold the lock."""
+    tests = _dedupe_tests(tests)
+    nodeids = sorted({t.nodeid for t in tests} | {nodeid for nodeid, _ in metrics})
+    for chunk in range(0, len(nodeids), 400):
+        part = nodeids[chunk:chunk + 400]
+        marks = ",".join("?" * len(part))
+        where = f"run_id = ? AND attempt = ? AND nodeid IN ({marks})"
+        conn.execute(f"DELETE FROM samples WHERE metric_id IN (SELECT id FROM metrics "
+                     f"WHERE {where})", [run_id, attempt, *part])
+        conn.execute(f"DELETE FROM metrics WHERE {where}", [run_id, attempt, *part])
+        conn.execute(f"DELETE FROM tests WHERE {where}", [run_id, attempt, *part])
+    _insert(conn, "tests", [
+        {"run_id": run_id, "attempt": attempt, "nodeid": t.nodeid, "path": t.path,
+         "outcome": t.outcome, "duration": t.duration, "skip_reason": t.skip_reason,
+         "error": t.error}
+        for t in tests])
+    _insert_metrics(conn, [
+        {"run_id": run_id, "attempt": attempt, "nodeid": nodeid,
+         "key": m.key, "unit": m.unit, "better": m.better, "n": m.n,
+         "min_value": m.min_value, "max_value": m.max_value,
+         "count": m.count, "median": m.median, "suite": run["suite"],
+         "fingerprint": run["fingerprint"], "started_at": run["started_at"],
+         "samples": list(m.samples)}
+        for nodeid, m in metrics])
 
 
 def _insert_metrics(conn: sqlite3.Connection, metrics: list[dict[str, Any]]) -> None:

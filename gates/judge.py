@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from scipy import special
 
-from gates.machines import chi2_median_factor, host_variance, new_machine_var
+from gates.machines import UNGUARDED_CV, labels_of, machine_model
 from gates.robust import (
     HALF_PI,
     HUBER_VAR,
@@ -128,6 +128,7 @@ class Judgement:
     statistic: str = "robust-t"
     scale: float = float("nan")  # run-to-run scale (absolute units)
     extras: dict[str, float] = field(default_factory=dict)
+    reason: str = ""  # why the model could not judge (status ``unguarded``)
 
     @property
     def p(self) -> float:
@@ -227,7 +228,8 @@ def judge_summaries(
     standin_last = standin_last and finite.size > 0 and bool(finite[-1])
     h = h[finite]
     hl = None
-    if hosts is not None and host is not None and len(hosts) == finite.size:
+    if hosts is not None and len(hosts) == finite.size and (
+            host is not None or any(x is not None for x in hosts)):
         hl = (list(hosts) if finite.all()
               else [x for x, f in zip(hosts, finite, strict=True) if f])
     min_change = params.min_change if min_change is None else min_change
@@ -245,35 +247,32 @@ def judge_summaries(
     full = np.append(h, value)
     if ks and h.size - (kmax - 1) >= params.min_history:
         base = full[-kmax - W : -kmax]
-        base_hosts = hl[max(0, h.size + 1 - kmax - W) : h.size + 1 - kmax] if hl else None
+        base_end = h.size + 1 - kmax
         tail = full[-kmax:-1]  # the runs between the baseline and the new one
     else:
         base, ks = h[-W:], []
-        base_hosts = hl[-W:] if hl else None
+        base_end = h.size
         tail = None
-    # Machines (runs that name theirs): a machine the baseline has not seen adds
-    # tau^2, one more draw of noise (a known machine's level is part of the
-    # baseline's spread; centring runs on their machine's level was tried and
-    # dropped: with few runs per machine, metrics that are constant on a machine
-    # get a near-zero scale).
-    known_m = {x for x in base_hosts if x is not None} if base_hosts else set()
-    new_host = bool(known_m) and host not in known_m
-    tau2: float | None = 0.0
-    tau2_new = 0.0  # variance of a machine the baseline has not seen
-    win_hosts: list[str | None] = []
-    if known_m:
-        win = [*hl[-kmax + 1 :], host] if kmax > 1 else [host]
-        # Only runs on machines the baseline has not seen need tau^2 (the usual
-        # case, every recent run on a known machine, costs nothing).
-        if new_host or any(x is not None and x not in known_m for x in win):
-            tau2 = host_variance(base, base_hosts)
-            if tau2 is not None:
-                tau2_new = tau2 * chi2_median_factor(len(known_m) - 1)
-                win_hosts = win
-            if new_host:
-                extra_var = extra_var + tau2_new
     n = base.size
     c, s = center_scale(base, n_trials)
+    # Machines (a history whose runs name theirs): every run's offset is unknown about
+    # the baseline's centre (``gates.machines``).
+    lab = labels_of([*hl, host]) if hl is not None else None
+    # Estimated over the baseline and the runs after it (every run before the new one):
+    # the recent runs are where a growing pool shows its new machines.
+    mm = (machine_model(h[base_end - n :], lab[base_end - n : h.size], s, n)
+          if lab is not None else None)
+    lab_new = lab[-1] if lab is not None else ""
+    if mm is not None and mm.tau2 is None and any(x != lab_new for x in lab[base_end - n:]):
+        return _unguarded(h, value, c, sign, min_change, "machine spread unknown: the runs "
+                          "before name fewer than two machines, and not all are this run's")
+    # (A spread relative to the level means something on a ratio scale only: every run
+    # on the centre's side of 0.)
+    if (mm is not None and math.sqrt(mm.run_var(lab_new)) > UNGUARDED_CV * abs(c)
+            and bool(np.all(base * c > 0))):
+        return _unguarded(h, value, c, sign, min_change, "run-to-run spread across machines "
+                          f"{100 * math.sqrt(mm.run_var(lab_new)) / abs(c):.0f}% of the "
+                          "metric: no change worth guarding stands out of it")
     # Serial dependence is read from the baseline and the runs after it, each about its
     # own centre: 9 more runs (on runs 30-38 the baseline has only 21-29), and a change
     # among the recent runs does not read as dependence (``lag1_autocorr``).
@@ -312,12 +311,15 @@ def judge_summaries(
     # A heavy bad-side tail or second mode: pairs of slow runs are ordinary (no pair
     # means), and a window's minimum says more than its location (quantile test).
     heavy = int(np.count_nonzero(dev_1 > PAIR_TAIL * s1c)) >= 3
+    # The run's machine offset beyond what the one-run scale holds; attempts of one run
+    # share it (a rerun runs on the same machine), so it is not divided by ``mean_of``.
+    m_var1 = max(0.0, mm.run_var(lab_new) - s1c * s1c) if mm is not None else 0.0
     if mean_of > 1:
         s1c = s1 * math.sqrt(max(rho_hi - rho_lo, 0.0) ** 2
                              + (1.0 - rho_hi * rho_hi) / mean_of)
         if not heavy:
             dev_1, u1 = subset_means(dev_1, mean_of), 3.0 * s1c
-    se1 = math.sqrt(max(s1c * s1c + cvar1 + extra_var, 1e-300))
+    se1 = math.sqrt(max(s1c * s1c + cvar1 + extra_var + m_var1, 1e-300))
     d1 = sign * (value - mu1)
     z1 = d1 / se1
     pw1 = predictive_z_pvalue(z1, df1)
@@ -331,8 +333,7 @@ def judge_summaries(
     # every run it reads is on a machine the baseline knows (a rank test has no
     # room for a machine offset).
     kq = QUANTILE_K
-    new_m = bool(known_m) and any(x is not None and x not in known_m
-                                  for x in [*hl[-(kq - 1):], host])
+    new_m = mm is not None and any(x not in mm.known for x in lab[-kq:])
     quant = bool(ks) and rho_lo <= QUANTILE_RHO and not new_m and heavy
     if quant:
         w = (w[0], *[x * (1.0 - QUANTILE_WEIGHT / (1.0 - w[0])) for x in w[1:]])
@@ -361,9 +362,10 @@ def judge_summaries(
         # the variance for AR(1) dependence.
         boot = locs[1 : 1 + boot_idx.shape[0]]
         ck = float(boot.mean())
-        var_iid = max(s_w * s_w * HUBER_VAR / k, float(boot.var()))
+        var_iid = max(s_w * s_w * HUBER_VAR / k, float(boot.var()),
+                      HUBER_VAR * mm.total / k if mm is not None else 0.0)
         se = math.sqrt(var_iid * ar1_variance_factor(rho_hi, k) + cvar_w
-                       + new_machine_var(win_hosts[-k:], known_m, tau2_new))
+                       + (mm.window_extra(lab[-k:]) if mm is not None else 0.0))
         z = sign * (est - ck) / se
         pw = predictive_z_pvalue(z, df_w)
         pb = predictive_z_pvalue(-z, df_w)
@@ -408,17 +410,25 @@ def judge_summaries(
         scale=s, extras={"p_run_worse": pw1, "p_run_better": pb1, "w_run": w[0], "rho": rho, "rho_hi": rho_hi,
                           "s1": s1, "s1c": s1c, "mu1": mu1, "rho_lo": rho_lo,
                           "n_base": float(n),
-                          "heavy": float(heavy), "machines": float(len(known_m)),
+                          "heavy": float(heavy), "machines": float(mm.groups if mm is not None else 0),
                           # The value beyond every baseline run: on a heavy-tailed baseline
                           # a confirm rerun this far out is corroborated (decisions.corroborate).
                           "beyond": float(worse1 == 0),
                           # ... and its rank among them: (1 + #{as bad or worse}) / (n + 1).
                           "rank_worse": (worse1 + 1) / (dev_1.size + 1),
                           **p_win, **q_extras,
-                          **({"new_host": 1.0, "host_var": float(tau2_new),
-                              "host_var_known": float(tau2 is not None)}
-                             if new_host else {})},
+                          **({"new_host": 1.0, "host_var": mm.run_var(lab_new) - mm.within2,
+                              "host_var_known": 1.0}
+                             if mm is not None and host is not None and host not in mm.known
+                             else {})},
     )
+
+
+def _unguarded(h: np.ndarray, value: float, c: float, sign: int, floor: float,
+               why: str) -> Judgement:
+    """A metric the noise model says cannot be guarded on this run (verdict ``unguarded``)."""
+    return Judgement("unguarded", c, value, None, None, 0.0, 1.0, 1.0, floor, 1, int(h.size),
+                     None, sign, reason=why)
 
 
 def _weights(m: int) -> tuple[float, ...]:

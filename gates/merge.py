@@ -16,8 +16,9 @@ from pathlib import Path
 from typing import Any
 
 from gates.history import History, HistoryError, _drop, _insert, _insert_metrics
+from gates.merge_check import ShardRejected, check_bundle
 
-__all__ = ["MergeConflict", "MergeReport", "merge_histories", "run_digest"]
+__all__ = ["MergeConflict", "MergeReport", "check_history", "merge_histories", "run_digest"]
 
 
 class MergeConflict(HistoryError):
@@ -66,6 +67,29 @@ def _insert_bundle(conn: sqlite3.Connection, bundle: Mapping[str, Any]) -> None:
     _insert(conn, "trust_log", list(bundle["trust_log"]))
 
 
+def _check_units(history: History, pending: Mapping[str, tuple[str, dict[str, Any], str]]) -> None:
+    """One key, one unit per suite: across the shards and with the target (the gate would
+    pool 0.5 "s" and 500 "ms" into one series)."""
+    seen: dict[tuple[str, str], tuple[str, str]] = {}  # (suite, key) -> (unit, where)
+    for run_id, (shard_name, bundle, _) in pending.items():
+        suite = bundle["run"]["suite"]
+        for m in bundle["metrics"]:
+            where = f"{shard_name} (run {run_id})"
+            known = seen.get((suite, m["key"]))
+            if known is None:
+                found = history.unit_of(suite, m["key"])
+                if found is not None:
+                    known = seen[(suite, m["key"])] = (found[0], f"{history.path} (run {found[1]})")
+                else:
+                    seen[(suite, m["key"])] = (m["unit"], where)
+                    continue
+            if known[0] != m["unit"]:
+                raise HistoryError(
+                    f"{shard_name}: run {run_id}: metric {m['key']!r} of suite {suite!r} is in "
+                    f"{m['unit']!r} but {known[1]} has it in {known[0]!r}; one key has one "
+                    "unit (record the new unit under a new key); the shard was not merged")
+
+
 def merge_histories(shards: Sequence[str | os.PathLike[str]],
                     into: str | os.PathLike[str]) -> MergeReport:
     """Fold shard history files into `into` (created if missing), idempotently.
@@ -75,6 +99,9 @@ def merge_histories(shards: Sequence[str | os.PathLike[str]],
     `into` or in two shards, raises `MergeConflict` and nothing is written.
     Trust flags and verdicts are not content: for a run already present, the
     target's are kept. Shards are only read. All new runs land in one transaction.
+    Every row of a shard is checked first (`gates.merge_check`): a shard with a
+    hostile or broken row (a text median, a run dated in the future, a unit that
+    is not a unit, rows of no run) is refused whole with `HistoryError`.
     """
     target = Path(into)
     report = MergeReport(into=target)
@@ -86,8 +113,16 @@ def merge_histories(shards: Sequence[str | os.PathLike[str]],
                 raise HistoryError(f"{shard_path}: is the merge target itself; pass shard "
                                    "files other than --into")
             with History(shard_path, create=False, readonly=True) as source:
+                orphans = source.orphan_rows()
+                if orphans:
+                    raise HistoryError(f"{shard_path}: {orphans[0]}; the shard was not merged "
+                                       "(regenerate it, or drop it from the merge)")
                 for run_id in source.run_ids():
                     bundle = source.export_run(run_id)
+                    try:
+                        check_bundle(bundle, str(shard_path))
+                    except ShardRejected as exc:
+                        raise HistoryError(str(exc)) from None
                     digest = run_digest(bundle)
                     if run_id in pending:
                         other_shard, _, other_digest = pending[run_id]
@@ -101,6 +136,7 @@ def merge_histories(shards: Sequence[str | os.PathLike[str]],
 
         def write() -> None:
             # Reset: a retry after "database is locked" runs this again.
+            _check_units(history, pending)
             report.added.clear()
             report.unchanged.clear()
             report.per_shard.update(dict.fromkeys(report.per_shard, 0))
@@ -119,3 +155,18 @@ def merge_histories(shards: Sequence[str | os.PathLike[str]],
 
         history._write(write)
     return report
+
+
+def check_history(path: str | os.PathLike[str]) -> list[str]:
+    """One line per problem a merge would refuse, over every run of a history file:
+    what a hand edit or an older merge left that reports and gates cannot read."""
+    problems = []
+    with History(Path(path), create=False, readonly=True) as history:
+        problems += [f"{history.path}: {p}" for p in history.orphan_rows()]
+        for run_id in history.run_ids():
+            try:
+                check_bundle(history.export_run(run_id), str(history.path))
+            except ShardRejected as exc:
+                problems.append(str(exc).replace("; the shard was not merged (regenerate it, "
+                                                 "or drop it from the merge)", ""))
+    return problems

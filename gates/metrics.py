@@ -21,6 +21,9 @@ __all__ = [
     "Metric",
     "MetricBook",
     "MetricError",
+    "UNIT_PATTERN",
+    "check_key",
+    "check_unit",
     "median",
     "validate_metric",
 ]
@@ -30,6 +33,9 @@ __all__ = [
 KEY_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:/=+-]{0,199}$")
 MAX_KEY_LENGTH = 200
 MAX_UNIT_LENGTH = 32
+# Units read like keys (s, ms, tok/s, GB/s, %, ratio, 1/s): no spaces, quotes, control
+# characters or "::", so no unit printed in a report can be a workflow command or markup.
+UNIT_PATTERN = re.compile(r"^[A-Za-z0-9%][A-Za-z0-9_./%^*+-]{0,31}$")
 # A guard against a test recording a whole trace by mistake; gates need tens of
 # samples, not millions.
 MAX_SAMPLES = 100_000
@@ -129,6 +135,30 @@ def _samples(key: str, values: object) -> tuple[float, ...]:
     return tuple(out)
 
 
+def check_key(key: object) -> None:
+    """Raise `MetricError` unless `key` is a valid metric key (record and merge share it)."""
+    if not isinstance(key, str):
+        raise MetricError(f"metric key must be a string, got {type(key).__name__} {key!r}")
+    if len(key) > MAX_KEY_LENGTH:
+        raise MetricError(
+            f"metric key {key[:40]!r}... is {len(key)} characters; at most {MAX_KEY_LENGTH}"
+        )
+    if not KEY_PATTERN.fullmatch(key):
+        raise MetricError(
+            f"metric key {key!r} is invalid: use letters, digits and _ . : / = + - "
+            "starting with a letter or digit"
+        )
+
+
+def check_unit(unit: object, key: str = "?") -> None:
+    """Raise `MetricError` unless `unit` is a valid unit (record and merge share it)."""
+    if not isinstance(unit, str) or not UNIT_PATTERN.fullmatch(unit):
+        raise MetricError(
+            f"metric {key!r}: unit must be 1 to {MAX_UNIT_LENGTH} letters, digits or "
+            f"_ . / % ^ * + - (e.g. 's', 'tok/s', 'ratio', '%'), got {unit!r}"
+        )
+
+
 def validate_metric(
     key: object,
     values: object,
@@ -143,23 +173,10 @@ def validate_metric(
 
     Raises `MetricError` with a one-line message on the first problem found.
     """
-    if not isinstance(key, str):
-        raise MetricError(f"metric key must be a string, got {type(key).__name__} {key!r}")
-    if len(key) > MAX_KEY_LENGTH:
-        raise MetricError(
-            f"metric key {key[:40]!r}... is {len(key)} characters; at most {MAX_KEY_LENGTH}"
-        )
-    if not KEY_PATTERN.match(key):
-        raise MetricError(
-            f"metric key {key!r} is invalid: use letters, digits and _ . : / = + - "
-            "starting with a letter or digit"
-        )
+    check_key(key)
+    assert isinstance(key, str)
     samples = _samples(key, values)
-    if not isinstance(unit, str) or not unit.strip() or len(unit) > MAX_UNIT_LENGTH:
-        raise MetricError(
-            f"metric {key!r}: unit must be a non-empty string of at most "
-            f"{MAX_UNIT_LENGTH} characters (e.g. 's', 'tok/s', 'ratio'), got {unit!r}"
-        )
+    check_unit(unit, key)
     if better not in BETTER:
         raise MetricError(f"metric {key!r}: better must be 'higher' or 'lower', got {better!r}")
     trials: int | None = None

@@ -15,14 +15,14 @@ from __future__ import annotations
 import json
 import os
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from gates.metrics import Metric, MetricBook, validate_metric
+from gates.metrics import Metric, MetricBook, MetricError, validate_metric
 
 if TYPE_CHECKING:
     from gates.history import History, TestResult
@@ -36,6 +36,7 @@ _SHARD = re.compile(r"^\s*(\d+)\s*/\s*(\d+)\s*$")
 _SESSION_NODE = "<session>"  # nodeid for collection errors not tied to a file
 _OPTIONS_KEY = pytest.StashKey["GatesOptions"]()
 _BOOK_KEY = pytest.StashKey[MetricBook]()
+_UNITS_KEY = pytest.StashKey["_UnitBook"]()
 
 
 # ------------------------------------------------------------------ options
@@ -86,7 +87,7 @@ def parse_options(
     env: dict[str, str] | os._Environ[str],
 ) -> GatesOptions:
     """Validate raw option values; raise `pytest.UsageError` naming the bad value."""
-    if suite is not None and not _NAME.match(suite):
+    if suite is not None and not _NAME.fullmatch(suite):
         raise _usage("--gates-suite", suite, "use letters, digits and . _ - (e.g. base-b-1gpu)")
     shard_t = (1, 1)
     if shard is not None:
@@ -94,7 +95,7 @@ def parse_options(
         if not match or not 1 <= int(match[1]) <= int(match[2]):
             raise _usage("--gates-shard", shard, "expected I/N with 1 <= I <= N, e.g. 2/4")
         shard_t = (int(match[1]), int(match[2]))
-    if run_id is not None and not _NAME.match(run_id):
+    if run_id is not None and not _NAME.fullmatch(run_id):
         raise _usage("--gates-run-id", run_id,
                      "use at most 128 letters, digits and . _ - (e.g. a uuid4 hex)")
     plan = None
@@ -115,7 +116,7 @@ def parse_options(
             raise _usage("--gates-plan", plan_path,
                          f"is for run {plan_run!r}, not --gates-run-id {run_id!r}")
         if run_id is None and isinstance(plan_run, str):
-            if not _NAME.match(plan_run):
+            if not _NAME.fullmatch(plan_run):
                 raise _usage("--gates-plan", plan_path, f"has an invalid run_id {plan_run!r}")
             run_id = plan_run
         if shard is None and isinstance(plan.get("shard"), list) and len(plan["shard"]) == 2:
@@ -148,6 +149,9 @@ def pytest_configure(config: pytest.Config) -> None:
                                 "run each shard as its own process with --gates-shard")
     recorder = _Recorder(config, options)
     recorder.start()
+    suite = options.suite
+    config.stash.setdefault(_UNITS_KEY, _UnitBook()).lookup = \
+        lambda key: recorder.unit_of(suite, key)
     config.pluginmanager.register(recorder, "gates-recorder")
 
 
@@ -168,11 +172,40 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
 # ------------------------------------------------------------------ fixture
 
 
+class _UnitBook:
+    """The unit of each key across a session, and in history: one key, one unit.
+
+    Two tests recording one key in ``s`` and ``ms`` would be pooled into one series
+    by the gate; the second `record` fails instead, naming the first.
+    """
+
+    def __init__(self) -> None:
+        self.units: dict[str, tuple[str, str]] = {}  # key -> (unit, where)
+        self.lookup: Callable[[str], tuple[str, str] | None] | None = None
+
+    def check(self, key: str, unit: str, nodeid: str) -> None:
+        known = self.units.get(key)
+        if known is None and self.lookup is not None:
+            found = self.lookup(key)
+            if found is not None:
+                known = self.units[key] = (found[0], f"run {found[1]} in the history")
+        if known is not None and known[0] != unit:
+            raise MetricError(
+                f"metric {key!r} recorded in unit {unit!r}, but {known[1]} recorded it in "
+                f"{known[0]!r}; use one unit per key (convert the values, or use a new key)")
+
+    def note(self, key: str, unit: str, nodeid: str) -> None:
+        self.units.setdefault(key, (unit, nodeid))
+
+
 class MetricsRecorder:
     """What a test gets as ``metrics``: call `record` once or more per key."""
 
-    def __init__(self, book: MetricBook) -> None:
+    def __init__(self, book: MetricBook, units: _UnitBook | None = None,
+                 nodeid: str = "?") -> None:
         self._book = book
+        self._units = units
+        self._nodeid = nodeid
 
     def record(self, key: str, values: Any, *, unit: str, better: str, n: int | None = None,
                min_value: float | None = None, max_value: float | None = None) -> Metric:
@@ -183,7 +216,12 @@ class MetricsRecorder:
         """
         metric = validate_metric(key, values, unit=unit, better=better, n=n,
                                  min_value=min_value, max_value=max_value)
-        return self._book.add(metric)
+        if self._units is not None:
+            self._units.check(metric.key, metric.unit, self._nodeid)
+        added = self._book.add(metric)
+        if self._units is not None:
+            self._units.note(metric.key, metric.unit, self._nodeid)
+        return added
 
     def __getitem__(self, key: str) -> Metric:
         return self._book.metrics[key]
@@ -202,7 +240,8 @@ class MetricsRecorder:
 def metrics(request: pytest.FixtureRequest) -> MetricsRecorder:
     """Record metrics of this test: ``metrics.record(key, values, unit=..., better=...)``."""
     book = request.node.stash.setdefault(_BOOK_KEY, MetricBook())
-    return MetricsRecorder(book)
+    units = request.config.stash.setdefault(_UNITS_KEY, _UnitBook())
+    return MetricsRecorder(book, units, request.node.nodeid)
 
 
 # ----------------------------------------------------------------- recording
@@ -247,6 +286,34 @@ def outcome_of(when: str, report_outcome: str, wasxfail: bool) -> str | None:
     return None
 
 
+def _interrupt_on_sigterm() -> bool:
+    """SIGTERM (CI cancel, the runner forwarding one) ends the session as Ctrl-C does:
+    pytest stops, tears down and the run is recorded ``interrupted`` with what finished.
+    True when installed (`_restore_sigterm` undoes it at the session's end)."""
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        return False
+    if signal.getsignal(signal.SIGTERM) in (signal.SIG_DFL, None):
+        signal.signal(signal.SIGTERM, _raise_interrupt)
+        return True
+    return False
+
+
+def _restore_sigterm() -> None:
+    import signal
+    import threading
+
+    if threading.current_thread() is threading.main_thread() and \
+            signal.getsignal(signal.SIGTERM) is _raise_interrupt:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+
+def _raise_interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
 class _Recorder:
     """Collects a session's outcomes and metrics and writes them as one run."""
 
@@ -257,9 +324,13 @@ class _Recorder:
         self.config = config
         self.options = options
         self.states: dict[str, _TestState] = {}
-        self.metrics: list[tuple[str, Metric]] = []
+        self.metrics: dict[str, list[Metric]] = {}  # nodeid -> its metrics, in order
         self.written: str | None = None
         self.problem: str | None = None
+        self.attempt = 1
+        self.saved: set[str] = set()  # nodeids whose final rows are written
+        self.running: str | None = None  # the test between logstart and logfinish
+        self.sigterm = False  # our SIGTERM handler is installed
         assert options.suite is not None
         # The history first: a bad file fails fast, before the hardware probes run.
         try:
@@ -275,10 +346,17 @@ class _Recorder:
 
     def start(self) -> None:
         try:
-            self.history.start_run(self.provenance)
+            self.attempt = self.history.start_run(self.provenance)
         except self._history_error as exc:
             self.history.close()
             raise pytest.UsageError(str(exc)) from None
+        self.sigterm = _interrupt_on_sigterm()
+
+    def unit_of(self, suite: str, key: str) -> tuple[str, str] | None:
+        try:
+            return self.history.unit_of(suite, key)
+        except self._history_error:
+            return None  # the run's own writes will say what is wrong with the file
 
     def _state(self, nodeid: str) -> _TestState:
         state = self.states.get(nodeid)
@@ -287,6 +365,30 @@ class _Recorder:
             state = self.states[nodeid] = _TestState(nodeid, path)
         return state
 
+    def _save(self, nodeids: list[str], *, running: bool = False) -> None:
+        """Write these tests now (one short transaction), so a crash later loses nothing.
+
+        `running`: the test is starting; its row says it did not finish until its
+        outcome replaces it. A failed write is kept for the session's end.
+        """
+        from gates.history import UNFINISHED, TestResult
+
+        if running:
+            tests = [TestResult(n, self._state(n).path, "error", 0.0, None,
+                                f"{UNFINISHED}: its process ended while it ran (crash, hang "
+                                "or kill)") for n in nodeids]
+            metrics: list[tuple[str, Metric]] = []
+        else:
+            tests = self.results(nodeids)
+            metrics = [(n, m) for n in nodeids for m in self.metrics.get(n, ())]
+        try:
+            self.history.record_tests(self.provenance.run_id, self.attempt, tests, metrics)
+        except self._history_error as exc:
+            self.problem = self.problem or str(exc)
+            return
+        if not running:
+            self.saved.update(nodeids)
+
     @pytest.hookimpl
     def pytest_collectreport(self, report: pytest.CollectReport) -> None:
         if report.failed:
@@ -294,6 +396,17 @@ class _Recorder:
             state = self._state(report.nodeid or _SESSION_NODE)
             state.outcome = "error"
             state.errors.append(_error_text(report))
+            self.saved.discard(state.nodeid)
+            self._save([state.nodeid])
+
+    def pytest_runtest_logstart(self, nodeid: str, location: object) -> None:
+        self._state(nodeid)
+        self.running = nodeid
+        self._save([nodeid], running=True)
+
+    def pytest_runtest_logfinish(self, nodeid: str, location: object) -> None:
+        self.running = None
+        self._save([nodeid])
 
     @pytest.hookimpl
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
@@ -327,13 +440,14 @@ class _Recorder:
         # Read the book after fixtures tore down, so nothing recorded late is lost.
         book = item.stash.get(_BOOK_KEY, None)
         if book:
-            self.metrics.extend((item.nodeid, m) for m in book)
+            self.metrics.setdefault(item.nodeid, []).extend(book)
 
-    def results(self) -> list[TestResult]:
+    def results(self, nodeids: list[str] | None = None) -> list[TestResult]:
         from gates.history import TestResult
 
         out = []
-        for s in self.states.values():
+        for s in (self.states.values() if nodeids is None
+                  else [self.states[n] for n in nodeids if n in self.states]):
             errors = s.errors if s.outcome else [*s.errors, "test did not finish (no call phase)"]
             error = "\n".join(errors)[-ERROR_CHARS:] if errors else None
             out.append(TestResult(s.nodeid, s.path, s.outcome or "error", round(s.duration, 6),
@@ -342,14 +456,21 @@ class _Recorder:
 
     @pytest.hookimpl(trylast=True)
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
-        from gates.history import RunRecord
+        from gates.history import UNFINISHED, RunRecord
         from gates.provenance import utc_now
 
+        if self.running is not None:  # interrupted mid-test (Ctrl-C, SIGTERM)
+            state = self._state(self.running)
+            state.errors.append(f"{UNFINISHED}: the session was interrupted while it ran")
+            state.outcome = "error"
+        left = [n for n in self.states if n not in self.saved]
         self.provenance.finished_at = utc_now()
-        record = RunRecord(self.provenance, self.results(), self.metrics,
+        record = RunRecord(self.provenance, self.results(left),
+                           [(n, m) for n, ms in self.metrics.items() if n not in self.saved
+                            for m in ms],
                            self.options.plan, int(exitstatus))
         try:
-            self.history.record_run(record)
+            self.history.record_run(record, attempt=self.attempt)
             self.written = self.provenance.run_id
         except self._history_error as exc:
             # The run happened but is not in history: nothing can gate it, so fail.
@@ -362,7 +483,9 @@ class _Recorder:
         elif self.written:
             terminalreporter.write_line(
                 f"gates: recorded run {self.written} ({len(self.states)} tests, "
-                f"{len(self.metrics)} metrics) in {self.options.history}")
+                f"{sum(map(len, self.metrics.values()))} metrics) in {self.options.history}")
 
     def pytest_unconfigure(self, config: pytest.Config) -> None:
+        if self.sigterm:
+            _restore_sigterm()
         self.history.close()

@@ -14,6 +14,7 @@ import re
 from gates.render_text import (
     headline,
     health_tables,
+    neutralise_commands,
     run_table,
     several_runs,
     verdict_table,
@@ -132,4 +133,4 @@ def render_md(report: Report) -> str:
             if note:
                 parts += [md_text(note), ""]
             parts += ["</details>", ""]
-    return "\n".join(parts).rstrip() + "\n"
+    return neutralise_commands("\n".join(parts).rstrip() + "\n")

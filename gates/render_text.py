@@ -18,6 +18,8 @@ __all__ = [
     "grid",
     "headline",
     "health_tables",
+    "neutralise_commands",
+    "one_line",
     "render_text",
     "run_label",
     "run_table",
@@ -31,6 +33,32 @@ SPARK_WIDTH = 24
 LABELS = {"fail": "FAIL", "warn": "warn", "improved": "better", "info": "info", "pass": "ok"}
 
 
+# Control characters (newlines included) in a printed field become "?": a field can
+# never start a line of its own, so history data cannot print a workflow command.
+_CONTROL = {c: "?" for c in [*range(0, 32), 127, 0x85, 0x2028, 0x2029]}
+
+
+def one_line(text: str) -> str:
+    """`text` with every control character (newline, CR, escape...) replaced by ``?``."""
+    return text.translate(_CONTROL)
+
+
+def neutralise_commands(text: str) -> str:
+    """Break a line that would read as a GitHub workflow command (``::name::``).
+
+    The runner parses ``::`` at the start of any line of a step's output, so a test
+    name or unit from the history must never begin one; such a line keeps its text
+    with a space between the colons.
+    """
+    if "::" not in text:
+        return text
+    lines = text.split("\n")
+    for i, line in enumerate(lines):
+        if line.lstrip().startswith("::"):
+            lines[i] = line.replace("::", ": :", 1)
+    return "\n".join(lines)
+
+
 def grid(rows: Sequence[Sequence[str]], head: Sequence[str]) -> str:
     """A plain table in tabulate's "simple" style (header, dashes, two-space gaps).
 
@@ -38,6 +66,7 @@ def grid(rows: Sequence[Sequence[str]], head: Sequence[str]) -> str:
     100,000 cells, and tabulate's per-cell type sniffing and wide-character width
     lookups cost seconds there. Cells are text already; widths are len().
     """
+    rows = [[one_line(c) for c in row] for row in rows]
     widths = [len(h) for h in head]
     for row in rows:
         for i, cell in enumerate(row):
@@ -247,4 +276,5 @@ def render_text(report: Report) -> str:
             if note:
                 parts.append(f"  {note}")
             parts.append("")
-    return "\n".join(parts).rstrip() + "\n"
+    return neutralise_commands("\n".join(one_line(p) if "\n" not in p else p
+                                          for p in parts).rstrip() + "\n")

@@ -52,7 +52,8 @@ def classify(verdict: str | None, mode: str | None) -> str:
     fail: a FAILING verdict in enforce mode (or with no mode stored); warn: the same
     in warn/off mode, or ``error`` (the gate could not judge: look at it); improved;
     pass; info: insufficient-history, suspect (a first attempt whose rerun decides; the
-    rerun's verdict replaces it), not-judged and anything newer than this code.
+    rerun's verdict replaces it), unguarded (the noise model cannot tell a change from
+    a machine: ``gates.machines``), not-judged and anything newer than this code.
     """
     v = (verdict or "").lower()
     if v in FAILING:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -90,13 +90,20 @@ def _known_suites(h: History) -> str:
 
 
 def select_runs(h: History, *, run: str | None = None, suite: str | None = None,
-                since: str | None = None, limit: int = 200) -> tuple[list[dict[str, Any]], str]:
+                since: str | None = None, limit: int = 200,
+                anchor: Mapping[str, str | None] | None = None,
+                now: str | None = None) -> tuple[list[dict[str, Any]], str]:
     """The runs a report covers, newest first, and the scope ("run" or "range").
 
     `run`: one run id (or a unique prefix of at least 6 characters). `since`: every
     top-level run (not a confirm-on-trip rerun) started at or after that UTC ISO
     time. Neither: the newest top-level run (of `suite` if given) and the newest run
     of every other suite shard of the same commit, which together are "the latest run".
+
+    "Newest" is anchored, not the largest timestamp (a run merged with a clock a month
+    ahead must not stay "latest" for a month): with `anchor` {"ci_url", "commit"}, the
+    newest run of this CI run, else of this commit; else the newest run started no
+    later than `now` (UTC ISO; default the current time) plus an hour.
     """
     if run:
         if len(run) < 6:
@@ -137,8 +144,22 @@ def select_runs(h: History, *, run: str | None = None, suite: str | None = None,
                 f"{since[:19]}; widen --since (suites here: {_known_suites(h)})")
         return [_decode(r) for r in rows], "range"
 
-    rows = list(h.db.query(
-        f"SELECT * FROM runs WHERE {where} ORDER BY started_at DESC, run_id LIMIT 1", params))
+    rows = []
+    for column, value in (("ci_url", (anchor or {}).get("ci_url")),
+                          ("commit_sha", (anchor or {}).get("commit"))):
+        if value and not rows:
+            rows = list(h.db.query(f"SELECT * FROM runs WHERE {where} AND {column} = ? "
+                                   "ORDER BY started_at DESC, run_id LIMIT 1", [*params, value]))
+    if not rows:
+        limit_at = (dt.datetime.fromisoformat(now) if now else dt.datetime.now(dt.UTC)) \
+            + dt.timedelta(hours=1)
+        rows = list(h.db.query(
+            f"SELECT * FROM runs WHERE {where} AND started_at <= ? "
+            "ORDER BY started_at DESC, run_id LIMIT 1",
+            [*params, limit_at.isoformat(timespec="microseconds")]))
+    if not rows:
+        rows = list(h.db.query(
+            f"SELECT * FROM runs WHERE {where} ORDER BY started_at DESC, run_id LIMIT 1", params))
     if not rows:
         what = f"of suite {suite!r}" if suite else "at all"
         raise ReportInputError(f"{h.path}: no run {what}; suites here: {_known_suites(h)}")

@@ -188,6 +188,7 @@ def vllm_cpu_config(
 
 
 _LIVE: set[Server] = set()
+_KEEPER_PIPES: dict[int, int] = {}  # keeper pid -> write end of its pipe (closed at stop)
 _LIVE_LOCK = threading.Lock()
 
 
@@ -277,6 +278,9 @@ class Server:
             proc.wait(timeout=5)
         except subprocess.TimeoutExpired:
             pass
+        pipe = _KEEPER_PIPES.pop(proc.pid, None)
+        if pipe is not None:
+            os.close(pipe)
         return proc.returncode
 
     def __enter__(self) -> Server:
@@ -299,21 +303,26 @@ def _on_sigterm(signum: int, frame: FrameType | None) -> None:
     raise KeyboardInterrupt(f"signal {signum}")
 
 
-def _die_with_parent() -> None:
-    # Runs in the child before exec (Linux): SIGTERM it when the process that started it
-    # dies, even by SIGKILL or os._exit (pytest-timeout's thread method), where no
-    # `finally` runs. Tied to the starting thread, so start servers from long-lived ones.
-    try:
-        import ctypes
-
-        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
-    except (OSError, AttributeError):
-        pass
+def _port_taken(host: str, port: int) -> bool:
+    with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as probe:
+        # As servers do: a port in TIME_WAIT is free, one with a listener is not.
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind((host, port))
+        except OSError:
+            return True
+    return False
 
 
 def start_server(config: ServerConfig, log_dir: Path) -> Server:
     """Launch ``config`` and wait until healthy; on failure nothing is left running."""
     port = config.port or free_port(config.host)
+    if config.port and _port_taken(config.host, port):
+        # Another server answering there would pass our health check while ours dies
+        # with EADDRINUSE.
+        raise ServerStartError(f"port {port} on {config.host} is already in use by another "
+                               "process; choose another port (or none for a free one), or "
+                               f"attach to it (SERVING_URL=http://{config.host}:{port})")
     log_dir.mkdir(parents=True, exist_ok=True)
     log_path = log_dir / f"server-{config.engine}-{port}.log"
     env = {**os.environ, **{k: str(v) for k, v in config.env.items()}}
@@ -321,18 +330,28 @@ def start_server(config: ServerConfig, log_dir: Path) -> Server:
     if threading.current_thread() is threading.main_thread():
         if signal.getsignal(signal.SIGTERM) in (signal.SIG_DFL, None):
             signal.signal(signal.SIGTERM, _on_sigterm)
+    # The keeper (serving.keeper) leads the server's process group and stops all of
+    # it when this process goes away by any means: it reads EOF on a pipe only we hold.
+    read_end, write_end = os.pipe()
     with open(log_path, "ab") as log:
         log.write(f"$ {shlex.join(argv)}\n".encode())
         log.flush()
-        proc = subprocess.Popen(
-            argv,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL,
-            env=env,
-            start_new_session=True,
-            preexec_fn=_die_with_parent if sys.platform == "linux" else None,
-        )
+        try:
+            proc = subprocess.Popen(
+                [sys.executable, "-m", "serving.keeper", str(read_end),
+                 str(config.stop_timeout_s), "--", *argv],
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                env={**env, "PYTHONPATH": os.pathsep.join(
+                    filter(None, [str(Path(__file__).resolve().parents[1]),
+                                  env.get("PYTHONPATH")]))},
+                start_new_session=True,
+                pass_fds=(read_end,),
+            )
+        finally:
+            os.close(read_end)
+    _KEEPER_PIPES[proc.pid] = write_end
     server = Server(
         f"http://{config.host}:{port}",
         process=proc,
@@ -344,6 +363,10 @@ def start_server(config: ServerConfig, log_dir: Path) -> Server:
         _LIVE.add(server)
     try:
         server.started_s = server.wait_healthy(config.startup_timeout_s)
+        if proc.poll() is not None:  # healthy, but not ours: ours died (port raced away)
+            raise ServerStartError(f"server exited with code {proc.returncode} while "
+                                   f"another process answered at {server.url}; log "
+                                   f"{log_path}, last lines:\n{server.log_tail()}")
     except BaseException:
         server.stop()
         raise

@@ -44,7 +44,7 @@ def run(argv, capsys) -> tuple[int, str, str]:
 def test_every_command_has_help_text(capsys):
     parser = build_parser()
     sub = next(a for a in parser._actions if a.dest == "command")
-    assert set(sub.choices) == set(COMMANDS) == {"report", "health", "trim", "merge", "trust",
+    assert set(sub.choices) == set(COMMANDS) == {"report", "health", "trim", "merge", "check", "trust",
                                                  "untrust"}
     helps = {a.dest: a.help for a in sub._choices_actions}
     for name, sub_parser in sub.choices.items():
@@ -119,11 +119,12 @@ def test_html_out_file(hist, capsys, tmp_path):
     (["--since", "yesterday"], "use a span like 30d"),
     (["--run", "run0015", "--since", "3d"], "--run and --since exclude each other"),
     (["--format", "pdf"], "invalid choice: 'pdf'"),
-    (["--points", "1"], "argument --points: '1': give a whole number >= 2"),
-    (["--points", "many"], "argument --points: 'many': give a whole number >= 2"),
-    (["--limit", "0"], "argument --limit: '0': give a whole number >= 1"),
-    (["--window", "-1"], "argument --window: '-1': give a whole number >= 1"),
-    (["health", "--window", "0"], "argument --window: '0': give a whole number >= 1"),
+    (["--points", "1"], "argument --points: '1': give a whole number from 2 to 1000000"),
+    (["--points", "many"], "argument --points: 'many': give a whole number from 2 to 1000000"),
+    (["--limit", "0"], "argument --limit: '0': give a whole number from 1 to 1000000"),
+    (["--window", "-1"], "argument --window: '-1': give a whole number from 1 to 1000000"),
+    (["health", "--window", "0"], "argument --window: '0': give a whole number from 1 to 1000000"),
+    (["--window", "100000000000000000000"], "give a whole number from 1 to 1000000"),
     (["frobnicate"], "invalid choice: 'frobnicate'"),
     (["untrust", "--run", "x" * 32], "--reason"),
     (["trust", "--reason", "fixed"], "give --run ID (repeatable) or --commit SHA"),

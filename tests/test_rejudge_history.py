@@ -59,3 +59,15 @@ def test_replay_of_an_unchanged_gate_agrees_and_a_changed_verdict_shows(tmp_path
 def test_missing_history_is_a_one_line_error(tmp_path, capsys):
     assert rejudge_history.main([str(tmp_path / "nope.db")]) == 2
     assert "no such history file" in capsys.readouterr().err
+
+
+def test_the_committed_history_reads_machine_offsets_as_noise():
+    # The repository's history.db: unchanged code on every run, several H200 machines.
+    db = Path(__file__).resolve().parents[1] / "history.db"
+    counts, _ = rejudge_history.rejudge(db)
+    line = rejudge_history.non_pass_line(counts)
+    judged = sum(n for k, n in counts.items() if k not in rejudge_history.NOT_JUDGED)
+    bad = judged - counts["pass"]
+    assert bad <= 0.01 * judged, line
+    # The int8 block GEMM at M=128 (1.9 ms on one H200, 3-3.9 ms on others) says so.
+    assert counts["unguarded"] > 0 and "unguarded" in line

@@ -121,8 +121,9 @@ def test_classes_follow_the_gates_vocabulary():
     assert classify("not-judged", None) == "info"
     assert classify("pass", "enforce") == "pass"
     assert classify("suspect", "enforce") == "info"  # its rerun's verdict replaces it
+    assert classify("unguarded", "enforce") == "info"  # the noise model cannot judge it
     assert set(VERDICTS) <= {"pass", "improvement", "insufficient-history", "error", "suspect",
-                             *GATE_FAILING}  # a new verdict needs a class here
+                             "unguarded", *GATE_FAILING}  # a new verdict needs a class here
 
 
 def test_report_of_runs_the_real_gate_judged(tmp_path):

@@ -197,3 +197,41 @@ def test_config_validation_and_templates() -> None:
 def test_attached_server_object_is_plain() -> None:
     srv = Server("http://127.0.0.1:9/")
     assert srv.url == "http://127.0.0.1:9" and srv.log_tail() == "(no log)"
+
+
+def test_a_forked_worker_dies_with_a_killed_parent(tmp_path: Path) -> None:
+    parent, leader = spawn_parent(tmp_path, FAKE + " --spawn-child", managed=False)
+    try:
+        worker = child_pid(next(tmp_path.glob("server-command-*.log")))
+        parent.kill()
+        parent.wait(timeout=10)
+        assert wait_dead(leader) and wait_dead(worker)
+    finally:
+        if parent.poll() is None:
+            parent.kill()
+
+
+def test_a_server_started_from_a_thread_outlives_the_thread(tmp_path: Path) -> None:
+    import threading
+
+    box: list[Server] = []
+    thread = threading.Thread(target=lambda: box.append(start_server(fake_config(), tmp_path)))
+    thread.start()
+    thread.join(timeout=30)
+    try:
+        time.sleep(0.5)  # PDEATHSIG would have killed it as the thread exited
+        assert box and box[0].healthy(timeout_s=2)
+    finally:
+        if box:
+            box[0].stop()
+
+
+def test_an_explicit_port_already_served_is_refused(tmp_path: Path) -> None:
+    with FakeServer() as other:
+        port = int(other.url.rsplit(":", 1)[1])
+        cfg = ServerConfig(engine="command", command=FAKE, env={"PYTHONPATH": str(ROOT)},
+                           port=port, startup_timeout_s=10, stop_timeout_s=5)
+        t0 = time.monotonic()
+        with pytest.raises(ServerStartError, match=f"port {port} .* already in use"):
+            start_server(cfg, tmp_path)
+        assert time.monotonic() - t0 < 5 and other.url

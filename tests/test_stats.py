@@ -754,3 +754,44 @@ def test_corroborate_holds_its_rank_share_of_null_reruns_and_most_shifted_ones()
             held[d] += stats.corroborate(h, r, sign=1)[1] == "regression"
     assert abs(held[0.0] / reps - DEFAULTS.corroborate_rank) <= 0.07
     assert held[20.0] / reps >= 0.95
+
+
+def _first_bad_run_detected(rng, shift: float, reps: int) -> float:
+    """Share of bimodal series (30% of runs in a slow mode 3-28% up) whose first run
+    after a ``shift`` step trips and holds on one confirm rerun."""
+    hit = 0
+    for _ in range(reps):
+        def draw(n):
+            return (1 + rng.normal(0, 0.01, n)
+                    + (rng.random(n) < 0.3) * rng.uniform(0.03, 0.28, n))
+        base = draw(40)
+        first, rerun = (1 + shift) * draw(2)
+        j = judge_summaries(base, first, sign=1)
+        level = stats.level_for(j, 0.02)
+        v = stats.decide(j, j.p_worse, level=level)
+        suspect = v == "pass" and stats.is_suspect(j, j.p_worse, level=level)
+        if v == "regression" or suspect:
+            hit += confirm(base, rerun, sign=1, first=first, suspect=suspect)[1] == "regression"
+    return hit / reps
+
+
+def test_transient_test_ranks_the_gap_among_the_baselines_own_gaps():
+    rng = np.random.default_rng(11)
+    base = 1 + rng.normal(0, 0.01, 40) + (rng.random(40) < 0.3) * rng.uniform(0.03, 0.28, 40)
+    # A slow-mode first attempt and a fast-mode rerun of one shifted regime: a gap the
+    # baseline's own runs show, whatever the shift, so never a transient.
+    for shift in (0.05, 0.2, 0.5):
+        p = stats.split_p(1.2 + shift, [1.0 + shift], sign=1, scale=0.01, n_baseline=40,
+                          reference=base)
+        assert p > 0.01, (shift, p)
+    # Without the baseline's gaps, the core scale alone calls it a glitch.
+    assert stats.split_p(1.2, [1.0], sign=1, scale=0.01, n_baseline=40) < 1e-6
+    # A gap beyond every baseline gap is still a transient.
+    assert stats.split_p(1.6, [1.0], sign=1, scale=0.01, n_baseline=40, reference=base) < 0.001
+
+
+def test_first_bad_run_detection_does_not_fall_as_the_shift_grows_on_a_bimodal_baseline():
+    rates = [_first_bad_run_detected(np.random.default_rng(5), s, 150)
+             for s in (0.1, 0.2, 0.3, 0.5)]
+    assert all(b >= a for a, b in zip(rates, rates[1:], strict=False)), rates
+    assert rates[-1] > 0.5, rates

@@ -1,0 +1,208 @@
+"""Hostile history data: merged shards, units and names that try to become workflow
+commands, runs dated in the future, one key in two units."""
+
+from __future__ import annotations
+
+import datetime as dt
+import shutil
+import sqlite3
+from pathlib import Path
+
+import pytest
+from report_history import SUITE, make_history, write_run
+
+from gates import provenance
+from gates.cli import main
+from gates.history import open_history
+from gates.metrics import MetricError, validate_metric
+
+
+@pytest.fixture(autouse=True)
+def clean_env(monkeypatch):
+    for name in ("GITHUB_ACTIONS", "GATES_HISTORY", "GITHUB_SHA", "GITHUB_RUN_ID",
+                 "GATES_COMMIT", "GATES_CI_URL"):
+        monkeypatch.delenv(name, raising=False)
+
+
+@pytest.fixture(scope="module")
+def template(tmp_path_factory):
+    path = tmp_path_factory.mktemp("hostile") / "history.db"
+    make_history(path)
+    return path
+
+
+def cli(argv, capsys) -> tuple[int, str, str]:
+    code = main([str(a) for a in argv])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def shard(tmp_path: Path, name: str, sql: str = "", params=()) -> Path:
+    path = tmp_path / name
+    with open_history(path) as h:
+        write_run(h, 1, latency=1.0, run_id="s" * 32)
+    if sql:
+        with sqlite3.connect(path) as conn:
+            conn.execute(sql, params)
+    return path
+
+
+HOSTILE = [
+    ("text median", "UPDATE metrics SET median = 'fast'", (), "median"),
+    ("null median", "UPDATE metrics SET median = NULL", (), "median"),
+    ("text sample", "UPDATE samples SET value = 'x' WHERE seq = 0", (), "sample"),
+    ("inf sample", "UPDATE samples SET value = 9e999 WHERE seq = 0", (), "sample"),
+    ("unit command", "UPDATE metrics SET unit = ?", ("s\n::error::pwned",), "unit"),
+    ("key command", "UPDATE metrics SET key = key || ?", ("\n::warning::x",), "key"),
+    ("bad outcome", "UPDATE tests SET outcome = 'pwned'", (), "outcome"),
+    ("negative duration", "UPDATE tests SET duration = -5", (), "duration"),
+    ("text duration", "UPDATE tests SET duration = 'slow'", (), "duration"),
+    ("future run", "UPDATE runs SET started_at = ?",
+     ((dt.datetime.now(dt.UTC) + dt.timedelta(days=30)).isoformat(),), "future"),
+    ("not a time", "UPDATE runs SET started_at = 'yesterday'", (), "ISO"),
+    ("status", "UPDATE runs SET status = 'done'", (), "status"),
+    ("trusted", "UPDATE runs SET trusted = 7", (), "trusted"),
+    ("suite name", "UPDATE runs SET suite = ?", ("cpu\n::error::x",), "suite"),
+    ("count", "UPDATE metrics SET count = 99", (), "count"),
+    ("metric of another suite", "UPDATE metrics SET suite = 'other'", (), "suite"),
+    ("better", "UPDATE metrics SET better = 'sideways'", (), "better"),
+    ("orphan test", "INSERT INTO tests (run_id, attempt, nodeid, outcome) "
+                    "VALUES ('ghost', 1, 'x', 'passed')", (), "belong to no run"),
+    ("orphan sample", "INSERT INTO samples (metric_id, seq, value) VALUES (999, 0, 1.0)", (),
+     "belong to no run"),
+    ("verdict text p", "INSERT INTO verdicts (run_id, attempt, key, verdict, p_value) "
+                       "VALUES (?, 1, 'k', 'pass', 'low')", ("s" * 32,), "p_value"),
+]
+
+
+@pytest.mark.parametrize(("what", "sql", "params", "message"), HOSTILE, ids=[h[0] for h in HOSTILE])
+def test_a_hostile_shard_is_refused_whole_and_the_target_unchanged(
+        template, tmp_path, capsys, what, sql, params, message):
+    into = tmp_path / "history.db"
+    shutil.copy(template, into)
+    good = shard(tmp_path, "good.db")
+    with sqlite3.connect(good) as conn:
+        conn.execute("UPDATE runs SET run_id = 'g' || substr(run_id, 2)")
+        conn.execute("UPDATE tests SET run_id = 'g' || substr(run_id, 2)")
+        conn.execute("UPDATE metrics SET run_id = 'g' || substr(run_id, 2)")
+        conn.execute("UPDATE plan_files SET run_id = 'g' || substr(run_id, 2)")
+    bad = shard(tmp_path, "bad.db", sql, params)
+    before = into.read_bytes()
+    code, out, err = cli(["merge", good, bad, "--into", into], capsys)
+    assert code == 2, out
+    assert err.count("\n") == 1 and message in err and "not merged" in err
+    assert into.read_bytes() == before
+    # Every later report still works.
+    code, _, err = cli(["--history", into, "--no-health"], capsys)
+    assert code in (0, 1), err
+
+
+def _force(db: Path, sql: str, params=()) -> None:
+    with sqlite3.connect(db) as conn:
+        conn.execute(sql, params)
+
+
+@pytest.mark.parametrize("cmd", [[], ["health", "--suite", SUITE]])
+def test_history_text_never_prints_a_workflow_command(template, tmp_path, capsys, monkeypatch,
+                                                      cmd):
+    path = tmp_path / "history.db"
+    shutil.copy(template, path)
+    # Data written by an older version, or by hand: the renderers must hold on their own.
+    _force(path, "UPDATE metrics SET unit = ?", ("s\n::error::unit-injected",))
+    _force(path, "UPDATE tests SET nodeid = nodeid || ?, skip_reason = ? "
+                 "WHERE skip_reason IS NOT NULL",
+           ("\n::warning::name-injected", "sm100\r\n::error title=x::reason-injected"))
+    _force(path, "UPDATE runs SET fingerprint = fingerprint || ?", ("\n  ::notice::fp",))
+    monkeypatch.setenv("GITHUB_ACTIONS", "true")
+    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(tmp_path / "summary.md"))
+    monkeypatch.chdir(tmp_path)
+    for fmt in ("text", "md"):
+        code, out, err = cli([*cmd, "--history", path, "--format", fmt], capsys)
+        assert code in (0, 1), err
+        for line in (out + err).splitlines():
+            stripped = line.lstrip()
+            assert not stripped.startswith("::") or stripped.startswith("::error file="), line
+
+
+def test_a_unit_with_a_newline_or_command_is_refused_at_record():
+    for unit in ("s\n", "s\n::error::x", "::error::", "m s", "s'", ""):
+        with pytest.raises(MetricError, match="unit"):
+            validate_metric("lat", 1.0, unit=unit, better="lower")
+    with pytest.raises(MetricError, match="key"):
+        validate_metric("lat\n", 1.0, unit="s", better="lower")  # `$` matched before "\n"
+
+
+def test_latest_is_this_commits_run_not_a_run_dated_next_month(tmp_path, capsys, monkeypatch):
+    path = tmp_path / "h.db"
+    future = (dt.datetime.now(dt.UTC) + dt.timedelta(days=30)).isoformat(timespec="microseconds")
+    with open_history(path) as h:
+        write_run(h, 1, latency=1.0, run_id="a" * 32, when=dt.datetime.now(dt.UTC)
+                  .isoformat(timespec="microseconds"))
+        write_run(h, 2, latency=1.0, run_id="f" * 32, when=future)
+    monkeypatch.chdir(tmp_path)  # no git checkout here
+    code, out, _ = cli(["--history", path, "--no-health"], capsys)
+    assert "aaaaaaaa" in out and "ffffffff" not in out
+    monkeypatch.setenv("GITHUB_SHA", "0002" + "c0ffee" * 6)  # this CI run is that commit's
+    code, out, _ = cli(["--history", path, "--no-health"], capsys)
+    assert "ffffffff" in out
+
+
+UNITS_SUITE = """
+def test_a(metrics):
+    metrics.record("lat", 0.5, unit="s", better="lower")
+def test_b(metrics):
+    metrics.record("lat", 500.0, unit="ms", better="lower")
+"""
+
+
+@pytest.fixture
+def no_torch_probe(monkeypatch):
+    monkeypatch.setattr(provenance, "torch_probe", lambda **kw: {})
+
+
+def test_one_key_in_two_units_fails_the_second_test(pytester, no_torch_probe):
+    pytester.makepyfile(test_units=UNITS_SUITE)
+    db = pytester.path / "h.db"
+    result = pytester.runpytest("--gates-suite", "cpu", "--gates-history", str(db),
+                                "-p", "no:cacheprovider", "-p", "no:hypothesispytest")
+    result.assert_outcomes(passed=1, failed=1)
+    result.stdout.fnmatch_lines(["*recorded in unit 'ms', but test_units.py::test_a recorded "
+                                 "it in 's'*"])
+    with open_history(db) as h:
+        assert [(m["key"], m["unit"]) for m in h.metrics(h.run_ids()[0])] == [("lat", "s")]
+    # A later run in another unit is refused against the history.
+    pytester.makepyfile(test_units="def test_c(metrics):\n"
+                                   "    metrics.record('lat', 9.0, unit='ms', better='lower')\n")
+    result = pytester.runpytest("--gates-suite", "cpu", "--gates-history", str(db),
+                                "-p", "no:cacheprovider", "-p", "no:hypothesispytest")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*unit 'ms', but run * in the history recorded it in 's'*"])
+
+
+def test_a_shard_with_a_key_in_another_unit_is_refused(template, tmp_path, capsys):
+    into = tmp_path / "history.db"
+    shutil.copy(template, into)
+    bad = shard(tmp_path, "ms.db", "UPDATE metrics SET unit = 'ms' WHERE unit = 's'")
+    before = into.read_bytes()
+    code, _, err = cli(["merge", bad, "--into", into], capsys)
+    assert code == 2 and "is in 'ms' but" in err and "has it in 's'" in err
+    assert into.read_bytes() == before
+
+
+def test_a_history_poisoned_before_merge_checked_is_exit_2_and_named(template, tmp_path, capsys):
+    from gates.gate import main as gate_main
+
+    path = tmp_path / "history.db"
+    shutil.copy(template, path)
+    _force(path, "UPDATE metrics SET median = 'fast' WHERE run_id LIKE 'run0005%'")
+    code, _, err = cli(["--history", path, "--no-health"], capsys)
+    assert code == 2 and err.count("\n") == 1 and "gate-report check" in err
+    code, out, _ = cli(["check", "--history", path], capsys)
+    assert code == 2 and "run 'run000500000000000000000000'" in out and "median 'fast'" in out
+    with open_history(path) as h:
+        newest = h.run_ids()[-1]
+    assert gate_main(["--history", str(path), "--run-id", newest]) == 2
+    assert "gate-report check" in capsys.readouterr().err
+    shutil.copy(template, path)
+    code, out, _ = cli(["check", "--history", path], capsys)
+    assert code == 0 and "every row is sound" in out

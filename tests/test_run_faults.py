@@ -1,0 +1,453 @@
+"""Faults injected for real into a suite run: a segfault, os._exit, a C hang, signals to
+the process group, leaked children. Nothing finished is lost; the run says what happened."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from ci_register.supervise import group_members
+
+REPO = Path(__file__).resolve().parents[1]
+CATALOG = ('[suites.cpu]\nbackend = "cpu"\ndescription = "cpu"\nschedule = "per-commit"\n'
+           "shard_budget_s = 600\n")
+REG = 'from ci_register import register_cpu_ci\nregister_cpu_ci(est_time={t}, suite="cpu")\n'
+# est_time 60: longest first, so it runs (and records a metric) before test_b.
+PASSING = REG.format(t=60) + textwrap.dedent("""
+    def test_a_first(metrics):
+        metrics.record("lat", [1.0, 1.1], unit="s", better="lower")
+    """)
+
+
+def make_tree(tmp: Path, body: str, t: int = 1) -> Path:
+    (tmp / "suites").mkdir()
+    (tmp / "suites" / "catalog.toml").write_text(CATALOG)
+    (tmp / "suites" / "test_a.py").write_text(PASSING)
+    (tmp / "suites" / "test_b.py").write_text(REG.format(t=t) + textwrap.dedent(body))
+    return tmp
+
+
+def env(**extra: str) -> dict[str, str]:
+    e = dict(os.environ, PYTHONPATH=str(REPO), CI_REGISTER_FILE_SLACK_S="0",
+             CI_REGISTER_KILL_GRACE_S="1", **extra)
+    e.pop("GATES_HISTORY", None)
+    return e
+
+
+def start(tmp: Path, *args: str) -> subprocess.Popen:
+    return subprocess.Popen(
+        [sys.executable, "-m", "ci_register", "run", "cpu", "--history", str(tmp / "h.db"),
+         "--gate", "off", *args], cwd=tmp, env=env(), stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE, text=True, start_new_session=True)
+
+
+def finish(proc: subprocess.Popen, timeout: float = 60) -> tuple[int, str]:
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    finally:
+        _kill_session(proc.pid)  # pytest has a group of its own, but the runner's session
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    return proc.returncode, out + err
+
+
+def _kill_session(sid: int) -> None:
+    """SIGKILL every process of session `sid` but us (what a failed test leaves)."""
+    for name in os.listdir("/proc"):
+        if not name.isdigit() or int(name) == os.getpid():
+            continue
+        try:
+            stat = Path(f"/proc/{name}/stat").read_bytes()
+        except OSError:
+            continue
+        fields = stat[stat.rfind(b")") + 2:].split()
+        if len(fields) > 3 and int(fields[3]) == sid:
+            try:
+                os.kill(int(name), signal.SIGKILL)
+            except OSError:
+                pass
+
+
+def rows(db: Path, sql: str) -> list[tuple]:
+    with sqlite3.connect(db) as conn:
+        return conn.execute(sql).fetchall()
+
+
+def the_run(db: Path) -> tuple:
+    (run,) = rows(db, "SELECT run_id, status, exit_status FROM runs")
+    return run
+
+
+def test_a_segfault_keeps_the_finished_test_and_its_metric_and_names_the_crash(tmp_path):
+    tree = make_tree(tmp_path, """
+        import ctypes
+        def test_b_crash():
+            ctypes.string_at(0)
+        """)
+    rc, out = finish(start(tree))
+    assert rc == 1, out
+    assert "pytest was killed by SIGSEGV while running suites/test_b.py::test_b_crash" in out
+    db = tree / "h.db"
+    run_id, status, exit_status = the_run(db)
+    assert (status, exit_status) == ("crashed", -11)
+    tests = dict(rows(db, "SELECT nodeid, outcome FROM tests"))
+    assert tests == {"suites/test_a.py::test_a_first": "passed",
+                     "suites/test_b.py::test_b_crash": "error"}
+    (error,) = rows(db, "SELECT error FROM tests WHERE nodeid LIKE '%crash'")[0]
+    assert "did not finish" in error and "SIGSEGV" in error
+    assert rows(db, "SELECT key, median FROM metrics") == [("lat", 1.05)]
+
+
+def test_os_exit_inside_a_test_is_a_crash_not_a_pass(tmp_path):
+    tree = make_tree(tmp_path, """
+        import os
+        def test_b_exit():
+            os._exit(0)
+        """)
+    rc, out = finish(start(tree))
+    assert rc == 1 and "exited with code 0 before finishing" in out, out
+    assert the_run(tree / "h.db")[1] == "crashed"
+
+
+def test_a_test_hung_in_c_is_killed_from_outside_and_recorded(tmp_path):
+    # Signals blocked, then pause(): pytest-timeout's SIGALRM can never interrupt it,
+    # as with a CUDA or NCCL wait. Budget: 2 x est_time 1 s + slack 0 = 2 s, grace 1 s.
+    tree = make_tree(tmp_path, """
+        import ctypes, signal
+        def test_b_hang():
+            signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGALRM, signal.SIGINT,
+                                                      signal.SIGTERM})
+            ctypes.CDLL(None).pause()
+        """)
+    began = time.monotonic()
+    rc, out = finish(start(tree))
+    took = time.monotonic() - began
+    assert rc == 1 and "hung: suites/test_b.py overran its budget" in out, out
+    assert took < 2 + 1 + 30
+    run_id, status, _ = the_run(tree / "h.db")
+    assert status == "crashed"
+    (error,) = rows(tree / "h.db", "SELECT error FROM tests WHERE nodeid LIKE '%hang'")[0]
+    assert "did not finish" in error and "hung" in error
+
+
+SLOW = """
+    import time
+    def test_b_slow():
+        time.sleep(60)
+    """
+
+
+def _wait_running(tree: Path, proc: subprocess.Popen) -> None:
+    db = tree / "h.db"
+    for _ in range(300):
+        if db.exists():
+            try:
+                if rows(db, "SELECT 1 FROM tests WHERE nodeid LIKE '%slow'"):
+                    return
+            except sqlite3.Error:
+                pass
+        if proc.poll() is not None:
+            raise AssertionError(proc.communicate())
+        time.sleep(0.05)
+    raise AssertionError("the slow test never started")
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_a_signal_to_the_process_group_ends_in_an_interrupted_run(tmp_path, sig):
+    tree = make_tree(tmp_path, SLOW, t=30)
+    proc = start(tree)
+    _wait_running(tree, proc)
+    os.killpg(proc.pid, sig)  # the terminal's Ctrl-C reaches the whole foreground group
+    rc, out = finish(proc)
+    assert rc == 128 + sig, out
+    _, status, _ = the_run(tree / "h.db")
+    assert status == "interrupted"
+    tests = dict(rows(tree / "h.db", "SELECT nodeid, outcome FROM tests"))
+    assert tests["suites/test_a.py::test_a_first"] == "passed"
+    assert rows(tree / "h.db", "SELECT count(*) FROM metrics") == [(1,)]
+
+
+def test_sigterm_to_the_runner_alone_is_forwarded(tmp_path):
+    tree = make_tree(tmp_path, SLOW, t=30)
+    proc = start(tree)
+    _wait_running(tree, proc)
+    proc.send_signal(signal.SIGTERM)
+    rc, out = finish(proc)
+    assert rc == 128 + signal.SIGTERM, out
+    assert the_run(tree / "h.db")[1] == "interrupted"
+
+
+def test_the_parent_killed_takes_the_runner_and_pytest_with_it(tmp_path):
+    # nox killed by SIGTERM forwards nothing: the runner learns of it by PDEATHSIG.
+    tree = make_tree(tmp_path, SLOW, t=30)
+    parent = subprocess.Popen(
+        [sys.executable, "-c", "import subprocess, sys; subprocess.run(sys.argv[1:])",
+         sys.executable, "-m", "ci_register", "run", "cpu", "--history", str(tree / "h.db"),
+         "--gate", "off"], cwd=tree, env=env(), stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL, start_new_session=True)
+    try:
+        _wait_running(tree, parent)
+        parent.kill()
+        parent.wait()
+        for _ in range(200):
+            if the_run(tree / "h.db")[1] != "incomplete":
+                break
+            time.sleep(0.05)
+        assert the_run(tree / "h.db")[1] == "interrupted"
+        for _ in range(100):
+            if not group_members(parent.pid) and not _pytest_alive(tree):
+                break
+            time.sleep(0.05)
+        assert not _pytest_alive(tree)
+    finally:
+        _kill_tree_processes(tree)
+
+
+def _pids_in(tree: Path) -> list[int]:
+    out = []
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            try:
+                if os.readlink(f"/proc/{name}/cwd") == str(tree) and int(name) != os.getpid():
+                    out.append(int(name))
+            except OSError:
+                pass
+    return out
+
+
+def _pytest_alive(tree: Path) -> bool:
+    return bool(_pids_in(tree))
+
+
+def _kill_tree_processes(tree: Path) -> None:
+    for pid in _pids_in(tree):
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except OSError:
+            pass
+
+
+def test_a_child_a_test_leaves_behind_is_killed_at_the_end(tmp_path):
+    marker = tmp_path / "child.pid"
+    tree = make_tree(tmp_path, f"""
+        import subprocess, sys
+        def test_b_leak():
+            p = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
+            open({str(marker)!r}, "w").write(str(p.pid))
+        """)
+    try:
+        rc, out = finish(start(tree))
+        assert rc == 0, out
+        assert "killed 1 process(es) the tests left running" in out
+        pid = int(marker.read_text())
+        time.sleep(0.1)
+        assert not Path(f"/proc/{pid}").exists() or \
+            Path(f"/proc/{pid}/stat").read_text().split(") ")[1].startswith("Z")
+    finally:
+        _kill_tree_processes(tree)
+
+
+def test_a_foreign_history_is_refused_untouched_with_exit_2(tmp_path):
+    tree = make_tree(tmp_path, "def test_b():\n    pass\n")
+    foreign = tree / "h.db"
+    with sqlite3.connect(foreign) as conn:
+        conn.execute("CREATE TABLE users (name TEXT)")
+        conn.execute("INSERT INTO users VALUES ('ada')")
+    conn.close()
+    before = foreign.read_bytes()
+    rc, out = finish(start(tree))
+    assert rc == 2, out
+    assert "not a gates history" in out
+    assert foreign.read_bytes() == before  # no switch to WAL, nothing written
+    assert not (tree / "h.db-wal").exists()
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root writes into read-only folders anyway")
+def test_a_history_in_a_read_only_folder_is_read_and_never_written(tmp_path, capsys):
+    from report_history import make_history
+
+    from gates.cli import main
+    from gates.history import HistoryError, open_history
+
+    folder = tmp_path / "ro"
+    folder.mkdir()
+    make_history(folder / "history.db")
+    folder.chmod(0o555)
+    try:
+        assert main(["--history", str(folder / "history.db"), "--no-health"]) in (0, 1)
+        with pytest.raises(HistoryError, match="folder is read-only"):
+            open_history(folder / "history.db")
+    finally:
+        folder.chmod(0o755)
+
+
+def test_concurrent_runs_in_one_checkout_do_not_collide(tmp_path):
+    tree = make_tree(tmp_path, "def test_b():\n    pass\n")
+    procs = [start(tree) for _ in range(3)]
+    results = [finish(p, timeout=120) for p in procs]
+    assert [rc for rc, _ in results] == [0, 0, 0], results
+    plans = list((tree / "results").glob("plan-cpu-1-of-1-*.json"))
+    assert len(plans) == 3
+    assert rows(tree / "h.db", "SELECT count(*) FROM runs WHERE status = 'complete'") == [(3,)]
+
+
+def _pytest_pid(tree: Path) -> int:
+    for pid in _pids_in(tree):
+        try:
+            if b"\x00-m\x00pytest\x00" in Path(f"/proc/{pid}/cmdline").read_bytes():
+                return pid
+        except OSError:
+            pass
+    raise AssertionError("no pytest process")
+
+
+def test_sigkill_of_pytest_keeps_what_finished(tmp_path):
+    tree = make_tree(tmp_path, SLOW, t=30)
+    proc = start(tree)
+    _wait_running(tree, proc)
+    os.kill(_pytest_pid(tree), signal.SIGKILL)
+    rc, out = finish(proc)
+    assert rc == 1 and "killed by SIGKILL while running suites/test_b.py::test_b_slow" in out
+    assert the_run(tree / "h.db")[1] == "crashed"
+    assert rows(tree / "h.db", "SELECT count(*) FROM metrics") == [(1,)]
+
+
+def test_a_test_that_swallows_ctrl_c_is_killed_after_the_grace(tmp_path):
+    tree = make_tree(tmp_path, """
+        import time
+        def test_b_slow():
+            while True:
+                try:
+                    time.sleep(60)
+                except BaseException:
+                    pass
+        """, t=30)
+    proc = start(tree)
+    _wait_running(tree, proc)
+    began = time.monotonic()
+    os.killpg(proc.pid, signal.SIGINT)
+    rc, out = finish(proc)
+    assert rc == 130 and time.monotonic() - began < 15, out
+    assert the_run(tree / "h.db")[1] == "interrupted"
+    assert not _pids_in(tree)
+
+
+NOX_CATALOG = CATALOG + ('[suites.gpu1]\nbackend = "cuda"\ndescription = "one H200"\n'
+                         'schedule = "per-commit"\nshard_budget_s = 600\n'
+                         "[suites.gpu1.hardware]\ngpu_count = 1\n")
+
+
+def nox_tree(tmp: Path) -> Path:
+    # A GPU session runs in nox's own interpreter (no venv to build): the real noxfile,
+    # with fake hardware, exercises nox's Ctrl-C and SIGTERM handling in seconds.
+    make_tree(tmp, SLOW, t=30)
+    (tmp / "suites" / "catalog.toml").write_text(NOX_CATALOG)
+    for name in ("test_a.py", "test_b.py"):
+        path = tmp / "suites" / name
+        path.write_text(path.read_text().replace("register_cpu_ci", "register_cuda_ci")
+                        .replace('suite="cpu"', 'suite="gpu1"'))
+    (tmp / "noxfile.py").write_text((REPO / "noxfile.py").read_text())
+    for package in ("ci_register", "gates"):
+        (tmp / package).symlink_to(REPO / package)
+    return tmp
+
+
+def start_nox(tree: Path) -> subprocess.Popen:
+    fake = '{"gpus": [{"name": "NVIDIA H200", "capability": [9, 0]}]}'
+    return subprocess.Popen(
+        [sys.executable, "-m", "nox", "-s", "gpu1", "--", "--history", str(tree / "h.db"),
+         "--gate", "off"], cwd=tree, env=env(CI_REGISTER_FAKE_HARDWARE=fake),
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+
+
+@pytest.mark.parametrize("how", ["ctrl-c to the group", "sigterm to nox alone"])
+def test_signals_through_nox_end_in_an_interrupted_run_and_no_orphan(tmp_path, how):
+    tree = nox_tree(tmp_path)
+    proc = start_nox(tree)
+    try:
+        _wait_running(tree, proc)
+        if how.startswith("ctrl-c"):
+            os.killpg(proc.pid, signal.SIGINT)
+        else:
+            proc.send_signal(signal.SIGTERM)
+        rc, out = finish(proc)
+        assert rc != 0, out
+        for _ in range(100):  # after SIGTERM nox is gone at once; the runner finishes later
+            if the_run(tree / "h.db")[1] != "incomplete" and not _pids_in(tree):
+                break
+            time.sleep(0.1)
+        assert the_run(tree / "h.db")[1] == "interrupted", out
+        tests = dict(rows(tree / "h.db", "SELECT nodeid, outcome FROM tests"))
+        assert tests["suites/test_a.py::test_a_first"] == "passed"
+        assert not _pids_in(tree)
+    finally:
+        _kill_tree_processes(tree)
+
+
+def test_a_test_that_changes_directory_does_not_blind_the_runner(tmp_path):
+    # test_a (runs first) leaves the process in another folder; test_b then hangs in C.
+    # The progress file must still reach the runner, naming test_b's file and deadline.
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    tree = tmp_path / "t"
+    tree.mkdir()
+    make_tree(tree, """
+        import ctypes, signal
+        def test_b_hang():
+            signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGALRM, signal.SIGINT,
+                                                      signal.SIGTERM})
+            ctypes.CDLL(None).pause()
+        """)
+    (tree / "suites" / "test_a.py").write_text(PASSING + textwrap.dedent(f"""
+        def test_a_moves():
+            import os
+            os.chdir({str(elsewhere)!r})
+        """))
+    began = time.monotonic()
+    rc, out = finish(start(tree))
+    assert rc == 1 and "hung: suites/test_b.py" in out, out
+    assert time.monotonic() - began < 2 + 1 + 30
+    assert list(elsewhere.iterdir()) == []  # nothing of the run written where the test went
+
+
+def test_a_child_in_a_session_of_its_own_is_killed_at_the_end(tmp_path):
+    marker = tmp_path / "child.pid"
+    tree = make_tree(tmp_path, f"""
+        import subprocess, sys
+        def test_b_daemon():
+            p = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"],
+                                 start_new_session=True)
+            open({str(marker)!r}, "w").write(str(p.pid))
+        """)
+    try:
+        rc, out = finish(start(tree))
+        assert rc == 0 and "killed 1 process(es)" in out, out
+        pid = int(marker.read_text())
+        assert not Path(f"/proc/{pid}").exists() or \
+            Path(f"/proc/{pid}/stat").read_text().split(") ")[1].startswith("Z")
+    finally:
+        _kill_tree_processes(tree)
+
+
+def test_a_results_path_that_is_a_file_is_one_line(tmp_path):
+    tree = make_tree(tmp_path, "def test_b():\n    pass\n")
+    (tree / "taken").write_text("x")
+    rc, out = finish(start(tree, "--results", "taken"))
+    assert rc == 2 and "--results taken: cannot create the folder" in out
+    assert "Traceback" not in out
+
+
+def test_a_bad_k_expression_is_exit_2_and_never_a_complete_run(tmp_path):
+    tree = make_tree(tmp_path, "def test_b():\n    pass\n")
+    rc, out = finish(start(tree, "-k", "((("))
+    assert rc == 2, out
+    assert the_run(tree / "h.db")[1] == "interrupted"
