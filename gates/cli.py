@@ -3,6 +3,7 @@
     gate-report [report] [--suite S] [--run ID | --since 30d] [--format text|md|json|html]
                          [--out FILE] [--history PATH]
     gate-report health   [--suite S] [--format text|md|json]
+    gate-report trim     [--suite S] [--since 30d] [--format text|md|json]
     gate-report merge    SHARD.db ... --into history.db
     gate-report check    [--history PATH]
     gate-report untrust  (--run ID ... | --commit SHA) --reason "..."
@@ -13,7 +14,7 @@
     gate-report accept   KEY-or-glob --from COMMIT --reason "..." [--suite S] [--test GLOB]
 
 A thin skin: each command parses its arguments and calls the library
-(`gates.report_query`, `gates.report`, `gates.render_*`, `gates.health`,
+(`gates.report_query`, `gates.report`, `gates.render_*`, `gates.health`, `gates.trim`,
 `gates.history`); accept, compare, notify and bisect live in `gates.cli_after`.
 Exit codes: 0 nothing regressed in what is reported, 1 a
 gate failed in it, 2 usage or input errors (one line, ``error: ...``).
@@ -127,6 +128,9 @@ def _is_report(head: bytes) -> bool:
                         "[\n {\n  \"suite\":")):
         return True
     # Text reports: a headline, then the runs table or a health section.
+    if text.startswith(("Trim suggestions (nothing is edited", "## Trim suggestions (nothing is edited",
+                        "{\n \"params\":")):
+        return True  # gate-report trim
     return "\nRuns\n" in text or text.startswith(("CI health: ", "CI health of "))
 
 
@@ -262,6 +266,39 @@ def _health(args: argparse.Namespace) -> int:
     return 0
 
 
+def _trim(args: argparse.Namespace) -> int:
+    import datetime as dt  # noqa: PLC0415
+    import json  # noqa: PLC0415
+
+    from gates.report_query import parse_since  # noqa: PLC0415
+    from gates.trim import analyse, build_input, render  # noqa: PLC0415
+
+    if not 0 < args.rho <= 1 or not 0 < args.realistic:
+        raise _UsageError("--rho must be in (0, 1] and --realistic > 0")
+    _check_out(args)
+    since = parse_since(args.since)
+    weeks = max((dt.datetime.now(dt.UTC) - dt.datetime.fromisoformat(since)).total_seconds() / (7 * 86400), 1 / 7)
+    gpus, nightly = {}, []
+    try:
+        from ci_register.catalog import load_catalog  # noqa: PLC0415
+
+        catalog = load_catalog(Path(args.root) / "suites" / "catalog.toml")
+        gpus = {n: s.hardware.gpu_count or 1 for n, s in catalog.suites.items()}
+        nightly = [n for n, s in catalog.suites.items() if s.nightly]
+    except (ImportError, ValueError):
+        pass  # no catalog here: GPU counts from the fingerprint, rates from the runs
+    with _open(args.history) as h:
+        rows = h.trim_rows(args.suite, since)
+    if not rows["runs"]:
+        raise _UsageError(f"no trusted complete run{' of suite ' + repr(args.suite) if args.suite else ''} "
+                          f"since {since[:19]}; widen --since")
+    rep = analyse(build_input(rows, gpus=gpus, nightly=nightly, weeks=weeks),
+                  rho_min=args.rho, realistic=args.realistic, min_runs=args.min_runs)
+    text = json.dumps(rep.to_json(), indent=1) + "\n" if args.format == "json" else render(rep, args.format)
+    _emit(text, args.out)
+    return 0
+
+
 def _merge(args: argparse.Namespace) -> int:
     from gates.merge import merge_histories  # noqa: PLC0415
 
@@ -313,6 +350,7 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "report": _report,
     "health": _health,
     "merge": _merge,
+    "trim": _trim,
     "check": _check,
     "trust": _trust(True),
     "untrust": _trust(False),
@@ -395,6 +433,30 @@ def build_parser() -> argparse.ArgumentParser:
                     help="runs to look back over (default 20)")
     hl.add_argument("--root", default=".", metavar="PATH",
                     help="repository root with suites/catalog.toml (default .)")
+
+    tr = sub.add_parser(
+        "trim", help="suggest metrics and tests history shows are redundant (never edits)",
+        description="From history: metrics that move together (Spearman |rho| >= 0.98), "
+                    "metrics too noisy to detect a realistic change that never failed, and "
+                    "variants/tests whose every metric is covered by a cheaper one, each with "
+                    "the GPU-minutes per week it would save and the detection lost.")
+    _add_history(tr)
+    tr.add_argument("--suite", help="only this suite")
+    tr.add_argument("--since", metavar="SPAN", default="30d",
+                    help="runs since: 30d (default), 12h, 2w or an ISO date; per-commit suites' "
+                         "runs per week are counted over this window")
+    tr.add_argument("--format", choices=("text", "md", "json"), default="text", help="output format (default text)")
+    tr.add_argument("--out", metavar="FILE", help="write here instead of stdout (never over "
+                    "a history or an input; over another file only with --force)")
+    tr.add_argument("--force", action="store_true",
+                    help="let --out replace an existing file that is not a report")
+    tr.add_argument("--rho", type=float, default=0.98, help="twin threshold on |Spearman rho| (default 0.98)")
+    tr.add_argument("--realistic", type=float, default=0.20,
+                    help="relative shift a metric must be able to detect to stay (default 0.20)")
+    tr.add_argument("--min-runs", type=_count(4), default=8, metavar="N",
+                    help="runs a metric needs before it is judged (default 8)")
+    tr.add_argument("--root", default=".", metavar="PATH",
+                    help="repository root with suites/catalog.toml, for GPU counts and schedules")
 
     mg = sub.add_parser(
         "merge", help="fold shard history files into one history (idempotent)",
