@@ -285,3 +285,12 @@ def test_plan_text_says_why(repo):
     assert r.returncode == 0, r.stderr
     assert "suites/test_3.py:2" in r.stdout and "why: suites/test_3.py imports lib/b.py (changed)" in r.stdout
     assert "suites/test_1.py" not in r.stdout
+
+
+def test_a_change_that_affects_no_file_is_an_empty_matrix_not_an_error(repo):
+    cat = repo / "suites" / "catalog.toml"
+    cat.write_text(cat.read_text().replace('always_suites = ["always"]\n', ""))
+    (repo / "lib" / "c.py").write_text("")
+    r = matrix(repo, "--changed-files", "lib/c.py")
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout) == {"include": []} and "0 registered file(s)" in r.stderr
