@@ -27,6 +27,7 @@ suites/serving/         @org/serving   # a trailing comment
 docs/*                  @docs-flat
 suites/serving/legacy/
 **/kernels/**/test_*.py @org/kernels
+suites/[ab].py          @literal-brackets
 """
 
 
@@ -41,6 +42,8 @@ suites/serving/legacy/
     ("docs/deep/intro.txt", ("@org/infra",)),  # docs/* does not reach nested files
     ("suites/serving/legacy/test_old.py", ()),  # a line without owners: unowned
     ("suites/kernels/attn/test_fa3.py", ("@org/kernels",)),
+    ("suites/[ab].py", ("@literal-brackets",)),  # GitHub's CODEOWNERS has no [ ] ranges
+    ("suites/a.py", ("@org/suites",)),
 ])
 def test_codeowners_last_matching_line_wins(path, want):
     assert owner_of(path, parse_codeowners(CODEOWNERS)) == want
