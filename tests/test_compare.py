@@ -99,3 +99,18 @@ def test_untrusted_runs_are_no_baseline(db, capsys):
     assert "names no complete run" in capsys.readouterr().err
     # As B (what is judged) an untrusted run still compares.
     assert cli(["compare", "main", "0000029aaaa", "--history", str(db)]) == 0
+
+
+def test_out_never_replaces_the_history_and_replaces_its_own_output(db, tmp_path, capsys):
+    before = db.read_bytes()
+    assert cli(["compare", "main", "feat", "--history", str(db), "--out", str(db)]) == 2
+    assert "is an input of this command" in capsys.readouterr().err and db.read_bytes() == before
+    notes = tmp_path / "notes.txt"
+    notes.write_text("mine\n")
+    assert cli(["compare", "main", "feat", "--history", str(db), "--out", str(notes)]) == 2
+    assert notes.read_text() == "mine\n" and "--force" in capsys.readouterr().err
+    for fmt in ("text", "md", "json"):  # an earlier compare output is replaced without --force
+        out = tmp_path / f"cmp.{fmt}"
+        for _ in range(2):
+            assert cli(["compare", "main", "feat", "--history", str(db), "--format", fmt,
+                        "--out", str(out)]) == 1, capsys.readouterr().err
