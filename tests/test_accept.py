@@ -6,28 +6,19 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from history_seed import level_run
 
 from gates import accept
 from gates.cli import main as cli
 from gates.gate import evaluate_run
-from gates.history import HistoryError, RunRecord, TestResult, open_history
-from gates.metrics import validate_metric
-from gates.provenance import Provenance
+from gates.history import HistoryError, open_history
 
 NODE = "suites/a/test_a.py::test_x"
 
 
 def add_run(h, i: int, level: float, rng, *, key="lat", suite="s") -> str:
-    rid = f"{suite}-run{i:03d}"
-    p = Provenance(run_id=rid, suite=suite, commit=f"{i:07d}abc", branch="main",
-                   started_at=f"2026-01-01T00:{i // 60:02d}:{i % 60:02d}+00:00",
-                   fingerprint="gpu-a")
-    h.start_run(p)
-    m = validate_metric(key, list(level * (1 + rng.normal(0, 0.01, 5))), unit="ms",
-                        better="lower")
-    h.record_run(RunRecord(p, [TestResult(NODE, "suites/a/test_a.py", "passed", 1.0)],
-                           [(NODE, m)], None, 0))
-    return rid
+    return level_run(h, i, {key: level}, rng, suite=suite, run_id=f"{suite}-run{i:03d}",
+                     commit=f"{i:07d}abc", branch="main", fingerprint="gpu-a", node=NODE)
 
 
 @pytest.fixture

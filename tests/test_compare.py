@@ -7,25 +7,16 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from history_seed import level_run
 
 from gates.cli import main as cli
-from gates.history import RunRecord, TestResult, open_history
-from gates.metrics import validate_metric
-from gates.provenance import Provenance
+from gates.history import open_history
 
 NODE = "suites/a/test_a.py::test_x"
 
 
 def _run(h, i, *, branch, commit, fp, levels, rng):
-    p = Provenance(run_id=f"run-{i:04d}", suite="s", commit=commit, branch=branch,
-                   started_at=f"2026-01-01T00:{i // 60:02d}:{i % 60:02d}+00:00",
-                   fingerprint=fp)
-    h.start_run(p)
-    ms = [(NODE, validate_metric(k, list(lv * (1 + rng.normal(0, 0.01, 5))), unit="ms",
-                                 better=better))
-          for k, (lv, better) in levels.items()]
-    h.record_run(RunRecord(p, [TestResult(NODE, NODE.split("::")[0], "passed", 1.0)],
-                           ms, None, 0))
+    level_run(h, i, levels, rng, commit=commit, branch=branch, fingerprint=fp, node=NODE)
 
 
 @pytest.fixture
