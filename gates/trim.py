@@ -38,6 +38,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from scipy import stats as sps
 
+from ci_register.machine import fingerprint_gpus
 from gates.robust import robust_scale
 
 __all__ = ["Metric", "TrimInput", "TrimReport", "Twin", "Dead", "Drop", "analyse", "variant_of",
@@ -279,12 +280,10 @@ def build_input(rows: Mapping[str, Iterable[Mapping]], *, gpus: Mapping[str, int
                 nightly: Iterable[str] = (), weeks: float | None = None) -> TrimInput:
     """A :class:`TrimInput` from the store's rows (``History.trim_rows``).
 
-    ``gpus``: suite -> GPUs a run holds (the catalog); else the ``-xN-`` of the
-    fingerprint. Runs per week: 7 for ``nightly`` suites, else runs in the window over
+    ``gpus``: suite -> GPUs a run holds (the catalog); else the count the fingerprint
+    names (`ci_register.machine.fingerprint_gpus`), else 1. Runs per week: 7 for ``nightly`` suites, else runs in the window over
     ``weeks`` (default: the span of the runs, at least one day).
     """
-    import re  # noqa: PLC0415
-
     nightly = set(nightly)
     metrics: dict[tuple[str, str, str, str], Metric] = {}
     for r in rows["metrics"]:
@@ -313,8 +312,7 @@ def build_input(rows: Mapping[str, Iterable[Mapping]], *, gpus: Mapping[str, int
             else:
                 span = weeks
             per_week[key] = len(starts) / span
-        found = re.search(r"-x(\d+)-", key[1])
-        gpu[key] = (gpus or {}).get(key[0]) or (int(found.group(1)) if found else 1)
+        gpu[key] = (gpus or {}).get(key[0]) or fingerprint_gpus(key[1]) or 1
     return TrimInput(list(metrics.values()), durations, per_week, gpu)
 
 
