@@ -146,15 +146,23 @@ def test_accept_cli_usage_errors(h, capsys):
     assert h.acceptances() == []
 
 
+ENTRY = {"pattern": "lat", "reason": "intended", "entry_id": "file:abc",
+         "source": "gates-accept.toml:1"}  # a gates-accept.toml entry, as a run carries it
+
+
+def steady_file(path: Path, seed: int) -> Path:
+    """A history file holding ``steady`` runs (the base a CI shard is copied from)."""
+    with open_history(path) as h:
+        steady(h, seed=seed)
+    return path
+
+
 def test_merged_shards_keep_the_entries_their_runs_carried(tmp_path):
     from gates.merge import merge_histories
 
     rng = np.random.default_rng(4)
-    entry = {"pattern": "lat", "reason": "intended", "entry_id": "file:abc",
-             "source": "gates-accept.toml:1"}
-    base = tmp_path / "base.db"
-    with open_history(base) as h:
-        steady(h, seed=4)
+    entry = dict(ENTRY)
+    base = steady_file(tmp_path / "base.db", seed=4)
     shards = []
     for i in (30, 31):  # each CI run: a shard copied from the base, one new run in it
         shard = tmp_path / f"shard{i}.db"
@@ -176,11 +184,8 @@ def test_merge_refuses_a_shard_whose_carried_entry_is_forged(tmp_path):
     from gates.merge_check import ShardRejected, check_bundle
 
     rng = np.random.default_rng(5)
-    entry = {"pattern": "lat", "reason": "intended", "entry_id": "file:abc",
-             "source": "gates-accept.toml:1"}
-    base = tmp_path / "base.db"
-    with open_history(base) as h:
-        steady(h, seed=5)
+    entry = dict(ENTRY)
+    base = steady_file(tmp_path / "base.db", seed=5)
     shard = tmp_path / "shard.db"
     shard.write_bytes(base.read_bytes())
     with open_history(shard) as h:
