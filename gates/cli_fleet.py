@@ -7,22 +7,19 @@ Registered by ``gates.cli`` (``COMMANDS``, ``add_parsers``); the library is
 from __future__ import annotations
 
 import argparse
-import os
 from collections.abc import Callable
 from pathlib import Path
+
+from gates.cli_common import UsageError, add_history, count, default_history
 
 __all__ = ["COMMANDS", "add_parsers"]
 
 
-class FleetUsageError(Exception):
-    """Bad arguments; ``gates.cli`` prints the line and exits 2."""
-
-
 def _history(args: argparse.Namespace) -> Path:
-    target = Path(args.history or os.environ.get("GATES_HISTORY") or "history.db")
+    target = Path(args.history or default_history())
     if not target.exists():
-        raise FleetUsageError(f"{target}: no such history; pass --history PATH or set "
-                              "GATES_HISTORY")
+        raise UsageError(f"{target}: no such history; pass --history PATH or set "
+                         "GATES_HISTORY")
     return target
 
 
@@ -39,7 +36,7 @@ def _prune(args: argparse.Namespace) -> int:
     from gates.report_query import parse_since  # noqa: PLC0415
 
     if (args.keep is None) == (args.keep_runs is None):
-        raise FleetUsageError("give --keep SPAN (e.g. 90d) or --keep-runs N")
+        raise UsageError("give --keep SPAN (e.g. 90d) or --keep-runs N")
     target = _history(args)
     before = parse_since(args.keep) if args.keep is not None else None
     size = target.stat().st_size
@@ -64,8 +61,8 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
 }
 
 
-def add_parsers(sub, add_history: Callable[[argparse.ArgumentParser], None],
-                count: Callable[[int], Callable[[str], int]]) -> None:
+def add_parsers(sub) -> None:
+    """Add ``snapshot`` and ``prune`` to ``gate-report``'s parser."""
     sn = sub.add_parser(
         "snapshot", help="write the baseline snapshot shards gate against (small)",
         description="Copy what a gate of a new run of the suite reads (each metric's "
