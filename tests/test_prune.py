@@ -97,3 +97,15 @@ def test_snapshot_command_writes_a_small_file_and_refuses_overwrite(template, tm
     code, _, err = cli(["snapshot", "--history", template, "--suite", SUITE, "--out", out],
                        capsys)
     assert code == 2 and "exists" in err
+
+
+def test_a_kept_confirm_rerun_keeps_the_old_run_it_rechecked(template, tmp_path, capsys):
+    path = tmp_path / "history.db"
+    shutil.copy(template, path)
+    with open_history(path) as h:
+        record(h, 300, confirm_of=f"run0012{FP}", run_id="late-confirm")
+    code, out, _ = cli(["prune", "--history", path, "--keep-runs", "5", "--apply"], capsys)
+    assert code == 0 and "in a confirm chain with a kept run" in out
+    with open_history(path) as h:
+        kept = set(h.run_ids())
+    assert {"late-confirm", f"run0012{FP}"} <= kept and f"run0013{FP}" not in kept
