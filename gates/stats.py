@@ -98,14 +98,10 @@ from gates.decisions import (
 )
 from gates.judge import (
     DEFAULTS,
-    WITHIN_RUNS,
     GateParams,
     JudgeExtras,
     Judgement,
-    Summarized,
-    judge,
     judge_summaries,
-    summarize,
 )
 from gates.machines import host_variance
 from gates.robust import (
@@ -121,6 +117,7 @@ from gates.robust import (
     robust_scale,
     run_summary,
 )
+from gates.summaries import WITHIN_RUNS, Summarized, judge, summarize
 
 __all__ = [
     "DEFAULTS",
