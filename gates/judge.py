@@ -42,6 +42,7 @@ __all__ = [
     "QUANTILE_WEIGHT",
     "GateParams",
     "DEFAULTS",
+    "Decider",
     "Judgement",
     "JudgeExtras",
     "judge_summaries",
@@ -141,6 +142,43 @@ class JudgeExtras:
     rerun_level: float | None = None  # ... the level the reruns were held to, where they decided
 
 
+@dataclass(frozen=True, slots=True)
+class Decider:
+    """The deciding test's evidence, enough to show its interval at any level.
+
+    Its p-values already carry the rank and tail bounds, so its interval is the
+    t-interval of the relative change widened to agree with them: the standard
+    error is at least ``|rel| / z_side``, where z_side is the t-quantile of the
+    bounded p of the side the change lies on. The interval then excludes 0
+    exactly where that p is below the level (test inversion under a location
+    shift; Lehmann & Romano, *Testing Statistical Hypotheses*, 3rd ed., 2005,
+    sec. 3.5).
+    """
+
+    rel: float  # relative change of the deciding window (as ``Judgement.rel_change``)
+    se_rel: float  # its t standard error, relative to the same centre
+    df: float  # t degrees of freedom
+    weight: float  # its Bonferroni share of the level
+    p_up: float  # its bounded one-sided p of a rise (unweighted)
+    p_down: float  # ... of a fall
+
+    def interval(self, level: float) -> tuple[float, float] | None:
+        """The two-sided interval at one-sided ``level`` on the weighted-p scale (what
+        the metric's p is compared with); None where unbounded (its side's p >= 1/2)."""
+        alpha = min(max(level * self.weight, 1e-300), 0.5)
+        p_side = self.p_up if self.rel >= 0 else self.p_down
+        z_side = float(special.stdtrit(self.df, 1.0 - p_side)) if p_side < 0.5 else 0.0
+        if not z_side > 0.0:
+            return None
+        se = max(self.se_rel, abs(self.rel) / z_side)
+        t = float(special.stdtrit(self.df, 1.0 - alpha))
+        return self.rel - t * se, self.rel + t * se
+
+    def confidence(self, level: float) -> float:
+        """The two-sided confidence of ``interval(level)``."""
+        return 1.0 - 2.0 * min(max(level * self.weight, 0.0), 0.5)
+
+
 @dataclass(frozen=True)
 class Judgement:
     """What the statistics say about one metric of one run (before BH)."""
@@ -162,6 +200,7 @@ class Judgement:
     scale: float = float("nan")  # run-to-run scale (absolute units)
     extras: JudgeExtras = field(default_factory=JudgeExtras)
     reason: str = ""  # why the model could not judge (status ``unguarded``)
+    decider: Decider | None = None  # the deciding test (status "ok"): its interval at a level
 
     @property
     def p(self) -> float:
@@ -273,7 +312,7 @@ def judge_summaries(
     w, quant = _test_weights(b, sr, r.heavy)
     # (the candidates' order breaks ties: the new run, then the windows, then the quantile)
     cands = [_Candidate(min(r.pw, r.pb) / w[0], r.pw / w[0], r.pb / w[0], 1, b.c, value,
-                        r.se, r.z, r.df, "run")]
+                        r.se, r.z, r.df, "run", w[0])]
     p_win: dict[int, float] = {}
     for i, k in enumerate(b.ks, start=1):
         cand, p_win[k] = _window_test(b, sr, k, w[i], sign)
@@ -289,6 +328,7 @@ def judge_summaries(
         "ok", b.c, value, _nan_none(rel), None if rel != rel else ci, float(best.z),
         min(1.0, min(x.pw for x in cands)), min(1.0, min(x.pb for x in cands)), float(floor),
         best.k, int(h.size), _nan_none(own), sign, statistic=f"robust-t/{best.method}",
+        decider=_decider(best, rel, sign),
         scale=b.s, extras=JudgeExtras(
             p_run_worse=r.pw, p_run_better=r.pb, w_run=w[0], rho=sr.rho, rho_hi=sr.rho_hi,
             rho_lo=sr.rho_lo, s1=sr.s1, s1c=r.s1c, mu1=r.mu1, n_base=int(b.n), heavy=r.heavy,
@@ -318,6 +358,7 @@ class _Candidate(NamedTuple):
     z: float  # signed: > 0 means worse
     df: float  # t degrees of freedom for the CI
     method: str  # "run", "huber-k", "quantile-k"
+    weight: float  # its Bonferroni share of the level (p = unweighted p / weight)
 
 
 @dataclass(frozen=True, slots=True)
@@ -546,7 +587,7 @@ def _window_test(b: _Baseline, sr: _Serial, k: int, weight: float,
         roll = locs[1 + boot_idx.shape[0] :]
         pw, pb = empirical_bound(sign * (roll - ck), sign * (est - ck), pw, pb)
     return _Candidate(min(pw, pb) / weight, pw / weight, pb / weight, k, ck, est, se, z,
-                      df_w, f"huber-{k}"), pw
+                      df_w, f"huber-{k}", weight), pw
 
 
 def _quantile_test(b: _Baseline, sr: _Serial, sign: int, value: float,
@@ -567,8 +608,17 @@ def _quantile_test(b: _Baseline, sr: _Serial, sign: int, value: float,
                   else c - sign * np.min(-sign * (last - c)))
     cand = _Candidate(min(pw, pb) / QUANTILE_WEIGHT, pw / QUANTILE_WEIGHT,
                       pb / QUANTILE_WEIGHT, kq, c, least, sr.s1,
-                      sign * (least - c) / sr.s1, sr.df, f"quantile-{kq}")
+                      sign * (least - c) / sr.s1, sr.df, f"quantile-{kq}", QUANTILE_WEIGHT)
     return cand, pw, pb, pair
+
+
+def _decider(best: _Candidate, rel: float, sign: int) -> Decider | None:
+    """The deciding candidate as a ``Decider`` (None where its change has no scale)."""
+    if rel != rel or not best.centre:
+        return None
+    pw, pb = best.pw * best.weight, best.pb * best.weight
+    return Decider(rel, best.se / abs(best.centre), best.df, best.weight,
+                   pw if sign > 0 else pb, pb if sign > 0 else pw)
 
 
 def _headline(best: _Candidate, b: _Baseline, value: float, min_change: float,

@@ -185,6 +185,8 @@ class VerdictRow:
     owner: str | None = None  # gates.owners.assign: register_ci_gate(owner=), else CODEOWNERS
     accept_hint: str | None = None  # the `gate-report accept` command for a change that held
     bisect: str | None = None  # the newest stored bisection of the key (gate-report bisect)
+    ci_conf: float | None = None  # the interval's confidence: the level that decided (None:
+    # a verdict stored before intervals carried it, a 95% t-interval)
 
     @property
     def path(self) -> str | None:
@@ -516,6 +518,7 @@ def build_report(data: ReportInput, *, title: str | None = None,
                 floor=_finite(v.get("floor")), attempt=int(v.get("attempt") or 1),
                 confirmed_by=origin.get(k),
                 method=(detail or {}).get("method") or (detail or {}).get("statistic"),
+                ci_conf=_finite((detail or {}).get("ci_conf")),
                 change_point=(detail or {}).get("change_point")
                 if isinstance((detail or {}).get("change_point"), Mapping) else None,
             ))

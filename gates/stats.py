@@ -98,6 +98,7 @@ from gates.decisions import (
 )
 from gates.judge import (
     DEFAULTS,
+    Decider,
     GateParams,
     JudgeExtras,
     Judgement,
@@ -122,6 +123,7 @@ from gates.summaries import WITHIN_RUNS, Summarized, judge, summarize
 __all__ = [
     "DEFAULTS",
     "GateParams",
+    "Decider",
     "Judgement",
     "JudgeExtras",
     "ChangePoint",
