@@ -213,8 +213,10 @@ def _summarised(history: History, done: dict[str, _Kept],
     # A run with one row of a key is summarised by the stored median (the median of
     # its samples, metrics.median), so only the newest WITHIN_RUNS runs' samples are
     # read, for the within-run spread; pooled rows need all their samples.
+    unstored = {mid for mid, med in medians.items() if med is None}
     stored = {key for key, kept_runs in done.items()
-              if all(len(mids) == 1 and medians[mids[0]] is not None for _, mids in kept_runs)}
+              if all(len(mids) == 1 for _, mids in kept_runs)
+              and not (unstored and any(mids[0] in unstored for _, mids in kept_runs))}
     want = sorted({mid for key, kept_runs in done.items()
                    for _, mids in (kept_runs[:stats.WITHIN_RUNS] if key in stored else kept_runs)
                    for mid in mids})
@@ -227,7 +229,8 @@ def _summarised(history: History, done: dict[str, _Kept],
         kept_runs.reverse()  # oldest first
         if key in stored:
             # A row without samples: its median stands in (as in baseline_runs).
-            recent = [samples.get(mids[0], np.array([medians[mids[0]]], dtype=float))
+            recent = [samples[mids[0]] if mids[0] in samples
+                      else np.array([medians[mids[0]]], dtype=float)
                       for _, mids in kept_runs[-stats.WITHIN_RUNS:]]
             out[key] = stats.Summarized(
                 np.array([medians[mids[0]] for _, mids in kept_runs], dtype=float),
