@@ -161,6 +161,7 @@ def _newest_rows(history: History, run: Mapping[str, Any], keys: set[str], exclu
     info = {rid: (st or "", bool(cof) or rid in exclude or bool(started and (st or "") > started))
             for rid, st, cof in runs}
     run_started = {rid: v[0] for rid, v in info.items()}
+    skipped = {rid for rid, v in info.items() if v[1]}  # confirms, excluded, later runs
     rows: dict[str, list[tuple[str, int, str]]] = {k: [] for k in keys}
     done: dict[str, _Kept] = {}
     pending = set(keys)
@@ -179,13 +180,15 @@ def _newest_rows(history: History, run: Mapping[str, Any], keys: set[str], exclu
         for key in list(pending):
             series = sorted(rows[key], reverse=True)[:SERIES_LIMIT]  # newest first
             kept: dict[str, list[int]] = {}
-            gone = (drop or {}).get(key, frozenset())
+            gone = (drop or {}).get(key)
+            skip = skipped | gone if gone else skipped
             for _st, mid, rid in series:
-                if not info[rid][1] and rid not in gone:
-                    if rid in kept:
-                        kept[rid].append(mid)  # several rows of a key in one run: pooled
-                    else:
+                if rid not in skip:
+                    pooled = kept.get(rid)
+                    if pooled is None:
                         kept[rid] = [mid]
+                    else:
+                        pooled.append(mid)  # several rows of a key in one run: pooled
             if len(series) >= SERIES_LIMIT or len(kept) >= need or i >= len(runs):
                 done[key] = list(kept.items())[:need]
                 pending.discard(key)
