@@ -285,6 +285,12 @@ def _seconds_between(start: str | None, end: str | None) -> float | None:
     return max(0.0, (b - a).total_seconds())
 
 
+def _confidence(x: Any) -> float | None:
+    """A stored interval confidence, when it is one (a hostile shard's is not shown)."""
+    f = _finite(x)
+    return f if f is not None and 0.0 < f < 1.0 else None
+
+
 def _finite(x: Any) -> float | None:
     if x is None:
         return None
@@ -539,7 +545,7 @@ def _verdict_row(run: RunInfo, k: tuple[str, str], v: Mapping[str, Any],
         floor=_finite(v.get("floor")), attempt=int(v.get("attempt") or 1),
         confirmed_by=confirmed_by,
         method=(detail or {}).get("method") or (detail or {}).get("statistic"),
-        ci_conf=_finite((detail or {}).get("ci_conf")),
+        ci_conf=_confidence((detail or {}).get("ci_conf")),
         change_point=(detail or {}).get("change_point")
         if isinstance((detail or {}).get("change_point"), Mapping) else None,
     )

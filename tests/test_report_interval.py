@@ -111,3 +111,10 @@ def test_a_verdict_stored_without_its_level_shows_as_it_was():
                      statistic=3.0, p_value=0.5, q_value=0.5, floor=0.01, attempt=1,
                      method="robust-t/huber-10")
     assert change_parts(row) == ("+9.0%", "[+5.0, +13.0]")
+
+
+def test_a_stored_confidence_that_is_not_one_is_not_shown():
+    from gates.report import _confidence
+
+    assert _confidence(0.98) == 0.98
+    assert [_confidence(x) for x in (5.0, 0.0, -1, "x", None, float("nan"))] == [None] * 6
