@@ -108,7 +108,7 @@ def next_stage(stage: Stage, verdict: str, *, enforced: bool = True,
 
 def stage_of(row: Mapping[str, Any], previous: Mapping[str, Any] | None = None) -> Stage:
     """A stored verdict row's stage: its ``stage`` column, or, for a row saved without
-    one, what its attempt and the previous attempt's row imply (as migration m003)."""
+    one, what its attempt and the previous attempt's row imply (as migration m005)."""
     if row.get("stage"):
         return Stage(row["stage"])
     attempt = int(row.get("attempt") or 1)

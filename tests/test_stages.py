@@ -1,5 +1,5 @@
 """The confirm protocol as a state machine: stages, the next stage, the sequential rule,
-and the stage column (migration m003 derives it for rows saved before it)."""
+and the stage column (migration m005 derives it for rows saved before it)."""
 
 from __future__ import annotations
 
@@ -18,6 +18,7 @@ from gates.decisions import (
 )
 from gates.history import open_history
 from gates.provenance import Provenance
+from gates.schema import _VIEWS
 
 
 @pytest.mark.parametrize("stage, verdict, corroborate, want", [
@@ -100,9 +101,11 @@ def test_migration_derives_the_stage_of_older_rows(tmp_path: Path):
             h.save_verdicts(rerun, [{"key": "k", "verdict": "suspect", "attempt": 2,
                                      "detail": {"corroborate": asked}}])
             h.save_verdicts(third, [{"key": "k", "verdict": "pass", "attempt": 3}])
-        # As a file written before m003: no stage column, m003 not applied.
-        h.conn.execute("ALTER TABLE verdicts DROP COLUMN stage")
-        h.conn.execute("DELETE FROM _sqlite_migrations WHERE name = 'm003_verdict_stage'")
+        # As a file written before m005: no stage column, m005 not applied.
+        h.conn.execute("DROP VIEW verdicts")
+        h.conn.execute("ALTER TABLE verdict_rows DROP COLUMN stage")
+        h.conn.execute(f"CREATE VIEW verdicts AS {_VIEWS['verdicts']}")
+        h.conn.execute("DELETE FROM _sqlite_migrations WHERE name = 'm005_verdict_stage'")
         h.conn.commit()
     with open_history(path) as h:
         got = {r: h.verdicts(r)[0]["stage"] for r in "abcdef"}
