@@ -16,6 +16,7 @@ from typing import Any
 
 from gates.history import History, HistoryError
 from gates.merge_check import ShardRejected, check_bundle
+from gates.store.backend import display_location, history_location
 
 __all__ = ["MergeConflict", "MergeReport", "check_history", "merge_histories", "run_digest"]
 
@@ -28,13 +29,13 @@ class MergeConflict(HistoryError):
 class MergeReport:
     """What `merge_histories` did: run ids added, and run ids already present unchanged."""
 
-    into: Path
+    into: Path | str  # a file, or a PostgreSQL URL (shown without its password)
     added: list[str] = field(default_factory=list)
     unchanged: list[str] = field(default_factory=list)
     per_shard: dict[str, int] = field(default_factory=dict)  # shard path -> runs added
 
     def __str__(self) -> str:
-        return (f"merged {len(self.added)} new run(s) into {self.into}; "
+        return (f"merged {len(self.added)} new run(s) into {display_location(self.into)}; "
                 f"{len(self.unchanged)} already present")
 
 
@@ -92,13 +93,14 @@ def merge_histories(shards: Sequence[str | os.PathLike[str]],
     hostile or broken row (a text median, a run dated in the future, a unit that
     is not a unit, rows of no run) is refused whole with `HistoryError`.
     """
-    target = Path(into)
+    target = history_location(into)
     report = MergeReport(into=target)
     pending: dict[str, tuple[str, dict[str, Any], str]] = {}  # run_id -> (shard, bundle, digest)
     with History(target) as history:
         for shard in shards:
             shard_path = Path(shard)
-            if shard_path.exists() and target.exists() and shard_path.samefile(target):
+            if isinstance(target, Path) and shard_path.exists() and target.exists() \
+                    and shard_path.samefile(target):
                 raise HistoryError(f"{shard_path}: is the merge target itself; pass shard "
                                    "files other than --into")
             with History(shard_path, create=False, readonly=True) as source:
@@ -133,7 +135,7 @@ def merge_histories(shards: Sequence[str | os.PathLike[str]],
                 if history.has_run(run_id):
                     if run_digest(history.export_run(run_id)) != digest:
                         raise MergeConflict(
-                            f"{shard_name}: run {run_id} exists in {target} with different "
+                            f"{shard_name}: run {run_id} exists in {history.path} with different "
                             "content; refusing to overwrite (inspect both, then merge the "
                             "shard into a fresh file)")
                     report.unchanged.append(run_id)

@@ -34,6 +34,7 @@ class BaselineReads:
     """Baseline reads of `gates.history.History` (mixed into it; uses its connection)."""
 
     conn: sqlite3.Connection
+    dialect: str
 
     def baseline_candidates(self, suite: str, fingerprint: str | None,
                             exclude_run_id: str) -> list[BaselineRun]:
@@ -72,13 +73,19 @@ class BaselineReads:
         if not want:
             return {}
         chunks: list[tuple[int, float]] = []
-        lo = 0
-        for hi in range(1, len(want) + 1):
-            if hi == len(want) or want[hi] - want[hi - 1] > 256:
-                chunks.extend(self.conn.execute(
-                    "SELECT metric_id, value FROM samples WHERE metric_id BETWEEN ? AND ? "
-                    "ORDER BY metric_id, seq", (want[lo], want[hi - 1])).fetchall())
-                lo = hi
+        if self.dialect == "postgresql":
+            # One round trip: an array parameter has no length limit there.
+            chunks = self.conn.execute(
+                "SELECT metric_id, value FROM samples WHERE metric_id = ANY(?::bigint[]) "
+                "ORDER BY metric_id, seq", (list(want),)).fetchall()
+        else:
+            lo = 0
+            for hi in range(1, len(want) + 1):
+                if hi == len(want) or want[hi] - want[hi - 1] > 256:
+                    chunks.extend(self.conn.execute(
+                        "SELECT metric_id, value FROM samples WHERE metric_id BETWEEN ? AND ? "
+                        "ORDER BY metric_id, seq", (want[lo], want[hi - 1])).fetchall())
+                    lo = hi
         if not chunks:
             return {}
         flat = np.fromiter(itertools.chain.from_iterable(chunks), dtype=float,
