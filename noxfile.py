@@ -126,8 +126,11 @@ def bisect(session: nox.Session) -> None:
 @nox.session(name="history-browse", python=PYTHON)  # no tag: a server, never in `nox -t`
 def history_browse(session: nox.Session) -> None:
     """Browse the metric history in datasette, read-only: -- [PATH] (default history.db)."""
-    session.install("datasette", "sqlite-utils>=4.2,<5")
     path = session.posargs[0] if session.posargs else os.environ.get("GATES_HISTORY") or str(ROOT / "history.db")
+    if path.lower().startswith(("postgresql://", "postgres://")):
+        session.error("datasette browses SQLite files; for a PostgreSQL history use any SQL "
+                      "dashboard on its report_* views (docs/fleet.md, section PostgreSQL)")
+    session.install("datasette", "sqlite-utils>=4.2,<5")
     if not Path(path).is_file():
         session.error(f"no history at {path}; run a suite first or pass -- PATH")
     # -i (immutable) skips the write-ahead log: fold it into the file first.

@@ -4,6 +4,7 @@
                          [--out FILE] [--history PATH]
     gate-report health   [--suite S] [--format text|md|json]
     gate-report merge    SHARD.db ... --into history.db
+    gate-report ingest   RUN.db ... [--into postgresql://...]   (default $GATES_HISTORY)
     gate-report check    [--history PATH]
     gate-report untrust  (--run ID ... | --commit SHA) --reason "..."
     gate-report trust    (--run ID ... | --commit SHA) --reason "..."
@@ -75,7 +76,8 @@ def _default_history() -> str:
 
 def _add_history(p: argparse.ArgumentParser) -> None:
     p.add_argument("--history", default=None, metavar="PATH",
-                   help="history file (default: $GATES_HISTORY, else ./history.db)")
+                   help="history file or postgresql:// URL (default: $GATES_HISTORY, else "
+                        "./history.db)")
 
 
 # ------------------------------------------------------------------ commands
@@ -84,9 +86,10 @@ def _add_history(p: argparse.ArgumentParser) -> None:
 def _open(path: str | None, *, write: bool = False):
     """The history, read-only for reports; a missing file is a usage error naming the fix."""
     from gates.history import HistoryError, open_history  # noqa: PLC0415
+    from gates.store.backend import history_location  # noqa: PLC0415
 
-    target = Path(path or _default_history())
-    if not target.exists():
+    target = history_location(path or _default_history())
+    if isinstance(target, Path) and not target.exists():
         raise _UsageError(f"{target}: no such history; pass --history PATH or set "
                           "GATES_HISTORY, or run a suite to create it")
     if write:
@@ -270,7 +273,10 @@ def _merge(args: argparse.Namespace) -> int:
         what = "is not a regular file" if Path(missing[0]).exists() else "does not exist"
         raise _UsageError(f"shard history {missing[0]} {what}; check the path "
                           "(download the shard artifacts first)")
-    result = merge_histories(args.shards, args.into)
+    into = args.into or os.environ.get("GATES_HISTORY")
+    if not into:
+        raise _UsageError("ingest: no target; pass --into postgresql://... or set GATES_HISTORY")
+    result = merge_histories(args.shards, into)
     print(result)
     for shard, n in result.per_shard.items():
         print(f"  {shard}: {n} new run(s)")
@@ -279,9 +285,10 @@ def _merge(args: argparse.Namespace) -> int:
 
 def _check(args: argparse.Namespace) -> int:
     from gates.merge import check_history  # noqa: PLC0415
+    from gates.store.backend import history_location  # noqa: PLC0415
 
-    target = Path(args.history or _default_history())
-    if not target.exists():
+    target = history_location(args.history or _default_history())
+    if isinstance(target, Path) and not target.exists():
         raise _UsageError(f"{target}: no such history; pass --history PATH")
     problems = check_history(target)
     for line in problems:
@@ -313,6 +320,7 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "report": _report,
     "health": _health,
     "merge": _merge,
+    "ingest": _merge,
     "check": _check,
     "trust": _trust(True),
     "untrust": _trust(False),
@@ -403,7 +411,15 @@ def build_parser() -> argparse.ArgumentParser:
                     "content is an error and nothing is written.")
     mg.add_argument("shards", nargs="+", metavar="SHARD.db", help="shard history files")
     mg.add_argument("--into", required=True, metavar="PATH",
-                    help="target history (created if missing)")
+                    help="target history: a file or a postgresql:// URL (created if missing)")
+    ig = sub.add_parser(
+        "ingest", help="load per-run history files into the fleet's history (idempotent)",
+        description="What a host without a route to the fleet's PostgreSQL history uploads: "
+                    "its run's history file, loaded here by run id with merge's checks. "
+                    "Loading a file twice changes nothing.")
+    ig.add_argument("shards", nargs="+", metavar="RUN.db", help="per-run history files")
+    ig.add_argument("--into", default=None, metavar="URL",
+                    help="target history (default: $GATES_HISTORY)")
 
     ck = sub.add_parser(
         "check", help="list rows reports and gates cannot read (what merge refuses)",

@@ -69,6 +69,7 @@ from gates.baselines import baseline_runs, bulk_baselines, hosts_of, unheld_chai
 from gates.declarations import DeclarationError, Gate, gate_for, parse_plan_gates
 from gates.history import History
 from gates.provenance import host_key
+from gates.store.backend import is_database_url
 from gates.verdicts import FAILING, VERDICTS, fails
 
 __all__ = [
@@ -741,7 +742,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 raise GateInputError(f"--plan {a.plan}: cannot read the plan JSON ({e})") from None
             if not isinstance(plan, dict) or not isinstance(plan.get("gates", []), list):
                 raise GateInputError(f"--plan {a.plan}: not a plan (an object with a 'gates' list)")
-        if not Path(a.history).exists():
+        if not is_database_url(a.history) and not Path(a.history).exists():
             raise GateInputError(f"--history {a.history}: no such file; run a suite first")
         with open_history(a.history, create=False) as h:
             if a.attempts_left < 0:

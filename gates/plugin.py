@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from gates.metrics import Metric, MetricBook, MetricError, validate_metric
+from gates.store.backend import history_location
 
 if TYPE_CHECKING:
     from gates.history import History, TestResult
@@ -46,7 +47,7 @@ _UNITS_KEY = pytest.StashKey["_UnitBook"]()
 class GatesOptions:
     """The validated ``--gates-*`` options of a session."""
 
-    history: Path
+    history: Path | str  # a file, or a postgresql:// URL
     suite: str | None = None
     shard: tuple[int, int] = (1, 1)
     run_id: str | None = None
@@ -122,8 +123,8 @@ def parse_options(
         if shard is None and isinstance(plan.get("shard"), list) and len(plan["shard"]) == 2:
             shard_t = (int(plan["shard"][0]), int(plan["shard"][1]))
     history_value = history or env.get("GATES_HISTORY") or None
-    history_path = Path(history_value) if history_value else rootdir / "history.db"
-    if history_path.is_dir():
+    history_path = history_location(history_value) if history_value else rootdir / "history.db"
+    if isinstance(history_path, Path) and history_path.is_dir():
         source = "--gates-history" if history else "GATES_HISTORY"
         raise _usage(source, str(history_path), "is a directory; give a file path")
     return GatesOptions(history=history_path, suite=suite, shard=shard_t, run_id=run_id,
