@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from gates.metrics import Metric, MetricBook, MetricError, validate_metric
-from gates.store.backend import history_location
+from gates.store.backend import display_location, history_location
 
 if TYPE_CHECKING:
     from gates.history import History, TestResult
@@ -161,12 +161,12 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
     if options is None:
         return []
     if not options.recording:
-        return [f"gates: recording off (no --gates-suite); history {options.history}"]
+        return [f"gates: recording off (no --gates-suite); history {display_location(options.history)}"]
     recorder = config.pluginmanager.get_plugin("gates-recorder")
     run_id = recorder.provenance.run_id if recorder else options.run_id
     fingerprint = recorder.provenance.fingerprint if recorder else "?"
     i, n = options.shard
-    return [f"gates: history {options.history}, suite {options.suite}, shard {i}/{n}, "
+    return [f"gates: history {display_location(options.history)}, suite {options.suite}, shard {i}/{n}, "
             f"run {run_id}, hardware {fingerprint}"]
 
 
@@ -484,7 +484,7 @@ class _Recorder:
         elif self.written:
             terminalreporter.write_line(
                 f"gates: recorded run {self.written} ({len(self.states)} tests, "
-                f"{sum(map(len, self.metrics.values()))} metrics) in {self.options.history}")
+                f"{sum(map(len, self.metrics.values()))} metrics) in {display_location(self.options.history)}")
 
     def pytest_unconfigure(self, config: pytest.Config) -> None:
         if self.sigterm:

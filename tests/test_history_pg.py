@@ -1,0 +1,184 @@
+"""The history on PostgreSQL: its schema guard (newer, foreign, read-only), URLs wherever a
+history path is taken, and the offline path (a per-run file ingested by run id).
+
+The store's behaviour itself is tested on both backends by test_history.py and
+test_history_concurrency.py (the ``store_location`` fixture)."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+import pytest
+from test_history import PLAN, record
+
+from gates.cli import main
+from gates.history import HistoryError, open_history
+from gates.store.backend import display_location, history_location, is_database_url
+from gates.store.pg import translate
+from gates.store.pg_schema import PG_KNOWN_MIGRATIONS
+
+# Without psycopg the store_location tests of test_history.py fail under CI=true (conftest).
+psycopg = pytest.importorskip("psycopg", reason="psycopg missing: pip install -e '.[postgres]'")
+
+
+@pytest.fixture(autouse=True)
+def clean_env(monkeypatch):
+    monkeypatch.delenv("GATES_HISTORY", raising=False)
+
+
+def _sql(url: str, statement: str) -> list[tuple]:
+    with psycopg.connect(url, autocommit=True) as conn:
+        cur = conn.execute(statement)
+        return cur.fetchall() if cur.description else []
+
+
+def _dump(url: str) -> list[tuple]:
+    """Every table of the URL's schema with its row count (what 'untouched' compares)."""
+    tables = [r[0] for r in _sql(url, "SELECT table_name FROM information_schema.tables "
+                                      "WHERE table_schema = current_schema() ORDER BY 1")]
+    return [(t, _sql(url, f"SELECT count(*) FROM {t}")[0][0]) for t in tables]
+
+
+def test_locations_keep_urls_and_hide_passwords():
+    url = "postgresql://ci:s3cret@db.example:5432/gates"
+    assert is_database_url(url) and is_database_url(Path(url))  # Path folds the //
+    assert history_location(Path(url)) == url
+    assert history_location("h.db") == Path("h.db")
+    assert display_location(url) == "postgresql://ci:***@db.example:5432/gates"
+    assert display_location("postgres://u@h/d") == "postgres://u@h/d"
+
+
+def test_translate_rewrites_only_what_differs():
+    assert translate("INSERT OR IGNORE INTO t (a) VALUES (?)", True) == \
+        "INSERT INTO t (a) VALUES (%s) ON CONFLICT DO NOTHING"
+    assert translate("SELECT 1 WHERE +suite = ? AND x LIKE '%a%'", True) == \
+        "SELECT 1 WHERE suite = %s AND x LIKE '%%a%%'"
+    assert translate("SELECT a + b, '%' FROM t", False) == "SELECT a + b, '%' FROM t"
+
+
+def test_new_database_gets_schema_views_and_reopens(pg_url):
+    with open_history(pg_url) as h:
+        assert h.schema_version == len(PG_KNOWN_MIGRATIONS)
+        record(h, 1, plan=PLAN)
+        h.save_verdicts("run001", [{"key": "k", "verdict": "pass", "rel_change": 0.01}])
+        h.check()
+    with open_history(pg_url, create=False, readonly=True) as h:
+        assert h.run("run001")["status"] == "complete"
+    # The report's queries as views, for SQL dashboards.
+    assert _sql(pg_url, "SELECT run_id, tests, passed, failed FROM report_runs") == [
+        ("run001", 2, 2, 0)]
+    assert _sql(pg_url, "SELECT key, verdict, rel_change FROM report_verdicts") == [
+        ("k", "pass", 0.01)]
+    assert _sql(pg_url, "SELECT key, median, unit FROM report_trends") == [("k", 2.0, "s")]
+    assert _sql(pg_url, "SELECT path, seconds, est_time FROM report_file_times ORDER BY 1") == [
+        ("suites/a/test_a.py", 1.0, 120.0), ("suites/b/test_b.py", 2.0, None)]
+
+
+def test_newer_schema_is_refused_untouched(pg_url):
+    with open_history(pg_url) as h:
+        record(h, 1)
+    _sql(pg_url, "INSERT INTO gates_migrations VALUES ('m099_from_the_future', 'x')")
+    before = _dump(pg_url)
+    with pytest.raises(HistoryError, match="newer gates.*m099_from_the_future.*update this"):
+        open_history(pg_url)
+    assert _dump(pg_url) == before
+
+
+def test_foreign_schema_is_refused_untouched(pg_url):
+    _sql(pg_url, "CREATE TABLE runs (x int)")
+    with pytest.raises(HistoryError, match="other tables and no gates history.*runs"):
+        open_history(pg_url)
+    assert _dump(pg_url) == [("runs", 0)]
+
+
+def test_older_schema_migrates_read_write_only(pg_url):
+    with open_history(pg_url) as h:
+        record(h, 1)
+    _sql(pg_url, "DROP VIEW report_runs, report_verdicts, report_trends, report_file_times")
+    _sql(pg_url, "DELETE FROM gates_migrations WHERE name = 'pg003_report_views'")
+    with pytest.raises(HistoryError, match="schema is older"):
+        open_history(pg_url, readonly=True)
+    with open_history(pg_url) as h:
+        assert h.schema_version == len(PG_KNOWN_MIGRATIONS)
+        assert h.run("run001")["status"] == "complete"
+
+
+def test_readonly_and_missing_history(pg_url, pg_cluster):
+    with pytest.raises(HistoryError, match="no gates history in this database yet"):
+        open_history(pg_url, create=False)
+    assert _dump(pg_url) == []
+    with open_history(pg_url) as h:
+        record(h, 1)
+    with open_history(pg_url, readonly=True) as ro, \
+            pytest.raises(HistoryError, match="read-only"):
+        ro.set_trust(run_ids=["run001"], reason="x")
+    dead = f"postgresql://gates:pw@127.0.0.1:{pg_cluster.port + 1}/postgres"
+    with pytest.raises(HistoryError, match=r"gates:\*\*\*@.*cannot connect.*ingest") as info:
+        open_history(dead)
+    assert "\n" not in str(info.value) and "pw" not in str(info.value)
+
+
+def _run_file(tmp_path: Path, name: str, i: int, **kw) -> Path:
+    """What an offline GPU host writes: a history file holding only its own run."""
+    path = tmp_path / name
+    with open_history(path) as h:
+        record(h, i, plan=PLAN, **kw)
+        h.save_verdicts(f"run{i:03d}", [{"key": "k", "verdict": "pass"}])
+    return path
+
+
+def test_ingest_loads_per_run_files_by_run_id_idempotently(tmp_path, pg_url, capsys,
+                                                            monkeypatch):
+    files = [_run_file(tmp_path, f"run{i}.db", i) for i in (1, 2, 3)]
+    assert main(["ingest", *map(str, files[:2]), "--into", pg_url]) == 0
+    assert "merged 2 new run(s)" in capsys.readouterr().out
+    monkeypatch.setenv("GATES_HISTORY", pg_url)  # the default target
+    assert main(["ingest", *map(str, files)]) == 0
+    out = capsys.readouterr().out
+    assert "merged 1 new run(s)" in out and "2 already present" in out
+    with open_history(pg_url) as h:
+        assert h.run_ids() == ["run001", "run002", "run003"]
+        assert h.metrics("run003")[0]["samples"] == [1.0, 2.0, 3.0]
+        assert [v["verdict"] for v in h.verdicts("run002")] == ["pass"]
+    # The reports read it through the same URL.
+    assert main(["report", "--history", pg_url, "--run", "run003", "--format", "json"]) == 0
+    assert '"run003"' in capsys.readouterr().out
+
+
+def test_ingest_refuses_a_broken_file_whole(tmp_path, pg_url, capsys):
+    good = _run_file(tmp_path, "good.db", 1)
+    bad = _run_file(tmp_path, "bad.db", 2)
+    with sqlite3.connect(bad) as conn:
+        conn.execute("UPDATE metrics SET median = 'fast'")
+    assert main(["ingest", str(good), str(bad), "--into", pg_url]) == 2
+    err = capsys.readouterr().err
+    assert "bad.db" in err and "median" in err and "not merged" in err
+    with open_history(pg_url) as h:
+        assert h.run_ids() == []
+    other = _run_file(tmp_path, "other.db", 1, commit="9999999abc")  # run001, other content
+    assert main(["ingest", str(good), "--into", pg_url]) == 0
+    assert main(["ingest", str(other), "--into", pg_url]) == 2
+    assert "different content" in capsys.readouterr().err
+
+
+def test_plugin_records_into_a_url_and_gate_reads_it(pytester, pg_url, monkeypatch):
+    from gates import provenance  # noqa: PLC0415
+
+    monkeypatch.setattr(provenance, "torch_probe", lambda **kw: {})
+    pytester.makepyfile(test_m="""
+        def test_latency(metrics):
+            metrics.record("decode/latency", [0.5, 0.25, 0.75], unit="s", better="lower")
+    """)
+    for run in ("r1", "r2"):
+        result = pytester.runpytest("-p", "no:cacheprovider", "-p", "no:hypothesispytest",
+                                    "--gates-suite", "cpu", "--gates-run-id", run,
+                                    "--gates-history", pg_url)
+        result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(["gates: recorded run r2 (1 tests, 1 metrics) in postgresql://*"])
+    from gates.gate import main as gate_main  # noqa: PLC0415
+
+    assert gate_main(["--history", pg_url, "--run-id", "r2", "--json"]) in (0, 1)
+    with open_history(pg_url) as h:
+        assert h.run("r2")["status"] == "complete"
+        assert {v["key"] for v in h.verdicts("r2")} == {"decode/latency"}
