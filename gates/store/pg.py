@@ -46,6 +46,9 @@ _HINT = re.compile(r"(^|[\s(])\+(?=[A-Za-z_])")
 _OR_IGNORE = re.compile(r"^\s*INSERT\s+OR\s+IGNORE\s+INTO\b", re.IGNORECASE)
 _LOCK = "SELECT pg_advisory_xact_lock(hashtext('gates-history:' || current_schema()))"
 _CONNECT_TIMEOUT_S = 10
+# INSERT INTO table (columns) VALUES (?, ...): nothing on conflict, no RETURNING.
+_PLAIN_INSERT = re.compile(r"^\s*INSERT\s+INTO\s+(\w+)\s*\(([^)]*)\)\s*VALUES\s*"
+                           r"\((?:\?\s*,\s*)*\?\)\s*$", re.IGNORECASE)
 
 
 @lru_cache(maxsize=1024)
@@ -74,8 +77,17 @@ class PgConnection:
     def executemany(self, sql: str, rows: Iterable[Sequence[Any]]) -> Any:
         cursor = self.raw.cursor()
         rows = list(rows)
+        plain = _PLAIN_INSERT.match(sql)
+        if plain is None:
+            if rows:
+                cursor.executemany(translate(sql, True), rows)
+            return cursor
+        # A plain INSERT of many rows: COPY streams them in one round trip (psycopg's
+        # executemany pays a pipeline step per row, a multi-row VALUES a parse per batch).
         if rows:
-            cursor.executemany(translate(sql, True), rows)
+            with cursor.copy(f"COPY {plain.group(1)} ({plain.group(2)}) FROM STDIN") as copy:
+                for row in rows:
+                    copy.write_row(row)
         return cursor
 
     @property
