@@ -152,7 +152,7 @@ def check_history(path: str | os.PathLike[str]) -> list[str]:
     """One line per problem a merge would refuse, over every run of a history file:
     what a hand edit or an older merge left that reports and gates cannot read."""
     problems = []
-    with History(Path(path), create=False, readonly=True) as history:
+    with History(history_location(path), create=False, readonly=True) as history:
         problems += [f"{history.path}: {p}" for p in history.orphan_rows()]
         for run_id in history.run_ids():
             try:

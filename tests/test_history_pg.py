@@ -182,3 +182,20 @@ def test_plugin_records_into_a_url_and_gate_reads_it(pytester, pg_url, monkeypat
     with open_history(pg_url) as h:
         assert h.run("r2")["status"] == "complete"
         assert {v["key"] for v in h.verdicts("r2")} == {"decode/latency"}
+
+
+def test_check_and_planner_durations_read_a_url(pg_url, capsys):
+    with open_history(pg_url) as h:
+        for i in (1, 2, 3):
+            record(h, i)
+    assert main(["check", "--history", pg_url]) == 0
+    assert "every row is sound" in capsys.readouterr().out
+    from ci_register.collect import Registration  # noqa: PLC0415
+    from ci_register.durations import history_path, lookup  # noqa: PLC0415
+
+    assert str(history_path(pg_url)) == pg_url and history_path(pg_url).exists()
+    regs = [Registration(path="suites/a/test_a.py", line=1, marker="register_cpu_ci",
+                         backend="cpu", suite="s", est_time=60.0)]
+    found = lookup(regs, "s", history=pg_url, fingerprint="latest")
+    assert found.problem is None and found.fingerprint == "gpu-a"
+    assert found.figures["suites/a/test_a.py"].runs == 3
