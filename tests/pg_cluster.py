@@ -63,8 +63,10 @@ def start_cluster() -> Cluster:
     bindir = find_bin()
     if bindir is None:
         raise RuntimeError("PostgreSQL is not installed (no initdb); apt-get install postgresql")
-    root = Path(tempfile.mkdtemp(prefix="gates-pg-"))
     as_user: list[str] = []
+    # As root the server runs as nobody, who must reach its folder: /tmp, not a private TMPDIR.
+    base = "/tmp" if os.geteuid() == 0 and os.path.isdir("/tmp") else None
+    root = Path(tempfile.mkdtemp(prefix="gates-pg-", dir=base))
     if os.geteuid() == 0:
         setpriv = shutil.which("setpriv")
         if setpriv is None:
