@@ -199,3 +199,21 @@ def test_check_and_planner_durations_read_a_url(pg_url, capsys):
     found = lookup(regs, "s", history=pg_url, fingerprint="latest")
     assert found.problem is None and found.fingerprint == "gpu-a"
     assert found.figures["suites/a/test_a.py"].runs == 3
+
+
+@pytest.mark.parametrize("args", [["--since", "2016-01-01", "--format", "json"],
+                                  ["--format", "md"], ["health", "--format", "json"]])
+def test_reports_read_the_same_from_both_backends(tmp_path, pg_url, capsys, args):
+    from report_history import make_history  # noqa: PLC0415
+
+    path = tmp_path / "history.db"
+    make_history(path)
+    assert main(["ingest", str(path), "--into", pg_url]) == 0
+    capsys.readouterr()
+    out = {}
+    for where in (str(path), pg_url):
+        cmd = [args[0], "--history", where, *args[1:]] if args[0] == "health" else \
+            ["--history", where, *args]
+        code = main(cmd)
+        out[where] = (code, capsys.readouterr().out.replace(where, "HISTORY"))
+    assert out[str(path)][1].strip() and out[str(path)] == out[pg_url]
