@@ -97,7 +97,7 @@ def test_older_schema_migrates_read_write_only(pg_url):
     with open_history(pg_url) as h:
         record(h, 1)
     _sql(pg_url, "DROP VIEW report_runs, report_verdicts, report_trends, report_file_times")
-    _sql(pg_url, "DELETE FROM gates_migrations WHERE name = 'pg003_report_views'")
+    _sql(pg_url, "DELETE FROM gates_migrations WHERE name = 'pg005_report_views'")
     with pytest.raises(HistoryError, match="schema is older"):
         open_history(pg_url, readonly=True)
     with open_history(pg_url) as h:
@@ -151,7 +151,7 @@ def test_ingest_refuses_a_broken_file_whole(tmp_path, pg_url, capsys):
     good = _run_file(tmp_path, "good.db", 1)
     bad = _run_file(tmp_path, "bad.db", 2)
     with sqlite3.connect(bad) as conn:
-        conn.execute("UPDATE metrics SET median = 'fast'")
+        conn.execute("UPDATE metric_rows SET median = 'fast'")
     assert main(["ingest", str(good), str(bad), "--into", pg_url]) == 2
     err = capsys.readouterr().err
     assert "bad.db" in err and "median" in err and "not merged" in err
@@ -219,3 +219,35 @@ def test_reports_read_the_same_from_both_backends(tmp_path, pg_url, capsys, args
         text = capsys.readouterr().out.replace(where, "HISTORY")
         out[where] = (code, re.sub(r'"generated_at":"[^"]*"', "", text))
     assert out[str(path)][1].strip() and out[str(path)] == out[pg_url]
+
+
+def test_m002_database_migrates_to_the_compact_layout(pg_url):
+    from gates.store.pg_schema import PG_MIGRATIONS  # noqa: PLC0415
+
+    with psycopg.connect(pg_url, autocommit=True) as conn, conn.transaction():
+        conn.execute("CREATE TABLE gates_migrations (name text PRIMARY KEY, applied_at text)")
+        for name, statements in PG_MIGRATIONS[:2]:  # a database written before m003
+            for statement in statements:
+                conn.execute(statement)
+            conn.execute("INSERT INTO gates_migrations VALUES (%s, 'x')", (name,))
+        conn.execute("INSERT INTO runs (run_id, suite, status, started_at, fingerprint) "
+                     "VALUES ('old1', 's', 'complete', '2026-01-01T00:00:00+00:00', 'fp')")
+        conn.execute("INSERT INTO tests (run_id, attempt, nodeid, path, outcome, duration) "
+                     "VALUES ('old1', 1, 't.py::a', 't.py', 'passed', 1.5)")
+        conn.execute("INSERT INTO metrics (id, run_id, attempt, nodeid, key, unit, better, "
+                     "count, median) VALUES (7, 'old1', 1, 't.py::a', 'k', 's', 'lower', 3, 2.0)")
+        conn.cursor().executemany("INSERT INTO samples VALUES (7, %s, %s)",
+                                  [(0, 1.0), (1, 3.0), (2, 2.0)])
+        conn.execute("INSERT INTO verdicts (run_id, attempt, key, verdict, detail) "
+                     "VALUES ('old1', 1, 'k', 'pass', '{\"n\": 1}')")
+    with open_history(pg_url) as h:
+        assert h.schema_version == len(PG_KNOWN_MIGRATIONS)
+        assert [(m["key"], m["samples"], m["suite"]) for m in h.metrics("old1")] == [
+            ("k", [1.0, 3.0, 2.0], "s")]
+        assert [(t["nodeid"], t["path"], t["duration"]) for t in h.tests("old1")] == [
+            ("t.py::a", "t.py", 1.5)]
+        assert [(v["verdict"], v["detail"]) for v in h.verdicts("old1")] == [("pass", {"n": 1})]
+        record(h, 1)  # new rows get ids after the migrated ones
+        assert h.metrics("run001")[0]["id"] > 7 and h.sample_count() == 6
+        h.save_verdicts("run001", [{"key": "k", "verdict": "pass"}])
+        h.check()

@@ -22,7 +22,9 @@ psycopg 3 is an optional dependency (``pip install 'gpu-ci-gates[postgres]'``).
 
 from __future__ import annotations
 
+import itertools
 import re
+import sqlite3
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from functools import lru_cache
@@ -30,8 +32,14 @@ from typing import Any, TypeVar
 
 from gates.history import BUSY_TIMEOUT_S, HISTORY_OPTION, History, HistoryError
 from gates.provenance import utc_now
+from gates.schema import pack_samples
 from gates.store.backend import display_location, history_location
-from gates.store.pg_schema import MIGRATIONS_TABLE, PG_KNOWN_MIGRATIONS, PG_MIGRATIONS
+from gates.store.pg_schema import (
+    MIGRATIONS_TABLE,
+    PACK_SAMPLES,
+    PG_KNOWN_MIGRATIONS,
+    PG_MIGRATIONS,
+)
 
 try:
     import psycopg
@@ -187,9 +195,20 @@ class PgHistory(History):
             if name in done:
                 continue
             for statement in statements:
-                self.conn.execute(statement)
+                if statement == PACK_SAMPLES:
+                    self._pack_samples()
+                else:
+                    self.conn.execute(statement)
             self.conn.execute(f"INSERT INTO {MIGRATIONS_TABLE} (name, applied_at) "
                               "VALUES (?, ?)", (name, utc_now()))
+
+    def _pack_samples(self) -> None:
+        """m003: the ``samples`` rows of each metric become its ``metric_rows.samples``."""
+        rows = self.conn.execute("SELECT metric_id, value FROM samples "
+                                 "ORDER BY metric_id, seq").fetchall()
+        self.conn.executemany("UPDATE metric_rows SET samples = ? WHERE id = ?", [
+            (pack_samples([v for _, v in group]), metric_id)
+            for metric_id, group in itertools.groupby(rows, key=lambda r: r[0])])
 
     @property
     def schema_version(self) -> int:
@@ -198,7 +217,7 @@ class PgHistory(History):
 
     def check(self) -> None:
         """Check that every table of the schema is there and readable."""
-        want = {"runs", "tests", "metrics", "samples", "verdicts", "acceptances"}
+        want = {"runs", "texts", "metric_rows", "test_rows", "verdict_rows", "acceptances"}
         missing = sorted(want - set(self._tables()))
         if missing:
             raise HistoryError(f"{self.path}: tables missing ({', '.join(missing)}); restore "
@@ -251,7 +270,7 @@ class PgHistory(History):
 
         try:
             return self._retry(attempt)
-        except psycopg.Error as exc:
+        except (psycopg.Error, sqlite3.Error) as exc:  # sqlite3's: the store's row checks
             raise self._fail(exc) from None
 
     @property
