@@ -51,10 +51,10 @@ def test_locations_keep_urls_and_hide_passwords():
 
 
 def test_translate_rewrites_only_what_differs():
-    assert translate("INSERT OR IGNORE INTO t (a) VALUES (?)", True) == \
-        "INSERT INTO t (a) VALUES (%s) ON CONFLICT DO NOTHING"
-    assert translate("SELECT 1 WHERE +suite = ? AND x LIKE '%a%'", True) == \
-        "SELECT 1 WHERE suite = %s AND x LIKE '%%a%%'"
+    assert translate("INSERT OR IGNORE INTO t (a, b) VALUES (?, ?)", True) == \
+        "INSERT INTO t (a, b) VALUES ($1, $2) ON CONFLICT DO NOTHING"
+    assert translate("SELECT 1 WHERE +suite = ? AND x LIKE '%a%' LIMIT ?", True) == \
+        "SELECT 1 WHERE suite = $1 AND x LIKE '%a%' LIMIT $2"
     assert translate("SELECT a + b, '%' FROM t", False) == "SELECT a + b, '%' FROM t"
 
 

@@ -26,7 +26,7 @@ import itertools
 import re
 import sqlite3
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from functools import lru_cache
 from typing import Any, TypeVar
 
@@ -54,19 +54,21 @@ _HINT = re.compile(r"(^|[\s(])\+(?=[A-Za-z_])")
 _OR_IGNORE = re.compile(r"^\s*INSERT\s+OR\s+IGNORE\s+INTO\b", re.IGNORECASE)
 _LOCK = "SELECT pg_advisory_xact_lock(hashtext('gates-history:' || current_schema()))"
 _CONNECT_TIMEOUT_S = 10
-# INSERT INTO table (columns) VALUES (?, ...): nothing on conflict, no RETURNING.
-_PLAIN_INSERT = re.compile(r"^\s*INSERT\s+INTO\s+(\w+)\s*\(([^)]*)\)\s*VALUES\s*"
-                           r"\((?:\?\s*,\s*)*\?\)\s*$", re.IGNORECASE)
+# INSERT [OR IGNORE] INTO table (columns) VALUES (?, ...), no RETURNING.
+_INSERT_VALUES = re.compile(r"^\s*INSERT\s+(OR\s+IGNORE\s+)?INTO\s+(\w+)\s*\(([^)]*)\)\s*"
+                            r"VALUES\s*\((?:\?\s*,\s*)*\?\)\s*$", re.IGNORECASE)
 
 
 @lru_cache(maxsize=1024)
 def translate(sql: str, has_params: bool) -> str:
-    """The store's SQLite statement as PostgreSQL runs it."""
+    """The store's SQLite statement as PostgreSQL runs it (``$n`` parameters: psycopg's
+    raw cursor binds them as they are, with no client-side parse of the query)."""
     if _OR_IGNORE.match(sql):
         sql = _OR_IGNORE.sub("INSERT INTO", sql, count=1) + " ON CONFLICT DO NOTHING"
     sql = _HINT.sub(r"\1", sql)
     if has_params:
-        sql = sql.replace("%", "%%").replace("?", "%s")
+        numbers = itertools.count(1)
+        sql = re.sub(r"\?", lambda _: f"${next(numbers)}", sql)
     return sql
 
 
@@ -77,25 +79,35 @@ class PgConnection:
     def __init__(self, raw: Any) -> None:
         self.raw = raw
 
-    def execute(self, sql: str, params: Sequence[Any] | Mapping[str, Any] = ()) -> Any:
-        cursor = self.raw.cursor()
+    def execute(self, sql: str, params: Sequence[Any] = ()) -> Any:
+        cursor = psycopg.RawCursor(self.raw)
         cursor.execute(translate(sql, bool(params)), params or None)
         return cursor
 
     def executemany(self, sql: str, rows: Iterable[Sequence[Any]]) -> Any:
-        cursor = self.raw.cursor()
+        cursor = psycopg.RawCursor(self.raw)
         rows = list(rows)
-        plain = _PLAIN_INSERT.match(sql)
-        if plain is None:
-            if rows:
-                cursor.executemany(translate(sql, True), rows)
+        if not rows:
             return cursor
-        # A plain INSERT of many rows: COPY streams them in one round trip (psycopg's
-        # executemany pays a pipeline step per row, a multi-row VALUES a parse per batch).
-        if rows:
-            with cursor.copy(f"COPY {plain.group(1)} ({plain.group(2)}) FROM STDIN") as copy:
+        insert = _INSERT_VALUES.match(sql)
+        if insert is None:
+            cursor.executemany(translate(sql, True), rows)
+        elif not insert.group(1):
+            # A plain INSERT: COPY streams the rows in one round trip (executemany would
+            # pay a pipeline step per row).
+            with cursor.copy(f"COPY {insert.group(2)} ({insert.group(3)}) FROM STDIN") as copy:
                 for row in rows:
                     copy.write_row(row)
+        else:
+            # INSERT OR IGNORE: multi-row VALUES ... ON CONFLICT DO NOTHING, in batches.
+            width = len(rows[0])
+            group = "(" + ", ".join("?" * width) + ")"
+            per = max(1, min(1000, 30000 // width))
+            for start in range(0, len(rows), per):
+                part = rows[start:start + per]
+                batch = (f"INSERT OR IGNORE INTO {insert.group(2)} ({insert.group(3)}) VALUES "
+                         + ", ".join([group] * len(part)))
+                cursor.execute(translate(batch, True), [v for row in part for v in row])
         return cursor
 
     @property
