@@ -16,7 +16,7 @@ from test_history import PLAN, record
 from gates.cli import main
 from gates.history import HistoryError, open_history
 from gates.store.backend import display_location, history_location, is_database_url
-from gates.store.pg import translate
+from gates.store.pg import _positional, translate
 from gates.store.pg_schema import PG_KNOWN_MIGRATIONS
 
 # Without psycopg the store_location tests of test_history.py fail under CI=true (conftest).
@@ -56,6 +56,8 @@ def test_translate_rewrites_only_what_differs():
     assert translate("SELECT 1 WHERE +suite = ? AND x LIKE '%a%' LIMIT ?", True) == \
         "SELECT 1 WHERE suite = $1 AND x LIKE '%a%' LIMIT $2"
     assert translate("SELECT a + b, '%' FROM t", False) == "SELECT a + b, '%' FROM t"
+    assert _positional("SELECT ?::int WHERE a = :x AND b > :y OR c = :x") == (
+        "SELECT ?::int WHERE a = ? AND b > ? OR c = ?", ("x", "y", "x"))
 
 
 def test_new_database_gets_schema_views_and_reopens(pg_url):

@@ -26,7 +26,7 @@ import itertools
 import re
 import sqlite3
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from functools import lru_cache
 from typing import Any, TypeVar
 
@@ -50,6 +50,7 @@ except ImportError:  # pragma: no cover - exercised where the extra is not insta
 __all__ = ["PgConnection", "PgHistory", "translate"]
 
 _T = TypeVar("_T")
+_NAMED = re.compile(r"(?<![:\w]):([A-Za-z_]\w*)")
 _HINT = re.compile(r"(^|[\s(])\+(?=[A-Za-z_])")
 _OR_IGNORE = re.compile(r"^\s*INSERT\s+OR\s+IGNORE\s+INTO\b", re.IGNORECASE)
 _LOCK = "SELECT pg_advisory_xact_lock(hashtext('gates-history:' || current_schema()))"
@@ -72,6 +73,18 @@ def translate(sql: str, has_params: bool) -> str:
     return sql
 
 
+@lru_cache(maxsize=256)
+def _positional(sql: str) -> tuple[str, tuple[str, ...]]:
+    """``:name`` parameters as ``?`` and the names in order (``::type`` casts left alone)."""
+    names: list[str] = []
+
+    def mark(match: re.Match[str]) -> str:
+        names.append(match.group(1))
+        return "?"
+
+    return _NAMED.sub(mark, sql), tuple(names)
+
+
 class PgConnection:
     """The slice of `sqlite3.Connection` the store uses, over a psycopg connection in
     autocommit mode (transactions are explicit: `PgHistory._write`)."""
@@ -79,8 +92,11 @@ class PgConnection:
     def __init__(self, raw: Any) -> None:
         self.raw = raw
 
-    def execute(self, sql: str, params: Sequence[Any] = ()) -> Any:
+    def execute(self, sql: str, params: Sequence[Any] | Mapping[str, Any] = ()) -> Any:
         cursor = psycopg.RawCursor(self.raw)
+        if isinstance(params, Mapping):  # SQLite's :name parameters
+            sql, names = _positional(sql)
+            params = [params[name] for name in names]
         cursor.execute(translate(sql, bool(params)), params or None)
         return cursor
 
