@@ -24,7 +24,7 @@ from ci_register import durations
 from ci_register.catalog import DEFAULT_CATALOG, Catalog, CatalogError, Suite, load_catalog
 from ci_register.collect import Collection, Registration, collect
 from ci_register.hardware import check, detect_for
-from ci_register.partition import PartitionError, Shard, lower_bound, lpt, parse_partition
+from ci_register.partition import PartitionError, Shard, assign, lower_bound, parse_partition
 from ci_register.pytest_plugin import file_timeout
 from ci_register.supervise import Supervised, die_with_parent, run_supervised
 
@@ -172,7 +172,7 @@ def make_plan(collection: Collection, suite: Suite, opts: RunOptions) -> Plan:
         sched = plan_schedule(items, suite.shard_budget_s, suite.shards, where={r.path: f"{r.path}:{r.line}" for r in regs}, suite=suite.name)
         return Plan(suite, sched.shards, 0, {r.path: r for r in regs}, expected, disabled, source, sched.describe())
     i, n = opts.partition or (1, 1)
-    shards = lpt(items, n)
+    shards = assign(items, n)
     return Plan(suite, shards, i, {r.path: r for r in regs}, expected, disabled, source)
 
 
