@@ -101,10 +101,11 @@ def run_writers(url: str, writers: int, runs: int, n_metrics: int,
     errors = [e for _, _, errs in results for e in errs]
     with open_history(url) as h:
         found = {t: h._rows(f"SELECT count(*) AS n FROM {t}")[0]["n"]
-                 for t in ("runs", "metrics", "samples")}
+                 for t in ("runs", "metrics")}
+        found["samples"] = h.sample_count()
         complete = len(h._rows("SELECT run_id FROM runs WHERE status = 'complete'"))
-        short = h._rows("SELECT count(*) AS n FROM (SELECT metric_id FROM samples GROUP BY "
-                        "metric_id HAVING count(*) != ?) AS odd", (n_samples,))[0]["n"]
+        short = h._rows("SELECT count(*) AS n FROM metric_rows WHERE length(samples) != ?",
+                        (8 * n_samples,))[0]["n"]
     want = writers * runs
     return {"wall": wall, "errors": errors, "complete": complete, "found": found,
             "lost": {"runs": want - found["runs"], "metrics": want * n_metrics - found["metrics"],
