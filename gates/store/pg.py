@@ -238,6 +238,35 @@ class PgHistory(History):
             (pack_samples([v for _, v in group]), metric_id)
             for metric_id, group in itertools.groupby(rows, key=lambda r: r[0])])
 
+    # ------------------------------------------------------------- pruning
+
+    def delete_runs(self, nums: Iterable[int]) -> dict[str, int]:
+        """`FleetSQL.delete_runs` with an array parameter where SQLite uses a temp table."""
+        wanted = sorted(set(nums))
+        refs = " UNION ".join(f"SELECT {c} FROM {t} WHERE {c} IS NOT NULL"
+                              for t, c in _TEXT_REFS)
+
+        def delete() -> dict[str, int]:
+            counts: dict[str, int] = {}
+            for table in _BY_NUM:
+                counts[table] = self.conn.execute(
+                    f"DELETE FROM {table} WHERE run_num = ANY(?::bigint[])", (wanted,)).rowcount
+            for table in _BY_RUN_ID:
+                counts[table] = self.conn.execute(
+                    f"DELETE FROM {table} WHERE run_id IN (SELECT run_id FROM runs "
+                    "WHERE num = ANY(?::bigint[]))", (wanted,)).rowcount
+            counts["runs"] = self.conn.execute(
+                "DELETE FROM runs WHERE num = ANY(?::bigint[])", (wanted,)).rowcount
+            counts["texts"] = self.conn.execute(
+                f"DELETE FROM texts WHERE id NOT IN ({refs})").rowcount
+            return counts
+
+        return self._write(delete)
+
+    def vacuum(self) -> None:
+        """Let the server reuse the deleted rows' space (plain VACUUM; no table lock)."""
+        self.conn.execute("VACUUM ANALYZE")
+
     @property
     def schema_version(self) -> int:
         """Number of schema migrations applied to this database."""
@@ -304,3 +333,53 @@ class PgHistory(History):
     @property
     def raw_closed(self) -> bool:
         return bool(self.conn.raw.closed)
+
+
+# What a baseline snapshot copies (`gates.store.fleet_sql.FleetSQL.copy_runs_from`, which
+# ATTACHes an SQLite source): per-run tables keyed by runs.num, by run_id, and whole.
+_BY_NUM = ("metric_rows", "test_rows", "verdict_rows")
+_BY_RUN_ID = ("plan_files", "plan_gates", "trust_log", "run_acceptances", "snapshot_runs")
+_TEXT_REFS = (("metric_rows", "nodeid_id"), ("metric_rows", "key_id"),
+              ("test_rows", "nodeid_id"), ("test_rows", "path_id"), ("verdict_rows", "key_id"),
+              ("verdict_rows", "nodeid_id"), ("verdict_rows", "detail_id"),
+              ("verdict_rows", "created_id"))
+
+
+def copy_runs_into(src: PgHistory, snap: History, nums: Iterable[int], *, mark: bool) -> int:
+    """Copy the runs ``nums`` of a PostgreSQL history into the new SQLite history ``snap``
+    with every id kept (runs.num, row ids, texts ids) and every acceptance, as
+    ``copy_runs_from`` does from a file; ``mark`` lists them in ``snapshot_runs``."""
+    wanted = sorted(set(nums))
+
+    def rows(sql: str, *params: Any) -> tuple[list[str], list[tuple]]:
+        cursor = src.conn.execute(sql, params)
+        return [d[0] for d in cursor.description], cursor.fetchall()
+
+    def put(table: str, got: tuple[list[str], list[tuple]]) -> None:
+        columns, values = got
+        if values:
+            snap.conn.executemany(
+                f"INSERT INTO {table} ({', '.join(columns)}) VALUES "
+                f"({', '.join('?' * len(columns))})", values)
+
+    def copy() -> int:
+        if snap.conn.execute("SELECT 1 FROM runs LIMIT 1").fetchone():
+            raise HistoryError(f"{snap.path}: already holds runs; a snapshot is written into "
+                               "a new file")
+        runs = rows("SELECT * FROM runs WHERE num = ANY(?::bigint[])", wanted)
+        put("runs", runs)
+        refs = " UNION ".join(f"SELECT {c} FROM {t} WHERE run_num = ANY(?::bigint[])"
+                              for t, c in _TEXT_REFS)
+        put("texts", rows(f"SELECT * FROM texts WHERE id IN ({refs})",
+                          *[wanted] * len(_TEXT_REFS)))
+        for table in _BY_NUM:
+            put(table, rows(f"SELECT * FROM {table} WHERE run_num = ANY(?::bigint[])", wanted))
+        put("acceptances", rows("SELECT * FROM acceptances"))
+        ids = [r[runs[0].index("run_id")] for r in runs[1]]
+        for table in _BY_RUN_ID:
+            put(table, rows(f"SELECT * FROM {table} WHERE run_id = ANY(?::text[])", ids))
+        if mark:
+            snap.conn.execute("INSERT OR IGNORE INTO snapshot_runs SELECT run_id FROM runs")
+        return len(wanted)
+
+    return snap.in_transaction(copy)
