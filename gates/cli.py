@@ -13,6 +13,8 @@
     gate-report notify   [--pr-comment] [--webhook] [--run ID]
     gate-report bisect   KEY --good C1 --bad C2 [--suite S] [--repo PATH]
     gate-report accept   KEY-or-glob --from COMMIT --reason "..." [--suite S] [--test GLOB]
+    gate-report snapshot --suite S [--fingerprint FP] --out snap.db
+    gate-report prune    (--keep 90d | --keep-runs N) [--apply]
 
 A thin skin: each command parses its arguments and calls the library
 (`gates.report_query`, `gates.report`, `gates.render_*`, `gates.health`, `gates.trim`,
@@ -31,6 +33,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from gates import cli_after as after
+from gates import cli_fleet as fleet
 from gates.cli_common import (
     Parser,
     UsageError,
@@ -263,6 +266,7 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "trust": _trust(True),
     "untrust": _trust(False),
     **after.COMMANDS,
+    **fleet.COMMANDS,
 }
 
 
@@ -279,6 +283,8 @@ _EXAMPLES = """examples:
   gate-report untrust --commit abc1234 --reason "broken runner gpu-17"
   gate-report compare main my-branch --format md
   gate-report accept 'serving/ttft_ms*' --from abc1234 --reason "chunked prefill, #1234"
+  gate-report snapshot --suite stage-b-1gpu --out snap.db   what a shard gates against
+  gate-report prune --keep 90d                  what would go; --apply deletes and compacts
 
 exit codes: 0 nothing regressed in what is reported; 1 a gate failed in it;
 2 usage or input error. With GITHUB_ACTIONS=true the Markdown also goes to
@@ -399,6 +405,7 @@ def build_parser() -> argparse.ArgumentParser:
             tp.add_argument("--reason", required=True,
                             help='why, e.g. "broken runner gpu-17" (kept in the trust log)')
     after.add_parsers(sub)
+    fleet.add_parsers(sub)
     return p
 
 

@@ -87,6 +87,7 @@ from gates.schema import (
 )
 from gates.store.backend import is_database_url
 from gates.store.baseline_reads import BaselineReads
+from gates.store.fleet_sql import FleetSQL
 from gates.store.report_reads import ReportReads
 
 __all__ = [
@@ -161,7 +162,7 @@ def open_history(path: str | os.PathLike[str], *, create: bool = True,
     return History(path, create=create, readonly=readonly, busy_timeout_s=busy_timeout_s)
 
 
-class History(BaselineReads, ReportReads):
+class History(BaselineReads, ReportReads, FleetSQL):
     """A history file. Use as a context manager or call `close()`.
 
     `create=False` refuses a missing file; `readonly=True` opens without writing
@@ -595,18 +596,24 @@ class History(BaselineReads, ReportReads):
         return None if row is None else (row[0], row[1])
 
     def units_of(self, suite: str, keys: Iterable[str]) -> dict[str, tuple[str, str]]:
-        """{key: (unit, a run id recording it)} of the ``keys`` recorded on ``suite``: one
-        query for many keys (a merge checks every key of every new run)."""
+        """{key: (unit, run id)} of the ``keys`` recorded on ``suite``: the unit of the
+        key's last written row (one key has one unit per suite), one index seek per key
+        (a merge checks every key of every new run; its cost must not grow with the
+        history)."""
         out: dict[str, tuple[str, str]] = {}
         wanted = sorted(set(keys))
+        ids: dict[str, int] = {}
         for c in range(0, len(wanted), 500):
             part = wanted[c:c + 500]
-            for key, unit, run_id in self.conn.execute(
-                    "SELECT k.text, m.unit, max(r.run_id) FROM texts k "
-                    "JOIN metric_rows m ON m.key_id = k.id JOIN runs r ON r.num = m.run_num "
-                    f"WHERE k.text IN ({','.join('?' * len(part))}) AND r.suite = ? "
-                    "GROUP BY k.text, m.unit", [*part, suite]):
-                out.setdefault(key, (unit, run_id))
+            ids.update(self.conn.execute(f"SELECT text, id FROM texts WHERE text IN "
+                                         f"({','.join('?' * len(part))})", part))
+        for key, key_id in ids.items():
+            row = self.conn.execute(
+                "SELECT m.unit, r.run_id FROM metric_rows m JOIN runs r ON r.num = m.run_num "
+                "WHERE m.key_id = ? AND r.suite = ? ORDER BY m.run_num DESC LIMIT 1",
+                (key_id, suite)).fetchone()
+            if row is not None:
+                out[key] = (row[0], row[1])
         return out
 
     def tests(self, run_id: str) -> list[dict[str, Any]]:

@@ -47,7 +47,7 @@ def test_every_command_has_help_text(capsys):
     assert set(sub.choices) == set(COMMANDS) == {"report", "health", "trim", "merge", "ingest",
                                                  "check", "trust",
                                                  "untrust", "accept", "compare", "notify",
-                                                 "bisect"}
+                                                 "bisect", "snapshot", "prune"}
     helps = {a.dest: a.help for a in sub._choices_actions}
     for name, sub_parser in sub.choices.items():
         assert helps[name] and sub_parser.description, name

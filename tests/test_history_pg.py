@@ -253,3 +253,54 @@ def test_m002_database_migrates_to_the_compact_layout(pg_url):
         assert h.metrics("run001")[0]["id"] > 7 and h.sample_count() == 6
         h.save_verdicts("run001", [{"key": "k", "verdict": "pass"}])
         h.check()
+
+
+# ------------------------------------------------ the fleet flow with a database
+
+
+def _fleet_file(path: Path, runs: int = 60) -> Path:
+    from fleet_history import record as fleet_record  # noqa: PLC0415
+
+    with open_history(path) as h:
+        for i in range(runs):
+            fleet_record(h, i)
+        fleet_record(h, runs, confirm_of=f"run{runs - 1:04d}h200", run_id="conf")
+    return path
+
+
+def test_snapshot_of_a_database_reads_as_the_files(tmp_path, pg_url):
+    from fleet_history import SUITE  # noqa: PLC0415
+
+    from gates.merge import merge_histories  # noqa: PLC0415
+    from gates.snapshot import make_snapshot  # noqa: PLC0415
+
+    path = _fleet_file(tmp_path / "h.db")
+    merge_histories([path], pg_url)
+    make_snapshot(path, tmp_path / "a.db", [SUITE])
+    make_snapshot(pg_url, tmp_path / "b.db", [SUITE], rows_per_key=20, per_file=5)
+    make_snapshot(path, tmp_path / "c.db", [SUITE], rows_per_key=20, per_file=5)
+    with open_history(tmp_path / "b.db") as b, open_history(tmp_path / "c.db") as c:
+        ids = c.run_ids()
+        assert 20 <= len(ids) < 61 and b.run_ids() == ids and "conf" in ids
+        assert all(b.export_run(r) == c.export_run(r) for r in ids)
+        assert b.snapshot_run_ids() == set(ids)
+    with pytest.raises(HistoryError, match="exists"):
+        make_snapshot(pg_url, tmp_path / "b.db", [SUITE])
+    assert main(["snapshot", "--history", pg_url, "--suite", SUITE,
+                 "--out", str(tmp_path / "d.db")]) == 0
+
+
+def test_prune_on_a_database_drops_what_the_file_drops(tmp_path, pg_url):
+    from gates.merge import merge_histories  # noqa: PLC0415
+    from gates.prune import apply_prune, plan_prune  # noqa: PLC0415
+
+    path = _fleet_file(tmp_path / "h.db", runs=100)  # the gate reads the newest 80
+    merge_histories([path], pg_url)
+    out = []
+    for where in (path, pg_url):
+        with open_history(where) as h:
+            deleted = apply_prune(h, plan_prune(h, keep_runs=20))
+            out.append((h.run_ids(), h.counts(), {k: v for k, v in deleted.items()
+                                                  if k != "texts"}))
+    assert out[0] == out[1] and out[0][2]["runs"] > 0
+    assert main(["prune", "--history", pg_url, "--keep-runs", "10", "--apply"]) == 0
