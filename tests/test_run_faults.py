@@ -271,23 +271,59 @@ def test_a_foreign_history_is_refused_untouched_with_exit_2(tmp_path):
     assert not (tree / "h.db-wal").exists()
 
 
-@pytest.mark.skipif(os.geteuid() == 0, reason="root writes into read-only folders anyway")
-def test_a_history_in_a_read_only_folder_is_read_and_never_written(tmp_path, capsys):
-    from report_history import make_history
+# What the reader runs: a report (reads) and a writer's open (refused, with the fix).
+_READ_ONLY_READER = """
+import sys
+from pathlib import Path
+from gates.cli import main
+from gates.history import HistoryError, open_history
+db = Path(sys.argv[1])
+try:
+    (db.parent / "probe").touch()
+except PermissionError:
+    pass
+else:
+    sys.exit("the folder is writable to this process: the test's setup failed")
+assert main(["--history", str(db), "--no-health"]) in (0, 1)
+try:
+    open_history(db)
+except HistoryError as e:
+    assert "folder is read-only" in str(e), e
+else:
+    sys.exit("open_history wrote into a read-only folder")
+print("read and refused")
+"""
 
-    from gates.cli import main
-    from gates.history import HistoryError, open_history
+
+def _without_dac_override() -> None:  # in the reader, between fork and exec
+    """Root reads and writes any file through CAP_DAC_OVERRIDE (and searches any folder
+    through CAP_DAC_READ_SEARCH): drop both from the bounding set, so the exec'd reader
+    is root held to the owner's mode bits (CI runs as root; the folder is root's)."""
+    import ctypes  # noqa: PLC0415
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    for cap in (1, 2):  # CAP_DAC_OVERRIDE, CAP_DAC_READ_SEARCH
+        libc.prctl(24, cap, 0, 0, 0)  # PR_CAPBSET_DROP (needs CAP_SETPCAP, as root has)
+    libc.prctl(47, 4, 0, 0, 0)  # PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL
+
+
+def test_a_history_in_a_read_only_folder_is_read_and_never_written(tmp_path):
+    from report_history import make_history
 
     folder = tmp_path / "ro"
     folder.mkdir()
     make_history(folder / "history.db")
     folder.chmod(0o555)
     try:
-        assert main(["--history", str(folder / "history.db"), "--no-health"]) in (0, 1)
-        with pytest.raises(HistoryError, match="folder is read-only"):
-            open_history(folder / "history.db")
+        done = subprocess.run(
+            [sys.executable, "-c", _READ_ONLY_READER, str(folder / "history.db")],
+            env=dict(env(), PYTHONPATH=f"{REPO}{os.pathsep}{REPO / 'tests'}"),
+            preexec_fn=_without_dac_override if os.geteuid() == 0 else None,
+            capture_output=True, text=True, timeout=120, check=False)
     finally:
         folder.chmod(0o755)
+    assert done.returncode == 0 and "read and refused" in done.stdout, done.stdout + done.stderr
+    assert sorted(p.name for p in folder.iterdir()) == ["history.db"]
 
 
 def test_concurrent_runs_in_one_checkout_do_not_collide(tmp_path):
