@@ -357,41 +357,64 @@ def test_sigkill_of_pytest_keeps_what_finished(tmp_path):
     assert rows(tree / "h.db", "SELECT count(*) FROM metrics") == [(1,)]
 
 
-def test_sigkill_of_the_runner_stops_a_pytest_hung_in_c_and_keeps_what_finished(tmp_path):
+HUNG_IN_C = """
+    import ctypes, signal, subprocess, sys
+    def test_b_slow():
+        subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGALRM, signal.SIGINT,
+                                                  signal.SIGTERM})
+        ctypes.CDLL(None).pause()
+    """
+SLOW_WITH_CHILD = """
+    import subprocess, sys, time
+    def test_b_slow():
+        subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
+        time.sleep(60)
+    """
+
+
+@pytest.mark.parametrize("victim", ["runner", "runner's group"])
+@pytest.mark.parametrize(("body", "status"), [(HUNG_IN_C, "crashed"),
+                                              (SLOW_WITH_CHILD, "interrupted")],
+                         ids=["hung-in-c", "python-sleep"])
+def test_sigkill_of_the_runner_stops_pytest_and_keeps_what_finished(tmp_path, body, status,
+                                                                    victim):
     # The runner cannot clean up after SIGKILL, and pytest's PDEATHSIG SIGTERM is blocked
-    # by the hung test, as in a CUDA or NCCL wait: the runner's watchdog stops the group.
-    tree = make_tree(tmp_path, """
-        import ctypes, signal, subprocess, sys
-        def test_b_slow():
-            subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
-            signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGALRM, signal.SIGINT,
-                                                      signal.SIGTERM})
-            ctypes.CDLL(None).pause()
-        """, t=30)
+    # by a test hung in C, as in a CUDA or NCCL wait: the runner's watchdog stops the
+    # group. A test in Python code still unwinds: the run ends interrupted.
+    tree = make_tree(tmp_path, body, t=30)
     proc = start(tree)
     try:
         _wait_running(tree, proc)
         pytest_pid = _pytest_pid(tree)
-        time.sleep(0.5)  # into pause(), its child started
+        for _ in range(100):  # the test's child started
+            if len(group_members(pytest_pid)) == 2:
+                break
+            time.sleep(0.05)
         assert len(group_members(pytest_pid)) == 2
-        proc.kill()
+        time.sleep(0.3)  # into pause() or sleep()
+        if victim == "runner":
+            proc.kill()
+        else:  # a CI cancel that kills the runner's group (pytest has a group of its own)
+            os.killpg(proc.pid, signal.SIGKILL)
         began = time.monotonic()
         proc.wait()
         while group_members(pytest_pid) and time.monotonic() - began < 30:
             time.sleep(0.05)
         assert not group_members(pytest_pid), "pytest's group outlived the runner"
         assert time.monotonic() - began < 1 + 10  # grace 1 s (CI_REGISTER_KILL_GRACE_S)
+        db = tree / "h.db"
         for _ in range(200):  # the watchdog marks the run after the group is gone
-            if the_run(tree / "h.db")[1] != "incomplete":
+            if the_run(db)[1] != "incomplete":
                 break
             time.sleep(0.05)
-        db = tree / "h.db"
-        assert the_run(db)[1] == "crashed"
+        assert the_run(db)[1] == status
         tests = dict(rows(db, "SELECT nodeid, outcome FROM tests"))
         assert tests["suites/test_a.py::test_a_first"] == "passed"
         assert rows(db, "SELECT key, median FROM metrics") == [("lat", 1.05)]
-        (error,) = rows(db, "SELECT error FROM tests WHERE nodeid LIKE '%slow'")[0]
-        assert "suite runner was killed" in error
+        if status == "crashed":
+            (error,) = rows(db, "SELECT error FROM tests WHERE nodeid LIKE '%slow'")[0]
+            assert "suite runner was killed" in error
     finally:
         _kill_session(proc.pid)
         _kill_tree_processes(tree)
