@@ -94,7 +94,7 @@ def registry(session: nox.Session) -> None:
 # (no torch), so `pip install nox` is all a machine needs before them.
 @nox.session(python=PYTHON, reuse_venv=True, tags=["cpu", "framework"])
 def matrix(session: nox.Session) -> None:
-    """GitHub Actions matrix JSON for an event: -- --event pull_request|push|schedule."""
+    """GitHub Actions matrix JSON: -- --event pull_request|push|schedule [--base REF | --changed-files F...]."""
     _install_project(session)
     session.run("python", "-m", "ci_register", "matrix", *session.posargs)
 

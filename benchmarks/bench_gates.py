@@ -130,7 +130,7 @@ def gate_alarms(
             jc, v = stats.confirm(x[:t], float(tw[t]), sign=1, first=float(x[t]),
                                   suspect=suspect, another=sequential, **kw)
             path = "one-rerun"
-            if v == "suspect" and jc.extras.get("corroborate") and more:
+            if v == "suspect" and jc.extras.corroborate and more:
                 # A rerun beyond every run of a heavy-tailed baseline: the next one decides.
                 _, v = stats.corroborate(x[:t], float(more[0][t]), sign=1, first=float(x[t]),
                                          previous=float(tw[t]), **kw)
@@ -148,7 +148,7 @@ def gate_alarms(
                                             carried=carried, first=float(x[t]), **kw)
             if len(reruns) >= 2 and v != "regression":
                 unheld[t] = reruns
-            if v != "regression" and jc.extras.get("p_split", 1.0) <= P.transient_level:
+            if v != "regression" and jc.extras.p_split <= P.transient_level:
                 x[t] = tw[t]
                 standins.add(t)
             if trace is not None:

@@ -121,7 +121,7 @@ def bench_render(n_metrics: int, n_runs: int, repeat: int) -> dict[str, float]:
 
 
 def bench_db(n_metrics: int, n_runs: int) -> None:
-    from gates.history import open_history  # noqa: PLC0415
+    from gates.history import _insert_metrics, open_history  # noqa: PLC0415
     from gates.report_query import load_report_input, select_runs  # noqa: PLC0415
 
     data = synth(n_metrics, n_runs, n_regress=n_metrics // 100)
@@ -147,11 +147,10 @@ def bench_db(n_metrics: int, n_runs: int) -> None:
                 run_rows.values())
             # Run-major, like real histories (one run is written in one transaction).
             metric_rows.sort(key=lambda r: (r[11], r[0]))
-            metric_rows = [(i + 1, *r[1:]) for i, r in enumerate(metric_rows)]
-            conn.executemany(
-                "INSERT INTO metrics (id, run_id, attempt, nodeid, key, unit, better, count, "
-                "median, suite, fingerprint, started_at) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
-                metric_rows)
+            names = ("id", "run_id", "attempt", "nodeid", "key", "unit", "better", "count",
+                    "median")
+            _insert_metrics(conn, [{**dict(zip(names, r, strict=False)), "samples": []}
+                                   for r in metric_rows])
             conn.execute("COMMIT")
         t_write = time.perf_counter() - t0
         with open_history(path, readonly=True) as h:

@@ -10,6 +10,14 @@ durations from 15 samples each, shard count from the budget, LPT).
     python benchmarks/bench_schedule.py [--files 2000] [--budget 3600] [--seed 7] [--markdown]
 
 Targets (issue 6): gap within 5% for 4 to 32 shards; planning under 1 s.
+
+``--small N`` measures small suites instead (issue 32): N SGLang-shaped suites of 4-30
+files (log-normal est_time, median ~150 s, in 10 s steps) on 2-8 shards, LPT against
+the plan the runners use (:func:`ci_register.partition.assign`: exact branch and
+bound under a node budget) and against the optimum, from an ILP (scipy's HiGHS,
+``scipy.optimize.milp``, ``--ilp-seconds`` per suite; where it is not proven, its best
+bound rounded up to the durations' gcd).
+Targets: makespan <= 1.01 x the optimum, never worse than LPT, planning < 1 s CPU.
 """
 
 from __future__ import annotations
@@ -72,13 +80,99 @@ def plan_once(root: Path, budget: float, samples: dict[str, list[float]]) -> tup
     return done - started, time.process_time() - cpu, done - collected, sched.count
 
 
+def ilp_optimum(durs: list[float], n: int, seconds: float = 30.0) -> tuple[float, bool]:
+    """(optimal makespan or the solver's lower bound, proven) of P||Cmax by an ILP."""
+    import numpy as np  # noqa: PLC0415
+    from scipy.optimize import Bounds, LinearConstraint, milp  # noqa: PLC0415
+
+    m = len(durs)
+    nv = m * n + 1  # x[i, j] (file i on shard j), then the makespan C
+    c = np.zeros(nv)
+    c[-1] = 1.0
+    one = np.zeros((m, nv))
+    for i in range(m):
+        one[i, i * n:(i + 1) * n] = 1.0
+    load = np.zeros((n, nv))
+    for j in range(n):
+        load[j, j:m * n:n] = durs
+        load[j, -1] = -1.0
+    # Symmetry: the longest file on shard 0.
+    first = np.zeros((1, nv))
+    first[0, 0] = 1.0
+    cons = [LinearConstraint(one, 1, 1), LinearConstraint(load, -np.inf, 0), LinearConstraint(first, 1, 1)]
+    integrality = np.ones(nv)
+    integrality[-1] = 0
+    res = milp(c, constraints=cons, integrality=integrality, bounds=Bounds(0, [1] * (m * n) + [np.inf]),
+               options={"time_limit": seconds, "mip_rel_gap": 0})
+    from ci_register.exact import granularity  # noqa: PLC0415
+
+    proven = res.status == 0
+    bound = getattr(res, "mip_dual_bound", None)
+    value = float(res.fun) if proven else float(bound if bound is not None else res.fun)
+    g = granularity(durs)  # whole seconds: the optimum is a multiple of their gcd
+    return (float(np.ceil(value / g - 1e-6) * g) if g else value), proven
+
+
+def small_suites(count: int, seed: int, ilp_seconds: float = 30.0, measured: bool = False) -> int:
+    from ci_register.exact import lower_bound2  # noqa: PLC0415
+    from ci_register.partition import assign  # noqa: PLC0415
+
+    rng = random.Random(seed)
+    rows = []
+    for _ in range(count):
+        files = rng.randint(4, 30)
+        n = rng.randint(2, min(8, files - 1))
+        durs = [float(max(10, round(rng.lognormvariate(5.0, 0.8) / 10) * 10)) for _ in range(files)]
+        if measured:  # durations from history are not whole seconds: no gcd to round bounds to
+            durs = [round(d * rng.uniform(0.9, 1.1), 2) for d in durs]
+        items = [(f"suites/test_{i:02d}.py", d) for i, d in enumerate(durs)]
+        lpt_ms = max(s.total for s in lpt(items, n))
+        cpu = time.process_time()
+        plan = assign(items, n)
+        cpu = time.process_time() - cpu
+        ours = max(s.total for s in plan)
+        assert sorted(p for s in plan for p, _ in s.items) == sorted(p for p, _ in items)
+        opt, proven = (ours, True) if ours <= lower_bound2(durs, n) + 1e-9 else ilp_optimum(durs, n, ilp_seconds)
+        rows.append((files, n, lpt_ms, ours, opt, proven, cpu))
+    print(f"{count} SGLang-shaped suites, 4-30 files on 2-8 shards (seed {seed}"
+          f"{'; measured durations, +-10% off whole seconds' if measured else ''})")
+    print()
+    print("| files | suites | LPT / optimum, worst | ours / optimum, worst | improved by the search | best gain over LPT | CPU s, max |")
+    print("|---|---:|---:|---:|---:|---:|---:|")
+    worst, worse_than_lpt, cpu_max = 1.0, 0, 0.0
+    for lo, hi in ((4, 10), (11, 20), (21, 30), (4, 30)):
+        sel = [r for r in rows if lo <= r[0] <= hi]
+        if not sel:
+            continue
+        lr = max(r[2] / r[4] for r in sel)
+        ours = max(r[3] / r[4] for r in sel)
+        gain = max(1 - r[3] / r[2] for r in sel)
+        cpu = max(r[6] for r in sel)
+        print(f"| {lo}-{hi} | {len(sel)} | {lr:.4f} | {ours:.4f} | {sum(r[3] < r[2] for r in sel)} | {gain:.2%} | {cpu:.2f} |")
+        if (lo, hi) == (4, 30):
+            worst, cpu_max = ours, cpu
+            worse_than_lpt = sum(r[3] > r[2] + 1e-9 for r in sel)
+    unproven = sum(not r[5] for r in rows)
+    print()
+    print(f"optimum proven for {len(rows) - unproven} of {len(rows)} suites (else the ILP's lower bound, so the ratio is an upper bound)")
+    ok = worst <= 1.01 and worse_than_lpt == 0 and cpu_max < 1.0
+    print(f"worst makespan / optimum {worst:.4f} (target <= 1.01); worse than LPT: {worse_than_lpt}; "
+          f"max planning CPU {cpu_max:.2f} s (target < 1 s): {'PASS' if ok else 'FAIL'}")
+    return 0 if ok else 1
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--files", type=int, default=2000)
     p.add_argument("--budget", type=float, default=3600.0)
     p.add_argument("--seed", type=int, default=7)
     p.add_argument("--repeat", type=int, default=5)
+    p.add_argument("--small", type=int, default=0, metavar="N", help="N small SGLang-shaped suites instead")
+    p.add_argument("--ilp-seconds", type=float, default=30.0, help="with --small: the ILP's time limit per suite")
+    p.add_argument("--measured", action="store_true", help="with --small: durations off whole seconds, as history gives")
     args = p.parse_args(argv)
+    if args.small:
+        return small_suites(args.small, args.seed, args.ilp_seconds, args.measured)
     rng = random.Random(args.seed)
     durs = durations(args.files, args.budget, rng)
     items = [(f"suites/test_f{i:04d}.py", d) for i, d in enumerate(durs)]

@@ -170,6 +170,7 @@ class Catalog:
     gate_mode: str = "enforce"
     # The labels registrations may use (miles' registry); empty: any label.
     labels: tuple[str, ...] = ()
+    select: dict = field(default_factory=dict, compare=False)  # raw [select] table (ci_register.select)
 
     def known(self) -> str:
         return ", ".join(sorted(self.suites))
@@ -370,9 +371,11 @@ def parse_catalog(text: str, path: Path) -> Catalog:
         m = re.search(r"at line (\d+)", str(exc))
         line = m.group(1) if m else "1"
         raise CatalogError(f"{path}:{line}: malformed catalog: {exc}; fix the TOML (a suite defined twice is a duplicate table)") from None
-    unknown = sorted(set(data) - {"collect", "markers", "suites", "implicit"})
+    unknown = sorted(set(data) - {"collect", "markers", "suites", "implicit", "select"})
     if unknown:
-        raise CatalogError(f"{path}:{_line_of(text, unknown[0])}: unknown table {unknown[0]!r}; known: collect, implicit, markers, suites")
+        raise CatalogError(f"{path}:{_line_of(text, unknown[0])}: unknown table {unknown[0]!r}; known: collect, implicit, markers, select, suites")
+    if not isinstance(data.get("select", {}), dict):
+        raise CatalogError(f"{path}:{_line_of(text, 'select')}: [select] must be a table (see ci_register/select.py)")
     options = _collect_options(data.get("collect", {}), f"{path}:{_line_of(text, '[collect]')}")
     markers_raw = data.get("markers", {"register_cuda_ci": "cuda", "register_rocm_ci": "rocm", "register_cpu_ci": "cpu"})
     if not isinstance(markers_raw, dict):
@@ -402,7 +405,8 @@ def parse_catalog(text: str, path: Path) -> Catalog:
             )
         seen[s.key] = name
     implicit = _implicit(data.get("implicit", {}), suites, f"{path}:{_line_of(text, '[implicit]')}")
-    return Catalog(path=path, suites=suites, markers=markers, root=path.parent, implicit=implicit, **options)
+    return Catalog(path=path, suites=suites, markers=markers, root=path.parent, implicit=implicit,
+                   select=data.get("select", {}), **options)
 
 
 def load_catalog(path: str | Path) -> Catalog:

@@ -4,6 +4,7 @@
     python -m ci_register run SUITE [--partition I/N] [--dry-run] [pytest args...]
     python -m ci_register plan [SUITE...] [--event E] [--history PATH]
     python -m ci_register matrix --event pull_request|push|schedule [--output FILE]
+        [--changed-files FILE... | --base REF]   (only what the change can affect)
     python -m ci_register rerun SPEC [--suite NAME] [--run] [pytest args...]
     python -m ci_register est-time --check|--write [--suite NAME]
 """
@@ -121,6 +122,7 @@ def _fingerprint(value: str | None) -> str | None:
 def _matrix(args: argparse.Namespace, *, as_text: bool = False) -> int:
     from ci_register.matrix import MatrixError, build, chunk, is_matrix, summary, write_output  # noqa: PLC0415
     from ci_register.outfile import OutputError, check_output  # noqa: PLC0415
+    from ci_register.select import SelectError  # noqa: PLC0415
 
     if getattr(args, "output", None):
         root = Path(args.root)
@@ -140,20 +142,21 @@ def _matrix(args: argparse.Namespace, *, as_text: bool = False) -> int:
     catalog, col = loaded
     labels = [x for x in args.labels.split(",") if x] if args.labels is not None else None
     try:
+        selection = _selection(args, catalog, col)
         matrix, plans = build(catalog, col, args.event, args.history, only=args.suites,
-                              fingerprint=_fingerprint(args.fingerprint), labels=labels)
-        if not plans:
+                              fingerprint=_fingerprint(args.fingerprint), labels=labels, selection=selection)
+        if not plans and (selection is None or selection.everything):
             # An empty matrix would pass CI having run nothing.
             raise MatrixError(f"no registered file runs for --event {args.event}"
                               + (f" with --labels {args.labels}" if labels is not None else "")
                               + "; check the suites' registrations and schedules")
         if not as_text:
             matrix = chunk(matrix, args.chunk)
-    except MatrixError as exc:
+    except (MatrixError, SelectError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     if as_text:
-        print("\n".join(sp.text() for sp in plans))
+        print("\n".join(sp.text() for sp in plans) or f"no suite runs for --event {args.event}: the change affects no registered file")
         return 0
     try:
         write_output(matrix, Path(args.output) if args.output else None)
@@ -161,7 +164,22 @@ def _matrix(args: argparse.Namespace, *, as_text: bool = False) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     print(summary(plans) or f"no suite runs for --event {args.event}", file=sys.stderr)
+    if selection is not None:
+        print(selection.summary(), file=sys.stderr)
     return 0
+
+
+def _selection(args: argparse.Namespace, catalog, col):
+    """The change's selection for --changed-files / --base, or None (run everything)."""
+    from ci_register.select import SelectError, changed_since, select_in_tree  # noqa: PLC0415
+
+    if args.changed_files is None and args.base is None:
+        return None
+    if args.changed_files is not None and args.base is not None:
+        raise SelectError("pass --changed-files or --base, not both")
+    root = Path(args.root)
+    changed = args.changed_files if args.changed_files is not None else changed_since(args.base, root)
+    return select_in_tree(root, catalog, [r.path for r in col.registrations], changed)
 
 
 def _rerun(args: argparse.Namespace, rest: list[str]) -> int:
@@ -259,6 +277,9 @@ def build_parser() -> argparse.ArgumentParser:
             m.add_argument("--chunk", type=int, default=None, help="part I (1-based) of a matrix over GitHub's 256 jobs")
         m.add_argument("--fingerprint", default=None, help=fp_help)
         m.add_argument("--labels", default=None, help="comma-separated: only files without labels or with one of these (miles' PR gating)")
+        m.add_argument("--changed-files", nargs="+", default=None, metavar="FILE",
+                       help="run only the registered files these changed paths can affect (static import graph)")
+        m.add_argument("--base", default=None, metavar="REF", help="like --changed-files, with the paths `git diff REF...HEAD` names")
     rr = sub.add_parser("rerun", help="the suite command(s) that rerun exactly the files a SPEC names")
     _common(rr)
     rr.add_argument("spec", help="path, bare file name, glob or folder under suites/, optionally ::test")

@@ -34,6 +34,7 @@ __all__ = [
     "FINGERPRINT_ENV",
     "SMI_QUERY",
     "detect_hardware",
+    "fingerprint_gpus",
     "fingerprint_key",
     "host_key",
     "parse_nvidia_smi",
@@ -114,6 +115,15 @@ def fingerprint_key(hardware: Mapping[str, Any]) -> str:
     if len(key) > 64:  # many mixed models: keep it short but still stable
         key = key[:48] + "-" + hashlib.sha256(key.encode()).hexdigest()[:12]
     return key
+
+
+def fingerprint_gpus(key: str) -> int | None:
+    """The GPU count a :func:`fingerprint_key` names ("nvidia-h200-x8-sm90" -> 8; "cpu" -> 0),
+    or None where it is not readable (a shortened key, a hand-set one)."""
+    if key == "cpu":
+        return 0
+    found = re.search(r"-x(\d+)(?:-sm[0-9+]+)?$", key)
+    return int(found.group(1)) if found else None
 
 
 def host_key(hardware: Mapping[str, Any] | str | None) -> str | None:

@@ -25,6 +25,7 @@ from pathlib import Path
 from ci_register.catalog import Catalog, Suite
 from ci_register.collect import Collection
 from ci_register.schedule import Schedule, ScheduleError, plan_schedule
+from ci_register.select import Selection
 
 __all__ = [
     "EVENTS",
@@ -60,6 +61,8 @@ class SuitePlan:
     sources: dict[str, str] = field(default_factory=dict)  # path -> "history" | "est_time"
     fingerprint: str | None = None
     labels: tuple[str, ...] | None = None  # --labels the plan was made with (every shard passes them)
+    only: tuple[str, ...] = ()  # the files a change selected, when fewer than the suite's (--file)
+    why: dict[str, str] = field(default_factory=dict)  # path -> why it runs (with a selection)
 
     def text(self) -> str:
         """The plan as a person reads it: shards, files, times, makespan vs bound."""
@@ -69,6 +72,8 @@ class SuitePlan:
             lines.append(f"  shard {shard.index}/{sch.count}: {len(shard.items)} files, expected {shard.total:.0f} s")
             for path, d in shard.items:
                 lines.append(f"    {self.where.get(path, path)}  expected {d:.0f} s ({self.sources.get(path, 'est_time')})")
+                if self.why.get(path):
+                    lines.append(f"      why: {self.why[path]}")
         lines.append(f"  makespan {sch.makespan:.0f} s; lower bound max(total/shards, longest) {sch.bound:.0f} s (+{sch.gap * 100:.1f}%)")
         return "\n".join(lines)
 
@@ -95,6 +100,11 @@ def entries(plans: Sequence[SuitePlan]) -> dict[str, list[dict[str, object]]]:
                 args.append("--nightly")
             if sp.labels is not None:
                 args += ["--labels", ",".join(sp.labels)]
+            for path in sp.only:  # every shard gets the same list, so all plan one partition
+                args += ["--file", path]
+            extra = {}
+            if sp.why:
+                extra["why"] = "; ".join(dict.fromkeys(sp.why[p] for p, _ in shard.items if sp.why.get(p)))
             include.append({
                 "name": f"{sp.suite.name} {shard.index}/{n}",
                 "suite": sp.suite.name,
@@ -109,6 +119,7 @@ def entries(plans: Sequence[SuitePlan]) -> dict[str, list[dict[str, object]]]:
                 # (CI_REGISTER_FINGERPRINT) rather than trust each runner's own GPU count.
                 "fingerprint": sp.fingerprint or "",
                 "command": shlex.join(["nox", "-s", sp.suite.name, "--", *args]),
+                **extra,
             })
     return {"include": include}
 
@@ -132,11 +143,14 @@ def build(
     only: Sequence[str] = (),
     fingerprint: str | None = None,
     labels: Sequence[str] | None = None,
+    selection: Selection | None = None,
 ) -> tuple[dict[str, list[dict[str, object]]], list[SuitePlan]]:
     """Plan every suite the event runs and return (matrix, plans).
 
     Durations come from the history at the fingerprint of each suite's newest trusted
     run (the matrix job itself runs on a CPU runner), unless ``fingerprint`` is given.
+    With a ``selection`` (:mod:`ci_register.select`), only the files a change can affect
+    run, and each entry says why.
     """
     from ci_register import durations  # noqa: PLC0415 - reads the history
 
@@ -145,8 +159,11 @@ def build(
     warned: set[str] = set()
     for suite in select_suites(catalog, event, only):
         regs = collection.for_suite(suite.name, nightly=nightly_run or suite.nightly, labels=labels)
+        n_all = len(regs)
+        if selection is not None:
+            regs = [r for r in regs if selection.keeps(suite.name, r.path)]
         if not regs:
-            continue  # nothing registered: no runner to start
+            continue  # nothing registered (or nothing the change affects): no runner to start
         expected = {r.path: r.est_time for r in regs}
         found = durations.lookup(regs, suite, history, fingerprint=fingerprint or durations.LATEST)
         if found.warning and found.warning not in warned:  # one history, one warning
@@ -162,8 +179,10 @@ def build(
             )
         except ScheduleError as exc:
             raise MatrixError(str(exc)) from None
+        only = tuple(r.path for r in regs) if len(regs) < n_all else ()
+        why = {r.path: selection.why(suite.name, r.path) for r in regs} if selection is not None else {}
         plans.append(SuitePlan(suite, sched, nightly_run, where, sources, found.fingerprint,
-                               tuple(labels) if labels is not None else None))
+                               tuple(labels) if labels is not None else None, only, why))
     return entries(plans), plans
 
 

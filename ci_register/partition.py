@@ -19,6 +19,7 @@ __all__ = [
     "MAX_SHARDS",
     "PartitionError",
     "Shard",
+    "assign",
     "lpt",
     "parse_partition",
     "lower_bound",
@@ -54,6 +55,27 @@ def lpt(items: Sequence[tuple[str, float]], n: int) -> list[Shard]:
         shards[i].items.append((path, dur))
         heapq.heappush(heap, (load + dur, i))
     return shards
+
+
+def assign(items: Sequence[tuple[str, float]], n: int) -> list[Shard]:
+    """The plan every runner computes: LPT, improved by an exact search on suites of up to
+    ``EXACT_MAX_FILES`` files (:mod:`ci_register.exact`; never worse than LPT, and the
+    same on every machine)."""
+    from ci_register.exact import EXACT_MAX_FILES, best_assignment  # noqa: PLC0415
+
+    shards = lpt(items, n)
+    if n < 2 or len(items) > EXACT_MAX_FILES or len(items) <= n:
+        return shards
+    order = sorted(items, key=lambda x: (-x[1], x[0]))
+    where = {path: s.index - 1 for s in shards for path, _ in s.items}
+    incumbent = [where[p] for p, _ in order]
+    found, makespan, _ = best_assignment([d for _, d in order], n, incumbent)
+    if makespan >= max(s.total for s in shards) - 1e-9:
+        return shards
+    out = [Shard(i + 1, []) for i in range(n)]
+    for (path, dur), s in zip(order, found, strict=True):
+        out[s].items.append((path, dur))
+    return out
 
 
 def lower_bound(durations: Sequence[float], n: int) -> float:

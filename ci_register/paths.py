@@ -12,7 +12,7 @@ import re
 from collections.abc import Iterable
 from pathlib import Path
 
-__all__ = ["find_test_files", "glob_match", "py_files", "selected"]
+__all__ = ["find_test_files", "glob_match", "glob_regex", "py_files", "selected"]
 
 _SKIP_DIRS = {"__pycache__", ".git", ".nox", ".venv", "node_modules"}
 
@@ -21,10 +21,11 @@ def _excluded(rel: str, patterns: Iterable[str]) -> bool:
     return any(glob_match(rel, p) for p in patterns)
 
 
-@functools.lru_cache(maxsize=256)
-def _glob_regex(glob: str) -> re.Pattern[str]:
-    """A path glob as pathlib and ``glob.glob(recursive=True)`` read it: ``*`` and ``?``
-    stay within one folder, ``**/`` spans any number of folders (none included)."""
+def glob_regex(glob: str, *, classes: bool = True) -> str:
+    """The regex (unanchored) of a path glob: ``*`` and ``?`` stay within one folder,
+    ``**/`` spans any number of folders (none included), ``**`` anything. ``[abc]`` and
+    ``[!abc]`` are character classes as in pathlib; ``classes=False`` takes ``[``
+    literally (GitHub's CODEOWNERS has no ranges; `gates.owners` uses this too)."""
     out, i = [], 0
     while i < len(glob):
         if glob.startswith("**/", i):
@@ -39,7 +40,7 @@ def _glob_regex(glob: str) -> re.Pattern[str]:
         elif glob[i] == "?":
             out.append("[^/]")
             i += 1
-        elif glob[i] == "[" and "]" in glob[i + 2:]:
+        elif classes and glob[i] == "[" and "]" in glob[i + 2:]:
             j = glob.index("]", i + 2)
             body = glob[i + 1:j]
             out.append("[" + ("^" + re.escape(body[1:]) if body[:1] == "!" else re.escape(body)) + "]")
@@ -47,7 +48,13 @@ def _glob_regex(glob: str) -> re.Pattern[str]:
         else:
             out.append(re.escape(glob[i]))
             i += 1
-    return re.compile("".join(out) + r"\Z")
+    return "".join(out)
+
+
+@functools.lru_cache(maxsize=256)
+def _glob_regex(glob: str) -> re.Pattern[str]:
+    """A path glob as pathlib and ``glob.glob(recursive=True)`` read it."""
+    return re.compile(glob_regex(glob) + r"\Z")
 
 
 def glob_match(rel: str, glob: str) -> bool:

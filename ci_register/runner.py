@@ -24,7 +24,7 @@ from ci_register import durations
 from ci_register.catalog import DEFAULT_CATALOG, Catalog, CatalogError, Suite, load_catalog
 from ci_register.collect import Collection, Registration, collect
 from ci_register.hardware import check, detect_for
-from ci_register.partition import PartitionError, Shard, lower_bound, lpt, parse_partition
+from ci_register.partition import PartitionError, Shard, assign, lower_bound, parse_partition
 from ci_register.pytest_plugin import file_timeout
 from ci_register.supervise import Supervised, die_with_parent, run_supervised
 
@@ -45,6 +45,9 @@ options:
   --partition I/N       run shard I of N (default 1/1)
   --dry-run             print the plan only; touch no GPU
   --history PATH        history file (default $GATES_HISTORY, else ./history.db)
+  --baseline SNAPSHOT   gate and plan against this baseline snapshot (default
+                        $GATES_BASELINE; `gate-report snapshot`): the history starts
+                        as its copy and keeps only this shard's runs at the end
   --gate MODE           enforce (default), warn or off
   --confirm N           reruns of tripped tests, 0 to 4 (default 4)
   --nightly             include nightly-only files
@@ -74,6 +77,7 @@ class RunOptions:
     partition: tuple[int, int] | None = None
     dry_run: bool = False
     history: str | None = None
+    baseline: str | None = None  # a baseline snapshot (gates.snapshot) the history starts from
     gate: str = "enforce"
     confirm: int = DEFAULT_CONFIRM
     nightly: bool | None = None
@@ -92,6 +96,7 @@ def parse_run_args(suite: str, argv: list[str]) -> RunOptions:
     p.add_argument("--partition", default=None)
     p.add_argument("--dry-run", action="store_true")
     p.add_argument("--history", default=None)
+    p.add_argument("--baseline", default=os.environ.get("GATES_BASELINE") or None)
     p.add_argument("--gate", default="enforce")
     p.add_argument("--confirm", type=int, default=DEFAULT_CONFIRM)
     p.add_argument("--nightly", action="store_true", default=None)
@@ -117,6 +122,7 @@ def parse_run_args(suite: str, argv: list[str]) -> RunOptions:
         partition=part,
         dry_run=ns.dry_run,
         history=ns.history,
+        baseline=ns.baseline,
         gate=ns.gate,
         confirm=ns.confirm,
         nightly=ns.nightly,
@@ -172,7 +178,7 @@ def make_plan(collection: Collection, suite: Suite, opts: RunOptions) -> Plan:
         sched = plan_schedule(items, suite.shard_budget_s, suite.shards, where={r.path: f"{r.path}:{r.line}" for r in regs}, suite=suite.name)
         return Plan(suite, sched.shards, 0, {r.path: r for r in regs}, expected, disabled, source, sched.describe())
     i, n = opts.partition or (1, 1)
-    shards = lpt(items, n)
+    shards = assign(items, n)
     return Plan(suite, shards, i, {r.path: r for r in regs}, expected, disabled, source)
 
 
@@ -450,8 +456,22 @@ def main_run(suite: str, argv: list[str]) -> int:
     except UsageError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    if opts.baseline and _snapshot(opts, "seed", "--snapshot", opts.baseline) != 0:
+        return 2  # its one line names the file and the fix
     try:
         return run_suite(opts)
     except KeyboardInterrupt:  # Ctrl-C outside pytest (planning, the gate): nothing half-written
         print("interrupted", file=sys.stderr)
         return 128 + signal.SIGINT
+    finally:
+        if opts.baseline:
+            # The history uploaded holds this shard's runs only; a shard killed before
+            # this still merges right (merge skips the snapshot's copies).
+            with _ignoring_interrupts():
+                _snapshot(opts, "strip")
+
+
+def _snapshot(opts: RunOptions, command: str, *args: str) -> int:
+    """`python -m gates.snapshot seed|strip` on this run's history; its exit status."""
+    cmd = [sys.executable, "-m", "gates.snapshot", command, *args, "--history", _history_path(opts)]
+    return subprocess.run(cmd, cwd=opts.root, check=False).returncode

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from ci_register.partition import MAX_SHARDS, Shard, lower_bound, lpt, shard_count
+from ci_register.partition import MAX_SHARDS, Shard, assign, lower_bound, shard_count
 
 __all__ = ["MARGIN", "Schedule", "ScheduleError", "plan_schedule"]
 
@@ -77,14 +77,14 @@ def plan_schedule(
     durs = [d for _, d in items]
     total = sum(durs)
     if fixed is not None:
-        shards = lpt(items, fixed)
+        shards = assign(items, fixed)
         return Schedule(shards, budget_s, True, total, lower_bound(durs, fixed))
     # More shards than files only adds empty runners.
     n = min(shard_count(durs, budget_s, None, margin), max(len(items), 1))
-    shards = lpt(items, n)
+    shards = assign(items, n)
     while max((s.total for s in shards), default=0.0) > budget_s and n < len(items):
         n += 1
-        shards = lpt(items, n)
+        shards = assign(items, n)
     if n > MAX_SHARDS:
         raise ScheduleError(f"suite {suite!r}: {total:.0f} s of files need {n} shards of {budget_s:g} s, more than the {MAX_SHARDS} jobs a GitHub Actions matrix runs; raise shard_budget_s in suites/catalog.toml")
     return Schedule(shards, budget_s, False, total, lower_bound(durs, n))

@@ -107,18 +107,23 @@ def bisect(commits: Sequence[str], measure: Callable[[str], Sequence[float]], *,
         runs += 1
         values[commit].append(stats.run_summary(np.asarray(measure(commit), dtype=float)))
 
+    def settle(a: str, b: str, n: int) -> stats.Judgement:
+        """b judged against a on at least ``n`` interleaved runs of each; while borderline
+        (not a regression, yet p <= ``consistent``) ``reps`` more of both, up to 2n of b."""
+        while min(len(values[a]), len(values[b])) < n:
+            run(a)
+            run(b)
+        j = _judge(values[a], values[b], sign, params)
+        while (stats.decide(j, j.p_worse, level=level) != "regression"
+               and j.p_worse <= consistent and len(values[b]) < 2 * n):
+            for _ in range(reps):
+                run(a)
+                run(b)
+            j = _judge(values[a], values[b], sign, params)
+        return j
+
     good_c, bad_c = commits[0], commits[-1]
-    for _ in range(calib):
-        run(good_c)
-        run(bad_c)
-    jb = _judge(values[good_c], values[bad_c], sign, params)
-    while (stats.decide(jb, jb.p_worse, level=level) != "regression"
-           and jb.p_worse <= consistent and len(values[bad_c]) < 2 * calib):
-        # Borderline: more runs of both decide (the references are reused below).
-        for _ in range(reps):
-            run(good_c)
-            run(bad_c)
-        jb = _judge(values[good_c], values[bad_c], sign, params)
+    jb = settle(good_c, bad_c, calib)  # the references' runs are reused below
     evidence: list[dict[str, Any]] = []
 
     def note(commit: str, cls: str, pw: float | None, pb: float | None) -> None:
@@ -170,16 +175,7 @@ def bisect(commits: Sequence[str], measure: Callable[[str], Sequence[float]], *,
     # the last good one, on their own runs (a gradual drift halves down to two
     # neighbours that are barely apart).
     a, b = commits[lo], commits[hi]
-    while min(len(values[a]), len(values[b])) < verify:
-        run(a)
-        run(b)
-    jv = _judge(values[a], values[b], sign, params)
-    while (stats.decide(jv, jv.p_worse, level=level) != "regression"
-           and jv.p_worse <= consistent and len(values[b]) < 2 * verify):
-        for _ in range(reps):
-            run(a)
-            run(b)
-        jv = _judge(values[a], values[b], sign, params)
+    jv = settle(a, b, verify)
     note(b, "bad" if stats.decide(jv, jv.p_worse, level=level) == "regression" else "not-apart",
          float(jv.p_worse), None)
     if evidence[-1]["class"] != "bad":

@@ -3,6 +3,7 @@
     gate-report [report] [--suite S] [--run ID | --since 30d] [--format text|md|json|html]
                          [--out FILE] [--history PATH]
     gate-report health   [--suite S] [--format text|md|json]
+    gate-report trim     [--suite S] [--since 30d] [--format text|md|json]
     gate-report merge    SHARD.db ... --into history.db
     gate-report check    [--history PATH]
     gate-report untrust  (--run ID ... | --commit SHA) --reason "..."
@@ -11,9 +12,11 @@
     gate-report notify   [--pr-comment] [--webhook] [--run ID]
     gate-report bisect   KEY --good C1 --bad C2 [--suite S] [--repo PATH]
     gate-report accept   KEY-or-glob --from COMMIT --reason "..." [--suite S] [--test GLOB]
+    gate-report snapshot --suite S [--fingerprint FP] --out snap.db
+    gate-report prune    (--keep 90d | --keep-runs N) [--apply]
 
 A thin skin: each command parses its arguments and calls the library
-(`gates.report_query`, `gates.report`, `gates.render_*`, `gates.health`,
+(`gates.report_query`, `gates.report`, `gates.render_*`, `gates.health`, `gates.trim`,
 `gates.history`); accept, compare, notify and bisect live in `gates.cli_after`.
 Exit codes: 0 nothing regressed in what is reported, 1 a
 gate failed in it, 2 usage or input errors (one line, ``error: ...``).
@@ -27,9 +30,21 @@ import os
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import NoReturn
 
 from gates import cli_after as after
+from gates import cli_fleet as fleet
+from gates.cli_common import (
+    Parser,
+    UsageError,
+    add_history,
+    add_out,
+    check_out,
+    count,
+    default_history,
+    emit,
+    now,
+    open_history_arg,
+)
 
 __all__ = ["COMMANDS", "FORMATS", "build_parser", "main"]
 
@@ -37,73 +52,7 @@ FORMATS = ("text", "md", "json", "html")
 _DEFAULT_COMMAND = "report"
 
 
-class _UsageError(Exception):
-    pass
-
-
-class _Parser(argparse.ArgumentParser):
-    """argparse with one-line errors that name the fix, exit 2."""
-
-    def error(self, message: str) -> NoReturn:
-        raise _UsageError(f"{message}; see {self.prog} --help")
-
-
-_MAX_COUNT = 1_000_000  # beyond any history; SQLite's integers stop at 2**63
-
-
-def _count(minimum: int) -> Callable[[str], int]:
-    """An argparse type: a whole number of at least ``minimum`` (a trend of 0 points or
-    a look-back of -1 runs would otherwise report nothing and exit 0), at most a million."""
-
-    def parse(text: str) -> int:
-        try:
-            value = int(text)
-        except ValueError:
-            value = None
-        if value is None or not minimum <= value <= _MAX_COUNT:
-            raise argparse.ArgumentTypeError(
-                f"{text!r}: give a whole number from {minimum} to {_MAX_COUNT}")
-        return value
-
-    parse.__name__ = "count"  # argparse names the type in its messages
-    return parse
-
-
-def _default_history() -> str:
-    return os.environ.get("GATES_HISTORY") or "history.db"
-
-
-def _add_history(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--history", default=None, metavar="PATH",
-                   help="history file (default: $GATES_HISTORY, else ./history.db)")
-
-
 # ------------------------------------------------------------------ commands
-
-
-def _open(path: str | None, *, write: bool = False):
-    """The history, read-only for reports; a missing file is a usage error naming the fix."""
-    from gates.history import HistoryError, open_history  # noqa: PLC0415
-
-    target = Path(path or _default_history())
-    if not target.exists():
-        raise _UsageError(f"{target}: no such history; pass --history PATH or set "
-                          "GATES_HISTORY, or run a suite to create it")
-    if write:
-        return open_history(target, create=False)
-    try:
-        return open_history(target, create=False, readonly=True)
-    except HistoryError as exc:
-        if "schema is older" not in str(exc):
-            raise
-        # Written by an older gates: migrating it is what opening read-write does.
-        return open_history(target, create=False)
-
-
-def _now() -> str:
-    import datetime as dt  # noqa: PLC0415
-
-    return dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
 
 
 def _health_for(history, suites: dict[str, str | None], root: Path, window: int) -> list:
@@ -116,46 +65,6 @@ def _health_for(history, suites: dict[str, str | None], root: Path, window: int)
         out.append(analyse(load_health_input(history, suite, window=window,
                                              registrations=regs, until=until)))
     return out
-
-
-def _is_report(head: bytes) -> bool:
-    """Whether a file's first bytes are an earlier gate-report output (safe to replace)."""
-    text = head.decode("utf-8", errors="replace").lstrip("\ufeff")
-    if text.startswith("<!doctype html>"):
-        return "<title>gate-report:" in text
-    if text.startswith(("## \u2705 ", "## \u274c ", "## \u26a0\ufe0f ", "{\"title\":",
-                        "[\n {\n  \"suite\":")):
-        return True
-    # Text reports: a headline, then the runs table or a health section.
-    return "\nRuns\n" in text or text.startswith(("CI health: ", "CI health of "))
-
-
-def _check_out(args: argparse.Namespace) -> None:
-    """Refuse an --out that would overwrite the history, an input or a foreign file."""
-    if getattr(args, "out", None) is None:
-        return
-    from ci_register.outfile import OutputError, check_output  # noqa: PLC0415
-
-    root = Path(getattr(args, "root", "."))
-    inputs = [Path(args.history or _default_history()), root / "suites" / "catalog.toml"]
-    try:
-        check_output(Path(args.out), inputs=inputs, ours=_is_report, force=args.force)
-    except OutputError as exc:
-        raise _UsageError(str(exc)) from None
-
-
-def _emit(text: str, out: str | None) -> None:
-    if out is None:
-        sys.stdout.write(text)
-        return
-    from ci_register.outfile import OutputError, write_output  # noqa: PLC0415
-
-    path = Path(out)
-    try:
-        write_output(path, text)
-    except OutputError as exc:
-        raise _UsageError(str(exc)) from None
-    print(f"wrote {path} ({len(text.encode())} bytes)", file=sys.stderr)
 
 
 def _render(report, fmt: str) -> str:
@@ -191,14 +100,14 @@ def _report(args: argparse.Namespace) -> int:
     from gates.report_query import load_report_input, parse_since, select_runs  # noqa: PLC0415
 
     if args.run and args.since:
-        raise _UsageError("--run and --since exclude each other; give one")
+        raise UsageError("--run and --since exclude each other; give one")
     since = parse_since(args.since) if args.since else None
-    _check_out(args)
-    with _open(args.history) as history:
+    check_out(args)
+    with open_history_arg(args.history) as history:
         runs, scope = select_runs(history, run=args.run, suite=args.suite, since=since,
                                   limit=args.limit, anchor=_anchor(Path(args.root)))
         data = load_report_input(history, runs, scope=scope, since=since,
-                                 trend_points=args.points, generated_at=_now())
+                                 trend_points=args.points, generated_at=now())
         report = build_report(data, all_rows=args.all)
         after.assign_owners(history, report, Path(args.root))
         if not args.no_health:
@@ -210,14 +119,14 @@ def _report(args: argparse.Namespace) -> int:
     from gates import ghactions  # noqa: PLC0415
 
     if not ghactions.on_github():
-        _emit(text, args.out)
+        emit(text, args.out)
         return report.exit_code
     # `gate-report --format md >> "$GITHUB_STEP_SUMMARY"` already writes the summary:
     # cut that output to the cap and do not append a second copy.
     room = ghactions.summary_room() if args.out is None else None
     if room is not None and args.format == "md":
         text = ghactions.fit_summary(text, room)
-    _emit(text, args.out)
+    emit(text, args.out)
     _github(report, Path(args.root), append=room is None)
     return report.exit_code
 
@@ -237,8 +146,8 @@ def _health(args: argparse.Namespace) -> int:
     from gates.report import Report  # noqa: PLC0415
     from gates.report_query import select_runs  # noqa: PLC0415
 
-    _check_out(args)
-    with _open(args.history) as history:
+    check_out(args)
+    with open_history_arg(args.history) as history:
         # The suites of "the latest run" as the report means it (this CI run's, else this
         # commit's; never a run merged with a clock ahead), each up to that run.
         runs, _ = select_runs(history, suite=args.suite, anchor=_anchor(Path(args.root)))
@@ -248,19 +157,52 @@ def _health(args: argparse.Namespace) -> int:
         health = _health_for(history, until, Path(args.root), args.window)
     suite = ", ".join(sorted(until))
     if not any(h.runs for h in health):
-        raise _UsageError(f"{history.path}: no run of suite {suite!r}; check --suite")
+        raise UsageError(f"{history.path}: no run of suite {suite!r}; check --suite")
     report = Report(title=f"CI health of {suite}", scope="health", runs=[], verdicts=[],
-                    summary={}, health=health, generated_at=_now())
+                    summary={}, health=health, generated_at=now())
     if args.format == "json":
-        _emit(json.dumps([h.to_json() for h in health], indent=1) + "\n", args.out)
+        emit(json.dumps([h.to_json() for h in health], indent=1) + "\n", args.out)
     elif args.format == "md":
         from gates.render_md import render_md  # noqa: PLC0415
 
-        _emit(render_md(report), args.out)
+        emit(render_md(report), args.out)
     else:
         from gates.render_text import render_text  # noqa: PLC0415
 
-        _emit(render_text(report), args.out)
+        emit(render_text(report), args.out)
+    return 0
+
+
+def _trim(args: argparse.Namespace) -> int:
+    import datetime as dt  # noqa: PLC0415
+    import json  # noqa: PLC0415
+
+    from gates.report_query import parse_since  # noqa: PLC0415
+    from gates.trim import analyse, build_input, render  # noqa: PLC0415
+
+    if not 0 < args.rho <= 1 or not 0 < args.realistic:
+        raise UsageError("--rho must be in (0, 1] and --realistic > 0")
+    check_out(args)
+    since = parse_since(args.since)
+    weeks = max((dt.datetime.now(dt.UTC) - dt.datetime.fromisoformat(since)).total_seconds() / (7 * 86400), 1 / 7)
+    gpus, nightly = {}, []
+    try:
+        from ci_register.catalog import load_catalog  # noqa: PLC0415
+
+        catalog = load_catalog(Path(args.root) / "suites" / "catalog.toml")
+        gpus = {n: s.hardware.gpu_count or 1 for n, s in catalog.suites.items()}
+        nightly = [n for n, s in catalog.suites.items() if s.nightly]
+    except (ImportError, ValueError):
+        pass  # no catalog here: GPU counts from the fingerprint, rates from the runs
+    with open_history_arg(args.history) as h:
+        rows = h.trim_rows(args.suite, since)
+    if not rows["runs"]:
+        raise UsageError(f"no trusted complete run{' of suite ' + repr(args.suite) if args.suite else ''} "
+                          f"since {since[:19]}; widen --since")
+    rep = analyse(build_input(rows, gpus=gpus, nightly=nightly, weeks=weeks),
+                  rho_min=args.rho, realistic=args.realistic, min_runs=args.min_runs)
+    text = json.dumps(rep.to_json(), indent=1) + "\n" if args.format == "json" else render(rep, args.format)
+    emit(text, args.out)
     return 0
 
 
@@ -270,7 +212,7 @@ def _merge(args: argparse.Namespace) -> int:
     missing = [s for s in args.shards if not Path(s).is_file()]
     if missing:
         what = "is not a regular file" if Path(missing[0]).exists() else "does not exist"
-        raise _UsageError(f"shard history {missing[0]} {what}; check the path "
+        raise UsageError(f"shard history {missing[0]} {what}; check the path "
                           "(download the shard artifacts first)")
     result = merge_histories(args.shards, args.into)
     print(result)
@@ -282,9 +224,9 @@ def _merge(args: argparse.Namespace) -> int:
 def _check(args: argparse.Namespace) -> int:
     from gates.merge import check_history  # noqa: PLC0415
 
-    target = Path(args.history or _default_history())
+    target = Path(args.history or default_history())
     if not target.exists():
-        raise _UsageError(f"{target}: no such history; pass --history PATH")
+        raise UsageError(f"{target}: no such history; pass --history PATH")
     problems = check_history(target)
     for line in problems:
         print(f"error: {line}")
@@ -300,8 +242,8 @@ def _trust(trusted: bool) -> Callable[[argparse.Namespace], int]:
     def command(args: argparse.Namespace) -> int:
 
         if not args.run and not args.commit:
-            raise _UsageError("give --run ID (repeatable) or --commit SHA")
-        with _open(args.history, write=True) as history:
+            raise UsageError("give --run ID (repeatable) or --commit SHA")
+        with open_history_arg(args.history, write=True) as history:
             changed = history.set_trust(args.run, commit=args.commit, trusted=trusted,
                                         reason=args.reason)
         verb = "trusted" if trusted else "untrusted"
@@ -315,10 +257,12 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "report": _report,
     "health": _health,
     "merge": _merge,
+    "trim": _trim,
     "check": _check,
     "trust": _trust(True),
     "untrust": _trust(False),
     **after.COMMANDS,
+    **fleet.COMMANDS,
 }
 
 
@@ -335,6 +279,8 @@ _EXAMPLES = """examples:
   gate-report untrust --commit abc1234 --reason "broken runner gpu-17"
   gate-report compare main my-branch --format md
   gate-report accept 'serving/ttft_ms*' --from abc1234 --reason "chunked prefill, #1234"
+  gate-report snapshot --suite stage-b-1gpu --out snap.db   what a shard gates against
+  gate-report prune --keep 90d                  what would go; --apply deletes and compacts
 
 exit codes: 0 nothing regressed in what is reported; 1 a gate failed in it;
 2 usage or input error. With GITHUB_ACTIONS=true the Markdown also goes to
@@ -342,12 +288,12 @@ $GITHUB_STEP_SUMMARY and failing gates become ::error annotations (at most 10)."
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = _Parser(prog="gate-report",
+    p = Parser(prog="gate-report",
                 description="Reports over the metric history: what changed, how sure we are, "
                             "and where CI time goes. Without a command, runs `report`.",
                 formatter_class=argparse.RawDescriptionHelpFormatter,
                 epilog=_EXAMPLES)
-    sub = p.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    sub = p.add_subparsers(dest="command", metavar="COMMAND", parser_class=Parser)
 
     rep = sub.add_parser(
         "report", help="report a run or a range of runs (the default command)",
@@ -355,7 +301,7 @@ def build_parser() -> argparse.ArgumentParser:
                     "run in a time range: runs, verdicts (failing first) with baseline, "
                     "change and confidence interval, statistic, p/q value and floor, where "
                     "each metric changed, trends, and CI health.")
-    _add_history(rep)
+    add_history(rep)
     rep.add_argument("--suite", help="only runs of this suite")
     rep.add_argument("--run", metavar="ID", help="this run (id or a unique prefix, >= 6 chars)")
     rep.add_argument("--since", metavar="SPAN",
@@ -363,18 +309,15 @@ def build_parser() -> argparse.ArgumentParser:
     rep.add_argument("--format", choices=FORMATS, default="text",
                      help="text (terminal), md (GitHub Markdown), json, html (self-contained "
                           "page)")
-    rep.add_argument("--out", metavar="FILE", help="write here instead of stdout (never over "
-                     "a history or an input; over another file only with --force)")
-    rep.add_argument("--force", action="store_true",
-                     help="let --out replace an existing file that is not a report")
+    add_out(rep)
     rep.add_argument("--all", action="store_true",
                      help="in a range, list every passing verdict, not only the newest")
-    rep.add_argument("--points", type=_count(2), default=30, metavar="N",
+    rep.add_argument("--points", type=count(2), default=30, metavar="N",
                      help="trend length in runs (default 30)")
-    rep.add_argument("--limit", type=_count(1), default=200, metavar="N",
+    rep.add_argument("--limit", type=count(1), default=200, metavar="N",
                      help="at most this many runs in a range (default 200)")
     rep.add_argument("--no-health", action="store_true", help="leave out the CI health sections")
-    rep.add_argument("--window", type=_count(1), default=20, metavar="N",
+    rep.add_argument("--window", type=count(1), default=20, metavar="N",
                      help="runs the CI health sections look back over (default 20)")
     rep.add_argument("--root", default=".", metavar="PATH",
                      help="repository root, for registrations and annotation lines (default .)")
@@ -385,18 +328,36 @@ def build_parser() -> argparse.ArgumentParser:
                     "recent passing runs (with a suggested value), flaky tests, tests always "
                     "skipped, registered files that never ran, the slowest files and what "
                     "fresh estimates would save the slowest shard.")
-    _add_history(hl)
+    add_history(hl)
     hl.add_argument("--suite", help="suite (default: the suite of the newest run)")
     hl.add_argument("--format", choices=("text", "md", "json"), default="text",
                     help="output format (default text)")
-    hl.add_argument("--out", metavar="FILE", help="write here instead of stdout (never over "
-                    "a history or an input; over another file only with --force)")
-    hl.add_argument("--force", action="store_true",
-                    help="let --out replace an existing file that is not a report")
-    hl.add_argument("--window", type=_count(1), default=20, metavar="N",
+    add_out(hl)
+    hl.add_argument("--window", type=count(1), default=20, metavar="N",
                     help="runs to look back over (default 20)")
     hl.add_argument("--root", default=".", metavar="PATH",
                     help="repository root with suites/catalog.toml (default .)")
+
+    tr = sub.add_parser(
+        "trim", help="suggest metrics and tests history shows are redundant (never edits)",
+        description="From history: metrics that move together (Spearman |rho| >= 0.98), "
+                    "metrics too noisy to detect a realistic change that never failed, and "
+                    "variants/tests whose every metric is covered by a cheaper one, each with "
+                    "the GPU-minutes per week it would save and the detection lost.")
+    add_history(tr)
+    tr.add_argument("--suite", help="only this suite")
+    tr.add_argument("--since", metavar="SPAN", default="30d",
+                    help="runs since: 30d (default), 12h, 2w or an ISO date; per-commit suites' "
+                         "runs per week are counted over this window")
+    tr.add_argument("--format", choices=("text", "md", "json"), default="text", help="output format (default text)")
+    add_out(tr)
+    tr.add_argument("--rho", type=float, default=0.98, help="twin threshold on |Spearman rho| (default 0.98)")
+    tr.add_argument("--realistic", type=float, default=0.20,
+                    help="relative shift a metric must be able to detect to stay (default 0.20)")
+    tr.add_argument("--min-runs", type=count(4), default=8, metavar="N",
+                    help="runs a metric needs before it is judged (default 8)")
+    tr.add_argument("--root", default=".", metavar="PATH",
+                    help="repository root with suites/catalog.toml, for GPU counts and schedules")
 
     mg = sub.add_parser(
         "merge", help="fold shard history files into one history (idempotent)",
@@ -412,7 +373,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="Check every run of a history with the rules merge applies to a shard: "
                     "types, ranges, medians against samples, units and keys, runs dated in "
                     "the future, rows of no run. Exit 2 when anything is wrong.")
-    _add_history(ck)
+    add_history(ck)
 
     for name, trusted in (("untrust", False), ("trust", True)):
         what = "trusted again" if trusted else "untrusted (never a baseline, never deleted)"
@@ -420,7 +381,7 @@ def build_parser() -> argparse.ArgumentParser:
             name, help=f"mark runs {'trusted again' if trusted else 'untrusted'}",
             description=f"Mark runs {what}, by run id or commit, with a reason kept in the "
                         "trust log.")
-        _add_history(tp)
+        add_history(tp)
         tp.add_argument("--run", action="append", default=[], metavar="ID",
                         help="run id (repeatable)")
         tp.add_argument("--commit", metavar="SHA",
@@ -431,7 +392,8 @@ def build_parser() -> argparse.ArgumentParser:
         else:
             tp.add_argument("--reason", required=True,
                             help='why, e.g. "broken runner gpu-17" (kept in the trust log)')
-    after.add_parsers(sub, _add_history, _count)
+    after.add_parsers(sub)
+    fleet.add_parsers(sub)
     return p
 
 
@@ -452,7 +414,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         args = parser.parse_args(_with_default_command(argv))
         return COMMANDS[args.command](args)
-    except _UsageError as exc:
+    except UsageError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     except (HistoryError, ReportInputError, CompareInputError) as exc:

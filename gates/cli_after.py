@@ -17,20 +17,18 @@ from collections.abc import Callable
 from pathlib import Path
 
 from gates.accept import ACCEPT_FILE
+from gates.cli_common import (
+    UsageError,
+    add_history,
+    add_out,
+    check_out,
+    count,
+    emit,
+    now,
+    open_history_arg,
+)
 
 __all__ = ["COMMANDS", "add_parsers", "assign_owners"]
-
-
-def _base():
-    # gates.cli imports this module: its helpers are read at call time.
-    from gates import cli  # noqa: PLC0415
-
-    return cli
-
-
-def _usage(message: str) -> Exception:
-    """gate-report's usage error (one line, exit 2)."""
-    return _base()._UsageError(message)
 
 
 def assign_owners(history, report, root: Path) -> None:
@@ -78,7 +76,7 @@ def who() -> str:
 
 
 def accept(args: argparse.Namespace) -> int:
-    with _base()._open(args.history, write=not args.list) as history:
+    with open_history_arg(args.history, write=not args.list) as history:
         if args.list:
             for a in history.acceptances(args.suite):
                 scope = " ".join(f"{k}={a[k]}" for k in ("suite", "test") if a.get(k))
@@ -87,14 +85,14 @@ def accept(args: argparse.Namespace) -> int:
                       f"at {a['at']}: {a['reason']}".replace("  ", " "))
             return 0
         if not args.key or not args.commit or not args.reason:
-            raise _usage("give KEY-or-glob, --from COMMIT and --reason \"why\" (or --list)")
+            raise UsageError("give KEY-or-glob, --from COMMIT and --reason \"why\" (or --list)")
         import fnmatch  # noqa: PLC0415
 
         keys = [k for k in history.metric_keys(args.suite) if fnmatch.fnmatchcase(k, args.key)]
         if not keys:
             where = f" in suite {args.suite!r}" if args.suite else ""
-            raise _usage(f"{args.key!r} matches no recorded metric key{where}; check the "
-                              "key or glob (gate-report --since 30d lists them)")
+            raise UsageError(f"{args.key!r} matches no recorded metric key{where}; check the "
+                             "key or glob (gate-report --since 30d lists them)")
         row = history.add_acceptance(args.key, reason=args.reason, who=args.who or who(),
                                      from_commit=args.commit, suite=args.suite, test=args.test)
         start = history.commit_start(args.commit)
@@ -113,9 +111,10 @@ def compare(args: argparse.Namespace) -> int:
     a = args.a or os.environ.get("GITHUB_BASE_REF")
     b = args.b or (os.environ.get("GITHUB_SHA") if os.environ.get("GITHUB_BASE_REF") else None)
     if not a or not b:
-        raise _usage("give A and B (commits, branches, run ids or fingerprints); in a "
-                          "PR job they default to $GITHUB_BASE_REF and $GITHUB_SHA")
-    with _base()._open(args.history) as history:
+        raise UsageError("give A and B (commits, branches, run ids or fingerprints); in a "
+                         "PR job they default to $GITHUB_BASE_REF and $GITHUB_SHA")
+    check_out(args)
+    with open_history_arg(args.history) as history:
         kind_b, side_b = load_side(history, b, suite=args.suite, limit=args.runs_b)
         skip = {r["run_id"] for r in history.runs_by_ref(b, suite=args.suite,
                                                          limit=args.runs_b)[1]}
@@ -123,7 +122,7 @@ def compare(args: argparse.Namespace) -> int:
                                    limit=stats.DEFAULTS.window + max(stats.DEFAULTS.windows),
                                    skip=skip, trusted_only=True)
     rows = compare(side_a, side_b, by_fingerprint="fingerprint" not in (kind_a, kind_b))
-    _base()._emit(render_compare(rows, f"{kind_a} {a}", f"{kind_b} {b}", args.format), args.out)
+    emit(render_compare(rows, f"{kind_a} {a}", f"{kind_b} {b}", args.format), args.out)
     return 1 if any(r.verdict == "regression" for r in rows) else 0
 
 
@@ -157,21 +156,21 @@ def notify(args: argparse.Namespace) -> int:
     from gates.report_query import load_report_input, select_runs  # noqa: PLC0415
 
     if not args.pr_comment and not args.webhook:
-        raise _usage("give --pr-comment and/or --webhook")
+        raise UsageError("give --pr-comment and/or --webhook")
     token = os.environ.get("GITHUB_TOKEN")
     hook = os.environ.get("GATES_WEBHOOK_URL")
     pr = pr_number(args.pr)
     repo = args.repo or os.environ.get("GITHUB_REPOSITORY")
     if args.pr_comment and not (token and pr and repo):
-        raise _usage("--pr-comment needs $GITHUB_TOKEN, the PR number (--pr or a "
-                          "pull_request event) and the repository (--repo or "
-                          "$GITHUB_REPOSITORY)")
+        raise UsageError("--pr-comment needs $GITHUB_TOKEN, the PR number (--pr or a "
+                         "pull_request event) and the repository (--repo or "
+                         "$GITHUB_REPOSITORY)")
     if args.webhook and not hook:
-        raise _usage("--webhook needs $GATES_WEBHOOK_URL (keep it in a CI secret)")
-    with _base()._open(args.history, write=args.webhook) as history:
+        raise UsageError("--webhook needs $GATES_WEBHOOK_URL (keep it in a CI secret)")
+    with open_history_arg(args.history, write=args.webhook) as history:
         runs, scope = select_runs(history, run=args.run, suite=args.suite)
         report = build_report(load_report_input(history, runs, scope=scope,
-                                                generated_at=_base()._now()))
+                                                generated_at=now()))
         assign_owners(history, report, Path(args.root))
         link = args.link or next((r.ci_url for r in report.runs if r.ci_url), None)
         try:
@@ -209,15 +208,16 @@ def notify(args: argparse.Namespace) -> int:
 def bisect(args: argparse.Namespace) -> int:
     from gates.bisect_git import BisectInputError, render_bisect, run_bisect  # noqa: PLC0415
 
-    with _base()._open(args.history, write=True) as history:
+    check_out(args)
+    with open_history_arg(args.history, write=True) as history:
         try:
             result, tests = run_bisect(Path(args.repo), history, args.key, args.good, args.bad,
                                        suite=args.suite, calib=args.calib, reps=args.reps,
                                        max_reps=args.max_reps, verify=args.verify,
                                        log=sys.stderr)
         except BisectInputError as exc:
-            raise _usage(str(exc)) from None
-    _base()._emit(render_bisect(result, args.key, tests, args.format), args.out)
+            raise UsageError(str(exc)) from None
+    emit(render_bisect(result, args.key, tests, args.format), args.out)
     return 0
 
 
@@ -229,8 +229,7 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
 }
 
 
-def add_parsers(sub, add_history: Callable[[argparse.ArgumentParser], None],
-                count: Callable[[int], Callable[[str], int]]) -> None:
+def add_parsers(sub) -> None:
     """Add the after-the-verdict subcommands to ``gate-report``'s parser."""
     cp = sub.add_parser(
         "compare", help="compare two commits, branches, runs or fingerprints metric by metric",
@@ -246,7 +245,7 @@ def add_parsers(sub, add_history: Callable[[argparse.ArgumentParser], None],
     cp.add_argument("--suite", help="only this suite")
     cp.add_argument("--format", choices=("text", "md", "json"), default="text",
                     help="output format (default text)")
-    cp.add_argument("--out", metavar="FILE", help="write here instead of stdout")
+    add_out(cp)
     cp.add_argument("--runs-b", type=count(1), default=10, metavar="N",
                     help="B's newest runs judged together (default 10)")
 
@@ -301,7 +300,7 @@ def add_parsers(sub, add_history: Callable[[argparse.ArgumentParser], None],
                          "(default 8)")
     bs.add_argument("--format", choices=("text", "md"), default="text",
                     help="output format (default text)")
-    bs.add_argument("--out", metavar="FILE", help="write here instead of stdout")
+    add_out(bs)
 
     ac = sub.add_parser(
         "accept", help="accept a metric's new level from a commit on (re-baseline)",

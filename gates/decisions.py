@@ -72,8 +72,8 @@ def independent(j: Judgement) -> bool:
     most one machine: reruns on the judged run's machine share its offset (as
     AR(1) reruns share the previous state), so across several machines two
     reruns are not two independent draws of what the baseline varies over."""
-    return (j.status == "ok" and j.extras.get("rho_lo", 0.0) == 0.0
-            and not j.extras.get("heavy", 0.0) and j.extras.get("machines", 0.0) <= 1)
+    return (j.status == "ok" and j.extras.rho_lo == 0.0
+            and not j.extras.heavy and j.extras.machines <= 1)
 
 
 def level_for(j: Judgement, level: float, params: GateParams = DEFAULTS) -> float:
@@ -88,7 +88,7 @@ def level_for(j: Judgement, level: float, params: GateParams = DEFAULTS) -> floa
     and about half of its null alarms over twelve benchmark seeds came from such
     baselines taking this level and the sequential confirm). Improvements keep
     ``level``."""
-    if independent(j) and j.extras.get("n_base", 0.0) >= params.sequential_min_base:
+    if independent(j) and j.extras.n_base >= params.sequential_min_base:
         return min(1.0, level * params.independent_factor)
     return level
 
@@ -107,12 +107,12 @@ def is_suspect(j: Judgement, q_worse: float, *, params: GateParams = DEFAULTS,
     first-bad-run detection without raising the level every run is held to.
     """
     level = params.level if level is None else level
-    if j.status != "ok" or j.z <= 0 or j.extras.get("rho_lo", 0.0) > 0.0:
+    if j.status != "ok" or j.z <= 0 or j.extras.rho_lo > 0.0:
         return False
     if decide(j, q_worse, level=level) != "pass":
         return False
     scale = q_worse / j.p_worse if j.p_worse > 0 else 1.0
-    p_run = j.extras["p_run_worse"] / j.extras["w_run"] * max(scale, 1.0)
+    p_run = j.extras.p_run_worse / j.extras.w_run * max(scale, 1.0)
     own = j.own_change
     return p_run <= params.screen_level and (own is None or j.sign * own > j.floor)
 
@@ -153,7 +153,7 @@ def confirm(
     the regression does not hold (a real change then trips again on the next
     run: about 1-2% of real changes, more under heavy tails, wait one run).
     Test: two-sample predictive t (Hahn & Meeker 1991, sec. 4.7) with the
-    baseline's degrees of freedom. Its p is returned as ``extras["p_split"]``;
+    baseline's degrees of freedom. Its p is returned as ``extras.p_split``;
     at or below ``params.transient_level`` (0.001) the caller lets later
     baselines take the rerun's value for that run, so a glitch does not feed
     the windows of the runs after it.
@@ -194,7 +194,7 @@ def confirm(
     reruns share the previous run's state), as do heavy-tailed ones (two
     reruns in a slow mode are ordinary there), except that there, and on
     baselines with 0 < ``rho_lo`` <= ``QUANTILE_RHO``, a held rerun beyond
-    every baseline run is ``suspect`` with ``extras["corroborate"]`` and the
+    every baseline run is ``suspect`` with ``extras.corroborate`` and the
     next rerun decides (``corroborate``).
     ``standin_last`` (here and in ``corroborate``, ``confirm_reruns``): as
     ``judge_summaries``, the newest baseline run stands in for a transient.
@@ -203,44 +203,45 @@ def confirm(
     kw = dict(sign=sign, params=params, n_trials=n_trials, extra_var=extra_var,
               min_change=min_change, hosts=hosts, host=host, standin_last=standin_last)
     j = judge_summaries(history, rerun, first=first, **kw)
-    rho_lo = j.extras.get("rho_lo", 0.0)
+    rho_lo = j.extras.rho_lo
     iid = rho_lo == 0.0
     p_conf = j.p_worse
-    s1c = j.extras.get("s1c", j.extras.get("s1", 0.0))
+    s1c = j.extras.s1c
     p_split = 1.0
     if first is not None and j.status == "ok":
         # Same regime? The first attempt far worse than its rerun is a transient.
         p_split = split_p(first, [rerun], sign=sign, scale=s1c, extra_var=extra_var,
                           n_baseline=j.n_baseline, reference=_reference(history, params))
-        j.extras["p_split"] = p_split
+        j.extras.p_split = p_split
     # The first attempt is judged again where its quantile test may have run (the same
     # baseline, so the same rho_lo guard as ``judge_summaries``) or its window matters.
     if first is not None and rho_lo <= QUANTILE_RHO and j.status == "ok":
         jf = judge_summaries(history, first, **kw)
-        if jf.extras.get("p_q_worse", 1.0) / QUANTILE_WEIGHT <= params.level:
+        if jf.extras.p_q_worse / QUANTILE_WEIGHT <= params.level:
             # The quantile test tripped: the rerun's own quantile test at the confirm
             # level, and both attempts beyond a point few baseline pairs reach.
             own = j.own_change
-            held = (j.extras.get("p_q_worse", 1.0) <= params.confirm_level
-                    and j.extras.get("p_q_pair", 1.0) <= params.quantile_pair_level
+            held = (j.extras.p_q_worse <= params.confirm_level
+                    and j.extras.p_q_pair <= params.quantile_pair_level
                     and (own is None or j.sign * own > j.floor))
             return j, _outlier_check(j, "regression" if held else "pass", another)
         if iid:
             k = jf.window
-            p_conf = min(p_conf, j.extras.get("p_run_worse" if k == 1 else f"p_w{k}_worse", 1.0))
+            p_conf = min(p_conf, (j.extras.p_run_worse if k == 1
+                                 else j.extras.p_window_worse.get(k, 1.0)))
     v = decide(j, p_conf, level=params.confirm_level)
     consistent = not (params.consistency_level > 0 and p_split <= params.consistency_level)
     if v == "regression" and not consistent:
         v = "pass"
     if v == "regression" and (j.window > 1 or suspect):
         if first is None:
-            hold = j.extras["p_run_worse"] <= (params.suspect_pair_level if suspect
+            hold = j.extras.p_run_worse <= (params.suspect_pair_level if suspect
                                                else params.confirm_run_level)
         else:
             mean = 0.5 * (first + rerun)
 
             def p_pair() -> float:  # against the baseline's pair means (iid baselines only)
-                return (judge_summaries(history, mean, mean_of=2, **kw).extras["p_run_worse"]
+                return (judge_summaries(history, mean, mean_of=2, **kw).extras.p_run_worse
                         if iid else 1.0)
 
             if suspect:
@@ -248,7 +249,7 @@ def confirm(
             else:
                 single = judge_summaries(history, mean, **{**kw, "extra_var":
                                                              extra_var - 0.5 * s1c * s1c})
-                hold = (single.extras["p_run_worse"] <= params.confirm_run_level
+                hold = (single.extras.p_run_worse <= params.confirm_run_level
                         or p_pair() <= params.pair_level)
         if not hold:
             v = "pass"
@@ -257,7 +258,7 @@ def confirm(
         # No rerun holds alone here: one clear enough lies beyond every baseline run,
         # where its p rests on the fitted tail (Student-t reruns got there far more often
         # than it said), so another rerun follows and the clipped mean decides.
-        if j.extras["p_run_worse"] <= params.rerun_stop_level:
+        if j.extras.p_run_worse <= params.rerun_stop_level:
             v = "suspect"
     return j, _outlier_check(j, v, another)
 
@@ -318,18 +319,18 @@ def _chain_check(j: Judgement, v: str, first: float | None, reruns: Sequence[flo
     p ~ 2e-4: no first-bad-run detection is lost there), and heavy-tailed
     baselines are left out (a gap between a slow-mode first attempt and
     fast-mode reruns is ordinary there: H200 5 samples 20% step, first bad run
-    71.5 -> 70.0% with them). ``extras["p_split"]`` gets the split p and
-    ``extras["chain_transient"]`` 1.0 where it turned a hold into a pass.
+    71.5 -> 70.0% with them). ``extras.p_split`` gets the split p and
+    ``extras.chain_transient`` set where it turned a hold into a pass.
     """
-    if (v != "regression" or first is None or j.status != "ok" or j.extras.get("heavy")
+    if (v != "regression" or first is None or j.status != "ok" or j.extras.heavy
             or params.consistency_level <= 0
-            or j.extras.get("p_run_worse", 1.0) <= params.rerun_mean_hold_level):
+            or j.extras.p_run_worse <= params.rerun_mean_hold_level):
         return v
     p = split_p(first, reruns, sign=sign, scale=scale, extra_var=extra_var,
                 n_baseline=j.n_baseline, reference=reference)
-    j.extras["p_split"] = p
+    j.extras.p_split = p
     if p <= params.consistency_level:
-        j.extras["chain_transient"] = 1.0
+        j.extras.chain_transient = True
         return "pass"
     return v
 
@@ -342,16 +343,16 @@ def _reference(history: np.ndarray, params: GateParams) -> np.ndarray:
 
 def _outlier_check(j: Judgement, v: str, another: bool) -> str:
     """A held rerun beyond every baseline run, where another rerun may follow, is
-    ``suspect`` with ``extras["corroborate"]`` (the next rerun decides, ``corroborate``)
+    ``suspect`` with ``extras.corroborate`` (the next rerun decides, ``corroborate``)
     on a heavy-tailed baseline, or on one with a small positive lag-1 bound
     (0 < ``rho_lo`` <= ``QUANTILE_RHO``), which keeps one rerun (no sequential
     confirm): there the clean rerun after a +20% spike, high by chance, held alone
     (twelve benchmark seeds, 2,400 series a cell: Student-t m=1 spikes 2.25 -> 1.79%,
     gauss3 m=5 1.96 -> 1.83%; fourteenth round)."""
-    rho_lo = j.extras.get("rho_lo", 0.0)
-    if (another and v == "regression" and j.extras.get("beyond")
-            and (j.extras.get("heavy") or 0.0 < rho_lo <= QUANTILE_RHO)):
-        j.extras["corroborate"] = 1.0
+    rho_lo = j.extras.rho_lo
+    if (another and v == "regression" and j.extras.beyond
+            and (j.extras.heavy or 0.0 < rho_lo <= QUANTILE_RHO)):
+        j.extras.corroborate = True
         return "suspect"
     return v
 
@@ -372,7 +373,7 @@ def corroborate(
     previous: float | None = None,
 ) -> tuple[Judgement, str]:
     """The rerun after a first rerun that ``confirm`` held but found beyond every run
-    of a heavy-tailed baseline (``extras["corroborate"]``).
+    of a heavy-tailed baseline (``extras.corroborate``).
 
     On such a baseline one draw beyond every run seen is what its tail does about
     once in n + 1 draws, and the confirm's p for it comes from the rank and tail
@@ -382,7 +383,7 @@ def corroborate(
     independent draw of the regime, must lean the same way: the regression holds
     only if it ranks among the worst ``params.corroborate_rank`` of the
     baseline runs its k = 1 test is judged against (rank p = (1 + #{runs at
-    least as bad}) / (n + 1), ``extras["rank_worse"]``; the AR(1) residuals
+    least as bad}) / (n + 1), ``extras.rank_worse``; the AR(1) residuals
     where the judge predicts one step ahead). Under no change the rank p is uniform, so this holds
     ``corroborate_rank`` of such trips; a shifted regime leans bad even from its
     fast mode (bimodal step 20%: judged alone at the confirm level, that
@@ -399,12 +400,12 @@ def corroborate(
                         standin_last=standin_last)
     if j.status != "ok":
         return j, j.status
-    p_rank = j.extras["rank_worse"]
+    p_rank = j.extras.rank_worse
     v = "regression" if p_rank <= params.corroborate_rank else "pass"
     if previous is not None:
         v = _chain_check(j, v, first, [previous, rerun], sign=sign,
                          reference=_reference(history, params),
-                         scale=j.extras.get("s1c", j.extras["s1"]), extra_var=extra_var,
+                         scale=j.extras.s1c, extra_var=extra_var,
                          params=params)
     return j, v
 
@@ -462,7 +463,7 @@ def confirm_reruns(
     carries its sum. Like a third rerun, they count only on baselines of
     ``params.sequential_min_base`` runs or more (shorter autocorrelated
     baselines read as independent by chance, and reruns of neighbouring runs
-    then share their state); ``extras["carried"]`` is how many counted.
+    then share their state); ``extras.carried`` is how many counted.
     ``first``: the first attempt's summary, when given: a hold short of
     ``params.rerun_mean_hold_level`` also needs the first attempt to be one
     draw of the regime of this run's reruns (``_chain_check``; carried reruns
@@ -470,7 +471,7 @@ def confirm_reruns(
     Assumptions: the baseline looks independent and light-tailed (what the
     first stage checked); reruns share nothing but the regime.
     Returns (judgement of the mean, verdict); where the reruns decided
-    outright, ``extras["rerun_level"]`` is the level they were held to.
+    outright, ``extras.rerun_level`` is the level they were held to.
     """
     if len(reruns) < 2:
         raise ValueError("confirm_reruns needs at least two reruns; use confirm for one")
@@ -478,7 +479,7 @@ def confirm_reruns(
               min_change=min_change, hosts=hosts, host=host, standin_last=standin_last)
     x = np.asarray([*carried, *reruns], dtype=float)
     j = judge_summaries(history, float(x.mean()), mean_of=x.size, **kw)
-    if carried and j.extras.get("n_base", 0.0) < params.sequential_min_base:
+    if carried and j.extras.n_base < params.sequential_min_base:
         carried = ()  # a short baseline: this run's own reruns only
         x = np.asarray(reruns, dtype=float)
         j = judge_summaries(history, float(x.mean()), mean_of=x.size, **kw)
@@ -488,7 +489,7 @@ def confirm_reruns(
     if params.rerun_clip > 0:
         # One rerun far out (a power-cap dip, a runner glitch) must not carry the mean:
         # each counts at most ``rerun_clip`` run scales from the baseline's centre.
-        mu, lim = j.extras["mu1"], params.rerun_clip * j.extras["s1"]
+        mu, lim = j.extras.mu1, params.rerun_clip * j.extras.s1
         xc = np.clip(x, mu - lim, mu + lim)
         if not np.array_equal(xc, x):
             j = judge_summaries(history, float(xc.mean()), mean_of=n, **kw)
@@ -497,11 +498,11 @@ def confirm_reruns(
                 if j.baseline is not None and j.baseline != 0 else None)
     floor_ok = ((j.own_change is None or sign * j.own_change > j.floor)
                 and (own_last is None or sign * own_last > j.floor))
-    j.extras["carried"] = float(len(carried))
-    p = j.extras["p_run_worse"]
-    if final or j.extras.get("n_base", 0.0) < params.sequential_min_base:
+    j.extras.carried = len(carried)
+    p = j.extras.p_run_worse
+    if final or j.extras.n_base < params.sequential_min_base:
         lv = params.rerun_pair_level if n == 2 else params.rerun_mean_level
-        j.extras["rerun_level"] = lv  # decided outright, at this level (the gate reports it)
+        j.extras.rerun_level = lv  # decided outright, at this level (the gate reports it)
         v = "regression" if p <= lv and floor_ok else "pass"
     elif p <= params.rerun_mean_hold_level and floor_ok:
         v = "regression"
@@ -509,6 +510,6 @@ def confirm_reruns(
         return j, "pass" if p > params.rerun_mean_stop_level else "suspect"
     # The sequential confirm's baselines look independent (rho_lo = 0): the one-run
     # scale is s1 (s1c here is the scale of a mean of n).
-    return j, _chain_check(j, v, first, reruns, sign=sign, scale=j.extras["s1"],
+    return j, _chain_check(j, v, first, reruns, sign=sign, scale=j.extras.s1,
                            reference=_reference(history, params),
                            extra_var=extra_var, params=params)

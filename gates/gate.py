@@ -438,7 +438,7 @@ def evaluate_run(
                     # the confirm rerun decides; never a failure by itself.
                     verdict = "suspect"
                     v.message = (f"{v.message}; " if v.message else "") + (
-                                 f"new run alone p {j.extras['p_run_worse']:.2g}: screened at "
+                                 f"new run alone p {j.extras.p_run_worse:.2g}: screened at "
                                  f"{params.screen_level:g}, a confirm rerun decides")
             v.verdict = verdict
             if verdict == "improvement":  # its own p, not the bad direction's
@@ -489,10 +489,10 @@ def _attempt_chain(history: History, run_id: str) -> list[dict[str, Any]]:
 
 def _chain_note(j: stats.Judgement, root: float | None, n: int) -> str:
     """The message's clause for a hold the first attempt's split test turned into a pass."""
-    if not j.extras.get("chain_transient"):
+    if not j.extras.chain_transient:
         return ""
     return (f"; but the first attempt {_num(root):.6g} is a transient against the mean of "
-            f"its {n} reruns (p {j.extras['p_split']:.2g}) and they are not clear on their own: "
+            f"its {n} reruns (p {j.extras.p_split:.2g}) and they are not clear on their own: "
             "pass")
 
 
@@ -589,7 +589,7 @@ def _judge_one(history: History, run: Mapping[str, Any], key: str,
                                          previous=first)
         if j.status == "ok":
             v.message = (f"previous rerun {_num(first):.6g} beyond every baseline run; this "
-                         f"rerun ranks p {j.extras['rank_worse']:.2g} among them: held at "
+                         f"rerun ranks p {j.extras.rank_worse:.2g} among them: held at "
                          f"<= {p.corroborate_rank:g}" + _chain_note(j, root, 2))
     elif earlier:
         # Earlier reruns of a borderline metric: ``earlier`` (the previous one is ``first``).
@@ -604,11 +604,11 @@ def _judge_one(history: History, run: Mapping[str, Any], key: str,
                                             hosts=run_hosts, host=this_host, carried=carried,
                                             standin_last=standin_last, first=root)
         prev = ", ".join(f"{_num(x):.6g}" for x in earlier)
-        n_all = len(reruns) + int(j.extras.get("carried", 0))
-        if j.extras.get("carried"):
+        n_all = len(reruns) + j.extras.carried
+        if j.extras.carried:
             prev += (f"; {len(carried)} carried from the unheld confirms of "
                      + ", ".join(roots))
-        level = j.extras.get("rerun_level")  # set where these reruns decided outright
+        level = j.extras.rerun_level  # set where these reruns decided outright
         v.message = (f"mean of {n_all} reruns (earlier: {prev}) against means of "
                      f"{n_all} baseline runs: "
                      + (f"held at p <= {level:g}" if level is not None else
@@ -621,25 +621,25 @@ def _judge_one(history: History, run: Mapping[str, Any], key: str,
                                      extra_var=extra, hosts=run_hosts, host=this_host,
                                      suspect=suspect, another=another,
                                      standin_last=standin_last)
-        if v.verdict == "suspect" and j.extras.get("corroborate"):
+        if v.verdict == "suspect" and j.extras.corroborate:
             v.corroborate = True
-            kind = ("a heavy-tailed" if j.extras.get("heavy")
+            kind = ("a heavy-tailed" if j.extras.heavy
                     else "a slightly autocorrelated")
             v.message = (f"rerun {_num(value):.6g} beyond every run of {kind} baseline: "
                          f"held only if the next rerun ranks among the worst "
                          f"{p.corroborate_rank:g} of them")
         elif v.verdict == "suspect":
-            v.message = (f"rerun alone p {j.extras['p_run_worse']:.2g}"
+            v.message = (f"rerun alone p {j.extras.p_run_worse:.2g}"
                          + (": beyond every baseline run, where that p rests on the fitted "
-                            "tail; another rerun decides" if j.extras.get("beyond") else
+                            "tail; another rerun decides" if j.extras.beyond else
                             ": borderline, another rerun decides"))
-        p_split = j.extras.get("p_split", 1.0)
+        p_split = j.extras.p_split
         if p_split <= p.transient_level and v.verdict != "regression":
             v.transient = True
             v.message = (f"first attempt {_num(first):.6g} a transient against this rerun "
                          f"(p {p_split:.2g}): later baselines take this rerun's value")
     # A chain's borderline hold the first attempt's split test undid (stats.split_p).
-    v.chain_transient = bool(j.extras.get("chain_transient"))
+    v.chain_transient = bool(j.extras.chain_transient)
     v.new = _num(j.value)
     v.baseline = _num(j.baseline)
     v.rel_change = _num(j.rel_change)
@@ -651,7 +651,7 @@ def _judge_one(history: History, run: Mapping[str, Any], key: str,
     v.method = (j.statistic if j.status == "ok" else j.status if j.reason
                 else f"needs {params.min_history} runs")
     v.n_baseline = j.n_baseline
-    if j.extras.get("new_host"):
+    if j.extras.new_host:
         v.message = _new_host_message(j)
     if j.reason:
         v.message = j.reason
@@ -660,10 +660,10 @@ def _judge_one(history: History, run: Mapping[str, Any], key: str,
 
 def _new_host_message(j: stats.Judgement) -> str:
     """What a first run on a machine the baseline has not seen was allowed."""
-    if not j.extras.get("host_var_known"):
+    if not j.extras.host_var_known:
         return ("first run on this machine; the baseline has runs of one machine only, so "
                 "machine-to-machine spread is unknown and not allowed for")
-    tau = math.sqrt(j.extras.get("host_var", 0.0))
+    tau = math.sqrt(j.extras.host_var)
     if tau <= 0:
         return "first run on this machine; the baseline's machines show no spread between them"
     if j.baseline:

@@ -26,22 +26,30 @@ Tables (browse them with ``sqlite-utils tables history.db --counts``):
   exit_status (pytest's), confirm_of (the run a confirm-on-trip rerun re-checks),
   commit_sha, branch, ci_url, started_at/finished_at (UTC ISO), host, python,
   fingerprint (hardware key that baselines match on), hardware (JSON),
-  trusted (1/0), trust_reason, trust_changed_at.
+  trusted (1/0), trust_reason, trust_changed_at, num (the run's integer in this
+  file; a merged or copied run may get another).
 - ``tests``: one row per test and attempt: run_id, attempt, nodeid, path (relative
   to the rootdir, posix), outcome (passed/failed/skipped/error/xfailed/xpassed),
   duration (setup + call + teardown, seconds), skip_reason, error (trimmed).
 - ``metrics``: one row per (run, attempt, test, key): unit, better, n, min_value,
-  max_value, count, median, and copies of the run's suite, fingerprint and
-  started_at so "this metric on this suite and hardware, newest first" is one
-  index range scan.
-- ``samples``: metric_id, seq, value.
+  max_value, count, median, and the run's suite, fingerprint and started_at.
+- ``verdicts``: written by the gates engine, see `History.save_verdicts`.
+
+  These three are views (schema m003) over compact tables, so every read and
+  ``datasette`` sees the columns above: ``test_rows``, ``metric_rows`` and
+  ``verdict_rows`` refer to their run by ``runs.num`` (an integer the file assigns)
+  and to repeated text (keys, nodeids, paths, verdict details, save times) by
+  ``texts.id``; ``metric_rows.samples`` holds a metric's samples in recording order
+  as little-endian float64 (`gates.schema.pack_samples`). Writes go to the tables.
 - ``plan_files`` / ``plan_gates``: the runner's plan (what was registered and
   planned for the run, with est_time / expected seconds; declared gates).
-- ``verdicts``: written by the gates engine, see `History.save_verdicts`.
 - ``trust_log``: every trust change with its reason.
 - ``acceptances`` / ``run_acceptances``: re-baselines (``gates.accept``) and the repo
   file entries each run carried; ``bisects``: bisections with their evidence;
   ``notifications``: what was told to whom (dedupe), see ``gates.notify``.
+- ``snapshot_runs``: in a baseline snapshot (``gates.snapshot``) and a shard seeded
+  from one, the runs copied from the main history (dropped when the shard is done,
+  never re-checked by a merge).
 
 Merging shard files into one history is `gates.merge`.
 """
@@ -62,8 +70,17 @@ from sqlite_utils import Database
 
 from gates.metrics import Metric
 from gates.provenance import Provenance, utc_now
-from gates.schema import KNOWN_MIGRATIONS, MIGRATIONS, SCHEMA_VERSION, VERDICT_COLUMNS
+from gates.schema import (
+    KNOWN_MIGRATIONS,
+    MIGRATIONS,
+    SCHEMA_VERSION,
+    VERDICT_COLUMNS,
+    MigrationRefused,
+    pack_samples,
+    unpack_samples,
+)
 from gates.store.baseline_reads import BaselineReads
+from gates.store.fleet_sql import FleetSQL
 from gates.store.report_reads import ReportReads
 
 __all__ = [
@@ -138,7 +155,7 @@ def open_history(path: str | os.PathLike[str], *, create: bool = True,
     return History(path, create=create, readonly=readonly, busy_timeout_s=busy_timeout_s)
 
 
-class History(BaselineReads, ReportReads):
+class History(BaselineReads, ReportReads, FleetSQL):
     """A history file. Use as a context manager or call `close()`.
 
     `create=False` refuses a missing file; `readonly=True` opens without writing
@@ -203,11 +220,12 @@ class History(BaselineReads, ReportReads):
         # foreign or newer file is refused before the WAL switch, so it stays untouched.
         self.conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
         self._check_and_migrate(migrate=False)
+        # Migrate before the WAL switch: a migration that refuses leaves the file as it was.
+        self._check_and_migrate()
         if not self.readonly:
             mode = self.conn.execute("PRAGMA journal_mode").fetchone()[0]
             if mode.lower() != "wal":
                 self.db.enable_wal()
-        self._check_and_migrate()
 
     def _check_and_migrate(self, migrate: bool = True) -> None:
         applied = {m.name for m in MIGRATIONS.applied(self.db)}
@@ -231,7 +249,11 @@ class History(BaselineReads, ReportReads):
         if self.readonly:
             raise HistoryError(f"{self.path}: schema is older than this code's; open it "
                                "once read-write (e.g. gate-report) to migrate it")
-        self._write(lambda: MIGRATIONS.apply(self.db))
+        try:
+            self._write(lambda: MIGRATIONS.apply(self.db))
+        except MigrationRefused as exc:
+            raise HistoryError(f"{self.path}: cannot migrate to this code's schema: {exc}; "
+                               "the file is unchanged") from None
 
     def _retry(self, fn: Callable[[], _T]) -> _T:
         # busy_timeout already waits inside SQLite; this outer loop covers the cases
@@ -368,8 +390,9 @@ class History(BaselineReads, ReportReads):
             unfinished = [r[0] for r in self.conn.execute(
                 "SELECT nodeid FROM tests WHERE run_id = ? AND error LIKE ? ORDER BY id",
                 (run_id, UNFINISHED + "%"))]
-            self.conn.execute("UPDATE tests SET error = error || ? WHERE run_id = ? AND "
-                              "error LIKE ?", ("; " + note, run_id, UNFINISHED + "%"))
+            self.conn.execute("UPDATE test_rows SET error = error || ? WHERE run_num = "
+                              "(SELECT num FROM runs WHERE run_id = ?) AND error LIKE ?",
+                              ("; " + note, run_id, UNFINISHED + "%"))
             finished = self.conn.execute("SELECT count(*) FROM tests WHERE run_id = ?",
                                          (run_id,)).fetchone()[0] - len(unfinished)
             n_metrics = self.conn.execute("SELECT count(*) FROM metrics WHERE run_id = ?",
@@ -489,6 +512,7 @@ class History(BaselineReads, ReportReads):
         - ``attempt``: 1 for the first gate, 2 after a confirm-on-trip rerun.
         """
         prepared = []
+        now = utc_now()  # one save, one time (interned once in `texts`)
         for row in rows:
             detail = row.get("detail")
             extra = {k: v for k, v in row.items() if k not in VERDICT_COLUMNS}
@@ -503,7 +527,7 @@ class History(BaselineReads, ReportReads):
                                                                    default=str)
             out["attempt"] = int(row.get("attempt") or 1)
             out["run_id"] = run_id
-            out["created_at"] = utc_now()
+            out["created_at"] = now
             prepared.append(out)
 
         def write() -> int:
@@ -511,9 +535,9 @@ class History(BaselineReads, ReportReads):
                 raise HistoryError(f"{self.path}: no run {run_id}; record the run before "
                                    "saving its verdicts")
             for attempt in sorted({r["attempt"] for r in prepared}):
-                self.conn.execute("DELETE FROM verdicts WHERE run_id = ? AND attempt = ?",
-                                  (run_id, attempt))
-            _insert(self.conn, "verdicts", prepared)
+                self.conn.execute("DELETE FROM verdict_rows WHERE run_num = (SELECT num FROM "
+                                  "runs WHERE run_id = ?) AND attempt = ?", (run_id, attempt))
+            _insert_verdicts(self.conn, prepared)
             return len(prepared)
 
         return self._write(write)
@@ -547,9 +571,31 @@ class History(BaselineReads, ReportReads):
     def unit_of(self, suite: str, key: str) -> tuple[str, str] | None:
         """(unit, run_id) of the newest recorded value of `key` on `suite`, or None."""
         row = self.conn.execute(
-            "SELECT unit, run_id FROM metrics WHERE suite = ? AND key = ? "
-            "ORDER BY started_at DESC LIMIT 1", (suite, key)).fetchone()
+            "SELECT m.unit, r.run_id FROM texts k JOIN metric_rows m ON m.key_id = k.id "
+            "JOIN runs r ON r.num = m.run_num WHERE k.text = ? AND r.suite = ? "
+            "ORDER BY r.started_at DESC LIMIT 1", (key, suite)).fetchone()
         return None if row is None else (row[0], row[1])
+
+    def units_of(self, suite: str, keys: Iterable[str]) -> dict[str, tuple[str, str]]:
+        """{key: (unit, run id)} of the ``keys`` recorded on ``suite``: the unit of the
+        key's last written row (one key has one unit per suite), one index seek per key
+        (a merge checks every key of every new run; its cost must not grow with the
+        history)."""
+        out: dict[str, tuple[str, str]] = {}
+        wanted = sorted(set(keys))
+        ids: dict[str, int] = {}
+        for c in range(0, len(wanted), 500):
+            part = wanted[c:c + 500]
+            ids.update(self.conn.execute(f"SELECT text, id FROM texts WHERE text IN "
+                                         f"({','.join('?' * len(part))})", part))
+        for key, key_id in ids.items():
+            row = self.conn.execute(
+                "SELECT m.unit, r.run_id FROM metric_rows m JOIN runs r ON r.num = m.run_num "
+                "WHERE m.key_id = ? AND r.suite = ? ORDER BY m.run_num DESC LIMIT 1",
+                (key_id, suite)).fetchone()
+            if row is not None:
+                out[key] = (row[0], row[1])
+        return out
 
     def tests(self, run_id: str) -> list[dict[str, Any]]:
         """The run's test rows, by attempt then nodeid."""
@@ -573,13 +619,13 @@ class History(BaselineReads, ReportReads):
 
     def _with_samples(self, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
         ids = [r["id"] for r in rows]
-        samples: dict[int, list[float]] = {i: [] for i in ids}
+        samples: dict[int, list[Any]] = {i: [] for i in ids}
         for chunk in range(0, len(ids), 500):
             part = ids[chunk:chunk + 500]
-            for metric_id, value in self.conn.execute(
-                    f"SELECT metric_id, value FROM samples WHERE metric_id IN "
-                    f"({','.join('?' * len(part))}) ORDER BY metric_id, seq", part):
-                samples[metric_id].append(value)
+            for metric_id, blob in self.conn.execute(
+                    f"SELECT id, samples FROM metric_rows WHERE id IN "
+                    f"({','.join('?' * len(part))})", part):
+                samples[metric_id] = unpack_samples(blob)
         for row in rows:
             row["samples"] = samples[row["id"]]
         return rows
@@ -887,7 +933,7 @@ class History(BaselineReads, ReportReads):
             raise HistoryError(f"{self.path}: no run {run_id}")
         metrics = self.metrics(run_id)
         return {
-            "run": runs[0],
+            "run": _drop(runs[0], "num"),
             "tests": [_drop(r, "id") for r in self.tests(run_id)],
             "metrics": [_drop(r, "id") for r in metrics],
             "plan_files": self._rows("SELECT * FROM plan_files WHERE run_id = ? ORDER BY path",
@@ -910,23 +956,23 @@ class History(BaselineReads, ReportReads):
     def insert_bundle(self, bundle: Mapping[str, Any]) -> None:
         """Write a run exported by `export_run` (of another history) as it is; call it
         inside `in_transaction` (merging shards: `gates.merge`)."""
-        _insert(self.conn, "runs", [dict(bundle["run"])])
-        _insert(self.conn, "tests", list(bundle["tests"]))
+        _insert(self.conn, "runs", [_drop(bundle["run"], "num")])
+        _insert_tests(self.conn, list(bundle["tests"]))
         _insert_metrics(self.conn, [dict(m) for m in bundle["metrics"]])
-        for table in ("plan_files", "plan_gates", "verdicts", "trust_log"):
+        _insert_verdicts(self.conn, list(bundle["verdicts"]))
+        for table in ("plan_files", "plan_gates", "trust_log"):
             _insert(self.conn, table, list(bundle[table]))
         insert_carried(self.conn, bundle["run"]["run_id"], bundle.get("acceptances") or ())
 
     def orphan_rows(self) -> list[str]:
         """Rows that belong to no run (or no metric): what a broken or forged file holds."""
         checks = (
-            ("tests", "SELECT count(*) FROM tests WHERE run_id NOT IN (SELECT run_id FROM runs)"),
-            ("metrics", "SELECT count(*) FROM metrics WHERE run_id NOT IN "
-                        "(SELECT run_id FROM runs)"),
-            ("samples", "SELECT count(*) FROM samples WHERE metric_id NOT IN "
-                        "(SELECT id FROM metrics)"),
-            ("verdicts", "SELECT count(*) FROM verdicts WHERE run_id NOT IN "
-                         "(SELECT run_id FROM runs)"),
+            ("tests", "SELECT count(*) FROM test_rows WHERE run_num NOT IN "
+                      "(SELECT num FROM runs WHERE num IS NOT NULL)"),
+            ("metrics", "SELECT count(*) FROM metric_rows WHERE run_num NOT IN "
+                        "(SELECT num FROM runs WHERE num IS NOT NULL)"),
+            ("verdicts", "SELECT count(*) FROM verdict_rows WHERE run_num NOT IN "
+                         "(SELECT num FROM runs WHERE num IS NOT NULL)"),
             ("run_acceptances", "SELECT count(*) FROM run_acceptances WHERE run_id NOT IN "
                                 "(SELECT run_id FROM runs) OR acceptance_id NOT IN "
                                 "(SELECT id FROM acceptances)"),
@@ -937,6 +983,11 @@ class History(BaselineReads, ReportReads):
             if n:
                 out.append(f"{n} row(s) of {table} belong to no run")
         return out
+
+    def sample_count(self) -> int:
+        """How many metric samples the file holds (8 bytes each in ``metric_rows.samples``)."""
+        return int(self.conn.execute("SELECT coalesce(sum(length(samples)), 0) / 8 "
+                                     "FROM metric_rows").fetchone()[0])
 
     def run_ids(self) -> list[str]:
         return [r[0] for r in self.conn.execute("SELECT run_id FROM runs ORDER BY started_at")]
@@ -1074,15 +1125,15 @@ def _put_tests(conn: sqlite3.Connection, run_id: str, attempt: int, run: Mapping
     """Replace these tests' rows and metrics (one attempt of one run); we hold the lock."""
     tests = _dedupe_tests(tests)
     nodeids = sorted({t.nodeid for t in tests} | {nodeid for nodeid, _ in metrics})
-    for chunk in range(0, len(nodeids), 400):
-        part = nodeids[chunk:chunk + 400]
+    num = _run_nums(conn, [run_id])[run_id]
+    ids = sorted(_text_ids(conn, nodeids).values())
+    for chunk in range(0, len(ids), 400):
+        part = ids[chunk:chunk + 400]
         marks = ",".join("?" * len(part))
-        where = f"run_id = ? AND attempt = ? AND nodeid IN ({marks})"
-        conn.execute(f"DELETE FROM samples WHERE metric_id IN (SELECT id FROM metrics "
-                     f"WHERE {where})", [run_id, attempt, *part])
-        conn.execute(f"DELETE FROM metrics WHERE {where}", [run_id, attempt, *part])
-        conn.execute(f"DELETE FROM tests WHERE {where}", [run_id, attempt, *part])
-    _insert(conn, "tests", [
+        where = f"run_num = ? AND attempt = ? AND nodeid_id IN ({marks})"
+        conn.execute(f"DELETE FROM metric_rows WHERE {where}", [num, attempt, *part])
+        conn.execute(f"DELETE FROM test_rows WHERE {where}", [num, attempt, *part])
+    _insert_tests(conn, [
         {"run_id": run_id, "attempt": attempt, "nodeid": t.nodeid, "path": t.path,
          "outcome": t.outcome, "duration": t.duration, "skip_reason": t.skip_reason,
          "error": t.error}
@@ -1097,21 +1148,88 @@ def _put_tests(conn: sqlite3.Connection, run_id: str, attempt: int, run: Mapping
         for nodeid, m in metrics])
 
 
+def _text_ids(conn: sqlite3.Connection, values: Iterable[str | None]) -> dict[str, int]:
+    """{text: its ``texts.id``} for the non-None ``values``, adding the new ones."""
+    wanted = sorted({v for v in values if v is not None})
+    if not wanted:
+        return {}
+    conn.executemany("INSERT OR IGNORE INTO texts (text) VALUES (?)", [(v,) for v in wanted])
+    out: dict[str, int] = {}
+    for c in range(0, len(wanted), 500):
+        part = wanted[c:c + 500]
+        out.update(conn.execute(f"SELECT text, id FROM texts WHERE text IN "
+                                f"({','.join('?' * len(part))})", part))
+    return out
+
+
+def _run_nums(conn: sqlite3.Connection, run_ids: Iterable[str]) -> dict[str, int]:
+    """{run id: ``runs.num``}; a run id not in ``runs`` is an error (no orphan rows)."""
+    wanted = sorted(set(run_ids))
+    out: dict[str, int] = {}
+    for c in range(0, len(wanted), 500):
+        part = wanted[c:c + 500]
+        out.update(conn.execute(f"SELECT run_id, num FROM runs WHERE run_id IN "
+                                f"({','.join('?' * len(part))})", part))
+    missing = [r for r in wanted if r not in out]
+    if missing:
+        raise sqlite3.IntegrityError(f"rows of run {missing[0]}, which is not in runs")
+    return out
+
+
+def _insert_tests(conn: sqlite3.Connection, tests: list[Mapping[str, Any]]) -> None:
+    """Insert test rows given as the ``tests`` view's columns (``id`` ignored)."""
+    if not tests:
+        return
+    nums = _run_nums(conn, [t["run_id"] for t in tests])
+    texts = _text_ids(conn, [v for t in tests for v in (t["nodeid"], t.get("path"))])
+    conn.executemany(
+        "INSERT INTO test_rows (run_num, attempt, nodeid_id, path_id, outcome, duration, "
+        "skip_reason, error) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+        [(nums[t["run_id"]], t["attempt"], texts[t["nodeid"]],
+          texts.get(t["path"]) if t.get("path") is not None else None, t["outcome"],
+          t.get("duration"), t.get("skip_reason"), t.get("error")) for t in tests])
+
+
+def _insert_verdicts(conn: sqlite3.Connection, rows: list[Mapping[str, Any]]) -> None:
+    """Insert verdict rows given as the ``verdicts`` view's columns (``id`` ignored)."""
+    if not rows:
+        return
+    nums = _run_nums(conn, [r["run_id"] for r in rows])
+    texts = _text_ids(conn, [v for r in rows for v in (r["key"], r.get("nodeid"),
+                                                        r.get("detail"), r.get("created_at"))])
+
+    def tid(value: str | None) -> int | None:
+        return None if value is None else texts[value]
+
+    conn.executemany(
+        "INSERT INTO verdict_rows (run_num, attempt, key_id, nodeid_id, verdict, baseline, "
+        "new, rel_change, ci_low, ci_high, statistic, p_value, q_value, floor, mode, "
+        "detail_id, created_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        [(nums[r["run_id"]], r["attempt"], texts[r["key"]], tid(r.get("nodeid")),
+          r["verdict"], r.get("baseline"), r.get("new"), r.get("rel_change"), r.get("ci_low"),
+          r.get("ci_high"), r.get("statistic"), r.get("p_value"), r.get("q_value"),
+          r.get("floor"), r.get("mode"), tid(r.get("detail")), tid(r.get("created_at")))
+         for r in rows])
+
+
 def _insert_metrics(conn: sqlite3.Connection, metrics: list[dict[str, Any]]) -> None:
+    """Insert metric rows given as the ``metrics`` view's columns plus ``samples`` (``id``,
+    ``suite``, ``fingerprint``, ``started_at`` ignored: the run holds those)."""
     # Ids are assigned here: safe because we hold the write lock (BEGIN IMMEDIATE),
     # and it saves one round trip per metric for lastrowid.
     if not metrics:
         return
-    first = (conn.execute("SELECT max(id) FROM metrics").fetchone()[0] or 0) + 1
-    rows, samples = [], []
-    for offset, metric in enumerate(metrics):
-        metric_id = first + offset
-        row = _drop(metric, "samples", "id")
-        row["id"] = metric_id
-        rows.append(row)
-        samples.extend((metric_id, seq, value) for seq, value in enumerate(metric["samples"]))
-    _insert(conn, "metrics", rows)
-    conn.executemany("INSERT INTO samples (metric_id, seq, value) VALUES (?, ?, ?)", samples)
+    nums = _run_nums(conn, [m["run_id"] for m in metrics])
+    texts = _text_ids(conn, [v for m in metrics for v in (m["nodeid"], m["key"])])
+    first = (conn.execute("SELECT max(id) FROM metric_rows").fetchone()[0] or 0) + 1
+    conn.executemany(
+        "INSERT INTO metric_rows (id, run_num, attempt, nodeid_id, key_id, unit, better, n, "
+        "min_value, max_value, count, median, samples) "
+        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        [(first + offset, nums[m["run_id"]], m["attempt"], texts[m["nodeid"]], texts[m["key"]],
+          m["unit"], m["better"], m.get("n"), m.get("min_value"), m.get("max_value"),
+          m["count"], m.get("median"), pack_samples(m["samples"]) if m["samples"] else None)
+         for offset, m in enumerate(metrics)])
 
 
 def _plan_rows(run_id: str, plan: Mapping[str, Any]) -> tuple[list[dict], list[dict]]:

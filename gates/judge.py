@@ -45,6 +45,7 @@ __all__ = [
     "GateParams",
     "DEFAULTS",
     "Judgement",
+    "JudgeExtras",
     "judge_summaries",
     "judge",
     "WITHIN_RUNS",
@@ -108,6 +109,44 @@ class GateParams:
 DEFAULTS = GateParams()
 
 
+@dataclass(slots=True)
+class JudgeExtras:
+    """What the judge's tests found beyond the headline (read by ``gates.decisions``).
+
+    Mutable: the confirm stages add their own findings (``p_split`` onwards) to
+    the judgement they return. Defaults are what a judgement that did not run
+    the test reads (``insufficient-history``, ``unguarded``).
+    """
+
+    p_run_worse: float = 1.0  # the new run alone (k = 1): one-sided p, bad direction
+    p_run_better: float = 1.0  # ... good direction
+    w_run: float = 1.0  # its Bonferroni weight among the windows
+    rho: float = 0.0  # lag-1 autocorrelation (bias-corrected point estimate)
+    rho_hi: float = 0.0  # its cautious upper bound (windows use it)
+    rho_lo: float = 0.0  # its cautious lower bound (> 0: predicted one step ahead)
+    s1: float = 0.0  # run-to-run scale corrected for autocorrelation
+    s1c: float = 0.0  # scale of the k = 1 prediction (conditional; of a mean of mean_of)
+    mu1: float = float("nan")  # the k = 1 prediction of the new run
+    n_base: int = 0  # baseline runs
+    heavy: bool = False  # 3+ baseline runs beyond PAIR_TAIL scales on the bad side
+    machines: int = 0  # machines the baseline names (0: runs carry no machine)
+    beyond: bool = False  # the value lies beyond every baseline run (bad side)
+    rank_worse: float = 1.0  # its rank p among them: (1 + #{as bad or worse}) / (n + 1)
+    p_window_worse: dict[int, float] = field(default_factory=dict)  # k-run window -> its p, bad side
+    quantile: bool = False  # the quantile test ran (the three p_q below are its)
+    p_q_worse: float = 1.0  # quantile test, bad direction
+    p_q_better: float = 1.0  # ... good direction
+    p_q_pair: float = 1.0  # ... of the first attempt and this rerun together
+    new_host: bool = False  # the run's machine has no run in the baseline
+    host_var: float = 0.0  # between-machine variance allowed for it
+    host_var_known: bool = False  # ... known (the baseline names 2+ machines)
+    p_split: float = 1.0  # confirm: p that the first attempt is a transient against its reruns
+    chain_transient: bool = False  # ... and that turned a hold into a pass (_chain_check)
+    corroborate: bool = False  # a held rerun beyond every baseline run: the next rerun decides
+    carried: int = 0  # confirm_reruns: reruns carried from earlier unheld confirms
+    rerun_level: float | None = None  # ... the level the reruns were held to, where they decided
+
+
 @dataclass(frozen=True)
 class Judgement:
     """What the statistics say about one metric of one run (before BH)."""
@@ -127,7 +166,7 @@ class Judgement:
     sign: int = 1  # +1: an increase is bad (lower is better); -1: a decrease is bad
     statistic: str = "robust-t"
     scale: float = float("nan")  # run-to-run scale (absolute units)
-    extras: dict[str, float] = field(default_factory=dict)
+    extras: JudgeExtras = field(default_factory=JudgeExtras)
     reason: str = ""  # why the model could not judge (status ``unguarded``)
 
     @property
@@ -341,7 +380,7 @@ def judge_summaries(
     cands = [(min(pw1, pb1) / w[0], 1, c, value, se1, z1, df1, "run")]
     pws = [pw1 / w[0]]
     pbs = [pb1 / w[0]]
-    p_win: dict[str, float] = {}
+    p_win: dict[int, float] = {}
     # Windows sum runs, so under-estimated autocorrelation makes them over-confident:
     # they use the cautious rho throughout.
     s_w = s / math.sqrt(max(0.3, 1.0 - ar1_variance_factor(rho_hi, n) / n))
@@ -376,17 +415,17 @@ def judge_summaries(
             roll = locs[1 + boot_idx.shape[0] :]
             pw, pb = empirical_bound(sign * (roll - ck), sign * (est - ck), pw, pb)
         cands.append((min(pw, pb) / w[i], k, ck, est, se, z, df_w, f"huber-{k}"))
-        p_win[f"p_w{k}_worse"] = pw
+        p_win[k] = pw
         pws.append(pw / w[i])
         pbs.append(pb / w[i])
-    q_extras: dict[str, float] = {}
+    pq_w = pq_b = pq_pair = 1.0
     if quant:
         last = full[-kq:]
         pw = quantile_p(dev_base, sign * (last - c))
         pb = quantile_p(-dev_base, -sign * (last - c))
-        q_extras = {"p_q_worse": pw, "p_q_better": pb}
+        pq_w, pq_b = pw, pb
         if first is not None:
-            q_extras["p_q_pair"] = quantile_p(dev_base, sign * (np.array([first, value]) - c))
+            pq_pair = quantile_p(dev_base, sign * (np.array([first, value]) - c))
         # Reported as the least bad run of the window against the centre, with the
         # spread of one run.
         least = float(c + sign * np.min(sign * (last - c)) if pw <= pb
@@ -395,6 +434,7 @@ def judge_summaries(
                       sign * (least - c) / s1, df, f"quantile-{kq}"))
         pws.append(pw / QUANTILE_WEIGHT)
         pbs.append(pb / QUANTILE_WEIGHT)
+    new_host = mm is not None and host is not None and host not in mm.known
     _, k, ck, est, se, z, df_ci, method = min(cands, key=lambda t: t[0])
     denom = abs(ck) if abs(ck) > 0 else float("nan")
     rel = (est - ck) / denom
@@ -407,20 +447,19 @@ def judge_summaries(
         "ok", c, value, _nan_none(rel), None if rel != rel else ci, float(z),
         min(1.0, min(pws)), min(1.0, min(pbs)), float(floor), k, int(h.size),
         _nan_none(own), sign, statistic=f"robust-t/{method}",
-        scale=s, extras={"p_run_worse": pw1, "p_run_better": pb1, "w_run": w[0], "rho": rho, "rho_hi": rho_hi,
-                          "s1": s1, "s1c": s1c, "mu1": mu1, "rho_lo": rho_lo,
-                          "n_base": float(n),
-                          "heavy": float(heavy), "machines": float(mm.groups if mm is not None else 0),
-                          # The value beyond every baseline run: on a heavy-tailed baseline
-                          # a confirm rerun this far out is corroborated (decisions.corroborate).
-                          "beyond": float(worse1 == 0),
-                          # ... and its rank among them: (1 + #{as bad or worse}) / (n + 1).
-                          "rank_worse": (worse1 + 1) / (dev_1.size + 1),
-                          **p_win, **q_extras,
-                          **({"new_host": 1.0, "host_var": mm.run_var(lab_new) - mm.within2,
-                              "host_var_known": 1.0}
-                             if mm is not None and host is not None and host not in mm.known
-                             else {})},
+        scale=s, extras=JudgeExtras(
+            p_run_worse=pw1, p_run_better=pb1, w_run=w[0], rho=rho, rho_hi=rho_hi, rho_lo=rho_lo,
+            s1=s1, s1c=s1c, mu1=mu1, n_base=int(n), heavy=heavy,
+            machines=mm.groups if mm is not None else 0,
+            # The value beyond every baseline run: on a heavy-tailed baseline
+            # a confirm rerun this far out is corroborated (decisions.corroborate).
+            beyond=worse1 == 0,
+            # ... and its rank among them: (1 + #{as bad or worse}) / (n + 1).
+            rank_worse=(worse1 + 1) / (dev_1.size + 1),
+            p_window_worse=p_win, quantile=bool(quant), p_q_worse=pq_w, p_q_better=pq_b,
+            p_q_pair=pq_pair, new_host=new_host,
+            host_var=mm.run_var(lab_new) - mm.within2 if new_host else 0.0,
+            host_var_known=new_host),
     )
 
 

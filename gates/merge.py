@@ -32,10 +32,12 @@ class MergeReport:
     added: list[str] = field(default_factory=list)
     unchanged: list[str] = field(default_factory=list)
     per_shard: dict[str, int] = field(default_factory=dict)  # shard path -> runs added
+    copies: int = 0  # snapshot runs a shard still carried (gates.snapshot): skipped
 
     def __str__(self) -> str:
+        skipped = f"; {self.copies} baseline snapshot run(s) skipped" if self.copies else ""
         return (f"merged {len(self.added)} new run(s) into {self.into}; "
-                f"{len(self.unchanged)} already present")
+                f"{len(self.unchanged)} already present{skipped}")
 
 
 # Trust is a judgement made after the fact, and verdicts are derived: neither
@@ -60,13 +62,18 @@ def _check_units(history: History, pending: Mapping[str, tuple[str, dict[str, An
     """One key, one unit per suite: across the shards and with the target (the gate would
     pool 0.5 "s" and 500 "ms" into one series)."""
     seen: dict[tuple[str, str], tuple[str, str]] = {}  # (suite, key) -> (unit, where)
+    keys: dict[str, set[str]] = {}
+    for _shard, bundle, _ in pending.values():
+        keys.setdefault(bundle["run"]["suite"], set()).update(m["key"] for m in bundle["metrics"])
+    stored = {(suite, key): found for suite, ks in keys.items()
+              for key, found in history.units_of(suite, ks).items()}  # one query a suite
     for run_id, (shard_name, bundle, _) in pending.items():
         suite = bundle["run"]["suite"]
         for m in bundle["metrics"]:
             where = f"{shard_name} (run {run_id})"
             known = seen.get((suite, m["key"]))
             if known is None:
-                found = history.unit_of(suite, m["key"])
+                found = stored.get((suite, m["key"]))
                 if found is not None:
                     known = seen[(suite, m["key"])] = (found[0], f"{history.path} (run {found[1]})")
                 else:
@@ -106,7 +113,10 @@ def merge_histories(shards: Sequence[str | os.PathLike[str]],
                 if orphans:
                     raise HistoryError(f"{shard_path}: {orphans[0]}; the shard was not merged "
                                        "(regenerate it, or drop it from the merge)")
-                for run_id in source.run_ids():
+                # Runs copied from a main history into a snapshot are that history's
+                # (gates.snapshot): never re-checked, never added again.
+                report.copies += len(source.snapshot_run_ids())
+                for run_id in source.own_run_ids():
                     bundle = source.export_run(run_id)
                     try:
                         check_bundle(bundle, str(shard_path))

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ci_register.paths import glob_regex
 from gates.accept import HELD_RUNS, accept_command
 
 __all__ = ["CODEOWNERS_PATHS", "Rule", "assign", "owner_of", "parse_codeowners",
@@ -34,27 +35,6 @@ class Rule:
     regex: re.Pattern[str]
 
 
-def _glob(body: str) -> str:
-    out, i = [], 0
-    while i < len(body):
-        if body.startswith("**/", i):
-            out.append("(?:.*/)?")
-            i += 3
-        elif body.startswith("**", i):
-            out.append(".*")
-            i += 2
-        elif body[i] == "*":
-            out.append("[^/]*")
-            i += 1
-        elif body[i] == "?":
-            out.append("[^/]")
-            i += 1
-        else:
-            out.append(re.escape(body[i]))
-            i += 1
-    return "".join(out)
-
-
 def _compile(pattern: str) -> re.Pattern[str]:
     dir_only = pattern.endswith("/")
     body = pattern.strip("/") if pattern != "/" else ""
@@ -69,7 +49,7 @@ def _compile(pattern: str) -> re.Pattern[str]:
         tail = "$"  # docs/* : the files directly in docs/ only
     else:
         tail = "(?:/.*)?$"  # a name matches the file, or the directory and all beneath
-    return re.compile(head + _glob(body) + tail)
+    return re.compile(head + glob_regex(body, classes=False) + tail)
 
 
 def parse_codeowners(text: str) -> list[Rule]:

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import pytest
+from catalog_seed import catalog_text
 
 pytest_plugins = ["pytester"]
 
@@ -24,53 +24,21 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
 
 # ------------------------------------------------------------- shared fixtures
 
-SUITE_DEFAULTS: dict[str, Any] = {"backend": "cpu", "schedule": "per-commit",
-                                  "shard_budget_s": 600}
-
-
-def _toml(value: Any) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, str):
-        return json.dumps(value)
-    if isinstance(value, list | tuple):
-        return "[" + ", ".join(_toml(v) for v in value) + "]"
-    return repr(value)
-
-
-def catalog_text(suites: Mapping[str, Mapping[str, Any]], *,
-                 markers: Mapping[str, str] | None = None) -> str:
-    """A suite catalog (``suites/catalog.toml``) for ``{name: {key: value}}``.
-
-    Each suite gets ``SUITE_DEFAULTS`` and ``description = name`` unless given; a
-    dict value (``hardware = {"gpu_count": 1}``) becomes the ``[suites.NAME.KEY]`` table.
-    """
-    lines = []
-    if markers:
-        lines += ["[markers]"] + [f"{k} = {_toml(v)}" for k, v in markers.items()]
-    for name, given in suites.items():
-        spec = {"description": name, **SUITE_DEFAULTS, **given}
-        tables = {k: v for k, v in spec.items() if isinstance(v, Mapping)}
-        lines.append(f"[suites.{name}]")
-        lines += [f"{k} = {_toml(v)}" for k, v in spec.items() if k not in tables]
-        for table, body in tables.items():
-            lines.append(f"[suites.{name}.{table}]")
-            lines += [f"{k} = {_toml(v)}" for k, v in body.items()]
-    return "\n".join(lines) + "\n"
-
-
 @pytest.fixture
 def catalog_tree(tmp_path: Path) -> Callable[..., Path]:
-    """make(suites, files) -> a repository root holding ``suites/catalog.toml`` and the
-    files ``{relative path: text}`` (default: one ``cpu`` suite, no files)."""
+    """make(suites, files) -> a repository root holding ``suites/catalog.toml`` (or ``at``;
+    ``text`` instead of ``catalog_seed.catalog_text(suites)``) and the files
+    ``{relative path: text}`` (default: one ``cpu`` suite, no files)."""
 
     def make(suites: Mapping[str, Mapping[str, Any]] | None = None,
              files: Mapping[str, str] | None = None, *, root: Path | None = None,
-             markers: Mapping[str, str] | None = None) -> Path:
+             markers: Mapping[str, str] | None = None, text: str | None = None,
+             at: str = "suites/catalog.toml") -> Path:
         base = root or tmp_path
-        (base / "suites").mkdir(parents=True, exist_ok=True)
-        (base / "suites" / "catalog.toml").write_text(
-            catalog_text(suites if suites is not None else {"cpu": {}}, markers=markers))
+        catalog = base / at
+        catalog.parent.mkdir(parents=True, exist_ok=True)
+        catalog.write_text(text if text is not None else
+                           catalog_text(suites if suites is not None else {"cpu": {}}, markers=markers))
         for rel, text in (files or {}).items():
             (base / rel).parent.mkdir(parents=True, exist_ok=True)
             (base / rel).write_text(text)

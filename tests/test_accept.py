@@ -6,28 +6,19 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from history_seed import level_run
 
 from gates import accept
 from gates.cli import main as cli
 from gates.gate import evaluate_run
-from gates.history import HistoryError, RunRecord, TestResult, open_history
-from gates.metrics import validate_metric
-from gates.provenance import Provenance
+from gates.history import HistoryError, open_history
 
 NODE = "suites/a/test_a.py::test_x"
 
 
 def add_run(h, i: int, level: float, rng, *, key="lat", suite="s") -> str:
-    rid = f"{suite}-run{i:03d}"
-    p = Provenance(run_id=rid, suite=suite, commit=f"{i:07d}abc", branch="main",
-                   started_at=f"2026-01-01T00:{i // 60:02d}:{i % 60:02d}+00:00",
-                   fingerprint="gpu-a")
-    h.start_run(p)
-    m = validate_metric(key, list(level * (1 + rng.normal(0, 0.01, 5))), unit="ms",
-                        better="lower")
-    h.record_run(RunRecord(p, [TestResult(NODE, "suites/a/test_a.py", "passed", 1.0)],
-                           [(NODE, m)], None, 0))
-    return rid
+    return level_run(h, i, {key: level}, rng, suite=suite, run_id=f"{suite}-run{i:03d}",
+                     commit=f"{i:07d}abc", branch="main", fingerprint="gpu-a", node=NODE)
 
 
 @pytest.fixture
@@ -155,15 +146,23 @@ def test_accept_cli_usage_errors(h, capsys):
     assert h.acceptances() == []
 
 
+ENTRY = {"pattern": "lat", "reason": "intended", "entry_id": "file:abc",
+         "source": "gates-accept.toml:1"}  # a gates-accept.toml entry, as a run carries it
+
+
+def steady_file(path: Path, seed: int) -> Path:
+    """A history file holding ``steady`` runs (the base a CI shard is copied from)."""
+    with open_history(path) as h:
+        steady(h, seed=seed)
+    return path
+
+
 def test_merged_shards_keep_the_entries_their_runs_carried(tmp_path):
     from gates.merge import merge_histories
 
     rng = np.random.default_rng(4)
-    entry = {"pattern": "lat", "reason": "intended", "entry_id": "file:abc",
-             "source": "gates-accept.toml:1"}
-    base = tmp_path / "base.db"
-    with open_history(base) as h:
-        steady(h, seed=4)
+    entry = dict(ENTRY)
+    base = steady_file(tmp_path / "base.db", seed=4)
     shards = []
     for i in (30, 31):  # each CI run: a shard copied from the base, one new run in it
         shard = tmp_path / f"shard{i}.db"
@@ -185,11 +184,8 @@ def test_merge_refuses_a_shard_whose_carried_entry_is_forged(tmp_path):
     from gates.merge_check import ShardRejected, check_bundle
 
     rng = np.random.default_rng(5)
-    entry = {"pattern": "lat", "reason": "intended", "entry_id": "file:abc",
-             "source": "gates-accept.toml:1"}
-    base = tmp_path / "base.db"
-    with open_history(base) as h:
-        steady(h, seed=5)
+    entry = dict(ENTRY)
+    base = steady_file(tmp_path / "base.db", seed=5)
     shard = tmp_path / "shard.db"
     shard.write_bytes(base.read_bytes())
     with open_history(shard) as h:

@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from catalog_seed import catalog_text
 
 from ci_register.catalog import BACKENDS, CatalogError, parse_catalog
 from ci_register.collect import collect, parse_file
@@ -19,106 +20,45 @@ from ci_register.rerun import RerunError, plan_rerun
 
 ROOT = Path(__file__).resolve().parents[1]
 
-CATALOG = """
-[collect]
-tests = "test"
-globs = ["registered/**/*.py"]
-exclude = ["**/__init__.py", "**/conftest.py"]
-require = "main"
+SGLANG_BACKENDS = ("cuda", "amd", "cpu", "npu", "xpu", "musa", "mlx")
+COLLECT = {"tests": "test", "globs": ["registered/**/*.py"],
+           "exclude": ["**/__init__.py", "**/conftest.py"], "require": "main"}
+GPU1 = {"hardware": {"gpu_count": 1}}
+SHARED = "a name CUDA and AMD both use"
+SUITES = {
+    "base-b-test-1-gpu-large": {"backend": "cuda", "description": "one large GPU", **GPU1},
+    "stage-b-test-1-gpu-small-amd": {"backend": "amd", "description": "one AMD GPU", **GPU1},
+    "shared-cuda": {"name": "shared", "backend": "cuda", "description": SHARED, **GPU1},
+    "shared-amd": {"name": "shared", "backend": "amd", "description": SHARED, **GPU1},
+    "base-a-test-cpu": {"backend": "cpu", "description": "cpu"},
+    "stage-b-test-1-npu-a2": {"backend": "npu", "description": "one Ascend NPU", **GPU1},
+    "stage-a-test-1-gpu-xpu": {"backend": "xpu", "description": "one Intel GPU", **GPU1},
+    "nightly-musa-1-gpu": {"backend": "musa", "description": "one Moore Threads GPU",
+                           "schedule": "nightly", **GPU1},
+    "stage-a-unit-test-mlx": {"backend": "mlx", "description": "Apple silicon", **GPU1},
+}
 
-[markers]
-register_cuda_ci = "cuda"
-register_amd_ci = "amd"
-register_cpu_ci = "cpu"
-register_npu_ci = "npu"
-register_xpu_ci = "xpu"
-register_musa_ci = "musa"
-register_mlx_ci = "mlx"
 
-[suites.base-b-test-1-gpu-large]
-backend = "cuda"
-description = "one large GPU"
-schedule = "per-commit"
-shard_budget_s = 1800
-[suites.base-b-test-1-gpu-large.hardware]
-gpu_count = 1
+def sglang_catalog(suites: dict = SUITES, **collect) -> str:
+    """SGLang's catalog: its markers and tree layout; ``collect`` adds or replaces keys."""
+    return catalog_text(suites, markers={f"register_{b}_ci": b for b in SGLANG_BACKENDS},
+                        collect={**COLLECT, **collect},
+                        defaults={"schedule": "per-commit", "shard_budget_s": 1800})
 
-[suites.stage-b-test-1-gpu-small-amd]
-backend = "amd"
-description = "one AMD GPU"
-schedule = "per-commit"
-shard_budget_s = 1800
-[suites.stage-b-test-1-gpu-small-amd.hardware]
-gpu_count = 1
 
-[suites.shared-cuda]
-name = "shared"
-backend = "cuda"
-description = "a name CUDA and AMD both use"
-schedule = "per-commit"
-shard_budget_s = 1800
-[suites.shared-cuda.hardware]
-gpu_count = 1
-
-[suites.shared-amd]
-name = "shared"
-backend = "amd"
-description = "a name CUDA and AMD both use"
-schedule = "per-commit"
-shard_budget_s = 1800
-[suites.shared-amd.hardware]
-gpu_count = 1
-
-[suites.base-a-test-cpu]
-backend = "cpu"
-description = "cpu"
-schedule = "per-commit"
-shard_budget_s = 1800
-
-[suites.stage-b-test-1-npu-a2]
-backend = "npu"
-description = "one Ascend NPU"
-schedule = "per-commit"
-shard_budget_s = 1800
-[suites.stage-b-test-1-npu-a2.hardware]
-gpu_count = 1
-
-[suites.stage-a-test-1-gpu-xpu]
-backend = "xpu"
-description = "one Intel GPU"
-schedule = "per-commit"
-shard_budget_s = 1800
-[suites.stage-a-test-1-gpu-xpu.hardware]
-gpu_count = 1
-
-[suites.nightly-musa-1-gpu]
-backend = "musa"
-description = "one Moore Threads GPU"
-schedule = "nightly"
-shard_budget_s = 1800
-[suites.nightly-musa-1-gpu.hardware]
-gpu_count = 1
-
-[suites.stage-a-unit-test-mlx]
-backend = "mlx"
-description = "Apple silicon"
-schedule = "per-commit"
-shard_budget_s = 1800
-[suites.stage-a-unit-test-mlx.hardware]
-gpu_count = 1
-"""
+CATALOG = sglang_catalog()
 
 MAIN = '\nimport unittest\nclass TestX(unittest.TestCase):\n    def test_a(self): pass\nif __name__ == "__main__":\n    unittest.main()\n'
 
 
-def make_tree(tmp_path: Path, files: dict[str, str], catalog: str = CATALOG) -> Path:
-    (tmp_path / "ci").mkdir(parents=True)
-    (tmp_path / "ci" / "catalog.toml").write_text(catalog)
-    for rel, text in files.items():
-        p = tmp_path / rel
-        p.parent.mkdir(parents=True, exist_ok=True)
-        p.write_text(text)
-    return tmp_path
+@pytest.fixture
+def make_tree(catalog_tree):
+    """make(root, files, catalog=CATALOG): an SGLang-shaped tree, its catalog at ci/."""
+
+    def make(root: Path, files: dict[str, str], catalog: str = CATALOG) -> Path:
+        return catalog_tree(files=files, root=root, text=catalog, at="ci/catalog.toml")
+
+    return make
 
 
 def cat(text: str = CATALOG):
@@ -137,12 +77,12 @@ def test_stage_and_runner_config_make_sglangs_effective_suite():
 
 
 def test_stage_suite_rule_is_catalog_data():
-    text = CATALOG.replace('require = "main"', 'require = "main"\nstage_suite = "{stage}-{runner_config}"')
-    text = text.replace("[suites.base-a-test-cpu]", "[suites.base-a-cpu]")
+    renamed = {("base-a-cpu" if k == "base-a-test-cpu" else k): v for k, v in SUITES.items()}
+    text = sglang_catalog(renamed, stage_suite="{stage}-{runner_config}")
     regs, _, errs = parse('register_cpu_ci(5, stage="base-a", runner_config="cpu")', cat(text))
     assert errs == [] and regs[0].suite == "base-a-cpu"
     with pytest.raises(CatalogError, match="stage_suite"):
-        cat(CATALOG.replace('require = "main"', 'stage_suite = "{suite}"'))
+        cat(sglang_catalog(stage_suite="{suite}"))
 
 
 def test_every_sglang_backend_is_declared_as_itself():
@@ -164,7 +104,7 @@ def test_suites_are_keyed_by_backend_and_name():
     assert errs == []
     assert [(r.backend, r.suite, r.declared) for r in regs] == [("cuda", "shared-cuda", "shared"), ("amd", "shared-amd", "shared")]
     with pytest.raises(CatalogError, match="both the cuda suite 'shared'"):
-        cat(CATALOG.replace('name = "shared"\nbackend = "amd"', 'name = "shared"\nbackend = "cuda"'))
+        cat(sglang_catalog({**SUITES, "shared-amd": {**SUITES["shared-amd"], "backend": "cuda"}}))
 
 
 def test_a_name_declared_for_another_backend_says_so():
@@ -210,15 +150,15 @@ def test_require_main_is_sglangs_rule():
 
 
 def test_error_suggests_the_closest_names_not_all():
-    many = CATALOG + "".join(
-        f'\n[suites.extra-{i}]\nbackend = "cuda"\ndescription = "x"\nschedule = "per-commit"\nshard_budget_s = 60\n[suites.extra-{i}.hardware]\ngpu_count = 1\n'
-        for i in range(40))
+    many = sglang_catalog({**SUITES, **{f"extra-{i}": {"backend": "cuda", "description": "x",
+                                                       "shard_budget_s": 60, **GPU1}
+                                        for i in range(40)}})
     _, _, errs = parse('register_cuda_ci(5, "base-b-test-1-gpu-largee")', cat(many))
     msg = errs[0].message
     assert "closest: base-b-test-1-gpu-large" in msg and "extra-3" not in msg and len(msg) < 300
 
 
-def test_tree_not_named_test_and_outside_glob_and_empty(tmp_path):
+def test_tree_not_named_test_and_outside_glob_and_empty(tmp_path, make_tree):
     root = make_tree(tmp_path, {
         "test/registered/core/flash_attn.py": 'register_cuda_ci(60, "base-b-test-1-gpu-large")' + MAIN,
         "test/registered/__init__.py": "",
@@ -231,7 +171,7 @@ def test_tree_not_named_test_and_outside_glob_and_empty(tmp_path):
     assert [r.path for r in col.registrations] == ["test/registered/core/flash_attn.py"]
     assert [(n.path, n.line) for n in col.notes] == [("test/manual/old.py", 1)]
     assert "no [collect] glob" in col.notes[0].message
-    empty = parse_catalog(CATALOG.replace('globs = ["registered/**/*.py"]', 'globs = ["nothing/**/*.py"]'), root / "ci/catalog.toml")
+    empty = parse_catalog(sglang_catalog(globs=["nothing/**/*.py"]), root / "ci/catalog.toml")
     col = collect(empty, base=root)
     assert len(col.issues) == 1 and "matches [collect] globs" in col.issues[0].message
 
@@ -241,7 +181,7 @@ def run_cli(root: Path, *args: str) -> subprocess.CompletedProcess[str]:
                           env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"}, timeout=60)
 
 
-def test_cli_catalog_relative_to_root_and_empty_plan_is_exit_2(tmp_path):
+def test_cli_catalog_relative_to_root_and_empty_plan_is_exit_2(tmp_path, make_tree):
     root = make_tree(tmp_path / "adopter", {
         "test/registered/a.py": 'register_cuda_ci(60, "base-b-test-1-gpu-large")' + MAIN,
     })
@@ -270,7 +210,7 @@ def test_matrix_past_256_jobs_is_chunked_or_refused():
     assert chunk({"include": jobs["include"][:5]}, None)["include"] == jobs["include"][:5]
 
 
-def test_rerun_runs_the_enabled_registration_and_takes_test_folder_paths(tmp_path):
+def test_rerun_runs_the_enabled_registration_and_takes_test_folder_paths(tmp_path, make_tree):
     root = make_tree(tmp_path, {
         "test/registered/core/test_mixed.py": 'register_cuda_ci(60, "base-b-test-1-gpu-large")\n'
                                               'register_amd_ci(60, "stage-b-test-1-gpu-small-amd", disabled="rocm bug")' + MAIN,
@@ -284,8 +224,8 @@ def test_rerun_runs_the_enabled_registration_and_takes_test_folder_paths(tmp_pat
         plan_rerun("core/test_mixed.py", root, root / "ci/catalog.toml")
 
 
-def test_unchecked_backend_keeps_undeclared_names_listed_not_run(tmp_path):
-    text = CATALOG.replace('require = "main"', 'require = "main"\nunchecked_backends = ["amd", "npu"]')
+def test_unchecked_backend_keeps_undeclared_names_listed_not_run(tmp_path, make_tree):
+    text = sglang_catalog(unchecked_backends=["amd", "npu"])
     root = make_tree(tmp_path, {
         "test/registered/a.py": 'register_npu_ci(30, "base-b-test-1-npu-a3")\nregister_cuda_ci(5, "base-b-test-1-gpu-large")' + MAIN,
     }, catalog=text)
@@ -312,8 +252,8 @@ def test_sglang_benchmark_agrees_on_a_generated_tree(capsys):
     assert "(none)" in out and "-undeclared" in out  # suite="" and unchecked-backend names compared too
 
 
-def test_rerun_of_an_undeclared_unchecked_suite_says_it_has_no_session(tmp_path):
-    text = CATALOG.replace('require = "main"', 'require = "main"\nunchecked_backends = ["npu"]')
+def test_rerun_of_an_undeclared_unchecked_suite_says_it_has_no_session(tmp_path, make_tree):
+    text = sglang_catalog(unchecked_backends=["npu"])
     root = make_tree(tmp_path, {
         "test/registered/test_npu.py": 'register_npu_ci(30, "base-b-test-1-npu-a3")' + MAIN,
     }, catalog=text)

@@ -44,9 +44,9 @@ def run(argv, capsys) -> tuple[int, str, str]:
 def test_every_command_has_help_text(capsys):
     parser = build_parser()
     sub = next(a for a in parser._actions if a.dest == "command")
-    assert set(sub.choices) == set(COMMANDS) == {"report", "health", "merge", "check", "trust",
+    assert set(sub.choices) == set(COMMANDS) == {"report", "health", "trim", "merge", "check", "trust",
                                                  "untrust", "accept", "compare", "notify",
-                                                 "bisect"}
+                                                 "bisect", "snapshot", "prune"}
     helps = {a.dest: a.help for a in sub._choices_actions}
     for name, sub_parser in sub.choices.items():
         assert helps[name] and sub_parser.description, name

@@ -7,6 +7,7 @@ import pytest
 
 from ci_register.catalog import load_catalog, parse_catalog
 from ci_register.collect import collect, parse_file
+from ci_register.paths import glob_match, glob_regex
 
 ROOT = Path(__file__).resolve().parents[1]
 CATALOG = load_catalog(ROOT / "suites" / "catalog.toml")
@@ -134,3 +135,12 @@ def test_collecting_2000_files_is_fast(tmp_path):
     col = collect(cat, base=tmp_path)
     assert time.perf_counter() - t < 5
     assert len(col.registrations) == 300 and not col.issues
+
+
+def test_collect_globs_read_classes_as_pathlib_does():
+    assert glob_match("suites/test_a.py", "suites/test_[ab].py")
+    assert not glob_match("suites/test_c.py", "suites/test_[ab].py")
+    assert glob_match("suites/test_c.py", "suites/test_[!ab].py")
+    assert glob_match("x/y/test_a.py", "**/test_*.py") and glob_match("test_a.py", "**/test_*.py")
+    assert not glob_match("x/test_a.py", "test_*.py")
+    assert glob_regex("a[b].py", classes=False) == r"a\[b\]\.py"  # CODEOWNERS: literal

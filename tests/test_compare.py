@@ -7,25 +7,16 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from history_seed import level_run
 
 from gates.cli import main as cli
-from gates.history import RunRecord, TestResult, open_history
-from gates.metrics import validate_metric
-from gates.provenance import Provenance
+from gates.history import open_history
 
 NODE = "suites/a/test_a.py::test_x"
 
 
 def _run(h, i, *, branch, commit, fp, levels, rng):
-    p = Provenance(run_id=f"run-{i:04d}", suite="s", commit=commit, branch=branch,
-                   started_at=f"2026-01-01T00:{i // 60:02d}:{i % 60:02d}+00:00",
-                   fingerprint=fp)
-    h.start_run(p)
-    ms = [(NODE, validate_metric(k, list(lv * (1 + rng.normal(0, 0.01, 5))), unit="ms",
-                                 better=better))
-          for k, (lv, better) in levels.items()]
-    h.record_run(RunRecord(p, [TestResult(NODE, NODE.split("::")[0], "passed", 1.0)],
-                           ms, None, 0))
+    level_run(h, i, levels, rng, commit=commit, branch=branch, fingerprint=fp, node=NODE)
 
 
 @pytest.fixture
@@ -99,3 +90,18 @@ def test_untrusted_runs_are_no_baseline(db, capsys):
     assert "names no complete run" in capsys.readouterr().err
     # As B (what is judged) an untrusted run still compares.
     assert cli(["compare", "main", "0000029aaaa", "--history", str(db)]) == 0
+
+
+def test_out_never_replaces_the_history_and_replaces_its_own_output(db, tmp_path, capsys):
+    before = db.read_bytes()
+    assert cli(["compare", "main", "feat", "--history", str(db), "--out", str(db)]) == 2
+    assert "is an input of this command" in capsys.readouterr().err and db.read_bytes() == before
+    notes = tmp_path / "notes.txt"
+    notes.write_text("mine\n")
+    assert cli(["compare", "main", "feat", "--history", str(db), "--out", str(notes)]) == 2
+    assert notes.read_text() == "mine\n" and "--force" in capsys.readouterr().err
+    for fmt in ("text", "md", "json"):  # an earlier compare output is replaced without --force
+        out = tmp_path / f"cmp.{fmt}"
+        for _ in range(2):
+            assert cli(["compare", "main", "feat", "--history", str(db), "--format", fmt,
+                        "--out", str(out)]) == 1, capsys.readouterr().err

@@ -142,12 +142,13 @@ HOSTILE_VALUES = [None, "", "x", "s\n::error::x", -1, 0, 10**18, 1e308, -1e-320,
 COLUMNS = {
     "runs": ["suite", "status", "started_at", "finished_at", "trusted", "shard_index",
              "fingerprint", "exit_status", "hardware", "commit_sha"],
-    "tests": ["outcome", "duration", "nodeid", "attempt", "error", "path"],
-    "metrics": ["key", "unit", "better", "median", "count", "n", "min_value", "suite",
-                "started_at", "attempt", "fingerprint"],
-    "samples": ["value", "metric_id"],
+    "test_rows": ["outcome", "duration", "nodeid_id", "attempt", "error", "path_id",
+                  "run_num"],
+    "metric_rows": ["key_id", "unit", "better", "median", "count", "n", "min_value",
+                    "attempt", "samples", "nodeid_id", "run_num"],
+    "texts": ["text"],
     "plan_files": ["expected", "est_time", "path"],
-    "verdicts": ["verdict", "p_value", "baseline", "key", "mode"],
+    "verdict_rows": ["verdict", "p_value", "baseline", "key_id", "mode", "detail_id"],
 }
 
 
@@ -178,9 +179,8 @@ def test_merge_takes_a_mutated_shard_whole_and_sound_or_refuses_it(merge_base, t
     value = data.draw(st.sampled_from(HOSTILE_VALUES))
     with sqlite3.connect(shard) as conn:
         try:
-            row = "metric_id || '/' || seq" if table == "samples" else "rowid"
-            conn.execute(f"UPDATE {table} SET {column} = ? WHERE {row} IN "
-                         f"(SELECT {row} FROM {table} LIMIT 1)", (value,))
+            conn.execute(f"UPDATE {table} SET {column} = ? WHERE rowid IN "
+                         f"(SELECT rowid FROM {table} LIMIT 1)", (value,))
         except sqlite3.IntegrityError:
             return  # the schema itself refuses it
     conn.close()

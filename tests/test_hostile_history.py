@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import math
 import shutil
 import sqlite3
 from pathlib import Path
@@ -16,6 +17,7 @@ from gates import provenance
 from gates.cli import main
 from gates.history import open_history
 from gates.metrics import MetricError, validate_metric
+from gates.schema import pack_samples
 
 
 @pytest.fixture(autouse=True)
@@ -49,30 +51,30 @@ def shard(tmp_path: Path, name: str, sql: str = "", params=()) -> Path:
 
 
 HOSTILE = [
-    ("text median", "UPDATE metrics SET median = 'fast'", (), "median"),
-    ("null median", "UPDATE metrics SET median = NULL", (), "median"),
-    ("text sample", "UPDATE samples SET value = 'x' WHERE seq = 0", (), "sample"),
-    ("inf sample", "UPDATE samples SET value = 9e999 WHERE seq = 0", (), "sample"),
-    ("unit command", "UPDATE metrics SET unit = ?", ("s\n::error::pwned",), "unit"),
-    ("key command", "UPDATE metrics SET key = key || ?", ("\n::warning::x",), "key"),
-    ("bad outcome", "UPDATE tests SET outcome = 'pwned'", (), "outcome"),
-    ("negative duration", "UPDATE tests SET duration = -5", (), "duration"),
-    ("text duration", "UPDATE tests SET duration = 'slow'", (), "duration"),
+    ("text median", "UPDATE metric_rows SET median = 'fast'", (), "median"),
+    ("null median", "UPDATE metric_rows SET median = NULL", (), "median"),
+    ("text sample", "UPDATE metric_rows SET samples = 'x'", (), "sample"),
+    ("inf sample", "UPDATE metric_rows SET samples = ?", (pack_samples([math.inf]),), "sample"),
+    ("unit command", "UPDATE metric_rows SET unit = ?", ("s\n::error::pwned",), "unit"),
+    ("key command", "UPDATE texts SET text = text || ? WHERE id IN "
+                    "(SELECT key_id FROM metric_rows)", ("\n::warning::x",), "key"),
+    ("bad outcome", "UPDATE test_rows SET outcome = 'pwned'", (), "outcome"),
+    ("negative duration", "UPDATE test_rows SET duration = -5", (), "duration"),
+    ("text duration", "UPDATE test_rows SET duration = 'slow'", (), "duration"),
     ("future run", "UPDATE runs SET started_at = ?",
      ((dt.datetime.now(dt.UTC) + dt.timedelta(days=30)).isoformat(),), "future"),
     ("not a time", "UPDATE runs SET started_at = 'yesterday'", (), "ISO"),
     ("status", "UPDATE runs SET status = 'done'", (), "status"),
     ("trusted", "UPDATE runs SET trusted = 7", (), "trusted"),
     ("suite name", "UPDATE runs SET suite = ?", ("cpu\n::error::x",), "suite"),
-    ("count", "UPDATE metrics SET count = 99", (), "count"),
-    ("metric of another suite", "UPDATE metrics SET suite = 'other'", (), "suite"),
-    ("better", "UPDATE metrics SET better = 'sideways'", (), "better"),
-    ("orphan test", "INSERT INTO tests (run_id, attempt, nodeid, outcome) "
-                    "VALUES ('ghost', 1, 'x', 'passed')", (), "belong to no run"),
-    ("orphan sample", "INSERT INTO samples (metric_id, seq, value) VALUES (999, 0, 1.0)", (),
+    ("count", "UPDATE metric_rows SET count = 99", (), "count"),
+    ("better", "UPDATE metric_rows SET better = 'sideways'", (), "better"),
+    ("orphan test", "INSERT INTO test_rows (run_num, attempt, nodeid_id, outcome) "
+                    "VALUES (999, 1, (SELECT min(id) FROM texts), 'passed')", (),
      "belong to no run"),
-    ("verdict text p", "INSERT INTO verdicts (run_id, attempt, key, verdict, p_value) "
-                       "VALUES (?, 1, 'k', 'pass', 'low')", ("s" * 32,), "p_value"),
+    ("verdict text p", "INSERT INTO verdict_rows (run_num, attempt, key_id, verdict, p_value) "
+                       "VALUES ((SELECT num FROM runs WHERE run_id = ?), 1, "
+                       "(SELECT min(id) FROM texts), 'pass', 'low')", ("s" * 32,), "p_value"),
 ]
 
 
@@ -84,8 +86,6 @@ def test_a_hostile_shard_is_refused_whole_and_the_target_unchanged(
     good = shard(tmp_path, "good.db")
     with sqlite3.connect(good) as conn:
         conn.execute("UPDATE runs SET run_id = 'g' || substr(run_id, 2)")
-        conn.execute("UPDATE tests SET run_id = 'g' || substr(run_id, 2)")
-        conn.execute("UPDATE metrics SET run_id = 'g' || substr(run_id, 2)")
         conn.execute("UPDATE plan_files SET run_id = 'g' || substr(run_id, 2)")
     bad = shard(tmp_path, "bad.db", sql, params)
     before = into.read_bytes()
@@ -109,10 +109,11 @@ def test_history_text_never_prints_a_workflow_command(template, tmp_path, capsys
     path = tmp_path / "history.db"
     shutil.copy(template, path)
     # Data written by an older version, or by hand: the renderers must hold on their own.
-    _force(path, "UPDATE metrics SET unit = ?", ("s\n::error::unit-injected",))
-    _force(path, "UPDATE tests SET nodeid = nodeid || ?, skip_reason = ? "
-                 "WHERE skip_reason IS NOT NULL",
-           ("\n::warning::name-injected", "sm100\r\n::error title=x::reason-injected"))
+    _force(path, "UPDATE metric_rows SET unit = ?", ("s\n::error::unit-injected",))
+    _force(path, "UPDATE texts SET text = text || ? WHERE id IN (SELECT nodeid_id FROM "
+                 "test_rows WHERE skip_reason IS NOT NULL)", ("\n::warning::name-injected",))
+    _force(path, "UPDATE test_rows SET skip_reason = ? WHERE skip_reason IS NOT NULL",
+           ("sm100\r\n::error title=x::reason-injected",))
     _force(path, "UPDATE runs SET fingerprint = fingerprint || ?", ("\n  ::notice::fp",))
     monkeypatch.setenv("GITHUB_ACTIONS", "true")
     monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(tmp_path / "summary.md"))
@@ -206,7 +207,7 @@ def test_one_key_in_two_units_fails_the_second_test(pytester, no_torch_probe):
 def test_a_shard_with_a_key_in_another_unit_is_refused(template, tmp_path, capsys):
     into = tmp_path / "history.db"
     shutil.copy(template, into)
-    bad = shard(tmp_path, "ms.db", "UPDATE metrics SET unit = 'ms' WHERE unit = 's'")
+    bad = shard(tmp_path, "ms.db", "UPDATE metric_rows SET unit = 'ms' WHERE unit = 's'")
     before = into.read_bytes()
     code, _, err = cli(["merge", bad, "--into", into], capsys)
     assert code == 2 and "is in 'ms' but" in err and "has it in 's'" in err
@@ -218,7 +219,8 @@ def test_a_history_poisoned_before_merge_checked_is_exit_2_and_named(template, t
 
     path = tmp_path / "history.db"
     shutil.copy(template, path)
-    _force(path, "UPDATE metrics SET median = 'fast' WHERE run_id LIKE 'run0005%'")
+    _force(path, "UPDATE metric_rows SET median = 'fast' WHERE run_num IN "
+                 "(SELECT num FROM runs WHERE run_id LIKE 'run0005%')")
     code, _, err = cli(["--history", path, "--no-health"], capsys)
     assert code == 2 and err.count("\n") == 1 and "gate-report check" in err
     code, out, _ = cli(["check", "--history", path], capsys)

@@ -62,11 +62,11 @@ def test_a_new_machine_gets_the_between_machine_spread_and_a_known_one_its_offse
     new = stats.judge_summaries(x, 1.03, sign=1, hosts=hosts, host="GPU-new")
     plain = stats.judge_summaries(x, 1.03, sign=1)
     known = stats.judge_summaries(x, 1.03, sign=1, hosts=hosts, host="GPU-1")
-    assert new.extras["new_host"] == 1.0 and new.extras["host_var_known"] == 1.0
+    assert new.extras.new_host == 1.0 and new.extras.host_var_known == 1.0
     assert new.p_worse > 3 * plain.p_worse
     # A known machine's offset about the pool's centre is noise too, but its level is
     # part of the baseline: more than no machine model, less than a new machine.
-    assert plain.p_worse <= known.p_worse < new.p_worse and "new_host" not in known.extras
+    assert plain.p_worse <= known.p_worse < new.p_worse and not known.extras.new_host
     # Baseline runs that name no machine, in a history that names some: each could be
     # any machine, so their spread is read as between-machine spread.
     old = stats.judge_summaries(x, 1.03, sign=1, hosts=[None] * x.size, host="GPU-new")
@@ -147,10 +147,10 @@ def test_new_machine_messages_never_print_nan_or_a_zero_spread():
 
     def j(base, **extras):
         return stats.Judgement("ok", base, 0.0, None, None, 0.0, 1.0, 1.0, 0.0, 1, 30, None,
-                               extras={"new_host": 1.0, **extras})
+                               extras=stats.JudgeExtras(new_host=True, **extras))
 
-    assert "1.5% allowed for" in _new_host_message(j(2.0, host_var=0.03**2, host_var_known=1.0))
-    zero = _new_host_message(j(0.0, host_var=1e-4, host_var_known=1.0))  # a 0-centred metric
+    assert "1.5% allowed for" in _new_host_message(j(2.0, host_var=0.03**2, host_var_known=True))
+    zero = _new_host_message(j(0.0, host_var=1e-4, host_var_known=True))  # a 0-centred metric
     assert "nan" not in zero and "0.01 allowed for" in zero
-    assert "no spread" in _new_host_message(j(2.0, host_var=0.0, host_var_known=1.0))
-    assert "unknown" in _new_host_message(j(2.0, host_var=0.0, host_var_known=0.0))
+    assert "no spread" in _new_host_message(j(2.0, host_var=0.0, host_var_known=True))
+    assert "unknown" in _new_host_message(j(2.0, host_var=0.0, host_var_known=False))

@@ -11,13 +11,12 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from history_seed import level_run
 
 from gates.cli import main as cli
 from gates.gate import evaluate_run
-from gates.history import RunRecord, TestResult, open_history
-from gates.metrics import validate_metric
+from gates.history import open_history
 from gates.notify import MARKER, NotifyError, post_webhook
-from gates.provenance import Provenance
 
 TOKEN = "ghs_SECRETtoken1234567890"
 NODE = "suites/serving/test_ttft.py::test_ttft"
@@ -99,16 +98,9 @@ def _history(path: Path, *, branch: str, steps: int, start: int = 0,
     rng = rng or np.random.default_rng(5)
     with open_history(path) as h:
         for i in range(start, start + steps):
-            level = 1.0 if i < 30 else 1.15
-            p = Provenance(run_id=f"run-{i:04d}", suite="s", commit=f"{i:07d}cafe",
-                           branch=branch, started_at=f"2026-01-01T00:00:{i:02d}+00:00",
-                           fingerprint="fp", ci_url=f"https://ci.example/{i}")
-            h.start_run(p)
-            m = validate_metric("ttft", list(level * (1 + rng.normal(0, 0.01, 5))),
-                                unit="ms", better="lower")
-            h.record_run(RunRecord(p, [TestResult(NODE, NODE.split("::")[0], "passed", 1.0)],
-                                   [(NODE, m)], None, 0))
-            evaluate_run(h, p.run_id)
+            rid = level_run(h, i, {"ttft": 1.0 if i < 30 else 1.15}, rng, commit=f"{i:07d}cafe",
+                            branch=branch, node=NODE, ci_url=f"https://ci.example/{i}")
+            evaluate_run(h, rid)
     return rng
 
 

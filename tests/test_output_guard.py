@@ -142,3 +142,22 @@ def test_out_to_a_device_or_through_a_symlink_never_replaces_it(hist, tmp_path, 
     alias.symlink_to(real)
     code, err = _report(["--history", hist, "--out", alias], capsys)
     assert code in (0, 1) and alias.is_symlink() and "Runs" in real.read_text()
+
+
+def test_bisect_refuses_out_onto_the_history_before_any_work(hist, capsys):
+    before = hist.read_bytes()
+    code, err = _report(["bisect", "some/key", "--good", "a" * 7, "--bad", "b" * 7,
+                         "--history", hist, "--out", hist], capsys)
+    assert code == 2 and "is an input of this command" in err and hist.read_bytes() == before
+
+
+def test_bisect_and_compare_outputs_are_recognised_as_replaceable():
+    from gates.bisect import BisectResult  # noqa: PLC0415
+    from gates.bisect_git import render_bisect  # noqa: PLC0415
+    from gates.cli_common import is_report  # noqa: PLC0415
+
+    r = BisectResult("culprit", "ab" * 20, 27, [], "first bad commit")
+    for fmt in ("text", "md"):
+        assert is_report(render_bisect(r, "gemm/latency", ["t.py::x"], fmt).encode())
+    assert not is_report(b"bisect notes: my own file\n")
+    assert not is_report(b"compare these two later\n")

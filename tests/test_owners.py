@@ -7,15 +7,14 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from history_seed import level_run
 
 from ci_register.collect import GATE_OPTIONS
 from gates.cli import main as cli
 from gates.declarations import OPTIONS, DeclarationError, parse_plan_gates
 from gates.gate import evaluate_run
-from gates.history import RunRecord, TestResult, open_history
-from gates.metrics import validate_metric
+from gates.history import open_history
 from gates.owners import owner_of, parse_codeowners, read_codeowners
-from gates.provenance import Provenance
 
 CODEOWNERS = """\
 # default owner, then more specific ones: the last match wins
@@ -27,6 +26,7 @@ suites/serving/         @org/serving   # a trailing comment
 docs/*                  @docs-flat
 suites/serving/legacy/
 **/kernels/**/test_*.py @org/kernels
+suites/[ab].py          @literal-brackets
 """
 
 
@@ -41,6 +41,8 @@ suites/serving/legacy/
     ("docs/deep/intro.txt", ("@org/infra",)),  # docs/* does not reach nested files
     ("suites/serving/legacy/test_old.py", ()),  # a line without owners: unowned
     ("suites/kernels/attn/test_fa3.py", ("@org/kernels",)),
+    ("suites/[ab].py", ("@literal-brackets",)),  # GitHub's CODEOWNERS has no [ ] ranges
+    ("suites/a.py", ("@org/suites",)),
 ])
 def test_codeowners_last_matching_line_wins(path, want):
     assert owner_of(path, parse_codeowners(CODEOWNERS)) == want
@@ -70,22 +72,15 @@ def test_owner_option_is_validated_and_collected():
 def _history_with_held_regression(path: Path, owner: str | None) -> str:
     rng = np.random.default_rng(1)
     node = "suites/serving/test_ttft.py::test_ttft"
+    plan = {"gates": [{"path": "suites/serving/test_ttft.py", "line": 2, "metric_key": "ttft",
+                       "options": {"owner": owner} if owner else {}}]}
     with open_history(path) as h:
         for i in range(34):
-            level = 1.0 if i < 31 else 1.12
-            p = Provenance(run_id=f"run-{i:03d}", suite="s", commit=f"{i:07d}beef", branch="main",
-                           started_at=f"2026-01-01T00:00:{i:02d}+00:00", fingerprint="fp")
-            h.start_run(p)
-            m = validate_metric("ttft", list(level * (1 + rng.normal(0, 0.01, 5))), unit="ms",
-                                better="lower")
-            plan = {"gates": [{"path": "suites/serving/test_ttft.py", "line": 2,
-                               "metric_key": "ttft",
-                               "options": {"owner": owner} if owner else {}}]}
-            h.record_run(RunRecord(p, [TestResult(node, node.split("::")[0], "passed", 1.0)],
-                                   [(node, m)], plan, 0))
-            res = evaluate_run(h, p.run_id)
+            rid = level_run(h, i, {"ttft": 1.0 if i < 31 else 1.12}, rng, run_id=f"run-{i:03d}",
+                            branch="main", node=node, plan=plan)
+            res = evaluate_run(h, rid)
         assert res.verdicts[0].verdict == "regression"
-    return p.run_id
+    return rid
 
 
 @pytest.mark.parametrize(("declared", "want"), [(None, "@org/serving"), ("@alice", "@alice")])
@@ -115,13 +110,8 @@ def test_no_hint_before_the_change_held(tmp_path: Path, capsys):
     rng = np.random.default_rng(1)
     with open_history(db) as h:
         for i in range(32):
-            p = Provenance(run_id=f"r{i:03d}", suite="s", commit=f"{i:07d}beef",
-                           started_at=f"2026-01-01T00:00:{i:02d}+00:00", fingerprint="fp")
-            h.start_run(p)
-            m = validate_metric("ttft", list((1.0 if i < 31 else 1.15)
-                                             * (1 + rng.normal(0, 0.01, 5))),
-                                unit="ms", better="lower")
-            h.record_run(RunRecord(p, [], [("t.py::t", m)], None, 0))
+            level_run(h, i, {"ttft": 1.0 if i < 31 else 1.15}, rng, run_id=f"r{i:03d}",
+                      node="t.py::t", test=False)
         assert evaluate_run(h, "r031").verdicts[0].verdict == "regression"
     assert cli(["--history", str(db), "--no-health", "--root", str(tmp_path)]) == 1
     assert "gate-report accept" not in capsys.readouterr().out
@@ -144,14 +134,9 @@ def test_an_improvement_that_held_gets_its_accept_command(tmp_path: Path, capsys
     rng = np.random.default_rng(2)
     with open_history(db) as h:
         for i in range(34):
-            p = Provenance(run_id=f"run-{i:03d}", suite="s", commit=f"{i:07d}beef",
-                           started_at=f"2026-01-01T00:00:{i:02d}+00:00", fingerprint="fp")
-            h.start_run(p)
-            m = validate_metric("ttft", list((1.0 if i < 31 else 0.85)
-                                             * (1 + rng.normal(0, 0.01, 5))),
-                                unit="ms", better="lower")
-            h.record_run(RunRecord(p, [], [("t.py::t", m)], None, 0))
-            res = evaluate_run(h, p.run_id)
+            rid = level_run(h, i, {"ttft": 1.0 if i < 31 else 0.85}, rng, run_id=f"run-{i:03d}",
+                            node="t.py::t", test=False)
+            res = evaluate_run(h, rid)
         assert res.verdicts[0].verdict == "improvement"
     assert cli(["--history", str(db), "--no-health", "--root", str(tmp_path)]) == 0
     out = capsys.readouterr().out.split("Owners and next steps", 1)[1]

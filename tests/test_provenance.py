@@ -8,6 +8,7 @@ import sys
 import pytest
 
 from ci_register import machine
+from ci_register.machine import fingerprint_gpus
 from gates import provenance
 from gates.provenance import (
     ci_from_env,
@@ -41,6 +42,10 @@ def test_fingerprint_is_stable_and_ignores_versions():
     assert fingerprint_key({**hw, "driver": "580", "torch": "2.9"}) == key
     assert fingerprint_key({"gpus": hw["gpus"][:1]}) != key
     assert fingerprint_key({}) == "cpu"
+    # The GPU count reads back from the key (trim's GPU-minutes without a catalog).
+    assert fingerprint_gpus(key) == 2 and fingerprint_gpus("cpu") == 0
+    assert fingerprint_gpus(fingerprint_key({"gpus": [{"name": "NVIDIA H200"}] * 8})) == 8
+    assert fingerprint_gpus("my-box") is None
 
 
 def test_fingerprint_of_many_models_is_short():

@@ -271,3 +271,25 @@ def test_runner_default_confirm_attempts_match_the_gate():
     from gates.stats import DEFAULTS
 
     assert DEFAULT_CONFIRM == DEFAULTS.confirm_attempts == 4
+
+
+def test_a_shard_gates_against_a_baseline_snapshot_and_keeps_only_its_runs(make_tree, tmp_path):
+    from gates.history import open_history
+    from gates.snapshot import make_snapshot
+
+    tree = make_tree({"test_lat.py": LAT_TEST})
+    _baseline(tmp_path / "main.db")
+    make_snapshot(tmp_path / "main.db", tmp_path / "snap.db", ["cpu"])
+    before = (tmp_path / "snap.db").read_bytes()
+    # Clearly slower, and the confirm rerun holds it: the snapshot's 30 runs are the baseline.
+    r = run(tree, "cpu", "--gate", "enforce", "--confirm", "1", "--baseline",
+            str(tmp_path / "snap.db"),
+            env={"LAT_VALUES": "1.06 1.06", "LAT_COUNT": str(tmp_path / "count")})
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert "regression" in r.stdout and "dropped 30 snapshot run(s); 2 run(s) of its own" in r.stdout
+    assert (tmp_path / "snap.db").read_bytes() == before
+    with open_history(tree / "h.db") as h:
+        assert len(h.run_ids()) == 2 and not h.snapshot_run_ids()
+    # A missing snapshot is bad input: one line, nothing run.
+    r = run(tree, "cpu", "--baseline", str(tmp_path / "nope.db"))
+    assert r.returncode == 2 and "nope.db" in r.stderr and "passed" not in r.stdout

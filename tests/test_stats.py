@@ -79,7 +79,7 @@ def test_dependence_is_read_from_the_runs_after_the_baseline_too():
     alt = bump[[4, 0, 3, 8, 2, 7, 1, 6, 5]]
     ja = judge_summaries(np.r_[h, 1 + 0.01 * bump], 1.0, sign=1)
     jb = judge_summaries(np.r_[h, 1 + 0.01 * alt], 1.0, sign=1)
-    assert ja.extras["rho_lo"] > 0.0 == jb.extras["rho_lo"]
+    assert ja.extras.rho_lo > 0.0 == jb.extras.rho_lo
 
 
 def test_insufficient_history():
@@ -207,7 +207,7 @@ def test_confirm_treats_a_first_attempt_far_above_its_rerun_as_a_transient():
 def _iid_baseline() -> np.ndarray:
     # 30 Gaussian runs (1% noise) with no sign of autocorrelation (rho_lo = 0).
     h = 1 + np.random.default_rng(15).normal(0, 0.01, 30)
-    assert judge_summaries(h, 1.0, sign=1).extras["rho_lo"] == 0.0
+    assert judge_summaries(h, 1.0, sign=1).extras.rho_lo == 0.0
     return h
 
 
@@ -222,16 +222,16 @@ def _ar1_baseline(n: int = 41, phi: float = 0.8) -> np.ndarray:
 def test_pair_mean_is_judged_against_pairs_of_baseline_runs():
     h = _iid_baseline()
     # Two attempts averaging +2.2%: half the noise of one run, ranked among pair means.
-    one = judge_summaries(h, 1.022, sign=1).extras["p_run_worse"]
-    two = judge_summaries(h, 1.022, sign=1, mean_of=2).extras["p_run_worse"]
+    one = judge_summaries(h, 1.022, sign=1).extras.p_run_worse
+    two = judge_summaries(h, 1.022, sign=1, mean_of=2).extras.p_run_worse
     assert two < one / 2
     # A baseline with a slow second mode (4 runs +5%): a pair of slow attempts is
     # ordinary, so single runs stay the reference and the pair gains nothing.
     b = h.copy()
     b[[3, 9, 17, 25]] += 0.05
     for v in (1.03, 1.05):
-        assert (judge_summaries(b, v, sign=1, mean_of=2).extras["p_run_worse"]
-                == judge_summaries(b, v, sign=1).extras["p_run_worse"] > 0.1)
+        assert (judge_summaries(b, v, sign=1, mean_of=2).extras.p_run_worse
+                == judge_summaries(b, v, sign=1).extras.p_run_worse > 0.1)
 
 
 def test_suspect_earns_a_rerun_and_holds_only_if_the_pair_is_clear():
@@ -262,7 +262,7 @@ def test_no_suspects_when_runs_are_autocorrelated():
     # A rerun shares an AR(1) run's state: no screen below the level.
     a = _ar1_baseline()
     j = judge_summaries(a[:-1], a[-2] + 0.013, sign=1)
-    assert j.extras["rho_lo"] > 0 and j.extras["p_run_worse"] / 0.5 <= DEFAULTS.screen_level
+    assert j.extras.rho_lo > 0 and j.extras.p_run_worse / 0.5 <= DEFAULTS.screen_level
     assert decide(j, j.p_worse, level=DEFAULTS.level) == "pass"
     assert not is_suspect(j, j.p_worse)
 
@@ -275,7 +275,7 @@ def test_confirm_retests_the_window_that_decided_the_first_attempt():
     j1 = judge_summaries(h, 1.035, sign=1)
     assert j1.window == 1 and decide(j1, j1.p_worse, level=DEFAULTS.level) == "regression"
     jr = judge_summaries(h, 1.024, sign=1)
-    assert jr.p_worse > DEFAULTS.confirm_level >= jr.extras["p_run_worse"]
+    assert jr.p_worse > DEFAULTS.confirm_level >= jr.extras.p_run_worse
     assert confirm(h, 1.024, sign=1, first=1.035)[1] == "regression"
     assert confirm(h, 1.024, sign=1)[1] == "pass"  # no first attempt: the weighted test
 
@@ -320,25 +320,25 @@ def test_quantile_test_sees_a_main_mode_shift_through_a_slow_mode():
 def test_quantile_test_skips_windows_with_a_machine_the_baseline_has_not_seen():
     hist, value = _bimodal_then_shift(0)
     hosts = ["a" if i % 2 else "b" for i in range(hist.size)]
-    assert "p_q_worse" in judge_summaries(hist, value, sign=1, hosts=hosts, host="a").extras
+    assert judge_summaries(hist, value, sign=1, hosts=hosts, host="a").extras.quantile
     new = hosts[:-2] + ["c", "c"]  # the last runs moved to a new machine
-    assert "p_q_worse" not in judge_summaries(hist, value, sign=1, hosts=new, host="c").extras
+    assert not judge_summaries(hist, value, sign=1, hosts=new, host="c").extras.quantile
 
 
 def test_quantile_test_only_for_heavy_tailed_baselines_without_clear_autocorrelation():
     rng = np.random.default_rng(1)
     gauss = 1 + rng.normal(0, 0.01, 45)
-    assert "p_q_worse" not in judge_summaries(gauss, 1.05, sign=1).extras
+    assert not judge_summaries(gauss, 1.05, sign=1).extras.quantile
     a = _ar1_baseline(45, phi=0.9)
     a[[5, 6, 20, 21, 33, 34]] += 0.03  # slow runs, in pairs: excursions of autocorrelated runs
     j = judge_summaries(a, 1.05, sign=1)
-    assert j.extras["heavy"] and j.extras["rho_lo"] > QUANTILE_RHO and "p_q_worse" not in j.extras
+    assert j.extras.heavy and j.extras.rho_lo > QUANTILE_RHO and not j.extras.quantile
     # Independent two-mode runs whose cautious rho bound is above 0 (their skew reads as
     # autocorrelation to the median-centred estimator: most two-mode baselines) keep the test.
     rng = np.random.default_rng(1)
     h = 1 + rng.normal(0, 0.01, 45) + (rng.random(45) < 0.3) * rng.uniform(0.03, 0.28, 45)
     j = judge_summaries(h, 1.0, sign=1)
-    assert j.extras["heavy"] and 0 < j.extras["rho_lo"] <= QUANTILE_RHO and "p_q_worse" in j.extras
+    assert j.extras.heavy and 0 < j.extras.rho_lo <= QUANTILE_RHO and j.extras.quantile
 
 
 def test_quantile_trip_confirms_where_the_rho_bound_is_above_0_by_chance():
@@ -346,7 +346,7 @@ def test_quantile_trip_confirms_where_the_rho_bound_is_above_0_by_chance():
     # quantile test decides the first attempt, and its confirm path judges the rerun.
     hist, value = _bimodal_then_shift(10)
     j = judge_summaries(hist, value, sign=1)
-    assert 0 < j.extras["rho_lo"] <= QUANTILE_RHO
+    assert 0 < j.extras.rho_lo <= QUANTILE_RHO
     assert j.statistic == f"robust-t/quantile-{QUANTILE_K}"
     assert decide(j, j.p_worse, level=DEFAULTS.level) == "regression"
     assert confirm(hist, 1.10, sign=1, first=value)[1] == "regression"
@@ -357,7 +357,7 @@ def test_autocorrelated_runs_are_predicted_one_step_ahead():
     rng = np.random.default_rng(12)
     iid = 1 + rng.normal(0, 0.01, 41)
     j = judge_summaries(iid, 1.025, sign=1)
-    assert j.extras["rho_lo"] == 0.0 and j.extras["mu1"] == j.baseline  # iid: unchanged
+    assert j.extras.rho_lo == 0.0 and j.extras.mu1 == j.baseline  # iid: unchanged
     phi, a = 0.8, np.zeros(41)
     e = rng.normal(0, 0.01 * np.sqrt(1 - phi**2), 41)
     for t in range(1, 41):
@@ -365,8 +365,8 @@ def test_autocorrelated_runs_are_predicted_one_step_ahead():
     a = 1 + a
     a[-1] = 1.025  # the previous run was already high: a high new run is less surprising
     j = judge_summaries(a, 1.025, sign=1)
-    assert j.extras["rho_lo"] > 0.3 and j.extras["mu1"] > j.baseline
-    assert j.extras["p_run_worse"] > judge_summaries(iid, 1.025, sign=1).extras["p_run_worse"]
+    assert j.extras.rho_lo > 0.3 and j.extras.mu1 > j.baseline
+    assert j.extras.p_run_worse > judge_summaries(iid, 1.025, sign=1).extras.p_run_worse
 
 
 def _ar1_offsets(rng, n: int, phi: float = 0.7, sd: float = 0.03) -> np.ndarray:
@@ -391,9 +391,9 @@ def test_autocorrelated_prediction_is_calibrated_and_sees_a_step():
     for _ in range(200):
         x = 1 + _ar1_offsets(rng, n + 1)
         j0 = judge_summaries(x[:n], x[n], sign=1)
-        if j0.extras["rho_lo"] > 0:
-            null.append(j0.extras["p_run_worse"])
-            step.append(judge_summaries(x[:n], x[n] + 0.10, sign=1).extras["p_run_worse"])
+        if j0.extras.rho_lo > 0:
+            null.append(j0.extras.p_run_worse)
+            step.append(judge_summaries(x[:n], x[n] + 0.10, sign=1).extras.p_run_worse)
     null, step = np.array(null), np.array(step)
     assert null.size >= 180
     assert np.mean(null <= 0.05) <= 0.07 and np.mean(null <= 0.25) >= 0.15
@@ -415,10 +415,10 @@ def test_run_after_a_stand_in_is_predicted_with_the_stand_ins_own_innovation():
         h = 1 + x[:n]
         h[-1] = 1 + phi * x[n - 2] + rng.normal(0, sd * np.sqrt(1 - phi**2))
         j0 = judge_summaries(h, 1 + x[n], sign=1)
-        if j0.extras["rho_lo"] > 0:
-            plain.append(j0.extras["p_run_worse"])
+        if j0.extras.rho_lo > 0:
+            plain.append(j0.extras.p_run_worse)
             told.append(judge_summaries(h, 1 + x[n], sign=1,
-                                        standin_last=True).extras["p_run_worse"])
+                                        standin_last=True).extras.p_run_worse)
     told, plain = np.array(told), np.array(plain)
     hi = plain <= 0.5  # above the prediction: a wider prediction is less surprised
     assert told.size >= 250 and np.all(told[hi] >= plain[hi])
@@ -426,7 +426,7 @@ def test_run_after_a_stand_in_is_predicted_with_the_stand_ins_own_innovation():
     iid = _iid_baseline()
     a = judge_summaries(iid, 1.03, sign=1)
     b = judge_summaries(iid, 1.03, sign=1, standin_last=True)
-    assert a.extras["p_run_worse"] == b.extras["p_run_worse"] and a.p_worse == b.p_worse
+    assert a.extras.p_run_worse == b.extras.p_run_worse and a.p_worse == b.p_worse
 
 
 def test_verdicts_do_not_depend_on_the_unit():
@@ -521,18 +521,18 @@ def test_sequential_confirm_stops_early_on_both_sides():
     assert stats.confirm_reruns(h, [101.5, 101.0], sign=1, final=False)[1] == "suspect"
     # The last rerun decides outright (rerun_pair_level for two, rerun_mean_level for more).
     j, v = stats.confirm_reruns(h, [102.5, 102.2, 102.6], sign=1)
-    assert v == "regression" and j.extras["p_run_worse"] <= DEFAULTS.rerun_mean_level
+    assert v == "regression" and j.extras.p_run_worse <= DEFAULTS.rerun_mean_level
     j, v = stats.confirm_reruns(h, [101.8, 101.5, 101.9], sign=1)  # p 0.017: two would hold
-    assert v == "pass" and DEFAULTS.rerun_mean_level < j.extras["p_run_worse"] <= 0.02
+    assert v == "pass" and DEFAULTS.rerun_mean_level < j.extras.p_run_worse <= 0.02
     assert stats.confirm_reruns(h, [101.5, 101.0], sign=1)[1] == "pass"
     # A baseline too short for a third rerun (under 30 runs): the second decides outright.
     short = h[:25]
     assert stats.confirm_reruns(short, [101.5, 101.0], sign=1, final=False)[1] == "pass"
     # One rerun far out counts as 3 run scales: it cannot carry a clean pair's mean.
     j1, _ = stats.confirm_reruns(h, [100.2, 100.1, 130.0], sign=1, final=False)
-    top = j1.extras["mu1"] + 3.0 * j1.extras["s1"]
+    top = j1.extras.mu1 + 3.0 * j1.extras.s1
     j2, _ = stats.confirm_reruns(h, [100.2, 100.1, top], sign=1, final=False)
-    assert j1.value == pytest.approx(j2.value) and j1.extras["p_run_worse"] > 0.001
+    assert j1.value == pytest.approx(j2.value) and j1.extras.p_run_worse > 0.001
     with pytest.raises(ValueError, match="at least two reruns"):
         stats.confirm_reruns(h, [103.0], sign=1)
 
@@ -543,26 +543,26 @@ def test_a_chain_holds_a_borderline_mean_only_if_its_first_attempt_is_one_of_its
     h = np.random.default_rng(14).normal(100, 1, 40)
     reruns = [101.8, 102.0, 102.1, 101.9]
     j, v = stats.confirm_reruns(h, reruns, sign=1)
-    assert v == "regression" and j.extras["p_run_worse"] > DEFAULTS.rerun_mean_hold_level
+    assert v == "regression" and j.extras.p_run_worse > DEFAULTS.rerun_mean_hold_level
     # A first attempt that is one draw of that regime changes nothing ...
     j, v = stats.confirm_reruns(h, reruns, sign=1, first=103.5)
-    assert v == "regression" and j.extras["p_split"] > 0.1 and "chain_transient" not in j.extras
+    assert v == "regression" and j.extras.p_split > 0.1 and not j.extras.chain_transient
     # ... one far above their mean is a transient: the first attempt, which selected the
     # metric, is no evidence, and the reruns are not clear on their own.
     for first in (105.5, 120.0):  # 105.5: 2.8 SE of first - mean(4), 2.2 SE of first - rerun
         j, v = stats.confirm_reruns(h, reruns, sign=1, first=first)
-        assert v == "pass" and j.extras["chain_transient"] == 1.0
-        assert j.extras["p_split"] <= DEFAULTS.consistency_level
+        assert v == "pass" and j.extras.chain_transient == 1.0
+        assert j.extras.p_split <= DEFAULTS.consistency_level
     # Reruns clear on their own hold whatever the first attempt was.
     j, v = stats.confirm_reruns(h, [105.0, 105.0], sign=1, first=130.0, final=False)
-    assert v == "regression" and j.extras["p_run_worse"] <= DEFAULTS.rerun_mean_hold_level
+    assert v == "regression" and j.extras.p_run_worse <= DEFAULTS.rerun_mean_hold_level
     # Higher is better: the mirror image.
     j, v = stats.confirm_reruns(200 - h, [200 - x for x in reruns], sign=-1, first=80.0)
-    assert v == "pass" and j.extras["chain_transient"] == 1.0
+    assert v == "pass" and j.extras.chain_transient == 1.0
     # With one rerun the split test is confirm's own.
     jc, _ = confirm(h, 102.0, sign=1, first=106.0)
-    assert stats.split_p(106.0, [102.0], sign=1, scale=jc.extras["s1c"],
-                         n_baseline=jc.n_baseline) == pytest.approx(jc.extras["p_split"])
+    assert stats.split_p(106.0, [102.0], sign=1, scale=jc.extras.s1c,
+                         n_baseline=jc.n_baseline) == pytest.approx(jc.extras.p_split)
     with pytest.raises(ValueError, match="at least one rerun"):
         stats.split_p(106.0, [], sign=1, scale=1.0, n_baseline=40)
 
@@ -572,10 +572,10 @@ def test_corroboration_asks_the_same_of_the_first_attempt_except_on_heavy_tails(
     # clear on its own: a first attempt far above both reruns is a transient.
     h = np.random.default_rng(14).normal(100, 1, 40)
     j, v = stats.corroborate(h, 101.5, sign=1)
-    assert v == "regression" and j.extras["p_run_worse"] > DEFAULTS.rerun_mean_hold_level
+    assert v == "regression" and j.extras.p_run_worse > DEFAULTS.rerun_mean_hold_level
     assert stats.corroborate(h, 101.5, sign=1, first=102.5, previous=102.0)[1] == "regression"
     j, v = stats.corroborate(h, 101.5, sign=1, first=110.0, previous=102.0)
-    assert v == "pass" and j.extras["chain_transient"] == 1.0
+    assert v == "pass" and j.extras.chain_transient == 1.0
     # A heavy-tailed baseline: a slow-mode first attempt far above fast-mode reruns is
     # ordinary there, and the rank decides as before.
     hv = _slow_mode_baseline(31)
@@ -586,7 +586,7 @@ def test_corroboration_asks_the_same_of_the_first_attempt_except_on_heavy_tails(
 
 def test_mean_of_three_is_ranked_among_means_of_three_baseline_runs():
     h = _iid_baseline()
-    p = {k: judge_summaries(h, 1.02, sign=1, mean_of=k).extras["p_run_worse"] for k in (1, 2, 3)}
+    p = {k: judge_summaries(h, 1.02, sign=1, mean_of=k).extras.p_run_worse for k in (1, 2, 3)}
     assert p[3] < p[2] < p[1]
     # Every 3-subset of a 40-run baseline (9,880), or a fixed sample of 20,000 4-subsets.
     from gates.robust import subset_means
@@ -605,7 +605,7 @@ def test_two_stage_confirm_only_for_independent_light_tailed_baselines():
     # the 27 before the last 10) keeps the gate's own level: a short autocorrelated
     # baseline reads as independent by chance.
     js = judge_summaries(h[:36], 3.0, sign=1)
-    assert js.extras["n_base"] < DEFAULTS.sequential_min_base
+    assert js.extras.n_base < DEFAULTS.sequential_min_base
     assert stats.independent(js) and stats.level_for(js, 0.02) == 0.02
     # A borderline rerun: another one is asked for, only when one may follow.
     assert confirm(h, 1.2, sign=1, first=3.0, another=True)[1] == "suspect"
@@ -622,7 +622,7 @@ def test_two_stage_confirm_only_for_independent_light_tailed_baselines():
     for t in range(1, 40):
         ar[t] = 0.8 * ar[t - 1] + 0.6 * e[t]
     ja = judge_summaries(ar, ar[-1] + 3.0, sign=1)
-    assert ja.extras["rho_lo"] > 0 and stats.level_for(ja, 0.02) == 0.02
+    assert ja.extras.rho_lo > 0 and stats.level_for(ja, 0.02) == 0.02
     # Runs on several machines: reruns share their machine's offset.
     hosts = [f"GPU-{i % 3}" for i in range(40)]
     jm = judge_summaries(h, 3.0, sign=1, hosts=hosts, host="GPU-0")
@@ -633,7 +633,7 @@ def test_two_stage_confirm_only_for_independent_light_tailed_baselines():
 def test_confirm_reruns_needs_the_mean_and_the_last_rerun_beyond_the_floor():
     h = np.random.default_rng(13).normal(100, 1, 40)
     j, v = stats.confirm_reruns(h, [103.0, 103.0], sign=1)
-    assert v == "regression" and j.extras["p_run_worse"] <= DEFAULTS.rerun_pair_level
+    assert v == "regression" and j.extras.p_run_worse <= DEFAULTS.rerun_pair_level
     assert stats.confirm_reruns(h, [100.5, 100.2], sign=1)[1] == "pass"  # the mean is noise
     # A declared floor of 2.5%: a mean of +3% holds only if the last rerun is beyond it too.
     assert stats.confirm_reruns(h, [103.0, 103.0], sign=1, min_change=0.025)[1] == "regression"
@@ -686,19 +686,19 @@ def test_carried_reruns_count_only_on_baselines_of_30_runs():
     # Alone the four reruns' mean (+1.3 scales) falls short of the last stage's level;
     # four more of an earlier unheld confirm at about the same level carry it.
     j0, v0 = stats.confirm_reruns(h, fresh, sign=1)
-    assert v0 == "pass" and j0.extras["carried"] == 0
+    assert v0 == "pass" and j0.extras.carried == 0
     j1, v1 = stats.confirm_reruns(h, fresh, sign=1, carried=[101.2, 101.5, 101.3, 101.4])
-    assert v1 == "regression" and j1.extras["carried"] == 4
-    assert j1.extras["p_run_worse"] < j0.extras["p_run_worse"]
+    assert v1 == "regression" and j1.extras.carried == 4
+    assert j1.extras.p_run_worse < j0.extras.p_run_worse
     # Carried reruns near the centre pull the mean back: what did not hold weighs in too.
     assert stats.confirm_reruns(h, [101.8, 101.9, 102.0, 101.9], sign=1,
                                 carried=[100.0, 99.8, 100.1, 100.2])[1] == "pass"
     # A baseline under sequential_min_base runs: this run's own reruns only.
     short = h[:25]
     js, vs = stats.confirm_reruns(short, fresh, sign=1, carried=[101.2, 101.5, 101.3, 101.4])
-    assert js.extras["carried"] == 0
-    assert (js.extras["p_run_worse"], vs) == pytest.approx(
-        (stats.confirm_reruns(short, fresh, sign=1)[0].extras["p_run_worse"], vs))
+    assert js.extras.carried == 0
+    assert (js.extras.p_run_worse, vs) == pytest.approx(
+        (stats.confirm_reruns(short, fresh, sign=1)[0].extras.p_run_worse, vs))
 
 
 def _slow_mode_baseline(seed: int) -> np.ndarray:
@@ -711,21 +711,21 @@ def _slow_mode_baseline(seed: int) -> np.ndarray:
 
 def test_a_rerun_beyond_every_run_of_a_heavy_baseline_asks_the_next_to_corroborate():
     h = _slow_mode_baseline(31)
-    assert judge_summaries(h, 130.0, sign=1).extras["heavy"]
+    assert judge_summaries(h, 130.0, sign=1).extras.heavy
     # Held by the one-rerun rules, but beyond every baseline run: the next rerun decides,
     # where one may follow; with none left the rerun holds as before.
     jc, v = confirm(h, 125.0, sign=1, first=130.0, another=True)
-    assert v == "suspect" and jc.extras["corroborate"] == 1.0 and jc.extras["beyond"] == 1.0
+    assert v == "suspect" and jc.extras.corroborate == 1.0 and jc.extras.beyond == 1.0
     assert confirm(h, 125.0, sign=1, first=130.0)[1] == "regression"
     # A rerun inside the baseline's range that does not hold is not asked about.
     jc, v = confirm(h, 112.0, sign=1, first=130.0, another=True)
-    assert v == "pass" and "corroborate" not in jc.extras
+    assert v == "pass" and not jc.extras.corroborate
     # The next rerun holds the regression where it ranks among the worst 40% of the
     # baseline's reference runs, and passes below that.
     j, v = stats.corroborate(h, 111.0, sign=1)
-    assert v == "regression" and j.extras["rank_worse"] <= 0.1
+    assert v == "regression" and j.extras.rank_worse <= 0.1
     j, v = stats.corroborate(h, 99.0, sign=1)
-    assert v == "pass" and j.extras["rank_worse"] > DEFAULTS.corroborate_rank
+    assert v == "pass" and j.extras.rank_worse > DEFAULTS.corroborate_rank
 
 
 def test_a_rerun_beyond_every_run_of_a_slightly_autocorrelated_baseline_is_corroborated():
@@ -734,10 +734,10 @@ def test_a_rerun_beyond_every_run_of_a_slightly_autocorrelated_baseline_is_corro
     # by chance) held alone there; now the next rerun decides, as on heavy tails.
     h = 100 + _ar1_offsets(np.random.default_rng(2), 40, phi=0.3, sd=1.0)
     j = judge_summaries(h, 100.0, sign=1)
-    assert 0.0 < j.extras["rho_lo"] <= QUANTILE_RHO and not j.extras["heavy"]
+    assert 0.0 < j.extras.rho_lo <= QUANTILE_RHO and not j.extras.heavy
     rerun, first = h.max() + 0.5, h.max() + 3.0
     jc, v = confirm(h, rerun, sign=1, first=first, another=True)
-    assert v == "suspect" and jc.extras["corroborate"] == 1.0 and jc.extras["beyond"] == 1.0
+    assert v == "suspect" and jc.extras.corroborate == 1.0 and jc.extras.beyond == 1.0
     assert confirm(h, rerun, sign=1, first=first)[1] == "regression"  # no rerun left
 
 

@@ -24,8 +24,9 @@ def history(tmp_path, runs: int) -> tuple[str, list[str]]:
 def set_unit(path: str, unit: str, run_ids: list[str]) -> None:
     # Written before the recorder and merge checked units, or by hand.
     with sqlite3.connect(path) as conn:
-        conn.executemany("UPDATE metrics SET unit = ? WHERE key = ? AND run_id = ?",
-                         [(unit, LAT, r) for r in run_ids])
+        conn.executemany("UPDATE metric_rows SET unit = ? WHERE key_id = (SELECT id FROM "
+                         "texts WHERE text = ?) AND run_num = (SELECT num FROM runs WHERE "
+                         "run_id = ?)", [(unit, LAT, r) for r in run_ids])
     conn.close()
 
 

@@ -7,13 +7,13 @@ returns plain NamedTuples (no per-row dicts).
 
 from __future__ import annotations
 
-import itertools
 import json
 import sqlite3
 from collections.abc import Iterable, Sequence
 
 import numpy as np
 
+from gates.schema import unpack_samples
 from gates.store.rows import BaselineRun, ConfirmLink, KeyVerdict, MetricMedian
 
 __all__ = ["BaselineReads"]
@@ -24,6 +24,12 @@ _CHUNK = 500  # bound parameters per IN (...) list: under SQLite's limit on old 
 def _chunks(items: Sequence[str]) -> Iterable[Sequence[str]]:
     for c in range(0, len(items), _CHUNK):
         yield items[c:c + _CHUNK]
+
+
+def _decode(blob: object) -> np.ndarray:
+    if isinstance(blob, bytes) and len(blob) % 8 == 0:
+        return np.frombuffer(blob, dtype="<f8").astype(float)
+    return np.asarray(unpack_samples(blob), dtype=float)  # a forged value: as it reads
 
 
 def _marks(part: Sequence[object]) -> str:
@@ -71,25 +77,18 @@ class BaselineReads:
         """
         if not want:
             return {}
-        chunks: list[tuple[int, float]] = []
+        wanted = set(want)
+        out: dict[int, np.ndarray] = {}
         lo = 0
         for hi in range(1, len(want) + 1):
             if hi == len(want) or want[hi] - want[hi - 1] > 256:
-                chunks.extend(self.conn.execute(
-                    "SELECT metric_id, value FROM samples WHERE metric_id BETWEEN ? AND ? "
-                    "ORDER BY metric_id, seq", (want[lo], want[hi - 1])).fetchall())
+                for mid, blob in self.conn.execute(
+                        "SELECT id, samples FROM metric_rows WHERE id BETWEEN ? AND ? "
+                        "AND samples IS NOT NULL", (want[lo], want[hi - 1])):
+                    if mid in wanted:
+                        out[mid] = _decode(blob)
                 lo = hi
-        if not chunks:
-            return {}
-        flat = np.fromiter(itertools.chain.from_iterable(chunks), dtype=float,
-                           count=2 * len(chunks))
-        sid = flat[0::2].astype(np.int64)
-        sval = flat[1::2].copy()
-        first = np.concatenate(([0], np.flatnonzero(np.diff(sid)) + 1))
-        bounds = np.append(first, sid.size)
-        wanted = set(want)
-        return {int(sid[a]): sval[a:b] for a, b in zip(bounds[:-1], bounds[1:], strict=True)
-                if int(sid[a]) in wanted}
+        return out
 
     def transient_reruns(self, suite: str, keys: set[str]) -> dict[tuple[str, str], str]:
         """{(run id, key): its confirm run's id} where the confirm found the first attempt

@@ -205,3 +205,35 @@ class ReportReads:
             "SELECT fingerprint FROM runs WHERE suite = ? AND status = 'complete' "
             "AND trusted = 1 ORDER BY started_at DESC, run_id LIMIT 1", (suite,))
         return rows[0]["fingerprint"] if rows else None
+
+    def trim_rows(self, suite: str | None = None, since: str | None = None) -> dict[str, list[dict[str, Any]]]:
+        """What ``gates.trim`` reads, over complete trusted runs (of `suite`, started at or
+        after `since`): ``metrics`` (suite, fingerprint, run_id, nodeid, key, median of the
+        first attempt), ``verdicts`` (suite, fingerprint, key, verdict, n over every
+        attempt), ``tests`` (suite, fingerprint, nodeid, mean seconds of passing first
+        attempts) and ``runs`` (suite, fingerprint, run_id, started_at)."""
+        where = "r.status = 'complete' AND r.trusted = 1"
+        params: list[Any] = []
+        if suite is not None:
+            where += " AND r.suite = ?"
+            params.append(suite)
+        if since is not None:
+            where += " AND r.started_at >= ?"
+            params.append(since)
+        return {
+            "metrics": self._rows(
+                "SELECT r.suite, r.fingerprint, m.run_id, m.nodeid, m.key, m.median "
+                f"FROM metrics m JOIN runs r ON r.run_id = m.run_id WHERE {where} AND m.attempt = 1 "
+                "ORDER BY r.started_at, m.run_id, m.nodeid, m.key", params),
+            "verdicts": self._rows(
+                "SELECT r.suite, r.fingerprint, v.key, v.verdict, count(*) AS n "
+                f"FROM verdicts v JOIN runs r ON r.run_id = v.run_id WHERE {where} "
+                "GROUP BY r.suite, r.fingerprint, v.key, v.verdict", params),
+            "tests": self._rows(
+                "SELECT r.suite, r.fingerprint, t.nodeid, avg(t.duration) AS seconds "
+                f"FROM tests t JOIN runs r ON r.run_id = t.run_id WHERE {where} AND t.attempt = 1 "
+                "AND t.outcome = 'passed' GROUP BY r.suite, r.fingerprint, t.nodeid", params),
+            "runs": self._rows(
+                f"SELECT r.suite, r.fingerprint, r.run_id, r.started_at FROM runs r WHERE {where} "
+                "ORDER BY r.started_at", params),
+        }

@@ -1,0 +1,98 @@
+"""An old history (schema m002, written by gates before the compact layout) migrates in
+place to m003 with every row the gate and reports read unchanged.
+
+``tests/data/history-m002.db`` was written by main at 28db6f2 (schema m002): eight
+gated runs of six metrics x five samples (``benchmarks/fleet_runs.py`` with six
+metrics), one a confirm rerun, one untrusted, a command and a file acceptance, a
+bisection, a notification, and a crashed run with an unfinished test.
+"""
+
+from __future__ import annotations
+
+import shutil
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from gates.gate import evaluate_run
+from gates.history import HistoryError, open_history
+from gates.schema import SCHEMA_VERSION
+
+OLD = Path(__file__).parent / "data" / "history-m002.db"
+_KEEP = ("runs", "plan_files", "plan_gates", "trust_log", "acceptances", "run_acceptances",
+         "bisects", "notifications")
+
+
+def _rows(conn: sqlite3.Connection, sql: str) -> list[tuple]:
+    return conn.execute(sql).fetchall()
+
+
+def _old_content(path: Path) -> dict[str, list]:
+    conn = sqlite3.connect(path)
+    out = {t: _rows(conn, f"SELECT * FROM {t} ORDER BY rowid") for t in _KEEP}
+    for view in ("metrics", "tests", "verdicts"):
+        out[view] = _rows(conn, f"SELECT * FROM {view} ORDER BY id")
+    samples: dict[int, list[float]] = {}
+    for mid, value in _rows(conn, "SELECT metric_id, value FROM samples ORDER BY metric_id, seq"):
+        samples.setdefault(mid, []).append(value)
+    out["samples"] = sorted(samples.items())
+    conn.close()
+    return out
+
+
+@pytest.fixture
+def old(tmp_path: Path) -> Path:
+    path = tmp_path / "history.db"
+    shutil.copy(OLD, path)
+    return path
+
+
+def test_an_m002_history_migrates_in_place_with_nothing_lost(old):
+    before = _old_content(old)
+    assert len(before["metrics"]) == 48 and len(before["verdicts"]) == 42
+    with open_history(old) as h:
+        assert h.schema_version == SCHEMA_VERSION == 4
+        runs = [r[:-1] for r in _rows(h.conn, "SELECT * FROM runs ORDER BY rowid")]  # - num
+        assert runs == before["runs"]
+        for table in _KEEP[1:]:
+            assert _rows(h.conn, f"SELECT * FROM {table} ORDER BY rowid") == before[table]
+        for view in ("metrics", "tests", "verdicts"):
+            assert _rows(h.conn, f"SELECT * FROM {view} ORDER BY id") == before[view], view
+        samples = sorted((m["id"], m["samples"]) for rid in h.run_ids()
+                         for m in h.metrics(rid))
+        assert samples == before["samples"]
+        assert h.orphan_rows() == []
+        h.check()
+
+
+def test_a_migrated_history_takes_new_runs_and_gates_them(old):
+    import sys  # noqa: PLC0415
+
+    sys.path.insert(0, str(Path(__file__).parents[1] / "benchmarks"))
+    from fleet_runs import make_run, write_run  # noqa: PLC0415
+
+    with open_history(old) as h:
+        last_id = h.conn.execute("SELECT max(id) FROM metric_rows").fetchone()[0]
+        keys = set(h.metric_keys())
+        rid = write_run(h, make_run(20, seed=7), gate=False)
+        result = evaluate_run(h, rid)
+        # The old runs are baselines: seven complete, one untrusted; the command
+        # acceptance keeps only gemm's runs from the fifth on.
+        old_keys = [v for v in result.verdicts if v.key in keys]
+        other = [v for v in old_keys if not v.key.startswith("gemm/")]
+        assert other and all(v.n_baseline == 6 and v.verdict == "pass" for v in other)
+        assert len(old_keys) == 6 and len(result.verdicts) == 73
+        assert min(m["id"] for m in h.metrics(rid)) == last_id + 1
+        assert h.run(rid)["num"] == len(h.run_ids())
+
+
+def test_a_history_with_rows_of_no_run_is_refused_and_left_untouched(old):
+    with sqlite3.connect(old) as conn:
+        conn.execute("INSERT INTO tests (run_id, attempt, nodeid, outcome) "
+                     "VALUES ('ghost', 1, 'x', 'passed')")
+    conn.close()
+    before = old.read_bytes()
+    with pytest.raises(HistoryError, match="belong to no run.*unchanged"):
+        open_history(old)
+    assert old.read_bytes() == before

@@ -1,0 +1,100 @@
+"""Baseline snapshots: a shard that gates against a snapshot gets the verdicts (and the
+planner the durations) the whole history gives, and uploads only its own run."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+from fleet_history import ENTRY, FP, KEYS, SUITE, record
+
+from gates.gate import evaluate_run
+from gates.history import HistoryError, open_history
+from gates.merge import merge_histories
+from gates.snapshot import make_snapshot, seed_shard, strip_shard
+
+
+@pytest.fixture(scope="module")
+def history(tmp_path_factory) -> Path:
+    path = tmp_path_factory.mktemp("snap") / "history.db"
+    with open_history(path) as h:
+        ids = []
+        for i in range(100):
+            keys = [*KEYS, "gone/latency"] if i < 10 else KEYS  # a key only old runs have
+            ids.append(record(h, i, keys=keys))
+        for i in range(100, 105):
+            record(h, i, fp="h100")
+        h.set_trust([ids[90]], trusted=False, reason="broken runner")
+        # A confirm rerun that found run 95's k1 a transient: it stands in as baseline.
+        rerun = record(h, 95, confirm_of=ids[95], run_id="confirm95", seed=1)
+        h.save_verdicts(rerun, [{"key": "k1/latency", "verdict": "pass", "attempt": 2,
+                                 "detail": {"transient": True}}])
+        h.add_acceptance("k3*", reason="faster allocator", from_commit=f"{97:07d}")
+        for rid in ids[98:]:
+            h.carry_acceptances(rid, [ENTRY])
+    return path
+
+
+def _gate_new(path: Path) -> tuple[list[dict], dict]:
+    with open_history(path) as h:
+        rid = record(h, 200, keys=[*KEYS, "gone/latency"], shift=1.08, seed=3)
+        rows = [v.row(1, None) for v in evaluate_run(h, rid, save=True,
+                                                     acceptances=[ENTRY]).verdicts]
+        return rows, h.file_durations(SUITE, FP)
+
+
+def test_gating_against_a_snapshot_gives_the_full_historys_verdicts(history, tmp_path):
+    full = tmp_path / "full.db"
+    shutil.copy(history, full)
+    want, want_durations = _gate_new(full)
+    snap = tmp_path / "snap.db"
+    report = make_snapshot(history, snap, [SUITE], FP)
+    assert report.runs < report.of  # old runs no key or file still reads are left out
+    shard = tmp_path / "shard.db"
+    seed_shard(snap, shard)
+    got, got_durations = _gate_new(shard)
+    assert got == want and got_durations == want_durations
+    assert {v["verdict"] for v in got} >= {"regression", "pass"}
+    assert any(v["key"] == "gone/latency" and v["detail"]["n_baseline"] == 10 for v in got)
+    # The shard uploads only its own run; merged back, it is the run the full one gated.
+    strip_shard(shard)
+    with open_history(shard) as h:
+        assert h.run_ids() == [f"run0200{FP}"]
+    merged = tmp_path / "merged.db"
+    shutil.copy(history, merged)
+    assert merge_histories([shard], merged).added == [f"run0200{FP}"]
+    with open_history(merged) as m:
+        saved = m.verdicts(f"run0200{FP}")
+        assert [(v["key"], v["verdict"], v["p_value"]) for v in saved] == \
+            [(v["key"], v["verdict"], v["p_value"]) for v in want]
+
+
+def test_a_killed_shard_still_carrying_the_snapshot_merges_only_its_run(history, tmp_path):
+    snap = tmp_path / "snap.db"
+    make_snapshot(history, snap, [SUITE], FP)
+    shard = tmp_path / "shard.db"
+    seed_shard(snap, shard)
+    with open_history(shard) as h:
+        record(h, 300)
+    merged = tmp_path / "merged.db"
+    shutil.copy(history, merged)
+    report = merge_histories([shard], merged)
+    assert report.added == [f"run0300{FP}"] and report.unchanged == []
+
+
+def test_the_snapshot_is_only_read_and_a_used_shard_file_is_refused(history, tmp_path):
+    snap = tmp_path / "snap.db"
+    make_snapshot(history, snap, [SUITE], FP)
+    before = snap.read_bytes()
+    shard = tmp_path / "shard.db"
+    seed_shard(snap, shard)
+    assert "kept" in seed_shard(snap, shard)
+    assert snap.read_bytes() == before
+    with pytest.raises(HistoryError, match="not a baseline snapshot"):
+        seed_shard(history, tmp_path / "other.db")
+    with pytest.raises(HistoryError, match="new file"):
+        make_snapshot(history, snap, [SUITE])
+    with pytest.raises(HistoryError, match="not SQLite|not an SQLite"):
+        (tmp_path / "notes.db").write_text("hello")
+        make_snapshot(tmp_path / "notes.db", tmp_path / "s2.db", [SUITE])
