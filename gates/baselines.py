@@ -161,6 +161,7 @@ def _newest_rows(history: History, run: Mapping[str, Any], keys: set[str], exclu
     info = {rid: (st or "", bool(cof) or rid in exclude or bool(started and (st or "") > started))
             for rid, st, cof in runs}
     run_started = {rid: v[0] for rid, v in info.items()}
+    skipped = {rid for rid, v in info.items() if v[1]}  # confirms, excluded, later runs
     rows: dict[str, list[tuple[str, int, str]]] = {k: [] for k in keys}
     done: dict[str, _Kept] = {}
     pending = set(keys)
@@ -179,13 +180,15 @@ def _newest_rows(history: History, run: Mapping[str, Any], keys: set[str], exclu
         for key in list(pending):
             series = sorted(rows[key], reverse=True)[:SERIES_LIMIT]  # newest first
             kept: dict[str, list[int]] = {}
-            gone = (drop or {}).get(key, frozenset())
+            gone = (drop or {}).get(key)
+            skip = skipped | gone if gone else skipped
             for _st, mid, rid in series:
-                if not info[rid][1] and rid not in gone:
-                    if rid in kept:
-                        kept[rid].append(mid)  # several rows of a key in one run: pooled
-                    else:
+                if rid not in skip:
+                    pooled = kept.get(rid)
+                    if pooled is None:
                         kept[rid] = [mid]
+                    else:
+                        pooled.append(mid)  # several rows of a key in one run: pooled
             if len(series) >= SERIES_LIMIT or len(kept) >= need or i >= len(runs):
                 done[key] = list(kept.items())[:need]
                 pending.discard(key)
@@ -213,8 +216,10 @@ def _summarised(history: History, done: dict[str, _Kept],
     # A run with one row of a key is summarised by the stored median (the median of
     # its samples, metrics.median), so only the newest WITHIN_RUNS runs' samples are
     # read, for the within-run spread; pooled rows need all their samples.
+    unstored = {mid for mid, med in medians.items() if med is None}
     stored = {key for key, kept_runs in done.items()
-              if all(len(mids) == 1 and medians[mids[0]] is not None for _, mids in kept_runs)}
+              if all(len(mids) == 1 for _, mids in kept_runs)
+              and not (unstored and any(mids[0] in unstored for _, mids in kept_runs))}
     want = sorted({mid for key, kept_runs in done.items()
                    for _, mids in (kept_runs[:stats.WITHIN_RUNS] if key in stored else kept_runs)
                    for mid in mids})
@@ -227,7 +232,8 @@ def _summarised(history: History, done: dict[str, _Kept],
         kept_runs.reverse()  # oldest first
         if key in stored:
             # A row without samples: its median stands in (as in baseline_runs).
-            recent = [samples.get(mids[0], np.array([medians[mids[0]]], dtype=float))
+            recent = [samples[mids[0]] if mids[0] in samples
+                      else np.array([medians[mids[0]]], dtype=float)
                       for _, mids in kept_runs[-stats.WITHIN_RUNS:]]
             out[key] = stats.Summarized(
                 np.array([medians[mids[0]] for _, mids in kept_runs], dtype=float),

@@ -102,6 +102,7 @@ class Verdict:
     rel_change: float | None = None
     ci_low: float | None = None
     ci_high: float | None = None
+    ci_conf: float | None = None  # the interval's confidence (the level that decided)
     statistic: float | None = None  # signed z (> 0: worse)
     p_value: float | None = None
     q_value: float | None = None
@@ -140,6 +141,8 @@ class Verdict:
             detail["corroborate"] = True
         if self.chain_transient:
             detail["chain_transient"] = True
+        if self.ci_conf is not None:
+            detail["ci_conf"] = self.ci_conf
         return {"key": self.key, "nodeid": self.nodeid, "verdict": self.verdict,
                 "baseline": self.baseline, "new": self.new, "rel_change": self.rel_change,
                 "ci_low": self.ci_low, "ci_high": self.ci_high, "statistic": self.statistic,
@@ -441,6 +444,8 @@ def evaluate_run(
                                  f"new run alone p {j.extras.p_run_worse:.2g}: screened at "
                                  f"{params.screen_level:g}, a confirm rerun decides")
             v.verdict = verdict
+            _show_interval(v, j, _decided_level(j, v, gate, params, level if not confirm_of
+                                                else None, q_better.get(v.key)))
             if verdict == "improvement":  # its own p, not the bad direction's
                 v.p_value, v.q_value = _num(j.p_better), q_better.get(v.key)
             if verdict in ("regression", "improvement"):
@@ -469,6 +474,34 @@ def evaluate_run(
                                        for v in result.verdicts])
     result.verdicts += carried
     return result
+
+
+def _decided_level(j: stats.Judgement, v: Verdict, gate: Gate, params: stats.GateParams,
+                   level: float | None, q_better: float | None) -> float:
+    """The level, on the metric's own p scale, its verdict was decided at.
+
+    First attempts (``level`` given): the side of the change's level (``level``
+    for a rise in the bad direction, ``gate.level x confirm_level`` for an
+    improvement) times p / q of that side (BH: q <= level is p <= level p / q).
+    Confirm attempts: the reruns' level where they decided outright, else the
+    confirm level (the level the rerun's own test is held to)."""
+    if level is None:
+        lv = j.extras.rerun_level
+        return lv if lv is not None else params.confirm_level
+    worse = j.z >= 0
+    side = level if worse else gate.level * params.confirm_level
+    p, q = (j.p_worse, v.q_value) if worse else (j.p_better, q_better)
+    return side * (p / q) if q and p <= q else side
+
+
+def _show_interval(v: Verdict, j: stats.Judgement, level: float) -> None:
+    """The deciding test's interval at the level that decided (``Decider``)."""
+    d = j.decider
+    if d is None:
+        return
+    ci = d.interval(level)
+    v.ci_low, v.ci_high = (_num(ci[0]), _num(ci[1])) if ci is not None else (None, None)
+    v.ci_conf = d.confidence(level)
 
 
 def _attempt_chain(history: History, run_id: str) -> list[dict[str, Any]]:
@@ -531,7 +564,7 @@ def _carried(row: Mapping[str, Any], attempt: int) -> Verdict:
     v = Verdict(key=row["key"], verdict=row["verdict"], nodeid=row.get("nodeid"),
                 unit=d.get("unit"), better=d.get("better"), mode=row.get("mode") or "enforce",
                 method=d.get("method") or "", n_baseline=int(d.get("n_baseline") or 0),
-                declared_at=d.get("declared_at"))
+                declared_at=d.get("declared_at"), ci_conf=d.get("ci_conf"))
     for k in ("baseline", "new", "rel_change", "ci_low", "ci_high", "statistic", "p_value",
               "q_value", "floor"):
         setattr(v, k, row.get(k))
@@ -694,14 +727,14 @@ def verdict_table(result: GateResult) -> str:
     """The verdict table printed at the end of a suite session."""
     from tabulate import tabulate
 
+    from gates.render_text import fmt_change
+
     rows = []
     order = {v: i for i, v in enumerate(("regression", "threshold-fail", "missing", "error",
                                          "suspect", "insufficient-history", "improvement",
                                          "pass"))}
     for v in sorted(result.verdicts, key=lambda v: (order.get(v.verdict, 9), v.key)):
-        change = _fmt(v.rel_change, pct=True)
-        if v.ci_low is not None and v.ci_high is not None:
-            change += f" [{100 * v.ci_low:+.1f}, {100 * v.ci_high:+.1f}]"
+        change = fmt_change(v)  # type: ignore[arg-type]  # a Verdict has VerdictRow's fields
         pq = "-" if v.p_value is None else f"{v.p_value:.2g}"
         if v.q_value is not None:
             pq += f" / {v.q_value:.2g}"
@@ -717,7 +750,7 @@ def verdict_table(result: GateResult) -> str:
     head = (f"gate: run {result.run_id} suite {result.suite} mode {result.mode}"
             + (f", confirm attempt {result.attempt} of run {result.confirm_of}"
                if result.confirm_of else ""))
-    table = tabulate(rows, headers=["metric", "verdict", "baseline", "new", "change [95% CI]",
+    table = tabulate(rows, headers=["metric", "verdict", "baseline", "new", "change [interval] level",
                                     "p / q", "floor", "method", "runs", "where / why"],
                      tablefmt="simple") if rows else "(no gated metrics)"
     counts = ", ".join(f"{n} {k}" for k, n in sorted(result.counts().items()))

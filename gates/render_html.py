@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from gates.health import HealthReport
 from gates.render_text import (
     LABELS,
+    change_parts,
     fmt_change,
     fmt_pq,
     fmt_value,
@@ -195,7 +196,7 @@ def _verdict_cells(report: Report, rows: Sequence[VerdictRow]) -> tuple[list[str
     # method under its statistic ...) keep a range report's table within a 1,400 px page.
     with_run = several_runs(report)
     head = (["suite / run"] if with_run else []) + [
-        "verdict", "metric / test", "baseline", "new", "change [95% CI]", "statistic",
+        "verdict", "metric / test", "baseline", "new", "change [interval] level", "statistic",
         "p / q", "floor", "trend", "changed in"]
     out = []
     for v in rows:
@@ -203,7 +204,7 @@ def _verdict_cells(report: Report, rows: Sequence[VerdictRow]) -> tuple[list[str
         if v.mode and v.mode != "enforce" and v.cls == "warn":
             label += f" ({v.mode})"
         stat = "-" if v.statistic is None else f"{v.statistic:.3g}"
-        change, _, ci = fmt_change(v).partition(" [")
+        change, ci = change_parts(v)
         p, _, q = fmt_pq(v).partition(" ")
         test = None
         if v.nodeid:
@@ -216,7 +217,7 @@ def _verdict_cells(report: Report, rows: Sequence[VerdictRow]) -> tuple[list[str
                  _e(label)),
             _two(f"<code>{_breakable(v.key, '/')}</code>", test),
             _e(fmt_value(v.baseline, v.unit)), _e(fmt_value(v.new, v.unit)),
-            _two(_e(change), _e("[" + ci) if ci else None),
+            _two(_e(change), _e(ci) if ci else None),
             _two(_e(stat), _e(v.method) if v.method else None),
             _two(_e(p), _e(q) if q else None),
             "-" if v.floor is None else _e(f"{v.floor * 100:.1f}%"),

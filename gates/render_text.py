@@ -13,6 +13,7 @@ __all__ = [
     "LABELS",
     "SPARK",
     "fmt_change",
+    "change_parts",
     "fmt_pq",
     "fmt_seconds",
     "fmt_value",
@@ -104,13 +105,47 @@ def fmt_value(x: float | None, unit: str | None = None) -> str:
 
 
 def fmt_change(v: VerdictRow) -> str:
-    """"+12.3% [+8.1, +16.0]": relative change with its 95% CI, in percent."""
-    if v.rel_change is None:
-        return "-"
-    text = f"{v.rel_change * 100:+.1f}%"
-    if v.ci_low is not None and v.ci_high is not None:
-        text += f" [{v.ci_low * 100:+.1f}, {v.ci_high * 100:+.1f}]"
-    return text
+    """"+1.4% [+0.8, +2.0] 98%": the change and the interval that decided (``change_parts``)."""
+    change, interval = change_parts(v)
+    return f"{change} {interval}" if interval else change
+
+
+def change_parts(v: VerdictRow) -> tuple[str, str]:
+    """(the change, the interval that decided it), in percent.
+
+    The change is the new value against the baseline shown beside it. The
+    interval is the deciding test's at the level that decided (its confidence
+    after it); where that test read a window of runs, not the new run alone,
+    the window and its own change come first ("huber-10 +8.2% [+6.5, +10.0]
+    99%"). A verdict stored without the level shows its stored change and
+    95% interval as they were.
+    """
+    if v.ci_conf is None:  # stored before intervals carried their level
+        if v.rel_change is None:
+            return "-", ""
+        ci = (f"[{v.ci_low * 100:+.1f}, {v.ci_high * 100:+.1f}]"
+              if v.ci_low is not None and v.ci_high is not None else "")
+        return f"{v.rel_change * 100:+.1f}%", ci
+    own = (None if v.new is None or not v.baseline
+           else (v.new - v.baseline) / abs(v.baseline))
+    change = "-" if own is None else f"{own * 100:+.1f}%"
+    ci = ("[unbounded]" if v.ci_low is None or v.ci_high is None
+          else f"[{v.ci_low * 100:+.1f}, {v.ci_high * 100:+.1f}]")
+    ci += f" {_conf(v.ci_conf)}"
+    window = (v.method or "").rpartition("/")[2]
+    if window and window != "run" and v.rel_change is not None:
+        ci = f"{window} {v.rel_change * 100:+.1f}% {ci}"
+    return change, ci
+
+
+def _conf(c: float) -> str:
+    """A confidence in percent, with the digits that tell it from 100%."""
+    pct = 100 * c
+    for d in range(4):
+        text = f"{pct:.{d}f}"
+        if float(text) < 100 or pct >= 100:
+            return f"{text}%"
+    return f"{pct:.4g}%"
 
 
 def _p(x: float) -> str:
@@ -204,7 +239,7 @@ def verdict_table(report: Report, *, with_run: bool | None = None
                   ) -> tuple[list[str], list[list[str]]]:
     with_run = several_runs(report) if with_run is None else with_run
     head = (["suite run"] if with_run else []) + [
-        "verdict", "metric", "test", "baseline", "new", "change [95% CI]", "statistic",
+        "verdict", "metric", "test", "baseline", "new", "change [interval] level", "statistic",
         "p / q", "floor", "trend", "changed in"]
     rows = []
     for v in report.verdicts:

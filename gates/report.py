@@ -185,6 +185,8 @@ class VerdictRow:
     owner: str | None = None  # gates.owners.assign: register_ci_gate(owner=), else CODEOWNERS
     accept_hint: str | None = None  # the `gate-report accept` command for a change that held
     bisect: str | None = None  # the newest stored bisection of the key (gate-report bisect)
+    ci_conf: float | None = None  # the interval's confidence: the level that decided (None:
+    # a verdict stored before intervals carried it, a 95% t-interval)
 
     @property
     def path(self) -> str | None:
@@ -281,6 +283,12 @@ def _seconds_between(start: str | None, end: str | None) -> float | None:
     except ValueError:
         return None
     return max(0.0, (b - a).total_seconds())
+
+
+def _confidence(x: Any) -> float | None:
+    """A stored interval confidence, when it is one (a hostile shard's is not shown)."""
+    f = _finite(x)
+    return f if f is not None and 0.0 < f < 1.0 else None
 
 
 def _finite(x: Any) -> float | None:
@@ -473,8 +481,25 @@ def build_report(data: ReportInput, *, title: str | None = None,
     `Report.omitted`.
     """
     runs = [_run_info(r, data) for r in data.runs]
-    run_rows = {str(r["run_id"]): r for r in data.runs}
+    rows = _verdict_rows(data, runs)
+    omitted = 0
+    if data.scope == "range" and not all_rows:
+        kept = _newest_passes_only(rows, {str(r["run_id"]): r for r in data.runs})
+        omitted = len(rows) - len(kept)
+        rows = kept
+    _attach_trends(rows, data)
+    rows.sort(key=_sort_key)
+    summary: dict[str, int] = {}
+    for r in rows:
+        summary[r.cls] = summary.get(r.cls, 0) + 1
+    return Report(title=title if title is not None else _title(data, runs), scope=data.scope,
+                  runs=runs, verdicts=rows, summary=summary, since=data.since,
+                  generated_at=data.generated_at, omitted=omitted)
 
+
+def _verdict_rows(data: ReportInput, runs: Sequence[RunInfo]) -> list[VerdictRow]:
+    """One row per metric of each run: its final verdict (a confirm run's replaces the
+    first one's), or ``not-judged`` for a metric the gate did not judge."""
     verdicts_by_run: dict[str, list[Mapping[str, Any]]] = {}
     for v in data.verdicts:
         verdicts_by_run.setdefault(str(v["run_id"]), []).append(v)
@@ -484,7 +509,6 @@ def build_report(data: ReportInput, *, title: str | None = None,
         k = (str(m["key"]), str(m.get("nodeid") or ""))
         if k not in slot or int(m.get("attempt") or 1) >= int(slot[k].get("attempt") or 1):
             slot[k] = m
-
     rows: list[VerdictRow] = []
     for run in runs:
         final = _latest_attempt(verdicts_by_run.get(run.run_id, ()))
@@ -495,47 +519,55 @@ def build_report(data: ReportInput, *, title: str | None = None,
                 final[k] = v
                 origin[k] = cid
         metrics = metric_by_run.get(run.run_id, {})
-        keys = list(dict.fromkeys([*final, *metrics]))
-        for k in keys:
-            v = final.get(k) or {}
-            m = metrics.get(k) or {}
-            detail = v.get("detail") if isinstance(v.get("detail"), Mapping) else {}
-            verdict = str(v.get("verdict") or "not-judged")
-            mode = v.get("mode")
-            new = _finite(v.get("new"))
-            rows.append(VerdictRow(
-                run_id=run.run_id, suite=run.suite, fingerprint=run.fingerprint,
-                key=k[0], nodeid=k[1] or None, verdict=verdict, cls=classify(verdict, mode),
-                mode=mode, baseline=_finite(v.get("baseline")),
-                new=new if new is not None else _finite(m.get("median")),
-                unit=m.get("unit") or (detail or {}).get("unit"),
-                better=m.get("better") or (detail or {}).get("better"),
-                rel_change=_finite(v.get("rel_change")), ci_low=_finite(v.get("ci_low")),
-                ci_high=_finite(v.get("ci_high")), statistic=_finite(v.get("statistic")),
-                p_value=_finite(v.get("p_value")), q_value=_finite(v.get("q_value")),
-                floor=_finite(v.get("floor")), attempt=int(v.get("attempt") or 1),
-                confirmed_by=origin.get(k),
-                method=(detail or {}).get("method") or (detail or {}).get("statistic"),
-                change_point=(detail or {}).get("change_point")
-                if isinstance((detail or {}).get("change_point"), Mapping) else None,
-            ))
+        for k in dict.fromkeys([*final, *metrics]):
+            rows.append(_verdict_row(run, k, final.get(k) or {}, metrics.get(k) or {},
+                                     origin.get(k)))
+    return rows
 
-    omitted = 0
-    if data.scope == "range" and not all_rows:
-        newest: dict[tuple[str, str, str, str], VerdictRow] = {}
-        for r in rows:
-            ident = (r.suite, r.fingerprint, r.key, r.nodeid or "")
-            cur = newest.get(ident)
-            if cur is None or run_rows[r.run_id].get("started_at", "") >= \
-                    run_rows[cur.run_id].get("started_at", ""):
-                newest[ident] = r
-        keep_newest = {id(r) for r in newest.values()}
-        kept = [r for r in rows if r.cls not in ("pass", "info") or id(r) in keep_newest]
-        omitted = len(rows) - len(kept)
-        rows = kept
 
-    # One trend per (suite, fingerprint, key); the change point only where it matters
-    # to a reader (not a plain pass), which keeps 10,000-metric reports fast.
+def _verdict_row(run: RunInfo, k: tuple[str, str], v: Mapping[str, Any],
+                 m: Mapping[str, Any], confirmed_by: str | None) -> VerdictRow:
+    """The row of metric ``k`` (key, nodeid) of ``run``: verdict row ``v``, metric row ``m``."""
+    detail = v.get("detail") if isinstance(v.get("detail"), Mapping) else {}
+    verdict = str(v.get("verdict") or "not-judged")
+    mode = v.get("mode")
+    new = _finite(v.get("new"))
+    return VerdictRow(
+        run_id=run.run_id, suite=run.suite, fingerprint=run.fingerprint,
+        key=k[0], nodeid=k[1] or None, verdict=verdict, cls=classify(verdict, mode),
+        mode=mode, baseline=_finite(v.get("baseline")),
+        new=new if new is not None else _finite(m.get("median")),
+        unit=m.get("unit") or (detail or {}).get("unit"),
+        better=m.get("better") or (detail or {}).get("better"),
+        rel_change=_finite(v.get("rel_change")), ci_low=_finite(v.get("ci_low")),
+        ci_high=_finite(v.get("ci_high")), statistic=_finite(v.get("statistic")),
+        p_value=_finite(v.get("p_value")), q_value=_finite(v.get("q_value")),
+        floor=_finite(v.get("floor")), attempt=int(v.get("attempt") or 1),
+        confirmed_by=confirmed_by,
+        method=(detail or {}).get("method") or (detail or {}).get("statistic"),
+        ci_conf=_confidence((detail or {}).get("ci_conf")),
+        change_point=(detail or {}).get("change_point")
+        if isinstance((detail or {}).get("change_point"), Mapping) else None,
+    )
+
+
+def _newest_passes_only(rows: list[VerdictRow],
+                        run_rows: Mapping[str, Mapping[str, Any]]) -> list[VerdictRow]:
+    """Every non-passing row, and only the newest passing row of each metric."""
+    newest: dict[tuple[str, str, str, str], VerdictRow] = {}
+    for r in rows:
+        ident = (r.suite, r.fingerprint, r.key, r.nodeid or "")
+        cur = newest.get(ident)
+        if cur is None or run_rows[r.run_id].get("started_at", "") >= \
+                run_rows[cur.run_id].get("started_at", ""):
+            newest[ident] = r
+    keep_newest = {id(r) for r in newest.values()}
+    return [r for r in rows if r.cls not in ("pass", "info") or id(r) in keep_newest]
+
+
+def _attach_trends(rows: list[VerdictRow], data: ReportInput) -> None:
+    """One trend per (suite, fingerprint, key); the change point only where it matters
+    to a reader (not a plain pass), which keeps 10,000-metric reports fast."""
     trends: dict[tuple[str, str, str], Trend] = {}
     for r in rows:
         ident = (r.suite, r.fingerprint, r.key)
@@ -553,19 +585,13 @@ def build_report(data: ReportInput, *, title: str | None = None,
                  else _with_gate_change(t, r.change_point, r.run_id))
         r.trend = t
 
-    rows.sort(key=_sort_key)
-    summary: dict[str, int] = {}
-    for r in rows:
-        summary[r.cls] = summary.get(r.cls, 0) + 1
-    if title is None:
-        suites = sorted({r.suite for r in runs})
-        if data.scope == "run" and runs:
-            title = f"{', '.join(suites)} @ {(runs[0].commit or 'unknown commit')[:10]}"
-        else:
-            since = f" since {data.since[:16].replace('T', ' ')} UTC" if data.since else ""
-            title = f"{', '.join(suites) or 'no runs'}{since}"
-    return Report(title=title, scope=data.scope, runs=runs, verdicts=rows, summary=summary,
-                  since=data.since, generated_at=data.generated_at, omitted=omitted)
+
+def _title(data: ReportInput, runs: Sequence[RunInfo]) -> str:
+    suites = sorted({r.suite for r in runs})
+    if data.scope == "run" and runs:
+        return f"{', '.join(suites)} @ {(runs[0].commit or 'unknown commit')[:10]}"
+    since = f" since {data.since[:16].replace('T', ' ')} UTC" if data.since else ""
+    return f"{', '.join(suites) or 'no runs'}{since}"
 
 
 # ---------------------------------------------------------------------- JSON

@@ -133,7 +133,7 @@ def lag1_autocorr(x: np.ndarray, center: float, scale: float,
     c = np.clip(x, center - 3 * scale, center + 3 * scale) - center
     num, d = float(np.dot(c[1:], c[:-1])), float(np.dot(c, c))
     if tail is not None and tail.size >= 2:
-        ct = float(np.median(tail))
+        ct = median(tail)  # (np.median: the same value, ~50 us more a call)
         b = np.clip(tail, ct - 3 * scale, ct + 3 * scale) - ct
         num, d = num + float(np.dot(b[1:], b[:-1])), d + float(np.dot(b, b))
     if d <= 0:

@@ -98,14 +98,11 @@ from gates.decisions import (
 )
 from gates.judge import (
     DEFAULTS,
-    WITHIN_RUNS,
+    Decider,
     GateParams,
     JudgeExtras,
     Judgement,
-    Summarized,
-    judge,
     judge_summaries,
-    summarize,
 )
 from gates.machines import host_variance
 from gates.robust import (
@@ -121,10 +118,12 @@ from gates.robust import (
     robust_scale,
     run_summary,
 )
+from gates.summaries import WITHIN_RUNS, Summarized, judge, summarize
 
 __all__ = [
     "DEFAULTS",
     "GateParams",
+    "Decider",
     "Judgement",
     "JudgeExtras",
     "ChangePoint",

@@ -1,0 +1,120 @@
+"""The report shows the interval that decided, at the level that decided (issue 27).
+
+A verdict's interval is the deciding test's, widened to agree with its rank and
+tail bounds and taken at the level the verdict was held to: it excludes 0
+exactly where that test carried the verdict. These tests fail if the interval
+shown is the plain t-interval, or one at another level.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+from test_gate import add_run
+
+from gates import stats
+from gates.gate import evaluate_run
+from gates.history import open_history
+from gates.render_html import render_html
+from gates.render_md import md_text, render_md
+from gates.render_text import change_parts, render_text
+from gates.report import build_report
+from gates.report_query import load_report_input, select_runs
+
+
+def _series(tmp_path: Path, base: np.ndarray, new: float, better: str = "lower"):
+    """A history of one metric (5 identical samples a run: run summaries as given),
+    the new run judged; returns (path, verdict)."""
+    path = tmp_path / "history.db"
+    with open_history(path) as h:
+        for i, x in enumerate([*base, new]):
+            rid = add_run(h, i, {"lat": ([float(x)] * 5, {"unit": "ms", "better": better})})
+        [v] = evaluate_run(h, rid, mode="warn").verdicts
+    return path, v
+
+
+def _excludes_zero(v) -> bool:
+    return v.ci_low is not None and (v.ci_low > 0 or v.ci_high < 0)
+
+
+def test_a_level_the_baseline_produced_before_gets_an_interval_through_zero(tmp_path):
+    # A second slow mode (a third of the runs 10% up): a new run there is ordinary.
+    # Its t statistic is large (the plain t-interval excludes 0), but the rank bound
+    # says p ~ 1/3: the verdict is pass, and so must the interval say.
+    rng = np.random.default_rng(3)
+    base = 1.0 + rng.normal(0, 0.005, 40)
+    base[rng.choice(40, 13, replace=False)] += 0.10
+    path, v = _series(tmp_path, base, 1.10)
+    assert v.verdict == "pass" and v.ci_conf is not None
+    assert not _excludes_zero(v)
+    j = stats.judge_summaries(base, 1.10, sign=1)
+    assert j.ci is not None and j.ci[0] > 0  # what the report showed before
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_interval_excludes_zero_exactly_where_the_verdict_is_a_change(tmp_path, seed):
+    rng = np.random.default_rng(seed)
+    base = 1.0 + rng.normal(0, 0.01, 40)
+    for i, step in enumerate((0.0, 0.01, 0.02, 0.025, 0.03, 0.05, -0.03, -0.06)):
+        path, v = _series(tmp_path / f"{i}", base, 1.0 + step + rng.normal(0, 0.01))
+        # (the floor also holds a change back: only where it does not is the p alone)
+        beyond_floor = v.rel_change is not None and abs(v.rel_change) > v.floor
+        if v.verdict in ("regression", "improvement"):
+            assert _excludes_zero(v), v
+        elif beyond_floor:
+            assert not _excludes_zero(v), v
+        assert v.ci_conf is not None and 0.9 < v.ci_conf < 1.0
+
+
+def test_confidence_is_the_level_that_decided(tmp_path):
+    rng = np.random.default_rng(0)
+    base = 1.0 + rng.normal(0, 0.01, 40)
+    _, v = _series(tmp_path, base, 1.08)
+    assert v.verdict == "regression" and v.method.endswith("/run")
+    # One metric: q = p; the new run alone carries half of the level.
+    level = stats.level_for(stats.judge_summaries(base, 1.08, sign=1), 0.02)
+    assert v.ci_conf == pytest.approx(1 - 2 * level * 0.5)
+    # Improvements are held to level x confirm_level: a tighter level, a wider interval.
+    _, vi = _series(tmp_path / "i", base, 0.92)
+    assert vi.verdict == "improvement" and vi.ci_conf > v.ci_conf
+    assert vi.p_value is not None and vi.p_value < 1e-3  # its own p, not the bad side's
+
+
+def test_renderers_show_the_stored_interval_and_the_change_against_the_row(tmp_path):
+    rng = np.random.default_rng(1)
+    base = 1.0 + rng.normal(0, 0.01, 40)
+    path, v = _series(tmp_path, base, 1.08)
+    with open_history(path, readonly=True) as h:
+        runs, scope = select_runs(h)
+        rep = build_report(load_report_input(h, runs, scope=scope))
+    [row] = [r for r in rep.verdicts if r.key == "lat"]
+    assert (row.ci_low, row.ci_high, row.ci_conf) == pytest.approx(
+        (v.ci_low, v.ci_high, v.ci_conf))
+    change, interval = change_parts(row)
+    own = (row.new - row.baseline) / row.baseline
+    assert change == f"{own * 100:+.1f}%"
+    shown = f"[{v.ci_low * 100:+.1f}, {v.ci_high * 100:+.1f}]"
+    assert interval.startswith(shown) and interval.endswith("%")
+    for text, esc in ((render_text(rep), shown), (render_md(rep), md_text(shown)),
+                      (render_html(rep), shown)):
+        assert esc in text and "95% CI" not in text
+
+
+def test_a_verdict_stored_without_its_level_shows_as_it_was():
+    from gates.report import VerdictRow
+
+    row = VerdictRow(run_id="r", suite="s", fingerprint="f", key="k", nodeid=None,
+                     verdict="pass", cls="pass", mode="enforce", baseline=1.0, new=1.1,
+                     unit=None, better="lower", rel_change=0.09, ci_low=0.05, ci_high=0.13,
+                     statistic=3.0, p_value=0.5, q_value=0.5, floor=0.01, attempt=1,
+                     method="robust-t/huber-10")
+    assert change_parts(row) == ("+9.0%", "[+5.0, +13.0]")
+
+
+def test_a_stored_confidence_that_is_not_one_is_not_shown():
+    from gates.report import _confidence
+
+    assert _confidence(0.98) == 0.98
+    assert [_confidence(x) for x in (5.0, 0.0, -1, "x", None, float("nan"))] == [None] * 6
