@@ -145,17 +145,19 @@ def _github(report, root: Path, *, append: bool) -> None:
 
 def _health(args: argparse.Namespace) -> int:
     from gates.report import Report  # noqa: PLC0415
+    from gates.report_query import select_runs  # noqa: PLC0415
 
     check_out(args)
     with open_history_arg(args.history) as history:
-        suite = args.suite
-        if suite is None:
-            latest = history.runs(limit=1)
-            if not latest:
-                raise UsageError(f"{history.path}: no runs yet; run a suite first")
-            suite = latest[0]["suite"]
-        health = _health_for(history, {suite: None}, Path(args.root), args.window)
-    if not health[0].runs:
+        # The suites of "the latest run" as the report means it (this CI run's, else this
+        # commit's; never a run merged with a clock ahead), each up to that run.
+        runs, _ = select_runs(history, suite=args.suite, anchor=_anchor(Path(args.root)))
+        until: dict[str, str] = {}
+        for r in runs:
+            until[r["suite"]] = max(until.get(r["suite"], ""), r["started_at"])
+        health = _health_for(history, until, Path(args.root), args.window)
+    suite = ", ".join(sorted(until))
+    if not any(h.runs for h in health):
         raise UsageError(f"{history.path}: no run of suite {suite!r}; check --suite")
     report = Report(title=f"CI health of {suite}", scope="health", runs=[], verdicts=[],
                     summary={}, health=health, generated_at=now())

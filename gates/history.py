@@ -206,7 +206,9 @@ class History(BaselineReads, ReportReads, FleetSQL):
             conn.execute("PRAGMA foreign_keys = ON")
             # In WAL mode NORMAL loses nothing on a process crash (only the last commits
             # on power loss) and spares an fsync per commit: the plugin commits per test.
-            conn.execute("PRAGMA synchronous = NORMAL")
+            # (Not for readers: an immutable open refuses the pragma as a write.)
+            if not readonly:
+                conn.execute("PRAGMA synchronous = NORMAL")
             self.db = Database(conn, execute_plugins=False)
             self._retry(self._prepare)
         except sqlite3.DatabaseError as exc:
@@ -1045,7 +1047,9 @@ def _connect(path: Path, readonly: bool,
         conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
         return conn
     except sqlite3.OperationalError as exc:
-        if "unable to open" not in str(exc):
+        # SQLite says "unable to open" or, for a WAL file whose -shm it cannot create
+        # (SQLITE_READONLY_CANTINIT), "attempt to write a readonly database".
+        if "unable to open" not in str(exc) and "readonly" not in str(exc):
             return conn  # locked, busy: the caller's retries and messages handle it
         conn.close()
         # A WAL file in a read-only folder: SQLite cannot create its -shm index. With

@@ -307,12 +307,22 @@ def _restore_sigterm() -> None:
     import threading
 
     if threading.current_thread() is threading.main_thread() and \
-            signal.getsignal(signal.SIGTERM) is _raise_interrupt:
+            signal.getsignal(signal.SIGTERM) in (_raise_interrupt, _once):
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
 
 
 def _raise_interrupt(signum: int, frame: object) -> None:
+    import signal
+
+    # Once: a second SIGTERM (PDEATHSIG and the runner's watchdog both send one) would
+    # interrupt pytest's own handling of the first, and the run would be recorded with
+    # the exit status of an uninterrupted session. SIGKILL is the way to insist.
+    signal.signal(signal.SIGTERM, _once)
     raise KeyboardInterrupt(f"signal {signum}")
+
+
+def _once(signum: int, frame: object) -> None:
+    """SIGTERM after the first: the session is already being interrupted."""
 
 
 class _Recorder:

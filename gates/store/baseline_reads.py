@@ -135,6 +135,32 @@ class BaselineReads:
                 f"({_marks(part)})", [key, *part])))
         return out
 
+    def units_of_keys(self, run_ids: Sequence[str], suite: str) -> dict[str, set[str]]:
+        """{key: the units it is recorded in} over ``run_ids`` on ``suite``: which units a
+        baseline of those runs would pool."""
+        out: dict[str, set[str]] = {}
+        for part in _chunks(sorted(set(run_ids))):
+            for key, unit in self.conn.execute(
+                    f"SELECT key, unit FROM metrics WHERE run_id IN ({_marks(part)}) "
+                    "AND +suite = ? GROUP BY key, unit", [*part, suite]):
+                out.setdefault(key, set()).add(unit)
+        return out
+
+    def unit_counts(self, run_ids: Sequence[str], suite: str,
+                    key: str) -> dict[str, tuple[int, str]]:
+        """{unit: (how many of ``run_ids`` recorded ``key`` in it, the newest such run id)}
+        on ``suite``. Through the (suite, key) series index: one key's rows, not every
+        row of the runs."""
+        out: dict[str, tuple[int, str]] = {}
+        for part in _chunks(sorted(set(run_ids))):
+            for unit, n, newest in self.conn.execute(
+                    "SELECT unit, count(DISTINCT run_id), max(started_at || ' ' || run_id) "
+                    f"FROM metrics WHERE suite = ? AND key = ? AND +run_id IN ({_marks(part)}) "
+                    "GROUP BY unit", [suite, key, *part]):
+                seen = out.get(unit, (0, ""))
+                out[unit] = (seen[0] + n, max(seen[1], newest))
+        return {u: (n, newest.rsplit(" ", 1)[-1]) for u, (n, newest) in out.items()}
+
     def run_hardware(self, run_ids: Sequence[str]) -> dict[str, str | None]:
         """{run id: its ``hardware`` column as stored (JSON text)}."""
         out: dict[str, str | None] = {}
