@@ -60,6 +60,8 @@ from gates.decisions import Stage, next_stage
 from gates.declarations import DeclarationError, Gate, gate_for, parse_plan_gates
 from gates.history import History
 from gates.provenance import host_key
+from gates.store.backend import is_database_url
+from gates.unit_check import UnitMismatch, unit_conflicts
 from gates.verdicts import FAILING, VERDICTS, fails
 
 __all__ = [
@@ -232,6 +234,7 @@ class _Run:
     standins: set[str] = field(default_factory=set)
     this_host: str | None = None
     base: dict[str, list[Mapping[str, Any]]] = field(default_factory=dict)  # read key by key
+    mixed: dict[str, Any] = field(default_factory=dict)  # keys whose units disagree
 
     def excluded(self, key: str) -> set[str]:
         return self.exclude | self.cuts[key].drop if key in self.cuts else self.exclude
@@ -292,7 +295,8 @@ def evaluate_run(
         result.attempt = ctx.chain.attempt
         held = [_carried(r, a) for r, a in ctx.chain.held]
         keys = ctx.chain.order(keys)
-    _read_baselines(ctx, {k for k in keys if recorded.get(k)}, bulk)
+    _read_baselines(ctx, {k: {r["unit"] for r in recorded[k]} for k in keys if recorded.get(k)},
+                    bulk)
     judged = [_judge_key(ctx, key, recorded.get(key), declared) for key in keys]
     judged = [t for t in judged if t is not None]
     _decide(ctx, judged)
@@ -339,8 +343,10 @@ def _cutoffs(history: History, run: Mapping[str, Any], recorded: Mapping[str, li
                           carried)
 
 
-def _read_baselines(ctx: _Run, keys: set[str], bulk: bool) -> None:
-    """Every key's baseline in a few queries (``bulk``), with its runs' machines."""
+def _read_baselines(ctx: _Run, units: dict[str, set[str]], bulk: bool) -> None:
+    """Every key's baseline in a few queries (``bulk``), with its runs' machines and the
+    keys whose units disagree across this run and its baseline (``gates.unit_check``)."""
+    keys = set(units)
     ctx.this_host = host_key(ctx.run.get("hardware"))
     if not bulk:
         return
@@ -351,6 +357,7 @@ def _read_baselines(ctx: _Run, keys: set[str], bulk: bool) -> None:
                                  standins_out=ctx.standins,
                                  drop={k: c.drop for k, c in ctx.cuts.items()})
         ctx.hosts = hosts_of(ctx.history, [r for ids in ctx.base_ids.values() for r in ids])
+        ctx.mixed = unit_conflicts(ctx.history, ctx.run["suite"], units, ctx.base_ids)
     except sqlite3.DatabaseError as e:
         raise GateInputError(f"{ctx.history.path}: cannot read baselines ({e}); check the "
                              "file with `History.check`") from None
@@ -378,9 +385,21 @@ def _judge_key(ctx: _Run, key: str, rows: list[Mapping[str, Any]] | None,
     v.nodeid = rows[0]["nodeid"]
     try:
         j = _judge_one(ctx, key, rows, gate, v, stage)
+        _check_units(ctx, key, rows)
     except Exception as e:  # noqa: BLE001 - one bad metric must not hide the others
         v.verdict, v.message, j = "error", f"{type(e).__name__}: {e}", None
     return v, j, gate
+
+
+def _check_units(ctx: _Run, key: str, rows: Sequence[Mapping[str, Any]]) -> None:
+    """A key whose unit differs from its baseline's cannot be judged (``UnitMismatch``)."""
+    mixed = ctx.mixed
+    if ctx.pre is None:  # the reference path read this key's series itself
+        need = ctx.params.window + max(ctx.params.windows, default=1)  # what stats read
+        mixed = unit_conflicts(ctx.history, ctx.run["suite"], {key: {r["unit"] for r in rows}},
+                               {key: [r["run_id"] for r in (ctx.base.get(key) or [])[-need:]]})
+    if key in mixed:
+        raise UnitMismatch(mixed[key])
 
 
 def _decide(ctx: _Run, judged: list[tuple[Verdict, stats.Judgement | None, Gate]]) -> None:
@@ -649,7 +668,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 raise GateInputError(f"--plan {a.plan}: cannot read the plan JSON ({e})") from None
             if not isinstance(plan, dict) or not isinstance(plan.get("gates", []), list):
                 raise GateInputError(f"--plan {a.plan}: not a plan (an object with a 'gates' list)")
-        if not Path(a.history).exists():
+        if not is_database_url(a.history) and not Path(a.history).exists():
             raise GateInputError(f"--history {a.history}: no such file; run a suite first")
         with open_history(a.history, create=False) as h:
             if a.attempts_left < 0:
