@@ -297,7 +297,7 @@ def confirm(history: np.ndarray, rerun: float, *, sign: int, first: float | None
     extra_var, hosts, host, standin_last). Returns (judgement, verdict).
     """
     kw = dict(sign=sign, params=params, **judge_kw)
-    j = judge_summaries(history, rerun, first=first, **kw)
+    j = judge_summaries(history, rerun, **kw)
     consistent = _split_step(j, history, first, rerun, judge_kw.get("extra_var", 0.0))
     p_conf = j.p_worse
     # The first attempt is judged again where its quantile test may have run (the same

@@ -87,11 +87,8 @@ class JudgeExtras:
     """
 
     p_run_worse: float = 1.0  # the new run alone (k = 1): one-sided p, bad direction
-    p_run_better: float = 1.0  # ... good direction
     w_run: float = 1.0  # its Bonferroni weight among the windows
-    rho: float = 0.0  # lag-1 autocorrelation (bias-corrected point estimate)
-    rho_hi: float = 0.0  # its cautious upper bound (windows use it)
-    rho_lo: float = 0.0  # its cautious lower bound (> 0: predicted one step ahead)
+    rho_lo: float = 0.0  # cautious lower bound of the lag-1 autocorrelation (> 0: predicted one step ahead)
     s1: float = 0.0  # run-to-run scale corrected for autocorrelation
     s1c: float = 0.0  # scale of the k = 1 prediction (conditional; of a mean of mean_of)
     mu1: float = float("nan")  # the k = 1 prediction of the new run
@@ -101,10 +98,8 @@ class JudgeExtras:
     beyond: bool = False  # the value lies beyond every baseline run (bad side)
     rank_worse: float = 1.0  # its rank p among them: (1 + #{as bad or worse}) / (n + 1)
     p_window_worse: dict[int, float] = field(default_factory=dict)  # k-run window -> its p, bad side
-    quantile: bool = False  # the quantile test ran (the three p_q below are its)
-    p_q_worse: float = 1.0  # quantile test, bad direction
-    p_q_better: float = 1.0  # ... good direction
-    p_q_pair: float = 1.0  # ... of the first attempt and this rerun together
+    quantile: bool = False  # the quantile test ran
+    p_q_worse: float = 1.0  # its p, bad direction
     new_host: bool = False  # the run's machine has no run in the baseline
     host_var: float = 0.0  # between-machine variance allowed for it
     host_var_known: bool = False  # ... known (the baseline names 2+ machines)
@@ -193,7 +188,6 @@ def judge_summaries(
     hosts: Sequence[str | None] | None = None,
     host: str | None = None,
     mean_of: int = 1,
-    first: float | None = None,
     standin_last: bool = False,
 ) -> Judgement:
     """Judge a new run summary ``value`` against past run summaries (oldest first).
@@ -221,7 +215,7 @@ def judge_summaries(
     runs to tell autocorrelated from independent, and a change among the
     recent runs does not read as autocorrelation. The
     k = 1 test, where a cautious lower bound of the lag-1 autocorrelation is
-    above 0 (``rho_lower``; iid-looking baselines keep the plain test),
+    above 0 (``rho_bounds``; iid-looking baselines keep the plain test),
     predicts the new run one step ahead, c + rho (x_prev - c) with the
     bias-corrected rho and x_prev clipped to c +/- 3 scales; its scale is the
     Qn of the baseline's one-step residuals, at least the conditional scale
@@ -252,9 +246,7 @@ def judge_summaries(
     together, stays out.) A slow second
     mode moves a window's robust location but not its minimum, so a shifted
     main mode shows there; it takes ``QUANTILE_WEIGHT`` of the level from the
-    windows (weights depend on the baseline only). ``first``: the first
-    attempt of the run ``value`` reruns; the judgement then also carries
-    ``p_q_pair``, the quantile p of the two attempts (``confirm``).
+    windows (weights depend on the baseline only).
 
     ``standin_last``: the newest history value is a confirm rerun standing in
     for a transient first attempt (``gates.baselines``). Under AR(1) the
@@ -285,9 +277,9 @@ def judge_summaries(
     for i, k in enumerate(b.ks, start=1):
         cand, p_win[k] = _window_test(b, sr, k, w[i], sign)
         cands.append(cand)
-    pq_w = pq_b = pq_pair = 1.0
+    pq_w = 1.0
     if quant:
-        cand, pq_w, pq_b, pq_pair = _quantile_test(b, sr, sign, value, first)
+        cand, pq_w = _quantile_test(b, sr, sign)
         cands.append(cand)
     best = min(cands, key=lambda t: t.p)
     rel, own, ci, floor = _headline(best, b, value, min_change, params)
@@ -298,16 +290,14 @@ def judge_summaries(
         best.k, int(h.size), _nan_none(own), sign, statistic=f"robust-t/{best.method}",
         decider=_decider(best, rel, sign),
         scale=b.s, extras=JudgeExtras(
-            p_run_worse=r.pw, p_run_better=r.pb, w_run=w[0], rho=sr.rho, rho_hi=sr.rho_hi,
-            rho_lo=sr.rho_lo, s1=sr.s1, s1c=r.s1c, mu1=r.mu1, n_base=int(b.n), heavy=r.heavy,
+            p_run_worse=r.pw, w_run=w[0], rho_lo=sr.rho_lo, s1=sr.s1, s1c=r.s1c, mu1=r.mu1, n_base=int(b.n), heavy=r.heavy,
             machines=b.mm.groups if b.mm is not None else 0,
             # The value beyond every baseline run: on a heavy-tailed baseline
             # a confirm rerun this far out is corroborated (decisions.corroborate).
             beyond=r.worse == 0,
             # ... and its rank among them: (1 + #{as bad or worse}) / (n + 1).
             rank_worse=(r.worse + 1) / (r.n_ref + 1),
-            p_window_worse=p_win, quantile=bool(quant), p_q_worse=pq_w, p_q_better=pq_b,
-            p_q_pair=pq_pair, new_host=new_host,
+            p_window_worse=p_win, quantile=bool(quant), p_q_worse=pq_w, new_host=new_host,
             host_var=b.mm.run_var(b.lab_new) - b.mm.within2 if new_host else 0.0,
             host_var_known=new_host),
     )
@@ -566,18 +556,14 @@ def _window_test(b: _Baseline, sr: _Serial, k: int, weight: float,
                       df_w, f"huber-{k}", weight), pw
 
 
-def _quantile_test(b: _Baseline, sr: _Serial, sign: int, value: float,
-                   first: float | None) -> tuple[_Candidate, float, float, float]:
+def _quantile_test(b: _Baseline, sr: _Serial, sign: int) -> tuple[_Candidate, float]:
     """The least bad of the last ``QUANTILE_K`` runs against the baseline (exact under
-    exchangeability): its candidate, its p both ways, and the p of ``first`` and
-    ``value`` together (1 without ``first``)."""
+    exchangeability): its candidate and its unweighted p, bad direction."""
     c, kq = b.c, QUANTILE_K
     dev_base = sign * (b.base - c)
     last = b.full[-kq:]
     pw = quantile_p(dev_base, sign * (last - c))
     pb = quantile_p(-dev_base, -sign * (last - c))
-    pair = (quantile_p(dev_base, sign * (np.array([first, value]) - c))
-            if first is not None else 1.0)
     # Reported as the least bad run of the window against the centre, with the
     # spread of one run.
     least = float(c + sign * np.min(sign * (last - c)) if pw <= pb
@@ -585,7 +571,7 @@ def _quantile_test(b: _Baseline, sr: _Serial, sign: int, value: float,
     cand = _Candidate(min(pw, pb) / QUANTILE_WEIGHT, pw / QUANTILE_WEIGHT,
                       pb / QUANTILE_WEIGHT, kq, c, least, sr.s1,
                       sign * (least - c) / sr.s1, sr.df, f"quantile-{kq}", QUANTILE_WEIGHT)
-    return cand, pw, pb, pair
+    return cand, pw
 
 
 def _decider(best: _Candidate, rel: float, sign: int) -> Decider | None:

@@ -40,7 +40,6 @@ __all__ = [
     "center_scale",
     "huber_location",
     "quantile_p",
-    "pair_means",
     "subset_means",
     "tail_bound",
     "rolling_idx",
@@ -48,7 +47,6 @@ __all__ = [
     "empirical_bound",
     "rho_corrected",
     "rho_var",
-    "rho_lower",
     "rho_bounds",
     "bh_qvalues",
     "pettitt",
@@ -228,24 +226,19 @@ def quantile_p(base_dev: np.ndarray, new_dev: Sequence[float] | np.ndarray) -> f
     return math.comb(m + k, k) / math.comb(n + k, k)
 
 
-def pair_means(x: np.ndarray) -> np.ndarray:
-    """Means of every pair of values: the baseline's counterpart of a two-attempt mean."""
-    i, j = triu_pairs(x.size)
-    return 0.5 * (x[i] + x[j])
-
-
 SUBSETS_MAX = 20_000  # n-subsets of a baseline: all of them up to this many, else a fixed sample
 
 
 def subset_means(x: np.ndarray, k: int) -> np.ndarray:
     """Means of k-subsets of the values: the baseline's counterpart of a mean of k reruns.
 
-    Every subset when there are at most ``SUBSETS_MAX`` (k = 2 gives ``pair_means``,
-    in its order), else ``SUBSETS_MAX`` subsets drawn once with a fixed seed, so a
+    Every subset when there are at most ``SUBSETS_MAX`` (k = 2: every pair, in
+    ``triu_pairs`` order), else ``SUBSETS_MAX`` subsets drawn once with a fixed seed, so a
     verdict does not depend on a random state.
     """
     if k == 2:
-        return pair_means(x)
+        i, j = triu_pairs(x.size)
+        return 0.5 * (x[i] + x[j])
     return x[_subsets(x.size, k)].mean(axis=1)
 
 
@@ -345,19 +338,12 @@ def rho_var(r: float, n: int) -> float:
     return max(1.0 - r * r, 0.0) / n
 
 
-def rho_lower(x: np.ndarray, c: float, s: float, tail: np.ndarray | None = None) -> float:
-    """A cautious lower bound of the lag-1 autocorrelation: r - 0.84 se(r), floored at 0.
-
-    One-sided 80% bound with se(r) ~ sqrt((1 - r^2) / n) (Bartlett 1946), from the
-    bias-corrected r of ``rho_corrected`` (``tail`` as there): iid baselines of 30-40
-    runs give 0 most of the time, so their k = 1 test is unchanged.
-    """
-    return rho_bounds(x, c, s, tail)[2]
-
-
 def rho_bounds(x: np.ndarray, c: float, s: float,
                tail: np.ndarray | None = None) -> tuple[float, float, float]:
-    """(r, upper, lower): ``rho_corrected`` and ``rho_lower`` from one estimate."""
+    """(r, upper, lower): ``rho_corrected`` and a cautious lower bound, r - 0.84 se(r)
+    floored at 0: a one-sided 80% bound with se(r) ~ sqrt((1 - r^2) / n) (Bartlett
+    1946); iid baselines of 30-40 runs give 0 most of the time, so their k = 1 test
+    is unchanged."""
     r, hi = rho_corrected(x, c, s, tail)
     if r <= 0:
         return r, hi, 0.0
