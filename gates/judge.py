@@ -165,7 +165,6 @@ class Judgement:
     own_change: float | None  # the new run's own relative change
     sign: int = 1  # +1: an increase is bad (lower is better); -1: a decrease is bad
     statistic: str = "robust-t"
-    scale: float = float("nan")  # run-to-run scale (absolute units)
     extras: JudgeExtras = field(default_factory=JudgeExtras)
     reason: str = ""  # why the model could not judge (status ``unguarded``)
     decider: Decider | None = None  # the deciding test (status "ok"): its interval at a level
@@ -289,7 +288,7 @@ def judge_summaries(
         min(1.0, min(x.pw for x in cands)), min(1.0, min(x.pb for x in cands)), float(floor),
         best.k, int(h.size), _nan_none(own), sign, statistic=f"robust-t/{best.method}",
         decider=_decider(best, rel, sign),
-        scale=b.s, extras=JudgeExtras(
+        extras=JudgeExtras(
             p_run_worse=r.pw, w_run=w[0], rho_lo=sr.rho_lo, s1=sr.s1, s1c=r.s1c, mu1=r.mu1, n_base=int(b.n), heavy=r.heavy,
             machines=b.mm.groups if b.mm is not None else 0,
             # The value beyond every baseline run: on a heavy-tailed baseline

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 from gates.decisions import (
     TRANSIENT_LEVEL,
-    Stage,
     confirm,
     confirm_reruns,
     corroborate,
@@ -28,13 +27,10 @@ from gates.decisions import (
     independent,
     is_suspect,
     level_for,
-    next_stage,
-    sequential_step,
     split_p,
 )
 from gates.judge import (
     DEFAULTS,
-    Decider,
     GateParams,
     JudgeExtras,
     Judgement,
@@ -42,14 +38,10 @@ from gates.judge import (
 )
 from gates.machines import host_variance
 from gates.robust import (
-    ChangePoint,
     ar1_variance_factor,
     bh_qvalues,
-    binomial_se,
     huber_location,
-    lag1_autocorr,
     pettitt,
-    predictive_z_pvalue,
     quantile_p,
     robust_scale,
     run_summary,
@@ -59,16 +51,11 @@ from gates.summaries import WITHIN_RUNS, Summarized, judge, summarize
 __all__ = [
     "DEFAULTS",
     "GateParams",
-    "Decider",
     "Judgement",
     "JudgeExtras",
-    "ChangePoint",
     "run_summary",
     "robust_scale",
-    "lag1_autocorr",
     "ar1_variance_factor",
-    "predictive_z_pvalue",
-    "binomial_se",
     "judge",
     "judge_summaries",
     "host_variance",
@@ -87,8 +74,5 @@ __all__ = [
     "independent",
     "level_for",
     "split_p",
-    "Stage",
-    "next_stage",
-    "sequential_step",
     "TRANSIENT_LEVEL",
 ]
