@@ -193,66 +193,36 @@ def judge_summaries(
 
     ``sign`` is +1 when an increase is bad (lower is better), -1 otherwise.
     ``extra_var`` is added to the new run's variance (fewer samples than usual).
-    ``hosts`` (aligned with ``history``) and ``host`` name the machine of each
-    run (``provenance.host_key``); when the new run's machine has no run in the
-    baseline, its prediction variance gains the between-host component
-    (``host_variance``), so a machine a little slower than the ones seen
-    before is not a regression of the code.
+    ``hosts`` (aligned with ``history``) and ``host`` name each run's machine
+    (``provenance.host_key``); the machine model (``gates.machines``) adds
+    the between-machine variance, so a machine a little slower than those
+    seen before is not a regression of the code.
 
-    Tests: robust predictive t-tests (``predictive_z_pvalue``) of the new run
-    (k=1, against the last ``window`` runs) and of the Huber location of the
-    last 3 and 10 runs (against the ``window`` runs before the last 10),
-    Bonferroni combined (Holm, Scand. J. Stat. 6 (1979) 65-70). Centre =
-    median, scale = Qn, t degrees of freedom = 0.82 (n - 1) (Qn's efficiency).
-    Each p-value is bounded below by an empirical rank p when the baseline
-    already produced a value (or rolling k-run location) as extreme: a level
-    the noise has produced before (a second mode, an old spike) is not
-    evidence. Window variances are inflated for lag-1 autocorrelation, read
-    from the windows' baseline and the runs between it and the new one, each
-    segment about its own centre (``lag1_autocorr(tail=...)``): on a short
-    history (runs 30-38 of a series have a 21-29-run baseline) that is 9 more
-    runs to tell autocorrelated from independent, and a change among the
-    recent runs does not read as autocorrelation. The
-    k = 1 test, where a cautious lower bound of the lag-1 autocorrelation is
-    above 0 (``rho_bounds``; iid-looking baselines keep the plain test),
-    predicts the new run one step ahead, c + rho (x_prev - c) with the
-    bias-corrected rho and x_prev clipped to c +/- 3 scales; its scale is the
-    Qn of the baseline's one-step residuals, at least the conditional scale
-    s1 sqrt(1 - rho^2), with 0.82 (n - 2) degrees of freedom, and its
-    empirical and tail bounds use those residuals (Box, Jenkins & Reinsel,
-    *Time Series Analysis*, 4th ed., 2008, sec. 5.2: AR(1) forecast and its
-    error variance).
-    Assumptions: baseline runs exchangeable up to AR(1) dependence; the
-    change of interest is a shift in location.
+    Tests, weighted-Bonferroni combined (Holm, Scand. J. Stat. 6 (1979)
+    65-70; ``_weights``): the new run alone against its prediction
+    (``_run_test``: one step ahead under AR(1) where the baseline is clearly
+    autocorrelated; Box, Jenkins & Reinsel, *Time Series Analysis*, 4th ed.,
+    2008, sec. 5.2), the Huber location of the last 3 and 10 runs
+    (``_window_test``), and on heavy-tailed or two-mode baselines the least
+    bad of the last ``QUANTILE_K`` runs (``_quantile_test``). Each is a
+    robust predictive t-test (``predictive_z_pvalue``: centre = median,
+    scale = Qn, df = 0.82 (n - 1)) with its variance inflated for lag-1
+    autocorrelation (``_serial``), its p bounded below by the empirical rank
+    p and an exponential tail where the baseline already produced a value as
+    extreme: a level the noise has produced before is not evidence.
+    Assumptions: baseline runs exchangeable up to AR(1) dependence and
+    machine offsets; the change of interest is a shift in location.
 
     ``mean_of``: ``value`` is the mean of that many attempts of one run (a
-    first attempt and its confirm rerun, or confirm reruns). The attempts share
-    what the previous run predicts beyond rho_lo (cautious rho_hi), the rest of
-    their noise is divided by ``mean_of``; the k = 1 rank and tail bounds use
-    the means of ``mean_of``-subsets of baseline runs (``subset_means``), unless
-    the baseline's bad-side tail is heavier than Gaussian (3 or more runs
-    beyond ``PAIR_TAIL`` scales), where a pair of slow runs is ordinary and
-    single runs stay the reference.
-
-    Heavy-tailed or two-mode baselines (3 or more runs beyond ``PAIR_TAIL``
-    scales on the bad side) with at most mild signs of autocorrelation
-    (rho_lo <= ``QUANTILE_RHO``) add a quantile test (``quantile_p``): the
-    least bad of the last ``QUANTILE_K`` runs against the baseline, exact
-    under exchangeability. (rho_lo is a cautious lower bound, above 0 by
-    chance in a quarter of independent Gaussian 40-run baselines and, as
-    skew reads as autocorrelation to ``lag1_autocorr``, in most two-mode
-    ones; strong AR(1), where an excursion keeps several runs high
-    together, stays out.) A slow second
-    mode moves a window's robust location but not its minimum, so a shifted
-    main mode shows there; it takes ``QUANTILE_WEIGHT`` of the level from the
-    windows (weights depend on the baseline only).
-
+    first attempt and its rerun, or confirm reruns); the attempts share what
+    the previous run predicts beyond rho_lo, the rest of their noise is
+    divided by ``mean_of``, and the rank and tail bounds use means of
+    ``mean_of``-subsets of baseline runs (``subset_means``) unless the bad
+    side's tail is heavy, where single runs stay the reference.
     ``standin_last``: the newest history value is a confirm rerun standing in
-    for a transient first attempt (``gates.baselines``). Under AR(1) the
-    rerun and the run it replaces are two draws given the state before (two
-    independent innovations), so the one-step prediction from it gains
-    rho^2 * 2 s1c^2 of variance (a glitch's clean rerun, lower than the state
-    it hides, would make the next run look high).
+    for a transient first attempt (``gates.baselines``): under AR(1) the
+    prediction from it gains rho^2 * 2 s1c^2 of variance (two innovations
+    given the state before).
     """
     h, hl, standin_last = _finite_runs(history, hosts, host, standin_last)
     min_change = params.min_change if min_change is None else min_change
@@ -421,19 +391,18 @@ def _serial(b: _Baseline) -> _Serial:
     among the recent runs does not read as dependence (``lag1_autocorr``).
     Autocorrelated runs: the sample scale is biased low by about AR(rho, n) / n and
     worth fewer degrees of freedom (Bayley & Hammersley, JRSS B 8 (1946) 184-197)."""
-    n, s = b.n, b.s
-    rho, rho_hi, rho_lo = rho_bounds(b.base, b.c, s, b.tail)
-    f = ar1_variance_factor(rho, n)
-    s1 = s / math.sqrt(max(0.3, 1.0 - f / n))
-    cvar = HALF_PI * s1 * s1 / n * f
-    df = max(QN_EFF * (n - 1) * (1 - rho) / (1 + rho), 2.0)
+    rho, rho_hi, rho_lo = rho_bounds(b.base, b.c, b.s, b.tail)
     # Windows sum runs, so under-estimated autocorrelation makes them over-confident:
     # they use the cautious rho throughout.
-    f_w = ar1_variance_factor(rho_hi, n)
-    s_w = s / math.sqrt(max(0.3, 1.0 - f_w / n))
-    cvar_w = HALF_PI * s_w * s_w / n * f_w
-    df_w = max(QN_EFF * (n - 1) * (1 - rho_hi) / (1 + rho_hi), 2.0)
-    return _Serial(rho, rho_hi, rho_lo, s1, cvar, df, s_w, cvar_w, df_w)
+    return _Serial(rho, rho_hi, rho_lo, *_ar1_scales(b.s, b.n, rho),
+                   *_ar1_scales(b.s, b.n, rho_hi))
+
+
+def _ar1_scales(s: float, n: int, rho: float) -> tuple[float, float, float]:
+    """(scale corrected for lag-1 autocorrelation rho, the centre's variance, t df)."""
+    f = ar1_variance_factor(rho, n)
+    s1 = s / math.sqrt(max(0.3, 1.0 - f / n))
+    return s1, HALF_PI * s1 * s1 / n * f, max(QN_EFF * (n - 1) * (1 - rho) / (1 + rho), 2.0)
 
 
 @dataclass(frozen=True, slots=True)

@@ -320,10 +320,9 @@ def rho_corrected(x: np.ndarray, c: float, s: float,
     390-402) and se(r) ~ sqrt((1 - rho^2) / n) (Bartlett 1946). With 30-40 runs
     r is noisy; window tests use the one-sided 84% upper bound (r + 1.0 se):
     an AR(1) run offset seen through within-run noise (ARMA(1, 1)) decays
-    more slowly than its lag-1 value implies, and r + 0.5 se left AR(1)
-    series with 5 samples per run at 5.8% false alarms over 1,200 null
-    series (4.2% with 1.0 se; ``bench_gates.py --fa-seeds``). ``tail``: as
-    ``lag1_autocorr``, n then counts its runs less one.
+    more slowly than its lag-1 value implies (``RHO_CAUTION`` in
+    ``docs/gates/calibration.md``). ``tail``: as ``lag1_autocorr``, n then
+    counts its runs less one.
     """
     r = lag1_autocorr(x, c, s, tail)
     if r <= 0:
