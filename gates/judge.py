@@ -233,8 +233,9 @@ def judge_summaries(
         )
     b = _baseline(h, value, params, n_trials, hl, host)
     why = _unguarded_reason(b)
-    if why:
-        return _unguarded(h, value, b.c, sign, min_change, why)
+    if why:  # the noise model says the metric cannot be guarded on this run
+        return Judgement("unguarded", b.c, value, None, None, 0.0, 1.0, 1.0, min_change, 1,
+                         int(h.size), None, sign, reason=why)
     sr = _serial(b)
     r = _run_test(b, sr, value, sign=sign, extra_var=extra_var, mean_of=mean_of,
                   standin_last=standin_last)
@@ -564,13 +565,6 @@ def _headline(best: _Candidate, b: _Baseline, value: float, min_change: float,
           (best.est - best.centre + tq * best.se) / denom)
     floor = max(min_change, params.noise_floor * b.s / d1) if d1 == d1 else min_change
     return rel, own, ci, floor
-
-
-def _unguarded(h: np.ndarray, value: float, c: float, sign: int, floor: float,
-               why: str) -> Judgement:
-    """A metric the noise model says cannot be guarded on this run (verdict ``unguarded``)."""
-    return Judgement("unguarded", c, value, None, None, 0.0, 1.0, 1.0, floor, 1, int(h.size),
-                     None, sign, reason=why)
 
 
 def _weights(m: int) -> tuple[float, ...]:
