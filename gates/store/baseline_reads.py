@@ -14,7 +14,7 @@ from collections.abc import Iterable, Sequence
 import numpy as np
 
 from gates.schema import unpack_samples
-from gates.store.rows import BaselineRun, ConfirmLink, KeyVerdict, MetricMedian
+from gates.store.rows import BaselineRun, ConfirmLink, KeyVerdict, MedianColumns, MetricMedian
 
 __all__ = ["BaselineReads"]
 
@@ -30,6 +30,13 @@ def _decode(blob: object) -> np.ndarray:
     if isinstance(blob, bytes) and len(blob) % 8 == 0:
         return np.frombuffer(blob, dtype="<f8").astype(float)
     return np.asarray(unpack_samples(blob), dtype=float)  # a forged value: as it reads
+
+
+def _columns(rows: Sequence[tuple[int, int, int, float | None]]
+             ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    ids, nums, kids, meds = zip(*rows, strict=True)
+    return (np.array(ids, dtype=np.int64), np.array(nums, dtype=np.int64),
+            np.array(kids, dtype=np.int64), np.array(meds, dtype=float))  # None: NaN
 
 
 def _marks(part: Sequence[object]) -> str:
@@ -67,6 +74,40 @@ class BaselineReads:
                 f"SELECT id, run_id, key, median FROM metrics WHERE run_id IN ({_marks(part)}) "
                 f"AND {where}", [*part, *extra]).fetchall())
         return out
+
+    def median_columns(self, run_ids: Sequence[str], keys: Sequence[str]) -> MedianColumns:
+        """The metric rows of ``run_ids`` recording one of ``keys`` (every attempt), as
+        columns: a gate's ~50,000 baseline rows read as integers and floats, with no
+        per-row text or tuple kept."""
+        conn = self.conn
+        pos_of_num: dict[int, int] = {}
+        where = {rid: i for i, rid in enumerate(run_ids)}
+        for part in _chunks(list(run_ids)):
+            for num, rid in conn.execute(
+                    f"SELECT num, run_id FROM runs WHERE run_id IN ({_marks(part)})", part):
+                pos_of_num[num] = where[rid]
+        pos_of_text = {key: i for i, key in enumerate(keys)}
+        pos_of_kid: dict[int, int] = {}
+        for part in _chunks(list(keys)):
+            for kid, text in conn.execute(
+                    f"SELECT id, text FROM texts WHERE text IN ({_marks(part)})", part):
+                pos_of_kid[kid] = pos_of_text[text]
+        rows: list[tuple[int, int, int, float | None]] = []
+        nums = sorted(pos_of_num)
+        for c in range(0, len(nums), _CHUNK):
+            part = nums[c:c + _CHUNK]
+            rows.extend(conn.execute(f"SELECT id, run_num, key_id, median FROM metric_rows "
+                                     f"WHERE run_num IN ({_marks(part)})", part))
+        if not rows or not pos_of_kid:
+            empty = np.zeros(0, dtype=np.intp)
+            return MedianColumns(empty.astype(np.int64), empty, empty, np.zeros(0))
+        ids, run_num, kid, medians = _columns(rows)
+        kpos = np.full(max(int(kid.max()), max(pos_of_kid)) + 1, -1, dtype=np.intp)
+        kpos[list(pos_of_kid)] = list(pos_of_kid.values())
+        rpos = np.full(int(run_num.max()) + 1, -1, dtype=np.intp)
+        rpos[list(pos_of_num)] = list(pos_of_num.values())
+        keep = kpos[kid] >= 0
+        return MedianColumns(ids[keep], rpos[run_num[keep]], kpos[kid[keep]], medians[keep])
 
     def samples_by_metric(self, want: Sequence[int]) -> dict[int, np.ndarray]:
         """{metric row id: its samples in recording order} for the sorted ids ``want``.

@@ -15,6 +15,7 @@ __all__ = [
     "ConfirmLink",
     "HealthRunRow",
     "KeyVerdict",
+    "MedianColumns",
     "MetricMedian",
     "MetricSummaryRow",
     "OutcomeTotal",
@@ -39,6 +40,19 @@ class BaselineRun(NamedTuple):
 # (id, run_id, key, median). A plain tuple, not a NamedTuple: a judged run reads
 # ~50,000 of them, and building a NamedTuple per row costs ~3% of the gate's time.
 MetricMedian = tuple[int, str, str, float | None]
+
+
+class MedianColumns(NamedTuple):
+    """Metric rows' stored medians as columns (one entry per row, in no particular order).
+
+    ``runs`` and ``keys`` index the run ids and key names the read was asked for;
+    ``medians`` is NaN where none is stored (SQLite keeps no NaN: NULL reads so).
+    """
+
+    ids: Any  # np.ndarray[int64]: metric row ids
+    runs: Any  # np.ndarray[intp]: position of the row's run in the run ids asked for
+    keys: Any  # np.ndarray[intp]: position of the row's key in the key names asked for
+    medians: Any  # np.ndarray[float64]
 
 
 class ConfirmLink(NamedTuple):
