@@ -134,9 +134,9 @@ def bulk_baselines(history: History, run: Mapping[str, Any], keys: set[str], exc
     if not keys:
         return {}
     suite, fp = run["suite"], run.get("fingerprint")
-    done = _newest_rows(history, run, keys, exclude, need, drop)
-    subs = history.transient_reruns(suite, set(done))
     medians: dict[int, float | None] = {}  # stored median of each row of a _Pooled key
+    done = _newest_rows(history, run, keys, exclude, need, medians, drop)
+    subs = history.transient_reruns(suite, set(done))
     if subs:
         _stand_in(history, suite, fp, done, subs, medians)
     if standins_out is not None:
@@ -167,10 +167,11 @@ class _Pooled:
 
 
 def _newest_rows(history: History, run: Mapping[str, Any], keys: set[str], exclude: set[str],
-                 need: int, drop: Mapping[str, frozenset[str]] | None = None
+                 need: int, medians: dict[int, float | None],
+                 drop: Mapping[str, frozenset[str]] | None = None
                  ) -> dict[str, _Single | _Pooled]:
     """Each key's newest ``need`` baseline runs, reading runs in batches only while some
-    key still lacks runs.
+    key still lacks runs; fills ``medians`` for the rows of `_Pooled` keys.
 
     A key's series: its newest ``SERIES_LIMIT`` rows (start time, then row id, newest
     first), less skipped runs, pooled per run. Batches hold whole start times, so rows
@@ -200,24 +201,25 @@ def _newest_rows(history: History, run: Mapping[str, Any], keys: set[str], exclu
         ids, rpos, kpos, meds = (np.concatenate(c) for c in zip(*parts, strict=True))
         allowed = _allowed(skipped, rpos, kpos, names, rid_of, drop)
         n_rows = np.bincount(kpos, minlength=len(names))
-        pairs = np.unique(kpos[allowed] * len(runs) + rpos[allowed])
-        n_runs = np.bincount(pairs // len(runs), minlength=len(names))
-        if ((n_rows >= SERIES_LIMIT) | (n_runs >= need)).all():
+        per_run = np.bincount(kpos[allowed] * len(runs) + rpos[allowed],
+                              minlength=len(names) * len(runs)).reshape(len(names), len(runs))
+        if ((n_rows >= SERIES_LIMIT) | ((per_run > 0).sum(axis=1) >= need)).all():
             break
     if not parts:
         return {key: _Single([], np.zeros(0, dtype=np.int64), np.zeros(0)) for key in names}
     order = np.lexsort((-ids, -run_rank[rpos], kpos))  # by key, then newest first
     bounds = np.searchsorted(kpos[order], np.arange(len(names) + 1))
-    pooled_any = np.unique(kpos * len(runs) + rpos).size < ids.size
+    pooled_any = np.bincount(kpos * len(runs) + rpos).max(initial=0) > 1
     done: dict[str, _Single | _Pooled] = {}
     for k, key in enumerate(names):
         series = order[bounds[k]:bounds[k + 1]][:SERIES_LIMIT]
         series = series[allowed[series]]
         if pooled_any and np.unique(rpos[series]).size < series.size:
             kept: dict[str, list[int]] = {}
-            for rid, mid in zip(rid_of[rpos[series]].tolist(), ids[series].tolist(),
-                                strict=True):
+            for rid, mid, med in zip(rid_of[rpos[series]].tolist(), ids[series].tolist(),
+                                     meds[series].tolist(), strict=True):
                 kept.setdefault(rid, []).append(mid)  # several rows of a key in one run
+                medians[mid] = None if med != med else med  # NaN: none stored
             first = list(kept.items())[:need]
             done[key] = _Pooled([rid for rid, _ in first], [mids for _, mids in first])
             continue
