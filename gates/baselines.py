@@ -124,7 +124,8 @@ def bulk_baselines(history: History, run: Mapping[str, Any], keys: set[str], exc
     same filters and pooling), cut to the newest ``need`` runs, which is all the
     statistics read (``stats.summarize``). Reads: the suite's runs (one query),
     the metric rows of the newest runs in batches (only while some key still
-    lacks runs), and the samples of the rows read (``_samples_of``).
+    lacks runs; ``History.median_columns``, grouped with numpy), and the samples of
+    the rows read (``History.samples_by_metric``).
     ``drop``: per key, run ids left out besides ``exclude`` (an acceptance's
     runs before its new level, ``gates.accept.cutoffs``).
     ``ids_out``, when given, receives each key's run ids in the same order;
