@@ -43,6 +43,9 @@ def _install_project(session: nox.Session, *extras: str) -> None:
     with venv_lock(session):
         if "cpu" in extras:
             session.install(*cpu_torch_args())
+        if os.environ.get("GATES_HISTORY", "").lower().startswith(("postgresql:", "postgres:")):
+            extras = (*extras, "postgres")  # a fleet's shared history: psycopg to reach it
+        extras = tuple(dict.fromkeys(extras))
         spec = f".[{','.join(extras)}]" if extras else "."
         session.install("-e", spec)
 
@@ -70,8 +73,8 @@ nox.options.sessions = ["tests", *(["cpu"] if "cpu" in CATALOG.suites else defau
 
 @nox.session(python=PYTHON, tags=["cpu", "framework"])
 def tests(session: nox.Session) -> None:
-    """The framework's own tests (CPU only)."""
-    _install_project(session, "cpu", "dev")
+    """The framework's own tests (CPU only; the store's on SQLite and PostgreSQL)."""
+    _install_project(session, "cpu", "dev", "postgres")
     args = session.posargs or ["tests"]
     # pytest exit 5 means "no tests collected": here that is a broken tree, never a pass.
     session.run("python", "-m", "pytest", *args, success_codes=[0])
@@ -126,8 +129,11 @@ def bisect(session: nox.Session) -> None:
 @nox.session(name="history-browse", python=PYTHON)  # no tag: a server, never in `nox -t`
 def history_browse(session: nox.Session) -> None:
     """Browse the metric history in datasette, read-only: -- [PATH] (default history.db)."""
-    session.install("datasette", "sqlite-utils>=4.2,<5")
     path = session.posargs[0] if session.posargs else os.environ.get("GATES_HISTORY") or str(ROOT / "history.db")
+    if path.lower().startswith(("postgresql://", "postgres://")):
+        session.error("datasette browses SQLite files; for a PostgreSQL history use any SQL "
+                      "dashboard on its report_* views (docs/fleet.md, section PostgreSQL)")
+    session.install("datasette", "sqlite-utils>=4.2,<5")
     if not Path(path).is_file():
         session.error(f"no history at {path}; run a suite first or pass -- PATH")
     # -i (immutable) skips the write-ahead log: fold it into the file first.

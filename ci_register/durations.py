@@ -37,6 +37,7 @@ __all__ = [
     "QUANTILE",
     "WINDOW",
     "Figure",
+    "DatabaseUrl",
     "Lookup",
     "choose",
     "figure",
@@ -101,13 +102,25 @@ def choose(
     return out
 
 
-def history_path(history: str | os.PathLike[str] | None, root: Path | None = None) -> Path:
-    """The history the runner would write: --history, else $GATES_HISTORY, else ROOT/history.db."""
-    if history:
-        return Path(history)
-    env = os.environ.get("GATES_HISTORY")
-    if env:
-        return Path(env)
+class DatabaseUrl(str):
+    """A ``postgresql://`` history: kept a string (a Path folds its ``//``); whether it
+    holds a history is the database's to say, so it always "exists"."""
+
+    __slots__ = ()
+
+    def exists(self) -> bool:
+        return True
+
+
+def history_path(history: str | os.PathLike[str] | None,
+                 root: Path | None = None) -> Path | DatabaseUrl:
+    """The history the runner would write: --history, else $GATES_HISTORY, else ROOT/history.db
+    (a file path, or a PostgreSQL URL)."""
+    value = os.fspath(history) if history else os.environ.get("GATES_HISTORY")
+    if value:
+        if value.lower().startswith(("postgresql://", "postgres://")):
+            return DatabaseUrl(value)
+        return Path(value)
     return (root or Path(".")) / "history.db"
 
 

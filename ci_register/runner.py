@@ -269,7 +269,12 @@ def _pytest(plan_file: Path, plan: dict, opts: RunOptions, targets: list[str], e
     print("+ " + " ".join(cmd), flush=True)
     deadline = sum(file_timeout(float(f["expected"])) for f in plan["files"]) + STARTUP_S
     try:
-        out = run_supervised(cmd, cwd=opts.root, progress=progress, deadline_s=deadline)
+        # A runner killed by SIGKILL records nothing: its watchdog marks the run.
+        orphaned = _finish_cmd(opts, plan["run_id"], "crashed", None,
+                               "the suite runner was killed while pytest ran; its watchdog "
+                               "stopped pytest's process group")
+        out = run_supervised(cmd, cwd=opts.root, progress=progress, deadline_s=deadline,
+                             if_runner_dies=orphaned)
     finally:
         progress.unlink(missing_ok=True)
         progress.with_name(progress.name + ".tmp").unlink(missing_ok=True)
@@ -311,13 +316,19 @@ def _settle(out: Supervised, plan: dict, opts: RunOptions) -> int:
 
 def _finish(opts: RunOptions, run_id: str, status: str, rc: int, cause: str) -> bool:
     """Mark an unfinished run (`gates.finish`); True when it was unfinished."""
-    cmd = [sys.executable, "-m", "gates.finish", "--history", _history_path(opts), "--run-id", run_id,
-           "--status", status, "--exit-status", str(rc), "--cause", cause]
+    cmd = _finish_cmd(opts, run_id, status, rc, cause)
     with _ignoring_interrupts():
         done = subprocess.run(cmd, cwd=opts.root, check=False, start_new_session=True)
     if done.returncode not in (0, 3):
         print(f"error: {cause}; the run {run_id} could not be marked {status}", file=sys.stderr)
     return done.returncode == 3
+
+
+def _finish_cmd(opts: RunOptions, run_id: str, status: str, rc: int | None,
+                cause: str) -> list[str]:
+    return [sys.executable, "-m", "gates.finish", "--history", _history_path(opts), "--run-id",
+            run_id, "--status", status, "--cause", cause,
+            *(["--exit-status", str(rc)] if rc is not None else [])]
 
 
 class _ignoring_interrupts:

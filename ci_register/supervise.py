@@ -18,6 +18,9 @@ shares a group the runner can kill. The runner:
 
 The runner itself gets SIGTERM when its parent dies (``PR_SET_PDEATHSIG``; nox
 killed by SIGTERM never forwards it), and pytest gets SIGTERM when the runner dies.
+A runner killed by SIGKILL cleans up nothing, and a test stuck in C code never acts
+on that SIGTERM: a watchdog process (`ci_register.watchdog`) then stops pytest's
+group and marks the run.
 """
 
 from __future__ import annotations
@@ -29,7 +32,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -113,12 +116,13 @@ def _orphans() -> list[int]:
     return [pid for pid, fields in _proc_stats() if len(fields) > 1 and int(fields[1]) == me]
 
 
-def _sweep_orphans(counted: set[int]) -> int:
-    """Kill and reap every process re-parented to this runner; how many of them were not
-    `counted` already (members of pytest's group, killed, come back here as zombies)."""
+def _sweep_orphans(counted: set[int], keep: frozenset[int] = frozenset()) -> int:
+    """Kill and reap every process re-parented to this runner but `keep` (its own
+    children); how many of them were not `counted` already (members of pytest's group,
+    killed, come back here as zombies)."""
     killed: set[int] = set()
     for _ in range(50):  # a killed orphan's own children are re-parented here next
-        found = [p for p in _orphans() if p not in killed or _alive(p)]
+        found = [p for p in _orphans() if p not in keep and (p not in killed or _alive(p))]
         if not found:
             break
         for pid in found:
@@ -138,8 +142,10 @@ def _alive(pid: int) -> bool:
     return True
 
 
-def _child_setup() -> None:  # runs in the child between fork and exec
+def _child_setup(parent: int) -> None:  # runs in the child between fork and exec
     die_with_parent(signal.SIGTERM)
+    if os.getppid() != parent:  # the runner died before the prctl: no signal will come
+        os._exit(128 + signal.SIGTERM)
 
 
 def group_members(pgid: int) -> list[int]:
@@ -180,12 +186,17 @@ def _catching(received: list[int]) -> Iterator[None]:
 
 
 def run_supervised(cmd: list[str], *, cwd: Path, progress: Path | None = None,
-                   deadline_s: float | None = None, grace_s: float | None = None) -> Supervised:
+                   deadline_s: float | None = None, grace_s: float | None = None,
+                   if_runner_dies: Sequence[str] = ()) -> Supervised:
     """Run `cmd` in its own process group under the rules of this module.
 
     `deadline_s`: seconds the whole run may take before it counts as hung when no
     file's deadline applies (a hang in collection or start-up).
+    `if_runner_dies`: the command the watchdog runs after it stopped pytest's group,
+    should this process die without cleaning up.
     """
+    from ci_register.watchdog import Watchdog  # noqa: PLC0415 - it imports this module
+
     grace = kill_grace() if grace_s is None else grace_s
     received: list[int] = []
     forwarded = 0
@@ -194,9 +205,18 @@ def run_supervised(cmd: list[str], *, cwd: Path, progress: Path | None = None,
     start_wall = time.time()
     _prctl(_PR_SET_CHILD_SUBREAPER, 1)
     with _catching(received):
+        parent = os.getpid()
         proc = subprocess.Popen(cmd, cwd=cwd, process_group=0,
-                                preexec_fn=_child_setup if sys.platform == "linux" else None)
+                                preexec_fn=(lambda: _child_setup(parent))
+                                if sys.platform == "linux" else None)
         pgid = proc.pid
+        dog = None
+        if sys.platform == "linux":
+            try:
+                dog = Watchdog(pgid, grace, if_runner_dies, cwd)
+            except OSError as e:
+                print(f"warning: no watchdog for pytest ({e}); a SIGKILL of the runner "
+                      "would leave it running", file=sys.stderr, flush=True)
         while True:
             try:
                 rc = proc.wait(timeout=_POLL_S)
@@ -228,7 +248,9 @@ def run_supervised(cmd: list[str], *, cwd: Path, progress: Path | None = None,
                 kill_at = now
     members = group_members(pgid)
     _killpg(pgid, signal.SIGKILL)
-    escaped = _sweep_orphans(set(members))
+    escaped = _sweep_orphans(set(members), frozenset([dog.pid]) if dog else frozenset())
+    if dog is not None:
+        dog.release()
     info = _progress(progress)
     running = info.get("nodeid") if isinstance(info.get("nodeid"), str) else None
     return Supervised(rc, received[0] if received else None, hung, running,

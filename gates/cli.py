@@ -5,6 +5,7 @@
     gate-report health   [--suite S] [--format text|md|json]
     gate-report trim     [--suite S] [--since 30d] [--format text|md|json]
     gate-report merge    SHARD.db ... --into history.db
+    gate-report ingest   RUN.db ... [--into postgresql://...]   (default $GATES_HISTORY)
     gate-report check    [--history PATH]
     gate-report untrust  (--run ID ... | --commit SHA) --reason "..."
     gate-report trust    (--run ID ... | --commit SHA) --reason "..."
@@ -144,17 +145,19 @@ def _github(report, root: Path, *, append: bool) -> None:
 
 def _health(args: argparse.Namespace) -> int:
     from gates.report import Report  # noqa: PLC0415
+    from gates.report_query import select_runs  # noqa: PLC0415
 
     check_out(args)
     with open_history_arg(args.history) as history:
-        suite = args.suite
-        if suite is None:
-            latest = history.runs(limit=1)
-            if not latest:
-                raise UsageError(f"{history.path}: no runs yet; run a suite first")
-            suite = latest[0]["suite"]
-        health = _health_for(history, {suite: None}, Path(args.root), args.window)
-    if not health[0].runs:
+        # The suites of "the latest run" as the report means it (this CI run's, else this
+        # commit's; never a run merged with a clock ahead), each up to that run.
+        runs, _ = select_runs(history, suite=args.suite, anchor=_anchor(Path(args.root)))
+        until: dict[str, str] = {}
+        for r in runs:
+            until[r["suite"]] = max(until.get(r["suite"], ""), r["started_at"])
+        health = _health_for(history, until, Path(args.root), args.window)
+    suite = ", ".join(sorted(until))
+    if not any(h.runs for h in health):
         raise UsageError(f"{history.path}: no run of suite {suite!r}; check --suite")
     report = Report(title=f"CI health of {suite}", scope="health", runs=[], verdicts=[],
                     summary={}, health=health, generated_at=now())
@@ -212,7 +215,10 @@ def _merge(args: argparse.Namespace) -> int:
         what = "is not a regular file" if Path(missing[0]).exists() else "does not exist"
         raise UsageError(f"shard history {missing[0]} {what}; check the path "
                           "(download the shard artifacts first)")
-    result = merge_histories(args.shards, args.into)
+    into = args.into or os.environ.get("GATES_HISTORY")
+    if not into:
+        raise UsageError("ingest: no target; pass --into postgresql://... or set GATES_HISTORY")
+    result = merge_histories(args.shards, into)
     print(result)
     for shard, n in result.per_shard.items():
         print(f"  {shard}: {n} new run(s)")
@@ -221,9 +227,10 @@ def _merge(args: argparse.Namespace) -> int:
 
 def _check(args: argparse.Namespace) -> int:
     from gates.merge import check_history  # noqa: PLC0415
+    from gates.store.backend import history_location  # noqa: PLC0415
 
-    target = Path(args.history or default_history())
-    if not target.exists():
+    target = history_location(args.history or default_history())
+    if isinstance(target, Path) and not target.exists():
         raise UsageError(f"{target}: no such history; pass --history PATH")
     problems = check_history(target)
     for line in problems:
@@ -255,6 +262,7 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "report": _report,
     "health": _health,
     "merge": _merge,
+    "ingest": _merge,
     "trim": _trim,
     "check": _check,
     "trust": _trust(True),
@@ -364,7 +372,15 @@ def build_parser() -> argparse.ArgumentParser:
                     "content is an error and nothing is written.")
     mg.add_argument("shards", nargs="+", metavar="SHARD.db", help="shard history files")
     mg.add_argument("--into", required=True, metavar="PATH",
-                    help="target history (created if missing)")
+                    help="target history: a file or a postgresql:// URL (created if missing)")
+    ig = sub.add_parser(
+        "ingest", help="load per-run history files into the fleet's history (idempotent)",
+        description="What a host without a route to the fleet's PostgreSQL history uploads: "
+                    "its run's history file, loaded here by run id with merge's checks. "
+                    "Loading a file twice changes nothing.")
+    ig.add_argument("shards", nargs="+", metavar="RUN.db", help="per-run history files")
+    ig.add_argument("--into", default=None, metavar="URL",
+                    help="target history (default: $GATES_HISTORY)")
 
     ck = sub.add_parser(
         "check", help="list rows reports and gates cannot read (what merge refuses)",

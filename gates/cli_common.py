@@ -58,7 +58,8 @@ def default_history() -> str:
 
 def add_history(p: argparse.ArgumentParser) -> None:
     p.add_argument("--history", default=None, metavar="PATH",
-                   help="history file (default: $GATES_HISTORY, else ./history.db)")
+                   help="history file or postgresql:// URL (default: $GATES_HISTORY, else "
+                        "./history.db)")
 
 
 def add_out(p: argparse.ArgumentParser) -> None:
@@ -72,9 +73,10 @@ def add_out(p: argparse.ArgumentParser) -> None:
 def open_history_arg(path: str | None, *, write: bool = False):
     """The history, read-only for reports; a missing file is a usage error naming the fix."""
     from gates.history import HistoryError, open_history  # noqa: PLC0415
+    from gates.store.backend import history_location  # noqa: PLC0415
 
-    target = Path(path or default_history())
-    if not target.exists():
+    target = history_location(path or default_history())
+    if isinstance(target, Path) and not target.exists():
         raise UsageError(f"{target}: no such history; pass --history PATH or set "
                          "GATES_HISTORY, or run a suite to create it")
     if write:

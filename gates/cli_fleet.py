@@ -15,9 +15,11 @@ from gates.cli_common import UsageError, add_history, count, default_history
 __all__ = ["COMMANDS", "add_parsers"]
 
 
-def _history(args: argparse.Namespace) -> Path:
-    target = Path(args.history or default_history())
-    if not target.exists():
+def _history(args: argparse.Namespace) -> Path | str:
+    from gates.store.backend import history_location  # noqa: PLC0415
+
+    target = history_location(args.history or default_history())
+    if isinstance(target, Path) and not target.exists():
         raise UsageError(f"{target}: no such history; pass --history PATH or set "
                          "GATES_HISTORY")
     return target
@@ -39,7 +41,8 @@ def _prune(args: argparse.Namespace) -> int:
         raise UsageError("give --keep SPAN (e.g. 90d) or --keep-runs N")
     target = _history(args)
     before = parse_since(args.keep) if args.keep is not None else None
-    size = target.stat().st_size
+    on_disk = isinstance(target, Path)  # a database's size is the server's business
+    size = target.stat().st_size if on_disk else 0
     # A dry run still opens read-write: a file of an older schema migrates first, so
     # the plan is over what the apply would delete.
     with open_history(target, create=False) as history:
@@ -50,6 +53,9 @@ def _prune(args: argparse.Namespace) -> int:
             return 0
         counts = apply_prune(history, plan)
     rows = sum(n for t, n in counts.items() if t != "texts")
+    if not on_disk:
+        print(f"deleted {len(plan.delete)} run(s) ({rows} rows) from the database")
+        return 0
     print(f"deleted {len(plan.delete)} run(s) ({rows} rows); {target}: "
           f"{size / 1e6:.2f} MB -> {target.stat().st_size / 1e6:.2f} MB")
     return 0

@@ -24,16 +24,18 @@ from pathlib import Path
 from typing import Any
 
 from gates.history import History, HistoryError, check_file
+from gates.store.backend import history_location
 
 __all__ = ["LATEST", "file_durations", "main"]
 
 LATEST = "latest"
 
 
-def file_durations(path: Path, suite: str, fingerprint: str, *, limit: int,
+def file_durations(path: Path | str, suite: str, fingerprint: str, *, limit: int,
                    lock_wait_s: float) -> dict[str, Any]:
     """The reply ``main`` prints: the fingerprint used and each file's recent seconds."""
-    check_file(path, create=False)  # a directory or a non-SQLite file, with its fix
+    if isinstance(path, Path):
+        check_file(path, create=False)  # a directory or a non-SQLite file, with its fix
     with History(path, create=False, readonly=True, busy_timeout_s=lock_wait_s) as hist:
         fp = hist.latest_trusted_fingerprint(suite) if fingerprint == LATEST else fingerprint
         found = hist.file_durations(suite, fp, limit=limit) if fp is not None else {}
@@ -51,7 +53,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--lock-wait", type=float, default=2.0, metavar="S",
                     help="seconds to wait on another process's lock")
     a = ap.parse_args(argv)
-    path = Path(a.history)
+    path = history_location(a.history)
     try:
         reply = file_durations(path, a.suite, a.fingerprint, limit=a.limit,
                                lock_wait_s=a.lock_wait)

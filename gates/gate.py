@@ -69,6 +69,8 @@ from gates.baselines import baseline_runs, bulk_baselines, hosts_of, unheld_chai
 from gates.declarations import DeclarationError, Gate, gate_for, parse_plan_gates
 from gates.history import History
 from gates.provenance import host_key
+from gates.store.backend import is_database_url
+from gates.unit_check import UnitMismatch, unit_conflicts
 from gates.verdicts import FAILING, VERDICTS, fails
 
 __all__ = [
@@ -356,6 +358,10 @@ def evaluate_run(
                if bulk else None)
         hosts = (hosts_of(history, [r for ids in base_ids.values() for r in ids])
                  if pre is not None else {})
+        # Keys whose units disagree across this run and its baseline (gates.unit_check).
+        mixed = (unit_conflicts(history, suite, {k: {r["unit"] for r in recorded[k]}
+                                                 for k in recorded}, base_ids)
+                 if pre is not None else {})
     except sqlite3.DatabaseError as e:
         raise GateInputError(f"{history.path}: cannot read baselines ({e}); check the "
                              "file with `History.check`") from None
@@ -390,6 +396,12 @@ def evaluate_run(
                                  corroborating=key in corroborating,
                                  standin_last=key in standins,
                                  root=root_summary.get(key))
+            if pre is None:  # the reference path read this key's series itself
+                need = params.window + max(params.windows, default=1)  # what stats read
+                mixed = unit_conflicts(history, suite, {key: {r["unit"] for r in rows}},
+                                       {key: [r["run_id"] for r in (base or [])[-need:]]})
+            if key in mixed:
+                raise UnitMismatch(mixed[key])
             if base is not None:
                 bases[key] = base
         except Exception as e:  # noqa: BLE001 - one bad metric must not hide the others
@@ -774,7 +786,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 raise GateInputError(f"--plan {a.plan}: cannot read the plan JSON ({e})") from None
             if not isinstance(plan, dict) or not isinstance(plan.get("gates", []), list):
                 raise GateInputError(f"--plan {a.plan}: not a plan (an object with a 'gates' list)")
-        if not Path(a.history).exists():
+        if not is_database_url(a.history) and not Path(a.history).exists():
             raise GateInputError(f"--history {a.history}: no such file; run a suite first")
         with open_history(a.history, create=False) as h:
             if a.attempts_left < 0:

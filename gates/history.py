@@ -52,6 +52,12 @@ Tables (browse them with ``sqlite-utils tables history.db --counts``):
   never re-checked by a merge).
 
 Merging shard files into one history is `gates.merge`.
+
+The same class runs on PostgreSQL: `History("postgresql://...")` (or
+``GATES_HISTORY=postgresql://...``) returns a `gates.store.pg.PgHistory`, which
+shares every method here and replaces only the connection, transactions and
+schema guard. SQL here is written to run on both (see `gates.store.pg.translate`
+for the few rewrites).
 """
 
 from __future__ import annotations
@@ -79,6 +85,7 @@ from gates.schema import (
     pack_samples,
     unpack_samples,
 )
+from gates.store.backend import is_database_url
 from gates.store.baseline_reads import BaselineReads
 from gates.store.fleet_sql import FleetSQL
 from gates.store.report_reads import ReportReads
@@ -164,6 +171,16 @@ class History(BaselineReads, ReportReads, FleetSQL):
     can fall back to est_time waits seconds, not a minute).
     """
 
+    dialect = "sqlite"
+    _db_errors: tuple[type[BaseException], ...] = (sqlite3.DatabaseError,)
+
+    def __new__(cls, path: str | os.PathLike[str], *args: Any, **kwargs: Any) -> History:
+        if cls is History and is_database_url(path):
+            from gates.store.pg import PgHistory  # noqa: PLC0415 - psycopg only when asked
+
+            return super().__new__(PgHistory)
+        return super().__new__(cls)
+
     def __init__(self, path: str | os.PathLike[str], *, create: bool = True,
                  readonly: bool = False, busy_timeout_s: float = BUSY_TIMEOUT_S) -> None:
         self.path = Path(path)
@@ -189,7 +206,9 @@ class History(BaselineReads, ReportReads, FleetSQL):
             conn.execute("PRAGMA foreign_keys = ON")
             # In WAL mode NORMAL loses nothing on a process crash (only the last commits
             # on power loss) and spares an fsync per commit: the plugin commits per test.
-            conn.execute("PRAGMA synchronous = NORMAL")
+            # (Not for readers: an immutable open refuses the pragma as a write.)
+            if not readonly:
+                conn.execute("PRAGMA synchronous = NORMAL")
             self.db = Database(conn, execute_plugins=False)
             self._retry(self._prepare)
         except sqlite3.DatabaseError as exc:
@@ -298,11 +317,15 @@ class History(BaselineReads, ReportReads, FleetSQL):
         while the file is locked: `fn` must be safe to run again."""
         return self._write(fn)
 
+    def _fail(self, exc: BaseException) -> HistoryError:
+        """The `HistoryError` (naming the file and the fix) for a database error."""
+        return _corrupt(self.path, exc)
+
     def _rows(self, sql: str, params: Sequence[Any] | Mapping[str, Any] = ()) -> list[dict]:
         try:
             cursor = self.conn.execute(sql, params)
-        except sqlite3.DatabaseError as exc:
-            raise _corrupt(self.path, exc) from exc
+        except self._db_errors as exc:
+            raise self._fail(exc) from exc
         names = [d[0] for d in cursor.description]
         return [dict(zip(names, row, strict=True)) for row in cursor.fetchall()]
 
@@ -342,7 +365,7 @@ class History(BaselineReads, ReportReads, FleetSQL):
     def _next_attempt(self, run_id: str) -> int:
         prior = self.conn.execute(
             "SELECT max(attempt) FROM (SELECT attempt FROM tests WHERE run_id = ? "
-            "UNION ALL SELECT attempt FROM metrics WHERE run_id = ?)",
+            "UNION ALL SELECT attempt FROM metrics WHERE run_id = ?) AS a",
             (run_id, run_id)).fetchone()[0]
         return (prior or 0) + 1
 
@@ -670,8 +693,9 @@ class History(BaselineReads, ReportReads, FleetSQL):
         rows = self.conn.execute(
             """
             WITH per AS (
-                SELECT t.path, r.started_at, t.run_id, sum(t.duration) AS seconds,
-                       sum(t.outcome IN ('failed', 'error')) AS bad
+                SELECT t.path, max(r.started_at) AS started_at, t.run_id,
+                       sum(t.duration) AS seconds,
+                       sum(CASE WHEN t.outcome IN ('failed', 'error') THEN 1 ELSE 0 END) AS bad
                 FROM runs r JOIN tests t ON t.run_id = r.run_id AND t.attempt = 1
                 WHERE r.suite = ? AND r.fingerprint = ? AND r.status = 'complete'
                       AND r.trusted = 1 AND t.path IS NOT NULL
@@ -750,10 +774,10 @@ class History(BaselineReads, ReportReads, FleetSQL):
                 found = self._rows("SELECT * FROM acceptances WHERE entry_id = ?", (entry_id,))
                 if found:
                     return found[0]
-            cur = self.conn.execute(
-                f"INSERT INTO acceptances ({', '.join(row)}) VALUES ({', '.join('?' * len(row))})",
-                list(row.values()))
-            return {"id": cur.lastrowid, **row}
+            new_id = self.conn.execute(
+                f"INSERT INTO acceptances ({', '.join(row)}) VALUES ({', '.join('?' * len(row))}) "
+                "RETURNING id", list(row.values())).fetchone()[0]
+            return {"id": new_id, **row}
 
         return self._write(write)
 
@@ -821,7 +845,7 @@ class History(BaselineReads, ReportReads, FleetSQL):
     def key_tests(self, key: str, suite: str | None = None) -> list[dict[str, Any]]:
         """The tests that recorded ``key`` (nodeid, path, suite, better, runs), most runs
         first."""
-        sql = ("SELECT m.nodeid, t.path, m.suite, max(m.better) AS better, "
+        sql = ("SELECT m.nodeid, max(t.path) AS path, m.suite, max(m.better) AS better, "
                "count(DISTINCT m.run_id) AS runs "
                "FROM metrics m LEFT JOIN tests t ON t.run_id = m.run_id "
                "AND t.attempt = m.attempt AND t.nodeid = m.nodeid WHERE m.key = ?")
@@ -887,10 +911,9 @@ class History(BaselineReads, ReportReads, FleetSQL):
         out["at"] = utc_now()
 
         def write() -> int:
-            cur = self.conn.execute(
-                f"INSERT INTO bisects ({', '.join(out)}) VALUES ({', '.join('?' * len(out))})",
-                list(out.values()))
-            return int(cur.lastrowid or 0)
+            return int(self.conn.execute(
+                f"INSERT INTO bisects ({', '.join(out)}) VALUES ({', '.join('?' * len(out))}) "
+                "RETURNING id", list(out.values())).fetchone()[0])
 
         return self._write(write)
 
@@ -1024,7 +1047,9 @@ def _connect(path: Path, readonly: bool,
         conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
         return conn
     except sqlite3.OperationalError as exc:
-        if "unable to open" not in str(exc):
+        # SQLite says "unable to open" or, for a WAL file whose -shm it cannot create
+        # (SQLITE_READONLY_CANTINIT), "attempt to write a readonly database".
+        if "unable to open" not in str(exc) and "readonly" not in str(exc):
             return conn  # locked, busy: the caller's retries and messages handle it
         conn.close()
         # A WAL file in a read-only folder: SQLite cannot create its -shm index. With
@@ -1102,9 +1127,9 @@ def insert_carried(conn: sqlite3.Connection, run_id: str,
                            (a["entry_id"],)).fetchone()
         if row is None:
             cols = [c for c in a if c != "id"]
-            row = (conn.execute(
+            row = conn.execute(
                 f"INSERT INTO acceptances ({', '.join(cols)}) VALUES "
-                f"({', '.join('?' * len(cols))})", [a[c] for c in cols]).lastrowid,)
+                f"({', '.join('?' * len(cols))}) RETURNING id", [a[c] for c in cols]).fetchone()
         conn.execute("INSERT OR IGNORE INTO run_acceptances (run_id, acceptance_id) "
                      "VALUES (?, ?)", (run_id, row[0]))
 

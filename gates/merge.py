@@ -16,6 +16,7 @@ from typing import Any
 
 from gates.history import History, HistoryError
 from gates.merge_check import ShardRejected, check_bundle
+from gates.store.backend import display_location, history_location
 
 __all__ = ["MergeConflict", "MergeReport", "check_history", "merge_histories", "run_digest"]
 
@@ -28,7 +29,7 @@ class MergeConflict(HistoryError):
 class MergeReport:
     """What `merge_histories` did: run ids added, and run ids already present unchanged."""
 
-    into: Path
+    into: Path | str  # a file, or a PostgreSQL URL (shown without its password)
     added: list[str] = field(default_factory=list)
     unchanged: list[str] = field(default_factory=list)
     per_shard: dict[str, int] = field(default_factory=dict)  # shard path -> runs added
@@ -36,7 +37,7 @@ class MergeReport:
 
     def __str__(self) -> str:
         skipped = f"; {self.copies} baseline snapshot run(s) skipped" if self.copies else ""
-        return (f"merged {len(self.added)} new run(s) into {self.into}; "
+        return (f"merged {len(self.added)} new run(s) into {display_location(self.into)}; "
                 f"{len(self.unchanged)} already present{skipped}")
 
 
@@ -99,13 +100,14 @@ def merge_histories(shards: Sequence[str | os.PathLike[str]],
     hostile or broken row (a text median, a run dated in the future, a unit that
     is not a unit, rows of no run) is refused whole with `HistoryError`.
     """
-    target = Path(into)
+    target = history_location(into)
     report = MergeReport(into=target)
     pending: dict[str, tuple[str, dict[str, Any], str]] = {}  # run_id -> (shard, bundle, digest)
     with History(target) as history:
         for shard in shards:
             shard_path = Path(shard)
-            if shard_path.exists() and target.exists() and shard_path.samefile(target):
+            if isinstance(target, Path) and shard_path.exists() and target.exists() \
+                    and shard_path.samefile(target):
                 raise HistoryError(f"{shard_path}: is the merge target itself; pass shard "
                                    "files other than --into")
             with History(shard_path, create=False, readonly=True) as source:
@@ -143,7 +145,7 @@ def merge_histories(shards: Sequence[str | os.PathLike[str]],
                 if history.has_run(run_id):
                     if run_digest(history.export_run(run_id)) != digest:
                         raise MergeConflict(
-                            f"{shard_name}: run {run_id} exists in {target} with different "
+                            f"{shard_name}: run {run_id} exists in {history.path} with different "
                             "content; refusing to overwrite (inspect both, then merge the "
                             "shard into a fresh file)")
                     report.unchanged.append(run_id)
@@ -160,7 +162,7 @@ def check_history(path: str | os.PathLike[str]) -> list[str]:
     """One line per problem a merge would refuse, over every run of a history file:
     what a hand edit or an older merge left that reports and gates cannot read."""
     problems = []
-    with History(Path(path), create=False, readonly=True) as history:
+    with History(history_location(path), create=False, readonly=True) as history:
         problems += [f"{history.path}: {p}" for p in history.orphan_rows()]
         for run_id in history.run_ids():
             try:

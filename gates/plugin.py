@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from gates.metrics import Metric, MetricBook, MetricError, validate_metric
+from gates.store.backend import display_location, history_location
 
 if TYPE_CHECKING:
     from gates.history import History, TestResult
@@ -46,7 +47,7 @@ _UNITS_KEY = pytest.StashKey["_UnitBook"]()
 class GatesOptions:
     """The validated ``--gates-*`` options of a session."""
 
-    history: Path
+    history: Path | str  # a file, or a postgresql:// URL
     suite: str | None = None
     shard: tuple[int, int] = (1, 1)
     run_id: str | None = None
@@ -122,8 +123,8 @@ def parse_options(
         if shard is None and isinstance(plan.get("shard"), list) and len(plan["shard"]) == 2:
             shard_t = (int(plan["shard"][0]), int(plan["shard"][1]))
     history_value = history or env.get("GATES_HISTORY") or None
-    history_path = Path(history_value) if history_value else rootdir / "history.db"
-    if history_path.is_dir():
+    history_path = history_location(history_value) if history_value else rootdir / "history.db"
+    if isinstance(history_path, Path) and history_path.is_dir():
         source = "--gates-history" if history else "GATES_HISTORY"
         raise _usage(source, str(history_path), "is a directory; give a file path")
     return GatesOptions(history=history_path, suite=suite, shard=shard_t, run_id=run_id,
@@ -160,12 +161,12 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
     if options is None:
         return []
     if not options.recording:
-        return [f"gates: recording off (no --gates-suite); history {options.history}"]
+        return [f"gates: recording off (no --gates-suite); history {display_location(options.history)}"]
     recorder = config.pluginmanager.get_plugin("gates-recorder")
     run_id = recorder.provenance.run_id if recorder else options.run_id
     fingerprint = recorder.provenance.fingerprint if recorder else "?"
     i, n = options.shard
-    return [f"gates: history {options.history}, suite {options.suite}, shard {i}/{n}, "
+    return [f"gates: history {display_location(options.history)}, suite {options.suite}, shard {i}/{n}, "
             f"run {run_id}, hardware {fingerprint}"]
 
 
@@ -306,12 +307,22 @@ def _restore_sigterm() -> None:
     import threading
 
     if threading.current_thread() is threading.main_thread() and \
-            signal.getsignal(signal.SIGTERM) is _raise_interrupt:
+            signal.getsignal(signal.SIGTERM) in (_raise_interrupt, _once):
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
 
 
 def _raise_interrupt(signum: int, frame: object) -> None:
+    import signal
+
+    # Once: a second SIGTERM (PDEATHSIG and the runner's watchdog both send one) would
+    # interrupt pytest's own handling of the first, and the run would be recorded with
+    # the exit status of an uninterrupted session. SIGKILL is the way to insist.
+    signal.signal(signal.SIGTERM, _once)
     raise KeyboardInterrupt(f"signal {signum}")
+
+
+def _once(signum: int, frame: object) -> None:
+    """SIGTERM after the first: the session is already being interrupted."""
 
 
 class _Recorder:
@@ -483,7 +494,7 @@ class _Recorder:
         elif self.written:
             terminalreporter.write_line(
                 f"gates: recorded run {self.written} ({len(self.states)} tests, "
-                f"{sum(map(len, self.metrics.values()))} metrics) in {self.options.history}")
+                f"{sum(map(len, self.metrics.values()))} metrics) in {display_location(self.options.history)}")
 
     def pytest_unconfigure(self, config: pytest.Config) -> None:
         if self.sigterm:

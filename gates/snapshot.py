@@ -31,6 +31,7 @@ from pathlib import Path
 
 from gates.baselines import SERIES_LIMIT
 from gates.history import History, HistoryError, check_file
+from gates.store.backend import history_location
 
 __all__ = ["PER_FILE", "SnapshotReport", "make_snapshot", "seed_shard", "strip_shard"]
 
@@ -58,21 +59,26 @@ def make_snapshot(history: str | os.PathLike[str], out: str | os.PathLike[str],
     if target.exists():
         raise HistoryError(f"{target}: exists; a snapshot is written into a new file "
                            "(remove it or give another --out)")
-    source = Path(history)
+    source = history_location(history)
     with History(source, create=False) as src:  # read-write: an older file migrates first
         picked: set[int] = set()
         for suite in suites:
             picked |= src.gate_read_runs(suite, fingerprint, rows_per_key=rows_per_key,
                                          per_file=per_file)
         total = len(src.run_ids())
-    try:
-        with History(target) as snap:
-            snap.copy_runs_from(source, picked, mark=True)
-            snap.vacuum()
-    except BaseException:
-        for p in _files(target):
-            p.unlink(missing_ok=True)
-        raise
+        try:
+            with History(target) as snap:
+                if isinstance(source, Path):
+                    snap.copy_runs_from(source, picked, mark=True)
+                else:  # a PostgreSQL history: its rows come through its connection
+                    from gates.store.pg import copy_runs_into  # noqa: PLC0415
+
+                    copy_runs_into(src, snap, picked, mark=True)
+                snap.vacuum()
+        except BaseException:
+            for p in _files(target):
+                p.unlink(missing_ok=True)
+            raise
     return SnapshotReport(target, len(picked), total, target.stat().st_size)
 
 

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import itertools
+import os
+import subprocess
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -60,3 +63,53 @@ def history_factory(tmp_path: Path) -> Callable[..., Path]:
         return target
 
     return make
+
+
+# ------------------------------------------------------ the store on both backends
+
+
+@pytest.fixture(scope="session")
+def pg_cluster():
+    """A throwaway PostgreSQL server for the session (``tests/pg_cluster.py``). Skips
+    with the reason where PostgreSQL or psycopg is missing, but fails under CI=true:
+    CI must run the PostgreSQL store tests."""
+    from pg_cluster import start_cluster  # noqa: PLC0415
+
+    why, cluster = None, None
+    try:
+        import psycopg  # noqa: F401, PLC0415
+    except ImportError:
+        why = "psycopg is not installed (pip install -e '.[postgres]')"
+    if why is None:
+        try:
+            cluster = start_cluster()
+        except (RuntimeError, OSError, subprocess.SubprocessError) as exc:
+            why = f"no PostgreSQL server: {exc}"
+    if cluster is None:
+        if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
+            pytest.fail(f"CI must run the PostgreSQL store tests: {why}")
+        pytest.skip(str(why))
+    yield cluster
+    cluster.stop()
+
+
+_SCHEMAS = itertools.count()
+
+
+@pytest.fixture
+def pg_url(pg_cluster) -> str:
+    """A URL of an empty schema of the session's PostgreSQL server (one per test)."""
+    import psycopg  # noqa: PLC0415
+
+    name = f"t{os.getpid()}_{next(_SCHEMAS)}"
+    with psycopg.connect(pg_cluster.url, autocommit=True) as conn:
+        conn.execute(f"CREATE SCHEMA {name}")
+    return pg_cluster.schema_url(name)
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def store_location(request: pytest.FixtureRequest, tmp_path: Path) -> Path | str:
+    """Where a fresh history goes, on each backend: a file path, or a PostgreSQL URL."""
+    if request.param == "sqlite":
+        return tmp_path / "history.db"
+    return request.getfixturevalue("pg_url")

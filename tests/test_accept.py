@@ -22,8 +22,8 @@ def add_run(h, i: int, level: float, rng, *, key="lat", suite="s") -> str:
 
 
 @pytest.fixture
-def h(tmp_path: Path):
-    with open_history(tmp_path / "history.db") as history:
+def h(store_location):
+    with open_history(store_location) as history:
         yield history
 
 

@@ -22,7 +22,7 @@ def repo(tmp_path_factory) -> tuple[Path, list[str], Path]:
     path = tmp_path_factory.mktemp("gen") / "repo"
     shas = make_repo(path, commits=4, culprit=3, slowdown=1.0)
     db = path.parent / "history.db"
-    # One recorded run at the bad commit: the history knows which test records work_s.
+    # One recorded run at the bad commit: the history knows which test records work_rel.
     env = {"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"}
     out = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
                           "--gates-suite", "cpu-perf", "--gates-history", str(db)],
@@ -42,14 +42,14 @@ def test_candidates_follow_first_parent_from_good_to_bad(repo):
 
 def test_bisect_names_the_slower_commit_and_stores_evidence(repo, capsys):
     path, shas, db = repo
-    rc = cli(["bisect", "work_s", "--good", shas[0], "--bad", shas[-1], "--repo", str(path),
+    rc = cli(["bisect", "work_rel", "--good", shas[0], "--bad", shas[-1], "--repo", str(path),
               "--history", str(db), "--calib", "6", "--reps", "1", "--max-reps", "8", "--verify", "6"])
     out = capsys.readouterr()
     assert rc == 0, out.err
-    assert f"bisect work_s: culprit {shas[3][:12]}" in out.out
+    assert f"bisect work_rel: culprit {shas[3][:12]}" in out.out
     assert "test executions of test_work.py::test_work" in out.out
     with open_history(db) as h:
-        [row] = h.bisects("work_s")
+        [row] = h.bisects("work_rel")
     assert row["outcome"] == "culprit" and row["culprit"] == shas[3]
     assert row["good"] == shas[0] and row["bad"] == shas[-1] and row["executions"] > 8
     classes = {e["commit"]: e["class"] for e in row["evidence"]["candidates"]}

@@ -44,7 +44,8 @@ def run(argv, capsys) -> tuple[int, str, str]:
 def test_every_command_has_help_text(capsys):
     parser = build_parser()
     sub = next(a for a in parser._actions if a.dest == "command")
-    assert set(sub.choices) == set(COMMANDS) == {"report", "health", "trim", "merge", "check", "trust",
+    assert set(sub.choices) == set(COMMANDS) == {"report", "health", "trim", "merge", "ingest",
+                                                 "check", "trust",
                                                  "untrust", "accept", "compare", "notify",
                                                  "bisect", "snapshot", "prune"}
     helps = {a.dest: a.help for a in sub._choices_actions}

@@ -1,4 +1,5 @@
-"""gates.gate: verdicts for a run from a temporary history, confirm on trip, the CLI."""
+"""gates.gate: verdicts for a run from a temporary history (SQLite and PostgreSQL), confirm on
+trip, the CLI."""
 
 from __future__ import annotations
 
@@ -47,8 +48,8 @@ def lat(rng, level=1.0, cv=0.01, m=5):
 
 
 @pytest.fixture
-def h(tmp_path: Path):
-    with open_history(tmp_path / "history.db") as history:
+def h(store_location):
+    with open_history(store_location) as history:
         yield history
 
 
@@ -375,9 +376,9 @@ def test_bulk_baselines_summarise_bit_for_bit_like_the_per_metric_path(h):
     gone = [r[0] for r in h.conn.execute(
         "SELECT id FROM metrics WHERE run_id IN ('run105', 'run070') AND key IN ('lat', 'pooled')")]
     assert len(gone) == 6
-    with h.conn:
-        h.conn.execute(f"UPDATE metric_rows SET samples = NULL WHERE id IN "
-                       f"({','.join('?' * len(gone))})", gone)
+    h.in_transaction(lambda: h.conn.execute(
+        f"UPDATE metric_rows SET samples = NULL WHERE id IN ({','.join('?' * len(gone))})",
+        gone))
     keys = {"lat", "tp", "one", "pooled", "sparse", "ragged"}
     need = stats.DEFAULTS.window + max(stats.DEFAULTS.windows)
     bulk = baselines.bulk_baselines(h, run, keys, {new}, need)

@@ -50,8 +50,8 @@ def record(h: History, i: int, *, samples=(1.0, 2.0, 3.0), outcome="passed", dur
 
 
 @pytest.fixture
-def h(tmp_path: Path):
-    with open_history(tmp_path / "history.db") as history:
+def h(store_location):
+    with open_history(store_location) as history:
         yield history
 
 
@@ -113,7 +113,7 @@ def test_reads_return_dicts_and_wrap_errors(h):
     record(h, 1)
     assert h._rows("SELECT run_id, status FROM runs") == [
         {"run_id": "run001", "status": "complete"}]
-    with pytest.raises(HistoryError, match="no such table") as info:
+    with pytest.raises(HistoryError, match="no such table|does not exist") as info:
         h._rows("SELECT * FROM nope")
     assert "corrupt" not in str(info.value)
 
@@ -155,7 +155,8 @@ def test_metric_series_newest_first_filtered(h):
     assert len(h.metric_series("s", "k", None, limit=100)) == 8
 
 
-def test_series_query_walks_the_index_without_sorting(h):
+def test_series_query_walks_the_index_without_sorting(tmp_path):
+    h = open_history(tmp_path / "history.db")  # SQLite's query plan
     record(h, 1)
     statements: list[str] = []
     h.conn.set_trace_callback(statements.append)
@@ -164,6 +165,7 @@ def test_series_query_walks_the_index_without_sorting(h):
     [sql] = [q for q in statements if "FROM metrics m JOIN runs" in q]
     plan = " ".join(row[-1] for row in h.conn.execute("EXPLAIN QUERY PLAN " + sql))
     assert "SCAN m" not in plan and "SCAN r" not in plan, plan
+    h.close()
 
 
 def test_untrusted_runs_are_not_baselines_but_stay(h):
@@ -307,13 +309,14 @@ def shard(tmp_path: Path, name: str, *runs: int, **kw) -> Path:
     return path
 
 
-def test_merge_is_idempotent(tmp_path):
+def test_merge_is_idempotent(tmp_path, store_location):
     a = shard(tmp_path, "a.db", 1, 2)
     b = shard(tmp_path, "b.db", 3)
-    into = tmp_path / "history.db"
+    into = store_location
     report = merge_histories([a, b], into)
     assert sorted(report.added) == ["run001", "run002", "run003"]
     assert report.per_shard == {str(a): 2, str(b): 1}
+    assert str(report).startswith("merged 3 new run(s) into ")
     with open_history(into) as h:
         snapshot = {r: h.export_run(r) for r in h.run_ids()}
         assert h.metrics("run003")[0]["samples"] == [1.0, 2.0, 3.0]
@@ -326,9 +329,9 @@ def test_merge_is_idempotent(tmp_path):
         assert h.sample_count() == 9
 
 
-def test_merge_after_trust_change_is_not_a_conflict(tmp_path):
+def test_merge_after_trust_change_is_not_a_conflict(tmp_path, store_location):
     a = shard(tmp_path, "a.db", 1)
-    into = tmp_path / "history.db"
+    into = store_location
     merge_histories([a], into)
     with open_history(into) as h:
         h.set_trust(run_ids=["run001"], reason="bad commit")
@@ -337,8 +340,8 @@ def test_merge_after_trust_change_is_not_a_conflict(tmp_path):
         assert h.run("run001")["trusted"] == 0
 
 
-def test_merge_conflict_with_target_writes_nothing(tmp_path):
-    into = tmp_path / "history.db"
+def test_merge_conflict_with_target_writes_nothing(tmp_path, store_location):
+    into = store_location
     merge_histories([shard(tmp_path, "a.db", 1)], into)
     other = shard(tmp_path, "b.db", 1, 2, samples=(5.0,))  # run001 with other samples
     with pytest.raises(MergeConflict, match="run001 exists in .* different content"):
@@ -347,10 +350,10 @@ def test_merge_conflict_with_target_writes_nothing(tmp_path):
         assert h.run_ids() == ["run001"] and h.metrics("run001")[0]["samples"] == [1.0, 2.0, 3.0]
 
 
-def test_merge_conflict_between_shards(tmp_path):
+def test_merge_conflict_between_shards(tmp_path, store_location):
     a = shard(tmp_path, "a.db", 1)
     b = shard(tmp_path, "b.db", 1, samples=(5.0,))
-    into = tmp_path / "history.db"
+    into = store_location
     with pytest.raises(MergeConflict, match="differs from the same run"):
         merge_histories([a, b], into)
     with open_history(into) as h:

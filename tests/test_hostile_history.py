@@ -4,6 +4,7 @@ commands, runs dated in the future, one key in two units."""
 from __future__ import annotations
 
 import datetime as dt
+import json
 import math
 import shutil
 import sqlite3
@@ -146,6 +147,29 @@ def test_latest_is_this_commits_run_not_a_run_dated_next_month(tmp_path, capsys,
     monkeypatch.setenv("GITHUB_SHA", "0002" + "c0ffee" * 6)  # this CI run is that commit's
     code, out, _ = cli(["--history", path, "--no-health"], capsys)
     assert "ffffffff" in out
+
+
+def test_health_latest_is_this_commits_suite_not_a_run_dated_next_month(tmp_path, capsys,
+                                                                        monkeypatch):
+    path = tmp_path / "h.db"
+    future = (dt.datetime.now(dt.UTC) + dt.timedelta(days=30)).isoformat(timespec="microseconds")
+    now = dt.datetime.now(dt.UTC)
+    with open_history(path) as h:
+        for i in range(3):  # this suite's runs, the newest this hour
+            write_run(h, i + 1, latency=1.0, when=(now - dt.timedelta(hours=3 - i))
+                      .isoformat(timespec="microseconds"))
+        write_run(h, 9, latency=1.0, suite="merged-ahead", run_id="f" * 32, when=future)
+    monkeypatch.chdir(tmp_path)  # no git checkout here
+    code, out, err = cli(["health", "--history", path], capsys)
+    assert code == 0, err
+    assert out.splitlines()[0].startswith(f"CI health of {SUITE}: ")
+    monkeypatch.setenv("GITHUB_SHA", "0009" + "c0ffee" * 6)  # this CI run is that commit's
+    code, out, _ = cli(["health", "--history", path], capsys)
+    assert out.splitlines()[0].startswith("CI health of merged-ahead: ")
+    # With --suite, the window ends at that suite's latest run, not at a later clock.
+    code, out, _ = cli(["health", "--history", path, "--suite", SUITE, "--format", "json"],
+                       capsys)
+    assert code == 0 and json.loads(out)[0]["suite"] == SUITE
 
 
 UNITS_SUITE = """

@@ -271,23 +271,59 @@ def test_a_foreign_history_is_refused_untouched_with_exit_2(tmp_path):
     assert not (tree / "h.db-wal").exists()
 
 
-@pytest.mark.skipif(os.geteuid() == 0, reason="root writes into read-only folders anyway")
-def test_a_history_in_a_read_only_folder_is_read_and_never_written(tmp_path, capsys):
-    from report_history import make_history
+# What the reader runs: a report (reads) and a writer's open (refused, with the fix).
+_READ_ONLY_READER = """
+import sys
+from pathlib import Path
+from gates.cli import main
+from gates.history import HistoryError, open_history
+db = Path(sys.argv[1])
+try:
+    (db.parent / "probe").touch()
+except PermissionError:
+    pass
+else:
+    sys.exit("the folder is writable to this process: the test's setup failed")
+assert main(["--history", str(db), "--no-health"]) in (0, 1)
+try:
+    open_history(db)
+except HistoryError as e:
+    assert "folder is read-only" in str(e), e
+else:
+    sys.exit("open_history wrote into a read-only folder")
+print("read and refused")
+"""
 
-    from gates.cli import main
-    from gates.history import HistoryError, open_history
+
+def _without_dac_override() -> None:  # in the reader, between fork and exec
+    """Root reads and writes any file through CAP_DAC_OVERRIDE (and searches any folder
+    through CAP_DAC_READ_SEARCH): drop both from the bounding set, so the exec'd reader
+    is root held to the owner's mode bits (CI runs as root; the folder is root's)."""
+    import ctypes  # noqa: PLC0415
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    for cap in (1, 2):  # CAP_DAC_OVERRIDE, CAP_DAC_READ_SEARCH
+        libc.prctl(24, cap, 0, 0, 0)  # PR_CAPBSET_DROP (needs CAP_SETPCAP, as root has)
+    libc.prctl(47, 4, 0, 0, 0)  # PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL
+
+
+def test_a_history_in_a_read_only_folder_is_read_and_never_written(tmp_path):
+    from report_history import make_history
 
     folder = tmp_path / "ro"
     folder.mkdir()
     make_history(folder / "history.db")
     folder.chmod(0o555)
     try:
-        assert main(["--history", str(folder / "history.db"), "--no-health"]) in (0, 1)
-        with pytest.raises(HistoryError, match="folder is read-only"):
-            open_history(folder / "history.db")
+        done = subprocess.run(
+            [sys.executable, "-c", _READ_ONLY_READER, str(folder / "history.db")],
+            env=dict(env(), PYTHONPATH=f"{REPO}{os.pathsep}{REPO / 'tests'}"),
+            preexec_fn=_without_dac_override if os.geteuid() == 0 else None,
+            capture_output=True, text=True, timeout=120, check=False)
     finally:
         folder.chmod(0o755)
+    assert done.returncode == 0 and "read and refused" in done.stdout, done.stdout + done.stderr
+    assert sorted(p.name for p in folder.iterdir()) == ["history.db"]
 
 
 def test_concurrent_runs_in_one_checkout_do_not_collide(tmp_path):
@@ -319,6 +355,70 @@ def test_sigkill_of_pytest_keeps_what_finished(tmp_path):
     assert rc == 1 and "killed by SIGKILL while running suites/test_b.py::test_b_slow" in out
     assert the_run(tree / "h.db")[1] == "crashed"
     assert rows(tree / "h.db", "SELECT count(*) FROM metrics") == [(1,)]
+
+
+HUNG_IN_C = """
+    import ctypes, signal, subprocess, sys
+    def test_b_slow():
+        subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGALRM, signal.SIGINT,
+                                                  signal.SIGTERM})
+        ctypes.CDLL(None).pause()
+    """
+SLOW_WITH_CHILD = """
+    import subprocess, sys, time
+    def test_b_slow():
+        subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
+        time.sleep(60)
+    """
+
+
+@pytest.mark.parametrize("victim", ["runner", "runner's group"])
+@pytest.mark.parametrize(("body", "status"), [(HUNG_IN_C, "crashed"),
+                                              (SLOW_WITH_CHILD, "interrupted")],
+                         ids=["hung-in-c", "python-sleep"])
+def test_sigkill_of_the_runner_stops_pytest_and_keeps_what_finished(tmp_path, body, status,
+                                                                    victim):
+    # The runner cannot clean up after SIGKILL, and pytest's PDEATHSIG SIGTERM is blocked
+    # by a test hung in C, as in a CUDA or NCCL wait: the runner's watchdog stops the
+    # group. A test in Python code still unwinds: the run ends interrupted.
+    tree = make_tree(tmp_path, body, t=30)
+    proc = start(tree)
+    try:
+        _wait_running(tree, proc)
+        pytest_pid = _pytest_pid(tree)
+        for _ in range(100):  # the test's child started
+            if len(group_members(pytest_pid)) == 2:
+                break
+            time.sleep(0.05)
+        assert len(group_members(pytest_pid)) == 2
+        time.sleep(0.3)  # into pause() or sleep()
+        if victim == "runner":
+            proc.kill()
+        else:  # a CI cancel that kills the runner's group (pytest has a group of its own)
+            os.killpg(proc.pid, signal.SIGKILL)
+        began = time.monotonic()
+        proc.wait()
+        while group_members(pytest_pid) and time.monotonic() - began < 30:
+            time.sleep(0.05)
+        assert not group_members(pytest_pid), "pytest's group outlived the runner"
+        assert time.monotonic() - began < 1 + 10  # grace 1 s (CI_REGISTER_KILL_GRACE_S)
+        db = tree / "h.db"
+        for _ in range(200):  # the watchdog marks the run after the group is gone
+            if the_run(db)[1] != "incomplete":
+                break
+            time.sleep(0.05)
+        assert the_run(db)[1] == status
+        tests = dict(rows(db, "SELECT nodeid, outcome FROM tests"))
+        assert tests["suites/test_a.py::test_a_first"] == "passed"
+        assert rows(db, "SELECT key, median FROM metrics") == [("lat", 1.05)]
+        if status == "crashed":
+            (error,) = rows(db, "SELECT error FROM tests WHERE nodeid LIKE '%slow'")[0]
+            assert "suite runner was killed" in error
+    finally:
+        _kill_session(proc.pid)
+        _kill_tree_processes(tree)
+        proc.communicate()
 
 
 def test_a_test_that_swallows_ctrl_c_is_killed_after_the_grace(tmp_path):

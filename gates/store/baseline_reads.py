@@ -49,6 +49,7 @@ class BaselineReads:
     """Baseline reads of `gates.history.History` (mixed into it; uses its connection)."""
 
     conn: sqlite3.Connection
+    dialect: str
 
     def baseline_candidates(self, suite: str, fingerprint: str | None,
                             exclude_run_id: str) -> list[BaselineRun]:
@@ -122,6 +123,13 @@ class BaselineReads:
             return {}
         wanted = set(want)
         out: dict[int, np.ndarray] = {}
+        if self.dialect == "postgresql":
+            # One round trip: an array parameter has no length limit there.
+            for mid, blob in self.conn.execute(
+                    "SELECT id, samples FROM metric_rows WHERE id = ANY(?::bigint[]) "
+                    "AND samples IS NOT NULL", (list(want),)):
+                out[mid] = _decode(blob)
+            return out
         blobs: dict[int, bytes] = {}
         lo = 0
         for hi in range(1, len(want) + 1):
@@ -180,6 +188,32 @@ class BaselineReads:
                 f"SELECT run_id, verdict, detail FROM verdicts WHERE key = ? AND run_id IN "
                 f"({_marks(part)})", [key, *part])))
         return out
+
+    def units_of_keys(self, run_ids: Sequence[str], suite: str) -> dict[str, set[str]]:
+        """{key: the units it is recorded in} over ``run_ids`` on ``suite``: which units a
+        baseline of those runs would pool."""
+        out: dict[str, set[str]] = {}
+        for part in _chunks(sorted(set(run_ids))):
+            for key, unit in self.conn.execute(
+                    f"SELECT key, unit FROM metrics WHERE run_id IN ({_marks(part)}) "
+                    "AND +suite = ? GROUP BY key, unit", [*part, suite]):
+                out.setdefault(key, set()).add(unit)
+        return out
+
+    def unit_counts(self, run_ids: Sequence[str], suite: str,
+                    key: str) -> dict[str, tuple[int, str]]:
+        """{unit: (how many of ``run_ids`` recorded ``key`` in it, the newest such run id)}
+        on ``suite``. Through the (suite, key) series index: one key's rows, not every
+        row of the runs."""
+        out: dict[str, tuple[int, str]] = {}
+        for part in _chunks(sorted(set(run_ids))):
+            for unit, n, newest in self.conn.execute(
+                    "SELECT unit, count(DISTINCT run_id), max(started_at || ' ' || run_id) "
+                    f"FROM metrics WHERE suite = ? AND key = ? AND +run_id IN ({_marks(part)}) "
+                    "GROUP BY unit", [suite, key, *part]):
+                seen = out.get(unit, (0, ""))
+                out[unit] = (seen[0] + n, max(seen[1], newest))
+        return {u: (n, newest.rsplit(" ", 1)[-1]) for u, (n, newest) in out.items()}
 
     def run_hardware(self, run_ids: Sequence[str]) -> dict[str, str | None]:
         """{run id: its ``hardware`` column as stored (JSON text)}."""

@@ -59,14 +59,15 @@ class FleetSQL:
             "SELECT DISTINCT run_num FROM (SELECT m.run_num, row_number() OVER (PARTITION BY "
             "r.fingerprint, m.key_id ORDER BY r.started_at DESC, m.id DESC) AS rn "
             "FROM metric_rows m JOIN runs r ON r.num = m.run_num WHERE r.suite = :suite "
-            f"AND r.status = 'complete' AND r.trusted = 1{fp_clause}) WHERE rn <= :rows",
+            f"AND r.status = 'complete' AND r.trusted = 1{fp_clause}) AS ranked WHERE rn <= :rows",
             params))
         picked.update(r[0] for r in self.conn.execute(
             "WITH per AS (SELECT r.num, r.fingerprint, r.started_at, r.run_id, t.path_id, "
-            "sum(t.outcome IN ('failed', 'error')) AS bad FROM runs r JOIN test_rows t "
+            "sum(CASE WHEN t.outcome IN ('failed', 'error') THEN 1 ELSE 0 END) AS bad "
+            "FROM runs r JOIN test_rows t "
             "ON t.run_num = r.num AND t.attempt = 1 WHERE r.suite = :suite "
             f"AND r.status = 'complete' AND r.trusted = 1 AND t.path_id IS NOT NULL{fp_clause} "
-            "GROUP BY r.num, t.path_id), ranked AS (SELECT num, row_number() OVER ("
+            "GROUP BY r.run_id, t.path_id), ranked AS (SELECT num, row_number() OVER ("
             "PARTITION BY fingerprint, path_id ORDER BY started_at DESC, run_id) AS rn "
             "FROM per WHERE bad = 0) SELECT DISTINCT num FROM ranked WHERE rn <= :files",
             params))

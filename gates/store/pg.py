@@ -1,0 +1,385 @@
+"""The history on PostgreSQL: a connection that speaks the store's SQL, and its plumbing.
+
+`gates.history.History` holds every read and write once; opening it on a
+``postgresql://`` URL gives a `PgHistory`, which differs only in what SQLite
+and PostgreSQL do differently:
+
+- SQL: `PgConnection` rewrites the store's SQLite statements (``?`` parameters,
+  ``INSERT OR IGNORE``, the unary ``+`` that keeps SQLite off an index); the rest
+  of the store's SQL is written to run unchanged on both.
+- Writes: one transaction each, serialized by a transaction-scoped advisory lock
+  per schema (what ``BEGIN IMMEDIATE`` is on SQLite): run-id checks, attempt
+  numbers and metric ids are decided under it, so concurrent shards insert
+  directly and a run id written twice is still one run. Reads never wait (MVCC).
+  A lock held longer than ``busy_timeout_s`` raises `HistoryError`; serialization
+  failures and deadlocks are retried.
+- Schema: `gates.store.pg_schema`'s migrations, recorded in ``gates_migrations``.
+  A schema holding other tables and no ``gates_migrations`` (foreign), or naming
+  a migration this code lacks (newer), is refused before anything is written.
+
+psycopg 3 is an optional dependency (``pip install 'gpu-ci-gates[postgres]'``).
+"""
+
+from __future__ import annotations
+
+import itertools
+import re
+import sqlite3
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from functools import lru_cache
+from typing import Any, TypeVar
+
+from gates.history import BUSY_TIMEOUT_S, HISTORY_OPTION, History, HistoryError
+from gates.provenance import utc_now
+from gates.schema import pack_samples
+from gates.store.backend import display_location, history_location
+from gates.store.pg_schema import (
+    MIGRATIONS_TABLE,
+    PACK_SAMPLES,
+    PG_KNOWN_MIGRATIONS,
+    PG_MIGRATIONS,
+)
+
+try:
+    import psycopg
+    from psycopg import errors as pg_errors
+except ImportError:  # pragma: no cover - exercised where the extra is not installed
+    psycopg = None  # type: ignore[assignment]
+
+__all__ = ["PgConnection", "PgHistory", "translate"]
+
+_T = TypeVar("_T")
+_NAMED = re.compile(r"(?<![:\w]):([A-Za-z_]\w*)")
+_HINT = re.compile(r"(^|[\s(])\+(?=[A-Za-z_])")
+_OR_IGNORE = re.compile(r"^\s*INSERT\s+OR\s+IGNORE\s+INTO\b", re.IGNORECASE)
+_LOCK = "SELECT pg_advisory_xact_lock(hashtext('gates-history:' || current_schema()))"
+_CONNECT_TIMEOUT_S = 10
+# INSERT [OR IGNORE] INTO table (columns) VALUES (?, ...), no RETURNING.
+_INSERT_VALUES = re.compile(r"^\s*INSERT\s+(OR\s+IGNORE\s+)?INTO\s+(\w+)\s*\(([^)]*)\)\s*"
+                            r"VALUES\s*\((?:\?\s*,\s*)*\?\)\s*$", re.IGNORECASE)
+
+
+@lru_cache(maxsize=1024)
+def translate(sql: str, has_params: bool) -> str:
+    """The store's SQLite statement as PostgreSQL runs it (``$n`` parameters: psycopg's
+    raw cursor binds them as they are, with no client-side parse of the query)."""
+    if _OR_IGNORE.match(sql):
+        sql = _OR_IGNORE.sub("INSERT INTO", sql, count=1) + " ON CONFLICT DO NOTHING"
+    sql = _HINT.sub(r"\1", sql)
+    if has_params:
+        numbers = itertools.count(1)
+        sql = re.sub(r"\?", lambda _: f"${next(numbers)}", sql)
+    return sql
+
+
+@lru_cache(maxsize=256)
+def _positional(sql: str) -> tuple[str, tuple[str, ...]]:
+    """``:name`` parameters as ``?`` and the names in order (``::type`` casts left alone)."""
+    names: list[str] = []
+
+    def mark(match: re.Match[str]) -> str:
+        names.append(match.group(1))
+        return "?"
+
+    return _NAMED.sub(mark, sql), tuple(names)
+
+
+class PgConnection:
+    """The slice of `sqlite3.Connection` the store uses, over a psycopg connection in
+    autocommit mode (transactions are explicit: `PgHistory._write`)."""
+
+    def __init__(self, raw: Any) -> None:
+        self.raw = raw
+
+    def execute(self, sql: str, params: Sequence[Any] | Mapping[str, Any] = ()) -> Any:
+        cursor = psycopg.RawCursor(self.raw)
+        if isinstance(params, Mapping):  # SQLite's :name parameters
+            sql, names = _positional(sql)
+            params = [params[name] for name in names]
+        cursor.execute(translate(sql, bool(params)), params or None)
+        return cursor
+
+    def executemany(self, sql: str, rows: Iterable[Sequence[Any]]) -> Any:
+        cursor = psycopg.RawCursor(self.raw)
+        rows = list(rows)
+        if not rows:
+            return cursor
+        insert = _INSERT_VALUES.match(sql)
+        if insert is None:
+            cursor.executemany(translate(sql, True), rows)
+        elif not insert.group(1):
+            # A plain INSERT: COPY streams the rows in one round trip (executemany would
+            # pay a pipeline step per row).
+            with cursor.copy(f"COPY {insert.group(2)} ({insert.group(3)}) FROM STDIN") as copy:
+                for row in rows:
+                    copy.write_row(row)
+        else:
+            # INSERT OR IGNORE: multi-row VALUES ... ON CONFLICT DO NOTHING, in batches.
+            width = len(rows[0])
+            group = "(" + ", ".join("?" * width) + ")"
+            per = max(1, min(1000, 30000 // width))
+            for start in range(0, len(rows), per):
+                part = rows[start:start + per]
+                batch = (f"INSERT OR IGNORE INTO {insert.group(2)} ({insert.group(3)}) VALUES "
+                         + ", ".join([group] * len(part)))
+                cursor.execute(translate(batch, True), [v for row in part for v in row])
+        return cursor
+
+    @property
+    def in_transaction(self) -> bool:
+        return self.raw.info.transaction_status != psycopg.pq.TransactionStatus.IDLE
+
+    def close(self) -> None:
+        self.raw.close()
+
+
+def _first_line(exc: BaseException) -> str:
+    return (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+
+
+class PgHistory(History):
+    """`History` on a PostgreSQL database (``postgresql://user@host:port/db``); the
+    tables live in the connection's current schema (set it with
+    ``?options=-csearch_path%3Dname``)."""
+
+    dialect = "postgresql"
+
+    def __init__(self, path: Any, *, create: bool = True, readonly: bool = False,
+                 busy_timeout_s: float = BUSY_TIMEOUT_S) -> None:
+        if psycopg is None:
+            raise HistoryError(f"{display_location(path)}: a PostgreSQL history needs psycopg; "
+                               "pip install 'gpu-ci-gates[postgres]'")
+        url = str(history_location(path))
+        self.path = display_location(url)  # type: ignore[assignment]
+        self.readonly = readonly
+        self.busy_timeout_s = busy_timeout_s
+        self.db = None  # type: ignore[assignment]
+        self._db_errors = (psycopg.Error,)
+        try:
+            raw = psycopg.connect(url, autocommit=True, connect_timeout=_CONNECT_TIMEOUT_S)
+        except psycopg.Error as exc:
+            raise HistoryError(
+                f"{self.path}: cannot connect ({_first_line(exc)}); check the URL and that "
+                "this host reaches the server, or write a history file here and load it "
+                "with gate-report ingest (docs/fleet.md)") from None
+        self.conn = PgConnection(raw)  # type: ignore[assignment]
+        try:
+            raw.execute(f"SET lock_timeout = {int(busy_timeout_s * 1000)}")
+            if readonly:
+                raw.execute("SET default_transaction_read_only = on")
+            self._prepare_pg(create)
+        except BaseException:
+            raw.close()
+            raise
+
+    def __repr__(self) -> str:
+        return f"<History {self.path}>"
+
+    # ----------------------------------------------------------------- schema
+
+    def _tables(self) -> list[str]:
+        return [r[0] for r in self.conn.execute(
+            "SELECT table_name FROM information_schema.tables "
+            "WHERE table_schema = current_schema() ORDER BY table_name").fetchall()]
+
+    def _applied(self) -> list[str]:
+        return [r[0] for r in self.conn.execute(f"SELECT name FROM {MIGRATIONS_TABLE}")]
+
+    def _prepare_pg(self, create: bool) -> None:
+        try:
+            tables = self._tables()  # one snapshot: a migration commits all or nothing
+            applied = self._applied() if MIGRATIONS_TABLE in tables else None
+        except psycopg.Error as exc:
+            raise self._fail(exc) from None
+        if applied is None:
+            if tables:
+                raise HistoryError(
+                    f"{self.path}: a PostgreSQL schema holding other tables and no gates "
+                    f"history (tables: {', '.join(tables[:5])}); give another database or "
+                    f"schema ({HISTORY_OPTION})")
+            if not create or self.readonly:
+                raise HistoryError(f"{self.path}: no gates history in this database yet; "
+                                   "run a suite or gate-report ingest into it first")
+        unknown = sorted(set(applied or ()) - set(PG_KNOWN_MIGRATIONS))
+        if unknown:
+            raise HistoryError(
+                f"{self.path}: written by a newer gates (schema migrations "
+                f"{', '.join(unknown)}); update this checkout (git pull, pip install -e .) "
+                f"or give another database ({HISTORY_OPTION})")
+        if applied is not None and len(applied) == len(PG_KNOWN_MIGRATIONS):
+            return
+        if self.readonly:
+            raise HistoryError(f"{self.path}: schema is older than this code's; open it "
+                               "once read-write (e.g. gate-report) to migrate it")
+        self._write(self._migrate)
+
+    def _migrate(self) -> None:
+        # Under the write lock: another process may have migrated while we waited.
+        self.conn.execute(f"CREATE TABLE IF NOT EXISTS {MIGRATIONS_TABLE} "
+                          "(name text PRIMARY KEY, applied_at text NOT NULL)")
+        done = set(self._applied())
+        for name, statements in PG_MIGRATIONS:
+            if name in done:
+                continue
+            for statement in statements:
+                if statement == PACK_SAMPLES:
+                    self._pack_samples()
+                else:
+                    self.conn.execute(statement)
+            self.conn.execute(f"INSERT INTO {MIGRATIONS_TABLE} (name, applied_at) "
+                              "VALUES (?, ?)", (name, utc_now()))
+
+    def _pack_samples(self) -> None:
+        """m003: the ``samples`` rows of each metric become its ``metric_rows.samples``."""
+        rows = self.conn.execute("SELECT metric_id, value FROM samples "
+                                 "ORDER BY metric_id, seq").fetchall()
+        self.conn.executemany("UPDATE metric_rows SET samples = ? WHERE id = ?", [
+            (pack_samples([v for _, v in group]), metric_id)
+            for metric_id, group in itertools.groupby(rows, key=lambda r: r[0])])
+
+    # ------------------------------------------------------------- pruning
+
+    def delete_runs(self, nums: Iterable[int]) -> dict[str, int]:
+        """`FleetSQL.delete_runs` with an array parameter where SQLite uses a temp table."""
+        wanted = sorted(set(nums))
+        refs = " UNION ".join(f"SELECT {c} FROM {t} WHERE {c} IS NOT NULL"
+                              for t, c in _TEXT_REFS)
+
+        def delete() -> dict[str, int]:
+            counts: dict[str, int] = {}
+            for table in _BY_NUM:
+                counts[table] = self.conn.execute(
+                    f"DELETE FROM {table} WHERE run_num = ANY(?::bigint[])", (wanted,)).rowcount
+            for table in _BY_RUN_ID:
+                counts[table] = self.conn.execute(
+                    f"DELETE FROM {table} WHERE run_id IN (SELECT run_id FROM runs "
+                    "WHERE num = ANY(?::bigint[]))", (wanted,)).rowcount
+            counts["runs"] = self.conn.execute(
+                "DELETE FROM runs WHERE num = ANY(?::bigint[])", (wanted,)).rowcount
+            counts["texts"] = self.conn.execute(
+                f"DELETE FROM texts WHERE id NOT IN ({refs})").rowcount
+            return counts
+
+        return self._write(delete)
+
+    def vacuum(self) -> None:
+        """Let the server reuse the deleted rows' space (plain VACUUM; no table lock)."""
+        self.conn.execute("VACUUM ANALYZE")
+
+    @property
+    def schema_version(self) -> int:
+        """Number of schema migrations applied to this database."""
+        return len(self._applied())
+
+    def check(self) -> None:
+        """Check that every table of the schema is there and readable."""
+        want = {"runs", "texts", "metric_rows", "test_rows", "verdict_rows", "acceptances"}
+        missing = sorted(want - set(self._tables()))
+        if missing:
+            raise HistoryError(f"{self.path}: tables missing ({', '.join(missing)}); restore "
+                               "the database from a backup")
+        self._rows("SELECT count(*) AS n FROM runs")
+
+    # ----------------------------------------------------------- transactions
+
+    def _fail(self, exc: BaseException) -> HistoryError:
+        if isinstance(exc, HistoryError):
+            return exc
+        if isinstance(exc, pg_errors.LockNotAvailable):
+            return HistoryError(f"{self.path}: {_first_line(exc)}; another process holds the "
+                                "history's write lock for too long, retry later")
+        if isinstance(exc, pg_errors.ReadOnlySqlTransaction):
+            return HistoryError(f"{self.path}: opened read-only; open it without readonly "
+                                "to write")
+        return HistoryError(f"{self.path}: {_first_line(exc)}")
+
+    def _retry(self, fn: Callable[[], _T]) -> _T:
+        deadline = time.monotonic() + self.busy_timeout_s
+        delay = 0.005
+        while True:
+            try:
+                return fn()
+            except (pg_errors.SerializationFailure, pg_errors.DeadlockDetected) as exc:
+                if time.monotonic() > deadline:
+                    raise self._fail(exc) from None
+                time.sleep(delay)
+                delay = min(delay * 2, 0.5)
+
+    def _write(self, fn: Callable[[], _T]) -> _T:
+        """Run `fn` in one transaction under the history's write lock, retried as a whole
+        on a serialization failure or deadlock."""
+        if self.readonly:
+            raise HistoryError(f"{self.path}: opened read-only; open it without readonly "
+                               "to write")
+
+        def attempt() -> _T:
+            self.conn.execute("BEGIN")
+            try:
+                self.conn.execute(_LOCK)
+                result = fn()
+                self.conn.execute("COMMIT")
+            except BaseException:
+                if self.conn.in_transaction and not self.raw_closed:
+                    self.conn.execute("ROLLBACK")
+                raise
+            return result
+
+        try:
+            return self._retry(attempt)
+        except (psycopg.Error, sqlite3.Error) as exc:  # sqlite3's: the store's row checks
+            raise self._fail(exc) from None
+
+    @property
+    def raw_closed(self) -> bool:
+        return bool(self.conn.raw.closed)
+
+
+# What a baseline snapshot copies (`gates.store.fleet_sql.FleetSQL.copy_runs_from`, which
+# ATTACHes an SQLite source): per-run tables keyed by runs.num, by run_id, and whole.
+_BY_NUM = ("metric_rows", "test_rows", "verdict_rows")
+_BY_RUN_ID = ("plan_files", "plan_gates", "trust_log", "run_acceptances", "snapshot_runs")
+_TEXT_REFS = (("metric_rows", "nodeid_id"), ("metric_rows", "key_id"),
+              ("test_rows", "nodeid_id"), ("test_rows", "path_id"), ("verdict_rows", "key_id"),
+              ("verdict_rows", "nodeid_id"), ("verdict_rows", "detail_id"),
+              ("verdict_rows", "created_id"))
+
+
+def copy_runs_into(src: PgHistory, snap: History, nums: Iterable[int], *, mark: bool) -> int:
+    """Copy the runs ``nums`` of a PostgreSQL history into the new SQLite history ``snap``
+    with every id kept (runs.num, row ids, texts ids) and every acceptance, as
+    ``copy_runs_from`` does from a file; ``mark`` lists them in ``snapshot_runs``."""
+    wanted = sorted(set(nums))
+
+    def rows(sql: str, *params: Any) -> tuple[list[str], list[tuple]]:
+        cursor = src.conn.execute(sql, params)
+        return [d[0] for d in cursor.description], cursor.fetchall()
+
+    def put(table: str, got: tuple[list[str], list[tuple]]) -> None:
+        columns, values = got
+        if values:
+            snap.conn.executemany(
+                f"INSERT INTO {table} ({', '.join(columns)}) VALUES "
+                f"({', '.join('?' * len(columns))})", values)
+
+    def copy() -> int:
+        if snap.conn.execute("SELECT 1 FROM runs LIMIT 1").fetchone():
+            raise HistoryError(f"{snap.path}: already holds runs; a snapshot is written into "
+                               "a new file")
+        runs = rows("SELECT * FROM runs WHERE num = ANY(?::bigint[])", wanted)
+        put("runs", runs)
+        refs = " UNION ".join(f"SELECT {c} FROM {t} WHERE run_num = ANY(?::bigint[])"
+                              for t, c in _TEXT_REFS)
+        put("texts", rows(f"SELECT * FROM texts WHERE id IN ({refs})",
+                          *[wanted] * len(_TEXT_REFS)))
+        for table in _BY_NUM:
+            put(table, rows(f"SELECT * FROM {table} WHERE run_num = ANY(?::bigint[])", wanted))
+        put("acceptances", rows("SELECT * FROM acceptances"))
+        ids = [r[runs[0].index("run_id")] for r in runs[1]]
+        for table in _BY_RUN_ID:
+            put(table, rows(f"SELECT * FROM {table} WHERE run_id = ANY(?::text[])", ids))
+        if mark:
+            snap.conn.execute("INSERT OR IGNORE INTO snapshot_runs SELECT run_id FROM runs")
+        return len(wanted)
+
+    return snap.in_transaction(copy)
