@@ -148,7 +148,7 @@ def gate_alarms(
                                             carried=carried, first=float(x[t]), **kw)
             if len(reruns) >= 2 and v != "regression":
                 unheld[t] = reruns
-            if v != "regression" and jc.extras.p_split <= P.transient_level:
+            if v != "regression" and jc.extras.p_split <= stats.TRANSIENT_LEVEL:
                 x[t] = tw[t]
                 standins.add(t)
             if trace is not None:

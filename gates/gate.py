@@ -9,37 +9,18 @@ Exit codes: 0 passed (or warn/off mode); 1 an enforced ``regression``,
 ``threshold-fail`` or ``missing``; 2 bad input (unknown run, unreadable plan
 or history, an ``error`` verdict in enforce mode).
 
-Confirm on trip (what ``ci_register.runner`` does):
-
-1. ``evaluate_run(h, A)`` -> ``result.tripped_nodeids`` (written to
-   ``--tripped-out`` as a JSON list): the tests behind enforced failures (exit 1)
-   and behind ``suspect`` verdicts (the new run alone passed the screen,
-   ``stats.is_suspect``, but not the level: exit 0 unless something failed);
-2. the runner reruns only those tests as run B with ``confirm_of = A``;
-3. ``evaluate_run(h, B, confirm_of=A)`` judges only the metrics A tripped or
-   suspected, with A left out of the baseline, at ``confirm_level`` (and, when
-   a multi-run window decided, the two attempts' mean must lean the bad way;
-   a suspect holds only when that mean reaches ``suspect_pair_level``); the
-   regression holds only if it holds in B. B's verdicts are saved under B with
-   ``attempt = 2`` (A keeps its ``attempt = 1`` rows), so both attempts are
-   recorded. The default number of confirm attempts is
-   ``DEFAULTS.confirm_attempts`` = 4 (the runner's ``--confirm``, passed on as
-   ``--attempts-left``): where B's rerun is borderline (``stats.confirm`` with
-   ``another``) B says ``suspect`` and lists only those tests; the runner
-   reruns them as C (``confirm_of = B``), judged with ``stats.confirm_reruns``
-   on the mean of B and C (A left out of the baseline too); while that mean is
-   borderline and attempts are left, C says ``suspect`` again and D follows
-   (``confirm_of = C``: the chain back to A names every earlier rerun); with
-   ``--confirm 0`` a suspect stays a suspect and never fails the session.
-   From C on, the reruns of the metric's unheld sequential confirms at the
-   last 10 baseline runs (``baselines.unheld_chains``) join that mean. On a
-   heavy-tailed baseline, a rerun B that holds but lies beyond every baseline
-   run says ``suspect`` too (as on one with a small positive lag-1 bound,
-   ``decisions._outlier_check``; saved with ``detail.corroborate``), and C alone
-   decides, by its rank among the baseline runs (``stats.corroborate``). Where
-   C (or a later rerun) would hold only at a borderline p, A, read from the end
-   of the chain, must also be one draw of the reruns' regime (``stats.split_p``):
-   else the chain passes, saved with ``detail.chain_transient``.
+Confirm on trip (what ``ci_register.runner`` does): every verdict has a stage
+(``decisions.Stage``: first, rerun, corroborate, reruns; saved in
+``verdicts.stage``) and ``decisions.next_stage`` says whether another attempt
+follows. ``evaluate_run(h, A)`` lists in ``result.tripped_nodeids`` (written to
+``--tripped-out``) the tests of metrics with a next stage; the runner reruns
+only those as run B with ``confirm_of = A`` while attempts are left (its
+``--confirm``, passed on as ``--attempts-left``), and ``evaluate_run(h, B)``
+judges each such metric at its stage (``gates.attempts``), with every earlier
+attempt of the chain left out of the baseline. B's verdicts are saved under B
+with ``attempt = 2``; failures an earlier rerun held are final (shown again,
+not saved again). With ``--confirm 0`` a suspect stays a suspect and never
+fails the session. The protocol: ``docs/gates/design.md``.
 
 Baselines (``gates.baselines``): complete, trusted runs of the same suite, metric
 key and hardware fingerprint before the judged run, read for every metric of a run
@@ -65,7 +46,17 @@ from typing import Any
 import numpy as np
 
 from gates import accept, stats
-from gates.baselines import baseline_runs, bulk_baselines, hosts_of, unheld_chains
+from gates.attempts import (
+    Chain,
+    ChainError,
+    Inputs,
+    judge_at_stage,
+    latest_rows,
+    read_chain,
+    samples_of,
+)
+from gates.baselines import baseline_runs, bulk_baselines, hosts_of
+from gates.decisions import Stage, next_stage
 from gates.declarations import DeclarationError, Gate, gate_for, parse_plan_gates
 from gates.history import History
 from gates.provenance import host_key
@@ -83,9 +74,6 @@ __all__ = [
     "verdict_table",
     "main",
 ]
-
-RERUN = (*FAILING, "suspect")  # enforced verdicts whose tests the confirm attempt reruns
-
 
 class GateInputError(Exception):
     """Bad input to the gate (unknown run, unreadable plan): exit 2, one line."""
@@ -117,14 +105,19 @@ class Verdict:
     transient: bool = False  # confirm: the first attempt was a glitch; baselines take the rerun
     corroborate: bool = False  # confirm: a rerun beyond every baseline run; the next decides
     chain_transient: bool = False  # a chain's borderline hold undone: its first attempt a glitch
+    stage: str = Stage.FIRST.value  # where in the confirm protocol (``decisions.Stage``)
 
     @property
     def enforced_failure(self) -> bool:
         return fails(self.verdict, self.mode)
 
     @property
-    def needs_rerun(self) -> bool:
-        return self.mode == "enforce" and self.verdict in RERUN
+    def next_stage(self) -> Stage | None:
+        """The stage a further attempt would judge this metric at (None: final)."""
+        if not self.stage:  # a failure an earlier attempt held, shown again
+            return None
+        return next_stage(Stage(self.stage), self.verdict, enforced=self.mode == "enforce",
+                          corroborate=self.corroborate)
 
     def row(self, attempt: int, confirm_of: str | None) -> dict[str, Any]:
         """A row for ``History.save_verdicts``."""
@@ -148,7 +141,7 @@ class Verdict:
                 "baseline": self.baseline, "new": self.new, "rel_change": self.rel_change,
                 "ci_low": self.ci_low, "ci_high": self.ci_high, "statistic": self.statistic,
                 "p_value": self.p_value, "q_value": self.q_value, "floor": self.floor,
-                "mode": self.mode, "attempt": attempt, "detail": detail}
+                "mode": self.mode, "attempt": attempt, "stage": self.stage, "detail": detail}
 
 
 @dataclass
@@ -174,8 +167,7 @@ class GateResult:
         """Tests to rerun for a confirm attempt: behind enforced failures and suspects
         (after a confirm attempt, behind its borderline verdicts only: what it held is
         final)."""
-        out = {v.nodeid for v in self.verdicts if v.needs_rerun and v.nodeid
-               and (not self.confirm_of or v.verdict == "suspect")}
+        out = {v.nodeid for v in self.verdicts if v.next_stage is not None and v.nodeid}
         return sorted(out)
 
     @property
@@ -201,19 +193,6 @@ def _num(x: Any) -> float | None:
     return x if math.isfinite(x) else None
 
 
-def _latest_rows(rows: Sequence[Mapping[str, Any]]) -> dict[str, list[Mapping[str, Any]]]:
-    """Metric rows by key, last pytest attempt only (a test retried in-run counts once)."""
-    by: dict[tuple[str, str], Mapping[str, Any]] = {}
-    for r in rows:
-        k = (r["key"], r["nodeid"])
-        if k not in by or (r.get("attempt") or 1) >= (by[k].get("attempt") or 1):
-            by[k] = r
-    out: dict[str, list[Mapping[str, Any]]] = {}
-    for (key, _), r in sorted(by.items()):
-        out.setdefault(key, []).append(r)
-    return out
-
-
 def _threshold(gate: Gate, value: float) -> str | None:
     if gate.min_value is not None and value < gate.min_value:
         return f"{value:.6g} < min_value {gate.min_value:.6g}"
@@ -237,6 +216,30 @@ def _locate(series: Sequence[Mapping[str, Any]], new_value: float, run_id: str,
             "after": cp.after, "runs_ago": len(vals) - 1 - cp.index}
 
 
+@dataclass
+class _Run:
+    """What every metric of the judged run shares: the run, its chain and baselines."""
+
+    history: History
+    run: Mapping[str, Any]
+    params: stats.GateParams
+    mode: str
+    exclude: set[str]
+    cuts: dict[str, Any]
+    chain: Chain | None = None
+    attempts_left: int = 0
+    pre: dict[str, Any] | None = None  # bulk baselines by key (None: key by key)
+    base_ids: dict[str, list[str]] = field(default_factory=dict)
+    hosts: dict[str, str | None] = field(default_factory=dict)
+    standins: set[str] = field(default_factory=set)
+    this_host: str | None = None
+    base: dict[str, list[Mapping[str, Any]]] = field(default_factory=dict)  # read key by key
+    mixed: dict[str, Any] = field(default_factory=dict)  # keys whose units disagree
+
+    def excluded(self, key: str) -> set[str]:
+        return self.exclude | self.cuts[key].drop if key in self.cuts else self.exclude
+
+
 def evaluate_run(
     history: History,
     run_id: str,
@@ -255,18 +258,13 @@ def evaluate_run(
     ``plan``: the runner's plan JSON (its ``gates`` list); without it, the
     gates stored with the run (``History.plan_gates``) are used.
     ``confirm_of``: the run this one re-checks (confirm on trip); only the
-    metrics that run tripped are judged, and it is left out of the baseline.
+    metrics its previous attempt sent on (``decisions.next_stage``) are judged,
+    each at its stage, with every earlier attempt of the chain left out of the
+    baseline; failures earlier reruns held are shown again (not saved again).
     ``attempts_left``: confirm reruns the runner may still take after this
-    run. A first attempt with 2 or more left uses the sequential confirm's
+    run: a first attempt with 2 or more left uses the sequential confirm's
     level (``stats.level_for``); a rerun with 1 or more left may ask for
-    another (verdict ``suspect``, ``stats.confirm(another=True)``,
-    ``stats.confirm_reruns(final=False)``); a later rerun (``confirm_of`` is
-    itself a confirm run) judges the metrics its previous attempt found
-    borderline with ``stats.confirm_reruns`` on the mean of every rerun of the
-    chain (and of the metric's unheld sequential confirms at the last 10
-    baseline runs), the first attempt and earlier reruns left out of the baseline, and
-    carries the failures earlier reruns held forward (shown and counted, not
-    saved again).
+    another (verdict ``suspect``).
     ``acceptances``: the repo file's entries this run's checkout carries
     (``gates.accept.read_accept_file``), logged with the run; a key under an
     acceptance is judged only against runs inside it (``gates.accept``).
@@ -276,145 +274,141 @@ def evaluate_run(
     """
     if mode not in ("enforce", "warn", "off"):
         raise GateInputError(f"--mode {mode!r}; use enforce, warn or off")
+    run = _complete_run(history, run_id)
+    confirm_of = confirm_of or run.get("confirm_of")
+    result = GateResult(run_id, run["suite"], mode, confirm_of=confirm_of)
+    if mode == "off":
+        result.note = "gates off"
+        return result
+    declared = _declared(history, run_id, plan)
+    recorded = latest_rows(history.metrics(run_id))
+    ctx = _Run(history, run, params, mode, {run_id},
+               _cutoffs(history, run, recorded, acceptances, save), attempts_left=attempts_left)
+    keys = sorted(set(recorded) | {k for k, g in declared.items() if g.mode != "off"})
+    held: list[Verdict] = []
+    if confirm_of:
+        try:
+            ctx.chain = read_chain(history, confirm_of)
+        except ChainError as e:
+            raise GateInputError(str(e)) from None
+        ctx.exclude.update(ctx.chain.runs)  # the first attempt was selected for being high
+        result.attempt = ctx.chain.attempt
+        held = [_carried(r, a) for r, a in ctx.chain.held]
+        keys = ctx.chain.order(keys)
+    _read_baselines(ctx, {k: {r["unit"] for r in recorded[k]} for k in keys if recorded.get(k)},
+                    bulk)
+    judged = [_judge_key(ctx, key, recorded.get(key), declared) for key in keys]
+    judged = [t for t in judged if t is not None]
+    _decide(ctx, judged)
+    result.verdicts = [v for v, _, _ in judged]
+    if not result.verdicts and not held:
+        result.note = "no gated metrics in this run"
+    if save:
+        history.save_verdicts(run_id, [v.row(result.attempt, confirm_of)
+                                       for v in result.verdicts])
+    result.verdicts += held
+    return result
+
+
+def _complete_run(history: History, run_id: str) -> Mapping[str, Any]:
     run = history.run(run_id)
     if run is None:
         raise GateInputError(f"no run {run_id!r} in {history.path}; check --run-id")
     if run.get("status") != "complete":
         raise GateInputError(f"run {run_id} is {run.get('status')!r}, not complete; "
                              "only a recorded run can be gated")
-    confirm_of = confirm_of or run.get("confirm_of")
-    suite, _fp = run["suite"], run.get("fingerprint")
-    result = GateResult(run_id, suite, mode, confirm_of=confirm_of)
-    if mode == "off":
-        result.note = "gates off"
-        return result
+    return run
+
+
+def _declared(history: History, run_id: str, plan: Mapping[str, Any] | None) -> dict[str, Gate]:
+    """The run's declared gates, from its plan or, without one, the stored ones."""
     try:
         decls = (plan.get("gates") if plan is not None
                  else [{"path": g.get("path"), "line": g.get("line"),
                         "metric_key": g.get("metric_key"), "options": g.get("options")}
                        for g in history.plan_gates(run_id)])
-        declared = parse_plan_gates(decls)
+        return parse_plan_gates(decls)
     except DeclarationError as e:
         raise GateInputError(str(e)) from None
-    recorded = _latest_rows(history.metrics(run_id))
-    exclude = {run_id}
+
+
+def _cutoffs(history: History, run: Mapping[str, Any], recorded: Mapping[str, list],
+             acceptances: Sequence[Mapping[str, Any]], save: bool) -> dict[str, Any]:
+    """Each accepted key's runs before its new level (``gates.accept.cutoffs``)."""
     # A file entry's "who" is the first commit that carried it (the reviewed PR's).
-    at = (run.get("commit_sha") or run_id)[:10]
+    at = (run.get("commit_sha") or run["run_id"])[:10]
     entries = [{**e, "who": e.get("who") or f"first run at {at}"} for e in acceptances]
-    carried = history.carry_acceptances(run_id, entries) if save and entries else []
-    cuts = accept.cutoffs(history, run, {k: rows[0]["nodeid"] for k, rows in recorded.items()},
+    carried = history.carry_acceptances(run["run_id"], entries) if save and entries else []
+    return accept.cutoffs(history, run, {k: rows[0]["nodeid"] for k, rows in recorded.items()},
                           carried)
-    keys = sorted(set(recorded) | {k for k, g in declared.items() if g.mode != "off"})
-    suspects: set[str] = set()
-    corroborating: set[str] = set()  # keys whose previous rerun asked the next to corroborate
-    earlier: list[str] = []  # the confirm reruns before this one, oldest first
-    carried: list[Verdict] = []
-    if confirm_of:
-        chain = _attempt_chain(history, confirm_of)  # the previous attempt back to the first
-        first = history.verdicts(confirm_of)
-        exclude.update(r["run_id"] for r in chain)  # the first attempt was selected for being high
-        earlier = [r["run_id"] for r in reversed(chain[:-1])]
-        last_attempt = max((r["attempt"] for r in first), default=0)
-        result.attempt = last_attempt + 1 if last_attempt else 2
-        rerun = [r for r in first if r["attempt"] == last_attempt and r["verdict"] in RERUN
-                 and r.get("mode") == "enforce"]
-        if earlier:
-            # Failures an earlier rerun held are final (shown again, not saved again);
-            # only the previous rerun's borderline ones rerun.
-            for rid in earlier:  # the last is confirm_of, whose verdicts are read already
-                rows = first if rid == confirm_of else history.verdicts(rid)
-                att = max((r["attempt"] for r in rows), default=0)
-                carried += [_carried(r, att) for r in rows
-                            if r["attempt"] == att and r["verdict"] in FAILING
-                            and r.get("mode") == "enforce"]
-            rerun = [r for r in rerun if r["verdict"] == "suspect"]
-        tripped = {r["key"] for r in rerun}
-        suspects = {r["key"] for r in rerun if r["verdict"] == "suspect"}
-        corroborating = {r["key"] for r in rerun if (r.get("detail") or {}).get("corroborate")}
-        if first:
-            keys = [k for k in keys if k in tripped]
-            keys += sorted(tripped - set(keys))
-    judged: list[tuple[Verdict, stats.Judgement | None, Gate]] = []
-    bases: dict[str, list[Mapping[str, Any]]] = {}
-    # The previous attempt's summary of each metric (the first attempt, for a first
-    # rerun) and, for later reruns, every earlier rerun's (their mean decides).
-    first_summary = _summaries_of(history, confirm_of) if confirm_of else {}
-    earlier_summaries = [first_summary if rid == confirm_of else _summaries_of(history, rid)
-                         for rid in earlier]
-    # The first attempt's own summaries, for later reruns: a chain that holds only at a
-    # borderline p must find it one draw of its reruns' regime (stats.split_p).
-    root_summary = _summaries_of(history, chain[-1]["run_id"]) if earlier else {}
-    # The machine of this run and of each baseline run (``gates.machines``: where runs
-    # name theirs, machine offsets are part of the noise model).
-    this_host = host_key(run.get("hardware"))
-    base_ids: dict[str, list[str]] = {}
-    standins: set[str] = set()  # keys whose newest baseline run stands in for a transient
+
+
+def _read_baselines(ctx: _Run, units: dict[str, set[str]], bulk: bool) -> None:
+    """Every key's baseline in a few queries (``bulk``), with its runs' machines and the
+    keys whose units disagree across this run and its baseline (``gates.unit_check``)."""
+    keys = set(units)
+    ctx.this_host = host_key(ctx.run.get("hardware"))
+    if not bulk:
+        return
+    p = ctx.params
     try:
-        pre = (bulk_baselines(history, run, {k for k in keys if recorded.get(k)}, exclude,
-                               params.window + max(params.windows, default=1),
-                               ids_out=base_ids,
-                               standins_out=standins,
-                               drop={k: c.drop for k, c in cuts.items()})
-               if bulk else None)
-        hosts = (hosts_of(history, [r for ids in base_ids.values() for r in ids])
-                 if pre is not None else {})
-        # Keys whose units disagree across this run and its baseline (gates.unit_check).
-        mixed = (unit_conflicts(history, suite, {k: {r["unit"] for r in recorded[k]}
-                                                 for k in recorded}, base_ids)
-                 if pre is not None else {})
+        ctx.pre = bulk_baselines(ctx.history, ctx.run, keys, ctx.exclude,
+                                 p.window + max(p.windows, default=1), ids_out=ctx.base_ids,
+                                 standins_out=ctx.standins,
+                                 drop={k: c.drop for k, c in ctx.cuts.items()})
+        ctx.hosts = hosts_of(ctx.history, [r for ids in ctx.base_ids.values() for r in ids])
+        ctx.mixed = unit_conflicts(ctx.history, ctx.run["suite"], units, ctx.base_ids)
     except sqlite3.DatabaseError as e:
-        raise GateInputError(f"{history.path}: cannot read baselines ({e}); check the "
+        raise GateInputError(f"{ctx.history.path}: cannot read baselines ({e}); check the "
                              "file with `History.check`") from None
-    for key in keys:
-        rows = recorded.get(key)
-        try:
-            gate = gate_for(key, rows[0] if rows else None, declared.get(key), mode)
-        except DeclarationError as e:
-            raise GateInputError(str(e)) from None
-        if gate.mode == "off":
-            continue
-        v = Verdict(key=key, verdict="pass", mode=gate.mode, unit=gate.unit,
-                    better=gate.better, declared_at=gate.declared_at)
-        if not rows:
-            v.verdict = "missing"
-            # Rerun the declaring file: its tests should have recorded the metric.
-            where = declared[key].declared_at if key in declared else None
-            v.nodeid = where.rsplit(":", 1)[0] if where else None
-            v.message = "declared gate, but the run recorded no such metric"
-            judged.append((v, None, gate))
-            continue
-        v.nodeid = rows[0]["nodeid"]
-        try:
-            j, base = _judge_one(history, run, key, rows, gate, params,
-                                 exclude | cuts[key].drop if key in cuts else exclude, v,
-                                 first_summary.get(key) if confirm_of else None,
-                                 None if pre is None else pre.get(key, []),
-                                 this_host, hosts, base_ids.get(key),
-                                 key in suspects and not earlier,
-                                 another=attempts_left >= 1,
-                                 earlier=[e.get(key) for e in earlier_summaries],
-                                 corroborating=key in corroborating,
-                                 standin_last=key in standins,
-                                 root=root_summary.get(key))
-            if pre is None:  # the reference path read this key's series itself
-                need = params.window + max(params.windows, default=1)  # what stats read
-                mixed = unit_conflicts(history, suite, {key: {r["unit"] for r in rows}},
-                                       {key: [r["run_id"] for r in (base or [])[-need:]]})
-            if key in mixed:
-                raise UnitMismatch(mixed[key])
-            if base is not None:
-                bases[key] = base
-        except Exception as e:  # noqa: BLE001 - one bad metric must not hide the others
-            v.verdict = "error"
-            v.message = f"{type(e).__name__}: {e}"
-            j = None
-        judged.append((v, j, gate))
-    # Benjamini-Hochberg across the run's judged metrics (first attempts only: a
-    # confirm attempt re-tests hypotheses already selected).
+
+
+def _judge_key(ctx: _Run, key: str, rows: list[Mapping[str, Any]] | None,
+               declared: Mapping[str, Gate]) -> tuple[Verdict, stats.Judgement | None, Gate] | None:
+    """One metric's verdict at its stage (a first attempt's waits for ``_decide``)."""
+    try:
+        gate = gate_for(key, rows[0] if rows else None, declared.get(key), ctx.mode)
+    except DeclarationError as e:
+        raise GateInputError(str(e)) from None
+    if gate.mode == "off":
+        return None
+    stage = ctx.chain.stage(key) if ctx.chain else Stage.FIRST
+    v = Verdict(key=key, verdict="pass", mode=gate.mode, unit=gate.unit, better=gate.better,
+                declared_at=gate.declared_at, stage=stage.value)
+    if not rows:
+        v.verdict = "missing"
+        # Rerun the declaring file: its tests should have recorded the metric.
+        where = declared[key].declared_at if key in declared else None
+        v.nodeid = where.rsplit(":", 1)[0] if where else None
+        v.message = "declared gate, but the run recorded no such metric"
+        return v, None, gate
+    v.nodeid = rows[0]["nodeid"]
+    try:
+        j = _judge_one(ctx, key, rows, gate, v, stage)
+        _check_units(ctx, key, rows)
+    except Exception as e:  # noqa: BLE001 - one bad metric must not hide the others
+        v.verdict, v.message, j = "error", f"{type(e).__name__}: {e}", None
+    return v, j, gate
+
+
+def _check_units(ctx: _Run, key: str, rows: Sequence[Mapping[str, Any]]) -> None:
+    """A key whose unit differs from its baseline's cannot be judged (``UnitMismatch``)."""
+    mixed = ctx.mixed
+    if ctx.pre is None:  # the reference path read this key's series itself
+        need = ctx.params.window + max(ctx.params.windows, default=1)  # what stats read
+        mixed = unit_conflicts(ctx.history, ctx.run["suite"], {key: {r["unit"] for r in rows}},
+                               {key: [r["run_id"] for r in (ctx.base.get(key) or [])[-need:]]})
+    if key in mixed:
+        raise UnitMismatch(mixed[key])
+
+
+def _decide(ctx: _Run, judged: list[tuple[Verdict, stats.Judgement | None, Gate]]) -> None:
+    """Verdicts after Benjamini-Hochberg across the run's judged metrics (first attempts;
+    a confirm attempt re-tests hypotheses already selected), thresholds last."""
     ok = [(v, j) for v, j, _ in judged if j is not None and j.status == "ok"]
     q_better: dict[str, float] = {}
     if ok:
-        q = (stats.bh_qvalues([j.p_worse for _, j in ok]) if not confirm_of
+        q = (stats.bh_qvalues([j.p_worse for _, j in ok]) if ctx.chain is None
              else np.array([j.p_worse for _, j in ok]))
         qb = stats.bh_qvalues([j.p_better for _, j in ok])
         for (v, _), qi, qbi in zip(ok, q, qb, strict=True):
@@ -424,57 +418,48 @@ def evaluate_run(
         if v.verdict in ("missing", "error"):
             continue
         if j is not None and j.status == "ok":
-            if confirm_of:
-                verdict = v.verdict  # stats.confirm decided (confirm_level, pooled check)
-            else:
-                q = v.q_value if v.q_value is not None else j.p_worse
-                # Two or more confirm reruns left (enforced gates only: warn mode reruns
-                # nothing): the sequential confirm's level. Improvements are never rerun,
-                # so one attempt must carry the evidence a regression's trip and confirm
-                # carry together: level x confirm_level.
-                level = (stats.level_for(j, gate.level, params)
-                         if attempts_left >= 2 and gate.mode == "enforce" else gate.level)
-                verdict = stats.decide(j, q, level=level, q_better=q_better.get(v.key),
-                                       better_level=gate.level * params.confirm_level)
-                if (verdict == "pass" and gate.mode == "enforce"
-                        and stats.is_suspect(j, q, params=params, level=level)):
-                    # Short of the level, but the new run alone passed the screen:
-                    # the confirm rerun decides; never a failure by itself.
-                    verdict = "suspect"
-                    v.message = (f"{v.message}; " if v.message else "") + (
-                                 f"new run alone p {j.extras.p_run_worse:.2g}: screened at "
-                                 f"{params.screen_level:g}, a confirm rerun decides")
-            v.verdict = verdict
-            _show_interval(v, j, _decided_level(j, v, gate, params, level if not confirm_of
-                                                else None, q_better.get(v.key)))
-            if verdict == "improvement":  # its own p, not the bad direction's
-                v.p_value, v.q_value = _num(j.p_better), q_better.get(v.key)
-            if verdict in ("regression", "improvement"):
-                base = bases.get(v.key)
+            level = (_decide_first(ctx, v, j, gate, q_better.get(v.key)) if ctx.chain is None
+                     else None)
+            _show_interval(v, j, _decided_level(j, v, gate, ctx.params, level,
+                                                q_better.get(v.key)))
+            if v.verdict in ("regression", "improvement"):
+                base = ctx.base.get(v.key)
                 if base is None:  # bulk path: the full series only for the few that tripped
-                    try:
-                        base = baseline_runs(history, suite, v.key, run.get("fingerprint"),
-                                              run, exclude | cuts[v.key].drop
-                                              if v.key in cuts else exclude)
-                    except Exception:  # noqa: BLE001 - localisation never decides a verdict
-                        base = None
-                v.change_point = _locate_safe(base, run, v)
+                    base = _full_series(ctx, v.key)
+                v.change_point = _locate_safe(base, ctx.run, v)
         elif j is not None:
             v.verdict = j.status  # insufficient-history
-            if v.key in cuts:
-                v.message = cuts[v.key].message(j.n_baseline, params.min_history)
+            if v.key in ctx.cuts:
+                v.message = ctx.cuts[v.key].message(j.n_baseline, ctx.params.min_history)
         why = _threshold(gate, v.new) if v.new is not None else None
         if why:
             v.verdict = "threshold-fail"
             v.message = why
-    result.verdicts = [v for v, _, _ in judged]
-    if not result.verdicts and not carried:
-        result.note = "no gated metrics in this run"
-    if save:
-        history.save_verdicts(run_id, [v.row(result.attempt, confirm_of)
-                                       for v in result.verdicts])
-    result.verdicts += carried
-    return result
+
+
+def _decide_first(ctx: _Run, v: Verdict, j: stats.Judgement, gate: Gate,
+                  q_better: float | None) -> float:
+    """A first attempt's verdict. With two or more confirm reruns left (enforced gates
+    only: warn mode reruns nothing), the sequential confirm's level. Improvements are
+    never rerun, so one attempt carries what a regression's trip and confirm carry
+    together: level x confirm_level. Returns the level the verdict was held to."""
+    params = ctx.params
+    q = v.q_value if v.q_value is not None else j.p_worse
+    level = (stats.level_for(j, gate.level, params)
+             if ctx.attempts_left >= 2 and gate.mode == "enforce" else gate.level)
+    v.verdict = stats.decide(j, q, level=level, q_better=q_better,
+                             better_level=gate.level * params.confirm_level)
+    if (v.verdict == "pass" and gate.mode == "enforce"
+            and stats.is_suspect(j, q, params=params, level=level)):
+        # Short of the level, but the new run alone passed the screen: the confirm
+        # rerun decides; never a failure by itself.
+        v.verdict = "suspect"
+        v.message = (f"{v.message}; " if v.message else "") + (
+                     f"new run alone p {j.extras.p_run_worse:.2g}: screened at "
+                     f"{params.screen_level:g}, a confirm rerun decides")
+    if v.verdict == "improvement":  # its own p, not the bad direction's
+        v.p_value, v.q_value = _num(j.p_better), q_better
+    return level
 
 
 def _decided_level(j: stats.Judgement, v: Verdict, gate: Gate, params: stats.GateParams,
@@ -505,67 +490,23 @@ def _show_interval(v: Verdict, j: stats.Judgement, level: float) -> None:
     v.ci_conf = d.confidence(level)
 
 
-def _attempt_chain(history: History, run_id: str) -> list[dict[str, Any]]:
-    """``run_id``'s run and the attempts it re-checks, back to the first attempt."""
-    chain: list[dict[str, Any]] = []
-    rid: str | None = run_id
-    while rid:
-        r = history.run(rid)
-        if r is None:
-            raise GateInputError(f"--confirm-of {rid}: no such run in {history.path}")
-        if any(c["run_id"] == rid for c in chain) or len(chain) > 16:
-            raise GateInputError(f"run {run_id}: its confirm_of chain loops at {rid}; "
-                                 "check the runs' confirm_of column")
-        chain.append(r)
-        rid = r.get("confirm_of")
-    return chain
-
-
-def _chain_note(j: stats.Judgement, root: float | None, n: int) -> str:
-    """The message's clause for a hold the first attempt's split test turned into a pass."""
-    if not j.extras.chain_transient:
-        return ""
-    return (f"; but the first attempt {_num(root):.6g} is a transient against the mean of "
-            f"its {n} reruns (p {j.extras.p_split:.2g}) and they are not clear on their own: "
-            "pass")
-
-
-def _summaries_of(history: History, run_id: str) -> dict[str, float]:
-    """Each metric's run summary in ``run_id`` (its newest rows)."""
-    out: dict[str, float] = {}
-    for key, rows in _latest_rows(history.metrics(run_id)).items():
-        vals = _samples(rows)
-        if vals:
-            out[key] = stats.run_summary(vals)
-    return out
-
-
-def _unheld_reruns(history: History, suite: str, key: str, ids: Sequence[str],
-                   w: int) -> tuple[list[float], list[str]]:
-    """``key``'s values in the unheld sequential confirms of the last ``w`` baseline
-    runs (``baselines.unheld_chains``), oldest first, and those runs' ids."""
-    vals: list[float] = []
-    roots: list[str] = []
-    for first, chain in unheld_chains(history, suite, key, list(ids)[-w:]):
-        got = [_summaries_of(history, rid).get(key) for rid in chain]
-        if all(x is not None for x in got):
-            vals += [float(x) for x in got]
-            roots.append(first)
-    return vals, roots
-
-
-def _samples(rows: Sequence[Mapping[str, Any]]) -> list[float]:
-    """A metric's samples in one run, over its rows (a row without samples: its median)."""
-    return [float(x) for r in rows for x in (r.get("samples") or [r["median"]])]
+def _full_series(ctx: _Run, key: str) -> list[Mapping[str, Any]] | None:
+    """The full baseline of a key that tripped (the bulk path reads only what it judges)."""
+    try:
+        return baseline_runs(ctx.history, ctx.run["suite"], key, ctx.run.get("fingerprint"),
+                             ctx.run, ctx.excluded(key))
+    except Exception:  # noqa: BLE001 - localisation never decides a verdict
+        return None
 
 
 def _carried(row: Mapping[str, Any], attempt: int) -> Verdict:
-    """A failure the previous confirm attempt held: final, shown again at the next one."""
+    """A failure an earlier confirm attempt held: final, shown again at the next one."""
     d = row.get("detail") or {}
     v = Verdict(key=row["key"], verdict=row["verdict"], nodeid=row.get("nodeid"),
                 unit=d.get("unit"), better=d.get("better"), mode=row.get("mode") or "enforce",
                 method=d.get("method") or "", n_baseline=int(d.get("n_baseline") or 0),
-                declared_at=d.get("declared_at"), ci_conf=d.get("ci_conf"))
+                declared_at=d.get("declared_at"), stage=row.get("stage") or "",
+                ci_conf=d.get("ci_conf"))
     for k in ("baseline", "new", "rel_change", "ci_low", "ci_high", "statistic", "p_value",
               "q_value", "floor"):
         setattr(v, k, row.get(k))
@@ -579,99 +520,40 @@ def _params_for(params: stats.GateParams, level: float, min_change: float) -> st
     return replace(params, level=level, min_change=min_change)
 
 
-def _judge_one(history: History, run: Mapping[str, Any], key: str,
-               rows: Sequence[Mapping[str, Any]], gate: Gate, params: stats.GateParams,
-               exclude: set[str], v: Verdict, first: float | None = None,
-               pre: Any = None, this_host: str | None = None,
-               hosts: Mapping[str, str | None] | None = None, ids: Sequence[str] | None = None,
-               suspect: bool = False, *, another: bool = False,
-               earlier: Sequence[float | None] = (), corroborating: bool = False,
-               standin_last: bool = False, root: float | None = None,
-               ) -> tuple[stats.Judgement, list[Mapping[str, Any]] | None]:
-    samples = _samples(rows)
+def _inputs(ctx: _Run, key: str, rows: Sequence[Mapping[str, Any]], gate: Gate) -> Inputs:
+    """The key's baseline summaries (bulk, or read key by key) and this run's summary."""
+    samples = samples_of(rows)
     if not samples or not all(math.isfinite(x) for x in samples):
         raise ValueError("the run recorded no finite samples")
     if gate.better not in ("higher", "lower"):
         raise ValueError("no direction: record better= or declare it")
-    base: list[Mapping[str, Any]] | None = None
-    if pre is not None:
-        hist: Any = pre
+    ids, hosts, standin_last = ctx.base_ids.get(key), ctx.hosts, key in ctx.standins
+    if ctx.pre is not None:
+        hist: Any = ctx.pre.get(key, [])
     else:
-        base = baseline_runs(history, run["suite"], key, run.get("fingerprint"), run, exclude)
+        base = baseline_runs(ctx.history, ctx.run["suite"], key, ctx.run.get("fingerprint"),
+                             ctx.run, ctx.excluded(key))
+        ctx.base[key] = base
         hist = [r.get("samples") or [r["median"]] for r in base]
         ids = [r["run_id"] for r in base]
         standin_last = bool(base and base[-1].get("standin"))
-        hosts = hosts_of(history, ids)
-    p = _params_for(params, gate.level, gate.min_change)
-    sign = 1 if gate.better == "lower" else -1
+        hosts = hosts_of(ctx.history, ids)
+        ctx.base_ids[key] = ids
+    p = _params_for(ctx.params, gate.level, gate.min_change)
     summaries, value, extra = stats.summarize(hist, samples, p)
     run_hosts = None
-    if hosts is not None and ids is not None and len(ids) >= summaries.size:
+    if ids is not None and len(ids) >= summaries.size:
         run_hosts = [hosts.get(r) for r in ids[len(ids) - summaries.size:]]
-    if first is None:
-        j = stats.judge_summaries(summaries, value, sign=sign, params=p, n_trials=gate.n,
-                                  extra_var=extra, min_change=gate.min_change,
-                                  hosts=run_hosts, host=this_host, standin_last=standin_last)
-        v.verdict = ""  # decided after BH
-    elif corroborating:
-        # The previous rerun lay beyond every baseline run (heavy-tailed, or 0 < rho_lo <=
-        # QUANTILE_RHO): this one decides.
-        j, v.verdict = stats.corroborate(summaries, value, sign=sign, params=p, n_trials=gate.n,
-                                         min_change=gate.min_change, extra_var=extra,
-                                         hosts=run_hosts, host=this_host,
-                                         standin_last=standin_last, first=root,
-                                         previous=first)
-        if j.status == "ok":
-            v.message = (f"previous rerun {_num(first):.6g} beyond every baseline run; this "
-                         f"rerun ranks p {j.extras.rank_worse:.2g} among them: held at "
-                         f"<= {p.corroborate_rank:g}" + _chain_note(j, root, 2))
-    elif earlier:
-        # Earlier reruns of a borderline metric: ``earlier`` (the previous one is ``first``).
-        if any(x is None for x in earlier):
-            raise ValueError("an earlier confirm rerun recorded no such metric")
-        reruns = [*earlier, value]
-        carried, roots = _unheld_reruns(history, run["suite"], key, ids or (),
-                                        max(p.windows, default=1))
-        j, v.verdict = stats.confirm_reruns(summaries, reruns, sign=sign, final=not another,
-                                            params=p, n_trials=gate.n,
-                                            min_change=gate.min_change, extra_var=extra,
-                                            hosts=run_hosts, host=this_host, carried=carried,
-                                            standin_last=standin_last, first=root)
-        prev = ", ".join(f"{_num(x):.6g}" for x in earlier)
-        n_all = len(reruns) + j.extras.carried
-        if j.extras.carried:
-            prev += (f"; {len(carried)} carried from the unheld confirms of "
-                     + ", ".join(roots))
-        level = j.extras.rerun_level  # set where these reruns decided outright
-        v.message = (f"mean of {n_all} reruns (earlier: {prev}) against means of "
-                     f"{n_all} baseline runs: "
-                     + (f"held at p <= {level:g}" if level is not None else
-                        f"held at p <= {p.rerun_mean_hold_level:g}, pass above "
-                        f"{p.rerun_mean_stop_level:g}, else another rerun")
-                     + _chain_note(j, root, len(reruns)))
-    else:
-        j, v.verdict = stats.confirm(summaries, value, sign=sign, first=first, params=p,
-                                     n_trials=gate.n, min_change=gate.min_change,
-                                     extra_var=extra, hosts=run_hosts, host=this_host,
-                                     suspect=suspect, another=another,
-                                     standin_last=standin_last)
-        if v.verdict == "suspect" and j.extras.corroborate:
-            v.corroborate = True
-            kind = ("a heavy-tailed" if j.extras.heavy
-                    else "a slightly autocorrelated")
-            v.message = (f"rerun {_num(value):.6g} beyond every run of {kind} baseline: "
-                         f"held only if the next rerun ranks among the worst "
-                         f"{p.corroborate_rank:g} of them")
-        elif v.verdict == "suspect":
-            v.message = (f"rerun alone p {j.extras.p_run_worse:.2g}"
-                         + (": beyond every baseline run, where that p rests on the fitted "
-                            "tail; another rerun decides" if j.extras.beyond else
-                            ": borderline, another rerun decides"))
-        p_split = j.extras.p_split
-        if p_split <= p.transient_level and v.verdict != "regression":
-            v.transient = True
-            v.message = (f"first attempt {_num(first):.6g} a transient against this rerun "
-                         f"(p {p_split:.2g}): later baselines take this rerun's value")
+    return Inputs(summaries, value, extra, 1 if gate.better == "lower" else -1, p, gate,
+                  run_hosts, ctx.this_host, standin_last)
+
+
+def _judge_one(ctx: _Run, key: str, rows: Sequence[Mapping[str, Any]], gate: Gate,
+               v: Verdict, stage: Stage) -> stats.Judgement:
+    x = _inputs(ctx, key, rows, gate)
+    j = judge_at_stage(stage, x, v, key, chain=ctx.chain, another=ctx.attempts_left >= 1,
+                       history=ctx.history, suite=ctx.run["suite"],
+                       ids=ctx.base_ids.get(key) or ())
     # A chain's borderline hold the first attempt's split test undid (stats.split_p).
     v.chain_transient = bool(j.extras.chain_transient)
     v.new = _num(j.value)
@@ -683,13 +565,13 @@ def _judge_one(history: History, run: Mapping[str, Any], key: str,
     v.p_value = _num(j.p_worse) if j.status == "ok" else None
     v.floor = _num(j.floor)
     v.method = (j.statistic if j.status == "ok" else j.status if j.reason
-                else f"needs {params.min_history} runs")
+                else f"needs {ctx.params.min_history} runs")
     v.n_baseline = j.n_baseline
     if j.extras.new_host:
         v.message = _new_host_message(j)
     if j.reason:
         v.message = j.reason
-    return j, base
+    return j
 
 
 def _new_host_message(j: stats.Judgement) -> str:

@@ -531,6 +531,7 @@ class History(BaselineReads, ReportReads, FleetSQL):
         - ``detail``: any JSON-able extra (method name, window size ...); other
           unknown keys are folded into it.
         - ``attempt``: 1 for the first gate, 2 after a confirm-on-trip rerun.
+        - ``stage``: the confirm protocol's stage (``gates.decisions.Stage``).
         """
         prepared = []
         now = utc_now()  # one save, one time (interned once in `texts`)
@@ -1225,11 +1226,13 @@ def _insert_verdicts(conn: sqlite3.Connection, rows: list[Mapping[str, Any]]) ->
     conn.executemany(
         "INSERT INTO verdict_rows (run_num, attempt, key_id, nodeid_id, verdict, baseline, "
         "new, rel_change, ci_low, ci_high, statistic, p_value, q_value, floor, mode, "
-        "detail_id, created_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        "detail_id, created_id, stage) "
+        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         [(nums[r["run_id"]], r["attempt"], texts[r["key"]], tid(r.get("nodeid")),
           r["verdict"], r.get("baseline"), r.get("new"), r.get("rel_change"), r.get("ci_low"),
           r.get("ci_high"), r.get("statistic"), r.get("p_value"), r.get("q_value"),
-          r.get("floor"), r.get("mode"), tid(r.get("detail")), tid(r.get("created_at")))
+          r.get("floor"), r.get("mode"), tid(r.get("detail")), tid(r.get("created_at")),
+          r.get("stage"))
          for r in rows])
 
 

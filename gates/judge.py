@@ -49,56 +49,29 @@ __all__ = [
 ]
 
 PAIR_TAIL = 2.0  # 3+ baseline runs this many scales on the bad side: a heavy tail or second mode
-QUANTILE_K = 7  # runs whose minimum (bad direction) the quantile test judges (5 -> 7: bimodal
-# and H200 within-10 detection of 5% steps +5-14 points, their false alarms no higher)
+QUANTILE_K = 7  # runs whose minimum (bad direction) the quantile test judges
 QUANTILE_WEIGHT = 0.1  # its share of the level, taken from the windows, where it applies
 QUANTILE_RHO = 0.2  # ... on baselines whose cautious lag-1 autocorrelation (rho_lo) is at most
-# this (0 -> 0.2: rho_lo > 0 by chance in 24% of independent Gaussian 40-run baselines and 61% of
-# two-mode ones, whose skew the median-centred estimator reads as autocorrelation, had switched
-# it off; within-10 detection in bimodal and H200 cells +5-29 points, six-seed null FA +0-0.2)
+# this (two-mode baselines read as autocorrelated by chance; docs/gates/calibration.md)
 
 
 @dataclass(frozen=True)
 class GateParams:
-    """Default settings of the gate; every field can be overridden per metric."""
+    """The gate's user-visible settings, by stage; ``level`` and ``min_change`` can be
+    declared per metric. The model's other constants: ``gates.decisions`` and
+    ``docs/gates/calibration.md``."""
 
-    level: float = 0.02  # BH false discovery level across a run's metrics (first attempt)
-    screen_level: float = 0.05  # first attempt, new run alone: a suspect (rerun, never fails alone)
-    confirm_level: float = 0.05  # level the confirm attempt must reach on its own
-    confirm_run_level: float = 0.05  # the pair's mean against single runs, when a window decided
-    pair_level: float = 0.01  # ... or against the baseline's pairs of runs (iid, light tails)
-    suspect_pair_level: float = 0.002  # a suspect holds only if its pair's mean reaches this
-    quantile_pair_level: float = 0.1  # a quantile trip: both attempts beyond a point this rare
-    confirm_attempts: int = 4  # reruns at most: each after the first only while the last is borderline
-    independent_factor: float = 4.0  # first-attempt level x this on independent, light-tailed
-    # baselines (the sequential confirm holds ~2% of their null trips, not 5%; 5 detected ~1 point
-    # more, with Student-t m=1 FA 4.83% and two spike cells above their nulls)
-    # Sequential confirm: a first rerun this weak keeps its one-rerun verdict; any clearer one
-    # gets another (none holds alone: one clear enough lies beyond every baseline run, where
-    # its p rests on the fitted tail; a hold at p <= 0.0005 let Student-t reruns through)
-    rerun_stop_level: float = 0.46
-    rerun_pair_level: float = 0.02  # ... and where two reruns are the last: their mean reaches this
-    # Sequential confirm, up to confirm_attempts reruns (``confirm_reruns``):
-    rerun_mean_hold_level: float = 0.00135  # before the last rerun: the reruns' mean this clear holds
-    rerun_mean_stop_level: float = 0.5  # ... this weak: pass (no further rerun)
-    rerun_mean_level: float = 0.015  # the last rerun: the mean of 3 or more must reach this (0.02
-    # left AR(1) m=5 at 5.08% null FA over six seeds, reruns sharing the previous run's state)
-    rerun_clip: float = 3.0  # each rerun counts at most this many run scales from the centre
-    # (H200 m=1: one rerun in a power-cap dip carried the mean, null FA 3.9 -> 4.2%)
-    corroborate_rank: float = 0.4  # heavy tails: a first rerun beyond every baseline run holds
-    # only if the next rerun ranks among this share of the worst baseline runs (six seeds: H200
-    # m=1 null / spike FA 3.58 / 5.75 -> 2.83 / 4.83%; 0.25: bimodal m=1 step 20% -2 points, seed 0)
-    sequential_min_base: int = 30  # a third rerun or later, and the first level x independent_factor,
-    # only on baselines of this many runs (shorter AR(1) baselines read as independent by chance:
-    # m=5 null FA 4.9 -> 5.7%; the level's x4 below it: 12-seed FA with rho read over the runs
-    # after the baseline too 5.17 -> 4.92%)
-    consistency_level: float = 0.01  # first attempt vs its rerun: a transient if this far apart
-    transient_level: float = 0.001  # ... this far apart: later baselines take the rerun's value
-    window: int = 40  # baseline runs (30 -> 40: within-10 detection +1-10 points, FA no higher)
-    min_history: int = 5  # fewer trusted runs -> insufficient-history
+    # First attempt
+    level: float = 0.02  # BH false discovery level across a run's metrics
+    screen_level: float = 0.05  # new run alone: a suspect (rerun, never fails alone)
+    window: int = 40  # baseline runs
     windows: tuple[int, ...] = (1, 3, 10)  # evidence windows (runs, newest last)
+    min_history: int = 5  # fewer trusted runs -> insufficient-history
     noise_floor: float = 0.5  # practical floor, in units of run-to-run CV
     min_change: float = 0.0  # declared relative practical floor
+    # Confirm reruns
+    confirm_level: float = 0.05  # level the first rerun must reach on its own
+    confirm_attempts: int = 4  # reruns at most (the runner's --confirm)
 
 
 DEFAULTS = GateParams()
@@ -246,10 +219,7 @@ def judge_summaries(
     segment about its own centre (``lag1_autocorr(tail=...)``): on a short
     history (runs 30-38 of a series have a 21-29-run baseline) that is 9 more
     runs to tell autocorrelated from independent, and a change among the
-    recent runs does not read as autocorrelation (twelve benchmark seeds:
-    AR(1) m=5 null FA 5.54 -> 5.17% with this alone; reading rho from the
-    last 40 runs about one centre gave 3.25% but cost up to 10 points of
-    detection, a recent change reading as dependence). The
+    recent runs does not read as autocorrelation. The
     k = 1 test, where a cautious lower bound of the lag-1 autocorrelation is
     above 0 (``rho_lower``; iid-looking baselines keep the plain test),
     predicts the new run one step ahead, c + rho (x_prev - c) with the
@@ -290,10 +260,8 @@ def judge_summaries(
     for a transient first attempt (``gates.baselines``). Under AR(1) the
     rerun and the run it replaces are two draws given the state before (two
     independent innovations), so the one-step prediction from it gains
-    rho^2 * 2 s1c^2 of variance; without it a glitch's clean rerun, lower than
-    the state it hides, made the next run look high (benchmark, AR(1) paired
-    spike series, six seeds: 9 (m=1) and 6 (m=5) of 1,200 series alarmed on the
-    run after the spike, 1 and 1 with it; ``tests/test_stats.py``).
+    rho^2 * 2 s1c^2 of variance (a glitch's clean rerun, lower than the state
+    it hides, would make the next run look high).
     """
     h, hl, standin_last = _finite_runs(history, hosts, host, standin_last)
     min_change = params.min_change if min_change is None else min_change

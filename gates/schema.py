@@ -271,14 +271,38 @@ def _m004_snapshot_runs(db: Database) -> None:
                "WITHOUT ROWID")
 
 
+@MIGRATIONS(name="m005_verdict_stage")
+def _m005_verdict_stage(db: Database) -> None:
+    # The confirm protocol's stage of each verdict (``gates.decisions.Stage``) in its own
+    # column. Older rows get the stage their attempt and the row before them imply: the
+    # first attempt, the first rerun, and later reruns (a rerun after one whose detail
+    # asked for corroboration corroborated it).
+    db.execute("ALTER TABLE verdict_rows ADD COLUMN stage TEXT")
+    db.execute("UPDATE verdict_rows SET stage = CASE WHEN attempt <= 1 THEN 'first' "
+               "WHEN attempt = 2 THEN 'rerun' ELSE 'reruns' END")
+    db.execute(
+        "UPDATE verdict_rows SET stage = 'corroborate' WHERE attempt >= 3 AND EXISTS ("
+        "SELECT 1 FROM runs r JOIN runs pr ON pr.run_id = r.confirm_of "
+        "JOIN verdict_rows p ON p.run_num = pr.num AND p.key_id = verdict_rows.key_id "
+        "JOIN texts d ON d.id = p.detail_id WHERE r.num = verdict_rows.run_num "
+        "AND d.text LIKE '%\"corroborate\": true%')")
+    db.execute("DROP VIEW verdicts")
+    db.execute(f"CREATE VIEW verdicts AS {VERDICTS_VIEW}")
+
+
+# The verdicts view from m005 on: m003's and the stage column.
+VERDICTS_VIEW = _VIEWS["verdicts"].replace("c.text AS created_at ",
+                                           "c.text AS created_at, v.stage ")
+
 # The code's schema version: how many migrations it knows. A file whose
 # `_sqlite_migrations` names one we do not know was written by newer code.
-KNOWN_MIGRATIONS = ("m001_initial", "m002_after_verdict", "m003_compact", "m004_snapshot_runs")
+KNOWN_MIGRATIONS = ("m001_initial", "m002_after_verdict", "m003_compact", "m004_snapshot_runs",
+                    "m005_verdict_stage")
 SCHEMA_VERSION = len(KNOWN_MIGRATIONS)
 
 # The `verdicts` columns a caller's row fills (see `History.save_verdicts`); the
 # other keys of a row are folded into `detail`.
 VERDICT_COLUMNS = (
     "key", "nodeid", "verdict", "baseline", "new", "rel_change", "ci_low", "ci_high",
-    "statistic", "p_value", "q_value", "floor", "mode", "detail", "attempt",
+    "statistic", "p_value", "q_value", "floor", "mode", "detail", "attempt", "stage",
 )

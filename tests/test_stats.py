@@ -7,6 +7,7 @@ from math import comb
 import numpy as np
 import pytest
 
+from gates import decisions as D
 from gates import stats
 from gates.judge import QUANTILE_K, QUANTILE_RHO
 from gates.stats import (
@@ -521,9 +522,9 @@ def test_sequential_confirm_stops_early_on_both_sides():
     assert stats.confirm_reruns(h, [101.5, 101.0], sign=1, final=False)[1] == "suspect"
     # The last rerun decides outright (rerun_pair_level for two, rerun_mean_level for more).
     j, v = stats.confirm_reruns(h, [102.5, 102.2, 102.6], sign=1)
-    assert v == "regression" and j.extras.p_run_worse <= DEFAULTS.rerun_mean_level
+    assert v == "regression" and j.extras.p_run_worse <= D.FINAL_MEAN
     j, v = stats.confirm_reruns(h, [101.8, 101.5, 101.9], sign=1)  # p 0.017: two would hold
-    assert v == "pass" and DEFAULTS.rerun_mean_level < j.extras.p_run_worse <= 0.02
+    assert v == "pass" and D.FINAL_MEAN < j.extras.p_run_worse <= 0.02
     assert stats.confirm_reruns(h, [101.5, 101.0], sign=1)[1] == "pass"
     # A baseline too short for a third rerun (under 30 runs): the second decides outright.
     short = h[:25]
@@ -543,7 +544,7 @@ def test_a_chain_holds_a_borderline_mean_only_if_its_first_attempt_is_one_of_its
     h = np.random.default_rng(14).normal(100, 1, 40)
     reruns = [101.8, 102.0, 102.1, 101.9]
     j, v = stats.confirm_reruns(h, reruns, sign=1)
-    assert v == "regression" and j.extras.p_run_worse > DEFAULTS.rerun_mean_hold_level
+    assert v == "regression" and j.extras.p_run_worse > D.EARLY_HOLD
     # A first attempt that is one draw of that regime changes nothing ...
     j, v = stats.confirm_reruns(h, reruns, sign=1, first=103.5)
     assert v == "regression" and j.extras.p_split > 0.1 and not j.extras.chain_transient
@@ -552,10 +553,10 @@ def test_a_chain_holds_a_borderline_mean_only_if_its_first_attempt_is_one_of_its
     for first in (105.5, 120.0):  # 105.5: 2.8 SE of first - mean(4), 2.2 SE of first - rerun
         j, v = stats.confirm_reruns(h, reruns, sign=1, first=first)
         assert v == "pass" and j.extras.chain_transient == 1.0
-        assert j.extras.p_split <= DEFAULTS.consistency_level
+        assert j.extras.p_split <= D.CONSISTENCY_LEVEL
     # Reruns clear on their own hold whatever the first attempt was.
     j, v = stats.confirm_reruns(h, [105.0, 105.0], sign=1, first=130.0, final=False)
-    assert v == "regression" and j.extras.p_run_worse <= DEFAULTS.rerun_mean_hold_level
+    assert v == "regression" and j.extras.p_run_worse <= D.EARLY_HOLD
     # Higher is better: the mirror image.
     j, v = stats.confirm_reruns(200 - h, [200 - x for x in reruns], sign=-1, first=80.0)
     assert v == "pass" and j.extras.chain_transient == 1.0
@@ -572,7 +573,7 @@ def test_corroboration_asks_the_same_of_the_first_attempt_except_on_heavy_tails(
     # clear on its own: a first attempt far above both reruns is a transient.
     h = np.random.default_rng(14).normal(100, 1, 40)
     j, v = stats.corroborate(h, 101.5, sign=1)
-    assert v == "regression" and j.extras.p_run_worse > DEFAULTS.rerun_mean_hold_level
+    assert v == "regression" and j.extras.p_run_worse > D.EARLY_HOLD
     assert stats.corroborate(h, 101.5, sign=1, first=102.5, previous=102.0)[1] == "regression"
     j, v = stats.corroborate(h, 101.5, sign=1, first=110.0, previous=102.0)
     assert v == "pass" and j.extras.chain_transient == 1.0
@@ -605,7 +606,7 @@ def test_two_stage_confirm_only_for_independent_light_tailed_baselines():
     # the 27 before the last 10) keeps the gate's own level: a short autocorrelated
     # baseline reads as independent by chance.
     js = judge_summaries(h[:36], 3.0, sign=1)
-    assert js.extras.n_base < DEFAULTS.sequential_min_base
+    assert js.extras.n_base < D.SEQUENTIAL_MIN_BASE
     assert stats.independent(js) and stats.level_for(js, 0.02) == 0.02
     # A borderline rerun: another one is asked for, only when one may follow.
     assert confirm(h, 1.2, sign=1, first=3.0, another=True)[1] == "suspect"
@@ -633,7 +634,7 @@ def test_two_stage_confirm_only_for_independent_light_tailed_baselines():
 def test_confirm_reruns_needs_the_mean_and_the_last_rerun_beyond_the_floor():
     h = np.random.default_rng(13).normal(100, 1, 40)
     j, v = stats.confirm_reruns(h, [103.0, 103.0], sign=1)
-    assert v == "regression" and j.extras.p_run_worse <= DEFAULTS.rerun_pair_level
+    assert v == "regression" and j.extras.p_run_worse <= D.FINAL_PAIR
     assert stats.confirm_reruns(h, [100.5, 100.2], sign=1)[1] == "pass"  # the mean is noise
     # A declared floor of 2.5%: a mean of +3% holds only if the last rerun is beyond it too.
     assert stats.confirm_reruns(h, [103.0, 103.0], sign=1, min_change=0.025)[1] == "regression"
@@ -725,7 +726,7 @@ def test_a_rerun_beyond_every_run_of_a_heavy_baseline_asks_the_next_to_corrobora
     j, v = stats.corroborate(h, 111.0, sign=1)
     assert v == "regression" and j.extras.rank_worse <= 0.1
     j, v = stats.corroborate(h, 99.0, sign=1)
-    assert v == "pass" and j.extras.rank_worse > DEFAULTS.corroborate_rank
+    assert v == "pass" and j.extras.rank_worse > D.CORROBORATE_RANK
 
 
 def test_a_rerun_beyond_every_run_of_a_slightly_autocorrelated_baseline_is_corroborated():
@@ -752,7 +753,7 @@ def test_corroborate_holds_its_rank_share_of_null_reruns_and_most_shifted_ones()
         for d in held:
             r = rng.normal(100, 1) + (rng.uniform(4, 12) if rng.random() < 0.3 else 0.0) + d
             held[d] += stats.corroborate(h, r, sign=1)[1] == "regression"
-    assert abs(held[0.0] / reps - DEFAULTS.corroborate_rank) <= 0.07
+    assert abs(held[0.0] / reps - D.CORROBORATE_RANK) <= 0.07
     assert held[20.0] / reps >= 0.95
 
 

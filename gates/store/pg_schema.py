@@ -15,6 +15,7 @@ write lock: see `gates.history._insert_metrics`).
 from __future__ import annotations
 
 from gates.schema import _VIEWS as VIEWS  # the metrics / tests / verdicts views, shared
+from gates.schema import VERDICTS_VIEW  # ... the verdicts view from m005 on (with the stage)
 
 __all__ = ["MIGRATIONS_TABLE", "PACK_SAMPLES", "PG_KNOWN_MIGRATIONS", "PG_MIGRATIONS"]
 
@@ -185,11 +186,26 @@ _M005 = [
         GROUP BY r.run_id, t.path""",
 ]
 
+# The confirm protocol's stage of each verdict (``gates.decisions.Stage``), derived for
+# older rows as SQLite's m005 does; the view gains the column at its end.
+_M006 = [
+    f"ALTER TABLE verdict_rows ADD COLUMN stage {_T}",
+    """UPDATE verdict_rows SET stage = CASE WHEN attempt <= 1 THEN 'first'
+        WHEN attempt = 2 THEN 'rerun' ELSE 'reruns' END""",
+    """UPDATE verdict_rows SET stage = 'corroborate' WHERE attempt >= 3 AND EXISTS (
+        SELECT 1 FROM runs r JOIN runs pr ON pr.run_id = r.confirm_of
+        JOIN verdict_rows p ON p.run_num = pr.num AND p.key_id = verdict_rows.key_id
+        JOIN texts d ON d.id = p.detail_id WHERE r.num = verdict_rows.run_num
+        AND d.text LIKE '%"corroborate": true%')""",
+    f"CREATE OR REPLACE VIEW verdicts AS {VERDICTS_VIEW}",
+]
+
 PG_MIGRATIONS: tuple[tuple[str, list[str]], ...] = (
     ("m001_initial", _M001),
     ("m002_after_verdict", _M002),
     ("m003_compact", _M003),
     ("m004_snapshot_runs", _M004),
     ("pg005_report_views", _M005),
+    ("m005_verdict_stage", _M006),
 )
 PG_KNOWN_MIGRATIONS = tuple(name for name, _ in PG_MIGRATIONS)

@@ -1,0 +1,282 @@
+"""One metric's attempt in the confirm protocol, read from the history and judged.
+
+A confirm attempt (a rerun of tripped tests, ``confirm_of`` its previous attempt)
+knows its chain: ``read_chain`` reads the earlier attempts' verdict rows and run
+summaries and gives each metric the stage it is judged at now
+(``decisions.next_stage`` of its previous stage and verdict).
+``judge_at_stage`` judges one metric at its stage (``decisions.Stage``) and writes
+what decided into the verdict's message. The protocol itself: ``docs/gates/design.md``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from gates import stats
+from gates.baselines import unheld_chains
+from gates.decisions import (
+    CORROBORATE_RANK,
+    EARLY_HOLD,
+    FUTILITY,
+    TRANSIENT_LEVEL,
+    Stage,
+    mixture_hold_p,
+    next_stage,
+    stage_of,
+)
+from gates.declarations import Gate
+from gates.history import History
+from gates.verdicts import FAILING
+
+if TYPE_CHECKING:
+    from gates.gate import Verdict
+
+__all__ = ["Chain", "Inputs", "read_chain", "judge_at_stage", "latest_rows", "samples_of",
+           "summaries_of"]
+
+
+class ChainError(ValueError):
+    """A confirm chain the history cannot give (an unknown run, a loop)."""
+
+
+def latest_rows(rows: Sequence[Mapping[str, Any]]) -> dict[str, list[Mapping[str, Any]]]:
+    """Metric rows by key, last pytest attempt only (a test retried in-run counts once)."""
+    by: dict[tuple[str, str], Mapping[str, Any]] = {}
+    for r in rows:
+        k = (r["key"], r["nodeid"])
+        if k not in by or (r.get("attempt") or 1) >= (by[k].get("attempt") or 1):
+            by[k] = r
+    out: dict[str, list[Mapping[str, Any]]] = {}
+    for (key, _), r in sorted(by.items()):
+        out.setdefault(key, []).append(r)
+    return out
+
+
+def samples_of(rows: Sequence[Mapping[str, Any]]) -> list[float]:
+    """A metric's samples in one run, over its rows (a row without samples: its median)."""
+    return [float(x) for r in rows for x in (r.get("samples") or [r["median"]])]
+
+
+def summaries_of(history: History, run_id: str) -> dict[str, float]:
+    """Each metric's run summary in ``run_id`` (its newest rows)."""
+    out: dict[str, float] = {}
+    for key, rows in latest_rows(history.metrics(run_id)).items():
+        vals = samples_of(rows)
+        if vals:
+            out[key] = stats.run_summary(vals)
+    return out
+
+
+@dataclass
+class Chain:
+    """What a confirm attempt knows of the attempts before it."""
+
+    attempt: int  # this attempt's number (the first attempt is 1)
+    runs: list[str]  # every earlier attempt, the first attempt last (left out of baselines)
+    stages: dict[str, Stage] = field(default_factory=dict)  # key -> its stage now
+    from_suspect: set[str] = field(default_factory=set)  # keys a suspect first attempt sent
+    held: list[tuple[Mapping[str, Any], int]] = field(default_factory=list)  # failures
+    # earlier reruns held, each with its attempt number (shown again, not saved again)
+    previous: dict[str, float] = field(default_factory=dict)  # previous attempt's summaries
+    reruns: list[dict[str, float]] = field(default_factory=list)  # earlier reruns', oldest first
+    root: dict[str, float] = field(default_factory=dict)  # the first attempt's (later reruns)
+    empty: bool = False  # the previous attempt saved no verdicts: judge every metric
+
+    def stage(self, key: str) -> Stage:
+        """``key``'s stage at this attempt (a chain without verdicts: by its length)."""
+        return self.stages.get(key) or (Stage.RERUNS if self.reruns else Stage.RERUN)
+
+    def order(self, keys: Sequence[str]) -> list[str]:
+        """The keys this attempt judges: those sent on to it (every key, where the
+        previous attempt saved no verdicts)."""
+        if self.empty:
+            return list(keys)
+        return [k for k in keys if k in self.stages] + sorted(set(self.stages) - set(keys))
+
+
+def _attempt_runs(history: History, run_id: str) -> list[dict[str, Any]]:
+    """``run_id``'s run and the attempts it re-checks, back to the first attempt."""
+    chain: list[dict[str, Any]] = []
+    rid: str | None = run_id
+    while rid:
+        r = history.run(rid)
+        if r is None:
+            raise ChainError(f"--confirm-of {rid}: no such run in {history.path}")
+        if any(c["run_id"] == rid for c in chain) or len(chain) > 16:
+            raise ChainError(f"run {run_id}: its confirm_of chain loops at {rid}; "
+                             "check the runs' confirm_of column")
+        chain.append(r)
+        rid = r.get("confirm_of")
+    return chain
+
+
+def _last_rows(rows: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    """A run's verdict rows of its last gated attempt."""
+    last = max((r["attempt"] for r in rows), default=0)
+    return [r for r in rows if r["attempt"] == last]
+
+
+def read_chain(history: History, confirm_of: str) -> Chain:
+    """The chain a confirm attempt of ``confirm_of`` belongs to, and each metric's stage.
+
+    The metrics judged are those whose previous verdict ``next_stage`` sends on;
+    failures an earlier rerun held are final (``held``: shown again, not saved).
+    """
+    runs = _attempt_runs(history, confirm_of)  # the previous attempt back to the first
+    prev_rows = history.verdicts(confirm_of)
+    last = _last_rows(prev_rows)
+    # The attempt before the previous one: a row saved without a stage reads its stage
+    # from it (``stage_of``).
+    before = ({r["key"]: r for r in _last_rows(history.verdicts(runs[1]["run_id"]))}
+              if len(runs) > 2 else {})
+    attempt = max((r["attempt"] for r in prev_rows), default=0)
+    chain = Chain(attempt=attempt + 1 if attempt else 2, runs=[r["run_id"] for r in runs],
+                  empty=not prev_rows)
+    for r in last:
+        d = r.get("detail") or {}
+        stage = next_stage(stage_of(r, before.get(r["key"])), r["verdict"],
+                           enforced=r.get("mode") == "enforce",
+                           corroborate=bool(d.get("corroborate")))
+        if stage is not None:
+            chain.stages[r["key"]] = stage
+            if stage is Stage.RERUN and r["verdict"] == "suspect":
+                chain.from_suspect.add(r["key"])
+    earlier = [r["run_id"] for r in reversed(runs[:-1])]  # the reruns so far, oldest first
+    for rid in earlier:
+        rows = prev_rows if rid == confirm_of else history.verdicts(rid)
+        chain.held += [(r, r["attempt"]) for r in _last_rows(rows)
+                       if r["verdict"] in FAILING and r.get("mode") == "enforce"]
+    chain.previous = summaries_of(history, confirm_of)
+    if earlier:
+        chain.reruns = [chain.previous if rid == confirm_of else summaries_of(history, rid)
+                        for rid in earlier]
+        chain.root = summaries_of(history, runs[-1]["run_id"])
+    return chain
+
+
+@dataclass
+class Inputs:
+    """One metric's run summaries and settings, as every stage's test reads them."""
+
+    summaries: np.ndarray  # the baseline's run summaries, oldest first
+    value: float  # this attempt's summary
+    extra: float  # extra variance (fewer samples than usual)
+    sign: int
+    params: stats.GateParams
+    gate: Gate
+    hosts: list[str | None] | None
+    host: str | None
+    standin_last: bool
+
+    def kw(self) -> dict[str, Any]:
+        return dict(sign=self.sign, params=self.params, n_trials=self.gate.n,
+                    min_change=self.gate.min_change, extra_var=self.extra, hosts=self.hosts,
+                    host=self.host, standin_last=self.standin_last)
+
+
+def _num(x: float | None) -> float:
+    return float("nan") if x is None or not math.isfinite(x) else float(x)
+
+
+def _chain_note(j: stats.Judgement, root: float | None, n: int) -> str:
+    """The message's clause for a hold the first attempt's split test turned into a pass."""
+    if not j.extras.chain_transient:
+        return ""
+    return (f"; but the first attempt {_num(root):.6g} is a transient against the mean of "
+            f"its {n} reruns (p {j.extras.p_split:.2g}) and they are not clear on their own: "
+            "pass")
+
+
+def _at_rerun(x: Inputs, v: Verdict, chain: Chain, key: str, another: bool) -> stats.Judgement:
+    first = chain.previous.get(key)
+    j, v.verdict = stats.confirm(x.summaries, x.value, first=first,
+                                 suspect=key in chain.from_suspect, another=another, **x.kw())
+    if v.verdict == "suspect" and j.extras.corroborate:
+        v.corroborate = True
+        kind = "a heavy-tailed" if j.extras.heavy else "a slightly autocorrelated"
+        v.message = (f"rerun {_num(x.value):.6g} beyond every run of {kind} baseline: "
+                     f"held only if the next rerun ranks among the worst "
+                     f"{CORROBORATE_RANK:g} of them")
+    elif (v.verdict == "regression" and another and stats.independent(j)
+          and j.extras.p_run_worse <= mixture_hold_p(x.params.level)):
+        v.message = (f"rerun alone p {j.extras.p_run_worse:.2g}: holds alone at the "
+                     f"sequential rule's first boundary ({mixture_hold_p(x.params.level):.2g})")
+    elif v.verdict == "suspect":
+        v.message = (f"rerun alone p {j.extras.p_run_worse:.2g}"
+                     + (": beyond every baseline run, where that p rests on the fitted "
+                        "tail; another rerun decides" if j.extras.beyond else
+                        ": borderline, another rerun decides"))
+    p_split = j.extras.p_split
+    if p_split <= TRANSIENT_LEVEL and v.verdict != "regression":
+        v.transient = True
+        v.message = (f"first attempt {_num(first):.6g} a transient against this rerun "
+                     f"(p {p_split:.2g}): later baselines take this rerun's value")
+    return j
+
+
+def _at_corroborate(x: Inputs, v: Verdict, chain: Chain, key: str) -> stats.Judgement:
+    first, root = chain.previous.get(key), chain.root.get(key)
+    j, v.verdict = stats.corroborate(x.summaries, x.value, first=root, previous=first, **x.kw())
+    if j.status == "ok":
+        v.message = (f"previous rerun {_num(first):.6g} beyond every baseline run; this "
+                     f"rerun ranks p {j.extras.rank_worse:.2g} among them: held at "
+                     f"<= {CORROBORATE_RANK:g}" + _chain_note(j, root, 2))
+    return j
+
+
+def _unheld_reruns(history: History, suite: str, key: str, ids: Sequence[str],
+                   w: int) -> tuple[list[float], list[str]]:
+    """``key``'s values in the unheld sequential confirms of the last ``w`` baseline
+    runs (``baselines.unheld_chains``), oldest first, and those runs' ids."""
+    vals: list[float] = []
+    roots: list[str] = []
+    for first, runs in unheld_chains(history, suite, key, list(ids)[-w:]):
+        got = [summaries_of(history, rid).get(key) for rid in runs]
+        if all(x is not None for x in got):
+            vals += [float(x) for x in got]
+            roots.append(first)
+    return vals, roots
+
+
+def _at_reruns(x: Inputs, v: Verdict, chain: Chain, key: str, another: bool,
+               history: History, suite: str, ids: Sequence[str]) -> stats.Judgement:
+    earlier = [e.get(key) for e in chain.reruns]
+    if any(e is None for e in earlier):
+        raise ValueError("an earlier confirm rerun recorded no such metric")
+    reruns = [*earlier, x.value]
+    root = chain.root.get(key)
+    carried, roots = _unheld_reruns(history, suite, key, ids, max(x.params.windows, default=1))
+    j, v.verdict = stats.confirm_reruns(x.summaries, reruns, final=not another,
+                                        carried=carried, first=root, **x.kw())
+    prev = ", ".join(f"{_num(e):.6g}" for e in earlier)
+    n_all = len(reruns) + int(j.extras.carried)
+    if j.extras.carried:
+        prev += f"; {len(carried)} carried from the unheld confirms of " + ", ".join(roots)
+    level = j.extras.rerun_level  # set where these reruns decided outright
+    v.message = (f"mean of {n_all} reruns (earlier: {prev}) against means of "
+                 f"{n_all} baseline runs: "
+                 + (f"held at p <= {level:g}" if level is not None else
+                    f"held at p <= {EARLY_HOLD:g}, pass above "
+                    f"{FUTILITY:g}, else another rerun")
+                 + _chain_note(j, root, len(reruns)))
+    return j
+
+
+def judge_at_stage(stage: Stage, x: Inputs, v: Verdict, key: str, *, chain: Chain | None,
+                   another: bool, history: History, suite: str,
+                   ids: Sequence[str]) -> stats.Judgement:
+    """Judge one metric at ``stage``; the verdict of a rerun stage is set on ``v``
+    (a first attempt's waits for the run's BH step)."""
+    if stage is Stage.FIRST or chain is None:
+        v.verdict = ""  # decided after BH
+        return stats.judge_summaries(x.summaries, x.value, **x.kw())
+    if stage is Stage.CORROBORATE:
+        return _at_corroborate(x, v, chain, key)
+    if stage is Stage.RERUNS:
+        return _at_reruns(x, v, chain, key, another, history, suite, ids)
+    return _at_rerun(x, v, chain, key, another)

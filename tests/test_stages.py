@@ -1,0 +1,113 @@
+"""The confirm protocol as a state machine: stages, the next stage, the sequential rule,
+and the stage column (migration m005 derives it for rows saved before it)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from gates import stats
+from gates.decisions import (
+    Stage,
+    mixture_hold_p,
+    next_stage,
+    sequential_step,
+    stage_of,
+)
+from gates.history import open_history
+from gates.provenance import Provenance
+from gates.schema import _VIEWS
+
+
+@pytest.mark.parametrize("stage, verdict, corroborate, want", [
+    (Stage.FIRST, "regression", False, Stage.RERUN),
+    (Stage.FIRST, "suspect", False, Stage.RERUN),
+    (Stage.FIRST, "missing", False, Stage.RERUN),
+    (Stage.FIRST, "threshold-fail", False, Stage.RERUN),
+    (Stage.FIRST, "pass", False, None),
+    (Stage.FIRST, "improvement", False, None),
+    (Stage.FIRST, "error", False, None),
+    (Stage.RERUN, "suspect", False, Stage.RERUNS),
+    (Stage.RERUN, "suspect", True, Stage.CORROBORATE),
+    (Stage.RERUN, "regression", False, None),
+    (Stage.RERUN, "missing", False, None),
+    (Stage.RERUNS, "suspect", False, Stage.RERUNS),
+    (Stage.RERUNS, "regression", False, None),
+    (Stage.CORROBORATE, "suspect", False, None),
+])
+def test_next_stage(stage, verdict, corroborate, want):
+    assert next_stage(stage, verdict, corroborate=corroborate) is want
+
+
+def test_nothing_follows_in_warn_mode_or_without_attempts():
+    assert next_stage(Stage.FIRST, "regression", enforced=False) is None
+    assert next_stage(Stage.RERUN, "suspect", attempts_left=0) is None
+
+
+def test_mixture_sprt_boundary():
+    # Robbins' normal mixture, tau = 1 run SD: z^2 = 4 ln(sqrt(2) / alpha).
+    assert mixture_hold_p(0.02) == pytest.approx(1.84e-5, rel=0.02)
+    assert mixture_hold_p(0.01) < mixture_hold_p(0.02) < mixture_hold_p(0.05)
+
+
+def test_sequential_step_boundaries():
+    lv = 0.02
+    assert sequential_step(1e-8, 1, final=False, level=lv) == "regression"  # a clear rerun
+    assert sequential_step(1e-3, 1, final=False, level=lv) == "suspect"
+    assert sequential_step(0.6, 1, final=False, level=lv) == "pass"
+    assert sequential_step(1e-3, 2, final=False, level=lv) == "regression"  # z >= 3
+    assert sequential_step(0.01, 3, final=False, level=lv) == "suspect"
+    assert sequential_step(0.51, 2, final=False, level=lv) == "pass"
+    assert sequential_step(0.019, 2, final=True, level=lv) == "regression"
+    assert sequential_step(0.019, 3, final=True, level=lv) == "pass"
+
+
+def test_one_clear_rerun_settles_the_sequential_confirm():
+    # An independent Gaussian baseline: a rerun 8 SD out holds alone (one GPU rerun);
+    # one 3 SD out is borderline and asks for another; a clean one passes.
+    h = np.random.default_rng(14).normal(100, 1, 40)
+    j, v = stats.confirm(h, 108.0, sign=1, first=103.0, another=True)
+    assert v == "regression" and j.extras.p_run_worse <= mixture_hold_p(0.02)
+    j, v = stats.confirm(h, 103.0, sign=1, first=103.0, another=True)
+    assert v == "suspect" and mixture_hold_p(0.02) < j.extras.p_run_worse <= 0.46
+    assert stats.confirm(h, 99.8, sign=1, first=103.0, another=True)[1] == "pass"
+
+
+def test_stage_of_a_row_saved_without_one():
+    assert stage_of({"attempt": 1}) is Stage.FIRST
+    assert stage_of({"attempt": 2}) is Stage.RERUN
+    assert stage_of({"attempt": 3}, {"detail": {"corroborate": True}}) is Stage.CORROBORATE
+    assert stage_of({"attempt": 3}, {"detail": {}}) is Stage.RERUNS
+    assert stage_of({"attempt": 3, "stage": "rerun"}) is Stage.RERUN
+
+
+def _run(h, rid: str, i: int, confirm_of: str | None = None) -> None:
+    h.start_run(Provenance(run_id=rid, suite="s", commit="c", branch="main",
+                           started_at=f"2026-01-01T00:00:{i:02d}+00:00", fingerprint="gpu-a",
+                           confirm_of=confirm_of))
+
+
+def test_migration_derives_the_stage_of_older_rows(tmp_path: Path):
+    path = tmp_path / "history.db"
+    with open_history(path) as h:
+        chains = (("a", "b", "c", True), ("d", "e", "f", False))
+        for n, (first, rerun, third, asked) in enumerate(chains):
+            _run(h, first, 3 * n)
+            _run(h, rerun, 3 * n + 1, first)
+            _run(h, third, 3 * n + 2, rerun)
+            h.save_verdicts(first, [{"key": "k", "verdict": "regression", "attempt": 1}])
+            h.save_verdicts(rerun, [{"key": "k", "verdict": "suspect", "attempt": 2,
+                                     "detail": {"corroborate": asked}}])
+            h.save_verdicts(third, [{"key": "k", "verdict": "pass", "attempt": 3}])
+        # As a file written before m005: no stage column, m005 not applied.
+        h.conn.execute("DROP VIEW verdicts")
+        h.conn.execute("ALTER TABLE verdict_rows DROP COLUMN stage")
+        h.conn.execute(f"CREATE VIEW verdicts AS {_VIEWS['verdicts']}")
+        h.conn.execute("DELETE FROM _sqlite_migrations WHERE name = 'm005_verdict_stage'")
+        h.conn.commit()
+    with open_history(path) as h:
+        got = {r: h.verdicts(r)[0]["stage"] for r in "abcdef"}
+    assert got == {"a": "first", "b": "rerun", "c": "corroborate",
+                   "d": "first", "e": "rerun", "f": "reruns"}
