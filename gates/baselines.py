@@ -12,6 +12,7 @@ localisation).
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -123,7 +124,8 @@ def bulk_baselines(history: History, run: Mapping[str, Any], keys: set[str], exc
     same filters and pooling), cut to the newest ``need`` runs, which is all the
     statistics read (``stats.summarize``). Reads: the suite's runs (one query),
     the metric rows of the newest runs in batches (only while some key still
-    lacks runs), and the samples of the rows read (``_samples_of``).
+    lacks runs; ``History.median_columns``, grouped with numpy), and the samples of
+    the rows read (``History.samples_by_metric``).
     ``drop``: per key, run ids left out besides ``exclude`` (an acceptance's
     runs before its new level, ``gates.accept.cutoffs``).
     ``ids_out``, when given, receives each key's run ids in the same order;
@@ -133,120 +135,197 @@ def bulk_baselines(history: History, run: Mapping[str, Any], keys: set[str], exc
     if not keys:
         return {}
     suite, fp = run["suite"], run.get("fingerprint")
-    medians: dict[int, float | None] = {}
+    medians: dict[int, float | None] = {}  # stored median of each row of a _Pooled key
     done = _newest_rows(history, run, keys, exclude, need, medians, drop)
     subs = history.transient_reruns(suite, set(done))
     if subs:
         _stand_in(history, suite, fp, done, subs, medians)
     if standins_out is not None:
-        standins_out.update(key for key, kept_runs in done.items()
-                            if kept_runs and (kept_runs[0][0], key) in subs)
+        standins_out.update(key for key, kept in done.items()
+                            if kept.rids and (kept.rids[0], key) in subs)
     if ids_out is not None:
-        for key, kept_runs in done.items():
-            ids_out[key] = [rid for rid, _ in reversed(kept_runs)]  # oldest first
+        for key, kept in done.items():
+            ids_out[key] = kept.rids[::-1]  # oldest first
     return _summarised(history, done, medians)
 
 
-_Kept = list[tuple[str, list[int]]]  # (run id, its metric row ids of the key), newest first
+@dataclass
+class _Single:
+    """A key's baseline runs, newest first, each with one metric row (the usual case)."""
+
+    rids: list[str]
+    mids: np.ndarray  # each run's metric row id
+    medians: np.ndarray  # their stored medians (NaN: none stored)
+
+
+@dataclass
+class _Pooled:
+    """A key's baseline runs, newest first, each with its metric row ids (several rows of
+    the key in a run, or a rerun's rows standing in); medians in a shared map."""
+
+    rids: list[str]
+    mids: list[list[int]]
 
 
 def _newest_rows(history: History, run: Mapping[str, Any], keys: set[str], exclude: set[str],
                  need: int, medians: dict[int, float | None],
-                 drop: Mapping[str, frozenset[str]] | None = None) -> dict[str, _Kept]:
+                 drop: Mapping[str, frozenset[str]] | None = None
+                 ) -> dict[str, _Single | _Pooled]:
     """Each key's newest ``need`` baseline runs, reading runs in batches only while some
-    key still lacks runs; fills ``medians`` {metric row id: stored median}."""
+    key still lacks runs; fills ``medians`` for the rows of `_Pooled` keys.
+
+    A key's series: its newest ``SERIES_LIMIT`` rows (start time, then row id, newest
+    first), less skipped runs, pooled per run. Batches hold whole start times, so rows
+    read later are older than every row read before: stopping once each key has its
+    series or ``need`` runs gives what reading everything would.
+    """
     suite, fp = run["suite"], run.get("fingerprint")
     runs = history.baseline_candidates(suite, fp, run["run_id"])
     started = run.get("started_at") or ""
-    info = {rid: (st or "", bool(cof) or rid in exclude or bool(started and (st or "") > started))
-            for rid, st, cof in runs}
-    run_started = {rid: v[0] for rid, v in info.items()}
-    skipped = {rid for rid, v in info.items() if v[1]}  # confirms, excluded, later runs
-    rows: dict[str, list[tuple[str, int, str]]] = {k: [] for k in keys}
-    done: dict[str, _Kept] = {}
-    pending = set(keys)
+    starts = [st or "" for _rid, st, _cof in runs]
+    rank = {st: i for i, st in enumerate(sorted(set(starts)))}
+    run_rank = np.array([rank[st] for st in starts], dtype=np.int64)
+    skipped = np.array([bool(cof) or rid in exclude or bool(started and st > started)
+                        for (rid, _st, cof), st in zip(runs, starts, strict=True)], dtype=bool)
+    rid_of = np.array([r[0] for r in runs], dtype=object)
+    names = sorted(keys)
+    parts = []
     i = 0
     batch_n = max(need, 16)
-    while pending and i < len(runs):
+    while i < len(runs):
         j = min(len(runs), i + batch_n)
         while j < len(runs) and runs[j][1] == runs[j - 1][1]:
             j += 1  # a batch holds every run of its oldest start time
-        ids = [r[0] for r in runs[i:j]]
+        cols = history.median_columns([r[0] for r in runs[i:j]], names)
+        parts.append(cols._replace(runs=cols.runs + i))
         i = j
-        for mid, rid, key, med in history.metric_medians(ids, suite, fp):
-            if key in pending:
-                rows[key].append((run_started[rid], mid, rid))
-                medians[mid] = med
-        for key in list(pending):
-            series = sorted(rows[key], reverse=True)[:SERIES_LIMIT]  # newest first
+        ids, rpos, kpos, meds = (np.concatenate(c) for c in zip(*parts, strict=True))
+        allowed = _allowed(skipped, rpos, kpos, names, rid_of, drop)
+        n_rows = np.bincount(kpos, minlength=len(names))
+        per_run = np.bincount(kpos[allowed] * len(runs) + rpos[allowed],
+                              minlength=len(names) * len(runs)).reshape(len(names), len(runs))
+        if ((n_rows >= SERIES_LIMIT) | ((per_run > 0).sum(axis=1) >= need)).all():
+            break
+    if not parts:
+        return {key: _Single([], np.zeros(0, dtype=np.int64), np.zeros(0)) for key in names}
+    order = np.lexsort((-ids, -run_rank[rpos], kpos))  # by key, then newest first
+    bounds = np.searchsorted(kpos[order], np.arange(len(names) + 1))
+    pooled_any = np.bincount(kpos * len(runs) + rpos).max(initial=0) > 1
+    done: dict[str, _Single | _Pooled] = {}
+    for k, key in enumerate(names):
+        series = order[bounds[k]:bounds[k + 1]][:SERIES_LIMIT]
+        series = series[allowed[series]]
+        if pooled_any and np.unique(rpos[series]).size < series.size:
             kept: dict[str, list[int]] = {}
-            gone = (drop or {}).get(key)
-            skip = skipped | gone if gone else skipped
-            for _st, mid, rid in series:
-                if rid not in skip:
-                    pooled = kept.get(rid)
-                    if pooled is None:
-                        kept[rid] = [mid]
-                    else:
-                        pooled.append(mid)  # several rows of a key in one run: pooled
-            if len(series) >= SERIES_LIMIT or len(kept) >= need or i >= len(runs):
-                done[key] = list(kept.items())[:need]
-                pending.discard(key)
-    for key in pending:
-        done[key] = []
+            for rid, mid, med in zip(rid_of[rpos[series]].tolist(), ids[series].tolist(),
+                                     meds[series].tolist(), strict=True):
+                kept.setdefault(rid, []).append(mid)  # several rows of a key in one run
+                medians[mid] = None if med != med else med  # NaN: none stored
+            first = list(kept.items())[:need]
+            done[key] = _Pooled([rid for rid, _ in first], [mids for _, mids in first])
+            continue
+        series = series[:need]
+        done[key] = _Single(rid_of[rpos[series]].tolist(), ids[series], meds[series])
     return done
 
 
-def _stand_in(history: History, suite: str, fp: str | None, done: dict[str, _Kept],
-              subs: dict[tuple[str, str], str], medians: dict[int, float | None]) -> None:
+def _allowed(skipped: np.ndarray, rpos: np.ndarray, kpos: np.ndarray, names: list[str],
+             rid_of: np.ndarray, drop: Mapping[str, frozenset[str]] | None) -> np.ndarray:
+    """Per row: its run may serve (not a confirm, excluded, later, or dropped for its key)."""
+    allowed = ~skipped[rpos]
+    for k, key in enumerate(names):
+        gone = (drop or {}).get(key)
+        if gone:
+            dropped = np.array([rid in gone for rid in rid_of.tolist()], dtype=bool)
+            allowed &= ~((kpos == k) & dropped[rpos])
+    return allowed
+
+
+def _pooled(kept: _Single | _Pooled, medians: dict[int, float | None]) -> _Pooled:
+    if isinstance(kept, _Pooled):
+        return kept
+    mids = kept.mids.tolist()
+    medians.update(zip(mids, [None if m != m else m for m in kept.medians.tolist()],
+                       strict=True))
+    return _Pooled(kept.rids, [[m] for m in mids])
+
+
+def _stand_in(history: History, suite: str, fp: str | None,
+              done: dict[str, _Single | _Pooled], subs: dict[tuple[str, str], str],
+              medians: dict[int, float | None]) -> None:
     """Runs whose first attempt the confirm found a transient: the rerun's rows instead."""
     by_c: dict[tuple[str, str], list[int]] = {}
     for mid, rid, key, med in sorted(history.metric_medians(sorted(set(subs.values())),
                                                             suite, fp)):
         by_c.setdefault((rid, key), []).append(mid)
         medians[mid] = med
-    for key, kept_runs in done.items():
-        done[key] = [(rid, by_c.get((subs[(rid, key)], key), mids)
-                      if (rid, key) in subs else mids) for rid, mids in kept_runs]
+    for key, kept in done.items():
+        if not any((rid, key) in subs for rid in kept.rids):
+            continue
+        pooled = _pooled(kept, medians)
+        done[key] = _Pooled(pooled.rids, [
+            by_c.get((subs[(rid, key)], key), mids) if (rid, key) in subs else mids
+            for rid, mids in zip(pooled.rids, pooled.mids, strict=True)])
 
 
-def _summarised(history: History, done: dict[str, _Kept],
+def _summarised(history: History, done: dict[str, _Single | _Pooled],
                 medians: dict[int, float | None]) -> dict[str, Any]:
     """Each key's runs, oldest first, as ``stats.Summarized`` or a list of sample arrays."""
     # A run with one row of a key is summarised by the stored median (the median of
     # its samples, metrics.median), so only the newest WITHIN_RUNS runs' samples are
     # read, for the within-run spread; pooled rows need all their samples.
-    unstored = {mid for mid, med in medians.items() if med is None}
-    stored = {key for key, kept_runs in done.items()
-              if all(len(mids) == 1 for _, mids in kept_runs)
-              and not (unstored and any(mids[0] in unstored for _, mids in kept_runs))}
-    want = sorted({mid for key, kept_runs in done.items()
-                   for _, mids in (kept_runs[:stats.WITHIN_RUNS] if key in stored else kept_runs)
-                   for mid in mids})
-    samples = history.samples_by_metric(want)
+    for key, kept in done.items():
+        if isinstance(kept, _Single) and np.isnan(kept.medians).any():
+            done[key] = _pooled(kept, medians)  # a row without a median: read as pooled
+    single = {key: kept for key, kept in done.items() if isinstance(kept, _Single)}
+    pooled = {key: _pooled(kept, medians) for key, kept in done.items()
+              if isinstance(kept, _Pooled)}
+    stored = {key for key, kept in pooled.items()
+              if all(len(mids) == 1 and medians[mids[0]] is not None for mids in kept.mids)}
+    want = {mid for kept in single.values() for mid in kept.mids[:stats.WITHIN_RUNS].tolist()}
+    want.update(mid for key, kept in pooled.items()
+                for mids in (kept.mids[:stats.WITHIN_RUNS] if key in stored else kept.mids)
+                for mid in mids)
+    samples = history.samples_by_metric(sorted(want))
     out: dict[str, Any] = {}
-    for key, kept_runs in done.items():
-        if not kept_runs:
+    for key, kept in done.items():
+        if not kept.rids:
             out[key] = []
-            continue
-        kept_runs.reverse()  # oldest first
-        if key in stored:
-            # A row without samples: its median stands in (as in baseline_runs).
-            recent = [samples[mids[0]] if mids[0] in samples
-                      else np.array([medians[mids[0]]], dtype=float)
-                      for _, mids in kept_runs[-stats.WITHIN_RUNS:]]
-            out[key] = stats.Summarized(
-                np.array([medians[mids[0]] for _, mids in kept_runs], dtype=float),
-                np.stack(recent) if len({x.size for x in recent}) == 1 else recent)
-            continue
-        series_runs: list[Any] = []
-        for _rid, mids in kept_runs:
-            parts = [samples[m] for m in mids if m in samples]
-            if parts:
-                series_runs.append(parts[0] if len(parts) == 1 else np.concatenate(parts))
-            else:  # a row without samples: its median stands in (None reads as NaN, as there)
-                series_runs.append(np.array([medians[mids[0]]], dtype=float))
-        out[key] = series_runs
+        elif isinstance(kept, _Single):
+            out[key] = _recent_summary(kept.medians[::-1],
+                                       kept.mids[:stats.WITHIN_RUNS][::-1].tolist(),
+                                       kept.medians[:stats.WITHIN_RUNS][::-1].tolist(),
+                                       samples)
+        elif key in stored:
+            firsts = [mids[0] for mids in reversed(kept.mids)]  # oldest first
+            recent = firsts[-stats.WITHIN_RUNS:]
+            out[key] = _recent_summary(np.array([medians[m] for m in firsts], dtype=float),
+                                       recent, [medians[m] for m in recent], samples)
+        else:
+            out[key] = _series(kept, medians, samples)
+    return out
+
+
+def _recent_summary(summaries: np.ndarray, recent: list[int], recent_medians: list[Any],
+                    samples: Mapping[int, np.ndarray]) -> stats.Summarized:
+    """Stored medians (oldest first) and the samples of the newest runs' rows ``recent``."""
+    # A row without samples: its median stands in (as in baseline_runs).
+    arrays = [samples[m] if m in samples else np.array([med], dtype=float)
+              for m, med in zip(recent, recent_medians, strict=True)]
+    return stats.Summarized(np.array(summaries, dtype=float),
+                            np.stack(arrays) if len({x.size for x in arrays}) == 1 else arrays)
+
+
+def _series(kept: _Pooled, medians: Mapping[int, float | None],
+            samples: Mapping[int, np.ndarray]) -> list[np.ndarray]:
+    """Each run's samples, oldest first (several rows of a run pooled in row order)."""
+    out: list[np.ndarray] = []
+    for mids in reversed(kept.mids):
+        parts = [samples[m] for m in mids if m in samples]
+        if parts:
+            out.append(parts[0] if len(parts) == 1 else np.concatenate(parts))
+        else:  # a row without samples: its median stands in (None reads as NaN, as there)
+            out.append(np.array([medians[mids[0]]], dtype=float))
     return out
 
 

@@ -366,3 +366,23 @@ def test_merge_refuses_target_as_shard_and_missing_shard(tmp_path):
         merge_histories([a], a)
     with pytest.raises(HistoryError, match="no such history"):
         merge_histories([tmp_path / "missing.db"], tmp_path / "h.db")
+
+
+def test_median_columns_read_every_attempt_of_the_keys_asked(h):
+    import numpy as np
+
+    record(h, 1, samples=(1.0, 2.0, 3.0))
+    record(h, 1, samples=[9.0], start=False)  # a second attempt: read too
+    record(h, 2, samples=(4.0, 5.0), key="other")
+    record(h, 3, samples=(7.0,))
+    h.conn.execute("UPDATE metric_rows SET median = NULL WHERE id = "
+                   "(SELECT id FROM metrics WHERE run_id = 'run003')")
+    cols = h.median_columns(["run003", "run002", "run001"], ["k", "absent"])
+    got = sorted(zip(cols.runs.tolist(), cols.keys.tolist(), cols.medians.tolist(),
+                     strict=True))
+    assert got[:2] == [(0, 0, got[0][2]), (2, 0, 2.0)] and np.isnan(got[0][2])
+    assert got[2:] == [(2, 0, 9.0)]  # run002 holds only "other": not asked, not read
+    ids = {m["id"] for rid in ("run001", "run003") for m in h.metrics(rid)}
+    assert set(cols.ids.tolist()) == ids
+    assert h.median_columns([], ["k"]).ids.size == 0
+    assert h.median_columns(["run001"], ["absent"]).ids.size == 0

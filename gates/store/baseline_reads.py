@@ -14,7 +14,7 @@ from collections.abc import Iterable, Sequence
 import numpy as np
 
 from gates.schema import unpack_samples
-from gates.store.rows import BaselineRun, ConfirmLink, KeyVerdict, MetricMedian
+from gates.store.rows import BaselineRun, ConfirmLink, KeyVerdict, MedianColumns, MetricMedian
 
 __all__ = ["BaselineReads"]
 
@@ -30,6 +30,15 @@ def _decode(blob: object) -> np.ndarray:
     if isinstance(blob, bytes) and len(blob) % 8 == 0:
         return np.frombuffer(blob, dtype="<f8").astype(float)
     return np.asarray(unpack_samples(blob), dtype=float)  # a forged value: as it reads
+
+
+def _columns(rows: Sequence[tuple[int, int, int, float | None]]
+             ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    # One float conversion of the whole list (None reads as NaN); row ids stay exact
+    # as floats up to 2**53.
+    table = np.array(rows, dtype=float).reshape(-1, 4)
+    ints = table[:, :3].astype(np.int64).T
+    return ints[0], ints[1], ints[2], table[:, 3].copy()
 
 
 def _marks(part: Sequence[object]) -> str:
@@ -69,6 +78,40 @@ class BaselineReads:
                 f"AND {where}", [*part, *extra]).fetchall())
         return out
 
+    def median_columns(self, run_ids: Sequence[str], keys: Sequence[str]) -> MedianColumns:
+        """The metric rows of ``run_ids`` recording one of ``keys`` (every attempt), as
+        columns: a gate's ~50,000 baseline rows read as integers and floats, with no
+        per-row text or tuple kept."""
+        conn = self.conn
+        pos_of_num: dict[int, int] = {}
+        where = {rid: i for i, rid in enumerate(run_ids)}
+        for part in _chunks(list(run_ids)):
+            for num, rid in conn.execute(
+                    f"SELECT num, run_id FROM runs WHERE run_id IN ({_marks(part)})", part):
+                pos_of_num[num] = where[rid]
+        pos_of_text = {key: i for i, key in enumerate(keys)}
+        pos_of_kid: dict[int, int] = {}
+        for part in _chunks(list(keys)):
+            for kid, text in conn.execute(
+                    f"SELECT id, text FROM texts WHERE text IN ({_marks(part)})", part):
+                pos_of_kid[kid] = pos_of_text[text]
+        rows: list[tuple[int, int, int, float | None]] = []
+        nums = sorted(pos_of_num)
+        for c in range(0, len(nums), _CHUNK):
+            part = nums[c:c + _CHUNK]
+            rows.extend(conn.execute(f"SELECT id, run_num, key_id, median FROM metric_rows "
+                                     f"WHERE run_num IN ({_marks(part)})", part))
+        if not rows or not pos_of_kid:
+            empty = np.zeros(0, dtype=np.intp)
+            return MedianColumns(empty.astype(np.int64), empty, empty, np.zeros(0))
+        ids, run_num, kid, medians = _columns(rows)
+        kpos = np.full(max(int(kid.max()), max(pos_of_kid)) + 1, -1, dtype=np.intp)
+        kpos[list(pos_of_kid)] = list(pos_of_kid.values())
+        rpos = np.full(int(run_num.max()) + 1, -1, dtype=np.intp)
+        rpos[list(pos_of_num)] = list(pos_of_num.values())
+        keep = kpos[kid] >= 0
+        return MedianColumns(ids[keep], rpos[run_num[keep]], kpos[kid[keep]], medians[keep])
+
     def samples_by_metric(self, want: Sequence[int]) -> dict[int, np.ndarray]:
         """{metric row id: its samples in recording order} for the sorted ids ``want``.
 
@@ -87,15 +130,26 @@ class BaselineReads:
                     "AND samples IS NOT NULL", (list(want),)):
                 out[mid] = _decode(blob)
             return out
+        blobs: dict[int, bytes] = {}
         lo = 0
         for hi in range(1, len(want) + 1):
             if hi == len(want) or want[hi] - want[hi - 1] > 256:
                 for mid, blob in self.conn.execute(
                         "SELECT id, samples FROM metric_rows WHERE id BETWEEN ? AND ? "
                         "AND samples IS NOT NULL", (want[lo], want[hi - 1])):
-                    if mid in wanted:
+                    if mid not in wanted:
+                        continue
+                    if isinstance(blob, bytes) and len(blob) % 8 == 0:
+                        blobs[mid] = blob
+                    else:
                         out[mid] = _decode(blob)
                 lo = hi
+        if blobs:
+            # One decode for all blobs, then each row a view of its stretch.
+            flat = np.frombuffer(b"".join(blobs.values()), dtype="<f8").astype(float)
+            ends = np.cumsum([len(b) // 8 for b in blobs.values()]).tolist()
+            out.update(zip(blobs, [flat[a:b] for a, b in zip([0, *ends], ends, strict=False)],
+                           strict=True))
         return out
 
     def transient_reruns(self, suite: str, keys: set[str]) -> dict[tuple[str, str], str]:

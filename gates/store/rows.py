@@ -1,7 +1,7 @@
 """Typed rows the store's reads return.
 
-NamedTuples for small fixed rows (a plain typed tuple for the one read that
-returns tens of thousands, `MetricMedian`); TypedDicts where
+NamedTuples for small fixed rows (numpy columns for the one read that returns
+tens of thousands, `MedianColumns`); TypedDicts where
 callers treat a row as a record with many columns (a `runs` row in a report),
 so a row stays a dict at run time and its keys are still named.
 """
@@ -15,6 +15,7 @@ __all__ = [
     "ConfirmLink",
     "HealthRunRow",
     "KeyVerdict",
+    "MedianColumns",
     "MetricMedian",
     "MetricSummaryRow",
     "OutcomeTotal",
@@ -36,9 +37,22 @@ class BaselineRun(NamedTuple):
 
 
 # One metric row's stored median (``metrics.median``, the median of its samples):
-# (id, run_id, key, median). A plain tuple, not a NamedTuple: a judged run reads
-# ~50,000 of them, and building a NamedTuple per row costs ~3% of the gate's time.
+# (id, run_id, key, median); a confirm rerun's few rows (`MedianColumns` for the
+# ~50,000 rows of a judged run's baselines).
 MetricMedian = tuple[int, str, str, float | None]
+
+
+class MedianColumns(NamedTuple):
+    """Metric rows' stored medians as columns (one entry per row, in no particular order).
+
+    ``runs`` and ``keys`` index the run ids and key names the read was asked for;
+    ``medians`` is NaN where none is stored (SQLite keeps no NaN: NULL reads so).
+    """
+
+    ids: Any  # np.ndarray[int64]: metric row ids
+    runs: Any  # np.ndarray[intp]: position of the row's run in the run ids asked for
+    keys: Any  # np.ndarray[intp]: position of the row's key in the key names asked for
+    medians: Any  # np.ndarray[float64]
 
 
 class ConfirmLink(NamedTuple):
