@@ -32,6 +32,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "tests"))  # gitrepo: the test repository generator
+
+from gitrepo import make_series  # noqa: E402
 
 KEY = "decode_step_us"
 
@@ -81,29 +84,10 @@ def test_decode_step(metrics):
 '''
 
 
-def _git(path: Path, *args: str) -> str:
-    return subprocess.run(["git", "-C", str(path), *args], check=True, capture_output=True,
-                          text=True).stdout.strip()
-
-
 def make_repo(path: Path, *, commits: int, culprit: int, shape: dict[str, int]) -> list[str]:
     """Commits 0..commits (0 is the root); ``culprit`` and later upcast the norm."""
-    path.mkdir(parents=True)
-    _git(path, "init", "-q", "-b", "main")
-    for k, v in (("user.email", "gen@example.invalid"), ("user.name", "generator"),
-                 ("commit.gpgsign", "false")):
-        _git(path, "config", k, v)
-    (path / "pytest.ini").write_text("[pytest]\n", encoding="utf-8")
-    shas = []
-    for n in range(commits + 1):
-        text = TEST.format(upcast=n >= culprit, key=KEY, **shape)
-        (path / "test_decode.py").write_text(text, encoding="utf-8")
-        with (path / "CHANGES.txt").open("a", encoding="utf-8") as f:
-            f.write(f"change {n}\n")
-        _git(path, "add", "-A")
-        _git(path, "commit", "-q", "-m", f"change {n}")
-        shas.append(_git(path, "rev-parse", "HEAD"))
-    return shas
+    return make_series(path, commits, lambda n: {
+        "test_decode.py": TEST.format(upcast=n >= culprit, key=KEY, **shape)})
 
 
 def _preflight() -> str | None:

@@ -18,9 +18,10 @@ executions missed the culprit; the ratio varied 2% and 1 of 300 missed.
 from __future__ import annotations
 
 import subprocess
+from collections.abc import Callable
 from pathlib import Path
 
-__all__ = ["make_repo"]
+__all__ = ["make_repo", "make_series"]
 
 TEST = '''\
 import time
@@ -54,8 +55,9 @@ def _git(path: Path, *args: str) -> str:
                           text=True).stdout.strip()
 
 
-def make_repo(path: Path, commits: int = 8, culprit: int = 5, slowdown: float = 0.3,
-              loops: int = 200_000) -> list[str]:
+def make_series(path: Path, commits: int, files: Callable[[int], dict[str, str]]) -> list[str]:
+    """Commits 0..``commits`` in a new repository at ``path``: commit n writes ``files(n)``
+    (name -> text) and appends to CHANGES.txt, so every commit changes something."""
     path.mkdir(parents=True, exist_ok=True)
     _git(path, "init", "-q", "-b", "main")
     _git(path, "config", "user.email", "gen@example.invalid")
@@ -63,13 +65,21 @@ def make_repo(path: Path, commits: int = 8, culprit: int = 5, slowdown: float = 
     _git(path, "config", "commit.gpgsign", "false")
     (path / "pytest.ini").write_text("[pytest]\n", encoding="utf-8")
     shas = []
-    for n in range(commits + 1):  # commit 0: the root, at the old level
-        level = loops if n < culprit or n == 0 else int(loops * (1 + slowdown))
-        (path / "test_work.py").write_text(TEST.format(loops=level, reference=loops),
-                                           encoding="utf-8")
+    for n in range(commits + 1):
+        for name, text in files(n).items():
+            (path / name).write_text(text, encoding="utf-8")
         with (path / "CHANGES.txt").open("a", encoding="utf-8") as f:
             f.write(f"change {n}\n")
         _git(path, "add", "-A")
         _git(path, "commit", "-q", "-m", f"change {n}")
         shas.append(_git(path, "rev-parse", "HEAD"))
     return shas
+
+
+def make_repo(path: Path, commits: int = 8, culprit: int = 5, slowdown: float = 0.3,
+              loops: int = 200_000) -> list[str]:
+    def files(n: int) -> dict[str, str]:  # commit 0: the root, at the old level
+        level = loops if n < culprit or n == 0 else int(loops * (1 + slowdown))
+        return {"test_work.py": TEST.format(loops=level, reference=loops)}
+
+    return make_series(path, commits, files)
