@@ -53,7 +53,7 @@ RERUN_VERDICTS = (*FAILING, "suspect")  # a first attempt's verdicts an enforced
 INDEPENDENT_FACTOR = 4.0  # level x this: the sequential confirm holds ~2% of null trips, not 5%
 SEQUENTIAL_MIN_BASE = 30  # baseline runs it needs (shorter AR(1) ones read as independent)
 # First rerun (RERUN):
-CONSISTENCY_LEVEL = 0.01  # split p of first vs reruns at or below this: a transient
+CONSISTENCY_LEVEL = 0.01  # split p of first vs its rerun at or below this: a transient
 TRANSIENT_LEVEL = 0.001  # ... at or below this: later baselines take the rerun's value
 WINDOW_RUN_LEVEL = 0.05  # a window trip: the pair's mean against single runs (confirm level)
 PAIR_LEVEL = 0.01  # ... or against the baseline's pair means (iid baselines)
