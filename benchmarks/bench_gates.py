@@ -799,8 +799,8 @@ def render(results: dict, *, reps: int, slow_reps: int, elapsed: float, speed: f
     L.append("")
     L.append("## Targets\n")
     L.append("On this seed's 200 series per cell. False alarms, spikes and the first bad run "
-             "are rates with 1.5-2 points of sampling error here; their means over twelve "
-             "seeds are in `bench_gates_fa.md` (`--fa-seeds 0,1,2,3,4,5,6,7,8,9,10,11`).\n")
+             "are rates with 1.5-2 points of sampling error here; their means over "
+             "held-out seeds are in `bench_gates_fa.md` (`--fa-seeds`).\n")
     L.extend(_targets(cells))
     L.append("")
     L.append("## Notes\n")
@@ -1001,7 +1001,7 @@ def render_pooled(pooled: dict, files: Sequence[str], metas: Sequence[dict] = ()
         f"Command: `python benchmarks/bench_gates.py --pool {' '.join(files)}`; each cell and "
         f"detector present in every file, rates averaged, series counted together ({n} per "
         "cell for the gate). The false-alarm lines are over these files' seeds only; the "
-        "gate's null and spike rates over twelve seeds are in `bench_gates_fa.md`.\n",
+        "gate's null and spike rates over held-out seeds are in `bench_gates_fa.md`.\n",
         *(made + [""] if made else []),
         *_targets(cells), ""])
 
