@@ -24,7 +24,7 @@ fails the session. The protocol: ``docs/gates/design.md``.
 
 Baselines (``gates.baselines``): complete, trusted runs of the same suite, metric
 key and hardware fingerprint before the judged run, read for every metric of a run
-in a few bulk queries (``bulk_baselines``) and judged in memory; ``bulk=False``
+in one or two statements (``bulk_baselines``) and judged in memory; ``bulk=False``
 reads them key by key (``baseline_runs``), the reference. Where a confirm found a
 run's first attempt a transient, its rerun stands in for that run, and the run after
 it is judged knowing so (``stats.judge_summaries(standin_last=True)``).
@@ -268,7 +268,7 @@ def evaluate_run(
     ``acceptances``: the repo file's entries this run's checkout carries
     (``gates.accept.read_accept_file``), logged with the run; a key under an
     acceptance is judged only against runs inside it (``gates.accept``).
-    ``bulk``: read every baseline in a few queries (``bulk_baselines``);
+    ``bulk``: read every baseline in one or two statements (``bulk_baselines``);
     ``False`` issues one ``History.metric_series`` query per metric (the
     reference path; same verdicts, about 3 ms per metric slower).
     """
@@ -344,20 +344,21 @@ def _cutoffs(history: History, run: Mapping[str, Any], recorded: Mapping[str, li
 
 
 def _read_baselines(ctx: _Run, units: dict[str, set[str]], bulk: bool) -> None:
-    """Every key's baseline in a few queries (``bulk``), with its runs' machines and the
-    keys whose units disagree across this run and its baseline (``gates.unit_check``)."""
+    """Every key's baseline in one or two statements (``bulk``), with its runs' machines and
+    the keys whose units disagree across this run and its baseline (``gates.unit_check``)."""
     keys = set(units)
     ctx.this_host = host_key(ctx.run.get("hardware"))
     if not bulk:
         return
     p = ctx.params
     try:
+        seen: dict[str, set[str] | None] = {}
         ctx.pre = bulk_baselines(ctx.history, ctx.run, keys, ctx.exclude,
                                  p.window + max(p.windows, default=1), ids_out=ctx.base_ids,
                                  standins_out=ctx.standins,
-                                 drop={k: c.drop for k, c in ctx.cuts.items()})
-        ctx.hosts = hosts_of(ctx.history, [r for ids in ctx.base_ids.values() for r in ids])
-        ctx.mixed = unit_conflicts(ctx.history, ctx.run["suite"], units, ctx.base_ids)
+                                 drop={k: c.drop for k, c in ctx.cuts.items()},
+                                 hosts_out=ctx.hosts, units_out=seen)
+        ctx.mixed = unit_conflicts(ctx.history, ctx.run["suite"], units, ctx.base_ids, seen)
     except sqlite3.DatabaseError as e:
         raise GateInputError(f"{ctx.history.path}: cannot read baselines ({e}); check the "
                              "file with `History.check`") from None
