@@ -177,8 +177,9 @@ def bulk_baselines(history: History, run: Mapping[str, Any], keys: set[str], exc
         for key, kept in done.items():
             ids_out[key] = kept.rids[::-1]  # oldest first
     if hosts_out is not None:
+        serving = {rid for kept in done.values() for rid in kept.rids}
         hosts_out.update({rid: host_key(hardware.get(runs.num_of[runs.pos[rid]]))
-                          for kept in done.values() for rid in kept.rids})
+                          for rid in serving})
     if units_out is not None:
         units_out.update(_units(runs, rows, names, done, capped))
     return _summarised(done, medians, {m: a for m, a in samples.items() if a is not None})
@@ -322,10 +323,16 @@ def _units(runs: _Runs, rows: BaselineRows, names: list[str],
     for k, key in enumerate(names):
         kept[k, [runs.pos[rid] for rid in done[key].rids]] = True
     rpos = runs.pos_of_num[rows.run_nums]
-    mine = np.flatnonzero(kept[rows.keys, rpos])
+    mine = kept[rows.keys, rpos]
     out: dict[str, set[str] | None] = {key: set() for key in names}
-    for k, unit in {(int(rows.keys[i]), rows.units[i]) for i in mine.tolist()}:
-        out[names[k]].add(unit)  # type: ignore[union-attr]
+    if len(set(rows.units)) == 1:  # one unit throughout: each key's, where it has rows
+        out.update({names[k]: {rows.units[0]} for k in np.unique(rows.keys[mine]).tolist()})
+    else:
+        codes: dict[str, int] = {}
+        code = np.array([codes.setdefault(u, len(codes)) for u in rows.units], dtype=np.intp)
+        unit_of = list(codes)
+        for pair in np.unique(rows.keys[mine] * len(codes) + code[mine]).tolist():
+            out[names[pair // len(codes)]].add(unit_of[pair % len(codes)])  # type: ignore[union-attr]
     for k in capped:
         of_k = np.flatnonzero(rows.keys == k)
         oldest = of_k[np.lexsort((rows.ids[of_k], runs.rank[rpos[of_k]]))[0]]

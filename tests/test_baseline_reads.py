@@ -11,6 +11,7 @@ from test_gate import NODE, add_run
 from gates import baselines, stats
 from gates.gate import evaluate_run
 from gates.history import open_history
+from gates.store import baseline_reads
 
 KEYS = [f"k{i:02d}" for i in range(40)]
 NEED = stats.DEFAULTS.window + max(stats.DEFAULTS.windows)
@@ -59,7 +60,15 @@ def _bulk(h, run, keys):
     return out, ids, hosts, seen
 
 
-def test_every_key_in_every_run_is_one_statement(h):
+@pytest.fixture(params=["by key", "every row"])
+def filtered(request, monkeypatch):
+    """Both ways the read selects the keys' rows: in SQL (a few keys), or all rows of the
+    runs with other keys dropped after (a whole run's keys)."""
+    if request.param == "every row":
+        monkeypatch.setattr(baseline_reads, "_FEW_KEYS", 0)
+
+
+def test_every_key_in_every_run_is_one_statement(h, filtered):
     rng = _fill(h)
     rid = add_run(h, 100, _metrics(rng, KEYS))
     run = h.run(rid)
@@ -78,7 +87,7 @@ def test_every_key_in_every_run_is_one_statement(h):
         assert np.array_equal(got[0], want[0]) and got[1:] == want[1:]
 
 
-def test_keys_recorded_in_some_runs_only_take_a_second_statement(h):
+def test_keys_recorded_in_some_runs_only_take_a_second_statement(h, filtered):
     rng = _fill(h)
     rid = add_run(h, 100, _metrics(rng, [*KEYS, "odd", "new"]))
     run = h.run(rid)

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from operator import itemgetter
 
 import numpy as np
 
@@ -28,6 +29,7 @@ from gates.store.rows import (
 __all__ = ["BaselineReads"]
 
 _CHUNK = 500  # bound parameters per IN (...) list: under SQLite's limit on old builds
+_FEW_KEYS = 64  # up to this many keys, the near read filters rows by key in SQL
 
 
 def _chunks(items: Sequence[str]) -> Iterable[Sequence[str]]:
@@ -62,16 +64,31 @@ def _samples(pairs: Sequence[tuple[int, object]]) -> dict[int, np.ndarray | None
 def _baseline_rows(rows: Sequence[tuple], pos: dict[int, int]) -> BaselineRows:
     """Columns of ``(kind, id, run num, key id, _, median, unit, ...)`` rows; ``pos``: each
     key id's position in the keys asked for."""
-    if not rows:
-        empty = np.zeros(0, dtype=np.int64)
-        return BaselineRows(empty, empty, empty.astype(np.intp), np.zeros(0), [])
-    # One float conversion of the whole list (None reads as NaN); row ids stay exact
-    # as floats up to 2**53.
-    table = np.array([r[1:6] for r in rows], dtype=float)
-    ids, nums, kids = table[:, :3].astype(np.int64).T
-    kpos = np.full(max(int(kids.max()), *pos) + 1, -1, dtype=np.intp)
+    n = len(rows)
+    ids, nums, kids = (np.fromiter(map(itemgetter(i), rows), np.int64, n) for i in (1, 2, 3))
+    kpos = np.full(max(int(kids.max(initial=0)), *pos, 0) + 1, -1, dtype=np.intp)
     kpos[list(pos)] = list(pos.values())
-    return BaselineRows(ids, nums, kpos[kids], table[:, 4].copy(), [r[6] for r in rows])
+    kpos = kpos[kids]
+    keep = kpos >= 0  # rows of keys not asked for (read unfiltered: `_key_filter`)
+    medians = np.array(list(map(itemgetter(5), rows)), dtype=float)  # None reads as NaN
+    units = list(map(itemgetter(6), rows))
+    if not keep.all():
+        units = [u for u, k in zip(units, keep.tolist(), strict=True) if k]
+    return BaselineRows(ids[keep], nums[keep], kpos[keep], medians[keep], units)
+
+
+def _fetched(rows: Sequence[tuple], keys: Mapping[int, str]) -> list[tuple[int, object]]:
+    """(id, samples) of the near rows whose samples came along, of the keys asked for."""
+    n = len(rows)
+    sent = np.flatnonzero(np.fromiter(map(itemgetter(4), rows), np.int64, n)).tolist()
+    return [(r[1], r[10]) for r in map(rows.__getitem__, sent) if r[3] in keys]
+
+
+def _key_filter(keys: Sequence[str]) -> str:
+    """The near rows' key condition: a few keys through the list; many (a whole run's)
+    unfiltered, left to numpy (`_baseline_rows`): a probe per row costs more than the
+    rows of other keys, where a run records all but a few of the suite's keys."""
+    return " WHERE +m.key_id IN (SELECT id FROM want)" if len(keys) <= _FEW_KEYS else ""
 
 
 def _transients(rows: Iterable[tuple[str, str, str, str]]) -> dict[tuple[str, str], str]:
@@ -146,8 +163,7 @@ class BaselineReads:
                         THEN 1 ELSE 0 END, m.median, m.unit, NULL, NULL, NULL,
                    CASE WHEN (n.ok = 1 AND n.newer <= :recent) OR m.median IS NULL
                         THEN m.samples END
-            FROM near n JOIN metric_rows m ON m.run_num = n.num
-            WHERE +m.key_id IN (SELECT id FROM want)
+            FROM near n JOIN metric_rows m ON m.run_num = n.num{_key_filter(keys)}
             UNION ALL SELECT 't', id, NULL, key_id, NULL, NULL, confirm_of, run_id, started_at,
                    detail, NULL FROM trans
             UNION ALL SELECT 's', m.id, NULL, m.key_id, 1, m.median, r.run_id, NULL, NULL, NULL,
@@ -168,7 +184,8 @@ class BaselineReads:
             runs=[BaselineRun(r[1], r[6], r[7], r[8], r[9]) for r in by_kind["r"]],
             edge=by_kind["e"][0][6] if by_kind["e"] else "",
             rows=_baseline_rows(by_kind["m"], {kid: where[t] for kid, t in text_of.items()}),
-            samples=_samples([(r[1], r[10]) for r in by_kind["m"] + by_kind["s"] if r[4]]),
+            samples=_samples(_fetched(by_kind["m"], text_of) + [(r[1], r[10])
+                                                               for r in by_kind["s"]]),
             transients=_transients((r[6], text_of[r[3]], r[7], r[9]) for r in trans),
             standins=[(r[1], r[6], text_of[r[3]], r[5]) for r in by_kind["s"]])
 
