@@ -49,9 +49,19 @@ def test_one_main_history_is_restored_and_saved_under_one_key_prefix(wf):
     # Saved after the merge, so the next run's restore holds this run's results.
     names = [s.get("name", "") for s in jobs["report"]["steps"]]
     assert names.index("Merge the new runs") < names.index("Save main's history")
-    # The bisect reads the history the report job saved, from the cache.
+    # The bisect reads the history the report job saved, from the cache, and bisects on
+    # a snapshot of it; the bisection row goes back into the newest main history.
     [bisect] = _steps(jobs["bisect"], "actions/cache/restore")
     assert bisect["with"]["key"] == "history-main-${{ github.run_id }}"
+    assert "gate-report snapshot --history history.db" in _run(jobs["bisect"])
+    assert "--history bisect.db" in _run(jobs["bisect"])
+    keep = jobs["keep-bisect"]
+    assert keep["concurrency"] == wf["jobs"]["report"]["concurrency"]
+    [restore] = _steps(keep, "actions/cache/restore")
+    [save] = _steps(keep, "actions/cache/save")
+    assert restore["with"]["restore-keys"] == "history-main-"
+    assert save["with"]["key"].startswith("history-main-")
+    assert "gate-report merge bisect/bisect.db --into history.db" in _run(keep)
 
 
 def test_shards_get_a_snapshot_and_upload_only_their_own_history(wf):
@@ -65,9 +75,8 @@ def test_shards_get_a_snapshot_and_upload_only_their_own_history(wf):
     assert "GATES_BASELINE=base/snapshot.db" in run and "cp base/" not in run
     [upload] = _steps(jobs["suite"], "actions/upload-artifact")
     assert upload["with"]["path"].splitlines() == ["${{ matrix.history }}", "results/"]
-    # No job of every run uploads the whole history as an artifact: it lives in the
-    # cache (a bisection, rare, keeps the copy that holds its evidence).
-    for name, job in jobs.items():
-        for step in _steps(job, "actions/upload-artifact") if name != "bisect" else []:
+    # No job uploads the whole history as an artifact: it lives in the cache.
+    for job in jobs.values():
+        for step in _steps(job, "actions/upload-artifact"):
             assert "history.db" not in str(step["with"]["path"]).splitlines()
     assert "gate-report merge shards/*/shard-*.db --into history.db" in _run(jobs["report"])
