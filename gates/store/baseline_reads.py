@@ -62,26 +62,30 @@ def _samples(pairs: Sequence[tuple[int, object]]) -> dict[int, np.ndarray | None
 
 
 def _baseline_rows(rows: Sequence[tuple], pos: dict[int, int]) -> BaselineRows:
-    """Columns of ``(kind, id, run num, key id, _, median, unit, ...)`` rows; ``pos``: each
-    key id's position in the keys asked for."""
+    """Columns of ``(kind, id, run num, key id, median, unit, samples)`` rows; ``pos``:
+    each key id's position in the keys asked for (rows of other keys are dropped)."""
     n = len(rows)
     ids, nums, kids = (np.fromiter(map(itemgetter(i), rows), np.int64, n) for i in (1, 2, 3))
     kpos = np.full(max(int(kids.max(initial=0)), *pos, 0) + 1, -1, dtype=np.intp)
     kpos[list(pos)] = list(pos.values())
     kpos = kpos[kids]
     keep = kpos >= 0  # rows of keys not asked for (read unfiltered: `_key_filter`)
-    medians = np.array(list(map(itemgetter(5), rows)), dtype=float)  # None reads as NaN
-    units = list(map(itemgetter(6), rows))
+    medians = np.array(list(map(itemgetter(4), rows)), dtype=float)  # None reads as NaN
+    units = list(map(itemgetter(5), rows))
     if not keep.all():
         units = [u for u, k in zip(units, keep.tolist(), strict=True) if k]
     return BaselineRows(ids[keep], nums[keep], kpos[keep], medians[keep], units)
 
 
-def _fetched(rows: Sequence[tuple], keys: Mapping[int, str]) -> list[tuple[int, object]]:
-    """(id, samples) of the near rows whose samples came along, of the keys asked for."""
+def _fetched(rows: Sequence[tuple], keys: Mapping[int, str],
+             newest: Sequence[int]) -> list[tuple[int, object]]:
+    """(id, samples) of the near rows whose samples came along, of the keys asked for:
+    the rows of the ``newest`` runs (runs.num) and rows without a median."""
     n = len(rows)
-    sent = np.flatnonzero(np.fromiter(map(itemgetter(4), rows), np.int64, n)).tolist()
-    return [(r[1], r[10]) for r in map(rows.__getitem__, sent) if r[3] in keys]
+    nums = np.fromiter(map(itemgetter(2), rows), np.int64, n)
+    no_median = np.array(list(map(itemgetter(4), rows)), dtype=float)
+    sent = np.flatnonzero(np.isin(nums, newest) | np.isnan(no_median)).tolist()
+    return [(r[1], r[6]) for r in map(rows.__getitem__, sent) if r[3] in keys]
 
 
 def _key_filter(keys: Sequence[str]) -> str:
@@ -131,18 +135,21 @@ class BaselineReads:
         fp = " AND fingerprint = :fp" if fingerprint is not None else ""
         rows = self.conn.execute(f"""
             WITH want AS (SELECT id, text FROM texts WHERE text IN ({self._json_list("keys")})),
-            cand AS (
+            base AS (
                 SELECT num, run_id, started_at, confirm_of, hardware,
                        CASE WHEN confirm_of IS NULL AND (:started = '' OR started_at <= :started)
                             AND run_id NOT IN ({self._json_list("exclude")}) THEN 1 ELSE 0 END AS ok
                 FROM runs WHERE suite = :suite AND status = 'complete' AND trusted = 1
                 AND run_id != :run_id{fp}),
+            cand AS (
+                SELECT num, run_id, started_at, confirm_of, hardware, ok,
+                       CASE WHEN ok = 1 AND rank() OVER (PARTITION BY ok ORDER BY started_at DESC)
+                                 <= :recent THEN 1 ELSE 0 END AS recent
+                FROM base),
             edge AS (
                 SELECT coalesce((SELECT started_at FROM cand WHERE ok = 1
                                  ORDER BY started_at DESC LIMIT 1 OFFSET :skip), '') AS at),
-            near AS (
-                SELECT num, ok, rank() OVER (PARTITION BY ok ORDER BY started_at DESC) AS newer
-                FROM cand WHERE started_at >= (SELECT at FROM edge)),
+            near AS (SELECT num, recent FROM cand WHERE started_at >= (SELECT at FROM edge)),
             trans AS (
                 SELECT r.num, r.run_id, r.confirm_of, r.started_at, v.id, v.key_id,
                        d.text AS detail
@@ -150,44 +157,49 @@ class BaselineReads:
                 JOIN texts d ON d.id = v.detail_id
                 WHERE r.suite = :suite AND r.confirm_of IS NOT NULL AND r.status = 'complete'
                 AND d.text LIKE '%"transient": true%' AND v.key_id IN (SELECT id FROM want))
-            SELECT 'r', num, ok, CAST(NULL AS bigint), CAST(NULL AS bigint),
-                   CAST(NULL AS double precision), run_id, started_at, confirm_of,
-                   CASE WHEN ok = 1 AND started_at >= (SELECT at FROM edge) THEN hardware END,
+            SELECT 'r', num, ok, recent, CAST(NULL AS double precision), run_id,
                    CAST(NULL AS bytea) FROM cand
-            UNION ALL SELECT 'e', NULL, NULL, NULL, NULL, NULL, at, NULL, NULL, NULL, NULL
-            FROM edge
-            UNION ALL SELECT 'k', id, NULL, NULL, NULL, NULL, text, NULL, NULL, NULL, NULL
-            FROM want
-            UNION ALL SELECT 'm', m.id, m.run_num, m.key_id,
-                   CASE WHEN (n.ok = 1 AND n.newer <= :recent) OR m.median IS NULL
-                        THEN 1 ELSE 0 END, m.median, m.unit, NULL, NULL, NULL,
-                   CASE WHEN (n.ok = 1 AND n.newer <= :recent) OR m.median IS NULL
-                        THEN m.samples END
+            UNION ALL SELECT 'a', num, NULL, NULL, NULL, started_at, NULL FROM cand
+            UNION ALL SELECT 'c', num, NULL, NULL, NULL, confirm_of, NULL FROM cand
+            WHERE confirm_of IS NOT NULL
+            UNION ALL SELECT 'h', num, NULL, NULL, NULL, hardware, NULL FROM cand
+            WHERE ok = 1 AND started_at >= (SELECT at FROM edge) AND hardware IS NOT NULL
+            UNION ALL SELECT 'e', NULL, NULL, NULL, NULL, at, NULL FROM edge
+            UNION ALL SELECT 'k', id, NULL, NULL, NULL, text, NULL FROM want
+            UNION ALL SELECT 'm', m.id, m.run_num, m.key_id, m.median, m.unit,
+                   CASE WHEN n.recent = 1 OR m.median IS NULL THEN m.samples END
             FROM near n JOIN metric_rows m ON m.run_num = n.num{_key_filter(keys)}
-            UNION ALL SELECT 't', id, NULL, key_id, NULL, NULL, confirm_of, run_id, started_at,
-                   detail, NULL FROM trans
-            UNION ALL SELECT 's', m.id, NULL, m.key_id, 1, m.median, r.run_id, NULL, NULL, NULL,
-                   m.samples
+            UNION ALL SELECT 't', id, key_id, NULL, NULL, detail, NULL FROM trans
+            UNION ALL SELECT 'f', id, NULL, NULL, NULL, confirm_of, NULL FROM trans
+            UNION ALL SELECT 'u', id, NULL, NULL, NULL, run_id, NULL FROM trans
+            UNION ALL SELECT 'w', id, NULL, NULL, NULL, started_at, NULL FROM trans
+            UNION ALL SELECT 's', m.id, m.key_id, NULL, m.median, r.run_id, m.samples
             FROM metric_rows m JOIN runs r ON r.num = m.run_num
             WHERE m.run_num IN (SELECT num FROM trans) AND r.suite = :suite{fp.replace(" f", " r.f")}
             AND +m.key_id IN (SELECT id FROM want)""",
             {"keys": json.dumps(list(keys)), "exclude": json.dumps(list(exclude)),
              "started": started_at, "suite": suite, "run_id": run_id, "fp": fingerprint,
              "skip": max(need - 1, 0), "recent": recent}).fetchall()
-        by_kind: dict[str, list[tuple]] = {kind: [] for kind in "rekmts"}
+        # Seven columns whatever the row (each value costs; most rows are metric rows):
+        # a run's text columns come as rows of their own kinds, keyed by runs.num.
+        by_kind: dict[str, list[tuple]] = {kind: [] for kind in "rachekmtfuws"}
         for row in rows:
             by_kind[row[0]].append(row)
-        text_of = {row[1]: row[6] for row in by_kind["k"]}
+        of = {kind: {r[1]: r[5] for r in by_kind[kind]} for kind in "achfuw"}
+        text_of = {row[1]: row[5] for row in by_kind["k"]}
         where = {key: i for i, key in enumerate(keys)}
-        trans = sorted(by_kind["t"], key=lambda r: (r[8], r[1]))  # oldest confirm first
+        newest = [r[1] for r in by_kind["r"] if r[3]]
+        trans = sorted(by_kind["t"], key=lambda r: (of["w"][r[1]], r[1]))  # oldest first
         return BaselineNear(
-            runs=[BaselineRun(r[1], r[6], r[7], r[8], r[9]) for r in by_kind["r"]],
-            edge=by_kind["e"][0][6] if by_kind["e"] else "",
+            runs=[BaselineRun(r[1], r[5], of["a"][r[1]], of["c"].get(r[1]), of["h"].get(r[1]))
+                  for r in by_kind["r"]],
+            edge=by_kind["e"][0][5] if by_kind["e"] else "",
             rows=_baseline_rows(by_kind["m"], {kid: where[t] for kid, t in text_of.items()}),
-            samples=_samples(_fetched(by_kind["m"], text_of) + [(r[1], r[10])
-                                                               for r in by_kind["s"]]),
-            transients=_transients((r[6], text_of[r[3]], r[7], r[9]) for r in trans),
-            standins=[(r[1], r[6], text_of[r[3]], r[5]) for r in by_kind["s"]])
+            samples=_samples(_fetched(by_kind["m"], text_of, newest)
+                             + [(r[1], r[6]) for r in by_kind["s"]]),
+            transients=_transients((of["f"][r[1]], text_of[r[2]], of["u"][r[1]], r[5])
+                                   for r in trans),
+            standins=[(r[1], r[5], text_of[r[2]], r[4]) for r in by_kind["s"]])
 
     def baseline_far(self, suite: str, fingerprint: str | None, run_id: str, edge: str,
                      keys: Sequence[str], short: Sequence[str], sample_ids: Sequence[int], *,
@@ -208,12 +220,11 @@ class BaselineReads:
                                           ORDER BY c.started_at DESC, m.id DESC) AS rn
                 FROM cand c JOIN metric_rows m ON m.run_num = c.num
                 WHERE m.key_id IN (SELECT id FROM short))
-            SELECT 'm', id, run_num, key_id, CAST(1 AS bigint), median, unit,
-                   CAST(NULL AS text), samples FROM far WHERE rn <= :limit
-            UNION ALL SELECT 'k', id, NULL, NULL, NULL, NULL, text, NULL, NULL FROM short
-            UNION ALL SELECT 'x', id, NULL, NULL, 1, NULL, NULL, NULL, samples FROM metric_rows
+            SELECT 'm', id, run_num, key_id, median, unit, samples FROM far WHERE rn <= :limit
+            UNION ALL SELECT 'k', id, NULL, NULL, NULL, text, NULL FROM short
+            UNION ALL SELECT 'x', id, NULL, NULL, NULL, NULL, samples FROM metric_rows
             WHERE id IN ({self._json_list("ids", numbers=True)})
-            UNION ALL SELECT 'h', num, NULL, NULL, NULL, NULL, NULL, hardware, NULL FROM runs
+            UNION ALL SELECT 'h', num, NULL, NULL, NULL, hardware, NULL FROM runs
             WHERE num IN (SELECT run_num FROM far WHERE rn <= :limit)""",
             {"short": json.dumps(list(short)), "suite": suite, "run_id": run_id,
              "fp": fingerprint, "edge": edge, "limit": limit,
@@ -223,9 +234,9 @@ class BaselineReads:
             by_kind[row[0]].append(row)
         where = {key: i for i, key in enumerate(keys)}
         return BaselineFar(
-            rows=_baseline_rows(by_kind["m"], {r[1]: where[r[6]] for r in by_kind["k"]}),
-            samples=_samples([(r[1], r[8]) for r in by_kind["m"] + by_kind["x"]]),
-            hardware={r[1]: r[7] for r in by_kind["h"]})
+            rows=_baseline_rows(by_kind["m"], {r[1]: where[r[5]] for r in by_kind["k"]}),
+            samples=_samples([(r[1], r[6]) for r in by_kind["m"] + by_kind["x"]]),
+            hardware={r[1]: r[5] for r in by_kind["h"]})
 
     def _json_list(self, name: str, *, numbers: bool = False) -> str:
         """A subquery over the values of the JSON array parameter ``:name``: one bound
