@@ -169,6 +169,10 @@ def bulk_baselines(history: History, run: Mapping[str, Any], keys: set[str], exc
         medians = {}
         done, _ = _newest_rows(runs, rows, names, need, medians, drop)
         _stand_in(near, done, medians)
+        rest = sorted(_wanted(done, medians) - samples.keys())
+        if rest:  # not expected (the reads above bring every row's samples it needs)
+            samples.update(history.baseline_far(suite, fp, run["run_id"], near.edge, names,
+                                                [], rest, limit=SERIES_LIMIT).samples)
     subs = near.transients
     if standins_out is not None:
         standins_out.update(key for key, kept in done.items()
