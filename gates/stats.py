@@ -31,9 +31,11 @@ from gates.decisions import (
 )
 from gates.judge import (
     DEFAULTS,
+    Case,
     GateParams,
     JudgeExtras,
     Judgement,
+    judge_many,
     judge_summaries,
 )
 from gates.machines import host_variance
@@ -58,6 +60,8 @@ __all__ = [
     "ar1_variance_factor",
     "judge",
     "judge_summaries",
+    "judge_many",
+    "Case",
     "host_variance",
     "quantile_p",
     "summarize",
