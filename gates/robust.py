@@ -212,14 +212,15 @@ def huber_location(x: np.ndarray, scale: np.ndarray | float) -> np.ndarray:
     (1964) 73-101; Huber & Ronchetti (2009) ch. 3.
     """
     k = x.shape[-1]
-    mu = row_medians(np.asarray(x, dtype=float))
+    x = np.ascontiguousarray(x, dtype=float)  # (rows gathered by fancy indexing may not be)
+    mu = row_medians(x)
     c = HUBER_C * np.broadcast_to(np.asarray(scale, float), mu.shape).ravel()
     out = mu.ravel().copy()
     rows = np.reshape(x, (-1, k))
     # Blocks of rows laid out value-major (k x rows), so that each step is a few
     # passes over arrays that stay in cache; the sum over a row is then sequential.
     for a in range(0, out.size, HUBER_BLOCK):
-        xs = rows[a : a + HUBER_BLOCK].T.astype(float)
+        xs = rows[a : a + HUBER_BLOCK].T.copy()
         m, cc = out[a : a + HUBER_BLOCK], c[a : a + HUBER_BLOCK]
         d = np.empty_like(xs)
         for _ in range(5):
