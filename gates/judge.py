@@ -40,17 +40,8 @@ from gates.robust import (
 )
 
 __all__ = [
-    "PAIR_TAIL",
-    "QUANTILE_K",
-    "QUANTILE_WEIGHT",
-    "GateParams",
-    "DEFAULTS",
-    "Case",
-    "Decider",
-    "Judgement",
-    "JudgeExtras",
-    "judge_many",
-    "judge_summaries",
+    "PAIR_TAIL", "QUANTILE_K", "QUANTILE_WEIGHT", "GateParams", "DEFAULTS", "Case", "Decider",
+    "Judgement", "JudgeExtras", "judge_many", "judge_summaries",
 ]
 
 
@@ -198,20 +189,11 @@ class Case(NamedTuple):
     standin_last: bool = False
 
 
-def judge_summaries(
-    history: np.ndarray,
-    value: float,
-    *,
-    sign: int,
-    params: GateParams = DEFAULTS,
-    n_trials: float | None = None,
-    extra_var: float = 0.0,
-    min_change: float | None = None,
-    hosts: Sequence[str | None] | None = None,
-    host: str | None = None,
-    mean_of: int = 1,
-    standin_last: bool = False,
-) -> Judgement:
+def judge_summaries(history: np.ndarray, value: float, *, sign: int,
+                    params: GateParams = DEFAULTS, n_trials: float | None = None,
+                    extra_var: float = 0.0, min_change: float | None = None,
+                    hosts: Sequence[str | None] | None = None, host: str | None = None,
+                    mean_of: int = 1, standin_last: bool = False) -> Judgement:
     """Judge a new run summary ``value`` against past run summaries (oldest first):
     ``judge_many`` of one ``Case``."""
     return judge_many([Case(history, value, sign, params, n_trials, extra_var, min_change,
@@ -219,40 +201,33 @@ def judge_summaries(
 
 
 def judge_many(cases: Sequence[Case]) -> list[Judgement]:
-    """Judge each case's new run summary against its past run summaries.
+    """Judge each case's new run summary ``value`` against its past run summaries
+    ``history`` (oldest first). The model on one page: ``docs/gates/design.md``.
 
-    ``sign`` is +1 when an increase is bad (lower is better), -1 otherwise.
-    ``extra_var`` is added to the new run's variance (fewer samples than usual).
-    ``hosts`` (aligned with ``history``) and ``host`` name each run's machine
-    (``provenance.host_key``); the machine model (``gates.machines``) adds
-    the between-machine variance, so a machine a little slower than those
-    seen before is not a regression of the code.
+    ``sign``: +1 when an increase is bad (lower is better), -1 otherwise.
+    ``extra_var``: added to the new run's variance (fewer samples than usual).
+    ``hosts`` (aligned with ``history``) and ``host``: each run's machine
+    (``provenance.host_key``); the machine model (``gates.machines``) adds the
+    between-machine variance, so a machine a little slower than those seen
+    before is not a regression of the code. ``mean_of``: ``value`` is the mean
+    of that many attempts of one run; they share what the previous run predicts
+    beyond rho_lo, the rest of their noise is divided by ``mean_of``, and the
+    rank and tail bounds use means of ``mean_of``-subsets of baseline runs
+    unless the bad side's tail is heavy. ``standin_last``: the newest history
+    value is a confirm rerun standing in for a transient first attempt
+    (``gates.baselines``): under AR(1) its prediction gains 2 rho^2 s1c^2.
 
-    Tests, weighted-Bonferroni combined (Holm, Scand. J. Stat. 6 (1979)
-    65-70; ``_weights``): the new run alone against its prediction
-    (``_run_test``: one step ahead under AR(1) where the baseline is clearly
-    autocorrelated; Box, Jenkins & Reinsel, *Time Series Analysis*, 4th ed.,
-    2008, sec. 5.2), the Huber location of the last 3 and 10 runs
-    (``_window_test``), and on heavy-tailed or two-mode baselines the least
-    bad of the last ``QUANTILE_K`` runs (``_quantile_test``). Each is a
-    robust predictive t-test (``predictive_z_pvalue``: centre = median,
-    scale = Qn, df = 0.82 (n - 1)) with its variance inflated for lag-1
-    autocorrelation (``_serial``), its p bounded below by the empirical rank
-    p and an exponential tail where the baseline already produced a value as
-    extreme: a level the noise has produced before is not evidence.
-    Assumptions: baseline runs exchangeable up to AR(1) dependence and
+    Tests, weighted-Bonferroni combined (Holm, Scand. J. Stat. 6 (1979) 65-70):
+    the new run alone against its prediction, one step ahead under AR(1) where
+    the baseline is clearly autocorrelated (Box, Jenkins & Reinsel, *Time Series
+    Analysis*, 4th ed., 2008, sec. 5.2); the Huber location of the last 3 and 10
+    runs; on heavy-tailed or two-mode baselines the least bad of the last
+    ``QUANTILE_K`` runs. Each is a robust predictive t-test (centre median,
+    scale Qn, df 0.82 (n - 1)), its variance inflated for lag-1 autocorrelation,
+    its p bounded below by the rank p and an exponential tail where the baseline
+    already produced a value as extreme: a level the noise has produced before
+    is not evidence. Assumptions: runs exchangeable up to AR(1) dependence and
     machine offsets; the change of interest is a shift in location.
-
-    ``mean_of``: ``value`` is the mean of that many attempts of one run (a
-    first attempt and its rerun, or confirm reruns); the attempts share what
-    the previous run predicts beyond rho_lo, the rest of their noise is
-    divided by ``mean_of``, and the rank and tail bounds use means of
-    ``mean_of``-subsets of baseline runs (``subset_means``) unless the bad
-    side's tail is heavy, where single runs stay the reference.
-    ``standin_last``: the newest history value is a confirm rerun standing in
-    for a transient first attempt (``gates.baselines``): under AR(1) the
-    prediction from it gains rho^2 * 2 s1c^2 of variance (two innovations
-    given the state before).
     """
     groups: dict[tuple, list[int]] = {}
     rows: list[tuple[np.ndarray, bool]] = []
@@ -265,49 +240,37 @@ def judge_many(cases: Sequence[Case]) -> list[Judgement]:
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         for (size, lab, no_host, params, mean_of), idx in groups.items():
             H = np.stack([rows[i][0] for i in idx]) if size else np.zeros((len(idx), 0))
-            r = _Rows([cases[i] for i in idx], np.array([rows[i][1] for i in idx]), params)
-            for i, j in zip(idx, _judge_rows(H, r, lab, no_host, params, mean_of), strict=True):
+            cs, standin = [cases[i] for i in idx], np.array([rows[i][1] for i in idx])
+            for i, j in zip(idx, _judge_rows(H, cs, standin, lab, no_host, params, mean_of),
+                            strict=True):
                 out[i] = j
     return out
 
 
-class _Rows:
-    """The cases of one group as arrays, one entry per metric."""
-
-    def __init__(self, cs: list[Case], standin: np.ndarray, params: GateParams) -> None:
-        self.cases = cs
-        self.value = np.array([c.value for c in cs], dtype=float)
-        self.sign = np.array([c.sign for c in cs], dtype=float)
-        self.n_trials = np.array([c.n_trials or 0.0 for c in cs], dtype=float)
-        self.extra = np.array([c.extra_var for c in cs], dtype=float)
-        self.min_change = [params.min_change if c.min_change is None else c.min_change
-                           for c in cs]
-        self.standin = standin
-
-
-def _judge_rows(H: np.ndarray, r: _Rows, lab: tuple[str, ...] | None, no_host: bool,
-                params: GateParams, mean_of: int) -> list[Judgement]:
+def _judge_rows(H: np.ndarray, cs: list[Case], standin: np.ndarray,
+                lab: tuple[str, ...] | None, no_host: bool, params: GateParams,
+                mean_of: int) -> list[Judgement]:
     """Judge rows of one shape: the named steps, then one ``Judgement`` a row."""
     n_h = H.shape[1]
     if n_h < params.min_history:
         return [Judgement("insufficient-history", median(h) if n_h else None, c.value, None,
-                          None, 0.0, 1.0, 1.0, mc, 1, n_h, None, c.sign)
-                for h, c, mc in zip(H, r.cases, r.min_change, strict=True)]
-    b = _baseline(H, r, params, lab)
+                          None, 0.0, 1.0, 1.0, _min_change(c), 1, n_h, None, c.sign)
+                for h, c in zip(H, cs, strict=True)]
+    b = _baseline(H, cs, standin, params, lab)
     why = _unguarded_reasons(b)
     sr = _serial(b)
-    rt = _run_test(b, sr, r, mean_of)
+    rt = _run_test(b, sr, mean_of)
     w, quant = _test_weights(b, sr, rt.heavy)
     # (the candidates' order breaks ties: the new run, then the windows, then the quantile)
     cands = [_Candidate(np.minimum(rt.pw, rt.pb) / w[:, 0], rt.pw / w[:, 0], rt.pb / w[:, 0],
-                        1, b.c, r.value, rt.se, rt.z, rt.df, "run", w[:, 0])]
+                        1, b.c, b.value, rt.se, rt.z, rt.df, "run", w[:, 0])]
     p_win = {}
     for i, k in enumerate(b.ks, start=1):
-        cand, p_win[k] = _window_test(b, sr, k, w[:, i], r.sign)
+        cand, p_win[k] = _window_test(b, sr, k, w[:, i])
         cands.append(cand)
     pq_w = np.ones(b.c.size)
     if quant.any():
-        cand, pq_w = _quantile_test(b, sr, r.sign, quant)
+        cand, pq_w = _quantile_test(b, sr, quant)
         cands.append(cand)
     new_host = b.mm is not None and not no_host and b.lab_new not in b.mm.known
     extras = {
@@ -324,7 +287,11 @@ def _judge_rows(H: np.ndarray, r: _Rows, lab: tuple[str, ...] | None, no_host: b
     }
     fixed = {"n_base": b.n, "machines": b.mm.groups if b.mm is not None else 0,
              "new_host": new_host, "host_var_known": new_host}
-    return _judgements(b, r, params, cands, why, p_win, extras, fixed)
+    return _judgements(b, params, cands, why, p_win, extras, fixed)
+
+
+def _min_change(c: Case) -> float:
+    return c.params.min_change if c.min_change is None else c.min_change
 
 
 class _Candidate(NamedTuple):
@@ -346,7 +313,15 @@ class _Candidate(NamedTuple):
 
 @dataclass(frozen=True, slots=True)
 class _Baseline:
-    """The runs every test reads: one baseline for all windows, and its machines."""
+    """The runs every test reads: one baseline for all windows, and its machines; the
+    cases' own settings, a value a row."""
+
+    cases: list[Case]
+    value: np.ndarray  # the new run's summary
+    sign: np.ndarray  # +1: an increase is bad
+    extra: np.ndarray  # the new run's extra variance
+    min_change: list[float]
+    standin: np.ndarray  # the newest history run stands in for a transient first attempt
 
     h: np.ndarray  # finite past run summaries, oldest first
     full: np.ndarray  # ... and the new run
@@ -378,7 +353,7 @@ def _finite_runs(history: np.ndarray, hosts: Sequence[str | None] | None, host: 
     return h, hl, standin_last
 
 
-def _baseline(H: np.ndarray, r: _Rows, params: GateParams,
+def _baseline(H: np.ndarray, cs: list[Case], standin: np.ndarray, params: GateParams,
               lab: tuple[str, ...] | None) -> _Baseline:
     """One baseline for every window: the W runs before the last kmax, so that the
     first runs of a sustained change never dilute the reference they are judged
@@ -386,21 +361,24 @@ def _baseline(H: np.ndarray, r: _Rows, params: GateParams,
     W, n_h = params.window, H.shape[1]
     ks = [k for k in params.windows if k > 1]
     kmax = max(ks, default=1)
-    full = np.concatenate([H, r.value[:, None]], axis=1)
+    value = np.array([c.value for c in cs], dtype=float)
+    full = np.concatenate([H, value[:, None]], axis=1)
     if ks and n_h - (kmax - 1) >= params.min_history:
         base, base_end, tail = full[:, -kmax - W : -kmax], n_h + 1 - kmax, full[:, -kmax:-1]
     else:
         base, ks, base_end, tail = H[:, -W:], [], n_h, None
     n = base.shape[1]
-    c, s = center_scale(base, r.n_trials)
+    c, s = center_scale(base, np.array([c.n_trials or 0.0 for c in cs], dtype=float))
     # Machines (a history whose runs name theirs): every run's offset is unknown about
     # the baseline's centre (``gates.machines``). Estimated over the baseline and the
     # runs after it (every run before the new one): the recent runs are where a growing
     # pool shows its new machines.
     mm = (machine_model(H[:, base_end - n :], lab[base_end - n : n_h], s, n)
           if lab is not None else None)
-    return _Baseline(H, full, base, base_end, tail, ks, n, c, s, lab, mm,
-                     lab[-1] if lab is not None else "")
+    return _Baseline(cs, value, np.array([c.sign for c in cs], dtype=float),
+                     np.array([c.extra_var for c in cs], dtype=float),
+                     [_min_change(c) for c in cs], standin, H, full, base, base_end, tail, ks,
+                     n, c, s, lab, mm, lab[-1] if lab is not None else "")
 
 
 def _unguarded_reasons(b: _Baseline) -> list[str | None] | None:
@@ -473,7 +451,7 @@ class _RunTest(NamedTuple):
     heavy: np.ndarray  # 3+ reference runs beyond PAIR_TAIL scales on the bad side
 
 
-def _run_test(b: _Baseline, sr: _Serial, r: _Rows, mean_of: int) -> _RunTest:
+def _run_test(b: _Baseline, sr: _Serial, mean_of: int) -> _RunTest:
     """Predict the new run one step ahead under AR(1) where the baseline is clearly
     autocorrelated (rho_lo > 0; iid-looking runs keep the plain test) and test it."""
     c, s1 = b.c, sr.s1
@@ -483,11 +461,11 @@ def _run_test(b: _Baseline, sr: _Serial, r: _Rows, mean_of: int) -> _RunTest:
     devs = []
     if (~ar).any():
         i = np.flatnonzero(~ar)
-        devs.append((i, r.sign[i, None] * (b.base[i] - c[i, None])))
+        devs.append((i, b.sign[i, None] * (b.base[i] - c[i, None])))
     if ar.any():
         i = np.flatnonzero(ar)
-        res = _ar1_prediction(b, sr, r, i, mu1, s1c, df1, cvar1)
-        devs.append((i, r.sign[i, None] * res))
+        res = _ar1_prediction(b, sr, i, mu1, s1c, df1, cvar1)
+        devs.append((i, b.sign[i, None] * res))
     u1 = 3.0 * s1c  # where the exponential tail bound starts
     # A heavy bad-side tail or second mode: pairs of slow runs are ordinary (no pair
     # means), and a window's minimum says more than its location (quantile test).
@@ -504,8 +482,8 @@ def _run_test(b: _Baseline, sr: _Serial, r: _Rows, mean_of: int) -> _RunTest:
         devs = [(i[m], d[m]) for i, d in devs for m in (heavy[i], ~heavy[i]) if m.any()]
         devs = [(i, d if heavy[i[0]] else subset_means(d, mean_of)) for i, d in devs]
         u1 = np.where(heavy, u1, 3.0 * s1c)
-    se1 = np.sqrt(np.maximum(s1c * s1c + cvar1 + r.extra + m_var1, 1e-300))
-    d1 = r.sign * (r.value - mu1)
+    se1 = np.sqrt(np.maximum(s1c * s1c + cvar1 + b.extra + m_var1, 1e-300))
+    d1 = b.sign * (b.value - mu1)
     z1 = d1 / se1
     pw, pb = predictive_z_pvalue(z1, df1), predictive_z_pvalue(-z1, df1)
     worse, n_ref = np.zeros(c.size, dtype=int), np.zeros(c.size, dtype=int)
@@ -516,7 +494,7 @@ def _run_test(b: _Baseline, sr: _Serial, r: _Rows, mean_of: int) -> _RunTest:
     return _RunTest(mu1, s1c, se1, z1, df1, pw, pb, worse, n_ref, heavy)
 
 
-def _ar1_prediction(b: _Baseline, sr: _Serial, r: _Rows, i: np.ndarray, mu1: np.ndarray,
+def _ar1_prediction(b: _Baseline, sr: _Serial, i: np.ndarray, mu1: np.ndarray,
                     s1c: np.ndarray, df1: np.ndarray, cvar1: np.ndarray) -> np.ndarray:
     """Rows ``i``'s one-step AR(1) prediction, written into the other arrays; returns
     their one-step residuals.
@@ -538,7 +516,7 @@ def _ar1_prediction(b: _Baseline, sr: _Serial, r: _Rows, i: np.ndarray, mu1: np.
     # and rho's own error (se^2 ~ (1 - rho^2) / n) scales with x_prev - c.
     cv = sr.cvar[i] * (1.0 - rho) ** 2 + xp * xp * rho_var(rho, n)
     # x_prev a rerun standing in for the run: another innovation.
-    cvar1[i] = np.where(r.standin[i], cv + 2.0 * rho * rho * s1c[i] * s1c[i], cv)
+    cvar1[i] = np.where(b.standin[i], cv + 2.0 * rho * rho * s1c[i] * s1c[i], cv)
     return res
 
 
@@ -557,11 +535,11 @@ def _test_weights(b: _Baseline, sr: _Serial, heavy: np.ndarray) -> tuple[np.ndar
     return w, quant
 
 
-def _window_test(b: _Baseline, sr: _Serial, k: int, weight: np.ndarray,
-                 sign: np.ndarray) -> tuple[_Candidate, np.ndarray]:
+def _window_test(b: _Baseline, sr: _Serial, k: int,
+                 weight: np.ndarray) -> tuple[_Candidate, np.ndarray]:
     """The Huber location of the last ``k`` runs against the baseline's bootstrap of it:
     its candidate and its unweighted p, bad direction (the cautious rho_hi throughout)."""
-    n, mm = b.n, b.mm
+    n, mm, sign = b.n, b.mm, b.sign
     # One Huber pass over the window, its bootstrap draws and the baseline's
     # rolling k-run stretches (rows are independent; stacked for speed).
     boot_idx = bootstrap_idx(n, k)
@@ -595,12 +573,12 @@ def _window_test(b: _Baseline, sr: _Serial, k: int, weight: np.ndarray,
                       z, sr.df_w, f"huber-{k}", weight), pw
 
 
-def _quantile_test(b: _Baseline, sr: _Serial, sign: np.ndarray,
+def _quantile_test(b: _Baseline, sr: _Serial,
                    quant: np.ndarray) -> tuple[_Candidate, np.ndarray]:
     """The least bad of the last ``QUANTILE_K`` runs against the baseline (exact under
     exchangeability), on the rows ``quant``: its candidate and its unweighted p, bad
     direction (rows without the test: p inf in the candidate, 1 returned)."""
-    c, kq = b.c, QUANTILE_K
+    c, kq, sign = b.c, QUANTILE_K, b.sign
     dev_base = sign[:, None] * (b.base - c[:, None])
     last = sign[:, None] * (b.full[:, -kq:] - c[:, None])
     pw, pb = np.ones(c.size), np.ones(c.size)
@@ -619,7 +597,7 @@ def _quantile_test(b: _Baseline, sr: _Serial, sign: np.ndarray,
     return cand, pw
 
 
-def _judgements(b: _Baseline, r: _Rows, params: GateParams, cands: list[_Candidate],
+def _judgements(b: _Baseline, params: GateParams, cands: list[_Candidate],
                 why: list[str | None] | None, p_win: dict[int, np.ndarray],
                 extras: dict[str, np.ndarray], fixed: dict) -> list[Judgement]:
     """The headline of each row: the candidate with the smallest p decides (the first
@@ -633,17 +611,15 @@ def _judgements(b: _Baseline, r: _Rows, params: GateParams, cands: list[_Candida
     denom = np.where(np.abs(centre) > 0, np.abs(centre), np.nan)
     rel = (est - centre) / denom
     d1 = np.where(np.abs(b.c) > 0, np.abs(b.c), np.nan)
-    own = (r.value - b.c) / d1
+    own = (b.value - b.c) / d1
     tq = special.stdtrit(df, 0.975)
     ci_lo, ci_hi = (est - centre - tq * se) / denom, (est - centre + tq * se) / denom
-    floor = np.where(d1 == d1, np.maximum(r.min_change, params.noise_floor * b.s / d1),
-                     r.min_change)
+    floor = np.where(d1 == d1, np.maximum(b.min_change, params.noise_floor * b.s / d1),
+                     b.min_change)
     # The decider's p, unweighted, of a rise and of a fall.
     pw_d, pb_d = pw_b * weight, pb_b * weight
-    p_up = np.where(r.sign > 0, pw_d, pb_d)
-    p_down = np.where(r.sign > 0, pb_d, pw_d)
-    k_best = [cands[i].k for i in best.tolist()]
-    stat = [f"robust-t/{cands[i].method}" for i in best.tolist()]
+    p_up, p_down = np.where(b.sign > 0, pw_d, pb_d), np.where(b.sign > 0, pb_d, pw_d)
+    won = [cands[i] for i in best.tolist()]
     cols = {k: v.tolist() for k, v in extras.items()}
     wins = {k: v.tolist() for k, v in p_win.items()}
     vals = zip(b.c.tolist(), rel.tolist(), ci_lo.tolist(), ci_hi.tolist(), z.tolist(),
@@ -652,10 +628,10 @@ def _judgements(b: _Baseline, r: _Rows, params: GateParams, cands: list[_Candida
                p_up.tolist(), p_down.tolist(), centre.tolist(), strict=True)
     out = []
     for j, (c, rl, lo, hi, zz, pw, pb, fl, ow, se_rel, dfj, wj, pu, pd, ce) in enumerate(vals):
-        cs = r.cases[j]
+        cs = b.cases[j]
         if why is not None and why[j]:  # the noise model says it cannot be guarded here
             out.append(Judgement("unguarded", c, cs.value, None, None, 0.0, 1.0, 1.0,
-                                 r.min_change[j], 1, b.h.shape[1], None, cs.sign,
+                                 b.min_change[j], 1, b.h.shape[1], None, cs.sign,
                                  reason=why[j]))
             continue
         ex = JudgeExtras(**{k: v[j] for k, v in cols.items()}, **fixed,
@@ -664,8 +640,8 @@ def _judgements(b: _Baseline, r: _Rows, params: GateParams, cands: list[_Candida
         dec = None if nan or not ce else Decider(rl, se_rel, dfj, wj, pu, pd)
         out.append(Judgement(
             "ok", c, cs.value, None if nan else rl, None if nan else (lo, hi), zz, pw, pb, fl,
-            k_best[j], b.h.shape[1], None if ow != ow else ow, cs.sign,
-            statistic=stat[j], decider=dec, extras=ex))
+            won[j].k, b.h.shape[1], None if ow != ow else ow, cs.sign,
+            statistic=f"robust-t/{won[j].method}", decider=dec, extras=ex))
     return out
 
 

@@ -33,10 +33,7 @@ from scipy import special
 from gates.robust import HALF_PI, MAD_K, row_medians
 
 __all__ = [
-    "MachineModel",
-    "machine_model",
-    "host_variance",
-    "chi2_median_factor",
+    "MachineModel", "machine_model", "host_variance", "chi2_median_factor",
 ]
 
 # A metric whose run-to-run spread across machines has a CV above this spans about 2x

@@ -24,36 +24,11 @@ from scipy import special
 from gates.changepoint import ChangePoint, pettitt  # re-exported: one implementation
 
 __all__ = [
-    "MAD_K",
-    "QN_K",
-    "QN_EFF",
-    "HUBER_C",
-    "HUBER_VAR",
-    "HALF_PI",
-    "RHO_CAUTION",
-    "ChangePoint",
-    "run_summary",
-    "robust_scale",
-    "triu_pairs",
-    "median",
-    "row_medians",
-    "lag1_autocorr",
-    "ar1_variance_factor",
-    "binomial_se",
-    "predictive_z_pvalue",
-    "center_scale",
-    "huber_location",
-    "quantile_p",
-    "subset_means",
-    "tail_bound",
-    "rolling_idx",
-    "bootstrap_idx",
-    "empirical_bound",
-    "rho_corrected",
-    "rho_var",
-    "rho_bounds",
-    "bh_qvalues",
-    "pettitt",
+    "MAD_K", "QN_K", "QN_EFF", "HUBER_C", "HUBER_VAR", "HALF_PI", "RHO_CAUTION", "ChangePoint",
+    "run_summary", "robust_scale", "triu_pairs", "median", "row_medians", "lag1_autocorr",
+    "ar1_variance_factor", "predictive_z_pvalue", "center_scale", "huber_location", "quantile_p",
+    "subset_means", "tail_bound", "rolling_idx", "bootstrap_idx", "empirical_bound", "rho_var",
+    "rho_bounds", "bh_qvalues", "pettitt",
 ]
 
 MAD_K = 1.482602218505602  # 1 / Phi^-1(3/4): MAD -> sigma for a normal
@@ -104,9 +79,7 @@ def triu_pairs(n: int) -> tuple[np.ndarray, np.ndarray]:
 
 
 def median(x: np.ndarray) -> float:
-    s = np.sort(x, axis=None)
-    n = s.size
-    return float(s[n // 2] if n % 2 else 0.5 * (s[n // 2 - 1] + s[n // 2]))
+    return float(row_medians(np.ravel(x)))
 
 
 def row_medians(a: np.ndarray) -> np.ndarray:
@@ -169,12 +142,6 @@ def ar1_variance_factor(rho: np.ndarray | float, k: int) -> np.ndarray:
     return np.where(pos, f, 1.0)[()]
 
 
-def binomial_se(p: np.ndarray | float, n: np.ndarray | float) -> np.ndarray:
-    """Standard error of a proportion from n trials, sqrt(p(1-p)/n) (Agresti 2013, sec. 1.3)."""
-    p = np.minimum(np.maximum(p, 0.5 / n), 1 - 0.5 / n)  # keep it > 0 at 0% / 100%
-    return np.sqrt(p * (1 - p) / n)
-
-
 def predictive_z_pvalue(z: np.ndarray | float, df: np.ndarray | float) -> np.ndarray:
     """One-sided upper-tail p of a Student-t predictive statistic.
 
@@ -188,12 +155,15 @@ def predictive_z_pvalue(z: np.ndarray | float, df: np.ndarray | float) -> np.nda
 
 
 def center_scale(base: np.ndarray, n_trials: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Each row's median and Qn scale; ``n_trials`` > 0: a rate's binomial floor."""
+    """Each row's median and Qn scale; ``n_trials`` > 0: a rate's binomial floor, the
+    standard error sqrt(p(1-p)/n) of a proportion (Agresti 2013, sec. 1.3)."""
     c = row_medians(base)
     s = robust_scale(base)
     has = n_trials > 0
     if has.any():
-        s = np.where(has, np.maximum(s, binomial_se(c, np.where(has, n_trials, 1.0))), s)
+        n = np.where(has, n_trials, 1.0)
+        p = np.minimum(np.maximum(c, 0.5 / n), 1 - 0.5 / n)  # keep it > 0 at 0% / 100%
+        s = np.where(has, np.maximum(s, np.sqrt(p * (1 - p) / n)), s)
     # Identical values (counts, deterministic metrics): keep the scale finite, relative
     # to the values' own magnitude (an absolute floor would swamp metrics near 1e-15).
     # (1e-150: its square, a variance, stays a normal float.)
@@ -342,27 +312,6 @@ def empirical_bound(
     return pw, pb
 
 
-def rho_corrected(x: np.ndarray, c: np.ndarray | float, s: np.ndarray | float,
-                  tail: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
-    """Lag-1 autocorrelation, bias-corrected, and a cautious upper value.
-
-    E[r] ~ rho - (1 + 3 rho) / n (Marriott & Pope, Biometrika 41 (1954)
-    390-402) and se(r) ~ sqrt((1 - rho^2) / n) (Bartlett 1946). With 30-40 runs
-    r is noisy; window tests use the one-sided 84% upper bound (r + 1.0 se):
-    an AR(1) run offset seen through within-run noise (ARMA(1, 1)) decays
-    more slowly than its lag-1 value implies (``RHO_CAUTION`` in
-    ``docs/gates/calibration.md``). ``tail``: as ``lag1_autocorr``, n then
-    counts its runs less one.
-    """
-    r0 = lag1_autocorr(x, c, s, tail)
-    if not np.any(r0 > 0):
-        return r0, r0
-    n = _rho_n(x, tail)
-    r = np.minimum(0.9, r0 + (1 + 3 * r0) / n)
-    hi = np.minimum(0.9, r + RHO_CAUTION * np.sqrt(rho_var(r, n)))
-    return np.where(r0 > 0, r, 0.0)[()], np.where(r0 > 0, hi, 0.0)[()]
-
-
 def rho_var(r: np.ndarray | float, n: int) -> np.ndarray:
     """Sampling variance of a lag-1 autocorrelation from n runs, (1 - r^2) / n (Bartlett 1946)."""
     return np.maximum(1.0 - r * r, 0.0) / n
@@ -370,15 +319,27 @@ def rho_var(r: np.ndarray | float, n: int) -> np.ndarray:
 
 def rho_bounds(x: np.ndarray, c: np.ndarray | float, s: np.ndarray | float,
                tail: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(r, upper, lower): ``rho_corrected`` and a cautious lower bound, r - 0.84 se(r)
-    floored at 0: a one-sided 80% bound with se(r) ~ sqrt((1 - r^2) / n) (Bartlett
-    1946); iid baselines of 30-40 runs give 0 most of the time, so their k = 1 test
-    is unchanged."""
-    r, hi = rho_corrected(x, c, s, tail)
-    if not np.any(r > 0):
-        return r, hi, r
-    lo = np.maximum(0.0, r - 0.84 * np.sqrt(rho_var(r, _rho_n(x, tail))))
-    return r, hi, np.where(r > 0, lo, 0.0)[()]
+    """Lag-1 autocorrelation, bias-corrected, and a cautious upper and lower value.
+
+    E[r] ~ rho - (1 + 3 rho) / n (Marriott & Pope, Biometrika 41 (1954)
+    390-402) and se(r) ~ sqrt((1 - rho^2) / n) (Bartlett 1946). With 30-40 runs
+    r is noisy; window tests use the one-sided 84% upper bound (r + 1.0 se):
+    an AR(1) run offset seen through within-run noise (ARMA(1, 1)) decays
+    more slowly than its lag-1 value implies (``RHO_CAUTION`` in
+    ``docs/gates/calibration.md``). The lower bound, r - 0.84 se floored at 0,
+    is one-sided 80%: iid baselines of 30-40 runs give 0 most of the time, so
+    their k = 1 test is unchanged. ``tail``: as ``lag1_autocorr``, n then
+    counts its runs less one.
+    """
+    r0 = lag1_autocorr(x, c, s, tail)
+    if not np.any(r0 > 0):
+        return r0, r0, r0
+    n = _rho_n(x, tail)
+    r = np.minimum(0.9, r0 + (1 + 3 * r0) / n)
+    se = np.sqrt(rho_var(r, n))
+    hi, lo = np.minimum(0.9, r + RHO_CAUTION * se), np.maximum(0.0, r - 0.84 * se)
+    keep = r0 > 0
+    return np.where(keep, r, 0.0)[()], np.where(keep, hi, 0.0)[()], np.where(keep, lo, 0.0)[()]
 
 
 def bh_qvalues(p: Sequence[float] | np.ndarray) -> np.ndarray:
