@@ -232,8 +232,7 @@ def judge_many(cases: Sequence[Case]) -> list[Judgement]:
     groups: dict[tuple, list[int]] = {}
     rows: list[tuple[np.ndarray, bool]] = []
     for i, cs in enumerate(cases):
-        h, hl, standin = _finite_runs(cs.history, cs.hosts, cs.host, cs.standin_last)
-        lab = tuple(labels_of([*hl, cs.host])) if hl is not None else None
+        h, lab, standin = _finite_runs(cs.history, cs.hosts, cs.host, cs.standin_last)
         rows.append((h, standin))
         groups.setdefault((h.size, lab, cs.host is None, cs.params, cs.mean_of), []).append(i)
     out: list[Judgement] = [None] * len(cases)  # type: ignore[list-item]
@@ -338,19 +337,19 @@ class _Baseline:
 
 
 def _finite_runs(history: np.ndarray, hosts: Sequence[str | None] | None, host: str | None,
-                 standin_last: bool) -> tuple[np.ndarray, list[str | None] | None, bool]:
-    """The finite past run summaries, their machines (None: no run names one) and
-    whether the newest stands in for a transient first attempt."""
+                 standin_last: bool) -> tuple[np.ndarray, tuple[str, ...] | None, bool]:
+    """The finite past run summaries, the machine labels of those runs and the new one
+    (None: no run names one) and whether the newest stands in for a transient first
+    attempt."""
     h = np.asarray(history, dtype=float)
     finite = np.isfinite(h)
     standin_last = standin_last and finite.size > 0 and bool(finite[-1])
-    h = h[finite]
-    hl = None
-    if hosts is not None and len(hosts) == finite.size and (
-            host is not None or any(x is not None for x in hosts)):
-        hl = (list(hosts) if finite.all()
-              else [x for x, f in zip(hosts, finite, strict=True) if f])
-    return h, hl, standin_last
+    if hosts is None or len(hosts) != finite.size or (
+            host is None and all(x is None for x in hosts)):
+        return h[finite], None, standin_last
+    kept = (tuple(hosts) if finite.all()
+            else tuple(x for x, f in zip(hosts, finite, strict=True) if f))
+    return h[finite], labels_of((*kept, host)), standin_last
 
 
 def _baseline(H: np.ndarray, cs: list[Case], standin: np.ndarray, params: GateParams,
@@ -471,7 +470,7 @@ def _run_test(b: _Baseline, sr: _Serial, mean_of: int) -> _RunTest:
     # means), and a window's minimum says more than its location (quantile test).
     heavy = np.zeros(c.size, dtype=bool)
     for i, dev in devs:
-        heavy[i] = np.count_nonzero(dev > PAIR_TAIL * s1c[i, None], axis=1) >= 3
+        heavy[i] = np.add.reduce(dev > PAIR_TAIL * s1c[i, None], axis=1) >= 3
     # The run's machine offset beyond what the one-run scale holds; attempts of one run
     # share it (a rerun runs on the same machine), so it is not divided by ``mean_of``.
     m_var1 = (np.maximum(0.0, b.mm.run_var(b.lab_new) - s1c * s1c) if b.mm is not None
@@ -490,7 +489,7 @@ def _run_test(b: _Baseline, sr: _Serial, mean_of: int) -> _RunTest:
     for i, dev in devs:
         pw[i], pb[i] = empirical_bound(dev, d1[i], pw[i], pb[i])
         pw[i], pb[i] = tail_bound(dev, d1[i], u1[i], pw[i], pb[i])
-        worse[i], n_ref[i] = np.count_nonzero(dev >= d1[i, None], axis=1), dev.shape[1]
+        worse[i], n_ref[i] = np.add.reduce(dev >= d1[i, None], axis=1), dev.shape[1]
     return _RunTest(mu1, s1c, se1, z1, df1, pw, pb, worse, n_ref, heavy)
 
 
@@ -530,7 +529,8 @@ def _test_weights(b: _Baseline, sr: _Serial, heavy: np.ndarray) -> tuple[np.ndar
     new_m = b.mm is not None and b.lab is not None and any(
         x not in b.mm.known for x in b.lab[-QUANTILE_K:])
     quant = (sr.rho_lo <= QUANTILE_RHO) & heavy & (bool(b.ks) and not new_m)
-    w = np.tile(np.array(w0), (b.c.size, 1))
+    w = np.empty((b.c.size, len(w0)))
+    w[:] = w0
     w[quant, 1:] = [x * (1.0 - QUANTILE_WEIGHT / (1.0 - w0[0])) for x in w0[1:]]
     return w, quant
 

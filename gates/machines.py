@@ -87,13 +87,9 @@ class MachineModel:
         return np.maximum(0.0, shared - tau2 / k)
 
 
-def labels_of(hosts: Sequence[str | None]) -> list[str]:
-    """Machine labels: a run that names no machine gets a label no other run has."""
-    return list(_labels(tuple(hosts)))
-
-
 @lru_cache(maxsize=256)
-def _labels(hosts: tuple[str | None, ...]) -> tuple[str, ...]:
+def labels_of(hosts: tuple[str | None, ...]) -> tuple[str, ...]:
+    """Machine labels: a run that names no machine gets a label no other run has."""
     return tuple(h if h is not None else f"{UNNAMED}{i}" for i, h in enumerate(hosts))
 
 

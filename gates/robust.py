@@ -167,7 +167,7 @@ def center_scale(base: np.ndarray, n_trials: np.ndarray) -> tuple[np.ndarray, np
     # Identical values (counts, deterministic metrics): keep the scale finite, relative
     # to the values' own magnitude (an absolute floor would swamp metrics near 1e-15).
     # (1e-150: its square, a variance, stays a normal float.)
-    s = np.maximum(np.maximum(s, 1e-9 * np.max(np.abs(base), axis=-1)), 1e-150)
+    s = np.maximum(np.maximum(s, 1e-9 * np.maximum.reduce(np.abs(base), axis=-1)), 1e-150)
     return c, s
 
 
@@ -219,7 +219,7 @@ def quantile_p(base_dev: np.ndarray, new_dev: Sequence[float] | np.ndarray) -> n
     new = np.asarray(new_dev, dtype=float)
     lo = new.min(axis=-1)
     k, n = new.shape[-1], base_dev.shape[-1]
-    m = np.count_nonzero(base_dev >= lo[..., None], axis=-1)
+    m = np.add.reduce(base_dev >= lo[..., None], axis=-1)
     p = np.array([math.comb(mi + k, k) / math.comb(n + k, k) for mi in np.ravel(m).tolist()])
     return np.where(lo > 0, p.reshape(np.shape(m)), 1.0)[()]
 
@@ -268,12 +268,12 @@ def tail_bound(
     dev, u = np.asarray(dev, float), np.asarray(u, float)
     out = []
     for side, p in ((1, pw), (-1, pb)):
-        if not np.any(side * dev > u):
+        if not (side * dev > u).any():
             out.append(p)
             continue
         e = side * base_dev - u[..., None]
         beyond = e > 0
-        m = np.count_nonzero(beyond, axis=-1)
+        m = np.add.reduce(beyond, axis=-1)
         fit = (side * dev > u) & (m >= 3)
         mean = np.add.reduce(np.where(beyond, e, 0.0), axis=-1) / np.where(fit, m, 1)
         q = m / (n + 1) * np.exp(-np.where(fit, side * dev - u, 0.0) / np.where(fit, mean, 1.0))
@@ -305,8 +305,8 @@ def empirical_bound(
     """
     n = base_dev.shape[-1]
     dev = np.asarray(dev, float)[..., None]
-    worse = np.count_nonzero(base_dev >= dev, axis=-1)
-    better = np.count_nonzero(base_dev <= dev, axis=-1)
+    worse = np.add.reduce(base_dev >= dev, axis=-1)
+    better = np.add.reduce(base_dev <= dev, axis=-1)
     pw = np.where(worse > 0, np.maximum(pw, (worse + 1) / (n + 1)), pw)[()]
     pb = np.where(better > 0, np.maximum(pb, (better + 1) / (n + 1)), pb)[()]
     return pw, pb
@@ -332,7 +332,7 @@ def rho_bounds(x: np.ndarray, c: np.ndarray | float, s: np.ndarray | float,
     counts its runs less one.
     """
     r0 = lag1_autocorr(x, c, s, tail)
-    if not np.any(r0 > 0):
+    if not (r0 > 0).any():
         return r0, r0, r0
     n = _rho_n(x, tail)
     r = np.minimum(0.9, r0 + (1 + 3 * r0) / n)
