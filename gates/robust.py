@@ -45,14 +45,14 @@ def run_summary(samples: Sequence[float] | np.ndarray | float) -> float:
     return median(np.asarray(samples, dtype=float))
 
 
-def robust_scale(x: np.ndarray) -> float:
+def robust_scale(x: np.ndarray) -> np.ndarray:
     """Run-to-run scale: the Qn estimator of Rousseeuw & Croux.
 
     Test: none, an estimator. Qn = 2.2219 * d * {|x_i - x_j|; i < j}_(k), the
     k-th order statistic of pairwise distances with k = C(h, 2), h = n//2 + 1,
     and d a small-sample correction. It has a 50% breakdown point (spikes
     and a minority mode of slow runs do not inflate it; the empirical guards
-    in ``judge_summaries`` handle such modes) and 82% Gaussian efficiency
+    in ``gates.judge`` handle such modes) and 82% Gaussian efficiency
     (the MAD: 37%). Reference: Rousseeuw & Croux, JASA 88 (1993) 1273-1283;
     small-sample factors from Croux & Rousseeuw, Comput. Stat. (1992).
     """
@@ -91,8 +91,8 @@ def row_medians(a: np.ndarray) -> np.ndarray:
     return s[..., k // 2] if k % 2 else 0.5 * (s[..., k // 2 - 1] + s[..., k // 2])
 
 
-def lag1_autocorr(x: np.ndarray, center: float, scale: float,
-                  tail: np.ndarray | None = None) -> float:
+def lag1_autocorr(x: np.ndarray, center: np.ndarray | float, scale: np.ndarray | float,
+                  tail: np.ndarray | None = None) -> np.ndarray:
     """Lag-1 autocorrelation of run summaries after clipping at centre +/- 3 scale, in [0, 0.9].
 
     ``tail``: the runs after ``x`` (the windows' runs before the new one), pooled in
