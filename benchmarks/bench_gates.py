@@ -616,7 +616,10 @@ def speed_1000(n_metrics: int = 1000, n_runs: int = 200, seed: int = 0) -> float
     hist = [rng.normal(1, 0.03, (n_runs, 5)) for _ in range(n_metrics)]
     new = [rng.normal(1, 0.03, 5) for _ in range(n_metrics)]
     t0 = time.perf_counter()
-    js = [stats.judge(h, x, better="lower") for h, x in zip(hist, new, strict=True)]
+    # As the gate does: each metric reduced to run summaries, the run's metrics judged
+    # together (``stats.judge_many``).
+    summed = [stats.summarize(h, x) for h, x in zip(hist, new, strict=True)]
+    js = stats.judge_many([stats.Case(h, x, 1, extra_var=e) for h, x, e in summed])
     q = stats.bh_qvalues([j.p_worse for j in js])
     [stats.decide(j, qi, level=stats.DEFAULTS.level) for j, qi in zip(js, q, strict=True)]
     return time.perf_counter() - t0

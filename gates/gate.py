@@ -294,8 +294,7 @@ def evaluate_run(
         keys = ctx.chain.order(keys)
     _read_baselines(ctx, {k: {r["unit"] for r in recorded[k]} for k in keys if recorded.get(k)},
                     bulk)
-    judged = [_judge_key(ctx, key, recorded.get(key), declared) for key in keys]
-    judged = [t for t in judged if t is not None]
+    judged = _judge_keys(ctx, keys, recorded, declared)
     _decide(ctx, judged)
     result.verdicts = [v for v, _, _ in judged]
     if not result.verdicts and not held:
@@ -361,9 +360,60 @@ def _read_baselines(ctx: _Run, units: dict[str, set[str]], bulk: bool) -> None:
                              "file with `History.check`") from None
 
 
+Judged = tuple[Verdict, stats.Judgement | None, Gate]
+
+
+@dataclass
+class _First:
+    """A first attempt's inputs, judged with the run's others (``_judge_keys``)."""
+
+    v: Verdict
+    gate: Gate
+    x: Inputs
+    unit_error: Exception | None  # its unit check's (reported after the judgement)
+
+
+def _judge_keys(ctx: _Run, keys: Sequence[str], recorded: Mapping[str, list],
+                declared: Mapping[str, Gate]) -> list[Judged]:
+    """Every metric's judgement at its stage, in ``keys`` order. First attempts are
+    judged together (``stats.judge_many``); their verdicts wait for ``_decide``."""
+    out: list[Judged] = []
+    first: list[tuple[int, _First]] = []
+    for key in keys:
+        t = _judge_key(ctx, key, recorded.get(key), declared)
+        if isinstance(t, _First):
+            first.append((len(out), t))
+            out.append((t.v, None, t.gate))
+        elif t is not None:
+            out.append(t)
+    try:
+        js = stats.judge_many([stats.Case(f.x.summaries, f.x.value, **f.x.kw())
+                               for _, f in first])
+    except Exception:  # noqa: BLE001 - one by one: a bad metric must not hide the others
+        js = [_judge_alone(f.x) for _, f in first]
+    for (i, f), j in zip(first, js, strict=True):
+        v, e = f.v, j if isinstance(j, Exception) else f.unit_error
+        if not isinstance(j, Exception):
+            v.verdict = ""  # decided after BH
+            _fill(ctx, v, j)
+        if e is not None:
+            v.verdict, v.message, j = "error", f"{type(e).__name__}: {e}", None
+        out[i] = (v, j, f.gate)
+    return out
+
+
+def _judge_alone(x: Inputs) -> stats.Judgement | Exception:
+    try:
+        return stats.judge_summaries(x.summaries, x.value, **x.kw())
+    except Exception as e:  # noqa: BLE001 - reported as this metric's error verdict
+        return e
+
+
 def _judge_key(ctx: _Run, key: str, rows: list[Mapping[str, Any]] | None,
-               declared: Mapping[str, Gate]) -> tuple[Verdict, stats.Judgement | None, Gate] | None:
-    """One metric's verdict at its stage (a first attempt's waits for ``_decide``)."""
+               declared: Mapping[str, Gate],
+               ) -> Judged | _First | None:
+    """One metric's verdict at its stage; a first attempt's inputs, to be judged with the
+    run's others (and its unit check's error, if any)."""
     try:
         gate = gate_for(key, rows[0] if rows else None, declared.get(key), ctx.mode)
     except DeclarationError as e:
@@ -382,7 +432,17 @@ def _judge_key(ctx: _Run, key: str, rows: list[Mapping[str, Any]] | None,
         return v, None, gate
     v.nodeid = rows[0]["nodeid"]
     try:
-        j = _judge_one(ctx, key, rows, gate, v, stage)
+        x = _inputs(ctx, key, rows, gate)
+        if stage is Stage.FIRST or ctx.chain is None:
+            try:
+                _check_units(ctx, key, rows)
+            except Exception as e:  # noqa: BLE001 - after the judgement, as for a rerun
+                return _First(v, gate, x, e)
+            return _First(v, gate, x, None)
+        j = judge_at_stage(stage, x, v, key, chain=ctx.chain, another=ctx.attempts_left >= 1,
+                           history=ctx.history, suite=ctx.run["suite"],
+                           ids=ctx.base_ids.get(key) or ())
+        _fill(ctx, v, j)
         _check_units(ctx, key, rows)
     except Exception as e:  # noqa: BLE001 - one bad metric must not hide the others
         v.verdict, v.message, j = "error", f"{type(e).__name__}: {e}", None
@@ -546,12 +606,8 @@ def _inputs(ctx: _Run, key: str, rows: Sequence[Mapping[str, Any]], gate: Gate) 
                   run_hosts, ctx.this_host, standin_last)
 
 
-def _judge_one(ctx: _Run, key: str, rows: Sequence[Mapping[str, Any]], gate: Gate,
-               v: Verdict, stage: Stage) -> stats.Judgement:
-    x = _inputs(ctx, key, rows, gate)
-    j = judge_at_stage(stage, x, v, key, chain=ctx.chain, another=ctx.attempts_left >= 1,
-                       history=ctx.history, suite=ctx.run["suite"],
-                       ids=ctx.base_ids.get(key) or ())
+def _fill(ctx: _Run, v: Verdict, j: stats.Judgement) -> None:
+    """The verdict's figures from its judgement."""
     v.new = _num(j.value)
     v.baseline = _num(j.baseline)
     v.rel_change = _num(j.rel_change)
@@ -567,7 +623,6 @@ def _judge_one(ctx: _Run, key: str, rows: Sequence[Mapping[str, Any]], gate: Gat
         v.message = _new_host_message(j)
     if j.reason:
         v.message = j.reason
-    return j
 
 
 def _new_host_message(j: stats.Judgement) -> str:
