@@ -828,3 +828,19 @@ def test_metrics_judged_together_match_each_judged_alone():
     assert any(j.extras.quantile for j in together) and any(j.extras.rho_lo > 0
                                                            for j in together)
     assert any(j.extras.machines for j in together)
+
+
+def test_metrics_summarized_together_match_each_summarized_alone():
+    rng = np.random.default_rng(4)
+    items = []
+    for t in range(24):
+        runs = rng.normal(1, 0.02, (60, 5)) * rng.uniform(0.5, 2.0, (60, 1))
+        new = rng.normal(1, 0.02 * (1 + t % 3), 2 + t % 4)  # fewer or noisier samples
+        hist = (runs if t % 4 == 0 else [list(r[: 3 + (i % 3) * (t % 2)]) for i, r in
+                                         enumerate(runs)] if t % 4 == 1
+                else stats.Summarized(np.median(runs, axis=1), runs[-12:]))
+        items.append((hist, new))
+    together = stats.summarize_many(items)
+    alone = [stats.summarize(h, x) for h, x in items]
+    assert [(list(s), v, e) for s, v, e in together] == [(list(s), v, e) for s, v, e in alone]
+    assert any(e > 0 for _, _, e in together) and any(e == 0 for _, _, e in together)
