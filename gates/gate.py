@@ -41,7 +41,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -365,11 +365,12 @@ Judged = tuple[Verdict, stats.Judgement | None, Gate]
 
 @dataclass
 class _First:
-    """A first attempt's inputs, judged with the run's others (``_judge_keys``)."""
+    """A first attempt's inputs, summarized and judged with the run's others
+    (``_judge_keys``)."""
 
     v: Verdict
     gate: Gate
-    x: Inputs
+    raw: _Raw
     unit_error: Exception | None  # its unit check's (reported after the judgement)
 
 
@@ -386,12 +387,12 @@ def _judge_keys(ctx: _Run, keys: Sequence[str], recorded: Mapping[str, list],
             out.append((t.v, None, t.gate))
         elif t is not None:
             out.append(t)
-    try:
-        js = stats.judge_many([stats.Case(f.x.summaries, f.x.value, **f.x.kw())
-                               for _, f in first])
-    except Exception:  # noqa: BLE001 - one by one: a bad metric must not hide the others
-        js = [_judge_alone(f.x) for _, f in first]
-    for (i, f), j in zip(first, js, strict=True):
+    xs = _batch(lambda raws: _inputs(ctx, raws), [f.raw for _, f in first])
+    ok = [x for x in xs if not isinstance(x, Exception)]
+    js = iter(_batch(lambda xs: stats.judge_many([stats.Case(x.summaries, x.value, **x.kw())
+                                                  for x in xs]), ok))
+    for (i, f), x in zip(first, xs, strict=True):
+        j = x if isinstance(x, Exception) else next(js)
         v, e = f.v, j if isinstance(j, Exception) else f.unit_error
         if not isinstance(j, Exception):
             v.verdict = ""  # decided after BH
@@ -402,11 +403,19 @@ def _judge_keys(ctx: _Run, keys: Sequence[str], recorded: Mapping[str, list],
     return out
 
 
-def _judge_alone(x: Inputs) -> stats.Judgement | Exception:
+def _batch(f: Any, items: list) -> list:
+    """``f`` of all ``items`` at once; where that raises, of each alone, an item's
+    exception in its place (one bad metric must not hide the others)."""
     try:
-        return stats.judge_summaries(x.summaries, x.value, **x.kw())
-    except Exception as e:  # noqa: BLE001 - reported as this metric's error verdict
-        return e
+        return f(items)
+    except Exception:  # noqa: BLE001
+        out: list = []
+        for x in items:
+            try:
+                out.append(f([x])[0])
+            except Exception as e:  # noqa: BLE001 - reported as this metric's error verdict
+                out.append(e)
+        return out
 
 
 def _judge_key(ctx: _Run, key: str, rows: list[Mapping[str, Any]] | None,
@@ -432,13 +441,14 @@ def _judge_key(ctx: _Run, key: str, rows: list[Mapping[str, Any]] | None,
         return v, None, gate
     v.nodeid = rows[0]["nodeid"]
     try:
-        x = _inputs(ctx, key, rows, gate)
+        raw = _read_inputs(ctx, key, rows, gate)
         if stage is Stage.FIRST or ctx.chain is None:
             try:
                 _check_units(ctx, key, rows)
             except Exception as e:  # noqa: BLE001 - after the judgement, as for a rerun
-                return _First(v, gate, x, e)
-            return _First(v, gate, x, None)
+                return _First(v, gate, raw, e)
+            return _First(v, gate, raw, None)
+        x = _inputs(ctx, [raw])[0]
         j = judge_at_stage(stage, x, v, key, chain=ctx.chain, another=ctx.attempts_left >= 1,
                            history=ctx.history, suite=ctx.run["suite"],
                            ids=ctx.base_ids.get(key) or ())
@@ -578,8 +588,20 @@ def _params_for(params: stats.GateParams, level: float, min_change: float) -> st
     return replace(params, level=level, min_change=min_change)
 
 
-def _inputs(ctx: _Run, key: str, rows: Sequence[Mapping[str, Any]], gate: Gate) -> Inputs:
-    """The key's baseline summaries (bulk, or read key by key) and this run's summary."""
+class _Raw(NamedTuple):
+    """A metric's baseline (bulk, or read key by key) and samples, not yet summarized."""
+
+    hist: Any
+    samples: list[float]
+    ids: list[str] | None
+    hosts: Mapping[str, str | None]
+    standin_last: bool
+    params: stats.GateParams
+    gate: Gate
+
+
+def _read_inputs(ctx: _Run, key: str, rows: Sequence[Mapping[str, Any]], gate: Gate) -> _Raw:
+    """The key's baseline (bulk, or read key by key) and this run's samples."""
     samples = samples_of(rows)
     if not samples or not all(math.isfinite(x) for x in samples):
         raise ValueError("the run recorded no finite samples")
@@ -597,13 +619,22 @@ def _inputs(ctx: _Run, key: str, rows: Sequence[Mapping[str, Any]], gate: Gate) 
         standin_last = bool(base and base[-1].get("standin"))
         hosts = hosts_of(ctx.history, ids)
         ctx.base_ids[key] = ids
-    p = _params_for(ctx.params, gate.level, gate.min_change)
-    summaries, value, extra = stats.summarize(hist, samples, p)
-    run_hosts = None
-    if ids is not None and len(ids) >= summaries.size:
-        run_hosts = [hosts.get(r) for r in ids[len(ids) - summaries.size:]]
-    return Inputs(summaries, value, extra, 1 if gate.better == "lower" else -1, p, gate,
-                  run_hosts, ctx.this_host, standin_last)
+    return _Raw(hist, samples, ids, hosts, standin_last,
+                _params_for(ctx.params, gate.level, gate.min_change), gate)
+
+
+def _inputs(ctx: _Run, raws: list[_Raw]) -> list[Inputs]:
+    """The metrics' baseline summaries and this run's, summarized together."""
+    out = []
+    for r, (summaries, value, extra) in zip(
+            raws, stats.summarize_many([(r.hist, r.samples) for r in raws], ctx.params),
+            strict=True):
+        run_hosts = None
+        if r.ids is not None and len(r.ids) >= summaries.size:
+            run_hosts = [r.hosts.get(i) for i in r.ids[len(r.ids) - summaries.size:]]
+        out.append(Inputs(summaries, value, extra, 1 if r.gate.better == "lower" else -1,
+                          r.params, r.gate, run_hosts, ctx.this_host, r.standin_last))
+    return out
 
 
 def _fill(ctx: _Run, v: Verdict, j: stats.Judgement) -> None:
