@@ -324,8 +324,10 @@ def _units(runs: _Runs, rows: BaselineRows, names: list[str],
     """Each key's units over its rows in its baseline runs (every row of the key there:
     the reads hold all rows of a run, except past a capped far read's oldest row)."""
     kept = np.zeros((len(names), len(runs.rid_of)), dtype=bool)
-    for k, key in enumerate(names):
-        kept[k, [runs.pos[rid] for rid in done[key].rids]] = True
+    lens = [len(done[key].rids) for key in names]
+    kept[np.repeat(np.arange(len(names)), lens),
+         np.fromiter((runs.pos[rid] for key in names for rid in done[key].rids), np.intp,
+                     sum(lens))] = True
     rpos = runs.pos_of_num[rows.run_nums]
     mine = kept[rows.keys, rpos]
     out: dict[str, set[str] | None] = {key: set() for key in names}
@@ -369,8 +371,8 @@ def _stored(kept: _Pooled, medians: Mapping[int, float | None]) -> bool:
 
 def _summarised(done: dict[str, _Single | _Pooled], medians: dict[int, float | None],
                 samples: Mapping[int, np.ndarray]) -> dict[str, Any]:
-    """Each key's runs, oldest first, as ``stats.Summarized`` or a list of sample arrays."""
-    _wanted(done, medians)
+    """Each key's runs, oldest first, as ``stats.Summarized`` or a list of sample arrays
+    (``done`` as `_wanted` left it: a key with a row without a median read as pooled)."""
     out: dict[str, Any] = {}
     for key, kept in done.items():
         if not kept.rids:
