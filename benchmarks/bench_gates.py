@@ -28,7 +28,10 @@ noise), and on further reruns (further twins) while the reruns' mean is
 borderline (the sequential confirm, ``stats.confirm(another=True)`` then
 ``stats.confirm_reruns``, with the reruns of unheld sequential confirms of the
 last 10 runs carried), exactly as ``gates.gate`` does in a suite session with
-its default four confirm attempts.
+its default four confirm attempts. At each run the first attempts of a cell's
+series are judged in one ``stats.judge_many`` call, as the gate judges a run's
+metrics, and only the series that trip go on to the confirm stages
+(``gate_alarms_many``); each series' alarms are those it gets judged alone.
 """
 
 from __future__ import annotations
@@ -74,7 +77,7 @@ from series import (  # noqa: E402
 
 from gates import stats  # noqa: E402
 
-__all__ = ["main", "run_benchmark", "gate_alarms", "speed_1000"]
+__all__ = ["main", "run_benchmark", "gate_alarms", "gate_alarms_many", "speed_1000"]
 
 TAU = 40
 GATE_FA = "gate-fa"  # mode: calibrated to the gate's own FA/series in the cell
@@ -101,7 +104,8 @@ def gate_alarms(
     s: Series, ts: Sequence[int], *, confirm: bool = True, first_only: bool = False,
     machines: bool = True, trace: list[dict] | None = None,
 ) -> np.ndarray:
-    """Alarms of this project's gate at runs ``ts`` (defaults, confirm on trip).
+    """Alarms of this project's gate at runs ``ts`` (defaults, confirm on trip):
+    ``gate_alarms_many`` of one series.
 
     ``machines``: pass the series' machine names (when it has them) as a suite
     session does from the runs' GPU uuids; False judges as if none were recorded.
@@ -109,54 +113,91 @@ def gate_alarms(
     attempt's judgement and level, whether it was a suspect, the confirm path
     (``one-rerun``, ``corroborate``, ``sequential-N`` for N reruns) and the verdict.
     """
-    P = stats.DEFAULTS
-    x = s.summaries.copy()  # a transient's rerun replaces it for later runs (as in a session)
-    tw, more = s.twin_summaries, s.more_twin_summaries
-    out = np.zeros(len(ts), dtype=bool)
-    names = s.hosts if machines else None
-    unheld: dict[int, list[float]] = {}  # run -> reruns of its unheld sequential confirm
-    standins: set[int] = set()  # runs whose transient first attempt their rerun replaced
-    w = max(P.windows, default=1)
+    return gate_alarms_many([s], ts, confirm=confirm, first_only=first_only, machines=machines,
+                            traces=None if trace is None else [trace])[0]
+
+
+def gate_alarms_many(
+    ss: Sequence[Series], ts: Sequence[int], *, confirm: bool = True, first_only: bool = False,
+    machines: bool = True, traces: Sequence[list[dict]] | None = None,
+) -> list[np.ndarray]:
+    """``gate_alarms`` of each series (``traces``: one list per series), the first
+    attempts of all series at a run judged together (``stats.judge_many``, as the gate
+    judges a run's metrics); only the series that trip go on to the confirm stages,
+    one by one. A series' verdicts depend on its own runs only."""
+    gs = [_GateSeries(s, machines) for s in ss]
+    out = np.zeros((len(ss), len(ts)), dtype=bool)
+    live = list(range(len(ss)))
     for i, t in enumerate(ts):
-        kw: dict = {"hosts": names[:t], "host": names[t]} if names else {}
-        if t - 1 in standins:
+        js = stats.judge_many([gs[k].case(t) for k in live])
+        for k, j in zip(live, js, strict=True):
+            v = gs[k].settle(t, j, confirm=confirm, trace=None if traces is None else traces[k])
+            out[k, i] = v == "regression"
+        if first_only:
+            live = [k for k in live if not out[k, i]]
+    return list(out)
+
+
+class _GateSeries:
+    """One series as the gate's history holds it while ``gate_alarms_many`` walks it."""
+
+    def __init__(self, s: Series, machines: bool) -> None:
+        self.x = s.summaries.copy()  # a transient's rerun replaces it for later runs
+        self.tw, self.more = s.twin_summaries, s.more_twin_summaries
+        self.names = s.hosts if machines else None
+        self.unheld: dict[int, list[float]] = {}  # run -> reruns of its unheld sequential confirm
+        self.standins: set[int] = set()  # runs whose transient first attempt their rerun replaced
+
+    def kw(self, t: int) -> dict:
+        kw: dict = {"hosts": self.names[:t], "host": self.names[t]} if self.names else {}
+        if t - 1 in self.standins:
             kw["standin_last"] = True
-        j = stats.judge_summaries(x[:t], float(x[t]), sign=1, **kw)
+        return kw
+
+    def case(self, t: int) -> stats.Case:
+        """The first attempt of run ``t`` against the runs before it."""
+        return stats.Case(self.x[:t], float(self.x[t]), 1, **self.kw(t))
+
+    def settle(self, t: int, j: stats.Judgement, *, confirm: bool,
+               trace: list[dict] | None) -> str:
+        """Run ``t``'s verdict given its first attempt's judgement ``j``: on a trip, the
+        confirm reruns as ``gates.gate`` takes them in a suite session."""
+        P = stats.DEFAULTS
+        x, tw, more, kw = self.x, self.tw, self.more, self.kw(t)
         sequential = confirm and bool(more)
         level = stats.level_for(j, P.level) if sequential else P.level
         v = stats.decide(j, j.p_worse, level=level)
         suspect = v == "pass" and stats.is_suspect(j, j.p_worse, level=level)
-        if (v == "regression" or suspect) and confirm:
-            jc, v = stats.confirm(x[:t], float(tw[t]), sign=1, first=float(x[t]),
-                                  suspect=suspect, another=sequential, **kw)
-            path = "one-rerun"
-            if v == "suspect" and jc.extras.corroborate and more:
-                # A rerun beyond every run of a heavy-tailed baseline: the next one decides.
-                _, v = stats.corroborate(x[:t], float(more[0][t]), sign=1, **kw)
-                path = "corroborate"
-            reruns = [float(tw[t])]
-            # The unheld sequential confirms of the last w runs join the mean (as the
-            # gate's baselines.unheld_chains reads them from the history).
-            carried = [r for u in range(t - w, t) for r in unheld.get(u, ())]
-            for tk in more:  # borderline: another rerun, and the reruns' mean decides
-                if v != "suspect":
-                    break
-                reruns.append(float(tk[t]))
-                path = f"sequential-{len(reruns)}"
-                _, v = stats.confirm_reruns(x[:t], reruns, sign=1, final=len(reruns) > len(more),
-                                            carried=carried, **kw)
-            if len(reruns) >= 2 and v != "regression":
-                unheld[t] = reruns
-            if v != "regression" and jc.extras.p_split <= stats.TRANSIENT_LEVEL:
-                x[t] = tw[t]
-                standins.add(t)
-            if trace is not None:
-                trace.append({"t": t, "judgement": j, "level": level, "suspect": suspect,
-                              "path": path, "verdict": v})
-        out[i] = v == "regression"
-        if out[i] and first_only:
-            break
-    return out
+        if not ((v == "regression" or suspect) and confirm):
+            return v
+        jc, v = stats.confirm(x[:t], float(tw[t]), sign=1, first=float(x[t]),
+                              suspect=suspect, another=sequential, **kw)
+        path = "one-rerun"
+        if v == "suspect" and jc.extras.corroborate and more:
+            # A rerun beyond every run of a heavy-tailed baseline: the next one decides.
+            _, v = stats.corroborate(x[:t], float(more[0][t]), sign=1, **kw)
+            path = "corroborate"
+        reruns = [float(tw[t])]
+        # The unheld sequential confirms of the last w runs join the mean (as the
+        # gate's baselines.unheld_chains reads them from the history).
+        w = max(P.windows, default=1)
+        carried = [r for u in range(t - w, t) for r in self.unheld.get(u, ())]
+        for tk in more:  # borderline: another rerun, and the reruns' mean decides
+            if v != "suspect":
+                break
+            reruns.append(float(tk[t]))
+            path = f"sequential-{len(reruns)}"
+            _, v = stats.confirm_reruns(x[:t], reruns, sign=1, final=len(reruns) > len(more),
+                                        carried=carried, **kw)
+        if len(reruns) >= 2 and v != "regression":
+            self.unheld[t] = reruns
+        if v != "regression" and jc.extras.p_split <= stats.TRANSIENT_LEVEL:
+            x[t] = tw[t]
+            self.standins.add(t)
+        if trace is not None:
+            trace.append({"t": t, "judgement": j, "level": level, "suspect": suspect,
+                          "path": path, "verdict": v})
+        return v
 
 
 def paired_shares(null: Sequence[bool], spike: Sequence[bool]) -> tuple[float, float]:
@@ -192,28 +233,27 @@ def _first(alarms: np.ndarray) -> int | None:
 
 
 def _eval_boolean(
-    fn: Callable[[Series, Sequence[int], bool], np.ndarray],
+    fn: Callable[[list[Series], Sequence[int], bool], list[np.ndarray]],
     series: dict[str, list[Series]],
 ) -> Cell:
+    """The cell of a detector that alarms on a list of series at once:
+    ``fn(series, runs, stop at the first alarm)``."""
     cell = Cell()
     t0 = time.perf_counter()
     n_eval = 0
-    nulls = [fn(s, GATED, False) for s in series["null"]]
+    nulls = fn(series["null"], GATED, False)
     n_eval += len(GATED) * len(nulls)
     cell.n_null = len(nulls)
     cell.fa_series = float(np.mean([a.any() for a in nulls]))
     cell.fa_run = float(np.mean([a.mean() for a in nulls]))
-    spikes = [fn(s, GATED, True) for s in series["spike"]]
+    spikes = fn(series["spike"], GATED, True)
     n_eval += sum(int(np.argmax(a)) + 1 if a.any() else len(GATED) for a in spikes)
     cell.spike_fa = float(np.mean([a.any() for a in spikes]))
     cell.spike_only, cell.null_only = paired_shares([a.any() for a in nulls],
                                                     [a.any() for a in spikes])
     for e in DETECT_EFFECTS:
-        firsts = []
-        for s in series[e]:
-            a = fn(s, AFTER, True)
-            n_eval += (_first(a) or 9) + 1
-            firsts.append(_first(a))
+        firsts = [_first(a) for a in fn(series[e], AFTER, True)]
+        n_eval += sum((f or 9) + 1 for f in firsts)
         cell.det[e] = _detect_stats(firsts)
     cell.us_per_eval = (time.perf_counter() - t0) / max(n_eval, 1) * 1e6
     return cell
@@ -391,9 +431,10 @@ def run_benchmark(
             t0 = time.perf_counter()
             cells: dict[tuple[str, str], Cell] = {}
             cells[("gate", "default")] = _eval_boolean(
-                lambda s, ts, stop: gate_alarms(s, ts, first_only=stop), series)
+                lambda ss, ts, stop: gate_alarms_many(ss, ts, first_only=stop), series)
             cells[("gate-no-confirm", "default")] = _eval_boolean(
-                lambda s, ts, stop: gate_alarms(s, ts, confirm=False, first_only=stop), series)
+                lambda ss, ts, stop: gate_alarms_many(ss, ts, confirm=False, first_only=stop),
+                series)
             # Matched: FA/series 5% on the cell's nulls; gate-fa: at most the gate's own
             # there (the issue's "matched" taken literally). One scoring pass serves both.
             fas = (TARGET_FA, cells[("gate", "default")].fa_series)
@@ -455,14 +496,14 @@ def _fa_cell(task: tuple) -> tuple[str, int, dict[str, list], float]:
     first = (model, m) == FIRST_RUN_CELL[:2]
     for seed in seeds:
         ser = _cell_series(model, m, reps, seed)
-        flags = {e: [gate_alarms(s, GATED, first_only=True).any() for s in ser[e]]
+        flags = {e: [a.any() for a in gate_alarms_many(ser[e], GATED, first_only=True)]
                  for e in ("null", "spike")}
         for e, f in flags.items():
             out[e].append(float(np.mean(f)))
         out["paired"].append(paired_shares(flags["null"], flags["spike"]))
         if first:
             out["first"].append(float(np.mean(
-                [gate_alarms(s, [TAU]).any() for s in ser[FIRST_RUN_CELL[2]]])))
+                [a.any() for a in gate_alarms_many(ser[FIRST_RUN_CELL[2]], [TAU])])))
     return model, m, out, time.perf_counter() - t0
 
 
@@ -573,11 +614,10 @@ def machines_benchmark(reps: int, *, seed: int = 0, log=print) -> dict:
                       for _ in range(reps)] for e in ("null", "step5", "step10")}
         for named in (True, False):
             t0 = time.perf_counter()
-            fa = float(np.mean([gate_alarms(s, GATED, machines=named).any()
-                                for s in series["null"]]))
-            det = {e: _detect_stats([_first(gate_alarms(s, AFTER, first_only=True,
-                                                        machines=named))
-                                     for s in series[e]])
+            fa = float(np.mean([a.any() for a in gate_alarms_many(series["null"], GATED,
+                                                                  machines=named)]))
+            det = {e: _detect_stats([_first(a) for a in gate_alarms_many(
+                       series[e], AFTER, first_only=True, machines=named)])
                    for e in ("step5", "step10")}
             out[(pool, p_new, named)] = {"fa": fa, "det": det}
             log(f"  pool {pool}, new {p_new}, names {named}: {time.perf_counter() - t0:.1f} s")
@@ -616,7 +656,10 @@ def speed_1000(n_metrics: int = 1000, n_runs: int = 200, seed: int = 0) -> float
     hist = [rng.normal(1, 0.03, (n_runs, 5)) for _ in range(n_metrics)]
     new = [rng.normal(1, 0.03, 5) for _ in range(n_metrics)]
     t0 = time.perf_counter()
-    js = [stats.judge(h, x, better="lower") for h, x in zip(hist, new, strict=True)]
+    # As the gate does: each metric reduced to run summaries, the run's metrics judged
+    # together (``stats.judge_many``).
+    summed = [stats.summarize(h, x) for h, x in zip(hist, new, strict=True)]
+    js = stats.judge_many([stats.Case(h, x, 1, extra_var=e) for h, x, e in summed])
     q = stats.bh_qvalues([j.p_worse for j in js])
     [stats.decide(j, qi, level=stats.DEFAULTS.level) for j, qi in zip(js, q, strict=True)]
     return time.perf_counter() - t0

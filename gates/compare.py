@@ -3,8 +3,8 @@
 A and B each name runs (``History.runs_by_ref``): a run id, a commit, a branch
 or a hardware fingerprint (two GPU types, two images). A's newest ``window``
 trusted runs are the baseline; B's newest runs (up to 10) are judged as one: one run by
-``stats.judge_summaries`` as the gate judges a new run, several by the mean of
-their summaries (``judge_summaries(mean_of=n)``: the variance of a mean of n runs
+``stats.judge_many`` as the gate judges a new run, several by the mean of
+their summaries (``Case(mean_of=n)``: the variance of a mean of n runs
 against means of n baseline runs). Verdicts come from ``stats.decide`` at the
 gate's level on Benjamini-Hochberg q-values across the compared metrics.
 Metrics pair on (suite, key) and, unless A or B names a fingerprint, on the
@@ -92,7 +92,7 @@ def compare(a: Mapping[tuple[str, str, str], Any], b: Mapping[tuple[str, str, st
         a_by.setdefault(ident(k), []).extend(runs)
         meta[ident(k)] = (unit, better)
     rows: list[CompareRow] = []
-    judged: list[tuple[CompareRow, stats.Judgement]] = []
+    cases: list[tuple[CompareRow, stats.Case]] = []
     for k, (unit, better, b_runs) in sorted(b.items()):
         i = ident(k)
         fp = k[1] if by_fingerprint else f"{k[1]} vs A"
@@ -110,9 +110,12 @@ def compare(a: Mapping[tuple[str, str, str], Any], b: Mapping[tuple[str, str, st
         sign = 1 if better == "lower" else -1
         summaries, _, extra = stats.summarize(a_by[i], b_runs[-1], params)
         values = [stats.run_summary(x) for x in b_runs]
-        j = stats.judge_summaries(summaries, float(np.mean(values)), sign=sign, params=params,
-                                  extra_var=extra if len(values) == 1 else 0.0,
-                                  mean_of=len(values))
+        cases.append((row, stats.Case(summaries, float(np.mean(values)), sign, params,
+                                      extra_var=extra if len(values) == 1 else 0.0,
+                                      mean_of=len(values))))
+    judged: list[tuple[CompareRow, stats.Judgement]] = []
+    for row, j in zip([r for r, _ in cases], stats.judge_many([c for _, c in cases]),
+                      strict=True):  # the metrics judged together
         row.a, row.b = _num(j.baseline), _num(j.value)
         row.verdict = j.status
         if j.status == "ok":

@@ -161,10 +161,9 @@ def gate_for(
     """
     if session_mode not in MODES:
         raise DeclarationError(f"--mode {session_mode!r}; use one of {', '.join(MODES)}")
-    g = Gate(key=key)
+    fields: dict[str, Any] = {"key": key}
     if recorded:
-        g = replace(
-            g,
+        fields.update(
             better=recorded.get("better") or None,
             unit=recorded.get("unit") or None,
             n=int(recorded["n"]) if recorded.get("n") else None,
@@ -172,18 +171,18 @@ def gate_for(
             max_value=recorded.get("max_value"),
         )
     if declared is not None:
-        upd: dict[str, Any] = {"declared_at": declared.declared_at,
-                               "min_change": declared.min_change, "level": declared.level,
-                               "mode": declared.mode}
+        fields.update(declared_at=declared.declared_at, min_change=declared.min_change,
+                      level=declared.level, mode=declared.mode)
         for name in ("better", "min_value", "max_value"):
             v = getattr(declared, name)
             if v is not None:
-                upd[name] = v
-        g = replace(g, **upd)
-    if g.min_value is not None and g.max_value is not None and g.min_value > g.max_value:
+                fields[name] = v
+    lo, hi = fields.get("min_value"), fields.get("max_value")
+    if lo is not None and hi is not None and lo > hi:
         raise DeclarationError(f"{declared.declared_at if declared else key}: {key}: "
-                               f"min_value={g.min_value} > max_value={g.max_value}; fix the bounds")
-    return replace(g, mode=effective_mode(g.mode, session_mode))
+                               f"min_value={lo} > max_value={hi}; fix the bounds")
+    fields["mode"] = effective_mode(fields.get("mode", Gate.mode), session_mode)
+    return Gate(**fields)
 
 
 def effective_mode(gate_mode: str, session_mode: str) -> str:

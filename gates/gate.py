@@ -24,7 +24,7 @@ fails the session. The protocol: ``docs/gates/design.md``.
 
 Baselines (``gates.baselines``): complete, trusted runs of the same suite, metric
 key and hardware fingerprint before the judged run, read for every metric of a run
-in a few bulk queries (``bulk_baselines``) and judged in memory; ``bulk=False``
+in one or two statements (``bulk_baselines``) and judged in memory; ``bulk=False``
 reads them key by key (``baseline_runs``), the reference. Where a confirm found a
 run's first attempt a transient, its rerun stands in for that run, and the run after
 it is judged knowing so (``stats.judge_summaries(standin_last=True)``).
@@ -41,7 +41,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -265,7 +265,7 @@ def evaluate_run(
     ``acceptances``: the repo file's entries this run's checkout carries
     (``gates.accept.read_accept_file``), logged with the run; a key under an
     acceptance is judged only against runs inside it (``gates.accept``).
-    ``bulk``: read every baseline in a few queries (``bulk_baselines``);
+    ``bulk``: read every baseline in one or two statements (``bulk_baselines``);
     ``False`` issues one ``History.metric_series`` query per metric (the
     reference path; same verdicts, about 3 ms per metric slower).
     """
@@ -294,8 +294,7 @@ def evaluate_run(
         keys = ctx.chain.order(keys)
     _read_baselines(ctx, {k: {r["unit"] for r in recorded[k]} for k in keys if recorded.get(k)},
                     bulk)
-    judged = [_judge_key(ctx, key, recorded.get(key), declared) for key in keys]
-    judged = [t for t in judged if t is not None]
+    judged = _judge_keys(ctx, keys, recorded, declared)
     _decide(ctx, judged)
     result.verdicts = [v for v, _, _ in judged]
     if not result.verdicts and not held:
@@ -341,28 +340,89 @@ def _cutoffs(history: History, run: Mapping[str, Any], recorded: Mapping[str, li
 
 
 def _read_baselines(ctx: _Run, units: dict[str, set[str]], bulk: bool) -> None:
-    """Every key's baseline in a few queries (``bulk``), with its runs' machines and the
-    keys whose units disagree across this run and its baseline (``gates.unit_check``)."""
+    """Every key's baseline in one or two statements (``bulk``), with its runs' machines and
+    the keys whose units disagree across this run and its baseline (``gates.unit_check``)."""
     keys = set(units)
     ctx.this_host = host_key(ctx.run.get("hardware"))
     if not bulk:
         return
     p = ctx.params
     try:
+        seen: dict[str, set[str] | None] = {}
         ctx.pre = bulk_baselines(ctx.history, ctx.run, keys, ctx.exclude,
                                  p.window + max(p.windows, default=1), ids_out=ctx.base_ids,
                                  standins_out=ctx.standins,
-                                 drop={k: c.drop for k, c in ctx.cuts.items()})
-        ctx.hosts = hosts_of(ctx.history, [r for ids in ctx.base_ids.values() for r in ids])
-        ctx.mixed = unit_conflicts(ctx.history, ctx.run["suite"], units, ctx.base_ids)
+                                 drop={k: c.drop for k, c in ctx.cuts.items()},
+                                 hosts_out=ctx.hosts, units_out=seen)
+        ctx.mixed = unit_conflicts(ctx.history, ctx.run["suite"], units, ctx.base_ids, seen)
     except sqlite3.DatabaseError as e:
         raise GateInputError(f"{ctx.history.path}: cannot read baselines ({e}); check the "
                              "file with `History.check`") from None
 
 
+Judged = tuple[Verdict, stats.Judgement | None, Gate]
+
+
+@dataclass
+class _First:
+    """A first attempt's inputs, summarized and judged with the run's others
+    (``_judge_keys``)."""
+
+    v: Verdict
+    gate: Gate
+    raw: _Raw
+    unit_error: Exception | None  # its unit check's (reported after the judgement)
+
+
+def _judge_keys(ctx: _Run, keys: Sequence[str], recorded: Mapping[str, list],
+                declared: Mapping[str, Gate]) -> list[Judged]:
+    """Every metric's judgement at its stage, in ``keys`` order. First attempts are
+    judged together (``stats.judge_many``); their verdicts wait for ``_decide``."""
+    out: list[Judged] = []
+    first: list[tuple[int, _First]] = []
+    for key in keys:
+        t = _judge_key(ctx, key, recorded.get(key), declared)
+        if isinstance(t, _First):
+            first.append((len(out), t))
+            out.append((t.v, None, t.gate))
+        elif t is not None:
+            out.append(t)
+    xs = _batch(lambda raws: _inputs(ctx, raws), [f.raw for _, f in first])
+    ok = [x for x in xs if not isinstance(x, Exception)]
+    js = iter(_batch(lambda xs: stats.judge_many([stats.Case(x.summaries, x.value, **x.kw())
+                                                  for x in xs]), ok))
+    for (i, f), x in zip(first, xs, strict=True):
+        j = x if isinstance(x, Exception) else next(js)
+        v, e = f.v, j if isinstance(j, Exception) else f.unit_error
+        if not isinstance(j, Exception):
+            v.verdict = ""  # decided after BH
+            _fill(ctx, v, j)
+        if e is not None:
+            v.verdict, v.message, j = "error", f"{type(e).__name__}: {e}", None
+        out[i] = (v, j, f.gate)
+    return out
+
+
+def _batch(f: Any, items: list) -> list:
+    """``f`` of all ``items`` at once; where that raises, of each alone, an item's
+    exception in its place (one bad metric must not hide the others)."""
+    try:
+        return f(items)
+    except Exception:  # noqa: BLE001
+        out: list = []
+        for x in items:
+            try:
+                out.append(f([x])[0])
+            except Exception as e:  # noqa: BLE001 - reported as this metric's error verdict
+                out.append(e)
+        return out
+
+
 def _judge_key(ctx: _Run, key: str, rows: list[Mapping[str, Any]] | None,
-               declared: Mapping[str, Gate]) -> tuple[Verdict, stats.Judgement | None, Gate] | None:
-    """One metric's verdict at its stage (a first attempt's waits for ``_decide``)."""
+               declared: Mapping[str, Gate],
+               ) -> Judged | _First | None:
+    """One metric's verdict at its stage; a first attempt's inputs, to be judged with the
+    run's others (and its unit check's error, if any)."""
     try:
         gate = gate_for(key, rows[0] if rows else None, declared.get(key), ctx.mode)
     except DeclarationError as e:
@@ -381,7 +441,18 @@ def _judge_key(ctx: _Run, key: str, rows: list[Mapping[str, Any]] | None,
         return v, None, gate
     v.nodeid = rows[0]["nodeid"]
     try:
-        j = _judge_one(ctx, key, rows, gate, v, stage)
+        raw = _read_inputs(ctx, key, rows, gate)
+        if stage is Stage.FIRST or ctx.chain is None:
+            try:
+                _check_units(ctx, key, rows)
+            except Exception as e:  # noqa: BLE001 - after the judgement, as for a rerun
+                return _First(v, gate, raw, e)
+            return _First(v, gate, raw, None)
+        x = _inputs(ctx, [raw])[0]
+        j = judge_at_stage(stage, x, v, key, chain=ctx.chain, another=ctx.attempts_left >= 1,
+                           history=ctx.history, suite=ctx.run["suite"],
+                           ids=ctx.base_ids.get(key) or ())
+        _fill(ctx, v, j)
         _check_units(ctx, key, rows)
     except Exception as e:  # noqa: BLE001 - one bad metric must not hide the others
         v.verdict, v.message, j = "error", f"{type(e).__name__}: {e}", None
@@ -517,8 +588,20 @@ def _params_for(params: stats.GateParams, level: float, min_change: float) -> st
     return replace(params, level=level, min_change=min_change)
 
 
-def _inputs(ctx: _Run, key: str, rows: Sequence[Mapping[str, Any]], gate: Gate) -> Inputs:
-    """The key's baseline summaries (bulk, or read key by key) and this run's summary."""
+class _Raw(NamedTuple):
+    """A metric's baseline (bulk, or read key by key) and samples, not yet summarized."""
+
+    hist: Any
+    samples: list[float]
+    ids: list[str] | None
+    hosts: Mapping[str, str | None]
+    standin_last: bool
+    params: stats.GateParams
+    gate: Gate
+
+
+def _read_inputs(ctx: _Run, key: str, rows: Sequence[Mapping[str, Any]], gate: Gate) -> _Raw:
+    """The key's baseline (bulk, or read key by key) and this run's samples."""
     samples = samples_of(rows)
     if not samples or not all(math.isfinite(x) for x in samples):
         raise ValueError("the run recorded no finite samples")
@@ -536,21 +619,26 @@ def _inputs(ctx: _Run, key: str, rows: Sequence[Mapping[str, Any]], gate: Gate) 
         standin_last = bool(base and base[-1].get("standin"))
         hosts = hosts_of(ctx.history, ids)
         ctx.base_ids[key] = ids
-    p = _params_for(ctx.params, gate.level, gate.min_change)
-    summaries, value, extra = stats.summarize(hist, samples, p)
-    run_hosts = None
-    if ids is not None and len(ids) >= summaries.size:
-        run_hosts = [hosts.get(r) for r in ids[len(ids) - summaries.size:]]
-    return Inputs(summaries, value, extra, 1 if gate.better == "lower" else -1, p, gate,
-                  run_hosts, ctx.this_host, standin_last)
+    return _Raw(hist, samples, ids, hosts, standin_last,
+                _params_for(ctx.params, gate.level, gate.min_change), gate)
 
 
-def _judge_one(ctx: _Run, key: str, rows: Sequence[Mapping[str, Any]], gate: Gate,
-               v: Verdict, stage: Stage) -> stats.Judgement:
-    x = _inputs(ctx, key, rows, gate)
-    j = judge_at_stage(stage, x, v, key, chain=ctx.chain, another=ctx.attempts_left >= 1,
-                       history=ctx.history, suite=ctx.run["suite"],
-                       ids=ctx.base_ids.get(key) or ())
+def _inputs(ctx: _Run, raws: list[_Raw]) -> list[Inputs]:
+    """The metrics' baseline summaries and this run's, summarized together."""
+    out = []
+    for r, (summaries, value, extra) in zip(
+            raws, stats.summarize_many([(r.hist, r.samples) for r in raws], ctx.params),
+            strict=True):
+        run_hosts = None
+        if r.ids is not None and len(r.ids) >= summaries.size:
+            run_hosts = [r.hosts.get(i) for i in r.ids[len(r.ids) - summaries.size:]]
+        out.append(Inputs(summaries, value, extra, 1 if r.gate.better == "lower" else -1,
+                          r.params, r.gate, run_hosts, ctx.this_host, r.standin_last))
+    return out
+
+
+def _fill(ctx: _Run, v: Verdict, j: stats.Judgement) -> None:
+    """The verdict's figures from its judgement."""
     v.new = _num(j.value)
     v.baseline = _num(j.baseline)
     v.rel_change = _num(j.rel_change)
@@ -566,7 +654,6 @@ def _judge_one(ctx: _Run, key: str, rows: Sequence[Mapping[str, Any]], gate: Gat
         v.message = _new_host_message(j)
     if j.reason:
         v.message = j.reason
-    return j
 
 
 def _new_host_message(j: stats.Judgement) -> str:

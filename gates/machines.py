@@ -17,7 +17,8 @@ runs of its own machine; against any other the verdict is ``unguarded``
 (``gates.judge``). A history in which no run names a machine is judged as one
 machine (the model without the machine term).
 
-Pure numpy/scipy.
+Row-wise like ``gates.robust``: the variance components of every metric of a run
+(one a row, same machines) at once. Pure numpy/scipy.
 """
 
 from __future__ import annotations
@@ -29,13 +30,10 @@ from functools import lru_cache
 import numpy as np
 from scipy import special
 
-from gates.robust import HALF_PI, MAD_K, median
+from gates.robust import HALF_PI, MAD_K, row_medians
 
 __all__ = [
-    "MachineModel",
-    "machine_model",
-    "host_variance",
-    "chi2_median_factor",
+    "MachineModel", "machine_model", "host_variance", "chi2_median_factor",
 ]
 
 # A metric whose run-to-run spread across machines has a CV above this spans about 2x
@@ -46,34 +44,39 @@ UNGUARDED_CV = 0.2
 
 @dataclass(frozen=True)
 class MachineModel:
-    """The machine terms of one baseline (``machine_model``)."""
+    """The machine terms of one baseline (``machine_model``); the variances are one per
+    metric (arrays) or a float."""
 
-    tau2: float | None  # between-machine variance; None: the runs span one machine
-    within2: float  # within-machine run variance (the robust one-run scale^2 if unknown)
+    tau2: np.ndarray | float | None  # between-machine variance; None: one machine
+    within2: np.ndarray | float  # within-machine run variance (the one-run scale^2 if unknown)
     known: frozenset[str]  # machines with runs in the baseline (unnamed runs: their own)
     groups: int  # machines the baseline spans
 
     @property
-    def total(self) -> float:
+    def _tau2(self) -> np.ndarray | float:
+        return 0.0 if self.tau2 is None else self.tau2
+
+    @property
+    def total(self) -> np.ndarray | float:
         """Run-to-run variance across the baseline's machines, sigma_w^2 + tau^2."""
-        return self.within2 + (self.tau2 or 0.0)
+        return self.within2 + self._tau2
 
     def inflation(self) -> float:
         """df / median chi^2(df) of tau^2 with one df per machine beyond the first:
         with few machines the spread of a machine not yet seen is mostly unknown."""
         return chi2_median_factor(self.groups - 1)
 
-    def run_var(self, label: str) -> float:
+    def run_var(self, label: str) -> np.ndarray | float:
         """Prediction variance of one run on machine ``label`` about the baseline's centre."""
-        tau2 = self.tau2 or 0.0
+        tau2 = self._tau2
         return self.within2 + (tau2 if label in self.known else tau2 * self.inflation())
 
-    def window_extra(self, labels: Sequence[str]) -> float:
+    def window_extra(self, labels: Sequence[str]) -> np.ndarray | float:
         """Variance a window's runs add beyond k independent draws: runs of one machine
         share its offset, sum_M tau_M^2 (n_M / k)^2 - tau^2 / k (the iid part)."""
-        tau2 = self.tau2 or 0.0
+        tau2 = self._tau2
         k = len(labels)
-        if tau2 <= 0 or k == 0:
+        if self.tau2 is None or k == 0:
             return 0.0
         counts: dict[str, int] = {}
         for x in labels:
@@ -81,25 +84,22 @@ class MachineModel:
         f = self.inflation()
         shared = sum((n / k) ** 2 * (tau2 if m in self.known else tau2 * f)
                      for m, n in counts.items())
-        return max(0.0, shared - tau2 / k)
-
-
-def labels_of(hosts: Sequence[str | None]) -> list[str]:
-    """Machine labels: a run that names no machine gets a label no other run has."""
-    return list(_labels(tuple(hosts)))
+        return np.maximum(0.0, shared - tau2 / k)
 
 
 @lru_cache(maxsize=256)
-def _labels(hosts: tuple[str | None, ...]) -> tuple[str, ...]:
+def labels_of(hosts: tuple[str | None, ...]) -> tuple[str, ...]:
+    """Machine labels: a run that names no machine gets a label no other run has."""
     return tuple(h if h is not None else f"{UNNAMED}{i}" for i, h in enumerate(hosts))
 
 
 UNNAMED = "?"  # label prefix of runs that name no machine
 
 
-def machine_model(x: np.ndarray, labels: Sequence[str], scale: float,
+def machine_model(x: np.ndarray, labels: Sequence[str], scale: np.ndarray,
                   n_base: int) -> MachineModel:
-    """The machine terms of runs ``x`` on machines ``labels``, the first ``n_base`` of
+    """The machine terms of runs ``x`` (a row per metric) on machines ``labels``, the
+    first ``n_base`` of
     them the baseline (the machines it knows); the rest (the runs between it and the
     run judged) inform the variance components only.
 
@@ -111,20 +111,21 @@ def machine_model(x: np.ndarray, labels: Sequence[str], scale: float,
     return MachineModel(tau2, within2, known, len(known))
 
 
-def _components(x: np.ndarray, labels: tuple[str, ...], scale: float,
-                ) -> tuple[float | None, float]:
+def _components(x: np.ndarray, labels: tuple[str, ...], scale: np.ndarray,
+                ) -> tuple[np.ndarray | None, np.ndarray]:
     groups, sizes = _machine_groups(labels)
-    meds = np.array([median(x[g]) if g.size > 1 else float(x[g[0]]) for g in groups])
+    meds = np.stack([row_medians(x[:, g]) if g.size > 1 else x[:, g[0]] for g in groups],
+                    axis=-1)
     within2 = scale * scale
     rep = sizes >= 2
     if int(sizes[rep].sum()) >= 4:  # about group medians: MAD suffices
-        resid = x[np.concatenate([g for g, r in zip(groups, rep, strict=True) if r])] - np.repeat(
-            meds[rep], sizes[rep])
-        within2 = (MAD_K * median(np.abs(resid))) ** 2
+        resid = x[:, np.concatenate([g for g, r in zip(groups, rep, strict=True) if r])] - (
+            np.repeat(meds[:, rep], sizes[rep], axis=1))
+        within2 = (MAD_K * row_medians(np.abs(resid))) ** 2
     if len(groups) < 2:
         return None, within2
     noise = within2 * float(np.mean(np.where(sizes > 1, HALF_PI / sizes, 1.0)))
-    return max(0.0, float(np.var(meds, ddof=1)) - noise), within2
+    return np.maximum(0.0, np.var(meds, ddof=1, axis=-1) - noise), within2
 
 
 def host_variance(x: Sequence[float] | np.ndarray, hosts: Sequence[str | None] | None,
@@ -146,8 +147,8 @@ def host_variance(x: Sequence[float] | np.ndarray, hosts: Sequence[str | None] |
         return None
     xs = x[keep]
     sub = np.concatenate(groups)
-    tau2, _ = _components(xs[sub], tuple(labels[i] for i in sub), 0.0)
-    return tau2
+    tau2, _ = _components(xs[sub][None, :], tuple(labels[i] for i in sub), np.zeros(1))
+    return None if tau2 is None else float(tau2[0])
 
 
 @lru_cache(maxsize=64)

@@ -17,6 +17,7 @@ from typing import Any
 from gates.history import History, HistoryError
 from gates.merge_check import ShardRejected, check_bundle
 from gates.store.backend import display_location, history_location
+from gates.store.fleet_sql import BISECT_COLUMNS
 
 __all__ = ["MergeConflict", "MergeReport", "check_history", "merge_histories", "run_digest"]
 
@@ -34,11 +35,13 @@ class MergeReport:
     unchanged: list[str] = field(default_factory=list)
     per_shard: dict[str, int] = field(default_factory=dict)  # shard path -> runs added
     copies: int = 0  # snapshot runs a shard still carried (gates.snapshot): skipped
+    bisects: int = 0  # bisections (their outcome and evidence) new to the target
 
     def __str__(self) -> str:
         skipped = f"; {self.copies} baseline snapshot run(s) skipped" if self.copies else ""
+        bisects = f"; {self.bisects} new bisection(s)" if self.bisects else ""
         return (f"merged {len(self.added)} new run(s) into {display_location(self.into)}; "
-                f"{len(self.unchanged)} already present{skipped}")
+                f"{len(self.unchanged)} already present{skipped}{bisects}")
 
 
 # Trust is a judgement made after the fact, and verdicts are derived: neither
@@ -99,10 +102,13 @@ def merge_histories(shards: Sequence[str | os.PathLike[str]],
     Every row of a shard is checked first (`gates.merge_check`): a shard with a
     hostile or broken row (a text median, a run dated in the future, a unit that
     is not a unit, rows of no run) is refused whole with `HistoryError`.
+    A shard's bisections (``bisects``: a ``gate-report bisect`` run against it) are
+    added once each; they add no run (a bisection's test runs stay in its scratch file).
     """
     target = history_location(into)
     report = MergeReport(into=target)
     pending: dict[str, tuple[str, dict[str, Any], str]] = {}  # run_id -> (shard, bundle, digest)
+    bisects: list[tuple[Any, ...]] = []
     with History(target) as history:
         for shard in shards:
             shard_path = Path(shard)
@@ -133,6 +139,7 @@ def merge_histories(shards: Sequence[str | os.PathLike[str]],
                                 f"{other_shard}; merge the shards separately or drop one")
                         continue
                     pending[run_id] = (str(shard_path), bundle, digest)
+                bisects += _checked_bisects(source.bisect_rows(), shard_path)
             report.per_shard.setdefault(str(shard_path), 0)
 
         def write() -> None:
@@ -153,9 +160,26 @@ def merge_histories(shards: Sequence[str | os.PathLike[str]],
                 history.insert_bundle(bundle)
                 report.added.append(run_id)
                 report.per_shard[shard_name] += 1
+            report.bisects = history.add_bisects(bisects)
 
         history.in_transaction(write)
     return report
+
+
+def _checked_bisects(rows: list[tuple[Any, ...]], shard: Path) -> list[tuple[Any, ...]]:
+    """A shard's bisections, refused whole (`HistoryError`) where one lacks its key,
+    commits, outcome or time, or holds evidence that is not JSON."""
+    for i, row in enumerate(rows, 1):
+        got = dict(zip(BISECT_COLUMNS, row, strict=True))
+        bad = [c for c in ("key", "good", "bad", "outcome", "at") if not isinstance(got[c], str)]
+        try:
+            json.loads(got["evidence"] or "{}")
+        except (TypeError, ValueError):
+            bad.append("evidence")
+        if bad:
+            raise HistoryError(f"{shard}: bisection {i} has no valid {', '.join(bad)}; the shard "
+                               "was not merged (regenerate it, or drop it from the merge)")
+    return rows
 
 
 def check_history(path: str | os.PathLike[str]) -> list[str]:

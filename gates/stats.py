@@ -31,9 +31,11 @@ from gates.decisions import (
 )
 from gates.judge import (
     DEFAULTS,
+    Case,
     GateParams,
     JudgeExtras,
     Judgement,
+    judge_many,
     judge_summaries,
 )
 from gates.machines import host_variance
@@ -46,33 +48,12 @@ from gates.robust import (
     robust_scale,
     run_summary,
 )
-from gates.summaries import WITHIN_RUNS, Summarized, judge, summarize
+from gates.summaries import WITHIN_RUNS, Summarized, judge, summarize, summarize_many
 
 __all__ = [
-    "DEFAULTS",
-    "GateParams",
-    "Judgement",
-    "JudgeExtras",
-    "run_summary",
-    "robust_scale",
-    "ar1_variance_factor",
-    "judge",
-    "judge_summaries",
-    "host_variance",
-    "quantile_p",
-    "summarize",
-    "Summarized",
-    "WITHIN_RUNS",
-    "huber_location",
-    "decide",
-    "is_suspect",
-    "bh_qvalues",
-    "pettitt",
-    "confirm",
-    "corroborate",
-    "confirm_reruns",
-    "independent",
-    "level_for",
-    "split_p",
-    "TRANSIENT_LEVEL",
+    "DEFAULTS", "GateParams", "Judgement", "JudgeExtras", "run_summary", "robust_scale",
+    "ar1_variance_factor", "judge", "judge_summaries", "judge_many", "Case", "host_variance",
+    "quantile_p", "summarize", "summarize_many", "Summarized", "WITHIN_RUNS", "huber_location",
+    "decide", "is_suspect", "bh_qvalues", "pettitt", "confirm", "corroborate", "confirm_reruns",
+    "independent", "level_for", "split_p", "TRANSIENT_LEVEL",
 ]

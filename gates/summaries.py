@@ -9,13 +9,14 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
 from gates.judge import DEFAULTS, GateParams, Judgement, judge_summaries
-from gates.robust import HALF_PI, MAD_K, median, row_medians, run_summary
+from gates.robust import HALF_PI, MAD_K, row_medians, run_summary
 
-__all__ = ["WITHIN_RUNS", "Summarized", "judge", "summarize"]
+__all__ = ["WITHIN_RUNS", "Summarized", "judge", "summarize", "summarize_many"]
 
 
 def judge(
@@ -64,7 +65,14 @@ def summarize(
     new: Sequence[float] | float | np.ndarray,
     params: GateParams = DEFAULTS,
 ) -> tuple[np.ndarray, float, float]:
-    """(past run summaries, new run summary, extra variance of the new run) for judging.
+    """(past run summaries, new run summary, extra variance of the new run) for judging:
+    ``summarize_many`` of one metric."""
+    return summarize_many([(history, new)], params)[0]
+
+
+def summarize_many(items: Sequence[tuple[Any, Any]], params: GateParams = DEFAULTS,
+                   ) -> list[tuple[np.ndarray, float, float]]:
+    """``summarize`` of each (history, new samples) pair, the metrics of a run together.
 
     The extra variance is the new run's within-run variance of its median beyond the
     typical one of the newest ``WITHIN_RUNS`` baseline runs (fewer or noisier samples
@@ -72,17 +80,22 @@ def summarize(
     """
     # Only the runs the windows can reach matter (keeps 200-run histories cheap).
     reach = params.window + max(params.windows)
-    new_a = np.asarray(new, dtype=float).ravel()
-    if isinstance(history, Summarized):
-        recent_s = history.recent[-WITHIN_RUNS:]
-        return (np.asarray(history.summaries, dtype=float)[-reach:], run_summary(new_a),
-                _extra_within_var(recent_s, new_a))
-    if isinstance(history, np.ndarray) and history.ndim == 2:  # (runs x samples): no copies
-        recent_a = history[-reach:].astype(float, copy=False)
-        return (row_medians(recent_a), run_summary(new_a),
-                _extra_within_var(recent_a[-WITHIN_RUNS:], new_a))
-    recent = list(history)[-reach:]
-    return _summaries(recent), run_summary(new_a), _extra_within_var(recent[-WITHIN_RUNS:], new_a)
+    out, recents, news = [], [], []
+    for history, new in items:
+        news.append(np.asarray(new, dtype=float).ravel())
+        if isinstance(history, Summarized):
+            out.append(np.asarray(history.summaries, dtype=float)[-reach:])
+            recents.append(history.recent[-WITHIN_RUNS:])
+        elif isinstance(history, np.ndarray) and history.ndim == 2:  # (runs x samples)
+            a = history[-reach:].astype(float, copy=False)
+            out.append(row_medians(a))
+            recents.append(a[-WITHIN_RUNS:])
+        else:
+            runs = list(history)[-reach:]
+            out.append(_summaries(runs))
+            recents.append(runs[-WITHIN_RUNS:])
+    return list(zip(out, [run_summary(x) for x in news], _extra_within_vars(recents, news),
+                    strict=True))
 
 
 def _summaries(runs: Sequence) -> np.ndarray:
@@ -92,25 +105,34 @@ def _summaries(runs: Sequence) -> np.ndarray:
         return np.array([run_summary(r) for r in runs], dtype=float)
 
 
-def _within_se2(a: np.ndarray) -> float | None:
-    if a.size < 3:
-        return None
-    s = MAD_K * median(np.abs(a - median(a)))
-    return HALF_PI * s * s / a.size
+def _within_se2(a: np.ndarray) -> np.ndarray:
+    """Each row's within-run variance of its median (MAD-based)."""
+    s = MAD_K * row_medians(np.abs(a - row_medians(a)[..., None]))
+    return HALF_PI * s * s / a.shape[-1]
 
 
-def _extra_within_var(history: Sequence | np.ndarray, new: np.ndarray) -> float:
-    se_new = _within_se2(new)
-    if se_new is None:
-        return 0.0
-    try:
-        a = np.asarray(history, dtype=float).reshape(len(history), -1)
-        if a.shape[1] < 3:
-            return 0.0
-        mad = MAD_K * row_medians(np.abs(a - row_medians(a)[:, None]))
-        typical = median(HALF_PI * mad * mad / a.shape[1])
-    except ValueError:
-        past = [_within_se2(np.asarray(r, dtype=float).ravel()) for r in history]
-        past_v = [v for v in past if v is not None]
-        typical = float(np.median(past_v)) if past_v else 0.0
-    return max(0.0, se_new - typical)
+def _extra_within_vars(recents: list, news: list[np.ndarray]) -> list[float]:
+    """Each new run's within-run variance beyond its baseline's typical one; baselines
+    of as many runs and samples, and new runs of as many samples, stacked."""
+    out = [0.0] * len(news)
+    groups: dict[tuple, list[tuple[int, np.ndarray]]] = {}
+    for i, (recent, new) in enumerate(zip(recents, news, strict=True)):
+        if new.size < 3:
+            continue
+        try:
+            a = np.asarray(recent, dtype=float).reshape(len(recent), -1)
+        except ValueError:  # ragged (or no runs): run by run
+            past = [_within_se2(r) for r in (np.asarray(x, dtype=float).ravel()
+                                              for x in recent) if r.size >= 3]
+            out[i] = max(0.0, float(_within_se2(new)) - (float(np.median(past)) if past
+                                                          else 0.0))
+            continue
+        if a.shape[1] >= 3:
+            groups.setdefault((a.shape, new.size), []).append((i, a))
+    for members in groups.values():
+        a = np.stack([x for _, x in members])
+        se_new = _within_se2(np.stack([news[i] for i, _ in members]))
+        typical = row_medians(_within_se2(a))
+        for (i, _), v in zip(members, np.maximum(0.0, se_new - typical).tolist(), strict=True):
+            out[i] = v
+    return out

@@ -26,19 +26,24 @@ class UnitMismatch(ValueError):
 
 
 def unit_conflicts(history: History, suite: str, run_units: Mapping[str, Iterable[str]],
-                   base_ids: Mapping[str, Sequence[str]]) -> dict[str, str]:
+                   base_ids: Mapping[str, Sequence[str]],
+                   seen: Mapping[str, set[str] | None] | None = None) -> dict[str, str]:
     """{key: why} for each key of ``run_units`` (key -> the units this run recorded it in)
     whose units disagree with each other or across its baseline runs ``base_ids[key]``.
 
-    One grouped read over every baseline run at once; a key that shows two units there
-    (the union reaches beyond its own window) is read again over its own runs only.
+    ``seen``: each key's units over its baseline runs as the baseline read found them
+    (``baselines.bulk_baselines(units_out=...)``; None: not all read). Without it, one
+    grouped read over every baseline run at once. A key that shows another unit there
+    (or was not read whole) is read again over its own runs only: the message's counts.
     """
-    wide = history.units_of_keys([r for ids in base_ids.values() for r in ids], suite)
+    wide = (seen if seen is not None else
+            history.units_of_keys([r for ids in base_ids.values() for r in ids], suite))
     out: dict[str, str] = {}
     for key, units in run_units.items():
         mine = set(units)
         ids = base_ids.get(key) or ()
-        if len(mine) == 1 and set(wide.get(key, {})) <= mine:
+        known = wide.get(key, set())
+        if len(mine) == 1 and known is not None and set(known) <= mine:
             continue
         base = history.unit_counts(ids, suite, key) if ids else {}
         if len(mine | set(base)) > 1:

@@ -257,3 +257,25 @@ def test_gate_alarms_trace_names_the_trip_that_alarmed():
     assert trace[-1]["verdict"] == "regression" and trace[-1]["t"] == bench.AFTER[alarms.argmax()]
     assert trace[-1]["path"] in ("one-rerun", "corroborate") or trace[-1]["path"].startswith("sequential-")
     assert np.array_equal(alarms, bench.gate_alarms(s, bench.AFTER, first_only=True))
+
+
+def test_gate_alarms_many_judges_each_series_as_alone():
+    # The first attempts of a run are judged together; every series' alarms and trips
+    # (confirmed and unconfirmed) stay those it has judged alone, one series naming its
+    # machines among them.
+    from series import make_pool_series
+
+    ser = bench._cell_series("bimodal", 5, 4, 7, effects=bench.EFFECTS[:4])
+    ss = ser["null"] + ser["step5"]
+    rng, more = np.random.default_rng(5), bench._rerun_rngs([5])
+    ss.append(make_pool_series("step5", rng, pool=2, p_new=0.1, rerun_rngs=more))
+    for ts, first_only in ((bench.GATED, False), (bench.AFTER, True)):
+        traces: list[list[dict]] = [[] for _ in ss]
+        many = bench.gate_alarms_many(ss, ts, first_only=first_only, traces=traces)
+        for s, a, tr in zip(ss, many, traces, strict=True):
+            alone: list[dict] = []
+            assert np.array_equal(a, bench.gate_alarms(s, ts, first_only=first_only,
+                                                        trace=alone))
+            assert [(x["t"], x["path"], x["verdict"]) for x in tr] == [
+                (x["t"], x["path"], x["verdict"]) for x in alone]
+        assert any(tr for tr in traces)

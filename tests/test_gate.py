@@ -147,13 +147,18 @@ def test_the_run_after_a_transient_is_judged_knowing_its_predecessor_stands_in(h
     b = add_run(h, 101, {"lat": lat(rng)}, confirm_of=a)
     assert evaluate_run(h, b, confirm_of=a).verdicts[0].transient
     seen: list[bool] = []
-    real = decisions.judge_summaries
+    real, real_many = decisions.judge_summaries, stats.judge_many
 
     def spy(*args, **kw):
         seen.append(bool(kw.get("standin_last")))
         return real(*args, **kw)
 
+    def spy_many(cases):  # first attempts: the run's metrics judged together
+        seen.extend(c.standin_last for c in cases)
+        return real_many(cases)
+
     monkeypatch.setattr(stats, "judge_summaries", spy)
+    monkeypatch.setattr(stats, "judge_many", spy_many)
     monkeypatch.setattr(decisions, "judge_summaries", spy)
     c = add_run(h, 102, {"lat": lat(rng, level=1.25)})
     for bulk in (True, False):

@@ -368,21 +368,36 @@ def test_merge_refuses_target_as_shard_and_missing_shard(tmp_path):
         merge_histories([tmp_path / "missing.db"], tmp_path / "h.db")
 
 
-def test_median_columns_read_every_attempt_of_the_keys_asked(h):
+def test_baseline_near_reads_the_newest_runs_and_far_the_rest(h):
     import numpy as np
 
-    record(h, 1, samples=(1.0, 2.0, 3.0))
+    for i in range(1, 7):
+        record(h, i, samples=(float(i), float(i) + 1))
     record(h, 1, samples=[9.0], start=False)  # a second attempt: read too
-    record(h, 2, samples=(4.0, 5.0), key="other")
-    record(h, 3, samples=(7.0,))
-    h.conn.execute("UPDATE metric_rows SET median = NULL WHERE id = "
-                   "(SELECT id FROM metrics WHERE run_id = 'run003')")
-    cols = h.median_columns(["run003", "run002", "run001"], ["k", "absent"])
-    got = sorted(zip(cols.runs.tolist(), cols.keys.tolist(), cols.medians.tolist(),
-                     strict=True))
-    assert got[:2] == [(0, 0, got[0][2]), (2, 0, 2.0)] and np.isnan(got[0][2])
-    assert got[2:] == [(2, 0, 9.0)]  # run002 holds only "other": not asked, not read
-    ids = {m["id"] for rid in ("run001", "run003") for m in h.metrics(rid)}
-    assert set(cols.ids.tolist()) == ids
-    assert h.median_columns([], ["k"]).ids.size == 0
-    assert h.median_columns(["run001"], ["absent"]).ids.size == 0
+    record(h, 7, samples=(4.0, 5.0), key="other")  # "k" not recorded in this run
+    record(h, 8, samples=(1.0,), suite="t")  # another suite: never read
+    h.in_transaction(lambda: h.conn.execute(
+        "UPDATE metric_rows SET median = NULL WHERE id = "
+        "(SELECT id FROM metrics WHERE run_id = 'run003')"))
+    keys = ["absent", "k", "other"]
+    near = h.baseline_near("s", "gpu-a", "run007", "", ["run006"], keys, need=2, recent=1)
+    assert [r.run_id for r in sorted(near.runs, key=lambda r: r.started_at)] == [
+        f"run00{i}" for i in range(1, 7)]
+    assert near.edge == h.run("run004")["started_at"]  # the 2nd newest that may serve
+    by_id = {m["id"]: m for rid in ("run004", "run005", "run006") for m in h.metrics(rid)}
+    assert sorted(near.rows.ids.tolist()) == sorted(by_id)  # run006 excluded, but read
+    assert set(near.rows.keys.tolist()) == {1} and set(near.rows.units) == {"s"}
+    newest = next(i for i, m in by_id.items() if m["run_id"] == "run005")
+    assert list(near.samples) == [newest] and list(near.samples[newest]) == [5.0, 6.0]
+    assert {r.run_id for r in near.runs if r.hardware} == {"run004", "run005"}
+    assert near.transients == {} and near.standins == []
+    far = h.baseline_far("s", "gpu-a", "run007", near.edge, keys, ["k", "other"],
+                         [newest], limit=2)
+    rows = sorted(zip(far.rows.ids.tolist(), far.rows.keys.tolist(),
+                      far.rows.medians.tolist(), strict=True))
+    firsts = [m["id"] for rid in ("run002", "run003") for m in h.metrics(rid)]
+    assert [r[0] for r in rows] == firsts  # the newest 2 before the edge
+    assert rows[0][1:] == (1, 2.5) and rows[1][1] == 1 and np.isnan(rows[1][2])
+    assert list(far.samples[newest]) == [5.0, 6.0] and list(far.samples[firsts[0]]) == [2.0, 3.0]
+    assert len(far.hardware) == 2 and all(far.hardware.values())
+    assert h.baseline_far("s", "gpu-a", "run007", "", keys, ["k"], [], limit=2).rows.ids.size == 0

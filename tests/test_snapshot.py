@@ -98,3 +98,33 @@ def test_the_snapshot_is_only_read_and_a_used_shard_file_is_refused(history, tmp
     with pytest.raises(HistoryError, match="not SQLite|not an SQLite"):
         (tmp_path / "notes.db").write_text("hello")
         make_snapshot(tmp_path / "notes.db", tmp_path / "s2.db", [SUITE])
+
+
+def test_a_bisection_run_on_a_snapshot_merges_as_its_evidence_alone(history, tmp_path,
+                                                                    store_location):
+    # A bisect job works on a snapshot of main (its tests' runs go to a scratch file of
+    # their own, suite "bisect", deleted at the end); the bisection row is all it adds.
+    main = store_location
+    merge_histories([history], main)
+    snap = tmp_path / "bisect.db"
+    copied = make_snapshot(main, snap, [SUITE], FP).runs
+    row = {"suite": SUITE, "key": "k1/latency", "good": f"{90:07d}", "bad": f"{99:07d}",
+           "outcome": "culprit", "culprit": f"{95:07d}", "executions": 27,
+           "evidence": {"candidates": [{"commit": f"{95:07d}", "class": "bad"}]}}
+    with open_history(snap) as b:
+        b.save_bisect(row)
+    with open_history(main) as h:
+        runs = h.run_ids()
+    report = merge_histories([snap], main)
+    assert report.added == [] and report.copies == copied and report.bisects == 1
+    assert "1 new bisection" in str(report)
+    assert merge_histories([snap], main).bisects == 0  # the same bisection: once
+    with open_history(main) as h:
+        [got] = h.bisects("k1/latency")
+        assert got["culprit"] == row["culprit"] and got["evidence"] == row["evidence"]
+        assert h.run_ids() == runs  # no run of the bisection's file is main's
+    # A file whose bisection row is broken is refused whole, as a broken run row is.
+    with open_history(snap) as b:
+        b.in_transaction(lambda: b.conn.execute("UPDATE bisects SET evidence = 'x{'"))
+    with pytest.raises(HistoryError, match="bisection 1 has no valid evidence"):
+        merge_histories([snap], main)

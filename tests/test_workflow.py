@@ -4,11 +4,12 @@ concurrency group that keeps a nightly queued behind a push."""
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
-
-yaml = pytest.importorskip("yaml")
+import yaml  # a dependency of the package (pyproject.toml)
 
 WORKFLOW = Path(__file__).resolve().parents[1] / ".github" / "workflows" / "ci.yml"
 
@@ -49,9 +50,19 @@ def test_one_main_history_is_restored_and_saved_under_one_key_prefix(wf):
     # Saved after the merge, so the next run's restore holds this run's results.
     names = [s.get("name", "") for s in jobs["report"]["steps"]]
     assert names.index("Merge the new runs") < names.index("Save main's history")
-    # The bisect reads the history the report job saved, from the cache.
+    # The bisect reads the history the report job saved, from the cache, and bisects on
+    # a snapshot of it; the bisection row goes back into the newest main history.
     [bisect] = _steps(jobs["bisect"], "actions/cache/restore")
     assert bisect["with"]["key"] == "history-main-${{ github.run_id }}"
+    assert "gate-report snapshot --history history.db" in _run(jobs["bisect"])
+    assert "--history bisect.db" in _run(jobs["bisect"])
+    keep = jobs["keep-bisect"]
+    assert keep["concurrency"] == wf["jobs"]["report"]["concurrency"]
+    [restore] = _steps(keep, "actions/cache/restore")
+    [save] = _steps(keep, "actions/cache/save")
+    assert restore["with"]["restore-keys"] == "history-main-"
+    assert save["with"]["key"].startswith("history-main-")
+    assert "gate-report merge bisect/bisect.db --into history.db" in _run(keep)
 
 
 def test_shards_get_a_snapshot_and_upload_only_their_own_history(wf):
@@ -65,9 +76,101 @@ def test_shards_get_a_snapshot_and_upload_only_their_own_history(wf):
     assert "GATES_BASELINE=base/snapshot.db" in run and "cp base/" not in run
     [upload] = _steps(jobs["suite"], "actions/upload-artifact")
     assert upload["with"]["path"].splitlines() == ["${{ matrix.history }}", "results/"]
-    # No job of every run uploads the whole history as an artifact: it lives in the
-    # cache (a bisection, rare, keeps the copy that holds its evidence).
-    for name, job in jobs.items():
-        for step in _steps(job, "actions/upload-artifact") if name != "bisect" else []:
+    # No job uploads the whole history as an artifact: it lives in the cache.
+    for job in jobs.values():
+        for step in _steps(job, "actions/upload-artifact"):
             assert "history.db" not in str(step["with"]["path"]).splitlines()
     assert "gate-report merge shards/*/shard-*.db --into history.db" in _run(jobs["report"])
+
+
+FAKE_GH = r'''#!/usr/bin/env python3
+"""gh, as the report job calls it: ``run list`` prints the fixture's run ids through
+the step's event filter; ``run download ID --pattern P... --dir D`` copies that run's
+artifacts (folders under $FAKE_GH_RUNS/ID) whose names match into D/<name>/."""
+import fnmatch, json, os, shutil, sys
+args = sys.argv[1:]
+runs = os.environ["FAKE_GH_RUNS"]
+def opt(name):
+    return [args[i + 1] for i, a in enumerate(args) if a == name]
+if args[:2] == ["run", "list"]:
+    assert opt("--branch") == ["main"] and opt("--workflow") == ["ci.yml"], args
+    assert opt("--jq") == ['.[] | select(.event != "pull_request") | .databaseId'], args
+    for run in json.load(open(os.path.join(runs, "runs.json"))):
+        if run["event"] != "pull_request":
+            print(run["databaseId"])
+elif args[:2] == ["run", "download"]:
+    src = os.path.join(runs, args[2])
+    names = [n for n in sorted(os.listdir(src)) if any(fnmatch.fnmatch(n, p) for p in opt("--pattern"))]
+    if not names:
+        sys.exit("no valid artifacts found to download")
+    for n in names:
+        shutil.copytree(os.path.join(src, n), os.path.join(opt("--dir")[0], n))
+else:
+    sys.exit(f"fake gh: unexpected {args}")
+'''
+
+
+def _step_script(job: dict, name: str) -> str:
+    [step] = [s for s in job["steps"] if s.get("name") == name]
+    return step["run"]
+
+
+def test_a_replaced_report_jobs_runs_are_merged_by_the_next_one(wf, tmp_path):
+    """GitHub replaces a pending report job when a newer one queues: the next saving
+    report job merges the shards of main's earlier runs too (never a pull request's),
+    and a file merge refuses costs only that file. The workflow's own two steps run."""
+    import json
+    import os
+    import shutil
+    import subprocess
+
+    from gates.history import open_history
+    from tests.history_seed import level_run
+
+    rng = np.random.default_rng(0)
+    runs, work = tmp_path / "runs", tmp_path / "work"
+
+    def shard(path: Path, i: int) -> Path:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with open_history(path) as h:
+            level_run(h, i, {"k": 1.0}, rng, run_id=f"run-{i}")
+        return path
+
+    main = shard(work / "history.db", 0)  # main's cached history holds run 0
+    shard(work / "shards" / "shard-s-1-of-1" / "shard-s.db", 5)  # this run's own shard
+    shard(runs / "101" / "shard-s-1-of-1" / "shard-s.db", 3)  # a replaced report job's
+    shard(runs / "102" / "shard-s-1-of-1" / "shard-s.db", 4)  # a pull request's
+    shutil.copytree(runs / "101", runs / "103")  # merged twice: once
+    (runs / "104" / "shard-s-1-of-1").mkdir(parents=True)
+    (runs / "104" / "shard-s-1-of-1" / "shard-s.db").write_text("not a history\n")
+    (runs / "105").mkdir()  # a run without artifacts
+    (runs / "runs.json").write_text(json.dumps(
+        [{"databaseId": 200, "event": "push"}, {"databaseId": 101, "event": "push"},
+         {"databaseId": 102, "event": "pull_request"}, {"databaseId": 103, "event": "schedule"},
+         {"databaseId": 104, "event": "push"}, {"databaseId": 105, "event": "push"}]))
+    (runs / "200").mkdir()
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "gh").write_text(FAKE_GH)
+    (bin_dir / "gh").chmod(0o755)
+    gate_report = Path(sys.executable).parent / "gate-report"
+    if gate_report.exists():
+        (bin_dir / "gate-report").symlink_to(gate_report)
+    else:  # the package not installed: run its CLI through this interpreter
+        (bin_dir / "gate-report").write_text(f"#!/bin/sh\nexec {sys.executable} -m gates.cli \"$@\"\n")
+        (bin_dir / "gate-report").chmod(0o755)
+    env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", "FAKE_GH_RUNS": str(runs),
+           "GITHUB_REPOSITORY": "o/r", "GITHUB_RUN_ID": "200", "GH_TOKEN": "t",
+           "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    report = wf["jobs"]["report"]
+    out = ""
+    for name in ("Fetch what replaced report jobs left out", "Merge the new runs"):
+        done = subprocess.run(["bash", "--noprofile", "--norc", "-eo", "pipefail", "-c",
+                               _step_script(report, name)], cwd=work, env=env,
+                              capture_output=True, text=True, timeout=300)
+        assert done.returncode == 0, done.stderr
+        out += done.stdout + done.stderr
+    with open_history(main) as h:
+        assert sorted(r["run_id"] for r in h.top_level_runs()) == ["run-0", "run-3", "run-5"]
+    assert "::warning::not merged: earlier/104/shard-s-1-of-1/shard-s.db" in out
+    assert "earlier/102" not in out and not (work / "earlier" / "102").exists()

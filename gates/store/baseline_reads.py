@@ -1,24 +1,35 @@
 """The store's reads for the gate's baselines (`gates.baselines` assembles them).
 
-Bulk reads: a 1,000-metric run against 200-run histories is judged from a
-handful of queries, so each method reads many runs or metric rows at once and
-returns plain NamedTuples (no per-row dicts).
+Bulk reads: a 1,000-metric run against 200-run histories reads its baselines in
+one statement (`BaselineReads.baseline_near`), two where a key is not recorded in
+every run (`BaselineReads.baseline_far`), on SQLite and PostgreSQL alike; rows come
+back as numpy columns and NamedTuples (no per-row dicts). Lists of any length are
+one JSON parameter (`BaselineReads._json_list`).
 """
 
 from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from operator import itemgetter
 
 import numpy as np
 
 from gates.schema import unpack_samples
-from gates.store.rows import BaselineRun, ConfirmLink, KeyVerdict, MedianColumns, MetricMedian
+from gates.store.rows import (
+    BaselineFar,
+    BaselineNear,
+    BaselineRows,
+    BaselineRun,
+    ConfirmLink,
+    KeyVerdict,
+)
 
 __all__ = ["BaselineReads"]
 
 _CHUNK = 500  # bound parameters per IN (...) list: under SQLite's limit on old builds
+_FEW_KEYS = 64  # up to this many keys, the near read filters rows by key in SQL
 
 
 def _chunks(items: Sequence[str]) -> Iterable[Sequence[str]]:
@@ -32,13 +43,69 @@ def _decode(blob: object) -> np.ndarray:
     return np.asarray(unpack_samples(blob), dtype=float)  # a forged value: as it reads
 
 
-def _columns(rows: Sequence[tuple[int, int, int, float | None]]
-             ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    # One float conversion of the whole list (None reads as NaN); row ids stay exact
-    # as floats up to 2**53.
-    table = np.array(rows, dtype=float).reshape(-1, 4)
-    ints = table[:, :3].astype(np.int64).T
-    return ints[0], ints[1], ints[2], table[:, 3].copy()
+def _samples(pairs: Sequence[tuple[int, object]]) -> dict[int, np.ndarray | None]:
+    """{row id: its samples} (None: the row has none) from (id, blob) pairs."""
+    out: dict[int, np.ndarray | None] = {}
+    blobs: dict[int, bytes] = {}
+    for mid, blob in pairs:
+        if isinstance(blob, bytes) and len(blob) % 8 == 0:
+            blobs[mid] = blob
+        else:
+            out[mid] = None if blob is None else _decode(blob)
+    if blobs:
+        # One decode for all blobs, then each row a view of its stretch.
+        flat = np.frombuffer(b"".join(blobs.values()), dtype="<f8").astype(float)
+        ends = np.cumsum([len(b) // 8 for b in blobs.values()]).tolist()
+        out.update(zip(blobs, [flat[a:b] for a, b in zip([0, *ends], ends, strict=False)],
+                       strict=True))
+    return out
+
+
+def _baseline_rows(rows: Sequence[tuple], pos: dict[int, int]) -> BaselineRows:
+    """Columns of ``(kind, id, run num, key id, median, unit, samples)`` rows; ``pos``:
+    each key id's position in the keys asked for (rows of other keys are dropped)."""
+    n = len(rows)
+    ids, nums, kids = (np.fromiter(map(itemgetter(i), rows), np.int64, n) for i in (1, 2, 3))
+    kpos = np.full(max(int(kids.max(initial=0)), *pos, 0) + 1, -1, dtype=np.intp)
+    kpos[list(pos)] = list(pos.values())
+    kpos = kpos[kids]
+    keep = kpos >= 0  # rows of keys not asked for (read unfiltered: `_key_filter`)
+    medians = np.array(list(map(itemgetter(4), rows)), dtype=float)  # None reads as NaN
+    units = list(map(itemgetter(5), rows))
+    if not keep.all():
+        units = [u for u, k in zip(units, keep.tolist(), strict=True) if k]
+    return BaselineRows(ids[keep], nums[keep], kpos[keep], medians[keep], units)
+
+
+def _fetched(rows: Sequence[tuple], keys: Mapping[int, str],
+             newest: Sequence[int]) -> list[tuple[int, object]]:
+    """(id, samples) of the near rows whose samples came along, of the keys asked for:
+    the rows of the ``newest`` runs (runs.num) and rows without a median."""
+    n = len(rows)
+    nums = np.fromiter(map(itemgetter(2), rows), np.int64, n)
+    no_median = np.array(list(map(itemgetter(4), rows)), dtype=float)
+    sent = np.flatnonzero(np.isin(nums, newest) | np.isnan(no_median)).tolist()
+    return [(r[1], r[6]) for r in map(rows.__getitem__, sent) if r[3] in keys]
+
+
+def _key_filter(keys: Sequence[str]) -> str:
+    """The near rows' key condition: a few keys through the list; many (a whole run's)
+    unfiltered, left to numpy (`_baseline_rows`): a probe per row costs more than the
+    rows of other keys, where a run records all but a few of the suite's keys."""
+    return " WHERE +m.key_id IN (SELECT id FROM want)" if len(keys) <= _FEW_KEYS else ""
+
+
+def _transients(rows: Iterable[tuple[str, str, str, str]]) -> dict[tuple[str, str], str]:
+    """{(first attempt, key): rerun} from (first, key, rerun, detail) rows, oldest confirm
+    first: where the detail says ``transient``, the newest confirm wins."""
+    out: dict[tuple[str, str], str] = {}
+    for first, key, rid, detail in rows:
+        try:
+            if json.loads(detail).get("transient") is True:
+                out[(first, key)] = rid
+        except (ValueError, AttributeError):
+            continue  # an unreadable detail marks nothing
+    return out
 
 
 def _marks(part: Sequence[object]) -> str:
@@ -51,124 +118,143 @@ class BaselineReads:
     conn: sqlite3.Connection
     dialect: str
 
-    def baseline_candidates(self, suite: str, fingerprint: str | None,
-                            exclude_run_id: str) -> list[BaselineRun]:
-        """Complete, trusted runs of ``suite`` on ``fingerprint`` (None: any), newest first,
-        other than ``exclude_run_id``."""
-        clauses = ["suite = ?", "status = 'complete'", "trusted = 1", "run_id != ?"]
-        params: list[object] = [suite, exclude_run_id]
-        if fingerprint is not None:
-            clauses.append("fingerprint = ?")
-            params.append(fingerprint)
-        return [BaselineRun._make(r) for r in self.conn.execute(
-            "SELECT run_id, started_at, confirm_of FROM runs "
-            f"WHERE {' AND '.join(clauses)} ORDER BY started_at DESC", params)]
+    def baseline_near(self, suite: str, fingerprint: str | None, run_id: str, started_at: str,
+                      exclude: Sequence[str], keys: Sequence[str], *, need: int,
+                      recent: int) -> BaselineNear:
+        """A judged run's baselines for every key of ``keys``, in one statement.
 
-    def metric_medians(self, run_ids: Sequence[str], suite: str,
-                       fingerprint: str | None) -> list[MetricMedian]:
-        """(id, run_id, key, median) of the metric rows of ``run_ids`` on ``suite`` and
-        ``fingerprint`` (None: any), every attempt, in no particular order."""
-        # Unary + keeps SQLite on the run_id index (the suite index would scan every run).
-        where = "+suite = ?" + (" AND +fingerprint = ?" if fingerprint is not None else "")
-        extra: list[object] = [suite] + ([fingerprint] if fingerprint is not None else [])
-        out: list[MetricMedian] = []
-        for part in _chunks(list(run_ids)):
-            out.extend(self.conn.execute(
-                f"SELECT id, run_id, key, median FROM metrics WHERE run_id IN ({_marks(part)}) "
-                f"AND {where}", [*part, *extra]).fetchall())
-        return out
-
-    def median_columns(self, run_ids: Sequence[str], keys: Sequence[str]) -> MedianColumns:
-        """The metric rows of ``run_ids`` recording one of ``keys`` (every attempt), as
-        columns: a gate's ~50,000 baseline rows read as integers and floats, with no
-        per-row text or tuple kept."""
-        conn = self.conn
-        pos_of_num: dict[int, int] = {}
-        where = {rid: i for i, rid in enumerate(run_ids)}
-        for part in _chunks(list(run_ids)):
-            for num, rid in conn.execute(
-                    f"SELECT num, run_id FROM runs WHERE run_id IN ({_marks(part)})", part):
-                pos_of_num[num] = where[rid]
-        pos_of_text = {key: i for i, key in enumerate(keys)}
-        pos_of_kid: dict[int, int] = {}
-        for part in _chunks(list(keys)):
-            for kid, text in conn.execute(
-                    f"SELECT id, text FROM texts WHERE text IN ({_marks(part)})", part):
-                pos_of_kid[kid] = pos_of_text[text]
-        rows: list[tuple[int, int, int, float | None]] = []
-        nums = sorted(pos_of_num)
-        for c in range(0, len(nums), _CHUNK):
-            part = nums[c:c + _CHUNK]
-            rows.extend(conn.execute(f"SELECT id, run_num, key_id, median FROM metric_rows "
-                                     f"WHERE run_num IN ({_marks(part)})", part))
-        if not rows or not pos_of_kid:
-            empty = np.zeros(0, dtype=np.intp)
-            return MedianColumns(empty.astype(np.int64), empty, empty, np.zeros(0))
-        ids, run_num, kid, medians = _columns(rows)
-        kpos = np.full(max(int(kid.max()), max(pos_of_kid)) + 1, -1, dtype=np.intp)
-        kpos[list(pos_of_kid)] = list(pos_of_kid.values())
-        rpos = np.full(int(run_num.max()) + 1, -1, dtype=np.intp)
-        rpos[list(pos_of_num)] = list(pos_of_num.values())
-        keep = kpos[kid] >= 0
-        return MedianColumns(ids[keep], rpos[run_num[keep]], kpos[kid[keep]], medians[keep])
-
-    def samples_by_metric(self, want: Sequence[int]) -> dict[int, np.ndarray]:
-        """{metric row id: its samples in recording order} for the sorted ids ``want``.
-
-        One primary-key range query per stretch of nearby ids (a run's metric ids are
-        contiguous, consecutive runs' usually adjacent); rows outside ``want`` in a
-        range are dropped.
+        Candidates: complete, trusted runs of ``suite`` on ``fingerprint`` (None: any)
+        other than ``run_id``, newest first. One may serve when it is no confirm rerun,
+        not in ``exclude`` and started no later than ``started_at`` ('': any time).
+        Rows: every row of the keys in the candidates started at or after the
+        ``need``-th newest that may serve (``edge``): each key's whole series where it
+        is recorded in every run. Samples come with the rows of the ``recent`` newest
+        runs that may serve (and rows without a median). Also: those runs' hardware,
+        and the transients' reruns of the keys (`transient_reruns`) with their rows.
         """
-        if not want:
-            return {}
-        wanted = set(want)
-        out: dict[int, np.ndarray] = {}
+        fp = " AND fingerprint = :fp" if fingerprint is not None else ""
+        rows = self.conn.execute(f"""
+            WITH want AS (SELECT id, text FROM texts WHERE text IN ({self._json_list("keys")})),
+            base AS (
+                SELECT num, run_id, started_at, confirm_of, hardware,
+                       CASE WHEN confirm_of IS NULL AND (:started = '' OR started_at <= :started)
+                            AND run_id NOT IN ({self._json_list("exclude")}) THEN 1 ELSE 0 END AS ok
+                FROM runs WHERE suite = :suite AND status = 'complete' AND trusted = 1
+                AND run_id != :run_id{fp}),
+            cand AS (
+                SELECT num, run_id, started_at, confirm_of, hardware, ok,
+                       CASE WHEN ok = 1 AND rank() OVER (PARTITION BY ok ORDER BY started_at DESC)
+                                 <= :recent THEN 1 ELSE 0 END AS recent
+                FROM base),
+            edge AS (
+                SELECT coalesce((SELECT started_at FROM cand WHERE ok = 1
+                                 ORDER BY started_at DESC LIMIT 1 OFFSET :skip), '') AS at),
+            near AS (SELECT num, recent FROM cand WHERE started_at >= (SELECT at FROM edge)),
+            trans AS (
+                SELECT r.num, r.run_id, r.confirm_of, r.started_at, v.id, v.key_id,
+                       d.text AS detail
+                FROM runs r JOIN verdict_rows v ON v.run_num = r.num
+                JOIN texts d ON d.id = v.detail_id
+                WHERE r.suite = :suite AND r.confirm_of IS NOT NULL AND r.status = 'complete'
+                AND d.text LIKE '%"transient": true%' AND v.key_id IN (SELECT id FROM want))
+            SELECT 'r', num, ok, recent, CAST(NULL AS double precision), run_id,
+                   CAST(NULL AS bytea) FROM cand
+            UNION ALL SELECT 'a', num, NULL, NULL, NULL, started_at, NULL FROM cand
+            UNION ALL SELECT 'c', num, NULL, NULL, NULL, confirm_of, NULL FROM cand
+            WHERE confirm_of IS NOT NULL
+            UNION ALL SELECT 'h', num, NULL, NULL, NULL, hardware, NULL FROM cand
+            WHERE ok = 1 AND started_at >= (SELECT at FROM edge) AND hardware IS NOT NULL
+            UNION ALL SELECT 'e', NULL, NULL, NULL, NULL, at, NULL FROM edge
+            UNION ALL SELECT 'k', id, NULL, NULL, NULL, text, NULL FROM want
+            UNION ALL SELECT 'm', m.id, m.run_num, m.key_id, m.median, m.unit,
+                   CASE WHEN n.recent = 1 OR m.median IS NULL THEN m.samples END
+            FROM near n JOIN metric_rows m ON m.run_num = n.num{_key_filter(keys)}
+            UNION ALL SELECT 't', id, key_id, NULL, NULL, detail, NULL FROM trans
+            UNION ALL SELECT 'f', id, NULL, NULL, NULL, confirm_of, NULL FROM trans
+            UNION ALL SELECT 'u', id, NULL, NULL, NULL, run_id, NULL FROM trans
+            UNION ALL SELECT 'w', id, NULL, NULL, NULL, started_at, NULL FROM trans
+            UNION ALL SELECT 's', m.id, m.key_id, NULL, m.median, r.run_id, m.samples
+            FROM metric_rows m JOIN runs r ON r.num = m.run_num
+            WHERE m.run_num IN (SELECT num FROM trans) AND r.suite = :suite{fp.replace(" f", " r.f")}
+            AND +m.key_id IN (SELECT id FROM want)""",
+            {"keys": json.dumps(list(keys)), "exclude": json.dumps(list(exclude)),
+             "started": started_at, "suite": suite, "run_id": run_id, "fp": fingerprint,
+             "skip": max(need - 1, 0), "recent": recent}).fetchall()
+        # Seven columns whatever the row (each value costs; most rows are metric rows):
+        # a run's text columns come as rows of their own kinds, keyed by runs.num.
+        by_kind: dict[str, list[tuple]] = {kind: [] for kind in "rachekmtfuws"}
+        for row in rows:
+            by_kind[row[0]].append(row)
+        of = {kind: {r[1]: r[5] for r in by_kind[kind]} for kind in "achfuw"}
+        text_of = {row[1]: row[5] for row in by_kind["k"]}
+        where = {key: i for i, key in enumerate(keys)}
+        newest = [r[1] for r in by_kind["r"] if r[3]]
+        trans = sorted(by_kind["t"], key=lambda r: (of["w"][r[1]], r[1]))  # oldest first
+        return BaselineNear(
+            runs=[BaselineRun(r[1], r[5], of["a"][r[1]], of["c"].get(r[1]), of["h"].get(r[1]))
+                  for r in by_kind["r"]],
+            edge=by_kind["e"][0][5] if by_kind["e"] else "",
+            rows=_baseline_rows(by_kind["m"], {kid: where[t] for kid, t in text_of.items()}),
+            samples=_samples(_fetched(by_kind["m"], text_of, newest)
+                             + [(r[1], r[6]) for r in by_kind["s"]]),
+            transients=_transients((of["f"][r[1]], text_of[r[2]], of["u"][r[1]], r[5])
+                                   for r in trans),
+            standins=[(r[1], r[5], text_of[r[2]], r[4]) for r in by_kind["s"]])
+
+    def baseline_far(self, suite: str, fingerprint: str | None, run_id: str, edge: str,
+                     keys: Sequence[str], short: Sequence[str], sample_ids: Sequence[int], *,
+                     limit: int) -> BaselineFar:
+        """What `baseline_near` left out, in one statement: the newest ``limit`` rows
+        (start time, then row id, newest first) of each key of ``short`` in the candidate
+        runs started before ``edge``, with their samples and their runs' hardware; and
+        the samples of the rows ``sample_ids``. Row keys are positions in ``keys``."""
+        fp = " AND fingerprint = :fp" if fingerprint is not None else ""
+        rows = self.conn.execute(f"""
+            WITH short AS (SELECT id, text FROM texts WHERE text IN ({self._json_list("short")})),
+            cand AS (
+                SELECT num, started_at FROM runs WHERE suite = :suite AND status = 'complete'
+                AND trusted = 1 AND run_id != :run_id{fp} AND started_at < :edge),
+            far AS (
+                SELECT m.id, m.run_num, m.key_id, m.median, m.unit, m.samples,
+                       row_number() OVER (PARTITION BY m.key_id
+                                          ORDER BY c.started_at DESC, m.id DESC) AS rn
+                FROM cand c JOIN metric_rows m ON m.run_num = c.num
+                WHERE m.key_id IN (SELECT id FROM short))
+            SELECT 'm', id, run_num, key_id, median, unit, samples FROM far WHERE rn <= :limit
+            UNION ALL SELECT 'k', id, NULL, NULL, NULL, text, NULL FROM short
+            UNION ALL SELECT 'x', id, NULL, NULL, NULL, NULL, samples FROM metric_rows
+            WHERE id IN ({self._json_list("ids", numbers=True)})
+            UNION ALL SELECT 'h', num, NULL, NULL, NULL, hardware, NULL FROM runs
+            WHERE num IN (SELECT run_num FROM far WHERE rn <= :limit)""",
+            {"short": json.dumps(list(short)), "suite": suite, "run_id": run_id,
+             "fp": fingerprint, "edge": edge, "limit": limit,
+             "ids": json.dumps([int(i) for i in sample_ids])}).fetchall()
+        by_kind: dict[str, list[tuple]] = {kind: [] for kind in "mkxh"}
+        for row in rows:
+            by_kind[row[0]].append(row)
+        where = {key: i for i, key in enumerate(keys)}
+        return BaselineFar(
+            rows=_baseline_rows(by_kind["m"], {r[1]: where[r[5]] for r in by_kind["k"]}),
+            samples=_samples([(r[1], r[6]) for r in by_kind["m"] + by_kind["x"]]),
+            hardware={r[1]: r[5] for r in by_kind["h"]})
+
+    def _json_list(self, name: str, *, numbers: bool = False) -> str:
+        """A subquery over the values of the JSON array parameter ``:name``: one bound
+        value however long the list (SQLite's limit on parameters never applies)."""
         if self.dialect == "postgresql":
-            # One round trip: an array parameter has no length limit there.
-            for mid, blob in self.conn.execute(
-                    "SELECT id, samples FROM metric_rows WHERE id = ANY(?::bigint[]) "
-                    "AND samples IS NOT NULL", (list(want),)):
-                out[mid] = _decode(blob)
-            return out
-        blobs: dict[int, bytes] = {}
-        lo = 0
-        for hi in range(1, len(want) + 1):
-            if hi == len(want) or want[hi] - want[hi - 1] > 256:
-                for mid, blob in self.conn.execute(
-                        "SELECT id, samples FROM metric_rows WHERE id BETWEEN ? AND ? "
-                        "AND samples IS NOT NULL", (want[lo], want[hi - 1])):
-                    if mid not in wanted:
-                        continue
-                    if isinstance(blob, bytes) and len(blob) % 8 == 0:
-                        blobs[mid] = blob
-                    else:
-                        out[mid] = _decode(blob)
-                lo = hi
-        if blobs:
-            # One decode for all blobs, then each row a view of its stretch.
-            flat = np.frombuffer(b"".join(blobs.values()), dtype="<f8").astype(float)
-            ends = np.cumsum([len(b) // 8 for b in blobs.values()]).tolist()
-            out.update(zip(blobs, [flat[a:b] for a, b in zip([0, *ends], ends, strict=False)],
-                           strict=True))
-        return out
+            cast = "::bigint" if numbers else ""
+            return f"SELECT value{cast} FROM jsonb_array_elements_text(:{name}::jsonb)"
+        return f"SELECT value FROM json_each(:{name})"
 
     def transient_reruns(self, suite: str, keys: set[str]) -> dict[tuple[str, str], str]:
         """{(run id, key): its confirm run's id} where the confirm found the first attempt
         a transient (``detail.transient``); the newest confirm wins."""
-        out: dict[tuple[str, str], str] = {}
-        for first, key, rid, detail in self.conn.execute(
-                "SELECT r.confirm_of, v.key, v.run_id, v.detail FROM verdicts v "
-                "JOIN runs r ON r.run_id = v.run_id WHERE r.suite = ? "
-                "AND r.confirm_of IS NOT NULL AND r.status = 'complete' "
-                "AND v.detail LIKE '%\"transient\": true%' ORDER BY r.started_at, v.id", (suite,)):
-            if key not in keys:
-                continue
-            try:
-                if json.loads(detail).get("transient") is True:
-                    out[(first, key)] = rid
-            except (ValueError, AttributeError):
-                continue  # an unreadable detail marks nothing
-        return out
+        return _transients(row for row in self.conn.execute(
+            "SELECT r.confirm_of, v.key, v.run_id, v.detail FROM verdicts v "
+            "JOIN runs r ON r.run_id = v.run_id WHERE r.suite = ? "
+            "AND r.confirm_of IS NOT NULL AND r.status = 'complete' "
+            "AND v.detail LIKE '%\"transient\": true%' ORDER BY r.started_at, v.id", (suite,))
+            if row[1] in keys)
 
     def confirm_links(self, suite: str, parents: Sequence[str]) -> list[ConfirmLink]:
         """Complete confirm reruns of ``parents`` on ``suite``, oldest first."""

@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
-__all__ = ["FleetSQL"]
+__all__ = ["BISECT_COLUMNS", "FleetSQL"]
 
 _T = TypeVar("_T")
 _CHUNK = 500
@@ -23,6 +23,9 @@ _WHOLE = ("acceptances",)
 # Per-run tables keyed by run_id text, and the compact ones keyed by runs.num.
 _BY_RUN_ID = ("plan_files", "plan_gates", "trust_log", "run_acceptances", "snapshot_runs")
 _BY_NUM = ("metric_rows", "test_rows", "verdict_rows")
+# A bisection's content: what a merge compares (its id is the file's own).
+BISECT_COLUMNS = ("suite", "key", "good", "bad", "outcome", "culprit", "executions",
+                  "evidence", "at")
 
 
 def _marks(part: Sequence[object]) -> str:
@@ -178,6 +181,24 @@ class FleetSQL:
         return [r[0] for r in self.conn.execute(
             "SELECT run_id FROM runs WHERE run_id NOT IN (SELECT run_id FROM snapshot_runs) "
             "ORDER BY started_at, run_id")]
+
+    def bisect_rows(self) -> list[tuple[Any, ...]]:
+        """Every stored bisection as its content (``BISECT_COLUMNS``), oldest first."""
+        return [tuple(r) for r in self.conn.execute(
+            f"SELECT {', '.join(BISECT_COLUMNS)} FROM bisects ORDER BY id")]
+
+    def add_bisects(self, rows: Iterable[Sequence[Any]]) -> int:
+        """Store the bisections of ``rows`` (``BISECT_COLUMNS``) this history lacks: the same
+        content is the same bisection, so adding a file's twice adds nothing. Run inside a
+        write (`History.in_transaction`); how many were new."""
+        have = {tuple(r) for r in self.conn.execute(
+            f"SELECT {', '.join(BISECT_COLUMNS)} FROM bisects")}
+        new = [r for r in dict.fromkeys(tuple(r) for r in rows) if r not in have]
+        if new:
+            self.conn.executemany(
+                f"INSERT INTO bisects ({', '.join(BISECT_COLUMNS)}) VALUES "
+                f"({', '.join('?' * len(BISECT_COLUMNS))})", new)
+        return len(new)
 
     # ------------------------------------------------------------- deleting
 

@@ -1,7 +1,7 @@
 """Typed rows the store's reads return.
 
 NamedTuples for small fixed rows (numpy columns for the one read that returns
-tens of thousands, `MedianColumns`); TypedDicts where
+tens of thousands, `BaselineRows`); TypedDicts where
 callers treat a row as a record with many columns (a `runs` row in a report),
 so a row stays a dict at run time and its keys are still named.
 """
@@ -11,11 +11,13 @@ from __future__ import annotations
 from typing import Any, NamedTuple, TypedDict
 
 __all__ = [
+    "BaselineFar",
+    "BaselineNear",
+    "BaselineRows",
     "BaselineRun",
     "ConfirmLink",
     "HealthRunRow",
     "KeyVerdict",
-    "MedianColumns",
     "MetricMedian",
     "MetricSummaryRow",
     "OutcomeTotal",
@@ -29,30 +31,48 @@ __all__ = [
 
 
 class BaselineRun(NamedTuple):
-    """A complete, trusted run that may serve as a baseline (newest first)."""
+    """A complete, trusted run of the judged run's suite and hardware (newest first)."""
 
+    num: int  # runs.num: what `BaselineRows.run_nums` refer to
     run_id: str
-    started_at: str | None
+    started_at: str
     confirm_of: str | None
+    hardware: str | None  # JSON text; read only where the run's rows were read and may serve
 
 
 # One metric row's stored median (``metrics.median``, the median of its samples):
-# (id, run_id, key, median); a confirm rerun's few rows (`MedianColumns` for the
-# ~50,000 rows of a judged run's baselines).
+# (id, run_id, key, median); a transient's rerun rows that stand in for its first attempt.
 MetricMedian = tuple[int, str, str, float | None]
 
 
-class MedianColumns(NamedTuple):
-    """Metric rows' stored medians as columns (one entry per row, in no particular order).
-
-    ``runs`` and ``keys`` index the run ids and key names the read was asked for;
-    ``medians`` is NaN where none is stored (SQLite keeps no NaN: NULL reads so).
-    """
+class BaselineRows(NamedTuple):
+    """Metric rows of the keys asked for, as columns (one entry per row, in no order):
+    a gate's ~50,000 baseline rows read as integers and floats, no per-row tuple kept."""
 
     ids: Any  # np.ndarray[int64]: metric row ids
-    runs: Any  # np.ndarray[intp]: position of the row's run in the run ids asked for
+    run_nums: Any  # np.ndarray[int64]: the row's run (``BaselineRun.num``)
     keys: Any  # np.ndarray[intp]: position of the row's key in the key names asked for
-    medians: Any  # np.ndarray[float64]
+    medians: Any  # np.ndarray[float64]: NaN where none is stored
+    units: list[str]
+
+
+class BaselineNear(NamedTuple):
+    """A judged run's baselines in one read (``History.baseline_near``)."""
+
+    runs: list[BaselineRun]  # every candidate run, newest first
+    edge: str  # ``rows`` hold every row of runs started at or after it ('': of every run)
+    rows: BaselineRows
+    samples: dict[int, Any]  # {row id: samples} of the newest runs' rows (np.ndarray)
+    transients: dict[tuple[str, str], str]  # {(first attempt, key): rerun standing in}
+    standins: list[MetricMedian]  # the rows of those reruns (samples in ``samples``)
+
+
+class BaselineFar(NamedTuple):
+    """What a first read left out (``History.baseline_far``)."""
+
+    rows: BaselineRows  # older rows of the keys asked for, with their samples
+    samples: dict[int, Any]  # {row id: samples}
+    hardware: dict[int, str | None]  # {runs.num: hardware} of the runs of ``rows``
 
 
 class ConfirmLink(NamedTuple):
