@@ -626,12 +626,16 @@ def _read_inputs(ctx: _Run, key: str, rows: Sequence[Mapping[str, Any]], gate: G
 def _inputs(ctx: _Run, raws: list[_Raw]) -> list[Inputs]:
     """The metrics' baseline summaries and this run's, summarized together."""
     out = []
+    seen: dict[tuple, list[str | None]] = {}  # metrics of the same baseline runs share them
     for r, (summaries, value, extra) in zip(
             raws, stats.summarize_many([(r.hist, r.samples) for r in raws], ctx.params),
             strict=True):
         run_hosts = None
         if r.ids is not None and len(r.ids) >= summaries.size:
-            run_hosts = [r.hosts.get(i) for i in r.ids[len(r.ids) - summaries.size:]]
+            ids = (id(r.hosts), *r.ids[len(r.ids) - summaries.size:])
+            run_hosts = seen.get(ids)
+            if run_hosts is None:
+                run_hosts = seen[ids] = [r.hosts.get(i) for i in ids[1:]]
         out.append(Inputs(summaries, value, extra, 1 if r.gate.better == "lower" else -1,
                           r.params, r.gate, run_hosts, ctx.this_host, r.standin_last))
     return out

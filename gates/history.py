@@ -107,6 +107,8 @@ __all__ = [
 # pytest ExitCode.INTERRUPTED, INTERNAL_ERROR and USAGE_ERROR (a bad -k expression is
 # found after the run started): the session did not run what it was asked to.
 _INTERRUPTED = (2, 3, 4)
+_VERDICT_KEYS = frozenset(VERDICT_COLUMNS)
+_DETAIL_JSON = json.JSONEncoder(sort_keys=True, default=str).encode  # json.dumps', built once
 OUTCOMES = ("passed", "failed", "skipped", "error", "xfailed", "xpassed")
 FAILING = ("failed", "error")
 # The error text of a test row written as the test starts: still there, the test never
@@ -537,7 +539,7 @@ class History(BaselineReads, ReportReads, FleetSQL):
         now = utc_now()  # one save, one time (interned once in `texts`)
         for row in rows:
             detail = row.get("detail")
-            extra = {k: v for k, v in row.items() if k not in VERDICT_COLUMNS}
+            extra = {k: v for k, v in row.items() if k not in _VERDICT_KEYS}
             if extra:
                 base = detail if isinstance(detail, Mapping) else (
                     {} if detail is None else {"detail": detail})
@@ -545,8 +547,7 @@ class History(BaselineReads, ReportReads, FleetSQL):
             if not row.get("key") or not row.get("verdict"):
                 raise HistoryError(f"verdict row without key or verdict: {dict(row)!r}")
             out = {c: row.get(c) for c in VERDICT_COLUMNS}
-            out["detail"] = None if detail is None else json.dumps(detail, sort_keys=True,
-                                                                   default=str)
+            out["detail"] = None if detail is None else _DETAIL_JSON(detail)
             out["attempt"] = int(row.get("attempt") or 1)
             out["run_id"] = run_id
             out["created_at"] = now

@@ -171,7 +171,6 @@ class Judgement:
         return self.p_worse if (self.z >= 0) else self.p_better
 
 
-
 class Case(NamedTuple):
     """One metric's judgement to make (``judge_summaries``' arguments)."""
 
@@ -543,10 +542,12 @@ def _window_test(b: _Baseline, sr: _Serial, k: int,
     # rolling k-run stretches (rows are independent; stacked for speed).
     boot_idx = bootstrap_idx(n, k)
     nb, rolled = boot_idx.shape[0], n >= k + 4
-    rows = [b.full[:, None, -k:], b.base[:, boot_idx]]
+    # Filled in place: concatenated gathers keep a layout huber_location copies again.
+    x = np.empty((b.c.size, 1 + nb + (n - k + 1 if rolled else 0), k))
+    x[:, 0], x[:, 1 : 1 + nb] = b.full[:, -k:], b.base[:, boot_idx]
     if rolled:
-        rows.append(b.base[:, rolling_idx(n, k)])
-    locs = huber_location(np.concatenate(rows, axis=1), b.s[:, None])
+        x[:, 1 + nb :] = b.base[:, rolling_idx(n, k)]
+    locs = huber_location(x, b.s[:, None])
     est = locs[:, 0]
     # Bootstrap the window estimator over the baseline's own distribution: its
     # mean and variance under second modes and heavy tails (iid), then inflate
@@ -602,8 +603,7 @@ def _judgements(b: _Baseline, params: GateParams, cands: list[_Candidate],
     """The headline of each row: the candidate with the smallest p decides (the first
     on ties), its relative change, 95% CI and interval evidence (``Decider``)."""
     # (candidate, field, row): every field an array of one value a row
-    t = np.array([[x.p, x.pw, x.pb, x.centre, x.est, x.se, x.z, x.df, x.weight]
-                  for x in cands])
+    t = np.array([[x.p, x.pw, x.pb, x.centre, x.est, x.se, x.z, x.df, x.weight] for x in cands])
     best = np.argmin(t[:, 0], axis=0)
     p_worse, p_better = np.minimum(1.0, t[:, 1].min(axis=0)), np.minimum(1.0, t[:, 2].min(axis=0))
     pw_b, pb_b, centre, est, se, z, df, weight = t[best, 1:, np.arange(b.c.size)].T
