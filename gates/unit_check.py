@@ -37,7 +37,8 @@ def unit_conflicts(history: History, suite: str, run_units: Mapping[str, Iterabl
     (or was not read whole) is read again over its own runs only: the message's counts.
     """
     wide = (seen if seen is not None else
-            history.units_of_keys([r for ids in base_ids.values() for r in ids], suite))
+            history.units_of_keys([r for ids in base_ids.values() for r in ids], suite,
+                                  list(run_units)))
     out: dict[str, str] = {}
     for key, units in run_units.items():
         mine = set(units)

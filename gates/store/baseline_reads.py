@@ -275,14 +275,17 @@ class BaselineReads:
                 f"({_marks(part)})", [key, *part])))
         return out
 
-    def units_of_keys(self, run_ids: Sequence[str], suite: str) -> dict[str, set[str]]:
-        """{key: the units it is recorded in} over ``run_ids`` on ``suite``: which units a
-        baseline of those runs would pool."""
+    def units_of_keys(self, run_ids: Sequence[str], suite: str,
+                      keys: Sequence[str]) -> dict[str, set[str]]:
+        """{key: the units it is recorded in} over ``run_ids`` on ``suite``, for ``keys``:
+        which units a baseline of those runs would pool. Through the (suite, key) series
+        index: those keys' rows only, not every row of the runs."""
         out: dict[str, set[str]] = {}
+        keys = sorted(set(keys))
         for part in _chunks(sorted(set(run_ids))):
             for key, unit in self.conn.execute(
-                    f"SELECT key, unit FROM metrics WHERE run_id IN ({_marks(part)}) "
-                    "AND +suite = ? GROUP BY key, unit", [*part, suite]):
+                    f"SELECT key, unit FROM metrics WHERE suite = ? AND key IN ({_marks(keys)}) "
+                    f"AND +run_id IN ({_marks(part)}) GROUP BY key, unit", [suite, *keys, *part]):
                 out.setdefault(key, set()).add(unit)
         return out
 
