@@ -175,7 +175,8 @@ class _GateSeries:
         path = "one-rerun"
         if v == "suspect" and jc.extras.corroborate and more:
             # A rerun beyond every run of a heavy-tailed baseline: the next one decides.
-            _, v = stats.corroborate(x[:t], float(more[0][t]), sign=1, **kw)
+            _, v = stats.corroborate(x[:t], float(more[0][t]), sign=1, first=float(x[t]),
+                                     previous=float(tw[t]), **kw)
             path = "corroborate"
         reruns = [float(tw[t])]
         # The unheld sequential confirms of the last w runs join the mean (as the
@@ -188,7 +189,7 @@ class _GateSeries:
             reruns.append(float(tk[t]))
             path = f"sequential-{len(reruns)}"
             _, v = stats.confirm_reruns(x[:t], reruns, sign=1, final=len(reruns) > len(more),
-                                        carried=carried, **kw)
+                                        carried=carried, first=float(x[t]), **kw)
         if len(reruns) >= 2 and v != "regression":
             self.unheld[t] = reruns
         if v != "regression" and jc.extras.p_split <= stats.TRANSIENT_LEVEL:

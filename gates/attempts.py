@@ -84,6 +84,7 @@ class Chain:
     # earlier reruns held, each with its attempt number (shown again, not saved again)
     previous: dict[str, float] = field(default_factory=dict)  # previous attempt's summaries
     reruns: list[dict[str, float]] = field(default_factory=list)  # earlier reruns', oldest first
+    root: dict[str, float] = field(default_factory=dict)  # the first attempt's (later reruns)
     empty: bool = False  # the previous attempt saved no verdicts: judge every metric
 
     def stage(self, key: str) -> Stage:
@@ -154,6 +155,7 @@ def read_chain(history: History, confirm_of: str) -> Chain:
     if earlier:
         chain.reruns = [chain.previous if rid == confirm_of else summaries_of(history, rid)
                         for rid in earlier]
+        chain.root = summaries_of(history, runs[-1]["run_id"])
     return chain
 
 
@@ -179,6 +181,15 @@ class Inputs:
 
 def _num(x: float | None) -> float:
     return float("nan") if x is None or not math.isfinite(x) else float(x)
+
+
+def _chain_note(j: stats.Judgement, root: float | None, n: int) -> str:
+    """The message's clause for a hold the first attempt's split test turned into a pass."""
+    if not j.extras.chain_transient:
+        return ""
+    return (f"; but the first attempt {_num(root):.6g} is a transient against the mean of "
+            f"its {n} reruns (p {j.extras.p_split:.2g}) and they are not clear on their own: "
+            "pass")
 
 
 def _at_rerun(x: Inputs, v: Verdict, chain: Chain, key: str, another: bool) -> stats.Judgement:
@@ -209,12 +220,12 @@ def _at_rerun(x: Inputs, v: Verdict, chain: Chain, key: str, another: bool) -> s
 
 
 def _at_corroborate(x: Inputs, v: Verdict, chain: Chain, key: str) -> stats.Judgement:
-    previous = chain.previous.get(key)
-    j, v.verdict = stats.corroborate(x.summaries, x.value, **x.kw())
+    first, root = chain.previous.get(key), chain.root.get(key)
+    j, v.verdict = stats.corroborate(x.summaries, x.value, first=root, previous=first, **x.kw())
     if j.status == "ok":
-        v.message = (f"previous rerun {_num(previous):.6g} beyond every baseline run; this "
+        v.message = (f"previous rerun {_num(first):.6g} beyond every baseline run; this "
                      f"rerun ranks p {j.extras.rank_worse:.2g} among them: held at "
-                     f"<= {CORROBORATE_RANK:g}")
+                     f"<= {CORROBORATE_RANK:g}" + _chain_note(j, root, 2))
     return j
 
 
@@ -238,9 +249,10 @@ def _at_reruns(x: Inputs, v: Verdict, chain: Chain, key: str, another: bool,
     if any(e is None for e in earlier):
         raise ValueError("an earlier confirm rerun recorded no such metric")
     reruns = [*earlier, x.value]
+    root = chain.root.get(key)
     carried, roots = _unheld_reruns(history, suite, key, ids, max(x.params.windows, default=1))
     j, v.verdict = stats.confirm_reruns(x.summaries, reruns, final=not another,
-                                        carried=carried, **x.kw())
+                                        carried=carried, first=root, **x.kw())
     prev = ", ".join(f"{_num(e):.6g}" for e in earlier)
     n_all = len(reruns) + int(j.extras.carried)
     if j.extras.carried:
@@ -250,7 +262,8 @@ def _at_reruns(x: Inputs, v: Verdict, chain: Chain, key: str, another: bool,
                  f"{n_all} baseline runs: "
                  + (f"held at p <= {level:g}" if level is not None else
                     f"held at p <= {EARLY_HOLD:g}, pass above "
-                    f"{FUTILITY:g}, else another rerun"))
+                    f"{FUTILITY:g}, else another rerun")
+                 + _chain_note(j, root, len(reruns)))
     return j
 
 

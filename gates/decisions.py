@@ -360,6 +360,27 @@ def split_p(first: float, reruns: Sequence[float], *, sign: int, scale: float,
     return p
 
 
+def _chain_check(j: Judgement, v: str, first: float | None, reruns: Sequence[float], *,
+                 scale: float, extra_var: float, reference: np.ndarray) -> str:
+    """A chain of reruns that holds only short of the early boundary does not hold
+    where its first attempt is a transient against their mean (``split_p`` <=
+    ``CONSISTENCY_LEVEL``): a glitch makes a trip certain, and its clean reruns,
+    high by chance, would then hold as often as a null trip's. Reruns clear on
+    their own (p <= ``EARLY_HOLD``) hold whatever the first attempt was;
+    heavy-tailed baselines are left out (a slow-mode first attempt against
+    fast-mode reruns is ordinary there). Sets ``extras.p_split`` and, where it
+    turned a hold into a pass, ``extras.chain_transient``."""
+    if (v != "regression" or first is None or j.status != "ok" or j.extras.heavy
+            or j.extras.p_run_worse <= EARLY_HOLD):
+        return v
+    j.extras.p_split = split_p(first, reruns, sign=j.sign, scale=scale, extra_var=extra_var,
+                               n_baseline=j.n_baseline, reference=reference)
+    if j.extras.p_split <= CONSISTENCY_LEVEL:
+        j.extras.chain_transient = True
+        return "pass"
+    return v
+
+
 def _reference(history: np.ndarray, window: int = DEFAULTS.window) -> np.ndarray:
     """The baseline runs a transient test ranks its gap among (the newest ``window``)."""
     h = np.asarray(history, dtype=float)
@@ -380,6 +401,7 @@ def _outlier_check(j: Judgement, v: str, another: bool) -> str:
 
 
 def corroborate(history: np.ndarray, rerun: float, *, sign: int, params: GateParams = DEFAULTS,
+                first: float | None = None, previous: float | None = None,
                 **judge_kw: Any) -> tuple[Judgement, str]:
     """The rerun after a held first rerun beyond every run of a heavy-tailed (or
     slightly autocorrelated) baseline (stage CORROBORATE).
@@ -390,17 +412,24 @@ def corroborate(history: np.ndarray, rerun: float, *, sign: int, params: GatePar
     ``CORROBORATE_RANK`` of the baseline runs (rank p = (1 + #{as bad or worse})
     / (n + 1), ``extras.rank_worse``; uniform under no change, so this holds
     that share of such trips). ``history`` holds neither the first attempt nor
-    the earlier rerun. Returns (judgement of the rerun, verdict).
+    the earlier rerun; given ``first`` and ``previous``, a hold not clear on its
+    own also needs the first attempt to be one draw of the two reruns' regime
+    (``_chain_check``). Returns (judgement of the rerun, verdict).
     """
     j = judge_summaries(history, rerun, sign=sign, params=params, **judge_kw)
     if j.status != "ok":
         return j, j.status
-    return j, "regression" if j.extras.rank_worse <= CORROBORATE_RANK else "pass"
+    v = "regression" if j.extras.rank_worse <= CORROBORATE_RANK else "pass"
+    if previous is not None:
+        v = _chain_check(j, v, first, [previous, rerun], reference=_reference(history),
+                         scale=j.extras.s1c, extra_var=judge_kw.get("extra_var", 0.0))
+    return j, v
 
 
 def confirm_reruns(history: np.ndarray, reruns: Sequence[float], *, sign: int,
                    final: bool = True, params: GateParams = DEFAULTS,
-                   carried: Sequence[float] = (), **judge_kw: Any) -> tuple[Judgement, str]:
+                   carried: Sequence[float] = (), first: float | None = None,
+                   **judge_kw: Any) -> tuple[Judgement, str]:
     """The sequential confirm from its second rerun on (stage RERUNS).
 
     ``reruns`` (2 or more, oldest first) are independent draws of the run's
@@ -411,8 +440,9 @@ def confirm_reruns(history: np.ndarray, reruns: Sequence[float], *, sign: int,
     (``judge_summaries(mean_of=n)``) and ``sequential_step`` decides; ``final``
     (no rerun left) or a baseline shorter than ``SEQUENTIAL_MIN_BASE`` runs
     takes the last look's level (``extras.rerun_level``). A hold also needs the
-    mean and the newest rerun beyond the practical floor. (A first attempt that
-    is a transient against its first rerun never reaches this stage: ``confirm``.)
+    mean and the newest rerun beyond the practical floor, and one short of the
+    early boundary a first attempt that is one draw of the reruns' regime
+    (``_chain_check``, given ``first``).
     ``carried``: the reruns of this metric's unheld sequential confirms at the
     last ``max(params.windows)`` baseline runs (oldest first). Not selected for
     being high, they join the mean as further reruns, so a sustained shift's
@@ -447,4 +477,7 @@ def confirm_reruns(history: np.ndarray, reruns: Sequence[float], *, sign: int,
         return j, v
     if not floor_ok:  # an early hold short of the floor: rerun again; the last look passes
         return j, "pass" if final else "suspect"
-    return j, v
+    # The sequential confirm's baselines look independent (rho_lo = 0): the one-run
+    # scale is s1 (s1c here is the scale of a mean of n).
+    return j, _chain_check(j, v, first, reruns, scale=j.extras.s1, reference=_reference(history),
+                           extra_var=judge_kw.get("extra_var", 0.0))

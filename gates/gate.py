@@ -104,6 +104,7 @@ class Verdict:
     declared_at: str | None = None
     transient: bool = False  # confirm: the first attempt was a glitch; baselines take the rerun
     corroborate: bool = False  # confirm: a rerun beyond every baseline run; the next decides
+    chain_transient: bool = False  # a chain's borderline hold undone: its first attempt a glitch
     stage: str = Stage.FIRST.value  # where in the confirm protocol (``decisions.Stage``)
 
     @property
@@ -132,6 +133,8 @@ class Verdict:
             detail["transient"] = True
         if self.corroborate:
             detail["corroborate"] = True
+        if self.chain_transient:
+            detail["chain_transient"] = True
         if self.ci_conf is not None:
             detail["ci_conf"] = self.ci_conf
         return {"key": self.key, "nodeid": self.nodeid, "verdict": self.verdict,
@@ -643,6 +646,8 @@ def _inputs(ctx: _Run, raws: list[_Raw]) -> list[Inputs]:
 
 def _fill(ctx: _Run, v: Verdict, j: stats.Judgement) -> None:
     """The verdict's figures from its judgement."""
+    # A chain's borderline hold the first attempt's split test undid (stats.split_p).
+    v.chain_transient = bool(j.extras.chain_transient)
     v.new = _num(j.value)
     v.baseline = _num(j.baseline)
     v.rel_change = _num(j.rel_change)

@@ -101,6 +101,7 @@ class JudgeExtras:
     host_var: float = 0.0  # between-machine variance allowed for it
     host_var_known: bool = False  # ... known (the baseline names 2+ machines)
     p_split: float = 1.0  # confirm: p that the first attempt is a transient against its reruns
+    chain_transient: bool = False  # ... and that turned a hold into a pass (_chain_check)
     corroborate: bool = False  # a held rerun beyond every baseline run: the next rerun decides
     carried: int = 0  # confirm_reruns: reruns carried from earlier unheld confirms
     rerun_level: float | None = None  # ... the level the reruns were held to, where they decided

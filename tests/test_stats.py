@@ -538,13 +538,51 @@ def test_sequential_confirm_stops_early_on_both_sides():
         stats.confirm_reruns(h, [103.0], sign=1)
 
 
-def test_split_p_with_one_rerun_is_confirms_own():
+def test_a_chain_holds_a_borderline_mean_only_if_its_first_attempt_is_one_of_its_draws():
+    # 40 independent runs at 100 +/- 1.1; four reruns +1.95 run scales on average hold at
+    # the last stage (p between rerun_mean_hold_level and rerun_mean_level).
     h = np.random.default_rng(14).normal(100, 1, 40)
+    reruns = [101.8, 102.0, 102.1, 101.9]
+    j, v = stats.confirm_reruns(h, reruns, sign=1)
+    assert v == "regression" and j.extras.p_run_worse > D.EARLY_HOLD
+    # A first attempt that is one draw of that regime changes nothing ...
+    j, v = stats.confirm_reruns(h, reruns, sign=1, first=103.5)
+    assert v == "regression" and j.extras.p_split > 0.1 and not j.extras.chain_transient
+    # ... one far above their mean is a transient: the first attempt, which selected the
+    # metric, is no evidence, and the reruns are not clear on their own.
+    for first in (105.5, 120.0):  # 105.5: 2.8 SE of first - mean(4), 2.2 SE of first - rerun
+        j, v = stats.confirm_reruns(h, reruns, sign=1, first=first)
+        assert v == "pass" and j.extras.chain_transient == 1.0
+        assert j.extras.p_split <= D.CONSISTENCY_LEVEL
+    # Reruns clear on their own hold whatever the first attempt was.
+    j, v = stats.confirm_reruns(h, [105.0, 105.0], sign=1, first=130.0, final=False)
+    assert v == "regression" and j.extras.p_run_worse <= D.EARLY_HOLD
+    # Higher is better: the mirror image.
+    j, v = stats.confirm_reruns(200 - h, [200 - x for x in reruns], sign=-1, first=80.0)
+    assert v == "pass" and j.extras.chain_transient == 1.0
+    # With one rerun the split test is confirm's own.
     jc, _ = confirm(h, 102.0, sign=1, first=106.0)
     assert stats.split_p(106.0, [102.0], sign=1, scale=jc.extras.s1c,
                          n_baseline=jc.n_baseline) == pytest.approx(jc.extras.p_split)
     with pytest.raises(ValueError, match="at least one rerun"):
         stats.split_p(106.0, [], sign=1, scale=1.0, n_baseline=40)
+
+
+def test_corroboration_asks_the_same_of_the_first_attempt_except_on_heavy_tails():
+    # The next rerun ranks among the worst 40% (held on its rank alone) but is not
+    # clear on its own: a first attempt far above both reruns is a transient.
+    h = np.random.default_rng(14).normal(100, 1, 40)
+    j, v = stats.corroborate(h, 101.5, sign=1)
+    assert v == "regression" and j.extras.p_run_worse > D.EARLY_HOLD
+    assert stats.corroborate(h, 101.5, sign=1, first=102.5, previous=102.0)[1] == "regression"
+    j, v = stats.corroborate(h, 101.5, sign=1, first=110.0, previous=102.0)
+    assert v == "pass" and j.extras.chain_transient == 1.0
+    # A heavy-tailed baseline: a slow-mode first attempt far above fast-mode reruns is
+    # ordinary there, and the rank decides as before.
+    hv = _slow_mode_baseline(31)
+    v0 = stats.corroborate(hv, 104.0, sign=1)[1]
+    assert v0 == "regression"
+    assert stats.corroborate(hv, 104.0, sign=1, first=130.0, previous=125.0)[1] == v0
 
 
 def test_mean_of_three_is_ranked_among_means_of_three_baseline_runs():
