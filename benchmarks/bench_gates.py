@@ -487,6 +487,7 @@ def run_benchmark(
 
 
 FIRST_RUN_CELL = ("gauss1", 5, "step5")  # the first-bad-run target: 1% noise, 5 samples, 5%
+FIRST_RUN_TARGET = 0.94  # ... and its target: the first bad run caught in >= 94% of series
 
 
 def _fa_cell(task: tuple) -> tuple[str, int, dict[str, list], float]:
@@ -589,10 +590,11 @@ def render_fa(fa: dict[str, dict], *, seeds: Sequence[int], reps: int, elapsed: 
     ]
     for (model, m), v in fa["first"].items():
         mean, se = mean_se(v)
-        out += [f"First bad run ({model}, m={m}, {FIRST_RUN_CELL[2]}; target >= 90%): "
+        out += [f"First bad run ({model}, m={m}, {FIRST_RUN_CELL[2]}; "
+                f"target >= {100 * FIRST_RUN_TARGET:.0f}%): "
                 + " / ".join(f"{100 * x:.1f}" for x in v)
                 + f" per seed, mean {100 * mean:.1f}% (se {100 * se:.1f} points): "
-                + ("met." if mean >= 0.9 else "MISSED."), ""]
+                + ("met." if mean >= FIRST_RUN_TARGET else "MISSED."), ""]
     return "\n".join(out)
 
 

@@ -41,7 +41,7 @@ def test_first_bad_run_over_seeds_reproduces_the_benchmarks_cell():
     first = full["cells"][("gauss1", 5)][("gate", "default")].det["step5"][0]
     fa = bench.fa_over_seeds([0], 12, models=["gauss1"], ms=(5,), log=lambda *_: None)
     assert fa["first"][("gauss1", 5)] == [pytest.approx(first)]
-    assert "First bad run (gauss1, m=5, step5; target >= 90%)" in bench.render_fa(
+    assert "First bad run (gauss1, m=5, step5; target >= 94%)" in bench.render_fa(
         fa, seeds=[0], reps=12, elapsed=1.0)
 
 
