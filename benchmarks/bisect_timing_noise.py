@@ -25,28 +25,24 @@ from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "tests"))  # gitrepo: the generated test's timer
+
+from gitrepo import CPU_TIMER  # noqa: E402  the generated test's own timer
 
 from gates import stats  # noqa: E402
 from gates.bisect import bisect  # noqa: E402
 
-CPU = """
-import json, time
-def cpu(n):
-    t = time.process_time()
-    x = 0
-    for i in range(n):
-        x += i * i
-    return time.process_time() - t
-"""
-PLAIN = CPU + "print(json.dumps([cpu({n}) for _ in range(5)]))\n"
+CPU = "import json\n" + CPU_TIMER
+PLAIN = CPU + "print(json.dumps([_cpu({n}) for _ in range(5)]))\n"
 RATIO = CPU + """
 samples = []
 for _ in range(5):
     work = ref = 0.0
     for _ in range(10):
-        ref += cpu({ref} // 10)
-        work += cpu({n} // 10)
+        ref += _cpu({ref} // 10)
+        work += _cpu({n} // 10)
     samples.append(work / ref)
 print(json.dumps(samples))
 """

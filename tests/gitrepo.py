@@ -21,13 +21,12 @@ import subprocess
 from collections.abc import Callable
 from pathlib import Path
 
-__all__ = ["make_repo", "make_series"]
+__all__ = ["CPU_TIMER", "make_repo", "make_series"]
 
-TEST = '''\
+# The CPU time of n iterations of a fixed loop (also timed by
+# benchmarks/bisect_timing_noise.py, which measures how this test's timing holds).
+CPU_TIMER = '''\
 import time
-
-LOOPS = {loops}
-REFERENCE = {reference}
 
 
 def _cpu(n):
@@ -36,6 +35,12 @@ def _cpu(n):
     for i in range(n):
         x += i * i
     return time.process_time() - t
+'''
+
+TEST = CPU_TIMER + '''
+
+LOOPS = {loops}
+REFERENCE = {reference}
 
 
 def test_work(metrics):
