@@ -193,10 +193,12 @@ def notify(args: argparse.Namespace) -> int:
                 if fresh:
                     try:
                         post_webhook(str(hook), webhook_payload(fresh, report.title))
-                    except NotifyError:
-                        for r in fresh:  # not delivered: the next run tries again
+                    except BaseException:  # not answered 2xx (or Ctrl-C): the next run retries
+                        for r in fresh:
                             history.release_notification("webhook", r.dedupe)
                         raise
+                    for r in fresh:  # answered 2xx: only now is it sent
+                        history.mark_notified("webhook", r.dedupe, r.run_id)
                 print(f"webhook: {len(fresh)} regression(s) sent, "
                       f"{len(regs) - len(fresh)} already notified")
         except NotifyError as exc:
