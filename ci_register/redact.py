@@ -100,8 +100,9 @@ class GuardedStream:
     def flush(self) -> None:
         if self._pending:
             part, self._pending = self._pending, ""
-            if self._blank_so_far and not part.strip():
-                self._pending = part  # only blanks: keep them with what follows
+            body = part.lstrip()
+            if self._blank_so_far and any(s.startswith(body) for s in _COMMAND_STARTS):
+                self._pending = part  # blanks, ":" or "##": undecided, kept for what follows
             else:
                 if self._blank_so_far:
                     self.raw.write(clean_text(part))
