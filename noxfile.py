@@ -126,6 +126,25 @@ def bisect(session: nox.Session) -> None:
     session.run(sys.executable, "-m", "gates.cli", "bisect", *session.posargs, external=True)
 
 
+@nox.session(name="jit-cache", venv_backend="none", tags=["framework"])
+def jit_cache(session: nox.Session) -> None:
+    """FlashInfer's compiled kernels: -- key | path | pin | build [SUITE ...] (default base-b-1gpu)."""
+    # In the interpreter that runs the GPU suites (their FlashInfer); suitelib/flashinfer_cache.py
+    # says what a cached kernel depends on and why pinning file times keeps it valid.
+    args = session.posargs or ["key"]
+    if args[0] != "build":
+        session.run(sys.executable, "-m", "suitelib.flashinfer_cache", *args, external=True)
+        return
+    # Build once: pin, then run each suite (a scratch history), which compiles exactly the
+    # kernels it uses into the folder `path` prints; CI caches that folder under `key`.
+    session.run(sys.executable, "-m", "suitelib.flashinfer_cache", "pin", external=True)
+    scratch = Path(session.create_tmp()) / "jit-cache-build.db"
+    for suite in args[1:] or ["base-b-1gpu"]:
+        session.run(sys.executable, "-m", "nox", "-f", str(ROOT / "noxfile.py"), "-s", suite, "--",
+                    "--history", str(scratch), external=True)
+    session.run(sys.executable, "-m", "suitelib.flashinfer_cache", "path", external=True)
+
+
 @nox.session(name="history-browse", python=PYTHON)  # no tag: a server, never in `nox -t`
 def history_browse(session: nox.Session) -> None:
     """Browse the metric history in datasette, read-only: -- [PATH] (default history.db)."""

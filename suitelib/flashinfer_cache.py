@@ -47,12 +47,16 @@ import sys
 import sysconfig
 from pathlib import Path
 
-__all__ = ["PACKAGES", "PINNED_TIME", "cache_dir", "cuda_release", "gpu_arch", "key", "main",
+__all__ = ["CacheError", "PACKAGES", "PINNED_TIME", "cache_dir", "cuda_release", "gpu_arch", "key", "main",
            "pin_times"]
 
 PACKAGES = ("flashinfer-python", "apache-tvm-ffi")  # whose headers every kernel includes
 PINNED_TIME = 315532800  # 1980-01-01T00:00:00Z, the earliest time a wheel can record
 _TIMEOUT_S = 30
+
+
+class CacheError(Exception):
+    """What is missing to name the cache (a package, nvcc, a GPU): one line with the fix."""
 
 
 def cache_dir(version: str | None = None) -> Path:
@@ -65,7 +69,7 @@ def _version(dist: str) -> str:
     try:
         return importlib.metadata.version(dist)
     except importlib.metadata.PackageNotFoundError:
-        raise SystemExit(f"flashinfer_cache: {dist} is not installed in {sys.executable}; "
+        raise CacheError(f"{dist} is not installed in {sys.executable}; "
                          f"pip install {dist}") from None
 
 
@@ -85,11 +89,11 @@ def cuda_release() -> str:
         out = subprocess.run([str(nvcc), "--version"], capture_output=True, text=True,
                              timeout=_TIMEOUT_S, check=True).stdout
     except (OSError, subprocess.SubprocessError) as exc:
-        raise SystemExit(f"flashinfer_cache: cannot run {nvcc} --version ({exc}); "
+        raise CacheError(f"cannot run {nvcc} --version ({exc}); "
                          "set CUDA_HOME to the CUDA toolkit FlashInfer compiles with") from None
     m = re.search(r"V(\d+\.\d+\.\d+)", out) or re.search(r"release (\d+\.\d+)", out)
     if not m:
-        raise SystemExit(f"flashinfer_cache: no version in `{nvcc} --version`: {out.strip()[:200]!r}")
+        raise CacheError(f"no version in `{nvcc} --version`: {out.strip()[:200]!r}")
     return m.group(1)
 
 
@@ -103,11 +107,11 @@ def gpu_arch() -> str:
         out = subprocess.run(["nvidia-smi", "--query-gpu=compute_cap", "--format=csv,noheader"],
                              capture_output=True, text=True, timeout=_TIMEOUT_S, check=True).stdout
     except (OSError, subprocess.SubprocessError) as exc:
-        raise SystemExit(f"flashinfer_cache: nvidia-smi failed ({exc}); on a machine without a "
+        raise CacheError(f"nvidia-smi failed ({exc}); on a machine without a "
                          "GPU set FLASHINFER_CUDA_ARCH_LIST (e.g. '9.0a')") from None
     caps = sorted({c.strip().replace(".", "") for c in out.splitlines() if c.strip()})
     if not caps:
-        raise SystemExit("flashinfer_cache: nvidia-smi lists no GPU")
+        raise CacheError("nvidia-smi lists no GPU")
     return "+".join(f"sm{c}" for c in caps)
 
 
@@ -117,7 +121,7 @@ def _package_folder(dist: str) -> Path:
     top = next((f.parts[0] for f in files if len(f.parts) > 1 and not f.parts[0].endswith(
         (".dist-info", ".data")) and f.parts[0] != ".."), None)
     if top is None:
-        raise SystemExit(f"flashinfer_cache: {dist} lists no package folder in its RECORD")
+        raise CacheError(f"{dist} lists no package folder in its RECORD")
     return Path(importlib.metadata.distribution(dist).locate_file(top)).resolve()
 
 
@@ -142,6 +146,7 @@ def pin_times(dists: tuple[str, ...] = PACKAGES, when: int = PINNED_TIME) -> int
     docstring for why that is safe)."""
     count = 0
     for dist in dists:
+        _version(dist)  # a one-line error when it is not installed
         d = importlib.metadata.distribution(dist)
         for f in d.files or []:
             path = Path(d.locate_file(f))
@@ -156,11 +161,19 @@ def main(argv: list[str] | None = None) -> int:
                                  description="FlashInfer's JIT cache: key, folder, file times.")
     ap.add_argument("command", choices=["key", "path", "github", "pin"])
     args = ap.parse_args(argv)
-    if args.command == "key":
+    try:
+        return _command(args.command)
+    except CacheError as exc:
+        print(f"flashinfer_cache: {exc}", file=sys.stderr)
+        return 2
+
+
+def _command(command: str) -> int:
+    if command == "key":
         print(key())
-    elif args.command == "path":
+    elif command == "path":
         print(cache_dir())
-    elif args.command == "github":
+    elif command == "github":
         print(f"key={key()}")
         print(f"path={cache_dir()}")
     else:

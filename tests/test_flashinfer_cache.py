@@ -63,10 +63,13 @@ def test_key_names_versions_cuda_arch_python_and_layout(site, monkeypatch):
     assert "-sm80+sm90a-" in fc.key()
 
 
-def test_key_fails_in_one_line_without_the_package(tmp_path, monkeypatch):
+def test_key_fails_in_one_line_without_the_package(tmp_path, monkeypatch, capsys):
     monkeypatch.setattr(fc, "PACKAGES", ("no-such-dist-xyz", "apache-tvm-ffi"))
-    with pytest.raises(SystemExit, match="no-such-dist-xyz is not installed.*pip install no-such-dist-xyz"):
+    with pytest.raises(fc.CacheError, match="no-such-dist-xyz is not installed.*pip install no-such-dist-xyz"):
         fc.key()
+    assert fc.main(["key"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("flashinfer_cache: no-such-dist-xyz is not installed")
 
 
 def test_pin_dates_every_installed_file(site):
