@@ -619,3 +619,20 @@ def test_the_next_suite_run_closes_a_stale_run_and_says_so(tmp_path):
     assert rc == 0 and "closed 1 run(s) left incomplete" in out, out
     statuses = dict(rows(tree / "h.db", "SELECT run_id, status FROM runs"))
     assert statuses.pop("dead" * 8) == "crashed" and list(statuses.values()) == ["complete"]
+
+
+# ---------------------------------------------------------------- secrets (issue 40)
+
+@pytest.mark.parametrize("how", ["--history", "GATES_HISTORY"])
+def test_a_history_password_is_never_echoed_by_the_runner(tmp_path, how):
+    tree = make_tree(tmp_path, "def test_b():\n    pass\n")
+    url = ("postgresql://ci:PWSECRET1@127.0.0.1:1/gates?password=PWSECRET2"
+           "&options=-c%20password%3DPWSECRET3")
+    args = ["--history", url] if how == "--history" else []
+    extra = {"GATES_HISTORY": url} if how == "GATES_HISTORY" else {}
+    r = subprocess.run([sys.executable, "-m", "ci_register", "run", "cpu", "--gate", "off",
+                        *args], cwd=tree, env={**env(), **extra}, capture_output=True,
+                       text=True, timeout=120)
+    text = r.stdout + r.stderr
+    assert r.returncode != 0 and "PWSECRET" not in text, text
+    assert "ci:***@127.0.0.1" in text  # the echo is there, masked
