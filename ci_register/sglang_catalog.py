@@ -59,6 +59,10 @@ stage_suite = "{{stage}}-test-{{runner_config}}"
 # SGLang checks the suite names of CUDA, CPU, MUSA, XPU and MLX registrations only.
 unchecked_backends = ["amd", "npu"]
 
+[select]
+# SGLang's package lives in python/sglang: `import sglang.srt.x` is python/sglang/srt/x.py.
+package_roots = ["python"]
+
 [markers]
 {markers}
 """
@@ -112,6 +116,11 @@ def hardware(name: str, backend: str) -> tuple[int, list[str]]:
     return (int(m.group(1)) if m else 1), models
 
 
+# A CPU suite's venv gets SGLang's package from python/ (the tests import it; the
+# nox sessions install a repository's own package only from a pyproject at its root).
+CPU_INSTALL = 'install = ["-e", "./python"]'
+
+
 def render(lists: dict[str, dict[str, list[str]]], commit: str, budgets: dict[str, float] | None = None) -> str:
     used = sorted({b for per in lists.values() for b in per} | {"cuda", "cpu"})
     text = [HEADER.format(commit=commit, markers="\n".join(f'{MARKERS[b]} = "{b}"' for b in used if b in MARKERS))]
@@ -131,6 +140,8 @@ def render(lists: dict[str, dict[str, list[str]]], commit: str, budgets: dict[st
                 text += [f'backend = "{backend}"', f'description = "SGLang {backend} suite {name}."',
                          f'schedule = "{schedule}"', f'runner_labels = ["{runner}"]',
                          f"shard_budget_s = {(budgets or {}).get(key) or (7200 if schedule == 'nightly' else 1800):g}"]
+                if backend == "cpu":
+                    text.append(CPU_INSTALL)
                 if count:
                     text += [f"[suites.{key}.hardware]", f"gpu_count = {count}"]
                     if models:
