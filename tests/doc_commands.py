@@ -55,7 +55,7 @@ def _complete(text: str) -> bool:
     if text.rstrip().endswith("\\"):
         return False
     try:
-        DocCommand("", 0, text).words
+        _ = DocCommand("", 0, text).words
     except ValueError:  # an open quote: the command goes on
         return False
     return True

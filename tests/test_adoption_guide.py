@@ -23,7 +23,16 @@ import sysconfig
 from pathlib import Path
 
 import pytest
-from doc_commands import REPO, SGLANG_TREE, DocCommand, Shell, copy_checkout, fenced_code, fenced_commands, write_tree
+from doc_commands import (
+    REPO,
+    SGLANG_TREE,
+    DocCommand,
+    Shell,
+    copy_checkout,
+    fenced_code,
+    fenced_commands,
+    write_tree,
+)
 
 GUIDE = REPO / "docs" / "adopting.md"
 SUITE = "base-a-test-cpu"
@@ -110,7 +119,7 @@ def test_an_sglang_shaped_repository_adopts_the_tool_by_the_guide(adopted):
         elif words == "nox -l":
             selected = [line.split()[1] for line in out.splitlines() if line.startswith("* ")]
             assert selected == [SUITE], out  # a bare `nox` runs the CPU suite only
-            assert re.search(rf"- base-b-test-1-gpu-large \[cuda,1gpu,per-commit,gpu\]", out), out
+            assert re.search(r"- base-b-test-1-gpu-large \[cuda,1gpu,per-commit,gpu\]", out), out
         elif words.startswith("gate-report"):
             assert f"{SUITE} @ " in out and re.search(r"complete +2 +0 ", out), out  # 2 passed, 0 failed
         elif "--changed-files" in words:

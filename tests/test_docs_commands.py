@@ -21,7 +21,16 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from doc_commands import REPO, SGLANG_TREE, DocCommand, Shell, copy_checkout, fenced_commands, nox_here, write_tree
+from doc_commands import (
+    REPO,
+    SGLANG_TREE,
+    DocCommand,
+    Shell,
+    copy_checkout,
+    fenced_commands,
+    nox_here,
+    write_tree,
+)
 
 H200 = json.dumps({"vendor": "nvidia", "gpus": [{"name": "NVIDIA H200", "capability": [9, 0]}]})
 H200_4 = json.dumps({"vendor": "nvidia", "gpus": [{"name": "NVIDIA H200", "capability": [9, 0]}] * 4})
