@@ -54,7 +54,8 @@ from typing import Any
 from ci_register.catalog import Catalog, Suite, load_catalog
 
 __all__ = ["DIST", "EXIT_INPUT", "LOCAL_HISTORY", "RUN_NEEDS", "install", "default_sessions",
-           "distribution_spec", "history_env", "install_hint", "mark_exit", "missing_modules",
+           "distribution_spec", "history_env", "install_hint", "mark_exit", "missing_message",
+           "missing_modules",
            "prepare_commands", "venv_lock"]
 
 DIST = "gpu-ci-gates"
@@ -129,6 +130,12 @@ def install_hint(extras: str = "") -> str:
     if kind == "path":  # a folder or a wheel file (pip takes extras on either)
         return f"pip install '{where}{more}'"
     return f"pip install '{DIST}{more}=={where}'"
+
+
+def missing_message(suite: str, missing: list[str]) -> str:
+    """A GPU session's one line when nox's Python lacks what a run imports."""
+    return (f"{suite}: {sys.executable} lacks {', '.join(missing)}; install this package into it "
+            f"first: {install_hint()} beside the image's torch, or {install_hint('gpu')} without one")
 
 
 def _own_project(root: Path) -> bool:
@@ -218,9 +225,7 @@ def _session(suite: Suite, catalog_path: Path, root: Path, python: str | None,
             missing = missing_modules()
             if missing:
                 mark_exit(EXIT_INPUT)
-                session.error(f"{suite.name}: {sys.executable} lacks {', '.join(missing)}; install this "
-                              f"package into it first: {install_hint()} beside the image's torch, "
-                              f"or {install_hint('gpu')} without one")
+                session.error(missing_message(suite.name, missing))
             interpreter = sys.executable
         else:
             prepare(session, suite)

@@ -204,9 +204,9 @@ def make_targets(
 def describe(target: Target, extra: Sequence[str] = ()) -> str:
     lines = [f"suite {target.suite}: {len(target.files)} file(s), expected {target.expected_s:.0f} s, timeout {target.timeout_s} s"]
     for r in target.registrations:
-        secs = target.seconds.get(r.path, r.est_time)
-        lines.append(f"  {r.path}:{r.line}  expected {secs:.0f} s ({target.sources.get(r.path, 'est_time')}; "
-                     f"est_time {r.est_time:g} s)")
+        secs, source = target.seconds.get(r.path, r.est_time), target.sources.get(r.path, "est_time")
+        lines.append(f"  {r.path}:{r.line}  expected {secs:.0f} s ({source}"
+                     + (f"; est_time {r.est_time:g} s)" if source != "est_time" else ")"))
     lines.append(target.command(extra))
     return "\n".join(lines)
 

@@ -17,6 +17,7 @@ import sqlite3
 import stat
 import subprocess
 import sys
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -96,6 +97,8 @@ HOW: list[tuple[str, How]] = [
                                why="minutes of simulation; the benchmark session's script answers")),
     ("python benchmarks/", How(run="argcheck", out=r"arguments ok", why="minutes of simulation")),
     ("gate-report ingest", How(run="argcheck", out=r"arguments ok", why="needs a PostgreSQL server")),
+    ("gate-report --suite base-b-1gpu --since 30d --format md > summary.md", How(
+        rc=1, setup="rm -f summary.md", out=r"", why="the committed history's range holds regressions: exit 1")),
     ("gate-report --run RUN_ID", How(out=r'"run_id"')),
     ("gate-report merge shard-*.db", How(setup="cp .gates/local-history.db shard-cpu-1-of-1.db",
                                          out=r"1 new run", why="the shard: the CPU run recorded above")),
@@ -156,19 +159,23 @@ def test_every_readme_command_runs(workspace):
     # The committed history's runs age: a window wide enough to reach them keeps the
     # command's point (a window) without a date in the README.
     subs = {"RUN_ID": newest[0], "abc1234": old_commit[:7], "--since 30d": "--since 3650d"}
-    failed = []
+    failed, took = [], []
     for cmd in commands:
         h = how(cmd)
         if h.setup:
             done = sh(h.setup)
             assert done.returncode == 0, f"{cmd.where}: setup failed: {done.stdout}{done.stderr}"
         text = resolve(cmd, h, subs)
+        t0 = time.monotonic()
         r = sh(text, timeout=600, **dict(h.env))
+        took.append((time.monotonic() - t0, cmd.where))
         out = r.stdout + r.stderr
         if r.returncode != h.rc or not re.search(h.out, out):
             failed.append(f"{cmd.where}: `{text}` exited {r.returncode} (want {h.rc}"
                           f"{', output matching ' + repr(h.out) if h.out else ''}):\n{out[-1500:]}")
+    print("slowest:", ", ".join(f"{w} {t:.1f} s" for t, w in sorted(took, reverse=True)[:8]))
     assert not failed, "\n\n".join(failed)
+    assert (repo / "summary.md").read_text().startswith("## \u274c ")  # the range's Markdown report
     # What the commands left behind: the HTML page with an ordinary file mode.
     page = repo / "report.html"
     assert page.read_text().startswith("<!DOCTYPE html>")
