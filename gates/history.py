@@ -66,7 +66,9 @@ import datetime as dt
 import json
 import os
 import random
+import shutil
 import sqlite3
+import tempfile
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -102,6 +104,7 @@ __all__ = [
     "HistoryError",
     "RunRecord",
     "TestResult",
+    "open_for_reading",
     "open_history",
 ]
 
@@ -167,6 +170,43 @@ def open_history(path: str | os.PathLike[str], *, create: bool = True,
     return History(path, create=create, readonly=readonly, busy_timeout_s=busy_timeout_s)
 
 
+def open_for_reading(path: str | os.PathLike[str], *,
+                     busy_timeout_s: float = BUSY_TIMEOUT_S) -> History:
+    """Open a history file to read it, never writing it.
+
+    Read-only; a file of an older schema is read through a migrated temporary copy
+    (SQLite's backup of it, migrated, deleted on close), so a report, a dry run or a
+    planner reading a committed history leaves it byte for byte as it was. The file
+    itself migrates on its next write (a suite run, ``gate-report accept``).
+    Messages name the file, not the copy.
+    """
+    source = Path(path)
+    try:
+        return History(source, create=False, readonly=True, busy_timeout_s=busy_timeout_s)
+    except HistoryError as exc:
+        if "schema is older" not in str(exc):
+            raise
+    folder = Path(tempfile.mkdtemp(prefix="gates-read-"))
+    try:
+        src = _connect(source, True, busy_timeout_s)
+        try:
+            dst = sqlite3.connect(folder / source.name)
+            try:
+                src.backup(dst)
+            finally:
+                dst.close()
+        finally:
+            src.close()
+        History(folder / source.name, create=False).close()  # migrates the copy
+        copy = _ReadCopy(folder / source.name, create=False, readonly=True,
+                         busy_timeout_s=busy_timeout_s)
+    except BaseException:
+        shutil.rmtree(folder, ignore_errors=True)
+        raise
+    copy.folder, copy.path = folder, source
+    return copy
+
+
 class History(BaselineReads, ReportReads, FleetSQL):
     """A history file. Use as a context manager or call `close()`.
 
@@ -189,6 +229,7 @@ class History(BaselineReads, ReportReads, FleetSQL):
     def __init__(self, path: str | os.PathLike[str], *, create: bool = True,
                  readonly: bool = False, busy_timeout_s: float = BUSY_TIMEOUT_S) -> None:
         self.path = Path(path)
+        self.data_file = self.path  # the file read (a migrated copy's: open_for_reading)
         self.readonly = readonly
         self.busy_timeout_s = busy_timeout_s
         check_file(self.path, create=create and not readonly)
@@ -1317,3 +1358,16 @@ def _like_prefix(text: str) -> str:
 
 def _q(identifier: str) -> str:
     return '"' + identifier.replace('"', '""') + '"'
+
+
+class _ReadCopy(History):
+    """A migrated temporary copy of an older history (``open_for_reading``): its
+    folder goes on close."""
+
+    folder: Path
+
+    def close(self) -> None:
+        try:
+            super().close()
+        finally:
+            shutil.rmtree(self.folder, ignore_errors=True)
