@@ -128,6 +128,17 @@ class _Consts:
                     return None
                 out |= got
             return out
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "get" \
+                and isinstance(node.func.value, ast.Name) and 1 <= len(node.args) <= 2 and not node.keywords:
+            table = self.table(node.func.value.id)  # `_LAZY.get(name)`: any value of a literal table
+            if table is None:
+                return None
+            if len(node.args) == 2:
+                default = self.values(node.args[1], depth + 1)
+                return None if default is None else table | default
+            return table
+        if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name):
+            return self.table(node.value.id)  # `_LAZY[name]`
         if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
             left, right = self.values(node.left, depth + 1), self.values(node.right, depth + 1)
             if left is None or right is None or len(left) * len(right) > 64:
@@ -144,6 +155,17 @@ class _Consts:
                 return None
             return {"".join(next(iter(p)) for p in parts if p)}
         return None
+
+    def table(self, name: str) -> set[str] | None:
+        """The values of ``NAME = {"k": "pkg.mod", ...}``, a dict literal of strings bound
+        once (a lazy-import table), or None."""
+        bound = self.assigned.get(name, [])
+        if len(bound) != 1 or not isinstance(bound[0], ast.Dict) or name in self.walks:
+            return None
+        vals = bound[0].values
+        if not vals or not all(isinstance(v, ast.Constant) and isinstance(v.value, str) for v in vals):
+            return None
+        return {v.value for v in vals}
 
     def prefixes(self, node: ast.expr | None, depth: int = 0) -> set[str] | None:
         """Literal starts of every string ``node`` can be (``f"pkg.{x}"``, ``P + x``, a
