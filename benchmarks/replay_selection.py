@@ -163,6 +163,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", type=Path, default=None)
     ap.add_argument("--json", type=Path, default=None, help="raw per-commit runs (to re-analyse without rerunning)")
     ap.add_argument("--timeout", type=float, default=600, help="seconds one commit's pytest may take")
+    ap.add_argument("--runs-from", type=Path, default=None,
+                    help="reuse the runs of an earlier --json (selection decided afresh, pytest not rerun)")
     a = ap.parse_args(argv)
     repo = Path(subprocess.run(["git", "-C", str(a.repo.parent if a.repo.name == ".git" else a.repo), "rev-parse",
                                 "--git-common-dir"], capture_output=True, text=True, check=True).stdout.strip())
@@ -175,6 +177,11 @@ def main(argv: list[str] | None = None) -> int:
     runs: list[dict] = []
     rows: list[dict] = []
     noisy: set[str] = set()
+    earlier: dict[str, dict] = {}
+    if a.runs_from:
+        got = json.loads(a.runs_from.read_text())
+        earlier = {r["commit"]: r for r in got["runs"]}
+        noisy = set(got["noisy"])
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
         for i, c in enumerate(commits):
@@ -182,9 +189,9 @@ def main(argv: list[str] | None = None) -> int:
             export(repo, c, tree)
             regs, _ = registrations(tree, catalog)
             files = sorted({p for _, p, _ in regs})
-            run = run_commit(tree, files, work, a.timeout)
+            run = earlier.get(c) or run_commit(tree, files, work, a.timeout)
             run["commit"] = c
-            if i == len(commits) - 1:  # the newest commit twice: which metrics are noise
+            if i == len(commits) - 1 and c not in earlier:  # the newest commit twice: which metrics are noise
                 again = run_commit(tree, files, work, a.timeout)
                 for path in set(run["metrics"]) | set(again["metrics"]):
                     for key, v in run["metrics"].get(path, {}).items():
