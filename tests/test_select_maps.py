@@ -283,3 +283,31 @@ def test_store_keeps_the_newest_map_per_file_and_carries_it_in_bundles(store_loc
     with open_history(tmp_path / "other.db") as other:
         other.in_transaction(lambda: other.insert_bundle(bundle))
         assert {(r["suite"], tuple(r["files"])) for r in other.import_maps()} == {("cpu", ("new.py",)), ("gpu", ("g.py",))}
+
+
+def test_lazy_import_table_is_read_not_open(tmp_path):
+    # gates/__init__.py's pattern: a literal table of module names, imported on attribute access.
+    write(tmp_path, {
+        "lib/__init__.py": ("import importlib\n_LAZY = {'A': 'lib.a', 'B': 'lib.b'}\n"
+                            "def __getattr__(name):\n    module = _LAZY.get(name)\n"
+                            "    return getattr(importlib.import_module(module), name)\n"),
+        "lib/a.py": "A = 1\n", "lib/b.py": "B = 2\n", "lib/c.py": "from lib import a\n",
+        "t/test_x.py": "import lib\n", "t/test_y.py": "import lib.c\n",
+    })
+    g = scan(tmp_path)
+    assert not g.files["lib/__init__.py"].open_import
+    assert {"lib/a.py", "lib/b.py"} <= g.loads("lib/__init__.py")
+    assert sorted(sel(tmp_path, ["lib/b.py"], ["t/test_x.py", "t/test_y.py"]).files) == ["t/test_x.py", "t/test_y.py"]
+
+
+def test_matrix_refuses_a_base_that_is_an_option(tmp_path):
+    write(tmp_path, {"suites/catalog.toml": "[suites.cpu]\nbackend = \"cpu\"\ndescription = \"c\"\n"
+                                            "schedule = \"per-commit\"\nshard_budget_s = 100\n",
+                     "suites/test_a.py": "register_cpu_ci(est_time=1, suite=\"cpu\")\ndef test_x():\n    pass\n"})
+    _git(tmp_path, "init", "-q", "-b", "main")
+    _git(tmp_path, "add", "-A")
+    _git(tmp_path, "commit", "-qm", "one")
+    r = subprocess.run([sys.executable, "-m", "ci_register", "matrix", "--event", "pull_request", "--base=--output=x.txt"],
+                       cwd=tmp_path, capture_output=True, text=True, timeout=120, env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert r.returncode == 2 and "not a git ref" in r.stderr
+    assert not list(tmp_path.glob("x.txt*"))
