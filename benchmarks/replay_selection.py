@@ -199,6 +199,8 @@ def main(argv: list[str] | None = None) -> int:
                         if w is None or w[2] != v[2]:
                             noisy.add(key.split("|", 1)[1])
             runs.append(run)
+            if a.json:  # after every run: an interrupted replay resumes with --runs-from
+                a.json.write_text(json.dumps({"runs": runs, "rows": [], "noisy": sorted(noisy)}, default=str))
             print(f"[{i + 1}/{len(commits)}] {c[:10]} ran {len(files)} files in {run['seconds']:.0f} s, "
                   f"{len(run['maps'])} maps", file=sys.stderr)
             if i > 0:
