@@ -15,8 +15,10 @@ write lock: see `gates.history._insert_metrics`).
 from __future__ import annotations
 
 from gates.schema import _VIEWS as VIEWS  # the metrics / tests / verdicts views, shared
-from gates.schema import VERDICTS_VIEW  # ... the verdicts view from m006 on (with ci_conf)
-from gates.schema import VERDICTS_VIEW_M005  # ... of m005 (with the stage)
+from gates.schema import (
+    VERDICTS_VIEW,  # ... the verdicts view from m006 on (with ci_conf)
+    VERDICTS_VIEW_M005,  # ... of m005 (with the stage)
+)
 
 __all__ = ["MIGRATIONS_TABLE", "PACK_SAMPLES", "PG_KNOWN_MIGRATIONS", "PG_MIGRATIONS"]
 
