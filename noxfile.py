@@ -143,7 +143,7 @@ def _plan_only(session: nox.Session, *args: str) -> None:
 
 @nox.session(venv_backend="none", tags=["cpu", "framework"])
 def matrix(session: nox.Session) -> None:
-    """GitHub Actions matrix JSON: -- --event pull_request|push|schedule [--base REF | --changed-files F...]."""
+    """GitHub Actions matrix JSON: -- [--event E] [--base REF | --changed-files F...] (a change: pull_request)."""
     _plan_only(session, "matrix", "--root", str(ROOT), *session.posargs)
 
 

@@ -171,14 +171,12 @@ def build(
     found_all = durations.lookup_all([(s, r) for s, r, _ in todo], history, root=root,
                                      fingerprint=fingerprint or durations.LATEST)
     for suite, regs, n_all in todo:
-        expected = {r.path: r.est_time for r in regs}
         found = found_all[suite.name]
         if found.warning and found.warning not in warned:  # one history, one warning
             warned.add(found.warning)
             print(f"warning: {found.warning}", file=sys.stderr)
-        expected.update({p: f.seconds for p, f in found.figures.items()})
+        expected, sources = durations.expected(regs, found.figures)
         where = {r.path: f"{r.path}:{r.line}" for r in regs}
-        sources = {r.path: "history" if r.path in found.figures else "est_time" for r in regs}
         try:
             sched = plan_schedule(
                 [(r.path, expected[r.path]) for r in regs], suite.shard_budget_s, suite.shards,

@@ -50,6 +50,9 @@ Tables (browse them with ``sqlite-utils tables history.db --counts``):
 - ``snapshot_runs``: in a baseline snapshot (``gates.snapshot``) and a shard seeded
   from one, the runs copied from the main history (dropped when the shard is done,
   never re-checked by a merge).
+- ``import_maps``: per (suite, test file), the project files its newest recorded run
+  loaded (``files``, a JSON list of paths), with commit_sha, run_id and recorded_at
+  (``gates.import_map``); test selection adds them to the static import graph.
 
 Merging shard files into one history is `gates.merge`.
 
@@ -78,7 +81,7 @@ from typing import Any, TypeVar
 from sqlite_utils import Database
 
 from gates.metrics import Metric
-from gates.provenance import Provenance, utc_now
+from gates.provenance import Provenance, untrusted_reason, utc_now
 from gates.schema import (
     KNOWN_MIGRATIONS,
     MIGRATIONS,
@@ -1028,6 +1031,40 @@ class History(BaselineReads, ReportReads, FleetSQL):
         return self._rows("SELECT channel, dedupe, run_id, at FROM notifications WHERE "
                           "channel = ? ORDER BY id", [channel])
 
+    # ------------------------------------------------------------ import maps
+
+    def record_import_maps(self, suite: str, run_id: str | None, commit: str | None,
+                           maps: Mapping[str, Iterable[str]], at: str | None = None) -> int:
+        """Keep, per (suite, test file), the project files this run loaded; a map
+        recorded earlier than the stored one does not replace it. Rows written."""
+        when = at or utc_now()
+        rows = [(suite, path, commit, run_id, when, json.dumps(sorted(set(files))))
+                for path, files in sorted(maps.items())]
+        if not rows:
+            return 0
+        self._write(lambda: self.conn.executemany(
+            "INSERT INTO import_maps (suite, path, commit_sha, run_id, recorded_at, files) "
+            "VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (suite, path) DO UPDATE SET "
+            "commit_sha = excluded.commit_sha, run_id = excluded.run_id, "
+            "recorded_at = excluded.recorded_at, files = excluded.files "
+            "WHERE excluded.recorded_at >= import_maps.recorded_at", rows))
+        return len(rows)
+
+    def import_maps(self, suite: str | None = None) -> list[dict[str, Any]]:
+        """Stored import maps (``files`` decoded), of one suite or all."""
+        sql, params = "SELECT suite, path, commit_sha, run_id, recorded_at, files FROM import_maps", []
+        if suite is not None:
+            sql += " WHERE suite = ?"
+            params.append(suite)
+        rows = self._rows(sql + " ORDER BY suite, path", params)
+        for r in rows:
+            try:
+                files = json.loads(r["files"])
+            except (TypeError, ValueError):
+                files = None
+            r["files"] = [f for f in files if isinstance(f, str)] if isinstance(files, list) else None
+        return rows
+
     # ---------------------------------------------------------------- bundles
 
     def export_run(self, run_id: str) -> dict[str, Any]:
@@ -1052,6 +1089,10 @@ class History(BaselineReads, ReportReads, FleetSQL):
             "acceptances": [_drop(r, "id") for r in self._rows(
                 "SELECT a.* FROM acceptances a JOIN run_acceptances ra ON ra.acceptance_id = "
                 "a.id WHERE ra.run_id = ? ORDER BY a.id", (run_id,))],
+            # The import maps this run recorded (still the newest of their files).
+            "import_maps": self._rows(
+                "SELECT suite, path, commit_sha, run_id, recorded_at, files FROM import_maps "
+                "WHERE run_id = ? ORDER BY suite, path", (run_id,)),
         }
 
     def has_run(self, run_id: str) -> bool:
@@ -1067,6 +1108,16 @@ class History(BaselineReads, ReportReads, FleetSQL):
         for table in ("plan_files", "plan_gates", "trust_log"):
             _insert(self.conn, table, list(bundle[table]))
         insert_carried(self.conn, bundle["run"]["run_id"], bundle.get("acceptances") or ())
+        maps = [m for m in bundle.get("import_maps") or () if isinstance(m, Mapping)]
+        if maps:
+            self.conn.executemany(
+                "INSERT INTO import_maps (suite, path, commit_sha, run_id, recorded_at, files) "
+                "VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (suite, path) DO UPDATE SET "
+                "commit_sha = excluded.commit_sha, run_id = excluded.run_id, "
+                "recorded_at = excluded.recorded_at, files = excluded.files "
+                "WHERE excluded.recorded_at >= import_maps.recorded_at",
+                [(m.get("suite"), m.get("path"), m.get("commit_sha"), m.get("run_id"),
+                  m.get("recorded_at"), m.get("files")) for m in maps])
 
     def orphan_rows(self) -> list[str]:
         """Rows that belong to no run (or no metric): what a broken or forged file holds."""
@@ -1163,6 +1214,7 @@ def _corrupt(path: Path, exc: BaseException) -> HistoryError:
 
 
 def _run_row(prov: Provenance, *, status: str, exit_status: int | None) -> dict[str, Any]:
+    untrusted = untrusted_reason(prov.hardware)
     return {
         "run_id": prov.run_id, "suite": prov.suite,
         "shard_index": prov.shard_index, "shard_count": prov.shard_count,
@@ -1171,7 +1223,7 @@ def _run_row(prov: Provenance, *, status: str, exit_status: int | None) -> dict[
         "started_at": prov.started_at, "finished_at": prov.finished_at,
         "host": prov.host, "python": prov.python, "fingerprint": prov.fingerprint,
         "hardware": json.dumps(prov.hardware, sort_keys=True, default=str),
-        "trusted": 1, "trust_reason": None, "trust_changed_at": None,
+        "trusted": int(untrusted is None), "trust_reason": untrusted, "trust_changed_at": None,
     }
 
 

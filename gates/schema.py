@@ -14,7 +14,7 @@ from collections.abc import Sequence
 
 from sqlite_utils import Database, Migrations
 
-__all__ = ["MIGRATIONS", "SCHEMA_VERSION", "VERDICT_COLUMNS", "MigrationRefused",
+__all__ = ["IMPORT_MAPS_TABLE", "MIGRATIONS", "SCHEMA_VERSION", "VERDICT_COLUMNS", "MigrationRefused",
            "pack_samples", "unpack_samples"]
 
 MIGRATIONS = Migrations("gates-history")
@@ -159,7 +159,7 @@ def _m002_after_verdict(db: Database) -> None:
 # keys, nodeids, paths, verdict details, save times) by ``texts.id``; views under the
 # old names give back the old columns, so reads and `datasette` see what they saw.
 # A 73-metric run with its verdicts dropped from 87.4 kB to 20.6 kB
-# (benchmarks/bench_fleet.py size; 21.6 kB with m005's and m006's columns).
+# (benchmarks/bench_fleet.py size; 21.6 kB with m005's and m007's columns).
 _VIEWS = {
     "metrics": (
         "SELECT m.id, r.run_id, m.attempt, n.text AS nodeid, k.text AS key, m.unit, "
@@ -291,8 +291,20 @@ def _m005_verdict_stage(db: Database) -> None:
     db.execute(f"CREATE VIEW verdicts AS {VERDICTS_VIEW_M005}")
 
 
-@MIGRATIONS(name="m006_verdict_ci_conf")
-def _m006_verdict_ci_conf(db: Database) -> None:
+@MIGRATIONS(name="m006_import_maps")
+def _m006_import_maps(db: Database) -> None:
+    # Per suite and test file, the project files its newest recorded run loaded (a JSON
+    # list of paths): test selection adds them to the static import graph.
+    db.execute(IMPORT_MAPS_TABLE)
+
+
+IMPORT_MAPS_TABLE = (
+    "CREATE TABLE import_maps (suite TEXT NOT NULL, path TEXT NOT NULL, commit_sha TEXT, "
+    "run_id TEXT, recorded_at TEXT NOT NULL, files TEXT NOT NULL, PRIMARY KEY (suite, path))")
+
+
+@MIGRATIONS(name="m007_verdict_ci_conf")
+def _m007_verdict_ci_conf(db: Database) -> None:
     # The interval's confidence gets a column of its own: inside the verdict's detail
     # JSON, a full-precision float made almost every detail text unique, so texts and
     # their unique index grew by ~14 kB a run (34.2 kB a 73-metric run against 20.6 kB;
@@ -311,7 +323,7 @@ def _m006_verdict_ci_conf(db: Database) -> None:
     db.execute(f"CREATE VIEW verdicts AS {VERDICTS_VIEW}")
 
 
-# The verdicts view of m005: m003's and the stage column; from m006 on, ci_conf too.
+# The verdicts view of m005: m003's and the stage column; from m007 on, ci_conf too.
 VERDICTS_VIEW_M005 = _VIEWS["verdicts"].replace("c.text AS created_at ",
                                                 "c.text AS created_at, v.stage ")
 VERDICTS_VIEW = VERDICTS_VIEW_M005.replace("v.stage ", "v.stage, v.ci_conf ")
@@ -319,7 +331,7 @@ VERDICTS_VIEW = VERDICTS_VIEW_M005.replace("v.stage ", "v.stage, v.ci_conf ")
 # The code's schema version: how many migrations it knows. A file whose
 # `_sqlite_migrations` names one we do not know was written by newer code.
 KNOWN_MIGRATIONS = ("m001_initial", "m002_after_verdict", "m003_compact", "m004_snapshot_runs",
-                    "m005_verdict_stage", "m006_verdict_ci_conf")
+                    "m005_verdict_stage", "m006_import_maps", "m007_verdict_ci_conf")
 SCHEMA_VERSION = len(KNOWN_MIGRATIONS)
 
 # The `verdicts` columns a caller's row fills (see `History.save_verdicts`); the

@@ -129,3 +129,16 @@ def test_the_root_trees_history_is_read_once_wherever_the_command_runs(tree, his
     assert len(readers) == 1, readers  # one reader for every suite, not one per suite
     assert f"--history {tree / 'history.db'}" in readers[0]
     assert readers[0].count("--suite") == 2  # cpu and gpu (push runs no nightly suite)
+
+
+def test_changed_files_alone_plan_a_pull_request(tree):
+    # No --event: a change is a pull request's question (README: `nox -s matrix -- --changed-files F`).
+    got = entries(matrix(tree, "--changed-files", "suites/test_c1.py"))
+    assert sorted(got) == ["cpu 1/1"] and got["cpu 1/1"]["files"] == 1
+    r = matrix(tree)
+    assert r.returncode == 2 and r.stderr.strip() == (
+        "error: the matrix needs --event pull_request|push|schedule (or --changed-files/--base: "
+        "a pull request's change)")
+    r = subprocess.run([sys.executable, "-m", "ci_register", "matrix"], cwd=tree, capture_output=True, text=True,
+                       timeout=60, env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin", "GITHUB_EVENT_NAME": "schedule"})
+    assert "night 1/1" in entries(r)  # GitHub Actions' own event

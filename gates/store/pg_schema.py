@@ -16,7 +16,8 @@ from __future__ import annotations
 
 from gates.schema import _VIEWS as VIEWS  # the metrics / tests / verdicts views, shared
 from gates.schema import (
-    VERDICTS_VIEW,  # ... the verdicts view from m006 on (with ci_conf)
+    IMPORT_MAPS_TABLE,  # per-file import maps (test selection)
+    VERDICTS_VIEW,  # ... the verdicts view from m007 on (with ci_conf)
     VERDICTS_VIEW_M005,  # ... of m005 (with the stage)
 )
 
@@ -203,9 +204,12 @@ _M006 = [
     f"CREATE OR REPLACE VIEW verdicts AS {VERDICTS_VIEW_M005}",
 ]
 
-# The interval's confidence in a column of its own (SQLite's m006: in the detail JSON it
+# Per suite and test file, the files its newest recorded run loaded (test selection).
+_M007 = [IMPORT_MAPS_TABLE]
+
+# The interval's confidence in a column of its own (SQLite's m007: in the detail JSON it
 # made every detail text unique); older rows' values copied out of their detail.
-_M007 = [
+_M008 = [
     f"ALTER TABLE verdict_rows ADD COLUMN ci_conf {_F}",
     """UPDATE verdict_rows SET ci_conf = (d.text::jsonb ->> 'ci_conf')::double precision
         FROM texts d WHERE d.id = verdict_rows.detail_id AND d.text LIKE '{%"ci_conf": %'
@@ -220,6 +224,7 @@ PG_MIGRATIONS: tuple[tuple[str, list[str]], ...] = (
     ("m004_snapshot_runs", _M004),
     ("pg005_report_views", _M005),
     ("m005_verdict_stage", _M006),
-    ("m006_verdict_ci_conf", _M007),
+    ("m006_import_maps", _M007),
+    ("m007_verdict_ci_conf", _M008),
 )
 PG_KNOWN_MIGRATIONS = tuple(name for name, _ in PG_MIGRATIONS)
