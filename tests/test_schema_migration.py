@@ -53,7 +53,7 @@ def test_an_m002_history_migrates_in_place_with_nothing_lost(old):
     before = _old_content(old)
     assert len(before["metrics"]) == 48 and len(before["verdicts"]) == 42
     with open_history(old) as h:
-        assert h.schema_version == SCHEMA_VERSION == 6
+        assert h.schema_version == SCHEMA_VERSION == 7
         runs = [r[:-1] for r in _rows(h.conn, "SELECT * FROM runs ORDER BY rowid")]  # - num
         assert runs == before["runs"]
         for table in _KEEP[1:]:
@@ -63,7 +63,7 @@ def test_an_m002_history_migrates_in_place_with_nothing_lost(old):
             if view == "verdicts":  # m005 adds the stage, derived from the attempt
                 assert {r[-2] for r in got} <= {"first", "rerun", "reruns", "corroborate"}
                 assert all((r[-2] == "first") == (r[2] == 1) for r in got)
-                # m006: the interval's confidence copied out of the detail (m002 had none)
+                # m007: the interval's confidence copied out of the detail (m002 had none)
                 assert [r[-1] for r in got] == [
                     (json.loads(r[16]) or {}).get("ci_conf") if r[16] else None for r in got]
                 got = [r[:-2] for r in got]

@@ -1,4 +1,4 @@
-"""The interval's confidence is a column of its own (m006): inside the detail JSON its
+"""The interval's confidence is a column of its own (m007): inside the detail JSON its
 full-precision float made almost every detail text unique, stored twice (texts and
 their unique index), 34.2 kB a 73-metric run instead of ~21."""
 
@@ -50,11 +50,11 @@ def test_migration_copies_older_rows_confidence_out_of_their_detail(tmp_path: Pa
         h.save_verdicts("r1", [{"key": "a", "verdict": "pass", "detail": {"method": "m", "ci_conf": 0.98}},
                                {"key": "b", "verdict": "pass", "detail": {"method": "m"}},
                                {"key": "c", "verdict": "pass", "detail": "not json {\"ci_conf\""}])
-        # As a file written before m006: confidences inside the detail, no column.
+        # As a file written before m007: confidences inside the detail, no column.
         h.conn.execute("DROP VIEW verdicts")
         h.conn.execute("ALTER TABLE verdict_rows DROP COLUMN ci_conf")
         h.conn.execute(f"CREATE VIEW verdicts AS {VERDICTS_VIEW_M005}")
-        h.conn.execute("DELETE FROM _sqlite_migrations WHERE name = 'm006_verdict_ci_conf'")
+        h.conn.execute("DELETE FROM _sqlite_migrations WHERE name = 'm007_verdict_ci_conf'")
         h.conn.commit()
     with open_history(path) as h:
         got = {v["key"]: (v["ci_conf"], v["detail"]) for v in h.verdicts("r1")}
