@@ -81,7 +81,7 @@ from typing import Any, TypeVar
 from sqlite_utils import Database
 
 from gates.metrics import Metric
-from gates.provenance import Provenance, utc_now
+from gates.provenance import Provenance, untrusted_reason, utc_now
 from gates.schema import (
     KNOWN_MIGRATIONS,
     MIGRATIONS,
@@ -1212,6 +1212,7 @@ def _corrupt(path: Path, exc: BaseException) -> HistoryError:
 
 
 def _run_row(prov: Provenance, *, status: str, exit_status: int | None) -> dict[str, Any]:
+    untrusted = untrusted_reason(prov.hardware)
     return {
         "run_id": prov.run_id, "suite": prov.suite,
         "shard_index": prov.shard_index, "shard_count": prov.shard_count,
@@ -1220,7 +1221,7 @@ def _run_row(prov: Provenance, *, status: str, exit_status: int | None) -> dict[
         "started_at": prov.started_at, "finished_at": prov.finished_at,
         "host": prov.host, "python": prov.python, "fingerprint": prov.fingerprint,
         "hardware": json.dumps(prov.hardware, sort_keys=True, default=str),
-        "trusted": 1, "trust_reason": None, "trust_changed_at": None,
+        "trusted": int(untrusted is None), "trust_reason": untrusted, "trust_changed_at": None,
     }
 
 
