@@ -61,8 +61,10 @@ def one_run_history(path: Path, tree: Path) -> str:
         "from gates.history import open_history\n"
         "with open_history(sys.argv[2]) as h:\n"
         "    print(write_run(h, make_run(0)))\n")
+    env = {k: v for k, v in os.environ.items() if k != "GATES_HISTORY"}
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(tree), os.environ.get("PYTHONPATH")]))
     r = subprocess.run([sys.executable, "-c", code, str(tree), str(path)], capture_output=True,
-                       text=True, timeout=600)
+                       text=True, timeout=600, env=env)
     if r.returncode != 0:
         raise SystemExit(f"cannot build the one-run history with {tree}: {r.stderr[-500:]}")
     return r.stdout.split()[-1]
@@ -86,8 +88,9 @@ def commands(tree: Path, work: Path, nox: bool) -> list[tuple[str, list[str], bo
 
 
 def measure(tree: Path, work: Path, repeat: int, nox: bool) -> dict[str, tuple[float, float, str]]:
-    env = {k: v for k, v in os.environ.items() if k not in ("GATES_HISTORY", "CI", "PYTHONPATH")}
-    env["PYTHONPATH"] = str(tree)
+    env = {k: v for k, v in os.environ.items() if k not in ("GATES_HISTORY", "CI")}
+    # The tree first; what PYTHONPATH held (carried wheels on a GPU host) after it.
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(tree), os.environ.get("PYTHONPATH")]))
     results = {}
     for name, cmd, fresh in commands(tree, work, nox):
         walls, cpus, note = [], [], ""
