@@ -135,13 +135,12 @@ class Verdict:
             detail["corroborate"] = True
         if self.chain_transient:
             detail["chain_transient"] = True
-        if self.ci_conf is not None:
-            detail["ci_conf"] = self.ci_conf
         return {"key": self.key, "nodeid": self.nodeid, "verdict": self.verdict,
                 "baseline": self.baseline, "new": self.new, "rel_change": self.rel_change,
                 "ci_low": self.ci_low, "ci_high": self.ci_high, "statistic": self.statistic,
                 "p_value": self.p_value, "q_value": self.q_value, "floor": self.floor,
-                "mode": self.mode, "attempt": attempt, "stage": self.stage, "detail": detail}
+                "mode": self.mode, "attempt": attempt, "stage": self.stage, "detail": detail,
+                "ci_conf": self.ci_conf}
 
 
 @dataclass
@@ -577,7 +576,7 @@ def _carried(row: Mapping[str, Any], attempt: int) -> Verdict:
                 unit=d.get("unit"), better=d.get("better"), mode=row.get("mode") or "enforce",
                 method=d.get("method") or "", n_baseline=int(d.get("n_baseline") or 0),
                 declared_at=d.get("declared_at"), stage=row.get("stage") or "",
-                ci_conf=d.get("ci_conf"))
+                ci_conf=row.get("ci_conf") if row.get("ci_conf") is not None else d.get("ci_conf"))
     for k in ("baseline", "new", "rel_change", "ci_low", "ci_high", "statistic", "p_value",
               "q_value", "floor"):
         setattr(v, k, row.get(k))

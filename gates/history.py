@@ -625,6 +625,8 @@ class History(BaselineReads, ReportReads, FleetSQL):
           unknown keys are folded into it.
         - ``attempt``: 1 for the first gate, 2 after a confirm-on-trip rerun.
         - ``stage``: the confirm protocol's stage (``gates.decisions.Stage``).
+        - ``ci_conf``: the two-sided confidence of ``ci_low``/``ci_high`` (a column, not
+          detail: a float there made every detail text unique).
         """
         prepared = []
         now = utc_now()  # one save, one time (interned once in `texts`)
@@ -1402,13 +1404,13 @@ def _insert_verdicts(conn: sqlite3.Connection, rows: list[Mapping[str, Any]]) ->
     conn.executemany(
         "INSERT INTO verdict_rows (run_num, attempt, key_id, nodeid_id, verdict, baseline, "
         "new, rel_change, ci_low, ci_high, statistic, p_value, q_value, floor, mode, "
-        "detail_id, created_id, stage) "
-        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        "detail_id, created_id, stage, ci_conf) "
+        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         [(nums[r["run_id"]], r["attempt"], texts[r["key"]], tid(r.get("nodeid")),
           r["verdict"], r.get("baseline"), r.get("new"), r.get("rel_change"), r.get("ci_low"),
           r.get("ci_high"), r.get("statistic"), r.get("p_value"), r.get("q_value"),
           r.get("floor"), r.get("mode"), tid(r.get("detail")), tid(r.get("created_at")),
-          r.get("stage"))
+          r.get("stage"), r.get("ci_conf"))
          for r in rows])
 
 
