@@ -13,10 +13,10 @@ from pathlib import Path
 import nox
 
 ROOT = Path(__file__).parent
-sys.path.insert(0, str(ROOT))  # ci_register.catalog is stdlib-only: safe before any venv
+sys.path.insert(0, str(ROOT))  # ci_register.registered.catalog is stdlib-only: safe before any venv
 
-from ci_register.catalog import CatalogError, Suite  # noqa: E402
-from ci_register.nox_sessions import default_sessions, install, venv_lock  # noqa: E402
+from ci_register.registered.catalog import CatalogError, Suite  # noqa: E402
+from ci_register.running.nox_sessions import default_sessions, install, venv_lock  # noqa: E402
 
 nox.options.default_venv_backend = "venv"
 nox.options.error_on_external_run = True
@@ -59,7 +59,7 @@ def _prepare_cpu(session: nox.Session, suite: Suite) -> None:
             session.run("pip", "uninstall", "-y", *suite.uninstall)
 
 
-# One session per suite of the catalog (ci_register.nox_sessions: what an adopting
+# One session per suite of the catalog (ci_register.running.nox_sessions: what an adopting
 # repository's noxfile calls too).
 try:
     CATALOG = install(ROOT / "suites" / "catalog.toml", root=ROOT, python=PYTHON, prepare=_prepare_cpu)
@@ -82,9 +82,11 @@ def tests(session: nox.Session) -> None:
 
 @nox.session(python=PYTHON, tags=["cpu", "framework"])
 def lint(session: nox.Session) -> None:
-    """Ruff over the framework, the suites and this noxfile."""
-    session.install("ruff>=0.6")
+    """Ruff over the framework, the suites and this noxfile; import-linter over the rooms
+    (pyproject.toml's contracts: imports flow one way, the model stays pure)."""
+    session.install("ruff>=0.6", "import-linter==2.17")
     session.run("ruff", "check", ".")
+    session.run("lint-imports", "--no-cache", env={"PYTHONPATH": str(ROOT)})
 
 
 @nox.session(venv_backend="none", tags=["cpu", "framework"])
@@ -123,7 +125,7 @@ def bisect(session: nox.Session) -> None:
     """Find the commit that moved a metric: -- KEY --good C1 --bad C2 [--suite S] [--repo PATH]."""
     if not session.posargs:
         session.error("usage: nox -s bisect -- KEY --good C1 --bad C2 [--suite S]")
-    session.run(sys.executable, "-m", "gates.cli", "bisect", *session.posargs, external=True)
+    session.run(sys.executable, "-m", "gates.commands.cli", "bisect", *session.posargs, external=True)
 
 
 @nox.session(name="history-browse", python=PYTHON)  # no tag: a server, never in `nox -t`

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from ci_register.matrix import timeout_minutes
+from ci_register.planning.matrix import timeout_minutes
 
 REPO = Path(__file__).resolve().parents[1]
 

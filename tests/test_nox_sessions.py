@@ -12,12 +12,12 @@ from pathlib import Path
 
 import pytest
 
-from ci_register.nox_sessions import LOCAL_HISTORY, history_env
+from ci_register.running.nox_sessions import LOCAL_HISTORY, history_env
 
 REPO = Path(__file__).resolve().parents[1]
 
 NOXFILE = """\
-from ci_register.nox_sessions import install
+from ci_register.running.nox_sessions import install
 
 install("ci/catalog.toml")
 """
@@ -120,7 +120,7 @@ def test_bad_history_reaches_ci_as_exit_2(adopter):
 
 
 def test_gpu_sessions_name_what_their_interpreter_lacks():
-    from ci_register.nox_sessions import RUN_NEEDS, missing_modules
+    from ci_register.running.nox_sessions import RUN_NEEDS, missing_modules
 
     assert missing_modules() == []  # this interpreter runs suites
     assert missing_modules(("pytest", "no_such_module_for_ci_register")) == ["no_such_module_for_ci_register"]

@@ -8,10 +8,10 @@ from pathlib import Path
 import pytest
 from fleet_history import ENTRY, FP, SUITE, record
 
-from gates.baselines import SERIES_LIMIT
-from gates.cli import main
+from gates.commands.cli import main
 from gates.gate import evaluate_run
-from gates.history import open_history
+from gates.store.baselines import SERIES_LIMIT
+from gates.store.open import open_history
 
 
 @pytest.fixture(scope="module")

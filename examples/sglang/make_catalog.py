@@ -116,8 +116,8 @@ def fitted_budgets(text: str, tree: Path) -> dict[str, float]:
     """Budgets raised to the longest enabled file of each suite in the tree (rounded up to
     whole minutes), so that planning never refuses a file SGLang runs."""
     sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-    from ci_register.catalog import parse_catalog  # noqa: PLC0415
-    from ci_register.collect import collect  # noqa: PLC0415
+    from ci_register.registered.catalog import parse_catalog  # noqa: PLC0415
+    from ci_register.registered.collect import collect  # noqa: PLC0415
 
     catalog = parse_catalog(text, tree / "catalog.toml")
     longest: dict[str, float] = {}

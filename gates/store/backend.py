@@ -3,7 +3,7 @@
 Every place that takes a history (``--history``, ``--gates-history``,
 ``GATES_HISTORY``, ``gate-report merge --into``) passes the value through
 `history_location`, which keeps a ``postgresql://`` URL a string (a `Path`
-would fold its ``//``) and makes anything else a `Path`. `gates.history.History`
+would fold its ``//``) and makes anything else a `Path`. `gates.store.history.History`
 opens either: the store's methods are one implementation, and the PostgreSQL
 connection (`gates.store.pg`) adapts the SQL they write.
 
