@@ -56,7 +56,7 @@ from gates.attempts import (
 )
 from gates.model import stats
 from gates.model.decisions import Stage, Verdict
-from gates.model.verdicts import FAILING, VERDICTS
+from gates.model.verdicts import FAILING, VERDICTS, gate_exit
 from gates.record import accept
 from gates.record.declarations import DeclarationError, Gate, gate_for, parse_plan_gates
 from gates.record.unit_check import UnitMismatch, unit_conflicts
@@ -108,9 +108,9 @@ class GateResult:
 
     @property
     def exit_code(self) -> int:
-        if self.mode == "enforce" and self.errors:
-            return 2
-        return 1 if self.failed else 0
+        """``verdicts.gate_exit`` of what this attempt judged and the failures earlier
+        reruns held: the rule every report surface applies to the stored chain."""
+        return gate_exit([{"verdict": v.verdict, "mode": v.mode} for v in self.verdicts])
 
     def counts(self) -> dict[str, int]:
         out: dict[str, int] = {}

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from gates.store.backend import history_location
-from gates.store.history import HistoryError, check_file
+from gates.store.history import HistoryError, check_file, open_for_reading
 from gates.store.open import open_history
 
 __all__ = ["LATEST", "file_durations", "main"]
@@ -37,7 +37,8 @@ def file_durations(path: Path | str, suite: str, fingerprint: str, *, limit: int
     """The reply ``main`` prints: the fingerprint used and each file's recent seconds."""
     if isinstance(path, Path):
         check_file(path, create=False)  # a directory or a non-SQLite file, with its fix
-    with open_history(path, create=False, readonly=True, busy_timeout_s=lock_wait_s) as hist:
+    with (open_for_reading(path, busy_timeout_s=lock_wait_s) if isinstance(path, Path)
+          else open_history(path, create=False, readonly=True, busy_timeout_s=lock_wait_s)) as hist:
         fp = hist.latest_trusted_fingerprint(suite) if fingerprint == LATEST else fingerprint
         found = hist.file_durations(suite, fp, limit=limit) if fp is not None else {}
     return {"fingerprint": fp, "durations": found}

@@ -62,10 +62,13 @@ for the few rewrites).
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import os
 import random
+import shutil
 import sqlite3
+import tempfile
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -100,6 +103,7 @@ __all__ = [
     "HistoryError",
     "RunRecord",
     "TestResult",
+    "open_for_reading",
 ]
 
 # pytest ExitCode.INTERRUPTED, INTERNAL_ERROR and USAGE_ERROR (a bad -k expression is
@@ -114,6 +118,8 @@ FAILING = ("failed", "error")
 UNFINISHED = "did not finish"
 STATUSES = ("incomplete", "complete", "interrupted", "crashed")
 BUSY_TIMEOUT_S = 60.0
+PENDING = ":pending"  # notifications: a claim, not yet answered 2xx
+NOTIFY_CLAIM_STALE_S = 600.0  # a claim this old was left by a killed sender
 _SQLITE_MAGIC = b"SQLite format 3\x00"
 # Where a history path comes from, as users give it: `nox -s SUITE -- --history PATH` and
 # `gate-report --history PATH`, pytest's own `--gates-history PATH`, or the environment.
@@ -156,6 +162,43 @@ class RunRecord:
 # ------------------------------------------------------------------ the store
 
 
+def open_for_reading(path: str | os.PathLike[str], *,
+                     busy_timeout_s: float = BUSY_TIMEOUT_S) -> History:
+    """Open a history file to read it, never writing it.
+
+    Read-only; a file of an older schema is read through a migrated temporary copy
+    (SQLite's backup of it, migrated, deleted on close), so a report, a dry run or a
+    planner reading a committed history leaves it byte for byte as it was. The file
+    itself migrates on its next write (a suite run, ``gate-report accept``).
+    Messages name the file, not the copy.
+    """
+    source = Path(path)
+    try:
+        return History(source, create=False, readonly=True, busy_timeout_s=busy_timeout_s)
+    except HistoryError as exc:
+        if "schema is older" not in str(exc):
+            raise
+    folder = Path(tempfile.mkdtemp(prefix="gates-read-"))
+    try:
+        src = _connect(source, True, busy_timeout_s)
+        try:
+            dst = sqlite3.connect(folder / source.name)
+            try:
+                src.backup(dst)
+            finally:
+                dst.close()
+        finally:
+            src.close()
+        History(folder / source.name, create=False).close()  # migrates the copy
+        copy = _ReadCopy(folder / source.name, create=False, readonly=True,
+                         busy_timeout_s=busy_timeout_s)
+    except BaseException:
+        shutil.rmtree(folder, ignore_errors=True)
+        raise
+    copy.folder, copy.path = folder, source
+    return copy
+
+
 class History(BaselineReads, ReportReads, FleetSQL):
     """A history file. Use as a context manager or call `close()`.
 
@@ -171,6 +214,7 @@ class History(BaselineReads, ReportReads, FleetSQL):
     def __init__(self, path: str | os.PathLike[str], *, create: bool = True,
                  readonly: bool = False, busy_timeout_s: float = BUSY_TIMEOUT_S) -> None:
         self.path = Path(path)
+        self.data_file = self.path  # the file read (a migrated copy's: open_for_reading)
         self.readonly = readonly
         self.busy_timeout_s = busy_timeout_s
         check_file(self.path, create=create and not readonly)
@@ -915,22 +959,57 @@ class History(BaselineReads, ReportReads, FleetSQL):
             r["evidence"] = json.loads(r["evidence"]) if r["evidence"] else {}
         return rows
 
-    def claim_notification(self, channel: str, dedupe: str, run_id: str | None = None) -> bool:
-        """Record that ``channel`` is told about ``dedupe`` (a regressing change); False
-        when it already was (a repeated run does not notify twice)."""
+    def claim_notification(self, channel: str, dedupe: str, run_id: str | None = None,
+                           *, stale_s: float | None = None) -> bool:
+        """Claim telling ``channel`` about ``dedupe`` (a regressing change); False when it
+        was told already, or another process claimed it less than ``stale_s`` ago.
+
+        A claim is a row under ``CHANNEL:pending``; only `mark_notified` (after a 2xx)
+        writes the ``CHANNEL`` row that means sent. A sender killed mid-POST leaves its
+        claim, which goes stale and is taken over: at least once, never silently lost."""
+        pending = channel + PENDING
+        stale_s = NOTIFY_CLAIM_STALE_S if stale_s is None else stale_s
+        cutoff = (dt.datetime.now(dt.UTC) - dt.timedelta(seconds=stale_s)).isoformat(
+            timespec="microseconds")
 
         def write() -> bool:
-            cur = self.conn.execute(
-                "INSERT OR IGNORE INTO notifications (channel, dedupe, run_id, at) "
-                "VALUES (?, ?, ?, ?)", (channel, dedupe, run_id, utc_now()))
-            return cur.rowcount == 1
+            if self.conn.execute("SELECT 1 FROM notifications WHERE channel = ? AND dedupe = ?",
+                                 (channel, dedupe)).fetchone():
+                return False
+            row = self.conn.execute("SELECT at FROM notifications WHERE channel = ? AND "
+                                    "dedupe = ?", (pending, dedupe)).fetchone()
+            if row is not None:
+                if str(row[0]) > cutoff:
+                    return False  # another sender is at it now
+                self.conn.execute("DELETE FROM notifications WHERE channel = ? AND dedupe = ?",
+                                  (pending, dedupe))
+            self.conn.execute("INSERT INTO notifications (channel, dedupe, run_id, at) "
+                              "VALUES (?, ?, ?, ?)", (pending, dedupe, run_id, utc_now()))
+            return True
 
         return self._write(write)
+
+    def mark_notified(self, channel: str, dedupe: str, run_id: str | None = None) -> None:
+        """The delivery of a claimed notification was answered 2xx: remember it as sent."""
+
+        def write() -> None:
+            self.conn.execute("DELETE FROM notifications WHERE channel = ? AND dedupe = ?",
+                              (channel + PENDING, dedupe))
+            self.conn.execute("INSERT OR IGNORE INTO notifications (channel, dedupe, run_id, "
+                              "at) VALUES (?, ?, ?, ?)", (channel, dedupe, run_id, utc_now()))
+
+        self._write(write)
 
     def release_notification(self, channel: str, dedupe: str) -> None:
         """Forget a claim whose delivery failed, so the next run tries again."""
         self._write(lambda: self.conn.execute(
-            "DELETE FROM notifications WHERE channel = ? AND dedupe = ?", (channel, dedupe)))
+            "DELETE FROM notifications WHERE channel = ? AND dedupe = ?",
+            (channel + PENDING, dedupe)))
+
+    def notifications(self, channel: str) -> list[dict[str, Any]]:
+        """The notifications of ``channel`` marked sent, oldest first."""
+        return self._rows("SELECT channel, dedupe, run_id, at FROM notifications WHERE "
+                          "channel = ? ORDER BY id", [channel])
 
     # ---------------------------------------------------------------- bundles
 
@@ -1264,3 +1343,16 @@ def _like_prefix(text: str) -> str:
 
 def _q(identifier: str) -> str:
     return '"' + identifier.replace('"', '""') + '"'
+
+
+class _ReadCopy(History):
+    """A migrated temporary copy of an older history (``open_for_reading``): its
+    folder goes on close."""
+
+    folder: Path
+
+    def close(self) -> None:
+        try:
+            super().close()
+        finally:
+            shutil.rmtree(self.folder, ignore_errors=True)
