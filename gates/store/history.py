@@ -50,6 +50,9 @@ Tables (browse them with ``sqlite-utils tables history.db --counts``):
 - ``snapshot_runs``: in a baseline snapshot (``gates.store.snapshot``) and a shard seeded
   from one, the runs copied from the main history (dropped when the shard is done,
   never re-checked by a merge).
+- ``import_maps``: per (suite, test file), the project files its newest recorded run
+  loaded (``files``, a JSON list of paths), with commit_sha, run_id and recorded_at
+  (``gates.record.import_map``); test selection adds them to the static import graph.
 
 Merging shard files into one history is `gates.store.merge`.
 
@@ -1011,6 +1014,40 @@ class History(BaselineReads, ReportReads, FleetSQL):
         return self._rows("SELECT channel, dedupe, run_id, at FROM notifications WHERE "
                           "channel = ? ORDER BY id", [channel])
 
+    # ------------------------------------------------------------ import maps
+
+    def record_import_maps(self, suite: str, run_id: str | None, commit: str | None,
+                           maps: Mapping[str, Iterable[str]], at: str | None = None) -> int:
+        """Keep, per (suite, test file), the project files this run loaded; a map
+        recorded earlier than the stored one does not replace it. Rows written."""
+        when = at or utc_now()
+        rows = [(suite, path, commit, run_id, when, json.dumps(sorted(set(files))))
+                for path, files in sorted(maps.items())]
+        if not rows:
+            return 0
+        self._write(lambda: self.conn.executemany(
+            "INSERT INTO import_maps (suite, path, commit_sha, run_id, recorded_at, files) "
+            "VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (suite, path) DO UPDATE SET "
+            "commit_sha = excluded.commit_sha, run_id = excluded.run_id, "
+            "recorded_at = excluded.recorded_at, files = excluded.files "
+            "WHERE excluded.recorded_at >= import_maps.recorded_at", rows))
+        return len(rows)
+
+    def import_maps(self, suite: str | None = None) -> list[dict[str, Any]]:
+        """Stored import maps (``files`` decoded), of one suite or all."""
+        sql, params = "SELECT suite, path, commit_sha, run_id, recorded_at, files FROM import_maps", []
+        if suite is not None:
+            sql += " WHERE suite = ?"
+            params.append(suite)
+        rows = self._rows(sql + " ORDER BY suite, path", params)
+        for r in rows:
+            try:
+                files = json.loads(r["files"])
+            except (TypeError, ValueError):
+                files = None
+            r["files"] = [f for f in files if isinstance(f, str)] if isinstance(files, list) else None
+        return rows
+
     # ---------------------------------------------------------------- bundles
 
     def export_run(self, run_id: str) -> dict[str, Any]:
@@ -1035,6 +1072,10 @@ class History(BaselineReads, ReportReads, FleetSQL):
             "acceptances": [_drop(r, "id") for r in self._rows(
                 "SELECT a.* FROM acceptances a JOIN run_acceptances ra ON ra.acceptance_id = "
                 "a.id WHERE ra.run_id = ? ORDER BY a.id", (run_id,))],
+            # The import maps this run recorded (still the newest of their files).
+            "import_maps": self._rows(
+                "SELECT suite, path, commit_sha, run_id, recorded_at, files FROM import_maps "
+                "WHERE run_id = ? ORDER BY suite, path", (run_id,)),
         }
 
     def has_run(self, run_id: str) -> bool:
@@ -1050,6 +1091,16 @@ class History(BaselineReads, ReportReads, FleetSQL):
         for table in ("plan_files", "plan_gates", "trust_log"):
             _insert(self.conn, table, list(bundle[table]))
         insert_carried(self.conn, bundle["run"]["run_id"], bundle.get("acceptances") or ())
+        maps = [m for m in bundle.get("import_maps") or () if isinstance(m, Mapping)]
+        if maps:
+            self.conn.executemany(
+                "INSERT INTO import_maps (suite, path, commit_sha, run_id, recorded_at, files) "
+                "VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (suite, path) DO UPDATE SET "
+                "commit_sha = excluded.commit_sha, run_id = excluded.run_id, "
+                "recorded_at = excluded.recorded_at, files = excluded.files "
+                "WHERE excluded.recorded_at >= import_maps.recorded_at",
+                [(m.get("suite"), m.get("path"), m.get("commit_sha"), m.get("run_id"),
+                  m.get("recorded_at"), m.get("files")) for m in maps])
 
     def orphan_rows(self) -> list[str]:
         """Rows that belong to no run (or no metric): what a broken or forged file holds."""
