@@ -165,7 +165,7 @@ def _matrix(args: argparse.Namespace, *, as_text: bool = False) -> int:
     labels = [x for x in args.labels.split(",") if x] if args.labels is not None else None
     try:
         selection = _selection(args, catalog, col)
-        matrix, plans = build(catalog, col, args.event, args.history, only=args.suites,
+        matrix, plans = build(catalog, col, args.event, args.history, only=args.suites, root=Path(args.root),
                               fingerprint=_fingerprint(args.fingerprint), labels=labels, selection=selection)
         if not plans and (selection is None or selection.everything):
             # An empty matrix would pass CI having run nothing.

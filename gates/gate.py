@@ -513,7 +513,7 @@ def _carried(row: Mapping[str, Any], attempt: int) -> Verdict:
                 unit=d.get("unit"), better=d.get("better"), mode=row.get("mode") or "enforce",
                 method=d.get("method") or "", n_baseline=int(d.get("n_baseline") or 0),
                 declared_at=d.get("declared_at"), stage=row.get("stage") or "",
-                ci_conf=d.get("ci_conf"))
+                ci_conf=row.get("ci_conf") if row.get("ci_conf") is not None else d.get("ci_conf"))
     for k in ("baseline", "new", "rel_change", "ci_low", "ci_high", "statistic", "p_value",
               "q_value", "floor"):
         setattr(v, k, row.get(k))

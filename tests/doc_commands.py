@@ -21,11 +21,13 @@ import shlex
 import shutil
 import subprocess
 import sys
+import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["DocCommand", "SGLANG_TREE", "Shell", "copy_checkout", "fenced_commands", "write_tree"]
+__all__ = ["DocCommand", "SGLANG_TREE", "Shell", "console_scripts", "copy_checkout", "fenced_commands",
+           "write_tree"]
 
 REPO = Path(__file__).resolve().parents[1]
 COMMAND_LANGS = ("", "bash", "sh")
@@ -170,6 +172,12 @@ SGLANG_TREE["python/sglang/test/ci/ci_register.py"] = (
     "def register_cuda_ci(*args, **kwargs):\n    pass\n")
 
 
+def console_scripts() -> dict[str, tuple[str, str]]:
+    """pyproject.toml's ``[project.scripts]``: name -> (module, function)."""
+    scripts = tomllib.loads((REPO / "pyproject.toml").read_text())["project"].get("scripts", {})
+    return {name: tuple(target.split(":", 1)) for name, target in scripts.items()}
+
+
 class Shell:
     """Runs commands with bash in ``cwd``: this checkout's code on PYTHONPATH (``code``),
     this Python's scripts first on PATH, outside CI (no ``CI``, no ``GATES_HISTORY``)."""
@@ -182,13 +190,14 @@ class Shell:
                 and not k.startswith("PIP_")}
         bindir = Path(sys.executable).parent
         shims = cwd.parent / f".{cwd.name}-bin"
-        if not (bindir / "gate-report").is_file():
-            # Where the package is not installed (its code on PYTHONPATH only), the console
-            # script it would install: the same entry point.
-            shims.mkdir(exist_ok=True)
-            (shims / "gate-report").write_text(f'#!/bin/sh\nexec "{sys.executable}" -c '
-                                               '"import sys; from gates.commands.cli import main; sys.exit(main())" "$@"\n')
-            (shims / "gate-report").chmod(0o755)
+        for name, (module, func) in console_scripts().items():
+            if not (bindir / name).is_file():
+                # Where the package is not installed (its code on PYTHONPATH only), the
+                # console script it would install: the same entry point.
+                shims.mkdir(exist_ok=True)
+                (shims / name).write_text(f'#!/bin/sh\nexec "{sys.executable}" -c "import sys; '
+                                          f'from {module} import {func}; sys.exit({func}())" "$@"\n')
+                (shims / name).chmod(0o755)
         path = [str(bindir), *([str(shims)] if shims.is_dir() else []), base.get("PATH", "")]
         base.update({"PATH": os.pathsep.join(path), "PYTHONPATH": str(code),
                      "PIP_DISABLE_PIP_VERSION_CHECK": "1", "PIP_NO_INPUT": "1",

@@ -27,6 +27,7 @@ from doc_commands import (
     SGLANG_TREE,
     DocCommand,
     Shell,
+    console_scripts,
     copy_checkout,
     fenced_commands,
     nox_here,
@@ -62,7 +63,7 @@ def argcheck(command: str) -> str:
     if words[0] == "python":
         prog, rest = words[1].split(None, 1)
     else:  # a console script: its module
-        prog, rest = {"gate-report": "-m:gates.commands.cli"}[words[0]], words[1]
+        prog, rest = f"-m:{console_scripts()[words[0]][0]}", words[1]
     return f'python -c "$ARGCHECK" {prog} {rest}'
 
 

@@ -317,3 +317,13 @@ def test_matrix_refuses_a_base_that_is_an_option(tmp_path):
                        cwd=tmp_path, capture_output=True, text=True, timeout=120, env={**os.environ, "PYTHONPATH": str(REPO)})
     assert r.returncode == 2 and "not a git ref" in r.stderr
     assert not list(tmp_path.glob("x.txt*"))
+
+
+def test_reading_maps_never_writes_an_older_history(tmp_path):
+    from test_schema_migration import OLD  # noqa: PLC0415 - an m002 history file
+
+    path = tmp_path / "history.db"
+    path.write_bytes(OLD.read_bytes())
+    rows, problem = recorded_maps(path)
+    assert problem is None and rows == []
+    assert path.read_bytes() == OLD.read_bytes()

@@ -50,7 +50,61 @@ def history_tables() -> str:
             "their texts joined in: read these)\n")
 
 
-GENERATORS: dict[str, Callable[[], str]] = {"history tables": history_tables}
+# The tree behind README's "Read a dry run": a CPU suite of two shards, one file measured
+# in history (3 runs, so its p90 plans it), one disabled.
+_DRY_CATALOG = """\
+[suites.cpu]
+backend = "cpu"
+description = "CPU suite: quantisation oracles and pure kernels."
+schedule = "per-commit"
+runner_labels = ["ubuntu-latest"]
+shard_budget_s = 120
+shards = 2
+"""
+_DRY_FILES = {
+    "suites/quantization/test_fp8.py": 'register_cpu_ci(est_time=60, suite="cpu")',
+    "suites/quantization/test_int4.py": 'register_cpu_ci(est_time=40, suite="cpu")',
+    "suites/kernels/test_rmsnorm.py": 'register_cpu_ci(est_time=30, suite="cpu")',
+    "suites/kernels/test_rope.py": 'register_cpu_ci(est_time=25, suite="cpu")',
+    "suites/serving/test_sampler.py": 'register_cpu_ci(est_time=20, suite="cpu", disabled="flaky on 2 cores")',
+}
+_DRY_MEASURED = {"suites/quantization/test_fp8.py": (68.0, 71.0, 69.5)}
+
+
+def dry_run() -> str:
+    """``nox -s cpu -- --dry-run --partition 1/2`` on the tree above, as a text block."""
+    import os  # noqa: PLC0415
+    import subprocess  # noqa: PLC0415
+
+    sys.path.insert(0, str(ROOT))
+    from gates.store.history import RunRecord, TestResult  # noqa: PLC0415
+    from gates.store.open import open_history  # noqa: PLC0415
+    from gates.store.provenance import Provenance  # noqa: PLC0415
+
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        (root / "suites").mkdir()
+        (root / "suites" / "catalog.toml").write_text(_DRY_CATALOG)
+        for rel, call in _DRY_FILES.items():
+            (root / rel).parent.mkdir(parents=True, exist_ok=True)
+            (root / rel).write_text(f"from ci_register import register_cpu_ci\n\n{call}\n\n\n"
+                                    "def test_x():\n    pass\n")
+        with open_history(root / "history.db") as h:
+            for i in range(3):
+                prov = Provenance(run_id=f"run{i}", suite="cpu", fingerprint="cpu",
+                                  started_at=f"2026-01-01T00:00:0{i}+00:00")
+                h.start_run(prov)
+                h.record_run(RunRecord(prov, [TestResult(f"{f}::test_x", f, "passed", secs[i])
+                                              for f, secs in _DRY_MEASURED.items()], [], None, 0))
+        env = {**os.environ, "PYTHONPATH": str(ROOT), "CI_REGISTER_FINGERPRINT": "cpu"}
+        env.pop("GATES_HISTORY", None)
+        done = subprocess.run([sys.executable, "-m", "ci_register", "run", "cpu", "--root", str(root),
+                               "--history", str(root / "history.db"), "--partition", "1/2", "--dry-run"],
+                              capture_output=True, text=True, timeout=300, env=env, check=True)
+    return "```text\n" + done.stdout.replace(str(root) + "/", "") + "```\n"
+
+
+GENERATORS: dict[str, Callable[[], str]] = {"history tables": history_tables, "dry run": dry_run}
 
 
 def sync(text: str, where: str) -> tuple[str, list[str]]:

@@ -50,6 +50,7 @@ __all__ = [
     "figure",
     "history_path",
     "lookup",
+    "lookup_all",
     "measured",
     "this_fingerprint",
 ]
@@ -144,10 +145,11 @@ def history_path(history: str | os.PathLike[str] | None,
     return (root or Path(".")) / "history.db"
 
 
-def _read(path: Path, suite: str, fingerprint: str) -> dict[str, object]:
-    """The reply of ``python -m gates.store.durations`` (its module doc); raises ValueError with
-    its one-line reason when the history cannot be read."""
-    cmd = [sys.executable, "-m", "gates.store.durations", "--history", str(path), "--suite", suite,
+def _read(path: Path, suites: Sequence[str], fingerprint: str) -> dict[str, dict[str, object]]:
+    """{suite: reply} of one ``python -m gates.store.durations`` for every suite (its module doc);
+    raises ValueError with its one-line reason when the history cannot be read."""
+    cmd = [sys.executable, "-m", "gates.store.durations", "--history", str(path),
+           *(a for s in suites for a in ("--suite", s)),
            "--fingerprint", fingerprint, "--limit", str(WINDOW),
            "--lock-wait", str(_LOCK_PROBE_S)]
     env = dict(os.environ)
@@ -164,8 +166,12 @@ def _read(path: Path, suite: str, fingerprint: str) -> dict[str, object]:
             last = f"cannot read durations (gates not importable: {last})"
         raise ValueError(last)
     reply = json.loads(done.stdout)
-    if not isinstance(reply, dict):
-        raise ValueError("cannot read durations (a reply that is not a JSON object)")
+    if isinstance(reply, dict) and len(suites) > 1:
+        reply = reply.get("suites")
+    elif isinstance(reply, dict):
+        reply = {suites[0]: reply}
+    if not isinstance(reply, dict) or not all(isinstance(reply.get(s), dict) for s in suites):
+        raise ValueError("cannot read durations (a reply that is not a JSON object per suite)")
     return reply
 
 
@@ -183,21 +189,38 @@ def lookup(
     of the suite's newest trusted run (for planning GPU suites from a CPU runner).
     """
     name = suite if isinstance(suite, str) else suite.name
+    return lookup_all([(name, regs)], history, fingerprint=fingerprint, root=root)[name]
+
+
+def lookup_all(
+    plan: Sequence[tuple[Suite | str, Sequence[Registration]]],
+    history: str | os.PathLike[str] | None,
+    *,
+    fingerprint: str | None = None,
+    root: Path | None = None,
+) -> dict[str, Lookup]:
+    """:func:`lookup` for several suites, the history read by one reader process.
+
+    ``root``: the tree whose ``history.db`` is the default (not the current folder's)."""
+    names = [s if isinstance(s, str) else s.name for s, _ in plan]
+    results = {name: Lookup() for name in names}
     path = history_path(history, root)
-    result = Lookup()
-    if not path.exists():
-        return result
+    if not names or not path.exists():
+        return results
     fp = fingerprint if fingerprint == LATEST else (fingerprint or this_fingerprint())
     try:
-        reply = _read(path, name, fp)
+        replies = _read(path, list(dict.fromkeys(names)), fp)
     except ValueError as exc:
         reason = str(exc).splitlines()[0] if str(exc) else exc.__class__.__name__
-        result.problem = reason if reason.startswith(str(path)) else f"{path}: {reason}"
-        return result
-    result.fingerprint = reply.get("fingerprint")  # type: ignore[assignment]
-    samples = reply.get("durations") or {}
-    result.figures = choose([r.path for r in regs], samples)
-    return result
+        problem = reason if reason.startswith(str(path)) else f"{path}: {reason}"
+        for result in results.values():
+            result.problem = problem
+        return results
+    for name, (_, regs) in zip(names, plan, strict=True):
+        reply = replies[name]
+        results[name] = Lookup(figures=choose([r.path for r in regs], reply.get("durations") or {}),
+                               fingerprint=reply.get("fingerprint"))  # type: ignore[arg-type]
+    return results
 
 
 def measured(

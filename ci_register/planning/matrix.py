@@ -144,6 +144,7 @@ def build(
     fingerprint: str | None = None,
     labels: Sequence[str] | None = None,
     selection: Selection | None = None,
+    root: Path | None = None,
 ) -> tuple[dict[str, list[dict[str, object]]], list[SuitePlan]]:
     """Plan every suite the event runs and return (matrix, plans).
 
@@ -157,14 +158,20 @@ def build(
     nightly_run = event == "schedule"
     plans: list[SuitePlan] = []
     warned: set[str] = set()
+    todo = []
     for suite in select_suites(catalog, event, only):
         regs = collection.for_suite(suite.name, nightly=nightly_run or suite.nightly, labels=labels)
         n_all = len(regs)
         if selection is not None:
             regs = [r for r in regs if selection.keeps(suite.name, r.path)]
-        if not regs:
-            continue  # nothing registered (or nothing the change affects): no runner to start
-        found = durations.lookup(regs, suite, history, fingerprint=fingerprint or durations.LATEST)
+        if regs:  # else nothing registered (or nothing the change affects): no runner to start
+            todo.append((suite, regs, n_all))
+    # Every suite's durations in one read of the tree's history (ROOT/history.db unless
+    # --history or GATES_HISTORY), not one reader process per suite.
+    found_all = durations.lookup_all([(s, r) for s, r, _ in todo], history, root=root,
+                                     fingerprint=fingerprint or durations.LATEST)
+    for suite, regs, n_all in todo:
+        found = found_all[suite.name]
         if found.warning and found.warning not in warned:  # one history, one warning
             warned.add(found.warning)
             print(f"warning: {found.warning}", file=sys.stderr)

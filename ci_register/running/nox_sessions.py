@@ -20,7 +20,8 @@ arguments after ``--``.
   from, :func:`distribution_spec`) together with the adopting repository's own package
   when the root has a ``pyproject.toml`` or ``setup.py`` (editable), then the suite's
   ``install`` list (a package kept elsewhere, SGLang's ``python/``: ``install = ["-e",
-  "./python"]``), then its ``uninstall`` list.
+  "./python"]``), then its ``uninstall`` list. ``-- --dry-run`` (the plan only)
+  installs nothing and runs in the interpreter that runs nox.
 - :func:`default_sessions` names the CPU per-commit suites: ``nox.options.sessions =
   default_sessions(install(...))`` makes a bare ``nox`` run only those.
 
@@ -217,7 +218,14 @@ def _session(suite: Suite, catalog_path: Path, root: Path, python: str | None,
     import nox  # noqa: PLC0415 - only a noxfile calls install()
 
     def session_fn(session: nox.Session) -> None:
-        if suite.is_gpu:
+        # A plan-only call (--dry-run) reads only the catalog, the registrations and the
+        # history: nox's own interpreter does it, with nothing installed (a CPU suite's
+        # install took minutes before the plan printed).
+        plan_only = "--dry-run" in session.posargs
+        if plan_only:
+            session.env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(_PACKAGE_PARENT), os.environ.get("PYTHONPATH")]))
+            interpreter = sys.executable
+        elif suite.is_gpu:
             # The machine's own Python (the image's CUDA/ROCm torch), with this package (it
             # imported this module) and, checked below, its dependencies.
             session.env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(_PACKAGE_PARENT), os.environ.get("PYTHONPATH")]))
@@ -240,7 +248,7 @@ def _session(suite: Suite, catalog_path: Path, root: Path, python: str | None,
         try:
             # On Ctrl-C nox waits this long for the runner, which forwards the interrupt to
             # pytest and records the run `interrupted` (nox's default kills it after 0.3 s).
-            session.run(*cmd, external=suite.is_gpu, interrupt_timeout=120, terminate_timeout=10)
+            session.run(*cmd, external=suite.is_gpu or plan_only, interrupt_timeout=120, terminate_timeout=10)
         except nox.command.CommandFailed as exc:
             if exc.return_code == EXIT_INPUT:
                 mark_exit(EXIT_INPUT)

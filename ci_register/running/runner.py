@@ -244,6 +244,7 @@ def _plan_json(plan: Plan, run_id: str, root: Path, collection: Collection, conf
     mine = {f["path"] for f in files}
     return {
         "suite": plan.suite.name,
+        "gpu": plan.suite.is_gpu,  # ci_register.running.pytest_plugin: a GPU suite must run its tests
         "shard": [plan.index, len(plan.shards)],
         "run_id": run_id,
         "root": str(root.resolve()),

@@ -428,11 +428,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _main(argv)
 
 
-def _main(argv: Sequence[str]) -> int:
-    from gates.report.compare import CompareInputError  # noqa: PLC0415
-    from gates.report.query import ReportInputError  # noqa: PLC0415
-    from gates.store.history import HistoryError  # noqa: PLC0415
+# The library's bad-input errors (exit 2, one line). Looked up among the modules this
+# command loaded, never imported for it: an error whose module never loaded cannot have
+# been raised, and importing them all cost `--help` 0.5 s (numpy, scipy, sqlite-utils).
+_INPUT_ERRORS = (("gates.report.compare", "CompareInputError"), ("gates.store.history", "HistoryError"),
+                 ("gates.report.query", "ReportInputError"))
 
+
+def _input_errors() -> tuple[type[BaseException], ...]:
+    return tuple(getattr(sys.modules[mod], name) for mod, name in _INPUT_ERRORS
+                 if mod in sys.modules)
+
+
+def _main(argv: Sequence[str]) -> int:
     parser = build_parser()
     try:
         args = parser.parse_args(_with_default_command(argv))
@@ -444,16 +452,18 @@ def _main(argv: Sequence[str]) -> int:
     except UsageError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    except (HistoryError, ReportInputError, CompareInputError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    except (TypeError, ValueError, ArithmeticError) as exc:  # a row no writer of ours makes
-        print(f"error: the history holds a row this report cannot read ({type(exc).__name__}: "
-              f"{exc}); `gate-report check` names the runs", file=sys.stderr)
-        return 2
     except BrokenPipeError:  # `gate-report | head`: the reader left; not our error
         sys.stderr.close()
         return 0
+    except Exception as exc:
+        if isinstance(exc, _input_errors()):
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
+        if isinstance(exc, (TypeError, ValueError, ArithmeticError)):  # a row no writer of ours makes
+            print(f"error: the history holds a row this report cannot read ({type(exc).__name__}: "
+                  f"{exc}); `gate-report check` names the runs", file=sys.stderr)
+            return 2
+        raise
 
 
 if __name__ == "__main__":

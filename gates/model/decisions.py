@@ -547,10 +547,9 @@ class Verdict:
             detail["corroborate"] = True
         if self.chain_transient:
             detail["chain_transient"] = True
-        if self.ci_conf is not None:
-            detail["ci_conf"] = self.ci_conf
         return {"key": self.key, "nodeid": self.nodeid, "verdict": self.verdict,
                 "baseline": self.baseline, "new": self.new, "rel_change": self.rel_change,
                 "ci_low": self.ci_low, "ci_high": self.ci_high, "statistic": self.statistic,
                 "p_value": self.p_value, "q_value": self.q_value, "floor": self.floor,
-                "mode": self.mode, "attempt": attempt, "stage": self.stage, "detail": detail}
+                "mode": self.mode, "attempt": attempt, "stage": self.stage, "detail": detail,
+                "ci_conf": self.ci_conf}

@@ -500,7 +500,8 @@ class _Recorder:
         record = RunRecord(self.provenance, self.results(left),
                            [(n, m) for n, ms in self.metrics.items() if n not in self.saved
                             for m in ms],
-                           self.options.plan, int(exitstatus))
+                           # session's: ci_register's plugin may have failed it (tryfirst)
+                           self.options.plan, int(session.exitstatus))
         try:
             self.history.record_run(record, attempt=self.attempt)
             self.written = self.provenance.run_id

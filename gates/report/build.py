@@ -548,7 +548,8 @@ def _verdict_row(run: RunInfo, k: tuple[str, str], v: Mapping[str, Any],
         floor=_finite(v.get("floor")), attempt=int(v.get("attempt") or 1),
         confirmed_by=confirmed_by,
         method=(detail or {}).get("method") or (detail or {}).get("statistic"),
-        ci_conf=_confidence((detail or {}).get("ci_conf")),
+        ci_conf=_confidence(v["ci_conf"] if v.get("ci_conf") is not None
+                            else (detail or {}).get("ci_conf")),  # before m007: in detail
         change_point=(detail or {}).get("change_point")
         if isinstance((detail or {}).get("change_point"), Mapping) else None,
     )

@@ -83,7 +83,7 @@ from sqlite_utils import Database
 from gates.store.baseline_reads import BaselineReads
 from gates.store.fleet_sql import FleetSQL
 from gates.store.metrics import Metric
-from gates.store.provenance import Provenance, utc_now
+from gates.store.provenance import Provenance, untrusted_reason, utc_now
 from gates.store.report_reads import ReportReads
 from gates.store.schema import (
     KNOWN_MIGRATIONS,
@@ -566,6 +566,8 @@ class History(BaselineReads, ReportReads, FleetSQL):
           unknown keys are folded into it.
         - ``attempt``: 1 for the first gate, 2 after a confirm-on-trip rerun.
         - ``stage``: the confirm protocol's stage (``gates.model.decisions.Stage``).
+        - ``ci_conf``: the two-sided confidence of ``ci_low``/``ci_high`` (a column, not
+          detail: a float there made every detail text unique).
         """
         prepared = []
         now = utc_now()  # one save, one time (interned once in `texts`)
@@ -1197,6 +1199,7 @@ def _corrupt(path: Path, exc: BaseException) -> HistoryError:
 
 
 def _run_row(prov: Provenance, *, status: str, exit_status: int | None) -> dict[str, Any]:
+    untrusted = untrusted_reason(prov.hardware)
     return {
         "run_id": prov.run_id, "suite": prov.suite,
         "shard_index": prov.shard_index, "shard_count": prov.shard_count,
@@ -1205,7 +1208,7 @@ def _run_row(prov: Provenance, *, status: str, exit_status: int | None) -> dict[
         "started_at": prov.started_at, "finished_at": prov.finished_at,
         "host": prov.host, "python": prov.python, "fingerprint": prov.fingerprint,
         "hardware": json.dumps(prov.hardware, sort_keys=True, default=str),
-        "trusted": 1, "trust_reason": None, "trust_changed_at": None,
+        "trusted": int(untrusted is None), "trust_reason": untrusted, "trust_changed_at": None,
     }
 
 
@@ -1342,13 +1345,13 @@ def _insert_verdicts(conn: sqlite3.Connection, rows: list[Mapping[str, Any]]) ->
     conn.executemany(
         "INSERT INTO verdict_rows (run_num, attempt, key_id, nodeid_id, verdict, baseline, "
         "new, rel_change, ci_low, ci_high, statistic, p_value, q_value, floor, mode, "
-        "detail_id, created_id, stage) "
-        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        "detail_id, created_id, stage, ci_conf) "
+        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         [(nums[r["run_id"]], r["attempt"], texts[r["key"]], tid(r.get("nodeid")),
           r["verdict"], r.get("baseline"), r.get("new"), r.get("rel_change"), r.get("ci_low"),
           r.get("ci_high"), r.get("statistic"), r.get("p_value"), r.get("q_value"),
           r.get("floor"), r.get("mode"), tid(r.get("detail")), tid(r.get("created_at")),
-          r.get("stage"))
+          r.get("stage"), r.get("ci_conf"))
          for r in rows])
 
 

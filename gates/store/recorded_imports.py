@@ -6,8 +6,9 @@
     {"maps": [{"suite": "cpu", "path": "suites/x/test_a.py", "commit_sha": "...",
                "run_id": "...", "recorded_at": "2026-...Z", "files": ["pkg/a.py", ...]}, ...]}
 
-A history that cannot be read (corrupt, locked past ``--lock-wait``, foreign, newer
-or older schema) exits 2 with one line on stderr naming the file; selection then uses
+A history file of an older schema is read through a migrated temporary copy (it is
+never written). A history that cannot be read (corrupt, locked past ``--lock-wait``,
+foreign, newer schema) exits 2 with one line on stderr naming the file; selection then uses
 the static import graph alone.
 """
 
@@ -20,7 +21,8 @@ import sys
 from collections.abc import Sequence
 
 from gates.store.backend import history_location
-from gates.store.history import History, HistoryError, check_file
+from gates.store.history import HistoryError, check_file, open_for_reading
+from gates.store.open import open_history
 
 __all__ = ["main"]
 
@@ -32,9 +34,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     a = ap.parse_args(argv)
     path = history_location(a.history)
     try:
-        if not isinstance(path, str):
+        if isinstance(path, str):  # PostgreSQL: read as it is
+            hist = open_history(path, create=False, readonly=True, busy_timeout_s=a.lock_wait)
+        else:  # a file of an older schema is read through a migrated copy: never written
             check_file(path, create=False)
-        with History(path, create=False, readonly=True, busy_timeout_s=a.lock_wait) as hist:
+            hist = open_for_reading(path, busy_timeout_s=a.lock_wait)
+        with hist:
             rows = hist.import_maps()
     except (HistoryError, sqlite3.Error, OSError, ValueError) as exc:
         reason = str(exc).splitlines()[0] if str(exc) else exc.__class__.__name__
