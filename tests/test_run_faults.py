@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from ci_register.supervise import group_members
+from ci_register.running.supervise import group_members
 
 REPO = Path(__file__).resolve().parents[1]
 CATALOG = ('[suites.cpu]\nbackend = "cpu"\ndescription = "cpu"\nschedule = "per-commit"\n'
@@ -275,8 +275,9 @@ def test_a_foreign_history_is_refused_untouched_with_exit_2(tmp_path):
 _READ_ONLY_READER = """
 import sys
 from pathlib import Path
-from gates.cli import main
-from gates.history import HistoryError, open_history
+from gates.commands.cli import main
+from gates.store.history import HistoryError
+from gates.store.open import open_history
 db = Path(sys.argv[1])
 try:
     (db.parent / "probe").touch()
@@ -560,8 +561,8 @@ def test_a_bad_k_expression_is_exit_2_and_never_a_complete_run(tmp_path):
 
 KILLED_WRITER = """
 import os, signal, sys
-from gates.history import open_history
-from gates.provenance import Provenance
+from gates.store.open import open_history
+from gates.store.provenance import Provenance
 h = open_history(sys.argv[1])
 h.hold_writer_lock()
 h.start_run(Provenance(run_id=sys.argv[2], suite="cpu", commit="c" * 40, branch="main",
@@ -582,7 +583,7 @@ def _writer(db: Path, run_id: str, how: str) -> subprocess.Popen:
 
 
 def test_a_run_left_incomplete_by_a_killed_writer_is_closed_as_crashed(tmp_path):
-    from gates.history import open_history
+    from gates.store.open import open_history
 
     db = tmp_path / "h.db"
     dead = _writer(db, "dead" * 8, "die")
@@ -594,7 +595,7 @@ def test_a_run_left_incomplete_by_a_killed_writer_is_closed_as_crashed(tmp_path)
 
 
 def test_a_live_writers_incomplete_run_is_left_alone(tmp_path):
-    from gates.history import open_history
+    from gates.store.open import open_history
 
     db = tmp_path / "h.db"
     dead = _writer(db, "dead" * 8, "die")
