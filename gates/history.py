@@ -78,8 +78,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
-from sqlite_utils import Database
-
 from gates.metrics import Metric
 from gates.provenance import Provenance, untrusted_reason, utc_now
 from gates.schema import (
@@ -95,6 +93,7 @@ from gates.store.backend import is_database_url
 from gates.store.baseline_reads import BaselineReads
 from gates.store.fleet_sql import FleetSQL
 from gates.store.report_reads import ReportReads
+from gates.store.sqlite_lib import Database
 
 __all__ = [
     "BUSY_TIMEOUT_S",
