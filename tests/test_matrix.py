@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from ci_register.matrix import timeout_minutes
+from ci_register.planning.matrix import timeout_minutes
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -115,10 +115,10 @@ def test_the_root_trees_history_is_read_once_wherever_the_command_runs(tree, his
     log = tmp_path / "readers.log"
     shim = tmp_path / "shim"
     (shim / "gates").mkdir(parents=True)
-    # Count the reader processes: a sitecustomize that logs each `-m gates.durations`.
+    # Count the reader processes: a sitecustomize that logs each `-m gates.store.durations`.
     (shim / "sitecustomize.py").write_text(
         "import sys\n"
-        "if sys.argv and sys.argv[0].endswith('durations.py') or 'gates.durations' in ' '.join(sys.orig_argv):\n"
+        "if sys.argv and sys.argv[0].endswith('durations.py') or 'gates.store.durations' in ' '.join(sys.orig_argv):\n"
         f"    open({str(log)!r}, 'a').write(' '.join(sys.orig_argv) + '\\n')\n")
     r = subprocess.run([sys.executable, "-m", "ci_register", "matrix", "--event", "push", "--root", str(tree)],
                        cwd=elsewhere, capture_output=True, text=True, timeout=120,

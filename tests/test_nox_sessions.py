@@ -12,12 +12,12 @@ from pathlib import Path
 
 import pytest
 
-from ci_register.nox_sessions import LOCAL_HISTORY, history_env
+from ci_register.running.nox_sessions import LOCAL_HISTORY, history_env
 
 REPO = Path(__file__).resolve().parents[1]
 
 NOXFILE = """\
-from ci_register.nox_sessions import install
+from ci_register.running.nox_sessions import install
 
 install("ci/catalog.toml")
 """
@@ -120,7 +120,7 @@ def test_bad_history_reaches_ci_as_exit_2(adopter):
 
 
 def test_gpu_sessions_name_what_their_interpreter_lacks():
-    from ci_register.nox_sessions import RUN_NEEDS, missing_modules
+    from ci_register.running.nox_sessions import RUN_NEEDS, missing_modules
 
     assert missing_modules() == []  # this interpreter runs suites
     assert missing_modules(("pytest", "no_such_module_for_ci_register")) == ["no_such_module_for_ci_register"]
@@ -137,7 +137,7 @@ def test_a_cpu_suites_dry_run_installs_nothing(adopter):
         'from ci_register import register_cpu_ci\nregister_cpu_ci(est_time=7, suite="cpu-one")\n'
         "def test_ok():\n    assert True\n")
     (adopter / "noxfile.py").write_text(
-        "from ci_register.nox_sessions import install\n\n"
+        "from ci_register.running.nox_sessions import install\n\n"
         "def prepare(session, suite):\n    raise SystemExit('prepare called')\n\n"
         'install("ci/catalog.toml", prepare=prepare)\n')
     r = nox(adopter, "-s", "cpu-one", "--", "--dry-run")
@@ -158,8 +158,8 @@ def test_plan_only_sessions_of_our_noxfile_build_no_venv(tmp_path):
 
 
 def test_cpu_venvs_get_the_tool_and_the_adopters_own_package(tmp_path):
-    from ci_register.catalog import parse_catalog
-    from ci_register.nox_sessions import distribution_spec, prepare_commands
+    from ci_register.registered.catalog import parse_catalog
+    from ci_register.running.nox_sessions import distribution_spec, prepare_commands
 
     cat = parse_catalog(CATALOG + '\n[suites.cpu]\nbackend = "cpu"\ndescription = "c"\nschedule = "per-commit"\n'
                         'runner_labels = ["x"]\nshard_budget_s = 60\ninstall = ["-e", "./python"]\n'
@@ -174,7 +174,7 @@ def test_cpu_venvs_get_the_tool_and_the_adopters_own_package(tmp_path):
 
 
 def test_install_lines_name_where_this_copy_came_from(monkeypatch, tmp_path):
-    from ci_register import nox_sessions as ns
+    from ci_register.running import nox_sessions as ns
 
     assert ns.install_hint("gpu") == f"pip install -e '{REPO}[gpu]'"  # a checkout
     monkeypatch.setattr(ns, "_PACKAGE_PARENT", tmp_path)  # as if installed, not a checkout
@@ -201,7 +201,7 @@ def test_install_lines_name_where_this_copy_came_from(monkeypatch, tmp_path):
 
 
 def test_a_gpu_session_lacking_dependencies_says_how_to_install_them():
-    from ci_register.nox_sessions import missing_message
+    from ci_register.running.nox_sessions import missing_message
 
     line = missing_message("h200-one", ["pytest", "scipy"])
     assert line == (f"h200-one: {sys.executable} lacks pytest, scipy; install this package into it first: "

@@ -17,8 +17,9 @@ from pathlib import Path
 import pytest
 
 from gates.gate import evaluate_run
-from gates.history import HistoryError, open_history
-from gates.schema import SCHEMA_VERSION
+from gates.store.history import HistoryError
+from gates.store.open import open_history
+from gates.store.schema import SCHEMA_VERSION
 
 OLD = Path(__file__).parent / "data" / "history-m002.db"
 _KEEP = ("runs", "plan_files", "plan_gates", "trust_log", "acceptances", "run_acceptances",

@@ -8,17 +8,17 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from gates import stats
-from gates.decisions import (
+from gates.model import stats
+from gates.model.decisions import (
     Stage,
     mixture_hold_p,
     next_stage,
     sequential_step,
     stage_of,
 )
-from gates.history import open_history
-from gates.provenance import Provenance
-from gates.schema import _VIEWS
+from gates.store.open import open_history
+from gates.store.provenance import Provenance
+from gates.store.schema import _VIEWS
 
 
 @pytest.mark.parametrize("stage, verdict, corroborate, want", [

@@ -19,7 +19,7 @@ def _python(code: str, pythonpath: str) -> subprocess.CompletedProcess[str]:
 def test_help_imports_no_numpy_scipy_or_sqlite_utils():
     r = _python(
         "import json, sys\n"
-        "from gates.cli import main\n"
+        "from gates.commands.cli import main\n"
         "try:\n    main(['--help'])\nexcept SystemExit:\n    pass\n"
         "heavy = ('numpy', 'scipy', 'sqlite_utils', 'tabulate', 'pandas', 'yaml', 'requests')\n"
         "print(json.dumps(sorted(m for m in sys.modules if m.split('.')[0] in heavy)))\n",
@@ -36,7 +36,7 @@ def test_the_history_loads_sqlite_utils_without_pandas(tmp_path):
     (fake / "__init__.py").write_text(f"open({str(marker)!r}, 'a').write('x')\n")
     r = _python(
         "import sys\n"
-        "import gates.history\n"
+        "import gates.store.history\n"
         "import sqlite_utils.db\n"
         "print(sqlite_utils.db.pd is None, 'pandas' in sys.modules)\n"
         "import pandas\n"  # still importable for anyone who wants it

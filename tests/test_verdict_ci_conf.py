@@ -7,9 +7,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from gates.history import open_history
-from gates.provenance import Provenance
-from gates.schema import VERDICTS_VIEW_M005
+from gates.store.open import open_history
+from gates.store.provenance import Provenance
+from gates.store.schema import VERDICTS_VIEW_M005
 
 
 def _run(h, rid: str, i: int) -> None:
