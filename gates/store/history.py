@@ -78,8 +78,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
-from sqlite_utils import Database
-
 from gates.store.baseline_reads import BaselineReads
 from gates.store.fleet_sql import FleetSQL
 from gates.store.metrics import Metric
@@ -94,6 +92,7 @@ from gates.store.schema import (
     pack_samples,
     unpack_samples,
 )
+from gates.store.sqlite_lib import Database
 
 __all__ = [
     "BUSY_TIMEOUT_S",
