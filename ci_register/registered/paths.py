@@ -4,9 +4,10 @@ Globs are path globs as pathlib and ``glob.glob(recursive=True)`` read them: ``*
 ``?`` stay within one folder, ``**/`` spans any number of folders, none included.
 
 They are matched with RE2 (google-re2, also pathspec's linear backend), not Python's
-``re``: ``re`` backtracks, and the glob ``*a*a*a*a*a*a*a*a*a*a*a*ab`` took 6.5 s against a
-30-character path (RE2: microseconds at any length; the test is
-``tests/test_hostile_collect.py::test_a_hostile_glob_matches_in_linear_time``).
+``re``: ``re`` backtracks on a glob such as ``*a*a*a*a*a*a*a*a*a*a*a*ab`` (seconds at 28
+characters, 10x per 4 more: ``benchmarks/results/bench_libraries.md``, the same pattern
+through pathspec's ``re`` backend); RE2 takes microseconds at any length
+(``tests/test_hostile_collect.py::test_a_hostile_glob_matches_in_linear_time``).
 pathspec itself is not used here: a [collect] glob is a pathlib glob relative to the test
 folder (``*.py`` is the top folder only), where gitignore's ``*.py`` matches at any depth.
 """

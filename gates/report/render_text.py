@@ -64,9 +64,14 @@ def neutralise_commands(text: str) -> str:
 def grid(rows: Sequence[Sequence[str]], head: Sequence[str]) -> str:
     """A plain table in tabulate's "simple" style (header, dashes, two-space gaps).
 
-    Formatted directly rather than through tabulate: a 10,000-metric report has
-    100,000 cells, and tabulate's per-cell type sniffing and wide-character width
-    lookups cost seconds there. Cells are text already; widths are len().
+    Formatted directly rather than through tabulate (which the gate's own verdict
+    table uses): a 10,000-metric report has 100,000 cells, and tabulate's per-cell type
+    sniffing and wide-character width lookups cost seconds there. Measured side by side
+    on 10,000 rows x 10 columns (``python benchmarks/bench_libraries.py``, results in
+    ``benchmarks/results/bench_libraries.md``): tabulate 0.10 "simple" 7.9x this
+    function's time, 2.4x with ``disable_numparse``; and it pads every header by 2,
+    which would widen each column of the golden outputs. Cells are text already;
+    widths are len().
     """
     rows = [[one_line(c) for c in row] for row in rows]
     widths = [len(h) for h in head]
