@@ -197,3 +197,23 @@ def test_a_codeowners_fifo_is_never_opened(tmp_path: Path):
 
     os.mkfifo(tmp_path / "CODEOWNERS")
     assert read_codeowners(tmp_path) == []  # returns at once: a FIFO open would block
+
+
+def test_a_host_without_re2_reports_with_a_warning_not_a_traceback(tmp_path: Path):
+    # A GPU image's own Python carries what the gate needs, not pathspec and google-re2:
+    # the report still comes, owners from register_ci_gate only, and says why.
+    import os
+    import subprocess
+    import sys
+
+    db = tmp_path / "h.db"
+    rid = _history_with_held_regression(db, None)
+    (tmp_path / "CODEOWNERS").write_text(CODEOWNERS)
+    repo = Path(__file__).resolve().parents[1]
+    code = ("import sys; sys.modules['re2'] = None; from gates.commands.cli import main; "
+            f"sys.exit(main(['--history', {str(db)!r}, '--run', {rid!r}, '--no-health', "
+            f"'--root', {str(tmp_path)!r}]))")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                       timeout=120, env=dict(os.environ, PYTHONPATH=str(repo)))
+    assert r.returncode == 1 and "Traceback" not in r.stderr, r.stderr
+    assert "CODEOWNERS not read" in r.stderr and "google-re2" in r.stderr

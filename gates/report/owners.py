@@ -26,9 +26,10 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import pathspec
+if TYPE_CHECKING:
+    import pathspec
 
 from gates.record.accept import HELD_RUNS, accept_command
 
@@ -54,6 +55,8 @@ MAX_RULES = 100_000  # a bound on the loop over lines
 
 
 def _spec(pattern: str) -> pathspec.PathSpec | None:
+    import pathspec  # noqa: PLC0415 - with google-re2; only owners need them
+
     text = pattern.replace("[", "\\[").replace("]", "\\]")
     if text.startswith(("!", "#")):
         text = "\\" + text
