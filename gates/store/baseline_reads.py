@@ -13,6 +13,7 @@ import json
 import sqlite3
 from collections.abc import Iterable, Mapping, Sequence
 from operator import itemgetter
+from typing import Any
 
 import numpy as np
 
@@ -113,10 +114,11 @@ def _marks(part: Sequence[object]) -> str:
 
 
 class BaselineReads:
-    """Baseline reads of `gates.store.history.History` (mixed into it; uses its connection)."""
+    """Baseline reads of `gates.store.history.History` (one of its parts: its connection)."""
 
-    conn: sqlite3.Connection
-    dialect: str
+    def __init__(self, store: Any) -> None:  # the History it is part of (no import: a cycle)
+        self.conn: sqlite3.Connection = store.conn
+        self.dialect: str = store.dialect
 
     def baseline_near(self, suite: str, fingerprint: str | None, run_id: str, started_at: str,
                       exclude: Sequence[str], keys: Sequence[str], *, need: int,

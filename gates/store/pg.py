@@ -1,7 +1,7 @@
 """The history on PostgreSQL: a connection that speaks the store's SQL, and its plumbing.
 
 `gates.store.history.History` holds every read and write once; opening it on a
-``postgresql://`` URL gives a `PgHistory`, which differs only in what SQLite
+``postgresql://`` URL gives a `History` whose backend is a `PgBackend`, which differs only in what SQLite
 and PostgreSQL do differently:
 
 - SQL: `PgConnection` rewrites the store's SQLite statements (``?`` parameters,
@@ -47,7 +47,7 @@ try:
 except ImportError:  # pragma: no cover - exercised where the extra is not installed
     psycopg = None  # type: ignore[assignment]
 
-__all__ = ["PgConnection", "PgHistory", "translate"]
+__all__ = ["PgBackend", "PgConnection", "translate"]
 
 _T = TypeVar("_T")
 _NAMED = re.compile(r"(?<![:\w]):([A-Za-z_]\w*)")
@@ -87,7 +87,7 @@ def _positional(sql: str) -> tuple[str, tuple[str, ...]]:
 
 class PgConnection:
     """The slice of `sqlite3.Connection` the store uses, over a psycopg connection in
-    autocommit mode (transactions are explicit: `PgHistory._write`)."""
+    autocommit mode (transactions are explicit: `PgBackend._write`)."""
 
     def __init__(self, raw: Any) -> None:
         self.raw = raw
@@ -138,8 +138,9 @@ def _first_line(exc: BaseException) -> str:
     return (str(exc).strip().splitlines() or [type(exc).__name__])[0]
 
 
-class PgHistory(History):
-    """`History` on a PostgreSQL database (``postgresql://user@host:port/db``); the
+class PgBackend:
+    """A `History`'s PostgreSQL database (``postgresql://user@host:port/db``): its
+    connection, transactions and schema guard (`gates.store.history.Backend`); the
     tables live in the connection's current schema (set it with
     ``?options=-csearch_path%3Dname``)."""
 
@@ -173,8 +174,8 @@ class PgHistory(History):
             raw.close()
             raise
 
-    def __repr__(self) -> str:
-        return f"<History {self.path}>"
+    def close(self) -> None:
+        self.conn.close()
 
     # ----------------------------------------------------------------- schema
 
@@ -238,35 +239,6 @@ class PgHistory(History):
             (pack_samples([v for _, v in group]), metric_id)
             for metric_id, group in itertools.groupby(rows, key=lambda r: r[0])])
 
-    # ------------------------------------------------------------- pruning
-
-    def delete_runs(self, nums: Iterable[int]) -> dict[str, int]:
-        """`FleetSQL.delete_runs` with an array parameter where SQLite uses a temp table."""
-        wanted = sorted(set(nums))
-        refs = " UNION ".join(f"SELECT {c} FROM {t} WHERE {c} IS NOT NULL"
-                              for t, c in _TEXT_REFS)
-
-        def delete() -> dict[str, int]:
-            counts: dict[str, int] = {}
-            for table in _BY_NUM:
-                counts[table] = self.conn.execute(
-                    f"DELETE FROM {table} WHERE run_num = ANY(?::bigint[])", (wanted,)).rowcount
-            for table in _BY_RUN_ID:
-                counts[table] = self.conn.execute(
-                    f"DELETE FROM {table} WHERE run_id IN (SELECT run_id FROM runs "
-                    "WHERE num = ANY(?::bigint[]))", (wanted,)).rowcount
-            counts["runs"] = self.conn.execute(
-                "DELETE FROM runs WHERE num = ANY(?::bigint[])", (wanted,)).rowcount
-            counts["texts"] = self.conn.execute(
-                f"DELETE FROM texts WHERE id NOT IN ({refs})").rowcount
-            return counts
-
-        return self._write(delete)
-
-    def vacuum(self) -> None:
-        """Let the server reuse the deleted rows' space (plain VACUUM; no table lock)."""
-        self.conn.execute("VACUUM ANALYZE")
-
     @property
     def schema_version(self) -> int:
         """Number of schema migrations applied to this database."""
@@ -279,7 +251,10 @@ class PgHistory(History):
         if missing:
             raise HistoryError(f"{self.path}: tables missing ({', '.join(missing)}); restore "
                                "the database from a backup")
-        self._rows("SELECT count(*) AS n FROM runs")
+        try:
+            self.conn.execute("SELECT count(*) AS n FROM runs").fetchall()
+        except psycopg.Error as exc:
+            raise self._fail(exc) from exc
 
     # ----------------------------------------------------------- transactions
 
@@ -345,7 +320,7 @@ _TEXT_REFS = (("metric_rows", "nodeid_id"), ("metric_rows", "key_id"),
               ("verdict_rows", "created_id"))
 
 
-def copy_runs_into(src: PgHistory, snap: History, nums: Iterable[int], *, mark: bool) -> int:
+def copy_runs_into(src: History, snap: History, nums: Iterable[int], *, mark: bool) -> int:
     """Copy the runs ``nums`` of a PostgreSQL history into the new SQLite history ``snap``
     with every id kept (runs.num, row ids, texts ids) and every acceptance, as
     ``copy_runs_from`` does from a file; ``mark`` lists them in ``snapshot_runs``."""
