@@ -45,6 +45,7 @@ class FleetSQL:
         self.conn: sqlite3.Connection = store.conn
         self.path: Path = store.path
         self.dialect = store.dialect
+        self.sql = store.sql
         self._write: Callable[[Callable[[], _T]], _T] = store._write
 
     # ------------------------------------------------------------ selection
@@ -260,11 +261,8 @@ class FleetSQL:
     def vacuum(self) -> None:
         """Give deleted pages back to the file system (and fold the WAL in); on PostgreSQL
         let the server reuse the deleted rows' space (plain VACUUM; no table lock)."""
-        if self.dialect == "postgresql":
-            self.conn.execute("VACUUM ANALYZE")
-            return
-        self.conn.execute("VACUUM")
-        self.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        for statement in self.sql.vacuum:
+            self.conn.execute(statement)
 
     # -------------------------------------------------------------- pruning
 

@@ -77,6 +77,7 @@ from typing import Any, Protocol, TypeVar
 from sqlite_utils import Database
 
 from gates.store.baseline_reads import BaselineReads
+from gates.store.dialect import DIALECTS, Dialect
 from gates.store.fleet_sql import FleetSQL
 from gates.store.metrics import Metric
 from gates.store.provenance import Provenance, utc_now
@@ -364,6 +365,7 @@ class History:
         self.readonly = self.backend.readonly
         self.busy_timeout_s = self.backend.busy_timeout_s
         self.dialect = self.backend.dialect
+        self.sql: Dialect = DIALECTS[self.dialect]  # where the SQL differs (gates.store.dialect)
         self.conn = self.backend.conn
         self.db = self.backend.db
         self.baseline_reads = BaselineReads(self)
@@ -535,7 +537,7 @@ class History:
             _put_tests(self.conn, prov.run_id, this, run, record.tests, record.metrics)
             if record.plan is not None:
                 files, gates = _plan_rows(prov.run_id, record.plan)
-                _insert(self.conn, "plan_files", files, verb="INSERT OR IGNORE")
+                _insert(self.conn, "plan_files", files, ignore=True)
                 if not self.conn.execute("SELECT 1 FROM plan_gates WHERE run_id = ? LIMIT 1",
                                          (prov.run_id,)).fetchone():
                     _insert(self.conn, "plan_gates", gates)
@@ -873,7 +875,8 @@ class History:
 
         def write() -> list[int]:
             self.conn.executemany(
-                "INSERT OR IGNORE INTO run_acceptances (run_id, acceptance_id) VALUES (?, ?)",
+                "INSERT INTO run_acceptances (run_id, acceptance_id) VALUES (?, ?) "
+                "ON CONFLICT DO NOTHING",
                 [(run_id, i) for i in ids])
             return ids
 
@@ -1011,8 +1014,8 @@ class History:
 
         def write() -> bool:
             cur = self.conn.execute(
-                "INSERT OR IGNORE INTO notifications (channel, dedupe, run_id, at) "
-                "VALUES (?, ?, ?, ?)", (channel, dedupe, run_id, utc_now()))
+                "INSERT INTO notifications (channel, dedupe, run_id, at) "
+                "VALUES (?, ?, ?, ?) ON CONFLICT DO NOTHING", (channel, dedupe, run_id, utc_now()))
             return cur.rowcount == 1
 
         return self._write(write)
@@ -1320,13 +1323,14 @@ def _dedupe_tests(tests: Iterable[TestResult]) -> list[TestResult]:
     return list({t.nodeid: t for t in tests}.values())
 
 
-def _insert(conn: sqlite3.Connection, table: str, rows: list[dict[str, Any]],
-            verb: str = "INSERT") -> None:
+def _insert(conn: sqlite3.Connection, table: str, rows: list[dict[str, Any]], *,
+            ignore: bool = False) -> None:
+    """Insert ``rows``; ``ignore``: a row whose key is there already is left out."""
     if not rows:
         return
     columns = list(rows[0])
-    sql = (f"{verb} INTO {table} ({', '.join(_q(c) for c in columns)}) "
-           f"VALUES ({', '.join('?' * len(columns))})")
+    sql = (f"INSERT INTO {table} ({', '.join(_q(c) for c in columns)}) "
+           f"VALUES ({', '.join('?' * len(columns))})" + (" ON CONFLICT DO NOTHING" if ignore else ""))
     conn.executemany(sql, [tuple(r.get(c) for c in columns) for r in rows])
 
 
@@ -1344,8 +1348,8 @@ def insert_carried(conn: sqlite3.Connection, run_id: str,
             row = conn.execute(
                 f"INSERT INTO acceptances ({', '.join(cols)}) VALUES "
                 f"({', '.join('?' * len(cols))}) RETURNING id", [a[c] for c in cols]).fetchone()
-        conn.execute("INSERT OR IGNORE INTO run_acceptances (run_id, acceptance_id) "
-                     "VALUES (?, ?)", (run_id, row[0]))
+        conn.execute("INSERT INTO run_acceptances (run_id, acceptance_id) "
+                     "VALUES (?, ?) ON CONFLICT DO NOTHING", (run_id, row[0]))
 
 
 def _check_outcomes(path: Path, tests: Iterable[TestResult]) -> None:
@@ -1388,7 +1392,8 @@ def _text_ids(conn: sqlite3.Connection, values: Iterable[str | None]) -> dict[st
     wanted = sorted({v for v in values if v is not None})
     if not wanted:
         return {}
-    conn.executemany("INSERT OR IGNORE INTO texts (text) VALUES (?)", [(v,) for v in wanted])
+    conn.executemany("INSERT INTO texts (text) VALUES (?) ON CONFLICT DO NOTHING",
+                     [(v,) for v in wanted])
     out: dict[str, int] = {}
     for c in range(0, len(wanted), 500):
         part = wanted[c:c + 500]

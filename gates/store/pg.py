@@ -4,9 +4,10 @@
 ``postgresql://`` URL gives a `History` whose backend is a `PgBackend`, which differs only in what SQLite
 and PostgreSQL do differently:
 
-- SQL: `PgConnection` rewrites the store's SQLite statements (``?`` parameters,
-  ``INSERT OR IGNORE``, the unary ``+`` that keeps SQLite off an index); the rest
-  of the store's SQL is written to run unchanged on both.
+- SQL: the store's statements are one text for both engines; where they cannot be,
+  the text comes from the backend's `gates.store.dialect.Dialect`. `PgConnection`
+  only numbers the ``?`` parameters (``$1, $2, ...``) and turns ``:name`` ones
+  positional.
 - Writes: one transaction each, serialized by a transaction-scoped advisory lock
   per schema (what ``BEGIN IMMEDIATE`` is on SQLite): run-id checks, attempt
   numbers and metric ids are decided under it, so concurrent shards insert
@@ -51,26 +52,25 @@ __all__ = ["PgBackend", "PgConnection", "translate"]
 
 _T = TypeVar("_T")
 _NAMED = re.compile(r"(?<![:\w]):([A-Za-z_]\w*)")
-_HINT = re.compile(r"(^|[\s(])\+(?=[A-Za-z_])")
-_OR_IGNORE = re.compile(r"^\s*INSERT\s+OR\s+IGNORE\s+INTO\b", re.IGNORECASE)
 _LOCK = "SELECT pg_advisory_xact_lock(hashtext('gates-history:' || current_schema()))"
 _CONNECT_TIMEOUT_S = 10
-# INSERT [OR IGNORE] INTO table (columns) VALUES (?, ...), no RETURNING.
-_INSERT_VALUES = re.compile(r"^\s*INSERT\s+(OR\s+IGNORE\s+)?INTO\s+(\w+)\s*\(([^)]*)\)\s*"
-                            r"VALUES\s*\((?:\?\s*,\s*)*\?\)\s*$", re.IGNORECASE)
+_IGNORE = " ON CONFLICT DO NOTHING"
+# INSERT INTO table (columns) VALUES (?, ...) [ON CONFLICT DO NOTHING], no RETURNING.
+_INSERT_VALUES = re.compile(r"^\s*INSERT\s+INTO\s+(\w+)\s*\(([^)]*)\)\s*"
+                            r"VALUES\s*\((?:\?\s*,\s*)*\?\)\s*(ON CONFLICT DO NOTHING)?\s*$",
+                            re.IGNORECASE)
 
 
 @lru_cache(maxsize=1024)
 def translate(sql: str, has_params: bool) -> str:
-    """The store's SQLite statement as PostgreSQL runs it (``$n`` parameters: psycopg's
-    raw cursor binds them as they are, with no client-side parse of the query)."""
-    if _OR_IGNORE.match(sql):
-        sql = _OR_IGNORE.sub("INSERT INTO", sql, count=1) + " ON CONFLICT DO NOTHING"
-    sql = _HINT.sub(r"\1", sql)
-    if has_params:
-        numbers = itertools.count(1)
-        sql = re.sub(r"\?", lambda _: f"${next(numbers)}", sql)
-    return sql
+    """The store's statement with its ``?`` parameters numbered ``$1, $2, ...`` (psycopg's
+    raw cursor binds them as they are, with no client-side parse of the query); the
+    store's SQL holds no ``?`` but its parameters. Nothing else differs
+    (`gates.store.dialect`)."""
+    if not has_params:
+        return sql
+    parts = sql.split("?")
+    return "".join(p + f"${i}" for i, p in enumerate(parts[:-1], 1)) + parts[-1]
 
 
 @lru_cache(maxsize=256)
@@ -108,21 +108,21 @@ class PgConnection:
         insert = _INSERT_VALUES.match(sql)
         if insert is None:
             cursor.executemany(translate(sql, True), rows)
-        elif not insert.group(1):
+        elif not insert.group(3):
             # A plain INSERT: COPY streams the rows in one round trip (executemany would
             # pay a pipeline step per row).
-            with cursor.copy(f"COPY {insert.group(2)} ({insert.group(3)}) FROM STDIN") as copy:
+            with cursor.copy(f"COPY {insert.group(1)} ({insert.group(2)}) FROM STDIN") as copy:
                 for row in rows:
                     copy.write_row(row)
         else:
-            # INSERT OR IGNORE: multi-row VALUES ... ON CONFLICT DO NOTHING, in batches.
+            # ON CONFLICT DO NOTHING: multi-row VALUES, in batches.
             width = len(rows[0])
             group = "(" + ", ".join("?" * width) + ")"
             per = max(1, min(1000, 30000 // width))
             for start in range(0, len(rows), per):
                 part = rows[start:start + per]
-                batch = (f"INSERT OR IGNORE INTO {insert.group(2)} ({insert.group(3)}) VALUES "
-                         + ", ".join([group] * len(part)))
+                batch = (f"INSERT INTO {insert.group(1)} ({insert.group(2)}) VALUES "
+                         + ", ".join([group] * len(part)) + _IGNORE)
                 cursor.execute(translate(batch, True), [v for row in part for v in row])
         return cursor
 
