@@ -56,7 +56,7 @@ from gates.attempts import (
 )
 from gates.model import stats
 from gates.model.decisions import Stage, Verdict
-from gates.model.verdicts import FAILING, VERDICTS
+from gates.model.verdicts import FAILING, VERDICTS, gate_exit
 from gates.record import accept
 from gates.record.declarations import DeclarationError, Gate, gate_for, parse_plan_gates
 from gates.record.unit_check import UnitMismatch, unit_conflicts
@@ -108,9 +108,9 @@ class GateResult:
 
     @property
     def exit_code(self) -> int:
-        if self.mode == "enforce" and self.errors:
-            return 2
-        return 1 if self.failed else 0
+        """``verdicts.gate_exit`` of what this attempt judged and the failures earlier
+        reruns held: the rule every report surface applies to the stored chain."""
+        return gate_exit([{"verdict": v.verdict, "mode": v.mode} for v in self.verdicts])
 
     def counts(self) -> dict[str, int]:
         out: dict[str, int] = {}
@@ -513,7 +513,7 @@ def _carried(row: Mapping[str, Any], attempt: int) -> Verdict:
                 unit=d.get("unit"), better=d.get("better"), mode=row.get("mode") or "enforce",
                 method=d.get("method") or "", n_baseline=int(d.get("n_baseline") or 0),
                 declared_at=d.get("declared_at"), stage=row.get("stage") or "",
-                ci_conf=d.get("ci_conf"))
+                ci_conf=row.get("ci_conf") if row.get("ci_conf") is not None else d.get("ci_conf"))
     for k in ("baseline", "new", "rel_change", "ci_low", "ci_high", "statistic", "p_value",
               "q_value", "floor"):
         setattr(v, k, row.get(k))

@@ -101,13 +101,24 @@ def test_migration_derives_the_stage_of_older_rows(tmp_path: Path):
             h.save_verdicts(rerun, [{"key": "k", "verdict": "suspect", "attempt": 2,
                                      "detail": {"corroborate": asked}}])
             h.save_verdicts(third, [{"key": "k", "verdict": "pass", "attempt": 3}])
-        # As a file written before m005: no stage column, m005 not applied.
+        # As a file written before m005: no stage column, m005 (and m007) not applied.
         h.conn.execute("DROP VIEW verdicts")
         h.conn.execute("ALTER TABLE verdict_rows DROP COLUMN stage")
+        h.conn.execute("ALTER TABLE verdict_rows DROP COLUMN ci_conf")
         h.conn.execute(f"CREATE VIEW verdicts AS {_VIEWS['verdicts']}")
-        h.conn.execute("DELETE FROM _sqlite_migrations WHERE name = 'm005_verdict_stage'")
+        h.conn.execute("DELETE FROM _sqlite_migrations WHERE name IN "
+                       "('m005_verdict_stage', 'm007_verdict_ci_conf')")
         h.conn.commit()
     with open_history(path) as h:
         got = {r: h.verdicts(r)[0]["stage"] for r in "abcdef"}
     assert got == {"a": "first", "b": "rerun", "c": "corroborate",
                    "d": "first", "e": "rerun", "f": "reruns"}
+
+
+def test_a_confirm_rerun_never_announces_an_improvement():
+    # A first attempt tripped high and its rerun landed far on the good side: the
+    # rerun re-tests "worse" only, so it clears the trip; "better" was never its test.
+    h = np.random.default_rng(0).normal(100, 1, 40)
+    for rerun in (97.0, 93.0, 90.0):
+        for another in (False, True):
+            assert stats.confirm(h, rerun, sign=1, first=103.0, another=another)[1] == "pass"

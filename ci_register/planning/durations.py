@@ -12,7 +12,13 @@ corrupt, locked, foreign or newer-schema file, or gates not being importable,
 gives one warning line on stderr and every file falls back to ``est_time``:
 planning must never fail because of the history.
 
-:func:`figure` and :func:`choose` are pure; :func:`lookup` is the I/O edge.
+:func:`figure`, :func:`choose` and :func:`expected` are pure; :func:`lookup` is the
+I/O edge. :func:`expected` is the one rule behind every duration a command shows (run
+plans, ``plan``, ``matrix``, ``rerun``, ``est-time``, ``gate-report health``): for one
+file on one fingerprint they all print the same figure. Commands that plan away from the
+suite's hardware (``matrix``, ``plan``, ``rerun``) read the fingerprint of the suite's
+newest trusted run (:data:`LATEST`, as ``health`` does); a suite run reads its own
+machine's.
 """
 
 from __future__ import annotations
@@ -40,9 +46,11 @@ __all__ = [
     "DatabaseUrl",
     "Lookup",
     "choose",
+    "expected",
     "figure",
     "history_path",
     "lookup",
+    "lookup_all",
     "measured",
     "this_fingerprint",
 ]
@@ -102,6 +110,19 @@ def choose(
     return out
 
 
+def expected(regs: Sequence[Registration], figures: Mapping[str, Figure]
+             ) -> tuple[dict[str, float], dict[str, str]]:
+    """Each file's expected seconds and where the figure came from (``history``: the
+    p90 rule of :func:`choose`; ``est_time``: the literal, too few runs measured)."""
+    seconds = {r.path: r.est_time for r in regs}
+    source = dict.fromkeys(seconds, "est_time")
+    for r in regs:
+        fig = figures.get(r.path)
+        if fig is not None:
+            seconds[r.path], source[r.path] = fig.seconds, "history"
+    return seconds, source
+
+
 class DatabaseUrl(str):
     """A ``postgresql://`` history: kept a string (a Path folds its ``//``); whether it
     holds a history is the database's to say, so it always "exists"."""
@@ -124,10 +145,11 @@ def history_path(history: str | os.PathLike[str] | None,
     return (root or Path(".")) / "history.db"
 
 
-def _read(path: Path, suite: str, fingerprint: str) -> dict[str, object]:
-    """The reply of ``python -m gates.store.durations`` (its module doc); raises ValueError with
-    its one-line reason when the history cannot be read."""
-    cmd = [sys.executable, "-m", "gates.store.durations", "--history", str(path), "--suite", suite,
+def _read(path: Path, suites: Sequence[str], fingerprint: str) -> dict[str, dict[str, object]]:
+    """{suite: reply} of one ``python -m gates.store.durations`` for every suite (its module doc);
+    raises ValueError with its one-line reason when the history cannot be read."""
+    cmd = [sys.executable, "-m", "gates.store.durations", "--history", str(path),
+           *(a for s in suites for a in ("--suite", s)),
            "--fingerprint", fingerprint, "--limit", str(WINDOW),
            "--lock-wait", str(_LOCK_PROBE_S)]
     env = dict(os.environ)
@@ -144,8 +166,12 @@ def _read(path: Path, suite: str, fingerprint: str) -> dict[str, object]:
             last = f"cannot read durations (gates not importable: {last})"
         raise ValueError(last)
     reply = json.loads(done.stdout)
-    if not isinstance(reply, dict):
-        raise ValueError("cannot read durations (a reply that is not a JSON object)")
+    if isinstance(reply, dict) and len(suites) > 1:
+        reply = reply.get("suites")
+    elif isinstance(reply, dict):
+        reply = {suites[0]: reply}
+    if not isinstance(reply, dict) or not all(isinstance(reply.get(s), dict) for s in suites):
+        raise ValueError("cannot read durations (a reply that is not a JSON object per suite)")
     return reply
 
 
@@ -163,21 +189,38 @@ def lookup(
     of the suite's newest trusted run (for planning GPU suites from a CPU runner).
     """
     name = suite if isinstance(suite, str) else suite.name
+    return lookup_all([(name, regs)], history, fingerprint=fingerprint, root=root)[name]
+
+
+def lookup_all(
+    plan: Sequence[tuple[Suite | str, Sequence[Registration]]],
+    history: str | os.PathLike[str] | None,
+    *,
+    fingerprint: str | None = None,
+    root: Path | None = None,
+) -> dict[str, Lookup]:
+    """:func:`lookup` for several suites, the history read by one reader process.
+
+    ``root``: the tree whose ``history.db`` is the default (not the current folder's)."""
+    names = [s if isinstance(s, str) else s.name for s, _ in plan]
+    results = {name: Lookup() for name in names}
     path = history_path(history, root)
-    result = Lookup()
-    if not path.exists():
-        return result
+    if not names or not path.exists():
+        return results
     fp = fingerprint if fingerprint == LATEST else (fingerprint or this_fingerprint())
     try:
-        reply = _read(path, name, fp)
+        replies = _read(path, list(dict.fromkeys(names)), fp)
     except ValueError as exc:
         reason = str(exc).splitlines()[0] if str(exc) else exc.__class__.__name__
-        result.problem = reason if reason.startswith(str(path)) else f"{path}: {reason}"
-        return result
-    result.fingerprint = reply.get("fingerprint")  # type: ignore[assignment]
-    samples = reply.get("durations") or {}
-    result.figures = choose([r.path for r in regs], samples)
-    return result
+        problem = reason if reason.startswith(str(path)) else f"{path}: {reason}"
+        for result in results.values():
+            result.problem = problem
+        return results
+    for name, (_, regs) in zip(names, plan, strict=True):
+        reply = replies[name]
+        results[name] = Lookup(figures=choose([r.path for r in regs], reply.get("durations") or {}),
+                               fingerprint=reply.get("fingerprint"))  # type: ignore[arg-type]
+    return results
 
 
 def measured(

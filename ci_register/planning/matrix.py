@@ -144,6 +144,7 @@ def build(
     fingerprint: str | None = None,
     labels: Sequence[str] | None = None,
     selection: Selection | None = None,
+    root: Path | None = None,
 ) -> tuple[dict[str, list[dict[str, object]]], list[SuitePlan]]:
     """Plan every suite the event runs and return (matrix, plans).
 
@@ -157,21 +158,25 @@ def build(
     nightly_run = event == "schedule"
     plans: list[SuitePlan] = []
     warned: set[str] = set()
+    todo = []
     for suite in select_suites(catalog, event, only):
         regs = collection.for_suite(suite.name, nightly=nightly_run or suite.nightly, labels=labels)
         n_all = len(regs)
         if selection is not None:
             regs = [r for r in regs if selection.keeps(suite.name, r.path)]
-        if not regs:
-            continue  # nothing registered (or nothing the change affects): no runner to start
-        expected = {r.path: r.est_time for r in regs}
-        found = durations.lookup(regs, suite, history, fingerprint=fingerprint or durations.LATEST)
+        if regs:  # else nothing registered (or nothing the change affects): no runner to start
+            todo.append((suite, regs, n_all))
+    # Every suite's durations in one read of the tree's history (ROOT/history.db unless
+    # --history or GATES_HISTORY), not one reader process per suite.
+    found_all = durations.lookup_all([(s, r) for s, r, _ in todo], history, root=root,
+                                     fingerprint=fingerprint or durations.LATEST)
+    for suite, regs, n_all in todo:
+        found = found_all[suite.name]
         if found.warning and found.warning not in warned:  # one history, one warning
             warned.add(found.warning)
             print(f"warning: {found.warning}", file=sys.stderr)
-        expected.update({p: f.seconds for p, f in found.figures.items()})
+        expected, sources = durations.expected(regs, found.figures)
         where = {r.path: f"{r.path}:{r.line}" for r in regs}
-        sources = {r.path: "history" if r.path in found.figures else "est_time" for r in regs}
         try:
             sched = plan_schedule(
                 [(r.path, expected[r.path]) for r in regs], suite.shard_budget_s, suite.shards,

@@ -32,6 +32,7 @@ import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from ci_register.running.redact import guarded_output, mask_secrets, raw_stream
 from gates.commands import after, fleet
 from gates.commands.common import (
     Parser,
@@ -137,8 +138,9 @@ def _github(report, root: Path, *, append: bool) -> None:
 
     note = (ghactions.append_step_summary(render_md(report)) if append
             else "stdout is the step summary; not appended twice")
+    commands = raw_stream(sys.stderr)  # on purpose: past the guard (escaped by ghactions)
     for line in ghactions.annotations(report, lambda n: ghactions.locate_test(n, root)):
-        print(line, file=sys.stderr)  # the runner reads workflow commands on stderr too
+        print(mask_secrets(line), file=commands)  # the runner reads commands on stderr too
     print(f"gate-report: {note}", file=sys.stderr)
 
 
@@ -284,7 +286,7 @@ _EXAMPLES = """examples:
   gate-report untrust --commit abc1234 --reason "broken runner gpu-17"
   gate-report compare main my-branch --format md
   gate-report accept 'serving/ttft_ms*' --from abc1234 --reason "chunked prefill, #1234"
-  gate-report snapshot --suite stage-b-1gpu --out snap.db   what a shard gates against
+  gate-report snapshot --suite base-b-1gpu --out snap.db    what a shard gates against
   gate-report prune --keep 90d                  what would go; --apply deletes and compacts
 
 exit codes: 0 nothing regressed in what is reported; 1 a gate failed in it;
@@ -418,28 +420,50 @@ def _with_default_command(argv: Sequence[str]) -> list[str]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    from gates.report.compare import CompareInputError  # noqa: PLC0415
-    from gates.report.query import ReportInputError  # noqa: PLC0415
-    from gates.store.history import HistoryError  # noqa: PLC0415
-
     argv = sys.argv[1:] if argv is None else argv
+    # Every line this command prints (reports, errors, --help) has its credentials
+    # masked and cannot be a GitHub workflow command; annotations are the one exception
+    # (`_github` writes them under the guard).
+    with guarded_output():
+        return _main(argv)
+
+
+# The library's bad-input errors (exit 2, one line). Looked up among the modules this
+# command loaded, never imported for it: an error whose module never loaded cannot have
+# been raised, and importing them all cost `--help` 0.5 s (numpy, scipy, sqlite-utils).
+_INPUT_ERRORS = (("gates.report.compare", "CompareInputError"), ("gates.store.history", "HistoryError"),
+                 ("gates.report.query", "ReportInputError"))
+
+
+def _input_errors() -> tuple[type[BaseException], ...]:
+    return tuple(getattr(sys.modules[mod], name) for mod, name in _INPUT_ERRORS
+                 if mod in sys.modules)
+
+
+def _main(argv: Sequence[str]) -> int:
     parser = build_parser()
     try:
         args = parser.parse_args(_with_default_command(argv))
         return COMMANDS[args.command](args)
+    except KeyboardInterrupt:  # a write is one transaction: nothing is half-done
+        print("interrupted; nothing half-written (each write is one transaction)",
+              file=sys.stderr)
+        return 130
     except UsageError as exc:
         print(f"error: {exc}", file=sys.stderr)
-        return 2
-    except (HistoryError, ReportInputError, CompareInputError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    except (TypeError, ValueError, ArithmeticError) as exc:  # a row no writer of ours makes
-        print(f"error: the history holds a row this report cannot read ({type(exc).__name__}: "
-              f"{exc}); `gate-report check` names the runs", file=sys.stderr)
         return 2
     except BrokenPipeError:  # `gate-report | head`: the reader left; not our error
         sys.stderr.close()
         return 0
+    except Exception as exc:
+        if isinstance(exc, _input_errors()):
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
+        if isinstance(exc, (TypeError, ValueError, ArithmeticError)):  # a row no writer of ours makes
+            print(f"error: the history holds a row this report cannot read ({type(exc).__name__}: "
+                  f"{exc}); `gate-report check` names the runs", file=sys.stderr)
+            return 2
+        raise
 
 
 if __name__ == "__main__":

@@ -286,7 +286,8 @@ class BaselineReads:
         for part in _chunks(sorted(set(run_ids))):
             for key, unit in self.conn.execute(
                     f"SELECT key, unit FROM metrics WHERE suite = ? AND key IN ({_marks(keys)}) "
-                    f"AND +run_id IN ({_marks(part)}) GROUP BY key, unit", [suite, *keys, *part]):
+                    f"AND {self.sql.no_index}run_id IN ({_marks(part)}) GROUP BY key, unit",
+                    [suite, *keys, *part]):
                 out.setdefault(key, set()).add(unit)
         return out
 
@@ -299,7 +300,7 @@ class BaselineReads:
         for part in _chunks(sorted(set(run_ids))):
             for unit, n, newest in self.conn.execute(
                     "SELECT unit, count(DISTINCT run_id), max(started_at || ' ' || run_id) "
-                    f"FROM metrics WHERE suite = ? AND key = ? AND +run_id IN ({_marks(part)}) "
+                    f"FROM metrics WHERE suite = ? AND key = ? AND {self.sql.no_index}run_id IN ({_marks(part)}) "
                     "GROUP BY unit", [suite, key, *part]):
                 seen = out.get(unit, (0, ""))
                 out[unit] = (seen[0] + n, max(seen[1], newest))

@@ -15,7 +15,11 @@ write lock: see `gates.store.history._insert_metrics`).
 from __future__ import annotations
 
 from gates.store.schema import _VIEWS as VIEWS  # the metrics / tests / verdicts views, shared
-from gates.store.schema import VERDICTS_VIEW  # ... the verdicts view from m005 on (with the stage)
+from gates.store.schema import (
+    IMPORT_MAPS_TABLE,  # per-file import maps (test selection)
+    VERDICTS_VIEW,  # ... the verdicts view from m007 on (with ci_conf)
+    VERDICTS_VIEW_M005,  # ... of m005 (with the stage)
+)
 
 __all__ = ["MIGRATIONS_TABLE", "PACK_SAMPLES", "PG_KNOWN_MIGRATIONS", "PG_MIGRATIONS"]
 
@@ -197,6 +201,19 @@ _M006 = [
         JOIN verdict_rows p ON p.run_num = pr.num AND p.key_id = verdict_rows.key_id
         JOIN texts d ON d.id = p.detail_id WHERE r.num = verdict_rows.run_num
         AND d.text LIKE '%"corroborate": true%')""",
+    f"CREATE OR REPLACE VIEW verdicts AS {VERDICTS_VIEW_M005}",
+]
+
+# Per suite and test file, the files its newest recorded run loaded (test selection).
+_M007 = [IMPORT_MAPS_TABLE]
+
+# The interval's confidence in a column of its own (SQLite's m007: in the detail JSON it
+# made every detail text unique); older rows' values copied out of their detail.
+_M008 = [
+    f"ALTER TABLE verdict_rows ADD COLUMN ci_conf {_F}",
+    """UPDATE verdict_rows SET ci_conf = (d.text::jsonb ->> 'ci_conf')::double precision
+        FROM texts d WHERE d.id = verdict_rows.detail_id AND d.text LIKE '{%"ci_conf": %'
+        AND jsonb_typeof(d.text::jsonb -> 'ci_conf') = 'number'""",
     f"CREATE OR REPLACE VIEW verdicts AS {VERDICTS_VIEW}",
 ]
 
@@ -207,5 +224,7 @@ PG_MIGRATIONS: tuple[tuple[str, list[str]], ...] = (
     ("m004_snapshot_runs", _M004),
     ("pg005_report_views", _M005),
     ("m005_verdict_stage", _M006),
+    ("m006_import_maps", _M007),
+    ("m007_verdict_ci_conf", _M008),
 )
 PG_KNOWN_MIGRATIONS = tuple(name for name, _ in PG_MIGRATIONS)

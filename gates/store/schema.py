@@ -8,12 +8,13 @@ tables and their columns are described in `gates.store.history`'s docstring.
 from __future__ import annotations
 
 import itertools
+import json
 import struct
 from collections.abc import Sequence
 
 from sqlite_utils import Database, Migrations
 
-__all__ = ["MIGRATIONS", "SCHEMA_VERSION", "VERDICT_COLUMNS", "MigrationRefused",
+__all__ = ["IMPORT_MAPS_TABLE", "MIGRATIONS", "SCHEMA_VERSION", "VERDICT_COLUMNS", "MigrationRefused",
            "pack_samples", "unpack_samples"]
 
 MIGRATIONS = Migrations("gates-history")
@@ -157,8 +158,8 @@ def _m002_after_verdict(db: Database) -> None:
 # that refer to their run by ``runs.num`` (an integer) and to repeated text (metric
 # keys, nodeids, paths, verdict details, save times) by ``texts.id``; views under the
 # old names give back the old columns, so reads and `datasette` see what they saw.
-# A 73-metric run with its verdicts drops from 87.4 kB to 20.6 kB
-# (benchmarks/bench_fleet.py size).
+# A 73-metric run with its verdicts dropped from 87.4 kB to 20.6 kB
+# (benchmarks/bench_fleet.py size; 21.6 kB with m005's and m007's columns).
 _VIEWS = {
     "metrics": (
         "SELECT m.id, r.run_id, m.attempt, n.text AS nodeid, k.text AS key, m.unit, "
@@ -287,22 +288,55 @@ def _m005_verdict_stage(db: Database) -> None:
         "JOIN texts d ON d.id = p.detail_id WHERE r.num = verdict_rows.run_num "
         "AND d.text LIKE '%\"corroborate\": true%')")
     db.execute("DROP VIEW verdicts")
+    db.execute(f"CREATE VIEW verdicts AS {VERDICTS_VIEW_M005}")
+
+
+@MIGRATIONS(name="m006_import_maps")
+def _m006_import_maps(db: Database) -> None:
+    # Per suite and test file, the project files its newest recorded run loaded (a JSON
+    # list of paths): test selection adds them to the static import graph.
+    db.execute(IMPORT_MAPS_TABLE)
+
+
+IMPORT_MAPS_TABLE = (
+    "CREATE TABLE import_maps (suite TEXT NOT NULL, path TEXT NOT NULL, commit_sha TEXT, "
+    "run_id TEXT, recorded_at TEXT NOT NULL, files TEXT NOT NULL, PRIMARY KEY (suite, path))")
+
+
+@MIGRATIONS(name="m007_verdict_ci_conf")
+def _m007_verdict_ci_conf(db: Database) -> None:
+    # The interval's confidence gets a column of its own: inside the verdict's detail
+    # JSON, a full-precision float made almost every detail text unique, so texts and
+    # their unique index grew by ~14 kB a run (34.2 kB a 73-metric run against 20.6 kB;
+    # benchmarks/bench_fleet.py size). Older rows' values are copied out; their detail
+    # texts stay as they were (readers take the column).
+    db.execute("ALTER TABLE verdict_rows ADD COLUMN ci_conf REAL")
+    rows = db.execute("SELECT id, text FROM texts WHERE text LIKE '%\"ci_conf\"%'").fetchall()
+    for text_id, text in rows:
+        try:
+            conf = json.loads(text).get("ci_conf")
+        except (ValueError, AttributeError):
+            continue  # not a detail object: nothing to copy
+        if isinstance(conf, (int, float)) and not isinstance(conf, bool):
+            db.execute("UPDATE verdict_rows SET ci_conf = ? WHERE detail_id = ?", (conf, text_id))
+    db.execute("DROP VIEW verdicts")
     db.execute(f"CREATE VIEW verdicts AS {VERDICTS_VIEW}")
 
 
-# The verdicts view from m005 on: m003's and the stage column.
-VERDICTS_VIEW = _VIEWS["verdicts"].replace("c.text AS created_at ",
-                                           "c.text AS created_at, v.stage ")
+# The verdicts view of m005: m003's and the stage column; from m007 on, ci_conf too.
+VERDICTS_VIEW_M005 = _VIEWS["verdicts"].replace("c.text AS created_at ",
+                                                "c.text AS created_at, v.stage ")
+VERDICTS_VIEW = VERDICTS_VIEW_M005.replace("v.stage ", "v.stage, v.ci_conf ")
 
 # The code's schema version: how many migrations it knows. A file whose
 # `_sqlite_migrations` names one we do not know was written by newer code.
 KNOWN_MIGRATIONS = ("m001_initial", "m002_after_verdict", "m003_compact", "m004_snapshot_runs",
-                    "m005_verdict_stage")
+                    "m005_verdict_stage", "m006_import_maps", "m007_verdict_ci_conf")
 SCHEMA_VERSION = len(KNOWN_MIGRATIONS)
 
 # The `verdicts` columns a caller's row fills (see `History.save_verdicts`); the
 # other keys of a row are folded into `detail`.
 VERDICT_COLUMNS = (
     "key", "nodeid", "verdict", "baseline", "new", "rel_change", "ci_low", "ci_high",
-    "statistic", "p_value", "q_value", "floor", "mode", "detail", "attempt", "stage",
+    "statistic", "p_value", "q_value", "floor", "mode", "detail", "attempt", "stage", "ci_conf",
 )
