@@ -58,7 +58,9 @@ def one_run_history(path: Path, tree: Path) -> str:
     code = (
         "import sys; sys.path[:0] = [sys.argv[1], sys.argv[1] + '/benchmarks']\n"
         "from fleet_runs import make_run, write_run\n"
-        "from gates.store.history import open_history\n"
+        "try:\n    from gates.store.open import open_history\n"
+        "except ImportError:  # a tree from before the rooms (gates/history.py)\n"
+        "    from gates.history import open_history\n"
         "with open_history(sys.argv[2]) as h:\n"
         "    print(write_run(h, make_run(0)))\n")
     env = {k: v for k, v in os.environ.items() if k != "GATES_HISTORY"}

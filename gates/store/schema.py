@@ -12,7 +12,7 @@ import json
 import struct
 from collections.abc import Sequence
 
-from sqlite_utils import Database, Migrations
+from gates.store.sqlite_lib import Database, Migrations
 
 __all__ = ["IMPORT_MAPS_TABLE", "MIGRATIONS", "SCHEMA_VERSION", "VERDICT_COLUMNS", "MigrationRefused",
            "pack_samples", "unpack_samples"]
