@@ -293,48 +293,6 @@ class SqliteBackend:
 
     def close(self) -> None:
         self.conn.close()
-        lock = getattr(self, "_writer_lock", None)
-        if lock is not None:
-            self._writer_lock = None
-            os.close(lock)
-
-    def hold_writer_lock(self) -> list[str]:
-        """Mark this process a live writer of the file until `close` (or its death); first,
-        when no other writer is alive, close this host's runs still ``incomplete`` as
-        ``crashed``: their writers died without a word (SIGKILL of pytest and its runner,
-        a machine reset) and nothing else would ever close them.
-
-        Liveness is an advisory lock on ``<history>-writers``: every writer holds it
-        shared while its run is open, the kernel drops it when the process dies, and only
-        a process that gets it exclusively (no live writer) closes stale runs. Runs of
-        other hosts are left alone (their writers' locks are not visible here). Returns
-        the run ids closed. A database (PostgreSQL) has no such file: nothing is closed.
-        """
-        if self.dialect != "sqlite" or getattr(self, "_writer_lock", None) is not None:
-            return []
-        import fcntl  # noqa: PLC0415 - POSIX; only writers need it
-        import socket  # noqa: PLC0415
-
-        try:
-            fd = os.open(f"{self.path}-writers", os.O_RDWR | os.O_CREAT, 0o644)
-        except OSError:
-            return []  # a read-only folder: this process cannot write runs anyway
-        closed: list[str] = []
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
-            pass  # another writer is alive: its run may be the incomplete one
-        else:
-            host = socket.gethostname()
-            stale = [r[0] for r in self.conn.execute(
-                "SELECT run_id FROM runs WHERE status = 'incomplete' AND host = ? "
-                "ORDER BY started_at LIMIT 10000", (host,))]
-            for run_id in stale:
-                if self.close_unfinished(run_id, "crashed", None, STALE_NOTE) is not None:
-                    closed.append(run_id)
-        fcntl.flock(fd, fcntl.LOCK_SH)
-        self._writer_lock = fd
-        return closed
 
     def _prepare(self) -> None:
         # First read: fails here on a damaged file, before anything is written; a
@@ -466,6 +424,48 @@ class History:
 
     def close(self) -> None:
         self.backend.close()
+        lock = getattr(self, "_writer_lock", None)
+        if lock is not None:
+            self._writer_lock = None
+            os.close(lock)
+
+    def hold_writer_lock(self) -> list[str]:
+        """Mark this process a live writer of the file until `close` (or its death); first,
+        when no other writer is alive, close this host's runs still ``incomplete`` as
+        ``crashed``: their writers died without a word (SIGKILL of pytest and its runner,
+        a machine reset) and nothing else would ever close them.
+
+        Liveness is an advisory lock on ``<history>-writers``: every writer holds it
+        shared while its run is open, the kernel drops it when the process dies, and only
+        a process that gets it exclusively (no live writer) closes stale runs. Runs of
+        other hosts are left alone (their writers' locks are not visible here). Returns
+        the run ids closed. A database (PostgreSQL) has no such file: nothing is closed.
+        """
+        if self.dialect != "sqlite" or getattr(self, "_writer_lock", None) is not None:
+            return []
+        import fcntl  # noqa: PLC0415 - POSIX; only writers need it
+        import socket  # noqa: PLC0415
+
+        try:
+            fd = os.open(f"{self.path}-writers", os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError:
+            return []  # a read-only folder: this process cannot write runs anyway
+        closed: list[str] = []
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            pass  # another writer is alive: its run may be the incomplete one
+        else:
+            host = socket.gethostname()
+            stale = [r[0] for r in self.conn.execute(
+                "SELECT run_id FROM runs WHERE status = 'incomplete' AND host = ? "
+                "ORDER BY started_at LIMIT 10000", (host,))]
+            for run_id in stale:
+                if self.close_unfinished(run_id, "crashed", None, STALE_NOTE) is not None:
+                    closed.append(run_id)
+        fcntl.flock(fd, fcntl.LOCK_SH)
+        self._writer_lock = fd
+        return closed
 
     def __enter__(self) -> History:
         return self
