@@ -248,7 +248,9 @@ def _session(suite: Suite, catalog_path: Path, root: Path, python: str | None,
         try:
             # On Ctrl-C nox waits this long for the runner, which forwards the interrupt to
             # pytest and records the run `interrupted` (nox's default kills it after 0.3 s).
-            session.run(*cmd, external=suite.is_gpu or plan_only, interrupt_timeout=120, terminate_timeout=10)
+            with relaying_sigint():
+                session.run(*cmd, external=suite.is_gpu or plan_only, interrupt_timeout=120,
+                            terminate_timeout=10)
         except nox.command.CommandFailed as exc:
             if exc.return_code == EXIT_INPUT:
                 mark_exit(EXIT_INPUT)
@@ -274,6 +276,39 @@ def plan_only_call(argv: list[str] | None = None) -> bool:
     what follows ``--`` to every session it runs)."""
     argv = sys.argv if argv is None else argv
     return "--" in argv and "--dry-run" in argv[argv.index("--") + 1:]
+
+
+@contextlib.contextmanager
+def relaying_sigint():
+    """While nox waits for the runner, a SIGINT that reaches nox alone (``kill -INT``
+    of its pid, a CI agent signalling the top process) is passed on to nox's children.
+
+    nox assumes a terminal's Ctrl-C reached the whole group and only waits
+    (``interrupt_timeout``) for the child: the runner never heard of it, ran on, and
+    nox exited 0. The runner takes a second SIGINT within a second as the same one (the
+    terminal's and this relay both arrive on a real Ctrl-C)."""
+    import signal  # noqa: PLC0415
+
+    from ci_register.running.procs import _proc_stats  # noqa: PLC0415
+
+    me = os.getpid()
+
+    def relay(signum: int, frame: Any) -> None:
+        for pid, fields in _proc_stats():
+            if len(fields) > 1 and int(fields[1]) == me and fields[0] != b"Z":
+                with contextlib.suppress(OSError):
+                    os.kill(pid, signal.SIGINT)
+        raise KeyboardInterrupt  # what nox expects: it then waits for the runner
+
+    try:
+        old = signal.signal(signal.SIGINT, relay)
+    except ValueError:  # not the main thread: leave nox's handling as it is
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, old)
 
 
 def install(
