@@ -133,7 +133,7 @@ def decide(j: Judgement, q_worse: float, *, level: float, q_better: float | None
     """
     if j.status != "ok":
         return j.status
-    pb = j.p_better if q_better is None else q_better
+    pb = j.extras.p_better_sustained if q_better is None else q_better
     blevel = level if better_level is None else better_level
     if j.rel_change is None or j.own_change is None:
         # Baseline centred on zero: no relative floor, judge on evidence alone.

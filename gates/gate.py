@@ -481,7 +481,9 @@ def _decide(ctx: _Run, judged: list[tuple[Verdict, stats.Judgement | None, Gate]
     if ok:
         q = (stats.bh_qvalues([j.p_worse for _, j in ok]) if ctx.chain is None
              else np.array([j.p_worse for _, j in ok]))
-        qb = stats.bh_qvalues([j.p_better for _, j in ok])
+        # Improvements are never rerun: one run alone is no evidence of one (a regression
+        # needs its rerun); the windows' and quantile test's p (``decisions.decide``).
+        qb = stats.bh_qvalues([j.extras.p_better_sustained for _, j in ok])
         for (v, _), qi, qbi in zip(ok, q, qb, strict=True):
             v.q_value = float(qi)
             q_better[v.key] = float(qbi)
@@ -529,7 +531,7 @@ def _decide_first(ctx: _Run, v: Verdict, j: stats.Judgement, gate: Gate,
                      f"new run alone p {j.extras.p_run_worse:.2g}: screened at "
                      f"{params.screen_level:g}, a confirm rerun decides")
     if v.verdict == "improvement":  # its own p, not the bad direction's
-        v.p_value, v.q_value = _num(j.p_better), q_better
+        v.p_value, v.q_value = _num(j.extras.p_better_sustained), q_better
     return level
 
 
@@ -547,7 +549,7 @@ def _decided_level(j: stats.Judgement, v: Verdict, gate: Gate, params: stats.Gat
         return lv if lv is not None else params.confirm_level
     worse = j.z >= 0
     side = level if worse else gate.level * params.confirm_level
-    p, q = (j.p_worse, v.q_value) if worse else (j.p_better, q_better)
+    p, q = (j.p_worse, v.q_value) if worse else (j.extras.p_better_sustained, q_better)
     return side * (p / q) if q and p <= q else side
 
 

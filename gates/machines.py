@@ -138,9 +138,18 @@ def machine_model(x: np.ndarray, labels: Sequence[str], scale: np.ndarray,
     known = frozenset(labels[:n_base])
     # Named machines' levels over every run before the judged one (a machine's clean
     # runs just before a change are where its own level is read).
-    levels = {labels[g[0]]: (int(g.size), np.mean(x[:, g], axis=-1))
+    levels = {labels[g[0]]: (int(g.size), _row_mean(x, g))
               for g in _machine_groups(labels)[0] if not labels[g[0]].startswith(UNNAMED)}
     return MachineModel(tau2, within2, known, len(known), levels, df, loo)
+
+
+def _row_mean(x: np.ndarray, g: np.ndarray) -> np.ndarray:
+    """Each row's mean over columns ``g``, summed in column order: a row's value does not
+    depend on how many rows are judged with it (numpy's reductions may pair differently)."""
+    s = x[:, g[0]].copy()
+    for i in g[1:]:
+        s += x[:, i]
+    return s / g.size
 
 
 def _components(x: np.ndarray, labels: tuple[str, ...], scale: np.ndarray,
@@ -157,13 +166,14 @@ def _components(x: np.ndarray, labels: tuple[str, ...], scale: np.ndarray,
         # has the variance of one run (about a mean of 2 they have half of it); their MAD
         # keeps a slow-mode run from setting the scale.
         rg = [g for g, r in zip(groups, rep, strict=True) if r]
-        resid = np.concatenate([(x[:, g] - x[:, g].mean(axis=-1, keepdims=True))
-                                * math.sqrt(g.size / (g.size - 1)) for g in rg], axis=-1)
+        dev = [x[:, g] - _row_mean(x, g)[:, None] for g in rg]
+        resid = np.concatenate([d * math.sqrt(g.size / (g.size - 1))
+                                for d, g in zip(dev, rg, strict=True)], axis=-1)
         within2 = (MAD_K * row_medians(np.abs(resid))) ** 2
         df = max(MAD_EFF * (resid.shape[-1] - len(rg)), 1.0)
         # A run against the mean of its machine's other runs: (n / (n - 1)) (x - mean).
-        loo = np.concatenate([(x[:, g] - x[:, g].mean(axis=-1, keepdims=True))
-                              * (g.size / (g.size - 1)) for g in rg], axis=-1)
+        loo = np.concatenate([d * (g.size / (g.size - 1)) for d, g in zip(dev, rg, strict=True)],
+                             axis=-1)
     if len(groups) < 2:
         return None, within2, df, loo
     noise = within2 * float(np.mean(np.where(sizes > 1, HALF_PI / sizes, 1.0)))
