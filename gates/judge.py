@@ -263,10 +263,12 @@ def _judge_rows(H: np.ndarray, cs: list[Case], standin: np.ndarray,
     rt = _run_test(b, sr, mean_of)
     w, quant = _test_weights(b, sr, rt.heavy)
     # (the candidates' order breaks ties: the new run, then the windows, then the quantile)
-    # The run alone heads the judgement on the bad side only: one run is one draw, and an
+    # One run alone heads the judgement on the bad side only: one run is one draw, and an
     # improvement is read on the windows (``_sustained_better``); its p_better still
-    # counts in ``Judgement.p_better`` (bisection compares single runs).
-    cands = [_Candidate(rt.pw / w[:, 0], rt.pw / w[:, 0], rt.pb / w[:, 0],
+    # counts in ``Judgement.p_better``. A mean of several runs (a comparison of commits,
+    # a bisection step) is several draws: it heads both sides.
+    p_head = rt.pw if mean_of == 1 else np.minimum(rt.pw, rt.pb)
+    cands = [_Candidate(p_head / w[:, 0], rt.pw / w[:, 0], rt.pb / w[:, 0],
                         1, rt.centre, b.value, rt.se, rt.z, rt.df, "run", w[:, 0])]
     p_win = {}
     for i, k in enumerate(b.ks, start=1):
@@ -286,7 +288,8 @@ def _judge_rows(H: np.ndarray, cs: list[Case], standin: np.ndarray,
         # ... and its rank among them: (1 + #{as bad or worse}) / (n + 1).
         "rank_worse": (rt.worse + 1) / (rt.n_ref + 1),
         "quantile": quant, "p_q_worse": pq_w,
-        "p_better_sustained": _sustained_better(rt, cands),
+        "p_better_sustained": _sustained_better(cands if mean_of > 1 else cands[1:],
+                                                b.c.size),
         "host_var": (b.mm.run_var(b.lab_new) - b.mm.within2 if new_host and b.mm is not None
                      else np.zeros(b.c.size)),
     }
@@ -295,14 +298,15 @@ def _judge_rows(H: np.ndarray, cs: list[Case], standin: np.ndarray,
     return _judgements(b, params, cands, why, p_win, extras, fixed, rt.centre)
 
 
-def _sustained_better(rt: _RunTest, cands: list[_Candidate]) -> np.ndarray:
-    """The good direction's evidence of a change that lasts: the windows' and quantile
-    test's weighted p, never the run alone's. One run is one draw: a regression needs its
-    rerun to tell it from an outlier, and an improvement gets no rerun (a fast mode, the
-    GEMM's power-cap headroom after idle, is 13-16% below the rest)."""
-    if len(cands) < 2:
-        return np.ones(rt.pb.size)
-    return np.minimum(1.0, np.min([x.pb for x in cands[1:]], axis=0))
+def _sustained_better(cands: list[_Candidate], rows: int) -> np.ndarray:
+    """The good direction's evidence of a change that lasts: the weighted p of ``cands``,
+    the windows and the quantile test, and the run itself only where it is a mean of
+    several runs. One run is one draw: a regression needs its rerun to tell it from an
+    outlier, and an improvement gets no rerun (a fast mode, the GEMM's power-cap
+    headroom after idle, is 13-16% below the rest)."""
+    if not cands:
+        return np.ones(rows)
+    return np.minimum(1.0, np.min([x.pb for x in cands], axis=0))
 
 
 def _min_change(c: Case) -> float:
