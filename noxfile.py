@@ -134,7 +134,7 @@ def registry(session: nox.Session) -> None:
 # (no torch), so `pip install nox` is all a machine needs before them.
 @nox.session(python=PYTHON, reuse_venv=True, tags=["cpu", "framework"])
 def matrix(session: nox.Session) -> None:
-    """GitHub Actions matrix JSON: -- --event pull_request|push|schedule [--base REF | --changed-files F...]."""
+    """GitHub Actions matrix JSON: -- [--event E] [--base REF | --changed-files F...] (a change: pull_request)."""
     _install_project(session)
     session.run("python", "-m", "ci_register", "matrix", *session.posargs)
 

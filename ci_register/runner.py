@@ -26,6 +26,7 @@ from ci_register.collect import Collection, Registration, collect
 from ci_register.hardware import check, detect_for
 from ci_register.partition import PartitionError, Shard, assign, lower_bound, parse_partition
 from ci_register.pytest_plugin import file_timeout
+from ci_register.redact import mask_secrets
 from ci_register.supervise import Supervised, die_with_parent, run_supervised
 
 __all__ = ["RunOptions", "parse_run_args", "run_suite", "plan_text", "Plan", "make_plan", "GATE_MODES"]
@@ -153,12 +154,10 @@ class Plan:
 
 def expected_durations(regs: list[Registration], suite: Suite, history: str | None) -> tuple[dict[str, float], dict[str, str]]:
     """Expected seconds per file: measured history where there is enough, else est_time."""
-    expected = {r.path: r.est_time for r in regs}
-    source = dict.fromkeys(expected, "est_time")
-    for path, secs in durations.measured(regs, suite, history).items():
-        expected[path] = secs
-        source[path] = "history"
-    return expected, source
+    found = durations.lookup(regs, suite, history)
+    if found.warning:
+        print(f"warning: {found.warning}", file=sys.stderr)
+    return durations.expected(regs, found.figures)
 
 
 def make_plan(collection: Collection, suite: Suite, opts: RunOptions) -> Plan:
@@ -233,6 +232,7 @@ def _plan_json(plan: Plan, run_id: str, root: Path, collection: Collection, conf
     mine = {f["path"] for f in files}
     return {
         "suite": plan.suite.name,
+        "gpu": plan.suite.is_gpu,  # ci_register.pytest_plugin: a GPU suite must run its tests
         "shard": [plan.index, len(plan.shards)],
         "run_id": run_id,
         "root": str(root.resolve()),
@@ -266,7 +266,7 @@ def _pytest(plan_file: Path, plan: dict, opts: RunOptions, targets: list[str], e
     cmd = [sys.executable, "-m", "pytest", "-p", "ci_register.pytest_plugin", "--ci-plan", str(plan_file), "--ci-progress", str(progress), f"--junitxml={junit}", "-o", "junit_family=xunit2"]
     cmd += ["-p", "gates.plugin", "--gates-suite", plan["suite"], "--gates-shard", f"{i}/{n}", "--gates-run-id", plan["run_id"], "--gates-plan", str(plan_file), "--gates-history", _history_path(opts)]
     cmd += [*opts.suite_pytest_args, *targets, *extra]
-    print("+ " + " ".join(cmd), flush=True)
+    print("+ " + mask_secrets(" ".join(cmd)), flush=True)
     deadline = sum(file_timeout(float(f["expected"])) for f in plan["files"]) + STARTUP_S
     try:
         # A runner killed by SIGKILL records nothing: its watchdog marks the run.

@@ -50,6 +50,9 @@ Tables (browse them with ``sqlite-utils tables history.db --counts``):
 - ``snapshot_runs``: in a baseline snapshot (``gates.snapshot``) and a shard seeded
   from one, the runs copied from the main history (dropped when the shard is done,
   never re-checked by a merge).
+- ``import_maps``: per (suite, test file), the project files its newest recorded run
+  loaded (``files``, a JSON list of paths), with commit_sha, run_id and recorded_at
+  (``gates.import_map``); test selection adds them to the static import graph.
 
 Merging shard files into one history is `gates.merge`.
 
@@ -62,10 +65,13 @@ for the few rewrites).
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import os
 import random
+import shutil
 import sqlite3
+import tempfile
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -75,7 +81,7 @@ from typing import Any, TypeVar
 from sqlite_utils import Database
 
 from gates.metrics import Metric
-from gates.provenance import Provenance, utc_now
+from gates.provenance import Provenance, untrusted_reason, utc_now
 from gates.schema import (
     KNOWN_MIGRATIONS,
     MIGRATIONS,
@@ -101,6 +107,7 @@ __all__ = [
     "HistoryError",
     "RunRecord",
     "TestResult",
+    "open_for_reading",
     "open_history",
 ]
 
@@ -116,6 +123,8 @@ FAILING = ("failed", "error")
 UNFINISHED = "did not finish"
 STATUSES = ("incomplete", "complete", "interrupted", "crashed")
 BUSY_TIMEOUT_S = 60.0
+PENDING = ":pending"  # notifications: a claim, not yet answered 2xx
+NOTIFY_CLAIM_STALE_S = 600.0  # a claim this old was left by a killed sender
 _SQLITE_MAGIC = b"SQLite format 3\x00"
 # Where a history path comes from, as users give it: `nox -s SUITE -- --history PATH` and
 # `gate-report --history PATH`, pytest's own `--gates-history PATH`, or the environment.
@@ -164,6 +173,43 @@ def open_history(path: str | os.PathLike[str], *, create: bool = True,
     return History(path, create=create, readonly=readonly, busy_timeout_s=busy_timeout_s)
 
 
+def open_for_reading(path: str | os.PathLike[str], *,
+                     busy_timeout_s: float = BUSY_TIMEOUT_S) -> History:
+    """Open a history file to read it, never writing it.
+
+    Read-only; a file of an older schema is read through a migrated temporary copy
+    (SQLite's backup of it, migrated, deleted on close), so a report, a dry run or a
+    planner reading a committed history leaves it byte for byte as it was. The file
+    itself migrates on its next write (a suite run, ``gate-report accept``).
+    Messages name the file, not the copy.
+    """
+    source = Path(path)
+    try:
+        return History(source, create=False, readonly=True, busy_timeout_s=busy_timeout_s)
+    except HistoryError as exc:
+        if "schema is older" not in str(exc):
+            raise
+    folder = Path(tempfile.mkdtemp(prefix="gates-read-"))
+    try:
+        src = _connect(source, True, busy_timeout_s)
+        try:
+            dst = sqlite3.connect(folder / source.name)
+            try:
+                src.backup(dst)
+            finally:
+                dst.close()
+        finally:
+            src.close()
+        History(folder / source.name, create=False).close()  # migrates the copy
+        copy = _ReadCopy(folder / source.name, create=False, readonly=True,
+                         busy_timeout_s=busy_timeout_s)
+    except BaseException:
+        shutil.rmtree(folder, ignore_errors=True)
+        raise
+    copy.folder, copy.path = folder, source
+    return copy
+
+
 class History(BaselineReads, ReportReads, FleetSQL):
     """A history file. Use as a context manager or call `close()`.
 
@@ -186,6 +232,7 @@ class History(BaselineReads, ReportReads, FleetSQL):
     def __init__(self, path: str | os.PathLike[str], *, create: bool = True,
                  readonly: bool = False, busy_timeout_s: float = BUSY_TIMEOUT_S) -> None:
         self.path = Path(path)
+        self.data_file = self.path  # the file read (a migrated copy's: open_for_reading)
         self.readonly = readonly
         self.busy_timeout_s = busy_timeout_s
         check_file(self.path, create=create and not readonly)
@@ -930,22 +977,91 @@ class History(BaselineReads, ReportReads, FleetSQL):
             r["evidence"] = json.loads(r["evidence"]) if r["evidence"] else {}
         return rows
 
-    def claim_notification(self, channel: str, dedupe: str, run_id: str | None = None) -> bool:
-        """Record that ``channel`` is told about ``dedupe`` (a regressing change); False
-        when it already was (a repeated run does not notify twice)."""
+    def claim_notification(self, channel: str, dedupe: str, run_id: str | None = None,
+                           *, stale_s: float | None = None) -> bool:
+        """Claim telling ``channel`` about ``dedupe`` (a regressing change); False when it
+        was told already, or another process claimed it less than ``stale_s`` ago.
+
+        A claim is a row under ``CHANNEL:pending``; only `mark_notified` (after a 2xx)
+        writes the ``CHANNEL`` row that means sent. A sender killed mid-POST leaves its
+        claim, which goes stale and is taken over: at least once, never silently lost."""
+        pending = channel + PENDING
+        stale_s = NOTIFY_CLAIM_STALE_S if stale_s is None else stale_s
+        cutoff = (dt.datetime.now(dt.UTC) - dt.timedelta(seconds=stale_s)).isoformat(
+            timespec="microseconds")
 
         def write() -> bool:
-            cur = self.conn.execute(
-                "INSERT OR IGNORE INTO notifications (channel, dedupe, run_id, at) "
-                "VALUES (?, ?, ?, ?)", (channel, dedupe, run_id, utc_now()))
-            return cur.rowcount == 1
+            if self.conn.execute("SELECT 1 FROM notifications WHERE channel = ? AND dedupe = ?",
+                                 (channel, dedupe)).fetchone():
+                return False
+            row = self.conn.execute("SELECT at FROM notifications WHERE channel = ? AND "
+                                    "dedupe = ?", (pending, dedupe)).fetchone()
+            if row is not None:
+                if str(row[0]) > cutoff:
+                    return False  # another sender is at it now
+                self.conn.execute("DELETE FROM notifications WHERE channel = ? AND dedupe = ?",
+                                  (pending, dedupe))
+            self.conn.execute("INSERT INTO notifications (channel, dedupe, run_id, at) "
+                              "VALUES (?, ?, ?, ?)", (pending, dedupe, run_id, utc_now()))
+            return True
 
         return self._write(write)
+
+    def mark_notified(self, channel: str, dedupe: str, run_id: str | None = None) -> None:
+        """The delivery of a claimed notification was answered 2xx: remember it as sent."""
+
+        def write() -> None:
+            self.conn.execute("DELETE FROM notifications WHERE channel = ? AND dedupe = ?",
+                              (channel + PENDING, dedupe))
+            self.conn.execute("INSERT OR IGNORE INTO notifications (channel, dedupe, run_id, "
+                              "at) VALUES (?, ?, ?, ?)", (channel, dedupe, run_id, utc_now()))
+
+        self._write(write)
 
     def release_notification(self, channel: str, dedupe: str) -> None:
         """Forget a claim whose delivery failed, so the next run tries again."""
         self._write(lambda: self.conn.execute(
-            "DELETE FROM notifications WHERE channel = ? AND dedupe = ?", (channel, dedupe)))
+            "DELETE FROM notifications WHERE channel = ? AND dedupe = ?",
+            (channel + PENDING, dedupe)))
+
+    def notifications(self, channel: str) -> list[dict[str, Any]]:
+        """The notifications of ``channel`` marked sent, oldest first."""
+        return self._rows("SELECT channel, dedupe, run_id, at FROM notifications WHERE "
+                          "channel = ? ORDER BY id", [channel])
+
+    # ------------------------------------------------------------ import maps
+
+    def record_import_maps(self, suite: str, run_id: str | None, commit: str | None,
+                           maps: Mapping[str, Iterable[str]], at: str | None = None) -> int:
+        """Keep, per (suite, test file), the project files this run loaded; a map
+        recorded earlier than the stored one does not replace it. Rows written."""
+        when = at or utc_now()
+        rows = [(suite, path, commit, run_id, when, json.dumps(sorted(set(files))))
+                for path, files in sorted(maps.items())]
+        if not rows:
+            return 0
+        self._write(lambda: self.conn.executemany(
+            "INSERT INTO import_maps (suite, path, commit_sha, run_id, recorded_at, files) "
+            "VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (suite, path) DO UPDATE SET "
+            "commit_sha = excluded.commit_sha, run_id = excluded.run_id, "
+            "recorded_at = excluded.recorded_at, files = excluded.files "
+            "WHERE excluded.recorded_at >= import_maps.recorded_at", rows))
+        return len(rows)
+
+    def import_maps(self, suite: str | None = None) -> list[dict[str, Any]]:
+        """Stored import maps (``files`` decoded), of one suite or all."""
+        sql, params = "SELECT suite, path, commit_sha, run_id, recorded_at, files FROM import_maps", []
+        if suite is not None:
+            sql += " WHERE suite = ?"
+            params.append(suite)
+        rows = self._rows(sql + " ORDER BY suite, path", params)
+        for r in rows:
+            try:
+                files = json.loads(r["files"])
+            except (TypeError, ValueError):
+                files = None
+            r["files"] = [f for f in files if isinstance(f, str)] if isinstance(files, list) else None
+        return rows
 
     # ---------------------------------------------------------------- bundles
 
@@ -971,6 +1087,10 @@ class History(BaselineReads, ReportReads, FleetSQL):
             "acceptances": [_drop(r, "id") for r in self._rows(
                 "SELECT a.* FROM acceptances a JOIN run_acceptances ra ON ra.acceptance_id = "
                 "a.id WHERE ra.run_id = ? ORDER BY a.id", (run_id,))],
+            # The import maps this run recorded (still the newest of their files).
+            "import_maps": self._rows(
+                "SELECT suite, path, commit_sha, run_id, recorded_at, files FROM import_maps "
+                "WHERE run_id = ? ORDER BY suite, path", (run_id,)),
         }
 
     def has_run(self, run_id: str) -> bool:
@@ -986,6 +1106,16 @@ class History(BaselineReads, ReportReads, FleetSQL):
         for table in ("plan_files", "plan_gates", "trust_log"):
             _insert(self.conn, table, list(bundle[table]))
         insert_carried(self.conn, bundle["run"]["run_id"], bundle.get("acceptances") or ())
+        maps = [m for m in bundle.get("import_maps") or () if isinstance(m, Mapping)]
+        if maps:
+            self.conn.executemany(
+                "INSERT INTO import_maps (suite, path, commit_sha, run_id, recorded_at, files) "
+                "VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (suite, path) DO UPDATE SET "
+                "commit_sha = excluded.commit_sha, run_id = excluded.run_id, "
+                "recorded_at = excluded.recorded_at, files = excluded.files "
+                "WHERE excluded.recorded_at >= import_maps.recorded_at",
+                [(m.get("suite"), m.get("path"), m.get("commit_sha"), m.get("run_id"),
+                  m.get("recorded_at"), m.get("files")) for m in maps])
 
     def orphan_rows(self) -> list[str]:
         """Rows that belong to no run (or no metric): what a broken or forged file holds."""
@@ -1082,6 +1212,7 @@ def _corrupt(path: Path, exc: BaseException) -> HistoryError:
 
 
 def _run_row(prov: Provenance, *, status: str, exit_status: int | None) -> dict[str, Any]:
+    untrusted = untrusted_reason(prov.hardware)
     return {
         "run_id": prov.run_id, "suite": prov.suite,
         "shard_index": prov.shard_index, "shard_count": prov.shard_count,
@@ -1090,7 +1221,7 @@ def _run_row(prov: Provenance, *, status: str, exit_status: int | None) -> dict[
         "started_at": prov.started_at, "finished_at": prov.finished_at,
         "host": prov.host, "python": prov.python, "fingerprint": prov.fingerprint,
         "hardware": json.dumps(prov.hardware, sort_keys=True, default=str),
-        "trusted": 1, "trust_reason": None, "trust_changed_at": None,
+        "trusted": int(untrusted is None), "trust_reason": untrusted, "trust_changed_at": None,
     }
 
 
@@ -1279,3 +1410,16 @@ def _like_prefix(text: str) -> str:
 
 def _q(identifier: str) -> str:
     return '"' + identifier.replace('"', '""') + '"'
+
+
+class _ReadCopy(History):
+    """A migrated temporary copy of an older history (``open_for_reading``): its
+    folder goes on close."""
+
+    folder: Path
+
+    def close(self) -> None:
+        try:
+            super().close()
+        finally:
+            shutil.rmtree(self.folder, ignore_errors=True)

@@ -146,3 +146,58 @@ def test_an_improvement_that_held_gets_its_accept_command(tmp_path: Path, capsys
     out = capsys.readouterr().out.split("Owners and next steps", 1)[1]
     assert f"gate-report accept ttft --suite s --from {first:07d}beef" in out
     assert "faster/better by design" in out
+
+
+def test_html_carries_what_text_and_markdown_carry_and_a_range_lists_a_metric_once(tmp_path: Path, capsys):
+    db = tmp_path / "h.db"
+    _history_with_held_regression(db, "@alice")
+    (tmp_path / "CODEOWNERS").write_text(CODEOWNERS)
+    base = ["--history", str(db), "--suite", "s", "--since", "3650d", "--no-health", "--root", str(tmp_path)]
+    pages = {}
+    for fmt in ("text", "md", "html"):
+        cli([*base, "--format", fmt])
+        pages[fmt] = capsys.readouterr().out
+    accept = "gate-report accept ttft --suite s --from 0000031beef"
+    for fmt, page in pages.items():
+        assert "Owners and next steps" in page and "Where metrics changed" in page, fmt
+        assert accept in page and "@alice" in page.split("Owners and next steps", 1)[1], fmt
+    md = pages["md"]
+    # Verdicts before the (long) runs table; the owners table names ttft once, not once a run.
+    assert md.index("### Verdicts") < md.index("### Owners and next steps") < md.index("### Runs")
+    owners = md.split("### Owners and next steps", 1)[1].split("\n\n")[1]
+    assert sum(line.startswith("| `ttft`") for line in owners.splitlines()) == 1, owners
+
+
+# ------------------------------------------------------------- hostile CODEOWNERS (issue 40)
+
+LONG_PATH = "suites/" + "a" * 4000 + "/" + "b" * 3000 + "/test_x.py"
+
+
+@pytest.mark.timeout(20)
+@pytest.mark.parametrize("pattern", ["*" * 25, "*" * 25 + ".md", "*a" * 12 + "b", "/a*" * 12 + "/b",
+                                     "**/" * 30 + "x", "a?" * 40 + "*/" * 10])
+def test_hostile_codeowners_patterns_match_in_linear_time(pattern):
+    # Each took from seconds to hours on the backtracking regex translation.
+    import time
+
+    rules = parse_codeowners(f"{pattern} @evil\n* @default\n{pattern} @evil2\n")
+    began = time.perf_counter()
+    for path in (LONG_PATH, "a" * 30, "a" * 7000, LONG_PATH.replace("/", "a")):
+        owner_of(path, rules)
+    assert time.perf_counter() - began < 1.0
+
+
+def test_codeowners_takes_brackets_and_a_leading_bang_literally():
+    rules = parse_codeowners("* @all\n!x.py @bang\n\\#y.py @hash\n[ab]*.py @brackets\n")
+    assert owner_of("!x.py", rules) == ("@bang",)
+    assert owner_of("x.py", rules) == ("@all",)
+    assert owner_of("#y.py", rules) == ("@hash",)
+    assert owner_of("[ab]q.py", rules) == ("@brackets",)
+    assert owner_of("aq.py", rules) == ("@all",)
+
+
+def test_a_codeowners_fifo_is_never_opened(tmp_path: Path):
+    import os
+
+    os.mkfifo(tmp_path / "CODEOWNERS")
+    assert read_codeowners(tmp_path) == []  # returns at once: a FIFO open would block

@@ -17,7 +17,8 @@ and PostgreSQL do differently:
   A schema holding other tables and no ``gates_migrations`` (foreign), or naming
   a migration this code lacks (newer), is refused before anything is written.
 
-psycopg 3 is an optional dependency (``pip install 'gpu-ci-gates[postgres]'``).
+psycopg 3 is an optional dependency (the package's ``postgres`` extra: ``pip install
+'psycopg[binary]==3.2.13'`` beside it).
 """
 
 from __future__ import annotations
@@ -149,7 +150,7 @@ class PgHistory(History):
                  busy_timeout_s: float = BUSY_TIMEOUT_S) -> None:
         if psycopg is None:
             raise HistoryError(f"{display_location(path)}: a PostgreSQL history needs psycopg; "
-                               "pip install 'gpu-ci-gates[postgres]'")
+                               "pip install 'psycopg[binary]==3.2.13' (the postgres extra)")
         url = str(history_location(path))
         self.path = display_location(url)  # type: ignore[assignment]
         self.readonly = readonly
@@ -168,6 +169,7 @@ class PgHistory(History):
             raw.execute(f"SET lock_timeout = {int(busy_timeout_s * 1000)}")
             if readonly:
                 raw.execute("SET default_transaction_read_only = on")
+            self._refuse_temporary_schema()
             self._prepare_pg(create)
         except BaseException:
             raw.close()
@@ -177,6 +179,26 @@ class PgHistory(History):
         return f"<History {self.path}>"
 
     # ----------------------------------------------------------------- schema
+
+    def _refuse_temporary_schema(self) -> None:
+        """A history whose tables would live in the session's temporary schema (a
+        ``search_path`` of ``pg_temp``) vanishes when the connection closes, after every
+        write said "recorded": refused before anything is written."""
+        try:
+            schema, path = self.conn.execute(
+                "SELECT current_schema(), current_setting('search_path')").fetchone()
+        except psycopg.Error as exc:
+            raise self._fail(exc) from None
+        first = (path or "").split(",")[0].strip().strip('"').lower()
+        if first.startswith("pg_temp") or str(schema or "").lower().startswith("pg_temp"):
+            raise HistoryError(
+                f"{self.path}: its search_path puts the tables in a temporary schema "
+                f"({first or schema}), dropped when the connection closes; name a real "
+                "schema (?options=-csearch_path%3Dname)")
+        if schema is None:
+            raise HistoryError(
+                f"{self.path}: no schema of its search_path ({path}) exists to hold the "
+                "history; create it or name another (?options=-csearch_path%3Dname)")
 
     def _tables(self) -> list[str]:
         return [r[0] for r in self.conn.execute(
