@@ -41,6 +41,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from gates.gate import evaluate_run  # noqa: E402
 from gates.history import open_history  # noqa: E402
 from gates.provenance import host_key  # noqa: E402
+from gates.schema import pack_samples, unpack_samples  # noqa: E402
 
 TRIPS = ("regression", "suspect")
 
@@ -85,12 +86,14 @@ def sensitive_keys(con: sqlite3.Connection, suite: str, change: float) -> set[st
 def plant(con: sqlite3.Connection, run_ids: list[str], change: float) -> None:
     """Make every metric of ``run_ids`` ``change`` worse, samples and summaries alike."""
     for rid in run_ids:
-        for mid, better in con.execute("SELECT id, better FROM metrics WHERE run_id = ?",
-                                       (rid,)).fetchall():
+        for mid, better, blob in con.execute(
+                "SELECT m.id, m.better, m.samples FROM metric_rows m JOIN runs r "
+                "ON r.num = m.run_num WHERE r.run_id = ?", (rid,)).fetchall():
             f = 1.0 + change if better == "lower" else 1.0 / (1.0 + change)
-            con.execute("UPDATE metrics SET median = median * ?, min_value = min_value * ?, "
-                        "max_value = max_value * ? WHERE id = ?", (f, f, f, mid))
-            con.execute("UPDATE samples SET value = value * ? WHERE metric_id = ?", (f, mid))
+            new = None if blob is None else pack_samples([f * v for v in unpack_samples(blob)])
+            con.execute("UPDATE metric_rows SET median = median * ?, min_value = min_value * ?, "
+                        "max_value = max_value * ?, samples = ? WHERE id = ?",
+                        (f, f, f, new, mid))
     con.commit()
 
 
