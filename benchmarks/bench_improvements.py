@@ -31,7 +31,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from series import NOISE_MODELS, make_series  # noqa: E402
 
-from gates import stats  # noqa: E402
+from gates.model import stats  # noqa: E402
 
 TAU, GATED, AFTER = 40, range(30, 60), range(40, 50)
 MODELS = (*NOISE_MODELS, "h200-matmul")

@@ -29,8 +29,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from gates.gate import evaluate_run  # noqa: E402
-from gates.history import open_history  # noqa: E402
-from gates.merge import merge_histories  # noqa: E402
+from gates.store.merge import merge_histories  # noqa: E402
+from gates.store.open import open_history  # noqa: E402
 
 SHAPES = ("attn/decode/fa2/b8_kv32768/latency", "attn/decode/fa2/b32_kv8192/latency",
           "attn/decode/fa2/b64_kv32768/latency")
@@ -64,7 +64,13 @@ def judge(history: Path, clean_db: Path, bad_db: Path) -> list[dict]:
     with tempfile.TemporaryDirectory() as tmp:
         copy = Path(tmp) / "history.db"
         shutil.copyfile(history, copy)
-        merge_histories([clean_db, bad_db], copy)
+        shards = []
+        for db in (clean_db, bad_db):  # copies, brought to this code's schema
+            shards.append(Path(tmp) / f"shard-{len(shards)}.db")
+            shutil.copyfile(db, shards[-1])
+            with open_history(shards[-1], create=False):
+                pass
+        merge_histories(shards, copy)
         with open_history(copy) as h:
             h.set_trust(bad, trusted=False, reason="fleet_device: slowed runs, judged alone")
             for i, rid in enumerate(clean):

@@ -39,9 +39,9 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from gates.gate import evaluate_run  # noqa: E402
-from gates.history import open_history  # noqa: E402
-from gates.provenance import host_key  # noqa: E402
-from gates.schema import pack_samples, unpack_samples  # noqa: E402
+from gates.store.open import open_history  # noqa: E402
+from gates.store.provenance import host_key  # noqa: E402
+from gates.store.schema import pack_samples, unpack_samples  # noqa: E402
 
 TRIPS = ("regression", "suspect")
 

@@ -10,9 +10,10 @@ from pathlib import Path
 
 import numpy as np
 
-from gates.history import RunRecord, TestResult, open_history
-from gates.metrics import validate_metric
-from gates.provenance import Provenance
+from gates.store.history import RunRecord, TestResult
+from gates.store.metrics import validate_metric
+from gates.store.open import open_history
+from gates.store.provenance import Provenance
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))

@@ -2,7 +2,7 @@
 GitHub runner would read as a workflow command (issue 40): history text with ``::error::``,
 ``::add-mask::`` or ``##[error]`` after a newline or a carriage return is printed with a
 space inside its opening. Annotations (``GITHUB_ACTIONS=true``) are the one deliberate
-exception, escaped by `gates.ghactions`."""
+exception, escaped by `gates.report.ghactions`."""
 
 from __future__ import annotations
 
@@ -14,10 +14,11 @@ from pathlib import Path
 import pytest
 from report_history import FILE_A, LAT, SUITE, commit, make_history, prov
 
-from ci_register.redact import GuardedStream, clean_text, mask_secrets, neutralise_line
-from gates.cli import main as cli
-from gates.history import RunRecord, TestResult, open_history
-from gates.metrics import validate_metric
+from ci_register.running.redact import GuardedStream, clean_text, mask_secrets, neutralise_line
+from gates.commands.cli import main as cli
+from gates.store.history import RunRecord, TestResult
+from gates.store.metrics import validate_metric
+from gates.store.open import open_history
 
 REPO = Path(__file__).resolve().parents[1]
 EVIL = "ok\n::error::pwned\r::add-mask::x\n  ##[error]old form\n\t::set-output name=a::b"

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from ci_register.supervise import group_members
+from ci_register.running.supervise import group_members
 
 REPO = Path(__file__).resolve().parents[1]
 CATALOG = ('[suites.cpu]\nbackend = "cpu"\ndescription = "cpu"\nschedule = "per-commit"\n'
@@ -275,8 +275,9 @@ def test_a_foreign_history_is_refused_untouched_with_exit_2(tmp_path):
 _READ_ONLY_READER = """
 import sys
 from pathlib import Path
-from gates.cli import main
-from gates.history import HistoryError, open_history
+from gates.commands.cli import main
+from gates.store.history import HistoryError
+from gates.store.open import open_history
 db = Path(sys.argv[1])
 try:
     (db.parent / "probe").touch()
