@@ -337,3 +337,23 @@ def test_make_catalog_reads_sglangs_suite_lists(tmp_path):
     assert c.suites["nightly-amd-8-gpu-mi35x"].nightly and c.suites["nightly-amd-8-gpu-mi35x"].hardware.gpu_models == ("MI350", "MI355")
     assert c.suites["stress"].schedule == "per-commit" and c.require == "main" and c.unchecked_backends == ("amd", "npu")
     assert c.suites["stress"].shard_budget_s == 4020 and c.suites["base-c-test-8-gpu-h200"].shard_budget_s == 1800
+
+
+def test_list_json_includes_registrations_without_a_session_as_the_text_listing(tmp_path, make_tree):
+    root = make_tree(tmp_path / "adopter", {
+        "test/registered/test_npu.py": 'register_npu_ci(30, "base-b-test-1-npu-a3")' + MAIN,
+        "test/registered/test_blank.py": 'register_cuda_ci(20, "", disabled="flaky")' + MAIN,
+        "test/registered/a.py": 'register_cuda_ci(60, "base-b-test-1-gpu-large")' + MAIN,
+    }, catalog=sglang_catalog(unchecked_backends=["npu"]))
+    text = run_cli(root, "list", "--catalog", "ci/catalog.toml")
+    assert text.returncode == 0, text.stderr
+    assert "(no session" in text.stdout and "test_npu.py" in text.stdout and "test_blank.py" in text.stdout
+    r = run_cli(root, "list", "--catalog", "ci/catalog.toml", "--json")
+    assert r.returncode == 0, r.stderr
+    listed = json.loads(r.stdout)
+    in_suites = [f["path"] for s in listed["suites"].values() for f in s["files"]]
+    assert in_suites == ["test/registered/a.py"]
+    assert [(f["path"], f["declared"]) for f in listed["no_session"]] == [
+        ("test/registered/test_blank.py", ""),
+        ("test/registered/test_npu.py", "base-b-test-1-npu-a3"),
+    ]
