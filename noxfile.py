@@ -56,7 +56,9 @@ def _prepare_cpu(session: nox.Session, suite: Suite) -> None:
         if suite.install:
             session.install(*suite.install)
         if suite.uninstall:
-            session.run("pip", "uninstall", "-y", *suite.uninstall)
+            # run_install: an install step, so `--install-only` does it too (session.run
+            # would be skipped there, leaving CUDA torchvision that breaks transformers).
+            session.run_install("pip", "uninstall", "-y", *suite.uninstall)
 
 
 # One session per suite of the catalog (ci_register.nox_sessions: what an adopting
