@@ -34,7 +34,6 @@ import hashlib
 import json
 import os
 import shutil
-import sys
 import tempfile
 import time
 from collections.abc import Iterator, Sequence
@@ -63,7 +62,7 @@ RECIPE: dict[str, Any] = {
     "format": "v1",
     "train_seed": 7,
     "data_seed": 1001,
-    "steps": 600,
+    "steps": 400,
     "batch": 64,
     "lr": 3e-3,
     "warmup": 30,
@@ -93,12 +92,20 @@ def prompt_of(question: str) -> str:
 
 
 def recipe_hash(recipe: dict[str, Any] | None = None) -> str:
-    """Hash of the recipe and of the code that turns it into weights (16 hex digits)."""
+    """Hash of what decides the weights (16 hex digits): the recipe, the problem generator's
+    source (the training data) and the torch / transformers / tokenizers versions. The
+    trainer's code is represented by ``RECIPE["format"]``: bump it when training changes."""
+    from importlib.metadata import PackageNotFoundError, version
+
     from serving import wordproblems
 
     h = hashlib.sha256(json.dumps(recipe or RECIPE, sort_keys=True).encode())
-    for mod in (sys.modules[__name__], wordproblems):
-        h.update(Path(mod.__file__ or "").read_bytes())
+    h.update(Path(wordproblems.__file__ or "").read_bytes())
+    for dist in ("torch", "transformers", "tokenizers"):
+        try:
+            h.update(f"{dist}=={version(dist)}".encode())
+        except PackageNotFoundError:
+            h.update(f"{dist} missing".encode())
     return h.hexdigest()[:16]
 
 
@@ -172,7 +179,7 @@ def train(out_dir: Path, recipe: dict[str, Any] | None = None, *, log: Any = Non
         torch.manual_seed(recipe["train_seed"])
         held = {p["question"] for p in held_problems()}
         stream = _problem_stream(recipe["data_seed"], held)
-        corpus = [prompt_of(p["question"]) + " " + p["answer"] for p, _ in zip(stream, range(4000))]
+        corpus = [prompt_of(p["question"]) + " " + p["answer"] for p, _ in zip(stream, range(4000), strict=False)]
         tok = _build_tokenizer(recipe, corpus)
         config = LlamaConfig(
             vocab_size=len(tok), hidden_size=recipe["hidden"],
@@ -287,11 +294,11 @@ def write_twin(model_dir: Path, out_dir: Path, kind: str, *, seed: int = 0,
     """A copy of the model with its weight matrices changed: ``fp8`` (rounded through
     float8 e4m3, per-tensor scale, stored as bfloat16) or ``broken`` (Gaussian noise of
     ``noise`` times each matrix's standard deviation)."""
+    if kind not in ("fp8", "broken"):
+        raise ValueError(f"twin kind must be 'fp8' or 'broken', got {kind!r}")
     import torch
     from safetensors.torch import load_file, save_file
 
-    if kind not in ("fp8", "broken"):
-        raise ValueError(f"twin kind must be 'fp8' or 'broken', got {kind!r}")
     out_dir.mkdir(parents=True, exist_ok=True)
     for f in model_dir.iterdir():
         if f.is_file() and f.suffix != ".safetensors":
