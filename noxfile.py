@@ -16,7 +16,7 @@ ROOT = Path(__file__).parent
 sys.path.insert(0, str(ROOT))  # ci_register.catalog is stdlib-only: safe before any venv
 
 from ci_register.catalog import CatalogError, Suite  # noqa: E402
-from ci_register.nox_sessions import default_sessions, install, venv_lock  # noqa: E402
+from ci_register.nox_sessions import EXIT_INPUT, default_sessions, install, mark_exit, venv_lock  # noqa: E402
 
 nox.options.default_venv_backend = "venv"
 nox.options.error_on_external_run = True
@@ -38,11 +38,48 @@ def cpu_torch_args() -> list[str]:
     return [CPU_TORCH, *(["--extra-index-url", index, "--retries", "1", "--timeout", "30"] if index else [])]
 
 
+# What the virtualenv's torch is, read from its torch/version.py (importing torch takes
+# seconds): "VERSION CUDA HIP", e.g. "2.13.0+cpu None None" or "2.13.0 12.8 None".
+TORCH_BUILD_SCRIPT = """
+import importlib.metadata as m, re
+d = m.distribution("torch")
+src = d.locate_file("torch/version.py").read_text()
+def field(name):
+    hit = re.search(r"^" + name + r"\\b[^=\\n]*=\\s*(\\S+)", src, re.M)
+    return hit.group(1).strip("'\\"") if hit else "?"
+print(d.version, field("cuda"), field("hip"))
+"""
+
+
+def cpu_torch_problem(report: str, index: str) -> str | None:
+    """None when TORCH_BUILD_SCRIPT's report is a CPU build of torch, else one line saying
+    what was installed and what to do. Where PyTorch's CPU index cannot be reached,
+    "torch==2.13.0" resolves to PyPI's CUDA build (526 MB plus its toolkit) with a mere
+    warning from pip; a CPU session must not run on that silently."""
+    version, cuda, hip = (report.split() + ["?", "?", "?"])[:3]
+    if cuda == "None" and hip in ("None", "?") or version.endswith("+cpu"):
+        return None
+    built = f"CUDA {cuda}" if cuda not in ("None", "?") else f"ROCm {hip}" if hip not in ("None", "?") else "non-CPU"
+    why = (f"PyTorch's CPU index {index} was not reached" if index else
+           f"{TORCH_INDEX_ENV} is empty and the default indexes gave no CPU build")
+    return (f"torch {version} is a {built} build, not the CPU one: {why}; set {TORCH_INDEX_ENV} "
+            f"to a CPU wheel index this machine reaches (default {TORCH_INDEX}) and rerun with -r")
+
+
+def _check_cpu_torch(session: nox.Session) -> None:
+    report = session.run("python", "-c", TORCH_BUILD_SCRIPT, silent=True) or ""
+    problem = cpu_torch_problem(report.strip(), os.environ.get(TORCH_INDEX_ENV, TORCH_INDEX))
+    if problem:
+        mark_exit(EXIT_INPUT)
+        session.error(problem)
+
+
 def _install_project(session: nox.Session, *extras: str) -> None:
     # CPU torch first, so nothing later resolves "torch" to a CUDA build.
     with venv_lock(session):
         if "cpu" in extras:
             session.install(*cpu_torch_args())
+            _check_cpu_torch(session)
         if os.environ.get("GATES_HISTORY", "").lower().startswith(("postgresql:", "postgres:")):
             extras = (*extras, "postgres")  # a fleet's shared history: psycopg to reach it
         extras = tuple(dict.fromkeys(extras))
@@ -126,6 +163,25 @@ def bisect(session: nox.Session) -> None:
     if not session.posargs:
         session.error("usage: nox -s bisect -- KEY --good C1 --bad C2 [--suite S]")
     session.run(sys.executable, "-m", "gates.cli", "bisect", *session.posargs, external=True)
+
+
+@nox.session(name="jit-cache", venv_backend="none", tags=["framework"])
+def jit_cache(session: nox.Session) -> None:
+    """FlashInfer's compiled kernels: -- key | path | pin | build [SUITE ...] (default base-b-1gpu)."""
+    # In the interpreter that runs the GPU suites (their FlashInfer); suitelib/flashinfer_cache.py
+    # says what a cached kernel depends on and why pinning file times keeps it valid.
+    args = session.posargs or ["key"]
+    if args[0] != "build":
+        session.run(sys.executable, "-m", "suitelib.flashinfer_cache", *args, external=True)
+        return
+    # Build once: pin, then run each suite (a scratch history), which compiles exactly the
+    # kernels it uses into the folder `path` prints; CI caches that folder under `key`.
+    session.run(sys.executable, "-m", "suitelib.flashinfer_cache", "pin", external=True)
+    scratch = Path(session.create_tmp()) / "jit-cache-build.db"
+    for suite in args[1:] or ["base-b-1gpu"]:
+        session.run(sys.executable, "-m", "nox", "-f", str(ROOT / "noxfile.py"), "-s", suite, "--",
+                    "--history", str(scratch), external=True)
+    session.run(sys.executable, "-m", "suitelib.flashinfer_cache", "path", external=True)
 
 
 @nox.session(name="history-browse", python=PYTHON)  # no tag: a server, never in `nox -t`

@@ -19,6 +19,7 @@ from pathlib import Path
 
 from ci_register.catalog import DEFAULT_CATALOG, CatalogError, load_catalog
 from ci_register.collect import collect
+from ci_register.redact import guarded_output
 
 __all__ = ["main", "COMMANDS"]
 
@@ -301,6 +302,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    with guarded_output():  # no credential, no workflow command from a file name or an error
+        return _guarded_main(argv)
+
+
+def _guarded_main(argv: list[str] | None) -> int:
     try:
         return _main(sys.argv[1:] if argv is None else argv)
     except BrokenPipeError:  # `list --json | head`: the reader left; not our error

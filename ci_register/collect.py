@@ -20,7 +20,14 @@ from pathlib import Path
 
 from ci_register.catalog import Catalog
 from ci_register.gate_options import MILES_GATE_KEYS, miles_options
-from ci_register.paths import find_test_files, glob_match, py_files, selected
+from ci_register.paths import (
+    NotRegularFile,
+    find_test_files,
+    glob_match,
+    py_files,
+    read_regular,
+    selected,
+)
 
 __all__ = [
     "CollectIssue",
@@ -487,13 +494,16 @@ def parse_file(source: str, path: str, catalog: Catalog, *, notes: list[CollectI
 def _read(file: Path, rel: str, issues: list[CollectIssue]) -> str | None:
     """A test file's text (a UTF-8 BOM allowed, as Python allows it), or None with an issue."""
     try:
-        size = file.stat().st_size
-        if size > MAX_FILE_BYTES:
+        data = read_regular(file, MAX_FILE_BYTES + 1)
+        if len(data) > MAX_FILE_BYTES:
+            size = file.stat().st_size
             issues.append(CollectIssue(rel, 1, f"test file is {size / 1e6:.1f} MB, above the {MAX_FILE_BYTES / 1e6:g} MB the collector parses; move data out of the test file"))
             return None
-        return file.read_text(encoding="utf-8-sig")
+        return data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
         issues.append(CollectIssue(rel, 1, f"cannot read test file (not UTF-8 at byte {exc.start}); make it UTF-8 text"))
+    except NotRegularFile:
+        issues.append(CollectIssue(rel, 1, "named like a test file but not a regular file (a FIFO, device or folder); never read; remove or rename it"))
     except OSError as exc:
         issues.append(CollectIssue(rel, 1, f"cannot read test file ({exc.strerror or exc.__class__.__name__}); fix or remove it (a broken or looping symlink?)"))
     return None
@@ -511,10 +521,10 @@ def _outside(others: list[tuple[str, str]], base: str, catalog: Catalog, out: Co
     names = sorted(catalog.markers)
     for full, _ in others:
         try:
-            if os.path.getsize(full) > MAX_FILE_BYTES:
+            data = read_regular(full, MAX_FILE_BYTES + 1)
+            if len(data) > MAX_FILE_BYTES:
                 continue
-            with open(full, encoding="utf-8-sig") as fh:
-                source = fh.read()
+            source = data.decode("utf-8-sig")
         except (UnicodeDecodeError, OSError):
             continue
         if not any(n in source for n in names) or not _call_starts(source, names):

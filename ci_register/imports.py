@@ -39,6 +39,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ci_register.paths import read_regular
+
 __all__ = ["FileNode", "Graph", "module_names", "scan", "parse_imports"]
 
 _SKIP_DIRS = {"__pycache__", ".git", ".nox", ".venv", "venv", "node_modules", ".tox", "build", "dist"}
@@ -334,7 +336,7 @@ def scan(root: Path, package_roots: Sequence[str] = (".",), files: Sequence[str]
     nodes: dict[str, FileNode] = {}
     for rel in rels:
         try:
-            text = (root / rel).read_text(encoding="utf-8", errors="replace")
+            text = read_regular(root / rel).decode("utf-8", errors="replace")
         except OSError as exc:
             nodes[rel] = FileNode(rel, syntax_error=f"line 1: unreadable ({exc.strerror})")
             continue

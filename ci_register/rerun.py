@@ -26,6 +26,7 @@ from pathlib import Path
 
 from ci_register.collect import Collection, Registration
 from ci_register.pytest_plugin import file_timeout
+from ci_register.redact import mask_secrets
 
 __all__ = [
     "SETUP_S",
@@ -210,7 +211,7 @@ def describe(target: Target, extra: Sequence[str] = ()) -> str:
 
 def execute(argv: list[str], timeout_s: float, cwd: Path) -> int:
     """Run a command in its own process group; on timeout stop the whole group, exit 1."""
-    print("+ " + shlex.join(argv), flush=True)
+    print("+ " + mask_secrets(shlex.join(argv)), flush=True)
     proc = subprocess.Popen(argv, cwd=cwd, start_new_session=True)
     try:
         return proc.wait(timeout=timeout_s)

@@ -26,6 +26,7 @@ from ci_register.collect import Collection, Registration, collect
 from ci_register.hardware import check, detect_for
 from ci_register.partition import PartitionError, Shard, assign, lower_bound, parse_partition
 from ci_register.pytest_plugin import file_timeout
+from ci_register.redact import mask_secrets
 from ci_register.supervise import Supervised, die_with_parent, run_supervised
 
 __all__ = ["RunOptions", "parse_run_args", "run_suite", "plan_text", "Plan", "make_plan", "GATE_MODES"]
@@ -266,7 +267,7 @@ def _pytest(plan_file: Path, plan: dict, opts: RunOptions, targets: list[str], e
     cmd = [sys.executable, "-m", "pytest", "-p", "ci_register.pytest_plugin", "--ci-plan", str(plan_file), "--ci-progress", str(progress), f"--junitxml={junit}", "-o", "junit_family=xunit2"]
     cmd += ["-p", "gates.plugin", "--gates-suite", plan["suite"], "--gates-shard", f"{i}/{n}", "--gates-run-id", plan["run_id"], "--gates-plan", str(plan_file), "--gates-history", _history_path(opts)]
     cmd += [*opts.suite_pytest_args, *targets, *extra]
-    print("+ " + " ".join(cmd), flush=True)
+    print("+ " + mask_secrets(" ".join(cmd)), flush=True)
     deadline = sum(file_timeout(float(f["expected"])) for f in plan["files"]) + STARTUP_S
     try:
         # A runner killed by SIGKILL records nothing: its watchdog marks the run.

@@ -90,7 +90,13 @@ def read_accept_file(root: Path) -> list[dict[str, Any]]:
     path = root / ACCEPT_FILE
     if not path.is_file():
         return []
-    text = path.read_text(encoding="utf-8")
+    from ci_register.paths import read_regular  # noqa: PLC0415 - never a FIFO
+
+    try:
+        text = read_regular(path, 4 * 1024 * 1024).decode("utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise AcceptFileError(f"{path}: cannot read it ({exc}); make it a UTF-8 text "
+                              "file") from None
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:

@@ -32,6 +32,7 @@ import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from ci_register.redact import guarded_output, mask_secrets, raw_stream
 from gates import cli_after as after
 from gates import cli_fleet as fleet
 from gates.cli_common import (
@@ -138,8 +139,9 @@ def _github(report, root: Path, *, append: bool) -> None:
 
     note = (ghactions.append_step_summary(render_md(report)) if append
             else "stdout is the step summary; not appended twice")
+    commands = raw_stream(sys.stderr)  # on purpose: past the guard (escaped by ghactions)
     for line in ghactions.annotations(report, lambda n: ghactions.locate_test(n, root)):
-        print(line, file=sys.stderr)  # the runner reads workflow commands on stderr too
+        print(mask_secrets(line), file=commands)  # the runner reads commands on stderr too
     print(f"gate-report: {note}", file=sys.stderr)
 
 
@@ -419,15 +421,27 @@ def _with_default_command(argv: Sequence[str]) -> list[str]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    # Every line this command prints (reports, errors, --help) has its credentials
+    # masked and cannot be a GitHub workflow command; annotations are the one exception
+    # (`_github` writes them under the guard).
+    with guarded_output():
+        return _main(argv)
+
+
+def _main(argv: Sequence[str]) -> int:
     from gates.compare import CompareInputError  # noqa: PLC0415
     from gates.history import HistoryError  # noqa: PLC0415
     from gates.report_query import ReportInputError  # noqa: PLC0415
 
-    argv = sys.argv[1:] if argv is None else argv
     parser = build_parser()
     try:
         args = parser.parse_args(_with_default_command(argv))
         return COMMANDS[args.command](args)
+    except KeyboardInterrupt:  # a write is one transaction: nothing is half-done
+        print("interrupted; nothing half-written (each write is one transaction)",
+              file=sys.stderr)
+        return 130
     except UsageError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -29,6 +30,8 @@ from gates.cli_common import (
 )
 
 __all__ = ["COMMANDS", "add_parsers", "assign_owners"]
+
+_REPO = re.compile(r"[A-Za-z0-9_.-]+/(?!\.\.?$)[A-Za-z0-9_.-]+")
 
 
 def assign_owners(history, report, root: Path) -> None:
@@ -165,6 +168,10 @@ def notify(args: argparse.Namespace) -> int:
         raise UsageError("--pr-comment needs $GITHUB_TOKEN, the PR number (--pr or a "
                          "pull_request event) and the repository (--repo or "
                          "$GITHUB_REPOSITORY)")
+    if args.pr_comment and (not _REPO.fullmatch(str(repo))
+                            or str(repo).split("/")[0] in (".", "..")):
+        raise UsageError(f"--repo / $GITHUB_REPOSITORY must be OWNER/NAME (letters, digits, "
+                         f"'-', '_', '.'), not {str(repo)[:80]!r}")
     if args.webhook and not hook:
         raise UsageError("--webhook needs $GATES_WEBHOOK_URL (keep it in a CI secret)")
     with open_history_arg(args.history, write=args.webhook) as history:
@@ -193,10 +200,12 @@ def notify(args: argparse.Namespace) -> int:
                 if fresh:
                     try:
                         post_webhook(str(hook), webhook_payload(fresh, report.title))
-                    except NotifyError:
-                        for r in fresh:  # not delivered: the next run tries again
+                    except BaseException:  # not answered 2xx (or Ctrl-C): the next run retries
+                        for r in fresh:
                             history.release_notification("webhook", r.dedupe)
                         raise
+                    for r in fresh:  # answered 2xx: only now is it sent
+                        history.mark_notified("webhook", r.dedupe, r.run_id)
                 print(f"webhook: {len(fresh)} regression(s) sent, "
                       f"{len(regs) - len(fresh)} already notified")
         except NotifyError as exc:

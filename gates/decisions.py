@@ -293,6 +293,7 @@ def confirm(history: np.ndarray, rerun: float, *, sign: int, first: float | None
     (``sequential_step`` with n = 1). Heavy-tailed and slightly autocorrelated
     baselines keep one rerun, except that a held rerun beyond every baseline
     run asks the next to corroborate it (``_outlier_check``).
+    A rerun never says ``improvement``: it clears the trip (``pass``) or holds it.
     ``judge_kw``: ``judge_summaries``' settings (n_trials, min_change,
     extra_var, hosts, host, standin_last). Returns (judgement, verdict).
     """
@@ -311,6 +312,11 @@ def confirm(history: np.ndarray, rerun: float, *, sign: int, first: float | None
             p_conf = min(p_conf, (j.extras.p_run_worse if k == 1
                                   else j.extras.p_window_worse.get(k, 1.0)))
     v = decide(j, p_conf, level=params.confirm_level)
+    if v == "improvement":
+        # A rerun re-tests the hypothesis its first attempt raised (worse), nothing
+        # else: read as a test of "better" it would be one picked after seeing a
+        # trip the other way. It clears the trip; it announces nothing.
+        v = "pass"
     if v == "regression" and not consistent:
         v = "pass"
     if v == "regression" and (j.window > 1 or suspect) and not _window_hold(

@@ -62,7 +62,7 @@ from gates.history import History
 from gates.provenance import host_key
 from gates.store.backend import is_database_url
 from gates.unit_check import UnitMismatch, unit_conflicts
-from gates.verdicts import FAILING, VERDICTS, fails
+from gates.verdicts import FAILING, VERDICTS, fails, gate_exit
 
 __all__ = [
     "VERDICTS",
@@ -172,9 +172,9 @@ class GateResult:
 
     @property
     def exit_code(self) -> int:
-        if self.mode == "enforce" and self.errors:
-            return 2
-        return 1 if self.failed else 0
+        """``verdicts.gate_exit`` of what this attempt judged and the failures earlier
+        reruns held: the rule every report surface applies to the stored chain."""
+        return gate_exit([{"verdict": v.verdict, "mode": v.mode} for v in self.verdicts])
 
     def counts(self) -> dict[str, int]:
         out: dict[str, int] = {}

@@ -62,6 +62,7 @@ for the few rewrites).
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import os
 import random
@@ -116,6 +117,8 @@ FAILING = ("failed", "error")
 UNFINISHED = "did not finish"
 STATUSES = ("incomplete", "complete", "interrupted", "crashed")
 BUSY_TIMEOUT_S = 60.0
+PENDING = ":pending"  # notifications: a claim, not yet answered 2xx
+NOTIFY_CLAIM_STALE_S = 600.0  # a claim this old was left by a killed sender
 _SQLITE_MAGIC = b"SQLite format 3\x00"
 # Where a history path comes from, as users give it: `nox -s SUITE -- --history PATH` and
 # `gate-report --history PATH`, pytest's own `--gates-history PATH`, or the environment.
@@ -930,22 +933,57 @@ class History(BaselineReads, ReportReads, FleetSQL):
             r["evidence"] = json.loads(r["evidence"]) if r["evidence"] else {}
         return rows
 
-    def claim_notification(self, channel: str, dedupe: str, run_id: str | None = None) -> bool:
-        """Record that ``channel`` is told about ``dedupe`` (a regressing change); False
-        when it already was (a repeated run does not notify twice)."""
+    def claim_notification(self, channel: str, dedupe: str, run_id: str | None = None,
+                           *, stale_s: float | None = None) -> bool:
+        """Claim telling ``channel`` about ``dedupe`` (a regressing change); False when it
+        was told already, or another process claimed it less than ``stale_s`` ago.
+
+        A claim is a row under ``CHANNEL:pending``; only `mark_notified` (after a 2xx)
+        writes the ``CHANNEL`` row that means sent. A sender killed mid-POST leaves its
+        claim, which goes stale and is taken over: at least once, never silently lost."""
+        pending = channel + PENDING
+        stale_s = NOTIFY_CLAIM_STALE_S if stale_s is None else stale_s
+        cutoff = (dt.datetime.now(dt.UTC) - dt.timedelta(seconds=stale_s)).isoformat(
+            timespec="microseconds")
 
         def write() -> bool:
-            cur = self.conn.execute(
-                "INSERT OR IGNORE INTO notifications (channel, dedupe, run_id, at) "
-                "VALUES (?, ?, ?, ?)", (channel, dedupe, run_id, utc_now()))
-            return cur.rowcount == 1
+            if self.conn.execute("SELECT 1 FROM notifications WHERE channel = ? AND dedupe = ?",
+                                 (channel, dedupe)).fetchone():
+                return False
+            row = self.conn.execute("SELECT at FROM notifications WHERE channel = ? AND "
+                                    "dedupe = ?", (pending, dedupe)).fetchone()
+            if row is not None:
+                if str(row[0]) > cutoff:
+                    return False  # another sender is at it now
+                self.conn.execute("DELETE FROM notifications WHERE channel = ? AND dedupe = ?",
+                                  (pending, dedupe))
+            self.conn.execute("INSERT INTO notifications (channel, dedupe, run_id, at) "
+                              "VALUES (?, ?, ?, ?)", (pending, dedupe, run_id, utc_now()))
+            return True
 
         return self._write(write)
+
+    def mark_notified(self, channel: str, dedupe: str, run_id: str | None = None) -> None:
+        """The delivery of a claimed notification was answered 2xx: remember it as sent."""
+
+        def write() -> None:
+            self.conn.execute("DELETE FROM notifications WHERE channel = ? AND dedupe = ?",
+                              (channel + PENDING, dedupe))
+            self.conn.execute("INSERT OR IGNORE INTO notifications (channel, dedupe, run_id, "
+                              "at) VALUES (?, ?, ?, ?)", (channel, dedupe, run_id, utc_now()))
+
+        self._write(write)
 
     def release_notification(self, channel: str, dedupe: str) -> None:
         """Forget a claim whose delivery failed, so the next run tries again."""
         self._write(lambda: self.conn.execute(
-            "DELETE FROM notifications WHERE channel = ? AND dedupe = ?", (channel, dedupe)))
+            "DELETE FROM notifications WHERE channel = ? AND dedupe = ?",
+            (channel + PENDING, dedupe)))
+
+    def notifications(self, channel: str) -> list[dict[str, Any]]:
+        """The notifications of ``channel`` marked sent, oldest first."""
+        return self._rows("SELECT channel, dedupe, run_id, at FROM notifications WHERE "
+                          "channel = ? ORDER BY id", [channel])
 
     # ---------------------------------------------------------------- bundles
 

@@ -7,6 +7,15 @@ at the root, a trailing ``/`` means everything beneath, ``*`` stays within one
 directory, ``**`` crosses them, ``docs/*`` does not reach nested files); the
 LAST matching line wins, and a line without owners leaves the path unowned.
 
+Matching is pathspec's gitignore patterns on its RE2 backend (google-re2): linear in the
+path whatever the pattern. Python's ``re`` (pathspec's default backend, and the
+hand-written translation this replaced) backtracks: the rule ``*a*a*a*a*a*a*a*a*a*a*a*ab``
+took 6.5 s against a 30-character path and 316 s against 73 characters; on RE2 both take
+30 us, and a 7,000-character path too (pathspec 1.1.1, google-re2 1.1.20251105; the
+command is in ``tests/test_owners.py::test_hostile_codeowners_patterns_match_in_linear_time``).
+GitHub's CODEOWNERS takes ``[``, ``]`` and a leading ``!`` literally (no ranges, no
+negation), so they reach pathspec escaped.
+
 ``assign`` fills ``VerdictRow.owner`` and ``VerdictRow.accept_hint`` on a report.
 """
 
@@ -18,7 +27,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ci_register.paths import glob_regex
+import pathspec
+
 from gates.accept import HELD_RUNS, accept_command
 
 __all__ = ["CODEOWNERS_PATHS", "Rule", "assign", "owner_of", "parse_codeowners",
@@ -32,24 +42,26 @@ class Rule:
     pattern: str
     owners: tuple[str, ...]
     line: int
-    regex: re.Pattern[str]
+    spec: pathspec.PathSpec | None  # None: a line pathspec cannot read matches nothing
+
+    def matches(self, path: str) -> bool:
+        return self.spec is not None and self.spec.match_file(path)
 
 
-def _compile(pattern: str) -> re.Pattern[str]:
-    dir_only = pattern.endswith("/")
-    body = pattern.strip("/") if pattern != "/" else ""
-    anchored = pattern.startswith("/") or "/" in body
-    if body.startswith("**/"):
-        anchored = False
-        body = body[3:]
-    head = "^" if anchored else "^(?:.*/)?"
-    if dir_only:
-        tail = "/.*$"
-    elif body.endswith("/*"):
-        tail = "$"  # docs/* : the files directly in docs/ only
-    else:
-        tail = "(?:/.*)?$"  # a name matches the file, or the directory and all beneath
-    return re.compile(head + glob_regex(body, classes=False) + tail)
+MAX_BYTES = 3 * 1024 * 1024  # GitHub ignores a CODEOWNERS file larger than 3 MB
+MAX_RULES = 100_000  # a bound on the loop over lines
+
+
+def _spec(pattern: str) -> pathspec.PathSpec | None:
+    text = pattern.replace("[", "\\[").replace("]", "\\]")
+    if text.startswith(("!", "#")):
+        text = "\\" + text
+    try:
+        # backend="re2": linear matching (see the module docstring); without google-re2
+        # this raises rather than quietly falling back to a backtracking matcher.
+        return pathspec.PathSpec.from_lines("gitignore", [text], backend="re2")
+    except (ValueError, TypeError):
+        return None
 
 
 def parse_codeowners(text: str) -> list[Rule]:
@@ -66,7 +78,9 @@ def parse_codeowners(text: str) -> list[Rule]:
                 break  # a trailing comment
             owners.append(p)
         pattern = parts[0].replace("\\ ", " ").replace("\\#", "#")
-        rules.append(Rule(pattern, tuple(owners), n, _compile(pattern)))
+        rules.append(Rule(pattern, tuple(owners), n, _spec(pattern)))
+        if len(rules) >= MAX_RULES:
+            break
     return rules
 
 
@@ -74,8 +88,10 @@ def read_codeowners(root: Path) -> list[Rule]:
     """The rules of the repository's CODEOWNERS (GitHub's lookup order), or none."""
     for rel in CODEOWNERS_PATHS:
         path = root / rel
-        if path.is_file():
-            return parse_codeowners(path.read_text(encoding="utf-8", errors="replace"))
+        if path.is_file():  # a regular file: a FIFO or a device is never opened
+            with path.open("rb") as handle:
+                data = handle.read(MAX_BYTES)  # GitHub ignores a CODEOWNERS above 3 MB
+            return parse_codeowners(data.decode("utf-8", errors="replace"))
     return []
 
 
@@ -85,7 +101,7 @@ def owner_of(path: str | None, rules: Sequence[Rule]) -> tuple[str, ...]:
         return ()
     path = path.lstrip("/")
     for rule in reversed(rules):
-        if rule.regex.match(path):
+        if rule.matches(path):
             return rule.owners
     return ()
 

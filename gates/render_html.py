@@ -268,8 +268,7 @@ def _runs_html(report: Report) -> str:
 
 
 def render_html(report: Report) -> str:
-    failed = report.summary.get("fail", 0)
-    badge = ('<span class="badge b-fail">FAILED</span>' if failed
+    badge = ('<span class="badge b-fail">FAILED</span>' if report.exit_code
              else '<span class="badge b-pass">PASSED</span>')
     out = [
         "<!doctype html>",

@@ -135,8 +135,7 @@ def render_md(report: Report) -> str:
         icon = "⚠️" if health_findings(report) else "✅"
         parts = [f"## {icon} {md_text(headline(report))}", ""]
     else:
-        n_fail = report.summary.get("fail", 0)
-        icon = "❌" if n_fail else "✅"
+        icon = "❌" if report.exit_code else "✅"
         parts = [f"## {icon} {md_text(headline(report))}", ""]
         parts += _runs_and_verdicts(report)
     for h in report.health:

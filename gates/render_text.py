@@ -192,14 +192,16 @@ def headline(report: Report) -> str:
         n = health_findings(report)
         return f"{report.title}: " + (f"{n} finding(s)" if n else "nothing to fix")
     n_fail = report.summary.get("fail", 0)
+    code = report.exit_code
     state = (f"FAILED: {n_fail} gate(s) failed" if n_fail
+             else f"FAILED (exit {code})" if code
              else "passed: no gate failed")
     counts = ", ".join(f"{n} {LABELS.get(k, k)}" for k, n in
                        sorted(report.summary.items(), key=lambda kv: list(LABELS).index(kv[0])
                               if kv[0] in LABELS else 9))
     text = f"{report.title}: {state}" + (f" ({counts})" if counts else "")
-    # Gates decide the exit code, but a reader must not miss failed tests or a run
-    # that never finished (a crash mid-suite records no verdicts at all).
+    # The exit code is the sessions' (gates, failed tests, a run that never finished:
+    # a crash mid-suite records no verdicts at all); say which of them it was.
     failed_tests = sum(r.counts.get("failed", 0) + r.counts.get("error", 0)
                        for r in report.runs)
     incomplete = sum(r.status != "complete" for r in report.runs)
@@ -207,6 +209,9 @@ def headline(report: Report) -> str:
         text += f"; {failed_tests} test(s) failed"
     if incomplete:
         text += f"; {incomplete} run(s) incomplete"
+    errors = sum(v.verdict == "error" and v.mode not in ("warn", "off") for v in report.verdicts)
+    if errors:
+        text += f"; the gate could not judge {errors} metric(s)"
     return text
 
 

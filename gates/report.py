@@ -20,7 +20,15 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from gates.verdicts import FAILING, fails
+from gates.verdicts import (
+    FAILING,
+    chain_outcome,
+    fails,
+    gate_exit,
+    pytest_exit,
+    session_exit,
+    shown_verdict,
+)
 
 __all__ = [
     "CHANGE_P",
@@ -146,7 +154,8 @@ class RunInfo:
     est_s: float | None  # summed est_time of the planned files
     expected_s: float | None  # summed planned expectation (history or est_time)
     planned_files: int
-    confirm_runs: list[str] = field(default_factory=list)
+    confirm_runs: list[str] = field(default_factory=list)  # the chain's reruns, in order
+    exit_code: int = 0  # the session's (``verdicts.session_exit`` of the whole chain)
 
     @property
     def est_delta(self) -> float | None:
@@ -239,8 +248,10 @@ class Report:
 
     @property
     def exit_code(self) -> int:
-        """1 when a gate failed in what is reported, else 0."""
-        return 1 if self.failing else 0
+        """The worst session exit code of the reported runs (each run's chain of confirm
+        reruns read as the runner read it: ``verdicts.session_exit``), so every surface
+        built from this report agrees with the sessions it reports."""
+        return max((r.exit_code for r in self.runs), default=0)
 
 
 # ------------------------------------------------------------------ helpers
@@ -451,16 +462,6 @@ def _run_info(row: Mapping[str, Any], data: ReportInput) -> RunInfo:
     )
 
 
-def _latest_attempt(rows: Iterable[Mapping[str, Any]]) -> dict[tuple[str, str], Mapping]:
-    """Per (key, nodeid): the verdict of the highest attempt (a rerun under one run id)."""
-    out: dict[tuple[str, str], Mapping[str, Any]] = {}
-    for r in rows:
-        k = (str(r["key"]), str(r.get("nodeid") or ""))
-        if k not in out or int(r.get("attempt") or 1) >= int(out[k].get("attempt") or 1):
-            out[k] = r
-    return out
-
-
 def _sort_key(v: VerdictRow) -> tuple:
     # Failing first; within a class the biggest relative change first, then by key.
     mag = abs(v.rel_change) if v.rel_change is not None else -1.0
@@ -500,6 +501,8 @@ def build_report(data: ReportInput, *, title: str | None = None,
 def _verdict_rows(data: ReportInput, runs: Sequence[RunInfo]) -> list[VerdictRow]:
     """One row per metric of each run: its final verdict (a confirm run's replaces the
     first one's), or ``not-judged`` for a metric the gate did not judge."""
+    status = {str(r["run_id"]): (r.get("status"), r.get("exit_status"))
+              for r in [*data.runs, *(c for cs in data.confirms.values() for c in cs)]}
     verdicts_by_run: dict[str, list[Mapping[str, Any]]] = {}
     for v in data.verdicts:
         verdicts_by_run.setdefault(str(v["run_id"]), []).append(v)
@@ -511,17 +514,17 @@ def _verdict_rows(data: ReportInput, runs: Sequence[RunInfo]) -> list[VerdictRow
             slot[k] = m
     rows: list[VerdictRow] = []
     for run in runs:
-        final = _latest_attempt(verdicts_by_run.get(run.run_id, ()))
-        origin: dict[tuple[str, str], str | None] = dict.fromkeys(final)
-        for confirm in data.confirms.get(run.run_id) or ():  # oldest first: the last wins
-            cid = str(confirm["run_id"])
-            for k, v in _latest_attempt(verdicts_by_run.get(cid, ())).items():
-                final[k] = v
-                origin[k] = cid
+        chain = [run.run_id, *run.confirm_runs]
+        outcome = chain_outcome([verdicts_by_run.get(rid, ()) for rid in chain])
         metrics = metric_by_run.get(run.run_id, {})
-        for k in dict.fromkeys([*final, *metrics]):
-            rows.append(_verdict_row(run, k, final.get(k) or {}, metrics.get(k) or {},
-                                     origin.get(k)))
+        for k in dict.fromkeys([*outcome, *metrics]):
+            v, i = outcome.get(k, ({}, 0))
+            rows.append(_verdict_row(run, k, v, metrics.get(k) or {}, chain[i] if i else None))
+        failed_tests = run.counts.get("failed", 0) + run.counts.get("error", 0)
+        run.exit_code = session_exit(gate_exit([v for v, _ in outcome.values()]),
+                                     [int(failed_tests > 0)]
+                                     + [pytest_exit(*status.get(rid, ("complete", 0)))
+                                        for rid in chain])
     return rows
 
 
@@ -529,7 +532,7 @@ def _verdict_row(run: RunInfo, k: tuple[str, str], v: Mapping[str, Any],
                  m: Mapping[str, Any], confirmed_by: str | None) -> VerdictRow:
     """The row of metric ``k`` (key, nodeid) of ``run``: verdict row ``v``, metric row ``m``."""
     detail = v.get("detail") if isinstance(v.get("detail"), Mapping) else {}
-    verdict = str(v.get("verdict") or "not-judged")
+    verdict = shown_verdict(v) or "not-judged"
     mode = v.get("mode")
     new = _finite(v.get("new"))
     return VerdictRow(

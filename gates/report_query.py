@@ -133,9 +133,15 @@ def load_report_input(h: History, runs: list[dict[str, Any]], *, scope: str = "r
                       generated_at: str | None = None) -> ReportInput:
     """Fetch counts, plans, metrics, verdicts, confirm runs and trends of `runs`."""
     ids = [r["run_id"] for r in runs]
+    # Each reported run's whole chain: the runner links a rerun to the attempt before
+    # it, so the second rerun is a rerun of the first (chain order: parents first).
     confirms: dict[str, list[dict[str, Any]]] = {}
+    root = {rid: rid for rid in ids}
     for r in h.confirm_runs_of(ids):
-        confirms.setdefault(r["confirm_of"] or "", []).append(dict(r))
+        top = root.get(r["confirm_of"] or "")
+        if top is not None:
+            root[r["run_id"]] = top
+            confirms.setdefault(top, []).append(dict(r))
     confirm_ids = [c["run_id"] for cs in confirms.values() for c in cs]
 
     counts: dict[str, dict[str, int]] = {}

@@ -21,34 +21,44 @@ class SSEParser:
 
     Events end at a blank line (``\\n\\n``, ``\\r\\n\\r\\n`` or ``\\r\\r``); bytes of an
     unfinished event stay buffered until the next :meth:`feed`.
+
+    Linear in the bytes fed: each read's line endings are normalised once as it arrives
+    (a '\\r' that ends a read is a line end already; a '\\n' that starts the next read
+    is then its other half and dropped), and the search for the end of an event resumes
+    where the last one stopped, so neither many events in one read nor one event spread
+    over many reads rescans the buffer.
     """
 
     def __init__(self) -> None:
-        self._buf = b""
+        self._buf = bytearray()  # normalised: '\n' line ends only
+        self._cr = False  # the last read ended in '\r': a '\n' next completes it
 
     def feed(self, data: bytes) -> list[str]:
+        if self._cr and data:
+            self._cr = False
+            data = data[1:] if data[:1] == b"\n" else data
+        if data:
+            self._cr = data.endswith(b"\r")
+        if b"\r" in data:
+            data = data.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
+        # A blank line may straddle the old buffer's last byte and the new data.
+        search = max(len(self._buf) - 1, 0)
         self._buf += data
-        # Normalise line endings once; a lone '\r' at the end may be half of '\r\n'.
         events: list[str] = []
-        while True:
-            buf = self._buf.replace(b"\r\n", b"\n")
-            if buf.endswith(b"\r"):
-                head, tail = buf[:-1].replace(b"\r", b"\n"), b"\r"
-            else:
-                head, tail = buf.replace(b"\r", b"\n"), b""
-            end = head.find(b"\n\n")
-            if end < 0:
-                self._buf = head + tail
-                return events
-            block, self._buf = head[:end], head[end + 2 :] + tail
-            payload = _event_data(block.decode("utf-8", errors="replace"))
+        start = 0
+        while (end := self._buf.find(b"\n\n", search)) >= 0:
+            payload = _event_data(self._buf[start:end].decode("utf-8", errors="replace"))
             if payload is not None:
                 events.append(payload)
+            start = search = end + 2
+        if start:
+            del self._buf[:start]
+        return events
 
     @property
     def pending(self) -> bytes:
-        """Bytes of an event that has not ended yet."""
-        return self._buf
+        """Bytes of an event that has not ended yet (line ends normalised to '\\n')."""
+        return bytes(self._buf)
 
 
 def _event_data(block: str) -> str | None:

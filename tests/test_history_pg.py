@@ -304,3 +304,29 @@ def test_prune_on_a_database_drops_what_the_file_drops(tmp_path, pg_url):
                                                   if k != "texts"}))
     assert out[0] == out[1] and out[0][2]["runs"] > 0
     assert main(["prune", "--history", pg_url, "--keep-runs", "10", "--apply"]) == 0
+
+
+@pytest.mark.parametrize("path", ["pg_temp", "pg_temp,public", "%22pg_temp%22",
+                                  "PG_TEMP", "no_such_schema"])
+def test_a_temporary_or_missing_schema_is_refused_before_any_write(pg_cluster, tmp_path,
+                                                                   capsys, path):
+    # Issue 40: search_path=pg_temp said "recorded run", then the data left with the
+    # session.
+    url = f"{pg_cluster.url}?options=-csearch_path%3D{path}"
+    with pytest.raises(HistoryError, match="temporary schema|no schema") as info:
+        open_history(url)
+    assert "\n" not in str(info.value)
+    shard = tmp_path / "run.db"
+    with open_history(shard) as h:
+        record(h, 1)
+    assert main(["ingest", str(shard), "--into", url]) == 2
+    assert "schema" in capsys.readouterr().err
+
+
+def test_a_password_in_the_url_or_query_never_reaches_an_error(pg_cluster, capsys):
+    base = pg_cluster.url.replace("postgresql://", "postgresql://ci:PWSECRET1@")
+    for url in (base, f"{pg_cluster.url}?password=PWSECRET2&options=-csearch_path%3Dpg_temp",
+                base.replace("127.0.0.1", "127.0.0.1:1").rsplit(":", 1)[0] + ":1/none"):
+        code = main(["check", "--history", url])
+        text = "".join(capsys.readouterr())
+        assert code == 2 and "PWSECRET" not in text, text

@@ -162,3 +162,62 @@ def test_a_tiny_budget_or_a_huge_partition_is_one_line():
     items = [(f"suites/test_{i}.py", 10.0) for i in range(400)]
     with pytest.raises(ScheduleError, match="more than the 256 jobs"):
         plan_schedule(items, 10.0, suite="cpu")
+
+
+# ---------------------------------------------------------------- issue 40: not regular files
+
+
+def _tree_with(tmp_path: Path, make) -> Path:
+    (tmp_path / "suites").mkdir()
+    (tmp_path / "suites" / "catalog.toml").write_text(CATALOG_TEXT)
+    (tmp_path / "suites" / "test_ok.py").write_text("from ci_register import register_cpu_ci\n"
+                                                      + REG.format(5))
+    make(tmp_path / "suites")
+    return tmp_path
+
+
+@pytest.mark.parametrize("command", [["list"], ["list", "--json"],
+                                     ["matrix", "--event", "push"]])
+@pytest.mark.parametrize("what", ["fifo", "symlink to a fifo", "fifo outside the globs"])
+def test_a_fifo_named_like_a_test_file_is_never_read(tmp_path, command, what):
+    def make(suites: Path) -> None:
+        if what == "fifo":
+            os.mkfifo(suites / "test_fifo.py")
+        elif what == "symlink to a fifo":
+            os.mkfifo(tmp_path / "pipe")
+            (suites / "test_link.py").symlink_to(tmp_path / "pipe")
+        else:  # the "called a marker outside the globs" scan reads other .py files
+            os.mkfifo(suites / "helper.py")
+
+    tree = _tree_with(tmp_path, make)
+    r = subprocess.run([sys.executable, "-m", "ci_register", *command], cwd=tree,
+                       capture_output=True, text=True, timeout=60,
+                       env=dict(os.environ, PYTHONPATH=str(REPO)))
+    assert "Traceback" not in r.stderr
+    if what == "fifo outside the globs":
+        assert r.returncode == 0, r.stderr
+    else:
+        assert r.returncode == 2 and "not a regular file" in r.stderr, r.stderr
+        assert len([x for x in r.stderr.splitlines() if "test_" in x]) == 1
+
+
+def test_a_folder_named_like_a_test_file_is_one_line(tmp_path):
+    tree = _tree_with(tmp_path, lambda s: (s / "test_dir.py").mkdir())
+    cat = parse_catalog(CATALOG_TEXT, tree / "suites" / "catalog.toml")
+    col = collect(cat, base=tree)
+    assert [r.path for r in col.registrations] == ["suites/test_ok.py"]
+
+
+@pytest.mark.timeout(20)
+def test_a_hostile_glob_matches_in_linear_time():
+    import time
+
+    from ci_register.paths import glob_match
+
+    began = time.perf_counter()
+    for path in ("a" * 30, "a" * 5000, "suites/" + "a" * 3000 + "/test_x.py"):
+        assert not glob_match(path, "*a" * 12 + "b")
+        assert not glob_match(path, "**/" * 20 + "*a" * 12 + "b")
+    assert time.perf_counter() - began < 1.0
+    assert glob_match("suites/x/test_y.py", "suites/**/test_*.py")
+    assert not glob_match("test_y.py\n", "test_*.py")  # no trailing-newline slack

@@ -125,3 +125,78 @@ def test_cpu_torch_pin_resolves_to_the_cpu_build_through_the_extra_index(tmp_pat
         resolved[index] = json.loads(r.stdout)["install"][0]["metadata"]["version"]
     assert resolved == {f"file://{tmp_path / 'cpu'}": "2.13.0+cpu", "": "2.13.0"}
     assert noxfile.TORCH_INDEX == "https://download.pytorch.org/whl/cpu"
+
+
+def _noxfile():
+    sys.path.insert(0, str(REPO))
+    try:
+        import noxfile
+    finally:
+        sys.path.pop(0)
+    return noxfile
+
+
+def _fake_torch(site: Path, version: str, cuda: str | None) -> None:
+    (site / "torch").mkdir(parents=True)
+    (site / "torch" / "version.py").write_text(
+        f"from typing import Optional\n__version__ = '{version}'\ndebug = False\n"
+        f"cuda: Optional[str] = {cuda!r}\ngit_version = 'abc'\nhip: Optional[str] = None\n")
+    di = site / f"torch-{version}.dist-info"
+    di.mkdir()
+    (di / "METADATA").write_text(f"Metadata-Version: 2.1\nName: torch\nVersion: {version}\n")
+    (di / "RECORD").write_text("torch/version.py,,\n")
+
+
+@pytest.mark.parametrize(("version", "cuda", "report"), [
+    ("2.13.0+cpu", None, "2.13.0+cpu None None"),  # PyTorch's CPU index
+    ("2.13.0", None, "2.13.0 None None"),  # a CPU wheel without the local version (find-links)
+    ("2.13.0", "12.8", "2.13.0 12.8 None"),  # PyPI's Linux wheel
+])
+def test_the_installed_torch_build_is_read_without_importing_torch(tmp_path, version, cuda, report):
+    site = tmp_path / "site"
+    _fake_torch(site, version, cuda)
+    r = run(sys.executable, "-c", _noxfile().TORCH_BUILD_SCRIPT, env=_env(PYTHONPATH=str(site)))
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == report
+
+
+def test_a_cuda_torch_in_a_cpu_session_fails_in_one_line():
+    nf = _noxfile()
+    assert nf.cpu_torch_problem("2.13.0+cpu None None", "") is None
+    assert nf.cpu_torch_problem("2.13.0 None None", "") is None
+    msg = nf.cpu_torch_problem("2.13.0 12.8 None", "https://download.pytorch.org/whl/cpu")
+    assert msg is not None and "\n" not in msg
+    assert msg.startswith("torch 2.13.0 is a CUDA 12.8 build, not the CPU one: PyTorch's CPU index "
+                          "https://download.pytorch.org/whl/cpu was not reached; set GPU_CI_TORCH_INDEX")
+    assert "GPU_CI_TORCH_INDEX is empty" in nf.cpu_torch_problem("2.13.0 12.8 None", "")
+    assert "ROCm 6.4" in nf.cpu_torch_problem("2.13.0+rocm6.4 None 6.4", "")
+
+
+def test_cpu_sessions_check_the_torch_they_installed(monkeypatch):
+    nf = _noxfile()
+
+    class Session:
+        def __init__(self, report: str) -> None:
+            self.report, self.calls, self.virtualenv = report, [], type("V", (), {"location": None})()
+
+        def install(self, *args):
+            self.calls.append(("install", *args))
+
+        def run(self, *args, **kwargs):
+            self.calls.append(("run", *args))
+            return self.report
+
+        def error(self, msg):
+            raise RuntimeError(msg)
+
+    monkeypatch.setattr(nf, "venv_lock", lambda s: __import__("contextlib").nullcontext())
+    monkeypatch.setattr(nf, "mark_exit", lambda code: None)
+    ok = Session("2.13.0+cpu None None\n")
+    nf._install_project(ok, "cpu")
+    assert [c[0] for c in ok.calls] == ["install", "run", "install"]  # torch, check, project
+    cuda = Session("2.13.0 13.0 None\n")
+    with pytest.raises(RuntimeError, match="torch 2.13.0 is a CUDA 13.0 build"):
+        nf._install_project(cuda, "cpu")
+    plan_only = Session("")
+    nf._install_project(plan_only)  # no torch, no check
+    assert [c[0] for c in plan_only.calls] == ["install"]

@@ -142,3 +142,38 @@ def test_an_improvement_that_held_gets_its_accept_command(tmp_path: Path, capsys
     out = capsys.readouterr().out.split("Owners and next steps", 1)[1]
     assert "gate-report accept ttft --suite s --from 0000031beef" in out
     assert "faster/better by design" in out
+
+
+# ------------------------------------------------------------- hostile CODEOWNERS (issue 40)
+
+LONG_PATH = "suites/" + "a" * 4000 + "/" + "b" * 3000 + "/test_x.py"
+
+
+@pytest.mark.timeout(20)
+@pytest.mark.parametrize("pattern", ["*" * 25, "*" * 25 + ".md", "*a" * 12 + "b", "/a*" * 12 + "/b",
+                                     "**/" * 30 + "x", "a?" * 40 + "*/" * 10])
+def test_hostile_codeowners_patterns_match_in_linear_time(pattern):
+    # Each took from seconds to hours on the backtracking regex translation.
+    import time
+
+    rules = parse_codeowners(f"{pattern} @evil\n* @default\n{pattern} @evil2\n")
+    began = time.perf_counter()
+    for path in (LONG_PATH, "a" * 30, "a" * 7000, LONG_PATH.replace("/", "a")):
+        owner_of(path, rules)
+    assert time.perf_counter() - began < 1.0
+
+
+def test_codeowners_takes_brackets_and_a_leading_bang_literally():
+    rules = parse_codeowners("* @all\n!x.py @bang\n\\#y.py @hash\n[ab]*.py @brackets\n")
+    assert owner_of("!x.py", rules) == ("@bang",)
+    assert owner_of("x.py", rules) == ("@all",)
+    assert owner_of("#y.py", rules) == ("@hash",)
+    assert owner_of("[ab]q.py", rules) == ("@brackets",)
+    assert owner_of("aq.py", rules) == ("@all",)
+
+
+def test_a_codeowners_fifo_is_never_opened(tmp_path: Path):
+    import os
+
+    os.mkfifo(tmp_path / "CODEOWNERS")
+    assert read_codeowners(tmp_path) == []  # returns at once: a FIFO open would block

@@ -109,3 +109,58 @@ def test_a_kept_confirm_rerun_keeps_the_old_run_it_rechecked(template, tmp_path,
     with open_history(path) as h:
         kept = set(h.run_ids())
     assert {"late-confirm", f"run0012{FP}"} <= kept and f"run0013{FP}" not in kept
+
+
+def test_prune_keeps_the_runs_of_a_bisection_culprit(template, tmp_path, capsys):
+    # Issue 40: the good and bad commits' runs stayed, the culprit's went.
+    path = tmp_path / "history.db"
+    shutil.copy(template, path)
+    with open_history(path) as h:
+        h.save_bisect({"suite": SUITE, "key": "k0/latency", "good": h.run(f"run0014{FP}")[
+            "commit_sha"], "bad": h.run(f"run0017{FP}")["commit_sha"], "outcome": "culprit",
+            "culprit": h.run(f"run0016{FP}")["commit_sha"], "executions": 9, "evidence": {}})
+    code, out, _ = cli(["prune", "--history", path, "--keep-runs", "10", "--apply"], capsys)
+    assert code == 0, out
+    with open_history(path) as h:
+        kept = set(h.run_ids())
+    assert {f"run0014{FP}", f"run0016{FP}", f"run0017{FP}"} <= kept
+    assert f"run0015{FP}" not in kept  # between them, named by nothing: it goes
+
+
+def test_ctrl_c_during_prune_is_one_line_and_deletes_nothing(template, tmp_path, capsys,
+                                                             monkeypatch):
+    import gates.prune
+
+    path = tmp_path / "history.db"
+    shutil.copy(template, path)
+    before = path.read_bytes()
+
+    def interrupted(history, plan, **kw):
+        raise KeyboardInterrupt  # Ctrl-C while deleting: the transaction rolls back
+
+    monkeypatch.setattr(gates.prune, "apply_prune", interrupted)
+    code, out, err = cli(["prune", "--history", path, "--keep-runs", "10", "--apply"], capsys)
+    assert code == 130 and "interrupted" in err and "Traceback" not in err
+    assert len(err.strip().splitlines()) == 1 and path.read_bytes() == before
+
+
+def test_sigint_to_a_real_prune_prints_no_traceback(template, tmp_path):
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    repo = Path(__file__).resolve().parents[1]
+    path = tmp_path / "history.db"
+    shutil.copy(template, path)
+    proc = subprocess.Popen([sys.executable, "-m", "gates.cli", "prune", "--history",
+                             str(path), "--keep-runs", "10", "--apply"], text=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            env=dict(os.environ, PYTHONPATH=str(repo)))
+    assert proc.stdout is not None
+    proc.stdout.readline()  # the plan: it is deleting now
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=60)
+    assert "Traceback" not in err and proc.returncode in (0, 130), err
+    with open_history(path) as h:  # whole or nothing: never a run without its rows
+        assert h.orphan_rows() == []

@@ -153,7 +153,11 @@ def test_headline_tells_failed_tests_and_incomplete_runs(tmp_path: Path):
         failed = build_report(load_report_input(h, rows, scope=scope))
         rows, scope = select_runs(h)
         crashed = build_report(load_report_input(h, rows, scope=scope))
+    # The session of each exited 1 (a failed test; a run that never finished): the
+    # report says FAILED and exits so, never "passed" beside a failure.
     assert render_text(failed).startswith(
-        "stage-x @ 0013c0ffee: passed: no gate failed (2 info); 1 test(s) failed\n")
+        "stage-x @ 0013c0ffee: FAILED (exit 1) (2 info); 1 test(s) failed\n")
+    assert failed.exit_code == 1
     assert "; 1 run(s) incomplete" in render_md(crashed).splitlines()[0]
-    assert crashed.runs[0].status == "incomplete" and crashed.exit_code == 0
+    assert render_md(crashed).startswith("## ❌")
+    assert crashed.runs[0].status == "incomplete" and crashed.exit_code == 1

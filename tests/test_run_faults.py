@@ -469,7 +469,8 @@ def start_nox(tree: Path) -> subprocess.Popen:
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
 
 
-@pytest.mark.parametrize("how", ["ctrl-c to the group", "sigterm to nox alone"])
+@pytest.mark.parametrize("how", ["ctrl-c to the group", "sigterm to nox alone",
+                                 "sigint to nox alone"])
 def test_signals_through_nox_end_in_an_interrupted_run_and_no_orphan(tmp_path, how):
     tree = nox_tree(tmp_path)
     proc = start_nox(tree)
@@ -477,6 +478,8 @@ def test_signals_through_nox_end_in_an_interrupted_run_and_no_orphan(tmp_path, h
         _wait_running(tree, proc)
         if how.startswith("ctrl-c"):
             os.killpg(proc.pid, signal.SIGINT)
+        elif how.startswith("sigint"):  # `kill -INT` of nox's pid: not ignored, not exit 0
+            proc.send_signal(signal.SIGINT)
         else:
             proc.send_signal(signal.SIGTERM)
         rc, out = finish(proc)

@@ -111,3 +111,12 @@ def test_migration_derives_the_stage_of_older_rows(tmp_path: Path):
         got = {r: h.verdicts(r)[0]["stage"] for r in "abcdef"}
     assert got == {"a": "first", "b": "rerun", "c": "corroborate",
                    "d": "first", "e": "rerun", "f": "reruns"}
+
+
+def test_a_confirm_rerun_never_announces_an_improvement():
+    # A first attempt tripped high and its rerun landed far on the good side: the
+    # rerun re-tests "worse" only, so it clears the trip; "better" was never its test.
+    h = np.random.default_rng(0).normal(100, 1, 40)
+    for rerun in (97.0, 93.0, 90.0):
+        for another in (False, True):
+            assert stats.confirm(h, rerun, sign=1, first=103.0, another=another)[1] == "pass"

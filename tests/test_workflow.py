@@ -174,3 +174,18 @@ def test_a_replaced_report_jobs_runs_are_merged_by_the_next_one(wf, tmp_path):
         assert sorted(r["run_id"] for r in h.top_level_runs()) == ["run-0", "run-3", "run-5"]
     assert "::warning::not merged: earlier/104/shard-s-1-of-1/shard-s.db" in out
     assert "earlier/102" not in out and not (work / "earlier" / "102").exists()
+
+
+def test_gpu_shards_carry_flashinfers_jit_cache_under_its_key(wf):
+    steps = wf["jobs"]["suite"]["steps"]
+    (key,) = [s for s in steps if s.get("id") == "jit"]
+    assert "ubuntu-latest" in key["if"] and key["if"].startswith("${{ !contains(")  # GPU runners only
+    assert key["run"].split("\n")[:2] == ["python -m suitelib.flashinfer_cache pin",
+                                          'python -m suitelib.flashinfer_cache github >> "$GITHUB_OUTPUT"']
+    assert key.get("continue-on-error") is True  # a runner without FlashInfer runs uncached
+    (cache,) = [s for s in steps if str(s.get("uses", "")).startswith("actions/cache@")]
+    assert cache["with"] == {"path": "${{ steps.jit.outputs.path }}", "key": "${{ steps.jit.outputs.key }}"}
+    assert cache["if"] == "steps.jit.outputs.key != ''"
+    # Restored (and pinned) before the suite runs.
+    names = [s.get("name", "") for s in steps]
+    assert names.index(cache["name"]) < next(i for i, n in enumerate(names) if n.startswith("Run shard"))

@@ -8,8 +8,11 @@
 #                               nox and their dependencies), one version of each
 #   flashinfer-*.tar.xz         the unzipped flashinfer-python wheel (xz -9e: ~22 MiB
 #                               instead of 97 MiB), unpacked as-is into the site dir
-# It installs both into $DEVICE_SITE (default /tmp/site), puts that and the repo root on
-# PYTHONPATH, and keeps NVLink multicast off (NCCL_NVLS_ENABLE=0 and friends), which
+# Build CARRY_DIR with tools/build_device_carry.sh. It installs both into $DEVICE_SITE
+# (default /tmp/site), puts that and the repo root on PYTHONPATH, dates the files of
+# flashinfer and tvm_ffi 1980-01-01 (suitelib/flashinfer_cache.py: a restored or earlier
+# JIT cache then stays valid; pip dates what it installs now, which made ninja rebuild
+# every kernel), and keeps NVLink multicast off (NCCL_NVLS_ENABLE=0 and friends), which
 # every NCCL program on the shared hosts must. Sourced, so the exports stay.
 
 _ds_main() {
@@ -27,6 +30,7 @@ _ds_main() {
         tar -xJf "$tarball" -C "$site" || { echo "device_setup: cannot unpack $tarball" >&2; return 1; }
     done
     export PYTHONPATH="$site:$PWD${PYTHONPATH:+:$PYTHONPATH}"
+    python3 -m suitelib.flashinfer_cache pin || { echo "device_setup: cannot date FlashInfer's files" >&2; return 1; }
     export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
     export PYTHONUNBUFFERED=1
     python3 - <<'PY' || { echo "device_setup: imports failed" >&2; return 1; }

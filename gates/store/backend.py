@@ -7,7 +7,8 @@ would fold its ``//``) and makes anything else a `Path`. `gates.history.History`
 opens either: the store's methods are one implementation, and the PostgreSQL
 connection (`gates.store.pg`) adapts the SQL they write.
 
-Stdlib only: the CLI and the pytest plugin import it before anything heavy.
+Stdlib only (and `ci_register.redact`): the CLI and the pytest plugin import it before
+anything heavy.
 """
 
 from __future__ import annotations
@@ -15,9 +16,12 @@ from __future__ import annotations
 import os
 import re
 from pathlib import Path
-from urllib.parse import urlsplit, urlunsplit
 
-__all__ = ["PG_SCHEMES", "display_location", "history_location", "is_database_url"]
+from ci_register.redact import mask_secrets
+
+__all__ = ["PG_SCHEMES", "display_location", "history_location", "is_database_url",
+           "mask_secrets"]
+
 
 PG_SCHEMES = ("postgresql://", "postgres://")
 _FOLDED = re.compile(r"^postgres(ql)?:/(?!/)")  # what Path() leaves of a URL
@@ -43,13 +47,5 @@ def history_location(value: str | os.PathLike[str]) -> str | Path:
 
 
 def display_location(location: str | os.PathLike[str]) -> str:
-    """The location for messages: a URL without its password, a path as it is."""
-    text = os.fspath(location)
-    if not is_database_url(text):
-        return text
-    parts = urlsplit(text)
-    if parts.password is None:
-        return text
-    netloc = parts.netloc.rsplit("@", 1)
-    user = (parts.username or "") + ":***"
-    return urlunsplit(parts._replace(netloc=f"{user}@{netloc[-1]}"))
+    """The location for messages: a URL without its credentials, a path as it is."""
+    return mask_secrets(os.fspath(location))

@@ -260,12 +260,14 @@ class FleetSQL:
             "SELECT DISTINCT r.num FROM run_acceptances a JOIN runs r ON r.run_id = a.run_id")}
 
     def runs_of_bisects(self) -> set[int]:
-        """Runs of the good and bad commits of every stored bisection (its evidence)."""
+        """Runs of the good, bad and culprit commits of every stored bisection (its
+        evidence, and the commit it names)."""
         out: set[int] = set()
-        for good, bad in self.conn.execute("SELECT good, bad FROM bisects"):
-            for commit in (good, bad):
-                out.update(r[0] for r in self.conn.execute(
-                    "SELECT num FROM runs WHERE commit_sha = ?", (commit,)))
+        commits = {c for row in self.conn.execute("SELECT good, bad, culprit FROM bisects")
+                   for c in row if c}
+        for commit in sorted(commits):
+            out.update(r[0] for r in self.conn.execute(
+                "SELECT num FROM runs WHERE commit_sha = ?", (commit,)))
         return out
 
     def confirm_families(self) -> list[set[int]]:

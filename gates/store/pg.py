@@ -168,6 +168,7 @@ class PgHistory(History):
             raw.execute(f"SET lock_timeout = {int(busy_timeout_s * 1000)}")
             if readonly:
                 raw.execute("SET default_transaction_read_only = on")
+            self._refuse_temporary_schema()
             self._prepare_pg(create)
         except BaseException:
             raw.close()
@@ -177,6 +178,26 @@ class PgHistory(History):
         return f"<History {self.path}>"
 
     # ----------------------------------------------------------------- schema
+
+    def _refuse_temporary_schema(self) -> None:
+        """A history whose tables would live in the session's temporary schema (a
+        ``search_path`` of ``pg_temp``) vanishes when the connection closes, after every
+        write said "recorded": refused before anything is written."""
+        try:
+            schema, path = self.conn.execute(
+                "SELECT current_schema(), current_setting('search_path')").fetchone()
+        except psycopg.Error as exc:
+            raise self._fail(exc) from None
+        first = (path or "").split(",")[0].strip().strip('"').lower()
+        if first.startswith("pg_temp") or str(schema or "").lower().startswith("pg_temp"):
+            raise HistoryError(
+                f"{self.path}: its search_path puts the tables in a temporary schema "
+                f"({first or schema}), dropped when the connection closes; name a real "
+                "schema (?options=-csearch_path%3Dname)")
+        if schema is None:
+            raise HistoryError(
+                f"{self.path}: no schema of its search_path ({path}) exists to hold the "
+                "history; create it or name another (?options=-csearch_path%3Dname)")
 
     def _tables(self) -> list[str]:
         return [r[0] for r in self.conn.execute(

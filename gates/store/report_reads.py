@@ -27,6 +27,8 @@ from gates.store.rows import (
 __all__ = ["ReportReads"]
 
 _CHUNK = 900  # stay under SQLite's bound-parameter limit on old builds
+MAX_CHAIN = 16  # attempts a confirm chain is read to (the runner takes 5 at most;
+# ``gates.attempts`` refuses longer chains as loops)
 _HEALTH_RUN_COLUMNS = ("run_id, suite, status, commit_sha, started_at, confirm_of, shard_index, "
                        "shard_count, fingerprint, trusted")
 
@@ -103,9 +105,27 @@ class ReportReads:
     # ------------------------------------------------------------ report rows
 
     def confirm_runs_of(self, run_ids: Sequence[str]) -> list[RunRow]:
-        """The confirm reruns of ``run_ids`` (every status), oldest first."""
-        return [_run(r) for r in self._rows_in(
-            "SELECT * FROM runs WHERE confirm_of IN ({in}) ORDER BY started_at, run_id", run_ids)]
+        """Every confirm rerun of ``run_ids`` (every status), in chain order: the reruns
+        of reruns too (the runner links each rerun to the attempt before it, not to
+        the first), a shallower attempt before a deeper one, then oldest first."""
+        return [_run(r) for r in self._chains_of(run_ids, "*")]
+
+    def _chains_of(self, run_ids: Sequence[str], columns: str) -> list[dict[str, Any]]:
+        """Rows of the confirm reruns descending from ``run_ids``, level by level (at most
+        ``MAX_CHAIN`` levels: a looping ``confirm_of`` column must not loop here)."""
+        out: list[dict[str, Any]] = []
+        seen = set(run_ids)
+        level = list(run_ids)
+        for _ in range(MAX_CHAIN):
+            rows = [r for r in self._rows_in(
+                f"SELECT {columns} FROM runs WHERE confirm_of IN ({{in}}) "
+                "ORDER BY started_at, run_id", level) if r["run_id"] not in seen]
+            if not rows:
+                break
+            seen.update(r["run_id"] for r in rows)
+            out += rows
+            level = [r["run_id"] for r in rows]
+        return out
 
     def first_attempt_totals(self, run_ids: Sequence[str]) -> list[OutcomeTotal]:
         """Per run and outcome: first-attempt tests and their seconds."""
@@ -177,9 +197,9 @@ class ReportReads:
             [*params, window]))
 
     def health_confirm_runs(self, run_ids: Sequence[str]) -> list[HealthRunRow]:
-        """The confirm reruns of ``run_ids``, with the columns health reads."""
-        return cast(list[HealthRunRow], self._rows_in(
-            f"SELECT {_HEALTH_RUN_COLUMNS} FROM runs WHERE confirm_of IN ({{in}})", run_ids))
+        """Every confirm rerun of ``run_ids`` (reruns of reruns too), with the columns
+        health reads."""
+        return cast(list[HealthRunRow], self._chains_of(run_ids, _HEALTH_RUN_COLUMNS))
 
     def test_rows_of(self, run_ids: Sequence[str]) -> list[TestRow]:
         """Every attempt's test rows of ``run_ids`` (no error text)."""

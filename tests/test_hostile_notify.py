@@ -1,0 +1,393 @@
+"""`gate-report notify` against hostile receivers on 127.0.0.1 (issue 40): the token never
+follows a redirect, nothing hangs, a notification is sent only on a 2xx. Every server
+here serves a bounded number of requests and stops by itself."""
+
+from __future__ import annotations
+
+import json
+import socket
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+from test_notify import TOKEN, _history
+
+import gates.notify as notify
+from gates.cli import main as cli
+from gates.history import open_history
+
+Handler = Callable[[socket.socket, bytes], None]
+
+
+class Server:
+    """A raw TCP server on 127.0.0.1: reads one request per connection, hands the socket to
+    `handler`; stops after `limit` connections or `life_s` seconds, whichever first."""
+
+    def __init__(self, handler: Handler, limit: int = 200, life_s: float = 30.0) -> None:
+        self.handler, self.limit, self.requests = handler, limit, []
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(16)
+        self.sock.settimeout(0.2)
+        self.url = f"http://127.0.0.1:{self.sock.getsockname()[1]}"
+        self.stop_at = time.monotonic() + life_s
+        self.thread = threading.Thread(target=self._serve, daemon=True)
+        self.thread.start()
+
+    def _serve(self) -> None:
+        served = 0
+        while served < self.limit and time.monotonic() < self.stop_at:
+            try:
+                conn, _ = self.sock.accept()
+            except TimeoutError:
+                continue
+            served += 1
+            conn.settimeout(5)
+            try:
+                data = b""
+                while b"\r\n\r\n" not in data and len(data) < 1 << 20:
+                    chunk = conn.recv(65536)
+                    if not chunk:
+                        break
+                    data += chunk
+                head, _, body = data.partition(b"\r\n\r\n")
+                length = next((int(line.split(b":")[1]) for line in head.split(b"\r\n")
+                               if line.lower().startswith(b"content-length:")), 0)
+                while len(body) < length:
+                    chunk = conn.recv(65536)
+                    if not chunk:
+                        break
+                    body += chunk
+                self.requests.append(head + b"\r\n\r\n" + body)
+                self.handler(conn, head)
+            except OSError:
+                pass
+            finally:
+                conn.close()
+        self.sock.close()
+
+
+def reply(status: str, body: bytes, ctype: str = "application/json",
+          extra: str = "") -> Handler:
+    def handle(conn: socket.socket, head: bytes) -> None:
+        conn.sendall(f"HTTP/1.1 {status}\r\nContent-Type: {ctype}\r\nContent-Length: "
+                     f"{len(body)}\r\nConnection: close\r\n{extra}\r\n".encode() + body)
+    return handle
+
+
+@pytest.fixture
+def servers() -> Iterator[Callable[..., Server]]:
+    made: list[Server] = []
+
+    def make(handler: Handler, **kw) -> Server:
+        made.append(Server(handler, **kw))
+        return made[-1]
+
+    yield make
+    for s in made:
+        s.stop_at = 0
+
+
+@pytest.fixture
+def main_history(tmp_path, monkeypatch) -> Path:
+    db = tmp_path / "h.db"
+    _history(db, branch="main", steps=31)
+    monkeypatch.setenv("GITHUB_TOKEN", TOKEN)
+    monkeypatch.delenv("GITHUB_ACTIONS", raising=False)
+    return db
+
+
+def _sent(db: Path) -> list[str]:
+    with open_history(db) as h:
+        return [r["dedupe"] for r in h.notifications("webhook")]
+
+
+def _pending(db: Path) -> int:
+    with open_history(db) as h:
+        return len(h.notifications("webhook:pending"))
+
+
+def _pr(db: Path, api: str) -> list[str]:
+    return ["notify", "--pr-comment", "--pr", "5", "--repo", "o/r", "--api-url", api,
+            "--history", str(db)]
+
+
+def _all_out(capsys) -> str:
+    out = capsys.readouterr()
+    return out.out + out.err
+
+
+# ------------------------------------------------------------------------- secrets
+
+
+@pytest.mark.parametrize("status", ["301 Moved", "302 Found", "307 Temporary Redirect",
+                                    "308 Permanent Redirect"])
+def test_the_token_never_follows_a_redirect(main_history, servers, capsys, status):
+    elsewhere = servers(reply("200 OK", b"[]"))
+    api = servers(reply(status, b"", extra=f"Location: {elsewhere.url}/steal\r\n"))
+    assert cli(_pr(main_history, api.url)) == 2
+    text = _all_out(capsys)
+    assert "redirect" in text and "not followed" in text and TOKEN not in text
+    assert elsewhere.requests == []  # nothing reached the other host, token or not
+    assert all(TOKEN.encode() in r for r in api.requests)
+
+
+def test_a_redirecting_webhook_is_not_followed_and_stays_pending(main_history, servers,
+                                                                 capsys, monkeypatch):
+    elsewhere = servers(reply("200 OK", b"ok", "text/plain"))
+    hook = servers(reply("302 Found", b"", extra=f"Location: {elsewhere.url}/x\r\n"))
+    monkeypatch.setenv("GATES_WEBHOOK_URL", f"{hook.url}/hook/SECRETPATH")
+    assert cli(["notify", "--webhook", "--history", str(main_history)]) == 2
+    assert "SECRETPATH" not in _all_out(capsys) and elsewhere.requests == []
+    assert _sent(main_history) == [] and _pending(main_history) == 0
+
+
+def test_an_api_answer_echoing_the_token_is_never_printed(main_history, servers, capsys):
+    api = servers(reply("401 Unauthorized", json.dumps({"message": f"bad {TOKEN}"}).encode()))
+    assert cli(_pr(main_history, api.url)) == 2
+    text = _all_out(capsys)
+    assert "HTTP 401" in text and TOKEN not in text
+
+
+def test_credentials_in_the_api_url_are_masked(main_history, servers, capsys):
+    api = servers(reply("500 Oops", b"{}"))
+    url = api.url.replace("http://", "http://user:PASSWORD123@") + "/?token=QUERYSECRET"
+    assert cli(_pr(main_history, url)) == 2
+    text = _all_out(capsys)
+    assert "PASSWORD123" not in text and "QUERYSECRET" not in text and "HTTP 500" in text
+
+
+def test_a_webhook_secret_in_the_query_stays_out_of_errors(main_history, servers, capsys,
+                                                           monkeypatch):
+    hook = servers(reply("404 Not Found", b"nope", "text/plain"))
+    monkeypatch.setenv("GATES_WEBHOOK_URL", f"{hook.url}/services/T1/B2?token=HOOKSECRET")
+    assert cli(["notify", "--webhook", "--history", str(main_history)]) == 2
+    text = _all_out(capsys)
+    assert "HOOKSECRET" not in text and "/services/T1/B2" not in text and "HTTP 404" in text
+
+
+# ---------------------------------------------------------------------- nothing hangs
+
+
+@pytest.mark.timeout(60)
+def test_an_api_that_always_answers_full_pages_is_capped(main_history, servers, capsys):
+    page = json.dumps([{"id": i, "body": "x"} for i in range(100)]).encode()
+    api = servers(reply("200 OK", page), limit=1000)
+    began = time.monotonic()
+    assert cli(_pr(main_history, api.url)) == 2
+    assert "full pages kept coming" in _all_out(capsys)
+    assert len(api.requests) == notify.MAX_PAGES and time.monotonic() - began < 45
+    assert not any(r.startswith(b"POST") for r in api.requests)
+
+
+def _dripper(prefix: bytes, every_s: float, total_s: float) -> Handler:
+    def handle(conn: socket.socket, head: bytes) -> None:
+        conn.sendall(prefix)
+        end = time.monotonic() + total_s
+        while time.monotonic() < end:  # bounded: stops by itself
+            conn.sendall(b"k" if prefix.endswith(b"\r\n\r\n") else b"X-a: b\r\n"[:1])
+            time.sleep(every_s)
+    return handle
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("where", ["headers", "body"])
+def test_a_dripping_webhook_is_cut_at_the_deadline_and_kept_pending(
+        main_history, servers, capsys, monkeypatch, where):
+    prefix = (b"HTTP/1.1 200 OK\r\nX-Slow: " if where == "headers"
+              else b"HTTP/1.1 200 OK\r\nContent-Length: 100000\r\n\r\n")
+    hook = servers(_dripper(prefix, every_s=0.3, total_s=15))
+    monkeypatch.setattr(notify, "DEADLINE_S", 2.0)
+    monkeypatch.setenv("GATES_WEBHOOK_URL", f"{hook.url}/hook/SECRETPATH")
+    began = time.monotonic()
+    assert cli(["notify", "--webhook", "--history", str(main_history)]) == 2
+    assert time.monotonic() - began < 8
+    text = _all_out(capsys)
+    assert "no complete answer" in text and "SECRETPATH" not in text
+    assert _sent(main_history) == [] and _pending(main_history) == 0  # retried next run
+
+
+@pytest.mark.timeout(60)
+def test_a_dripping_api_is_cut_at_the_deadline(main_history, servers, capsys, monkeypatch):
+    api = servers(_dripper(b"HTTP/1.1 200 OK\r\nContent-Length: 99999\r\n\r\n[", 0.3, 15))
+    monkeypatch.setattr(notify, "DEADLINE_S", 2.0)
+    began = time.monotonic()
+    assert cli(_pr(main_history, api.url)) == 2
+    assert time.monotonic() - began < 8 and "no complete answer" in _all_out(capsys)
+
+
+@pytest.mark.timeout(60)
+def test_a_receiver_that_accepts_and_never_answers_is_cut(main_history, servers, capsys,
+                                                           monkeypatch):
+    hook = servers(lambda conn, head: time.sleep(6))
+    monkeypatch.setattr(notify, "DEADLINE_S", 1.5)
+    monkeypatch.setenv("GATES_WEBHOOK_URL", f"{hook.url}/hook/x")
+    began = time.monotonic()
+    assert cli(["notify", "--webhook", "--history", str(main_history)]) == 2
+    assert time.monotonic() - began < 6 and _sent(main_history) == []
+
+
+@pytest.mark.timeout(60)
+def test_a_huge_answer_is_not_read_to_its_end(main_history, servers, capsys, monkeypatch):
+    def flood(conn: socket.socket, head: bytes) -> None:
+        conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 100000000\r\n\r\n")
+        block = b"[" * 65536
+        for _ in range(300):  # 19 MB at most
+            conn.sendall(block)
+
+    api = servers(flood)
+    assert cli(_pr(main_history, api.url)) == 2
+    assert "MiB" in _all_out(capsys)
+
+
+# --------------------------------------------------------------------- nothing lost
+
+
+@pytest.mark.parametrize("url", ["file:///etc/passwd", "ftp://127.0.0.1/x", "http://",
+                                 "http://[::1", "not a url", "http://127.0.0.1:notaport/x",
+                                 "javascript:alert(1)", "http://127.0.0.1/a b"])
+def test_only_http_urls_are_taken_and_nothing_is_marked_sent(main_history, capsys,
+                                                              monkeypatch, url):
+    monkeypatch.setenv("GATES_WEBHOOK_URL", url)
+    assert cli(["notify", "--webhook", "--history", str(main_history)]) == 2
+    text = _all_out(capsys)
+    assert "not an http(s) URL" in text and "passwd" not in text and "Traceback" not in text
+    assert len(text.strip().splitlines()) == 1
+    assert _sent(main_history) == [] and _pending(main_history) == 0
+
+
+def test_an_api_url_that_is_a_file_is_refused(main_history, capsys):
+    assert cli(_pr(main_history, "file:///etc")) == 2
+    assert "not an http(s) URL" in _all_out(capsys)
+
+
+@pytest.mark.parametrize(("status", "body", "ctype"), [
+    ("200 OK", b"ok", "text/plain"),  # Slack's real answer
+    ("204 No Content", b"", "text/plain"),
+    ("202 Accepted", b"<html>queued</html>", "text/html"),
+])
+def test_any_2xx_delivers_whatever_the_body(main_history, servers, capsys, monkeypatch,
+                                             status, body, ctype):
+    hook = servers(reply(status, body, ctype))
+    monkeypatch.setenv("GATES_WEBHOOK_URL", f"{hook.url}/hook/x")
+    assert cli(["notify", "--webhook", "--history", str(main_history)]) == 0
+    assert "1 regression(s) sent" in _all_out(capsys)
+    assert len(_sent(main_history)) == 1 and _pending(main_history) == 0
+    assert cli(["notify", "--webhook", "--history", str(main_history)]) == 0
+    assert "1 already notified" in _all_out(capsys) and len(hook.requests) == 1
+
+
+@pytest.mark.parametrize("status", ["100 Continue", "199 Odd", "304 Not Modified",
+                                    "429 Too Many Requests", "503 Service Unavailable"])
+def test_no_other_status_counts_as_sent(main_history, servers, capsys, monkeypatch, status):
+    hook = servers(reply(status, b"", "text/plain"))
+    monkeypatch.setattr(notify, "DEADLINE_S", 3.0)
+    monkeypatch.setenv("GATES_WEBHOOK_URL", f"{hook.url}/hook/x")
+    assert cli(["notify", "--webhook", "--history", str(main_history)]) == 2
+    assert _sent(main_history) == [] and _pending(main_history) == 0
+
+
+def test_a_claim_left_by_a_killed_sender_is_retried_once_stale(main_history, servers,
+                                                                capsys, monkeypatch):
+    import gates.history as history
+
+    with open_history(main_history) as h:  # what a sender killed mid-POST leaves
+        assert h.claim_notification("webhook", "suite|fp|ttft|0000030cafe", "r")
+    hook = servers(reply("200 OK", b"ok", "text/plain"))
+    monkeypatch.setenv("GATES_WEBHOOK_URL", f"{hook.url}/hook/x")
+    assert cli(["notify", "--webhook", "--history", str(main_history)]) == 0
+    out = _all_out(capsys)
+    if "1 regression(s) sent" not in out:  # another dedupe key: claim it the same way
+        pytest.fail(out)
+    monkeypatch.setattr(history, "NOTIFY_CLAIM_STALE_S", 0.0)
+    with open_history(main_history) as h:
+        key = _sent(main_history)[0]
+        assert not h.claim_notification("webhook", key, "r")  # sent is sent
+
+
+def test_a_fresh_claim_blocks_a_second_sender_and_a_stale_one_does_not(tmp_path):
+    with open_history(tmp_path / "h.db") as h:
+        assert h.claim_notification("webhook", "k", "r1")
+        assert not h.claim_notification("webhook", "k", "r2")  # another sender is at it
+        assert h.claim_notification("webhook", "k", "r3", stale_s=0.0)  # it died
+        h.mark_notified("webhook", "k", "r3")
+        assert not h.claim_notification("webhook", "k", "r4", stale_s=0.0)
+        assert [r["run_id"] for r in h.notifications("webhook")] == ["r3"]
+        assert h.notifications("webhook:pending") == []
+
+
+@pytest.mark.timeout(120)
+def test_a_sender_killed_mid_post_leaves_the_change_to_be_sent_again(main_history, servers,
+                                                                     tmp_path):
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    repo = Path(__file__).resolve().parents[1]
+    hold = servers(lambda conn, head: time.sleep(20), limit=1)
+    env = dict(os.environ, PYTHONPATH=str(repo), GATES_WEBHOOK_URL=f"{hold.url}/hook/x")
+    proc = subprocess.Popen([sys.executable, "-m", "gates.cli", "notify", "--webhook",
+                             "--history", str(main_history)], env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    for _ in range(400):
+        if hold.requests:
+            break
+        time.sleep(0.05)
+    assert hold.requests, "the POST never arrived"
+    proc.send_signal(signal.SIGKILL)
+    proc.communicate(timeout=30)
+    assert _sent(main_history) == []  # not answered: never marked sent
+    with open_history(main_history) as h:
+        pending = h.notifications("webhook:pending")
+        assert len(pending) == 1
+        assert h.claim_notification("webhook", pending[0]["dedupe"], "again", stale_s=0.0)
+
+
+@pytest.mark.timeout(120)
+def test_ctrl_c_mid_post_releases_the_claim_and_prints_no_traceback(main_history, servers):
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    repo = Path(__file__).resolve().parents[1]
+    hold = servers(lambda conn, head: time.sleep(20), limit=1)
+    env = dict(os.environ, PYTHONPATH=str(repo), GATES_WEBHOOK_URL=f"{hold.url}/hook/x")
+    proc = subprocess.Popen([sys.executable, "-m", "gates.cli", "notify", "--webhook",
+                             "--history", str(main_history)], env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    for _ in range(400):
+        if hold.requests:
+            break
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=30)
+    assert proc.returncode == 130 and "Traceback" not in err and "interrupted" in err
+    assert _sent(main_history) == [] and _pending(main_history) == 0
+
+
+@pytest.mark.parametrize("answer", [b'{"not": "a list"}', b"[1, 2, 3]", b"not json",
+                                    json.dumps([{"id": "7; DROP", "body": notify.MARKER}]).encode(),
+                                    json.dumps([{"id": True, "body": notify.MARKER}]).encode()])
+def test_an_odd_comments_answer_is_one_line(main_history, servers, capsys, answer):
+    api = servers(reply("200 OK", answer))
+    code = cli(_pr(main_history, api.url))
+    text = _all_out(capsys)
+    assert "Traceback" not in text and "cannot read" not in text
+    if answer == b"[1, 2, 3]":  # no marker comment among odd items: a new one is posted
+        assert code == 0 or "HTTP" in text
+    else:
+        assert code == 2 and len(text.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("repo", ["o/r/../../x", "o", "o/r?x=1", "o/r\r\nX-Evil: 1", "../o/r"])
+def test_a_repository_that_is_not_owner_slash_name_is_refused(main_history, servers, capsys,
+                                                              repo):
+    api = servers(reply("200 OK", b"[]"))
+    args = _pr(main_history, api.url)
+    args[args.index("o/r")] = repo
+    assert cli(args) == 2
+    assert "OWNER/NAME" in _all_out(capsys) and api.requests == []

@@ -1,0 +1,109 @@
+"""Every report surface agrees with the session's exit code, on real runner chains.
+
+A suite session (``python -m ci_register run``) trips, reruns the tripped test up to
+four times (each rerun ``confirm_of`` the attempt before it) and exits with the last
+gate's code. Each surface then reads the stored chain: text, Markdown, HTML, JSON,
+the ``gate-report`` exit code, the GitHub step summary and annotations, the PR
+comment, the webhook and CI health. Chains of 1 to 4 reruns, held and cleared.
+"""
+
+from __future__ import annotations
+
+import json
+import textwrap
+
+import pytest
+from test_runner import LAT_TEST, SUITES, _baseline, run
+
+from gates import notify
+from gates.cli import main as gate_report
+from gates.health import analyse
+from gates.history import open_history
+from gates.render_html import render_html
+from gates.render_md import render_md
+from gates.render_text import render_text
+from gates.report import build_report, report_to_json
+from gates.report_query import load_health_input, load_report_input, select_runs
+
+# (baseline runs, the attempts' values, the session's exit code, attempts taken)
+CHAINS = [
+    pytest.param(30, "1.025 1.04", 1, 2, id="held-at-rerun-1"),
+    pytest.param(30, "1.025 1.010 1.014", 1, 3, id="held-at-rerun-2"),
+    pytest.param(30, "1.025 1.010 1.0", 0, 3, id="cleared-at-rerun-2"),
+    pytest.param(45, "1.016 1.012 1.013 1.05", 1, 4, id="held-at-rerun-3"),
+    pytest.param(45, "1.016 1.012 1.011 1.013 1.015", 1, 5, id="held-at-rerun-4"),
+    pytest.param(45, "1.016 1.012 1.011 1.013 0.998", 0, 5, id="cleared-at-rerun-4"),
+]
+
+
+@pytest.fixture
+def make_tree(catalog_tree):
+    return lambda files: catalog_tree(SUITES, {f"suites/{rel}": textwrap.dedent(text)
+                                               for rel, text in files.items()})
+
+
+@pytest.mark.parametrize(("n", "values", "rc", "attempts"), CHAINS)
+def test_every_surface_says_what_the_session_exited_with(make_tree, tmp_path, capsys,
+                                                         monkeypatch, n, values, rc, attempts):
+    tree = make_tree({"test_lat.py": LAT_TEST})
+    _baseline(tree / "h.db", n=n)
+    session = run(tree, "cpu", "--gate", "enforce",
+                  env={"LAT_VALUES": values, "LAT_COUNT": str(tmp_path / "count")})
+    assert session.returncode == rc, session.stdout + session.stderr
+    assert (tmp_path / "count").read_text() == str(attempts)  # a real chain of reruns
+
+    with open_history(tree / "h.db", create=False) as h:
+        runs, scope = select_runs(h)
+        report = build_report(load_report_input(h, runs, scope=scope))
+        health = analyse(load_health_input(h, "cpu"))
+        chain_runs = [r for r in load_health_input(h, "cpu")["runs"] if r["confirm_of"]]
+    failed = bool(rc)
+    assert len(report.runs) == 1 and len(report.runs[0].confirm_runs) == attempts - 1
+    lat = [v for v in report.verdicts if v.key == "lat"]
+    assert len(lat) == 1 and lat[0].verdict == ("regression" if failed else "pass")
+    assert report.exit_code == rc
+    # Text, Markdown, HTML, JSON: one report model, one exit code.
+    assert render_text(report).split(": ", 1)[1].startswith("FAILED" if failed else "passed")
+    assert render_md(report).startswith("## ❌" if failed else "## ✅")
+    assert ("badge b-fail" in render_html(report)) == failed
+    assert report_to_json(report)["exit_code"] == rc
+    # The PR comment and the webhook are built from the same report.
+    assert notify.comment_body(render_md(report), None).splitlines()[1].startswith(
+        "## ❌" if failed else "## ✅")
+    regs = notify.regressions_on(report, report.runs[0].branch, lambda v: None)
+    assert [r.key for r in regs] == (["lat"] if failed else [])
+    # CI health reads the whole chain: every rerun's tests, not the first rerun's only.
+    assert len(chain_runs) == attempts - 1 and health.runs == min(20, n + 1)
+
+    # gate-report itself, on GitHub: its exit code, the step summary and annotations.
+    summary = tmp_path / "summary.md"
+    monkeypatch.setenv("GITHUB_ACTIONS", "true")
+    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(summary))
+    capsys.readouterr()
+    code = gate_report(["--history", str(tree / "h.db"), "--root", str(tree), "--no-health"])
+    out, err = capsys.readouterr()
+    assert code == rc, out
+    assert summary.read_text().startswith("## ❌" if failed else "## ✅")
+    assert ("::error" in err) == failed
+    code = gate_report(["--history", str(tree / "h.db"), "--root", str(tree), "--no-health",
+                        "--format", "json", "--out", str(tmp_path / "r.json")])
+    assert code == rc
+    assert json.loads((tmp_path / "r.json").read_text())["exit_code"] == rc
+
+
+
+def test_a_rerun_far_on_the_good_side_clears_the_trip_and_announces_nothing(
+        make_tree, tmp_path):
+    tree = make_tree({"test_lat.py": LAT_TEST})
+    _baseline(tree / "h.db")
+    session = run(tree, "cpu", "--gate", "enforce", "--confirm", "1",
+                  env={"LAT_VALUES": "1.03 0.97", "LAT_COUNT": str(tmp_path / "count")})
+    assert session.returncode == 0, session.stdout + session.stderr
+    with open_history(tree / "h.db", create=False) as h:
+        stored = [r[0] for r in h.db.execute(
+            "SELECT verdict FROM verdicts WHERE key = 'lat' ORDER BY attempt")]
+        runs, scope = select_runs(h)
+        report = build_report(load_report_input(h, runs, scope=scope))
+    assert stored == ["regression", "pass"]
+    assert [(v.verdict, v.cls) for v in report.verdicts] == [("pass", "pass")]
+    assert report.exit_code == 0 and "improv" not in render_text(report)
