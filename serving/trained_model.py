@@ -16,10 +16,11 @@ module and of the generator): a second call returns the cached directory at once
 cache is ``$GATES_MODEL_CACHE`` or ``~/.cache/gpu-ci-gates/models``; a fresh CI machine
 trains once, every later session (and every variant of one session) reuses it.
 
-Twins for the checkpoint-swap story (:func:`write_twin`): ``fp8`` rounds every weight
-matrix through float8 e4m3 with a per-tensor scale and stores it back as bfloat16 (a
-format the CPU engine loads, values an FP8 checkpoint would hold); ``broken`` adds
-Gaussian noise to every weight matrix, enough to cost tens of points.
+Twins for the checkpoint-swap story (:func:`write_twin`): ``fp8`` rounds every linear
+layer's weight through float8 e4m3 with one scale per output channel and stores it back
+as bfloat16 (a format the CPU engine loads, values a channelwise FP8 checkpoint would
+hold); ``broken`` adds Gaussian noise to every weight matrix, enough to cost tens of
+points.
 
 Needs torch, transformers and tokenizers (the vLLM venv has them), imported inside the
 functions only.
@@ -33,6 +34,7 @@ import fcntl
 import hashlib
 import json
 import os
+import re
 import shutil
 import tempfile
 import time
@@ -270,8 +272,9 @@ def evaluate_offline(model_dir: Path, problems: Sequence[dict[str, str]], *,
 
     from serving.evals import extract_answer, parse_gold_answer
 
+    torch.set_num_threads(1)  # see RECIPE["threads"]: two spin on a shared machine
     tok = AutoTokenizer.from_pretrained(model_dir)
-    model = LlamaForCausalLM.from_pretrained(model_dir, torch_dtype=torch.float32).eval()
+    model = LlamaForCausalLM.from_pretrained(model_dir, dtype=torch.float32).eval()
     correct = 0
     for lo in range(0, len(problems), batch):
         chunk = problems[lo : lo + batch]
@@ -289,11 +292,15 @@ def evaluate_offline(model_dir: Path, problems: Sequence[dict[str, str]], *,
     return correct / len(problems)
 
 
+_FP8_LAYER = re.compile(r"\.(q_proj|k_proj|v_proj|o_proj|gate_proj|up_proj|down_proj)\.weight$")
+
+
 def write_twin(model_dir: Path, out_dir: Path, kind: str, *, seed: int = 0,
                noise: float = 0.5) -> Path:
-    """A copy of the model with its weight matrices changed: ``fp8`` (rounded through
-    float8 e4m3, per-tensor scale, stored as bfloat16) or ``broken`` (Gaussian noise of
-    ``noise`` times each matrix's standard deviation)."""
+    """A copy of the model with its weight matrices changed: ``fp8`` (each linear layer's
+    weight rounded through float8 e4m3 with one scale per output channel, stored as
+    bfloat16; embeddings, LM head and norms unchanged) or ``broken`` (Gaussian noise of
+    ``noise`` times each matrix's standard deviation on every matrix)."""
     if kind not in ("fp8", "broken"):
         raise ValueError(f"twin kind must be 'fp8' or 'broken', got {kind!r}")
     import torch
@@ -311,7 +318,11 @@ def write_twin(model_dir: Path, out_dir: Path, kind: str, *, seed: int = 0,
                 continue
             w32 = w.float()
             if kind == "fp8":
-                scale = w32.abs().max().clamp(min=1e-12) / torch.finfo(torch.float8_e4m3fn).max
+                if not _FP8_LAYER.search(name):
+                    continue  # embeddings and the LM head stay bf16, as in FP8 checkpoints
+                # One scale per output channel (row), as channelwise FP8 checkpoints hold.
+                top = w32.abs().amax(dim=1, keepdim=True).clamp(min=1e-12)
+                scale = top / torch.finfo(torch.float8_e4m3fn).max
                 w32 = (w32 / scale).to(torch.float8_e4m3fn).float() * scale
             else:
                 w32 = w32 + noise * w32.std() * torch.randn(w32.shape, generator=gen)
@@ -327,6 +338,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--cache", type=Path, default=None, help=f"default ${CACHE_ENV} or ~/.cache/...")
     parser.add_argument("--eval", type=int, default=500, metavar="N",
                         help="greedy accuracy on the first N held problems (0: skip)")
+    parser.add_argument("--twins", action="store_true", help="also the fp8 and broken twins'")
     args = parser.parse_args(argv)
     t0 = time.monotonic()
     path = ensure_trained_model(root=args.cache, log=lambda m: print(m, flush=True))
@@ -335,7 +347,12 @@ def main(argv: list[str] | None = None) -> int:
     if args.eval:
         problems = held_problems()[: args.eval]
         acc = evaluate_offline(path, problems)
-        print(f"held accuracy {acc:.3f} on {len(problems)} problems")
+        print(f"held accuracy {acc:.3f} on {len(problems)} problems (transformers, greedy)")
+        if args.twins:
+            with tempfile.TemporaryDirectory() as tmp:
+                for kind in ("fp8", "broken"):
+                    twin = write_twin(path, Path(tmp) / kind, kind)
+                    print(f"{kind} twin: held accuracy {evaluate_offline(twin, problems):.3f}")
     return 0
 
 
