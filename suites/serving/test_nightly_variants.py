@@ -74,27 +74,29 @@ def test_variants(
     run_variants(VARIANTS, run)
 
 
-def test_failing_variants_do_not_hide_the_others(vllm_server, serving_results, tmp_path_factory) -> None:
+def test_failing_variants_do_not_hide_the_others(vllm_installed, scoring_model_dir, serving_results,
+                                                tmp_path_factory) -> None:
     """A real vLLM that dies at start (a flag it refuses) and a server that never becomes
-    healthy (a 3 s start deadline) fail; the variant after them still runs against the
-    session server; the raised group names both failures with their variants."""
+    healthy (a 3 s start deadline) fail; the variant after them still runs (a stdlib
+    OpenAI-compatible server, no model load); the raised group names both failures with
+    their variants."""
     ran: list[str] = []
 
     def run(variant: Variant) -> None:
         if variant.name == "dies-at-start":
-            cfg = vllm_cpu_config(vllm_server.model_dir or ".", tmp_path_factory.mktemp("vllm-dies"),
+            cfg = vllm_cpu_config(scoring_model_dir, tmp_path_factory.mktemp("vllm-dies"),
                                   extra_args=variant.server_args, startup_timeout_s=120)
         elif variant.name == "never-healthy":
             cfg = ServerConfig(engine="command", command="{python} -c 'import time; time.sleep(60)'",
                                startup_timeout_s=3)
         else:
-            load = run_load(vllm_server.url, vllm_server.model, concurrency=variant.batch_sizes[0],
-                            num_requests=2, max_tokens=8, seed=7, timeout_s=60)
+            cfg = ServerConfig(engine="command", command="{python} -m serving.fake --port {port}",
+                               startup_timeout_s=60)
+        with start_server(cfg, serving_results) as srv:
+            load = run_load(srv.url, "fake", concurrency=variant.batch_sizes[0], num_requests=2,
+                            max_tokens=8, seed=7, timeout_s=30)
             assert not load.errors, load.errors
             ran.append(variant.name)
-            return
-        with start_server(cfg, serving_results):
-            ran.append(variant.name)  # never reached: the start fails
 
     variants = (
         Variant("dies-at-start", ("--no-such-flag",), batch_sizes=(1,)),
