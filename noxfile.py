@@ -67,7 +67,9 @@ def cpu_torch_problem(report: str, index: str) -> str | None:
 
 
 def _check_cpu_torch(session: nox.Session) -> None:
-    report = session.run("python", "-c", TORCH_BUILD_SCRIPT, silent=True) or ""
+    # run_install: part of installing, so `--install-only` checks too (session.run is
+    # skipped there and would return None: a false "not a CPU build").
+    report = session.run_install("python", "-c", TORCH_BUILD_SCRIPT, silent=True) or ""
     problem = cpu_torch_problem(report.strip(), os.environ.get(TORCH_INDEX_ENV, TORCH_INDEX))
     if problem:
         mark_exit(EXIT_INPUT)
@@ -136,7 +138,7 @@ def registry(session: nox.Session) -> None:
 # (no torch), so `pip install nox` is all a machine needs before them.
 @nox.session(python=PYTHON, reuse_venv=True, tags=["cpu", "framework"])
 def matrix(session: nox.Session) -> None:
-    """GitHub Actions matrix JSON: -- --event pull_request|push|schedule [--base REF | --changed-files F...]."""
+    """GitHub Actions matrix JSON: -- [--event E] [--base REF | --changed-files F...] (a change: pull_request)."""
     _install_project(session)
     session.run("python", "-m", "ci_register", "matrix", *session.posargs)
 

@@ -141,13 +141,14 @@ class Suite:
         return self.schedule == "nightly"
 
     def tags(self) -> list[str]:
-        """Nox tags: backend, GPU count, schedule, and gpu or cpu."""
-        return [
+        """Nox tags: backend, GPU count, schedule, and gpu or cpu (each once: a CPU
+        suite's backend is already ``cpu``)."""
+        return list(dict.fromkeys([
             self.backend,
             f"{self.hardware.gpu_count}gpu",
             self.schedule,
             "gpu" if self.is_gpu else "cpu",
-        ]
+        ]))
 
 
 @dataclass(frozen=True)

@@ -3,10 +3,11 @@
     python -m ci_register list [--root PATH] [--catalog FILE] [--suite NAME] [--json]
     python -m ci_register run SUITE [--partition I/N] [--dry-run] [pytest args...]
     python -m ci_register plan [SUITE...] [--event E] [--history PATH]
-    python -m ci_register matrix --event pull_request|push|schedule [--output FILE]
+    python -m ci_register matrix [--event pull_request|push|schedule] [--output FILE]
         [--changed-files FILE... | --base REF]   (only what the change can affect)
     python -m ci_register rerun SPEC [--suite NAME] [--run] [pytest args...]
     python -m ci_register est-time --check|--write [--suite NAME]
+    python -m ci_register sglang-catalog /path/to/sglang --out ci/catalog.toml
 """
 
 from __future__ import annotations
@@ -125,6 +126,13 @@ def _fingerprint(value: str | None) -> str | None:
     return {None: LATEST, "latest": LATEST, "this": None}.get(value, value)
 
 
+def default_event(env: dict[str, str] | os._Environ[str], *, changed: bool) -> str | None:
+    """The matrix's event when --event is not given: GitHub Actions' own
+    (``GITHUB_EVENT_NAME``), else ``pull_request`` where a change is named (the files
+    of a diff are a pull request's question), else None (the caller must say)."""
+    return env.get("GITHUB_EVENT_NAME") or ("pull_request" if changed else None)
+
+
 def _matrix(args: argparse.Namespace, *, as_text: bool = False) -> int:
     from ci_register.matrix import MatrixError, build, chunk, is_matrix, summary, write_output  # noqa: PLC0415
     from ci_register.outfile import OutputError, check_output  # noqa: PLC0415
@@ -141,6 +149,12 @@ def _matrix(args: argparse.Namespace, *, as_text: bool = False) -> int:
                          force=args.force)
         except OutputError as exc:
             print(f"error: {exc}", file=sys.stderr)
+            return 2
+    if args.event is None:
+        args.event = default_event(os.environ, changed=bool(args.changed_files or args.base))
+        if args.event is None:
+            print("error: the matrix needs --event pull_request|push|schedule (or "
+                  "--changed-files/--base: a pull request's change)", file=sys.stderr)
             return 2
     loaded = _load(args)
     if isinstance(loaded, int):
@@ -185,7 +199,7 @@ def _selection(args: argparse.Namespace, catalog, col):
         raise SelectError("pass --changed-files or --base, not both")
     root = Path(args.root)
     changed = args.changed_files if args.changed_files is not None else changed_since(args.base, root)
-    return select_in_tree(root, catalog, [r.path for r in col.registrations], changed)
+    return select_in_tree(root, catalog, [r.path for r in col.registrations], changed, args.history)
 
 
 def _rerun(args: argparse.Namespace, rest: list[str]) -> int:
@@ -267,6 +281,9 @@ def build_parser() -> argparse.ArgumentParser:
     run = sub.add_parser("run", help="run one suite (what `nox -s SUITE` calls)", add_help=False)
     run.add_argument("suite")
     run.add_argument("rest", nargs=argparse.REMAINDER)
+    sg = sub.add_parser("sglang-catalog", add_help=False,
+                        help="write a catalog of SGLang's suites from a checkout's test/run_suite.py")
+    sg.add_argument("rest", nargs=argparse.REMAINDER)
     fp_help = "hardware fingerprint of the durations: latest (the suite's newest trusted run), this (this machine) or a key"
     for name, hlp in (("plan", "show each suite's budget-derived shards, files and makespan (nothing run)"),
                       ("matrix", "print the GitHub Actions matrix JSON for an event")):
@@ -276,7 +293,8 @@ def build_parser() -> argparse.ArgumentParser:
             m.add_argument("suites", nargs="*", metavar="SUITE", help="only these suites (default: all the event runs)")
             m.add_argument("--event", default="schedule", help="which suites: schedule (all, default), pull_request, push")
         else:
-            m.add_argument("--event", required=True, help="pull_request, push or schedule (nightly suites only for schedule)")
+            m.add_argument("--event", default=None, help="pull_request, push or schedule (nightly suites only for schedule); "
+                           "default $GITHUB_EVENT_NAME, else pull_request with --changed-files/--base")
             m.add_argument("--suite", dest="suites", action="append", default=[], help="only this suite (repeatable)")
             m.add_argument("--output", default=None, help="write the JSON here instead of stdout (never over a history or an input; over another file only with --force)")
             m.add_argument("--force", action="store_true", help="let --output replace an existing file that is not a matrix")
@@ -331,6 +349,10 @@ def _main(argv: list[str]) -> int:
         from ci_register.runner import main_run  # noqa: PLC0415
 
         return main_run(argv[1], argv[2:])
+    if argv and argv[0] == "sglang-catalog":
+        from ci_register.sglang_catalog import main as sglang_catalog  # noqa: PLC0415
+
+        return sglang_catalog(argv[1:])
     parser = build_parser()
     if argv and argv[0] == "rerun":
         # Unknown options after the spec go to pytest (-x, -k EXPR, ...).

@@ -12,7 +12,13 @@ corrupt, locked, foreign or newer-schema file, or gates not being importable,
 gives one warning line on stderr and every file falls back to ``est_time``:
 planning must never fail because of the history.
 
-:func:`figure` and :func:`choose` are pure; :func:`lookup` is the I/O edge.
+:func:`figure`, :func:`choose` and :func:`expected` are pure; :func:`lookup` is the
+I/O edge. :func:`expected` is the one rule behind every duration a command shows (run
+plans, ``plan``, ``matrix``, ``rerun``, ``est-time``, ``gate-report health``): for one
+file on one fingerprint they all print the same figure. Commands that plan away from the
+suite's hardware (``matrix``, ``plan``, ``rerun``) read the fingerprint of the suite's
+newest trusted run (:data:`LATEST`, as ``health`` does); a suite run reads its own
+machine's.
 """
 
 from __future__ import annotations
@@ -40,6 +46,7 @@ __all__ = [
     "DatabaseUrl",
     "Lookup",
     "choose",
+    "expected",
     "figure",
     "history_path",
     "lookup",
@@ -100,6 +107,19 @@ def choose(
         if len(recent) >= min_runs:
             out[path] = Figure(figure(recent, q), len(recent))
     return out
+
+
+def expected(regs: Sequence[Registration], figures: Mapping[str, Figure]
+             ) -> tuple[dict[str, float], dict[str, str]]:
+    """Each file's expected seconds and where the figure came from (``history``: the
+    p90 rule of :func:`choose`; ``est_time``: the literal, too few runs measured)."""
+    seconds = {r.path: r.est_time for r in regs}
+    source = dict.fromkeys(seconds, "est_time")
+    for r in regs:
+        fig = figures.get(r.path)
+        if fig is not None:
+            seconds[r.path], source[r.path] = fig.seconds, "history"
+    return seconds, source
 
 
 class DatabaseUrl(str):

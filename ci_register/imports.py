@@ -58,6 +58,12 @@ class FileNode:
     strings: set[str] = field(default_factory=set)  # literals that may name a module or file
     open_import: int = 0  # line of a dynamic import with no literal name (0: none)
     syntax_error: str = ""  # "line N: message" when the file does not parse
+    # conftest.py only: each fixture's own imports (a sub-node), the fixtures it requests,
+    # and which are autouse. A fixture's imports count only for tests that can use it.
+    fixtures: dict[str, FileNode] = field(default_factory=dict)
+    fixture_args: dict[str, set[str]] = field(default_factory=dict)
+    autouse: set[str] = field(default_factory=set)
+    names: set[str] = field(default_factory=set)  # identifiers and short strings: fixtures it may request
 
 
 def _relative_stem(path: str, level: int, module: str | None) -> str | None:
@@ -124,6 +130,17 @@ class _Consts:
                     return None
                 out |= got
             return out
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "get" \
+                and isinstance(node.func.value, ast.Name) and 1 <= len(node.args) <= 2 and not node.keywords:
+            table = self.table(node.func.value.id)  # `_LAZY.get(name)`: any value of a literal table
+            if table is None:
+                return None
+            if len(node.args) == 2:
+                default = self.values(node.args[1], depth + 1)
+                return None if default is None else table | default
+            return table
+        if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name):
+            return self.table(node.value.id)  # `_LAZY[name]`
         if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
             left, right = self.values(node.left, depth + 1), self.values(node.right, depth + 1)
             if left is None or right is None or len(left) * len(right) > 64:
@@ -140,6 +157,17 @@ class _Consts:
                 return None
             return {"".join(next(iter(p)) for p in parts if p)}
         return None
+
+    def table(self, name: str) -> set[str] | None:
+        """The values of ``NAME = {"k": "pkg.mod", ...}``, a dict literal of strings bound
+        once (a lazy-import table), or None."""
+        bound = self.assigned.get(name, [])
+        if len(bound) != 1 or not isinstance(bound[0], ast.Dict) or name in self.walks:
+            return None
+        vals = bound[0].values
+        if not vals or not all(isinstance(v, ast.Constant) and isinstance(v.value, str) for v in vals):
+            return None
+        return {v.value for v in vals}
 
     def prefixes(self, node: ast.expr | None, depth: int = 0) -> set[str] | None:
         """Literal starts of every string ``node`` can be (``f"pkg.{x}"``, ``P + x``, a
@@ -175,8 +203,41 @@ class _Consts:
         return None
 
 
+def _fixture_defs(tree: ast.Module) -> dict[str, tuple[ast.AST, set[str], bool]]:
+    """Top-level ``@pytest.fixture`` functions of a conftest: name -> (node, the
+    fixtures it requests, autouse)."""
+    out: dict[str, tuple[ast.AST, set[str], bool]] = {}
+    for fn in tree.body:
+        if not isinstance(fn, ast.FunctionDef | ast.AsyncFunctionDef):
+            continue
+        for dec in fn.decorator_list:
+            call = dec if isinstance(dec, ast.Call) else None
+            target = call.func if call else dec
+            name = target.attr if isinstance(target, ast.Attribute) else getattr(target, "id", "")
+            if name != "fixture":
+                continue
+            kw = {k.arg: k.value for k in (call.keywords if call else ())}
+            fname = kw["name"].value if isinstance(kw.get("name"), ast.Constant) else fn.name
+            # autouse=False literally is the only "not autouse"; anything computed counts as autouse
+            auto = "autouse" in kw and not (isinstance(kw["autouse"], ast.Constant) and not kw["autouse"].value)
+            a = fn.args
+            args = {x.arg for x in (*a.posonlyargs, *a.args, *a.kwonlyargs)} - {"self"}
+            if fname in out:  # the same name twice: either may run
+                prev = out[fname]
+                out[fname] = (prev[0], prev[1] | args, prev[2] or auto)
+                out[f"{fname}#{fn.lineno}"] = (fn, args, True)  # its imports count for every test
+            else:
+                out[fname] = (fn, args, auto)
+            break
+    return out
+
+
 def parse_imports(source: str, path: str) -> FileNode:
-    """The imports of one file (``path`` relative to the root, for relative imports)."""
+    """The imports of one file (``path`` relative to the root, for relative imports).
+
+    In a ``conftest.py``, the imports inside each fixture are kept apart
+    (:attr:`FileNode.fixtures`): they count only for tests that can use the fixture.
+    """
     node = FileNode(path)
     try:
         tree = ast.parse(source, filename=path)
@@ -184,8 +245,49 @@ def parse_imports(source: str, path: str) -> FileNode:
         line = getattr(exc, "lineno", None) or 1
         node.syntax_error = f"line {line}: {getattr(exc, 'msg', str(exc))}"
         return node
-    consts: _Consts | None = None
+    consts = _LazyConsts(tree)
+    inside: set[int] = set()
+    if Path(path).name == "conftest.py":
+        for fname, (fn, args, auto) in _fixture_defs(tree).items():
+            sub = FileNode(f"{path}::{fname}")
+            body = list(ast.walk(fn))
+            _collect(body, sub, path, consts)
+            inside.update(id(n) for n in body)
+            node.fixtures[fname] = sub
+            node.fixture_args[fname] = args
+            if auto:
+                node.autouse.add(fname)
+    _collect([n for n in ast.walk(tree) if id(n) not in inside], node, path, consts)
     for n in ast.walk(tree):
+        if isinstance(n, ast.Name):
+            node.names.add(n.id)
+        elif isinstance(n, ast.arg):
+            node.names.add(n.arg)
+        elif isinstance(n, ast.Attribute):
+            node.names.add(n.attr)
+        elif isinstance(n, ast.Constant) and isinstance(n.value, str) and len(n.value) < 200:
+            node.names.update(re.split(r"[\s,]+", n.value))  # usefixtures("a"), parametrize("a,b", indirect=True)
+    return node
+
+
+class _LazyConsts:
+    """A file's :class:`_Consts`, built on the first computed import (most files have none)."""
+
+    def __init__(self, tree: ast.Module) -> None:
+        self.tree = tree
+        self.got: _Consts | None = None
+
+    def values(self, node: ast.expr | None) -> set[str] | None:
+        self.got = self.got or _Consts(self.tree)
+        return self.got.values(node)
+
+    def prefixes(self, node: ast.expr | None) -> set[str] | None:
+        self.got = self.got or _Consts(self.tree)
+        return self.got.prefixes(node)
+
+
+def _collect(nodes: Iterable[ast.AST], node: FileNode, path: str, consts: _LazyConsts) -> None:
+    for n in nodes:
         if isinstance(n, ast.Import):
             for alias in n.names:
                 node.imports.add(alias.name)
@@ -204,7 +306,6 @@ def parse_imports(source: str, path: str) -> FileNode:
             if name not in _DYNAMIC_CALLS or not n.args:
                 continue
             arg = n.args[0]
-            consts = consts or _Consts(tree)
             exact = consts.values(arg)
             for target in exact or ():
                 if target.startswith("."):  # relative to the `package=` argument: assume this file's
@@ -227,7 +328,6 @@ def parse_imports(source: str, path: str) -> FileNode:
             if " " in n.value or "/" in n.value:  # a command line: `python -m pkg.x`, `python scripts/run.py`
                 node.strings.update(_SCRIPT.findall(n.value))
                 node.strings.update(_MODULE_FLAG.findall(n.value))
-    return node
 
 
 def module_names(rel: str, roots: Sequence[str]) -> list[str]:
@@ -272,26 +372,65 @@ class Graph:
     modules: dict[str, set[str]]  # dotted name -> files that name may denote
     edges: dict[str, set[str]]  # file -> files it loads
     conftests: dict[str, list[str]]  # test file -> conftest.py files above it
+    fixture_edges: dict[str, dict[str, set[str]]] = field(default_factory=dict)  # conftest -> fixture -> files
+    plugins: tuple[str, ...] = ()  # files the tree registers as pytest plugins (pytest11 entry points)
+    detected_roots: tuple[str, ...] = ()  # package roots found in the tree (not given by the catalog)
 
     def loads(self, path: str) -> set[str]:
         return self.edges.get(path, set())
 
-    def closure(self, start: str) -> dict[str, str | None]:
+    def closure(self, start: str, seeds: Iterable[str] = ()) -> dict[str, str | None]:
         """Every file ``start`` can load, transitively, with the file that loaded it
-        (a BFS tree: the chain back to ``start`` is a shortest one)."""
+        (a BFS tree: the chain back to ``start`` is a shortest one).
+
+        The conftest.py files above ``start`` and the tree's pytest plugins load with it;
+        of a conftest's fixtures, only those ``start`` (or a file it loads, or a fixture it
+        uses) can request, and the autouse ones, add their imports. ``seeds`` are more
+        files known to load with it (a recorded run's)."""
         seen: dict[str, str | None] = {start: None}
         todo = deque([start])
-        for c in self.conftests.get(start, ()):
-            if c not in seen:
+        chain = self.conftests.get(start, [])
+        for c in (*chain, *self.plugins, *seeds):
+            if c not in seen and c in self.files:
                 seen[c] = start
                 todo.append(c)
-        while todo:
-            cur = todo.popleft()
-            for nxt in sorted(self.edges.get(cur, ())):
-                if nxt not in seen:
-                    seen[nxt] = cur
-                    todo.append(nxt)
-        return seen
+        used: set[str] = set()
+        while True:
+            while todo:
+                cur = todo.popleft()
+                for nxt in sorted(self.edges.get(cur, ())):
+                    if nxt not in seen:
+                        seen[nxt] = cur
+                        todo.append(nxt)
+            # Fixtures the loaded files can request, to a fixed point (fixtures request fixtures).
+            names: set[str] = set()
+            for f in seen:
+                node = self.files.get(f)
+                if node is not None and f not in chain:
+                    names |= node.names
+            added = False
+            changed = True
+            while changed:
+                changed = False
+                for c in [x for x in seen if x in self.fixture_edges]:
+                    node = self.files[c]
+                    for fx in node.fixtures:
+                        if fx in used or not (fx in names or fx in node.autouse):
+                            continue
+                        used.add(fx)
+                        names |= node.fixture_args.get(fx, set())
+                        changed = True
+                        for nxt in sorted(self.fixture_edges[c].get(fx, ())):
+                            if nxt not in seen:
+                                seen[nxt] = c
+                                todo.append(nxt)
+                                added = True
+            if not added:
+                return seen
+
+    def fixture_files(self) -> set[str]:
+        """Files some conftest fixture loads (they have an importer, in a fixture)."""
+        return {f for fx in self.fixture_edges.values() for fs in fx.values() for f in fs}
 
     def importers_of_name(self, names: Iterable[str]) -> set[str]:
         """Files whose imports name any of ``names`` or a module under them (for files
@@ -299,7 +438,7 @@ class Graph:
         names = set(names)
         out = set()
         for path, node in self.files.items():
-            for imp in node.imports:
+            for imp in node.imports | {i for sub in node.fixtures.values() for i in sub.imports}:
                 if imp in names or any(imp.startswith(n + ".") for n in names):
                     out.add(path)
                     break
@@ -316,23 +455,94 @@ def _walk(root: Path) -> list[str]:
     return out
 
 
+def _declared_roots(root: Path) -> tuple[list[str], list[str]]:
+    """Package roots and pytest plugin modules the tree's packaging files declare:
+    ``pyproject.toml`` (setuptools ``packages.find.where`` / ``package-dir``, poetry
+    ``packages.from``, hatch wheel ``packages``, ``pytest11`` entry points) and
+    ``setup.cfg`` (``package_dir``, ``packages.find where``), at the top and one or two
+    folders down (``python/pyproject.toml``)."""
+    import configparser  # noqa: PLC0415
+    import tomllib  # noqa: PLC0415
+
+    roots: list[str] = []
+    plugins: list[str] = []
+    found = [root / "pyproject.toml", root / "setup.cfg", *root.glob("*/pyproject.toml"),
+             *root.glob("*/setup.cfg"), *root.glob("*/*/pyproject.toml")]
+    for f in found[:64]:
+        if not f.is_file() or any(part in _SKIP_DIRS or part.startswith(".") for part in f.relative_to(root).parts[:-1]):
+            continue
+        here = f.parent.relative_to(root)
+        try:
+            text = f.read_text(encoding="utf-8", errors="replace")
+            if f.name == "pyproject.toml":
+                data = tomllib.loads(text)
+                tool = data.get("tool", {}) if isinstance(data.get("tool"), dict) else {}
+                st = tool.get("setuptools", {}) if isinstance(tool.get("setuptools"), dict) else {}
+                where = (st.get("packages", {}) or {}).get("find", {}).get("where", []) if isinstance(st.get("packages"), dict) else []
+                dirs = [*(where if isinstance(where, list) else [])]
+                pdir = st.get("package-dir", {})
+                if isinstance(pdir, dict):
+                    dirs += [v for v in pdir.values() if isinstance(v, str)]
+                for pk in (tool.get("poetry", {}) or {}).get("packages", []) if isinstance(tool.get("poetry"), dict) else []:
+                    if isinstance(pk, dict) and isinstance(pk.get("from"), str):
+                        dirs.append(pk["from"])
+                wheel = tool.get("hatch", {}).get("build", {}).get("targets", {}).get("wheel", {}) \
+                    if isinstance(tool.get("hatch"), dict) else {}
+                for pk in wheel.get("packages", []) if isinstance(wheel, dict) else []:
+                    if isinstance(pk, str):
+                        dirs.append(Path(pk).parent.as_posix())
+                eps = (data.get("project", {}) or {}).get("entry-points", {}) if isinstance(data.get("project"), dict) else {}
+                for target in (eps.get("pytest11", {}) or {}).values() if isinstance(eps, dict) else ():
+                    if isinstance(target, str):
+                        plugins.append(target.partition(":")[0].strip())
+                roots.append(here.as_posix())
+            else:
+                cp = configparser.ConfigParser()
+                cp.read_string(text)
+                pdir = cp.get("options", "package_dir", fallback="")
+                dirs = [line.partition("=")[2].strip() for line in pdir.splitlines() if line.strip().startswith("=")]
+                dirs += [cp.get("options.packages.find", "where", fallback="")]
+                for line in cp.get("options.entry_points", "pytest11", fallback="").splitlines():
+                    if "=" in line:
+                        plugins.append(line.partition("=")[2].partition(":")[0].strip())
+                roots.append(here.as_posix())
+        except (OSError, ValueError, configparser.Error, AttributeError, TypeError):
+            continue  # a packaging file we cannot read: the import-derived roots still apply
+        roots += [(here / d).as_posix() for d in dirs if d and isinstance(d, str) and not Path(d).is_absolute() and ".." not in Path(d).parts]
+    return roots, plugins
+
+
+def _import_roots(rels: Sequence[str], nodes: dict[str, FileNode]) -> list[str]:
+    """Folders that hold a top-level package or module the tree imports by absolute name
+    (``python/`` of ``python/pkg/...`` when any file says ``import pkg``)."""
+    tops = set()
+    for node in nodes.values():
+        for imp in (*node.imports, *(i for sub in node.fixtures.values() for i in sub.imports)):
+            tops.add(imp.partition(".")[0])
+    out = set()
+    for rel in rels:
+        parts = Path(rel).parts
+        for i, part in enumerate(parts):
+            name = part[:-3] if i == len(parts) - 1 and part.endswith(".py") else part
+            if name in tops and (i == len(parts) - 1 or f"{'/'.join(parts[:i + 1])}/__init__.py" in nodes):
+                if all(p.isidentifier() for p in (*parts[i:-1], Path(parts[-1]).stem)):
+                    out.add("/".join(parts[:i]) or ".")
+                break
+    return sorted(out)
+
+
 def scan(root: Path, package_roots: Sequence[str] = (".",), files: Sequence[str] | None = None,
-         cache: dict[tuple[str, str], FileNode] | None = None) -> Graph:
+         cache: dict[tuple[str, str], FileNode] | None = None, *, detect: bool = True) -> Graph:
     """Parse every Python file under ``root`` (or just ``files``) and resolve imports.
 
+    Package roots are the given ones plus, with ``detect``, those the tree's packaging
+    files declare and the folders that hold the top-level packages it imports
+    (``src/``, ``python/``): a file maps to a module without being told where.
     ``cache`` keeps parsed files by (path, content digest) across calls: scanning
     many commits of one repository parses only what each commit changed.
     """
     root = Path(root)
     rels = list(files) if files is not None else _walk(root)
-    roots = tuple(dict.fromkeys([*(r.strip("/") or "." for r in package_roots)]))
-    modules: dict[str, set[str]] = {}
-    file_roots: dict[str, list[str]] = {}
-    for rel in rels:
-        fr = _file_roots(rel, roots)
-        file_roots[rel] = fr
-        for name in module_names(rel, roots):
-            modules.setdefault(name, set()).add(rel)
     nodes: dict[str, FileNode] = {}
     for rel in rels:
         try:
@@ -347,6 +557,18 @@ def scan(root: Path, package_roots: Sequence[str] = (".",), files: Sequence[str]
         if key not in cache:
             cache[key] = parse_imports(text, rel)
         nodes[rel] = copy.deepcopy(cache[key])  # selection may close a node; the cache stays as parsed
+    given = [r.strip("/") or "." for r in package_roots]
+    declared, plugin_names = _declared_roots(root) if detect else ([], [])
+    found = [*declared, *_import_roots(rels, nodes)] if detect else []
+    roots = tuple(dict.fromkeys([*given, *(r.strip("/") or "." for r in found)]))
+    detected = tuple(r for r in roots if r not in given)
+    modules: dict[str, set[str]] = {}
+    file_roots: dict[str, list[str]] = {}
+    for rel in rels:
+        fr = _file_roots(rel, roots)
+        file_roots[rel] = fr
+        for name in module_names(rel, roots):
+            modules.setdefault(name, set()).add(rel)
     by_path = set(rels)
 
     def resolve(name: str, fr: list[str]) -> set[str]:
@@ -361,9 +583,9 @@ def scan(root: Path, package_roots: Sequence[str] = (".",), files: Sequence[str]
                     found.add(cand)
         return found
 
-    edges: dict[str, set[str]] = {}
     tops = _top_packages(modules)
-    for rel, node in nodes.items():
+
+    def targets(rel: str, node: FileNode) -> set[str]:
         fr = file_roots[rel]
         out: set[str] = set()
         for imp in node.imports:
@@ -381,14 +603,23 @@ def scan(root: Path, package_roots: Sequence[str] = (".",), files: Sequence[str]
         for s in node.strings:
             if s in modules and ("." in s or s in tops):
                 out |= modules[s]
-            elif "." in s and s.rpartition(".")[0] in modules and " " not in s:  # "pkg.mod.func", a function path
+            elif "." in s and s.rpartition(".")[0] in modules and " " not in s and not s.endswith(".py"):  # "pkg.mod.func"
                 out |= modules[s.rpartition(".")[0]]
             elif s.endswith(".py"):  # a script path, from the root or the file's folder
                 for cand in (s.removeprefix("./"), (here / s).as_posix()):
                     if cand in by_path:
                         out.add(cand)
         out.discard(rel)
-        edges[rel] = out
+        return out
+
+    edges: dict[str, set[str]] = {}
+    fixture_edges: dict[str, dict[str, set[str]]] = {}
+    for rel, node in nodes.items():
+        edges[rel] = targets(rel, node)
+        if node.fixtures:
+            fixture_edges[rel] = {fx: targets(rel, sub) for fx, sub in node.fixtures.items()}
+            for sub in node.fixtures.values():  # a computed import in a fixture: the conftest is open
+                node.open_import = node.open_import or sub.open_import
     conftests = {}
     conf_dirs = {Path(r).parent.as_posix(): r for r in rels if Path(r).name == "conftest.py"}
     for rel in rels:
@@ -403,7 +634,8 @@ def scan(root: Path, package_roots: Sequence[str] = (".",), files: Sequence[str]
             d = d.parent
         if chain:
             conftests[rel] = chain
-    return Graph(root, roots, nodes, modules, edges, conftests)
+    plugins = tuple(sorted({f for name in plugin_names for f in modules.get(name, ())}))
+    return Graph(root, roots, nodes, modules, edges, conftests, fixture_edges, plugins, detected)
 
 
 def _top_packages(modules: dict[str, set[str]]) -> set[str]:

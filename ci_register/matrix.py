@@ -164,14 +164,12 @@ def build(
             regs = [r for r in regs if selection.keeps(suite.name, r.path)]
         if not regs:
             continue  # nothing registered (or nothing the change affects): no runner to start
-        expected = {r.path: r.est_time for r in regs}
         found = durations.lookup(regs, suite, history, fingerprint=fingerprint or durations.LATEST)
         if found.warning and found.warning not in warned:  # one history, one warning
             warned.add(found.warning)
             print(f"warning: {found.warning}", file=sys.stderr)
-        expected.update({p: f.seconds for p, f in found.figures.items()})
+        expected, sources = durations.expected(regs, found.figures)
         where = {r.path: f"{r.path}:{r.line}" for r in regs}
-        sources = {r.path: "history" if r.path in found.figures else "est_time" for r in regs}
         try:
             sched = plan_schedule(
                 [(r.path, expected[r.path]) for r in regs], suite.shard_budget_s, suite.shards,

@@ -10,12 +10,19 @@ and ``gpu``/``cpu``, whose docstring is the suite's description; it runs
 arguments after ``--``.
 
 - GPU suites run in the interpreter that runs nox (the GPU image's Python, with its
-  CUDA or ROCm torch): that interpreter must have this package, ``pip install
-  gpu-ci-gates[gpu]`` or the image's own torch plus ``pip install gpu-ci-gates``; the
-  session checks and says so instead of failing later on a missing import.
+  CUDA or ROCm torch): that interpreter must have this package's dependencies
+  (``pip install -e /path/to/gpu-ci-gates`` beside the image's torch, or
+  ``"/path/to/gpu-ci-gates[gpu]"`` without one); the session checks and says so, with
+  the install line for where this package came from (:func:`install_hint`), instead of
+  failing later on a missing import.
 - CPU suites get a virtualenv per session; ``prepare(session, suite)`` installs into
-  it (default: this package, see :func:`distribution_spec`, then the suite's
-  ``install`` list, then its ``uninstall`` list).
+  it. The default (:func:`prepare_commands`) installs this package (from where it came
+  from, :func:`distribution_spec`) together with the adopting repository's own package
+  when the root has a ``pyproject.toml`` or ``setup.py`` (editable), then the suite's
+  ``install`` list (a package kept elsewhere, SGLang's ``python/``: ``install = ["-e",
+  "./python"]``), then its ``uninstall`` list.
+- :func:`default_sessions` names the CPU per-commit suites: ``nox.options.sessions =
+  default_sessions(install(...))`` makes a bare ``nox`` run only those.
 
 Histories: outside CI (no ``CI`` variable) a run with neither ``--history`` nor
 ``GATES_HISTORY`` records into ``.gates/local-history.db`` under the root (keep it out of
@@ -47,7 +54,9 @@ from typing import Any
 from ci_register.catalog import Catalog, Suite, load_catalog
 
 __all__ = ["DIST", "EXIT_INPUT", "LOCAL_HISTORY", "RUN_NEEDS", "install", "default_sessions",
-           "distribution_spec", "history_env", "mark_exit", "missing_modules", "venv_lock"]
+           "distribution_spec", "history_env", "install_hint", "mark_exit", "missing_message",
+           "missing_modules",
+           "prepare_commands", "venv_lock"]
 
 DIST = "gpu-ci-gates"
 EXIT_INPUT = 2  # bad input or wrong hardware: nothing was run
@@ -72,21 +81,80 @@ def mark_exit(code: int) -> None:
     _EXIT["code"] = max(_EXIT["code"], code)
 
 
-def distribution_spec() -> list[str]:
-    """pip arguments that install this package into a fresh virtualenv: the source
-    checkout it is imported from, else where it was installed from (PEP 610's
-    direct_url.json: a local wheel or folder), else the same version from the index."""
+def _origin() -> tuple[str, str]:
+    """Where this package comes from: ("checkout", folder), ("git", "git+URL@COMMIT"),
+    ("path", folder or wheel) or ("index", version) (PEP 610's direct_url.json)."""
     if (_PACKAGE_PARENT / "pyproject.toml").is_file():
-        return [str(_PACKAGE_PARENT)]
+        return "checkout", str(_PACKAGE_PARENT)
     try:
         dist = importlib.metadata.distribution(DIST)
     except importlib.metadata.PackageNotFoundError:
-        raise RuntimeError(f"{DIST} is neither installed nor a source checkout; pip install {DIST}") from None
+        raise RuntimeError(f"{DIST} is neither installed nor a source checkout; install it from a "
+                           "checkout (pip install /path/to/gpu-ci-gates) or a git URL "
+                           f"(pip install '{DIST} @ git+URL@COMMIT')") from None
     info = json.loads(dist.read_text("direct_url.json") or "{}")
     url = str(info.get("url", ""))
+    vcs = info.get("vcs_info") or {}
+    if vcs.get("vcs") == "git" and url:
+        return "git", f"git+{url}@{vcs.get('commit_id') or vcs.get('requested_revision') or 'HEAD'}"
     if url.startswith("file://"):
-        return [url[len("file://"):]]
-    return [f"{DIST}=={dist.version}"]
+        return "path", url[len("file://"):]
+    return "index", dist.version
+
+
+def distribution_spec() -> list[str]:
+    """pip arguments that install this package into a fresh virtualenv: the source
+    checkout it is imported from, else where it was installed from (a git URL at the
+    commit it was installed at, a local wheel or folder), else the same version from the
+    configured index."""
+    kind, where = _origin()
+    if kind == "git":
+        return [f"{DIST} @ {where}"]
+    if kind == "index":
+        return [f"{DIST}=={where}"]
+    return [where]
+
+
+def install_hint(extras: str = "") -> str:
+    """The pip line that installs this package (with ``extras``) as it was installed
+    here: a checkout's folder, the git URL and commit, or the wheel."""
+    try:
+        kind, where = _origin()
+    except RuntimeError:
+        kind, where = "git", "git+URL@COMMIT"
+    more = f"[{extras}]" if extras else ""
+    if kind == "checkout":
+        return f"pip install -e '{where}{more}'"
+    if kind == "git":
+        return f"pip install '{DIST}{more} @ {where}'"
+    if kind == "path":  # a folder or a wheel file (pip takes extras on either)
+        return f"pip install '{where}{more}'"
+    return f"pip install '{DIST}{more}=={where}'"
+
+
+def missing_message(suite: str, missing: list[str]) -> str:
+    """A GPU session's one line when nox's Python lacks what a run imports."""
+    return (f"{suite}: {sys.executable} lacks {', '.join(missing)}; install this package into it "
+            f"first: {install_hint()} beside the image's torch, or {install_hint('gpu')} without one")
+
+
+def _own_project(root: Path) -> bool:
+    """The adopting repository is a Python package (its own code is what suites test)."""
+    return (root.resolve() != _PACKAGE_PARENT
+            and ((root / "pyproject.toml").is_file() or (root / "setup.py").is_file()))
+
+
+def prepare_commands(suite: Suite, root: Path) -> list[list[str]]:
+    """What the default ``prepare`` runs in a CPU suite's venv, in order: ``["install",
+    ...]`` is ``session.install(...)``, ``["uninstall", ...]`` is ``pip uninstall -y``.
+    This package and the repository's own (editable, where the root has a pyproject)
+    go in one resolve."""
+    cmds = [["install", *distribution_spec(), *(["-e", str(root)] if _own_project(root) else [])]]
+    if suite.install:
+        cmds.append(["install", *suite.install])
+    if suite.uninstall:
+        cmds.append(["uninstall", *suite.uninstall])
+    return cmds
 
 
 RUN_NEEDS = ("pytest", "sqlite_utils", "scipy")  # what `ci_register run` imports beyond stdlib
@@ -113,15 +181,17 @@ def venv_lock(session: Any):
             fcntl.flock(handle, fcntl.LOCK_UN)
 
 
-def _default_prepare(session: Any, suite: Suite) -> None:
-    with venv_lock(session):
-        session.install(*distribution_spec())
-        if suite.install:
-            session.install(*suite.install)
-        if suite.uninstall:
-            # run_install: an install step, which `--install-only` runs too (session.run is
-            # skipped there, and the CUDA builds it removes would stay).
-            session.run_install("python", "-m", "pip", "uninstall", "-y", *suite.uninstall)
+def _default_prepare(root: Path) -> Callable[[Any, Suite], None]:
+    def prepare(session: Any, suite: Suite) -> None:
+        with venv_lock(session):
+            for verb, *args in prepare_commands(suite, root):
+                if verb == "install":
+                    session.install(*args)
+                else:
+                    # run_install: an install step, which `--install-only` runs too
+                    # (session.run is skipped there, and the CUDA builds stay).
+                    session.run_install("python", "-m", "pip", "uninstall", "-y", *args)
+    return prepare
 
 
 def _caller_folder() -> Path:
@@ -157,8 +227,7 @@ def _session(suite: Suite, catalog_path: Path, root: Path, python: str | None,
             missing = missing_modules()
             if missing:
                 mark_exit(EXIT_INPUT)
-                session.error(f"{suite.name}: {sys.executable} lacks {', '.join(missing)}; "
-                              f"pip install '{DIST}[gpu]' (or {DIST} beside the image's torch) first")
+                session.error(missing_message(suite.name, missing))
             interpreter = sys.executable
         else:
             prepare(session, suite)
@@ -210,5 +279,5 @@ def install(
     cat = load_catalog(path)
     version = python or f"{sys.version_info.major}.{sys.version_info.minor}"
     for suite in cat.suites.values():
-        _session(suite, path, root, version, prepare or _default_prepare)
+        _session(suite, path, root, version, prepare or _default_prepare(root))
     return cat

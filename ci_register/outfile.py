@@ -65,6 +65,15 @@ def check_output(path: Path, *, inputs: Iterable[Path] = (), option: str = "--ou
                           "command; choose another path, or pass --force to replace it")
 
 
+def _mode(path: Path) -> int:
+    try:
+        return path.stat().st_mode & 0o7777
+    except OSError:
+        mask = os.umask(0o022)
+        os.umask(mask)
+        return 0o666 & ~mask
+
+
 def write_output(path: Path, text: str, *, option: str = "--out") -> None:
     """Write `text` to `path` through a temporary file renamed into place.
 
@@ -84,6 +93,9 @@ def write_output(path: Path, text: str, *, option: str = "--out") -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
         try:
+            # mkstemp makes the file 0600; the output gets the mode an ordinary write
+            # would give it: the replaced file's, else 0666 less the umask.
+            os.fchmod(fd, _mode(path))
             with os.fdopen(fd, "w", encoding="utf-8") as handle:
                 handle.write(text)
             os.replace(tmp, path)

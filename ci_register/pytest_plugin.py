@@ -8,6 +8,12 @@ Without ``--ci-plan`` it does nothing.
   its file's budget, so one hung test cannot eat a shard.
 - A planned file that collects zero tests fails the session: SGLang users have
   seen CI green while a registered file ran nothing.
+- A GPU suite's session fails, in one line saying why, when it executed no test or
+  skipped tests because torch here sees no GPU (a CPU-only torch in nox's Python on a
+  GPU host, or faked hardware): green would mean nothing was tested.
+
+Both set pytest's exit status before the gates plugin records it (``tryfirst``), so
+the stored run says what the session said.
 """
 
 from __future__ import annotations
@@ -19,7 +25,7 @@ from pathlib import Path
 
 import pytest
 
-__all__ = ["file_timeout"]
+__all__ = ["NO_GPU_SKIP", "file_timeout", "gpu_suite_problem"]
 
 _PLAN_KEY = pytest.StashKey[dict]()
 
@@ -67,6 +73,8 @@ class _PlanState:
         self.collected: dict[str, int] = dict.fromkeys(self.budget, 0)
         self.skipped_modules: set[str] = set()
         self.started: dict[str, float] = {}
+        self.suite = str(plan.get("suite") or "")
+        self.gpu = bool(plan.get("gpu"))
 
     def rel(self, fspath: str | Path) -> str:
         try:
@@ -124,7 +132,36 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None):
 
 
 
-@pytest.hookimpl(trylast=True)
+# What ``suitelib.hardware`` says when torch sees no GPU ("needs a CUDA GPU (found
+# none)", "needs 2 CUDA GPUs (found none)"): on a GPU suite, whose hardware check
+# found one, the GPU stack of this Python is missing, not the GPU.
+NO_GPU_SKIP = "(found none)"
+_RAN = ("passed", "failed", "error", "xfailed", "xpassed")
+
+
+def _skip_reason(report: pytest.TestReport) -> str:
+    longrepr = report.longrepr
+    text = longrepr[2] if isinstance(longrepr, tuple) and len(longrepr) == 3 else str(longrepr)
+    return str(text).removeprefix("Skipped: ")
+
+
+def gpu_suite_problem(suite: str, executed: int, skip_reasons: list[str]) -> str | None:
+    """Why a GPU suite's session must fail though pytest passed it, in one line, or None."""
+    no_stack = [r for r in skip_reasons if NO_GPU_SKIP in r]
+    if no_stack:
+        import sys  # noqa: PLC0415
+
+        return (f"suite {suite}: {len(no_stack)} test(s) skipped because torch in "
+                f"{sys.executable} sees no GPU ({no_stack[0]}); install a CUDA build of "
+                "torch there (a GPU suite never passes by skipping its GPU tests)")
+    if executed == 0:
+        why = f"{len(skip_reasons)} skipped: {skip_reasons[0]}" if skip_reasons else "none ran"
+        return (f"suite {suite}: no test executed ({why}); a GPU suite that runs nothing "
+                "fails")
+    return None
+
+
+@pytest.hookimpl(tryfirst=True)
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     state = _state(session.config)
     if state is None:
@@ -148,3 +185,11 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
             else:
                 print(f"ERROR {msg}")
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
+    if state.gpu and tr is not None and exitstatus in (0, 1, 5):
+        executed = sum(1 for k in _RAN for r in tr.stats.get(k, [])
+                       if getattr(r, "when", "call") == "call")
+        reasons = [_skip_reason(r) for r in tr.stats.get("skipped", [])]
+        problem = gpu_suite_problem(state.suite, executed, reasons)
+        if problem:
+            tr.write_line(f"ERROR {problem}", red=True, bold=True)
+            session.exitstatus = pytest.ExitCode.TESTS_FAILED

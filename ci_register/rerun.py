@@ -67,6 +67,7 @@ class Target:
     timeout_s: int
     nightly: bool = False  # a nightly-only file in a per-commit suite needs --nightly
     sources: dict[str, str] = field(default_factory=dict)  # path -> "history" | "est_time"
+    seconds: dict[str, float] = field(default_factory=dict)  # path -> expected seconds
 
     def args(self, extra: Sequence[str] = ()) -> list[str]:
         out = [a for f in self.files for a in ("--file", f)]
@@ -197,14 +198,16 @@ def make_targets(
         limit = int(sum(file_timeout(s) for s in secs.values()) + SETUP_S)
         nightly = any(r.nightly for r in regs) and name not in nightly_suites
         src = {r.path: (sources or {}).get((name, r.path), "est_time") for r in regs}
-        out.append(Target(name, files, regs, sum(secs.values()), limit, nightly, src))
+        out.append(Target(name, files, regs, sum(secs.values()), limit, nightly, src, secs))
     return out
 
 
 def describe(target: Target, extra: Sequence[str] = ()) -> str:
     lines = [f"suite {target.suite}: {len(target.files)} file(s), expected {target.expected_s:.0f} s, timeout {target.timeout_s} s"]
     for r in target.registrations:
-        lines.append(f"  {r.path}:{r.line}  est_time {r.est_time:g} s ({target.sources.get(r.path, 'est_time')})")
+        secs, source = target.seconds.get(r.path, r.est_time), target.sources.get(r.path, "est_time")
+        lines.append(f"  {r.path}:{r.line}  expected {secs:.0f} s ({source}"
+                     + (f"; est_time {r.est_time:g} s)" if source != "est_time" else ")"))
     lines.append(target.command(extra))
     return "\n".join(lines)
 
@@ -240,6 +243,7 @@ def plan_rerun(
     *,
     suite: str | None = None,
     history: str | None = None,
+    fingerprint: str | None = None,
 ) -> tuple[Selection, list[Target]]:
     """Collect the tree, resolve the spec and size each suite's command from history."""
     from ci_register import durations  # noqa: PLC0415 - reads the history
@@ -270,13 +274,17 @@ def plan_rerun(
     warned: set[str] = set()
     for name in sorted({r.suite for r in sel.registrations}):
         regs = [r for r in sel.registrations if r.suite == name]
-        found = durations.lookup(regs, catalog.suites[name], history, root=root)
+        # The matrix's fingerprint (the suite's newest trusted run): a rerun printed on
+        # a laptop sizes the GPU suite's command as CI planned it (durations.expected).
+        found = durations.lookup(regs, catalog.suites[name], history, root=root,
+                                 fingerprint=fingerprint or durations.LATEST)
         if found.warning and found.warning not in warned:  # one history, one warning
             warned.add(found.warning)
             print(f"warning: {found.warning}", file=sys.stderr)
-        for path, fig in found.figures.items():
-            expected[(name, path)] = fig.seconds
-            sources[(name, path)] = "history"
+        secs, src = durations.expected(regs, found.figures)
+        for path in secs:
+            expected[(name, path)] = secs[path]
+            sources[(name, path)] = src[path]
     nightly = [n for n, s in catalog.suites.items() if s.nightly]
     return sel, make_targets(sel, expected, nightly, sources)
 

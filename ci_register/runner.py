@@ -154,12 +154,10 @@ class Plan:
 
 def expected_durations(regs: list[Registration], suite: Suite, history: str | None) -> tuple[dict[str, float], dict[str, str]]:
     """Expected seconds per file: measured history where there is enough, else est_time."""
-    expected = {r.path: r.est_time for r in regs}
-    source = dict.fromkeys(expected, "est_time")
-    for path, secs in durations.measured(regs, suite, history).items():
-        expected[path] = secs
-        source[path] = "history"
-    return expected, source
+    found = durations.lookup(regs, suite, history)
+    if found.warning:
+        print(f"warning: {found.warning}", file=sys.stderr)
+    return durations.expected(regs, found.figures)
 
 
 def make_plan(collection: Collection, suite: Suite, opts: RunOptions) -> Plan:
@@ -234,6 +232,7 @@ def _plan_json(plan: Plan, run_id: str, root: Path, collection: Collection, conf
     mine = {f["path"] for f in files}
     return {
         "suite": plan.suite.name,
+        "gpu": plan.suite.is_gpu,  # ci_register.pytest_plugin: a GPU suite must run its tests
         "shard": [plan.index, len(plan.shards)],
         "run_id": run_id,
         "root": str(root.resolve()),

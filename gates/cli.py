@@ -287,7 +287,7 @@ _EXAMPLES = """examples:
   gate-report untrust --commit abc1234 --reason "broken runner gpu-17"
   gate-report compare main my-branch --format md
   gate-report accept 'serving/ttft_ms*' --from abc1234 --reason "chunked prefill, #1234"
-  gate-report snapshot --suite stage-b-1gpu --out snap.db   what a shard gates against
+  gate-report snapshot --suite base-b-1gpu --out snap.db    what a shard gates against
   gate-report prune --keep 90d                  what would go; --apply deletes and compacts
 
 exit codes: 0 nothing regressed in what is reported; 1 a gate failed in it;

@@ -72,7 +72,7 @@ def add_out(p: argparse.ArgumentParser) -> None:
 
 def open_history_arg(path: str | None, *, write: bool = False):
     """The history, read-only for reports; a missing file is a usage error naming the fix."""
-    from gates.history import HistoryError, open_history  # noqa: PLC0415
+    from gates.history import HistoryError, open_for_reading, open_history  # noqa: PLC0415
     from gates.store.backend import history_location  # noqa: PLC0415
 
     target = history_location(path or default_history())
@@ -81,12 +81,15 @@ def open_history_arg(path: str | None, *, write: bool = False):
                          "GATES_HISTORY, or run a suite to create it")
     if write:
         return open_history(target, create=False)
+    if isinstance(target, Path):
+        # Reads never write: an older file is read through a migrated temporary copy.
+        return open_for_reading(target)
     try:
         return open_history(target, create=False, readonly=True)
     except HistoryError as exc:
         if "schema is older" not in str(exc):
             raise
-        # Written by an older gates: migrating it is what opening read-write does.
+        # A database of an older schema: migrating it is what opening read-write does.
         return open_history(target, create=False)
 
 

@@ -33,7 +33,7 @@ def _snapshot(args: argparse.Namespace) -> int:
 
 
 def _prune(args: argparse.Namespace) -> int:
-    from gates.history import open_history  # noqa: PLC0415
+    from gates.history import open_for_reading, open_history  # noqa: PLC0415
     from gates.prune import apply_prune, plan_prune  # noqa: PLC0415
     from gates.report_query import parse_since  # noqa: PLC0415
 
@@ -43,9 +43,11 @@ def _prune(args: argparse.Namespace) -> int:
     before = parse_since(args.keep) if args.keep is not None else None
     on_disk = isinstance(target, Path)  # a database's size is the server's business
     size = target.stat().st_size if on_disk else 0
-    # A dry run still opens read-write: a file of an older schema migrates first, so
-    # the plan is over what the apply would delete.
-    with open_history(target, create=False) as history:
+    # A dry run writes nothing: a file of an older schema is planned over a migrated
+    # temporary copy (the rows the apply would see after it migrates the file).
+    opened = (open_for_reading(target) if not args.apply and isinstance(target, Path)
+              else open_history(target, create=False))
+    with opened as history:
         plan = plan_prune(history, before=before, keep_runs=args.keep_runs)
         print(plan.summary())
         if not args.apply:

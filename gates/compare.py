@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from gates import stats
-from gates.render_text import neutralise_commands, one_line
+from gates.render_text import fmt_value, neutralise_commands, one_line
 
 __all__ = ["CompareInputError", "CompareRow", "compare", "load_side", "render_compare"]
 
@@ -49,6 +49,7 @@ class CompareRow:
     p_value: float | None
     q_value: float | None
     verdict: str
+    note: str = ""  # why a change is shown without a verdict (too few runs of A)
 
 
 def load_side(history: Any, ref: str, *, suite: str | None, limit: int,
@@ -118,6 +119,12 @@ def compare(a: Mapping[tuple[str, str, str], Any], b: Mapping[tuple[str, str, st
                       strict=True):  # the metrics judged together
         row.a, row.b = _num(j.baseline), _num(j.value)
         row.verdict = j.status
+        if j.status == "insufficient-history":
+            # The change is still a fact worth showing; the test is what needs runs.
+            if row.a and row.b is not None:
+                row.rel_change = (row.b - row.a) / abs(row.a)
+            row.note = (f"A has {row.n_a} run(s) of this metric; the gate judges against at "
+                        f"least {params.min_history}: change shown, not tested")
         if j.status == "ok":
             row.rel_change = _num(j.rel_change)
             if j.ci is not None:
@@ -157,18 +164,20 @@ def render_compare(rows: Sequence[CompareRow], a: str, b: str, fmt: str = "text"
         ci = "-" if r.ci_low is None else f"{_pct(r.ci_low)} .. {_pct(r.ci_high)}"
         pq = "-" if r.p_value is None else f"{r.p_value:.2g} / {r.q_value:.2g}"
         body.append([one_line(str(c)) for c in (r.verdict, r.suite, r.fingerprint, r.key)] + [
-                     "-" if r.a is None else f"{r.a:.6g}", "-" if r.b is None else f"{r.b:.6g}",
+                     fmt_value(r.a, r.unit), fmt_value(r.b, r.unit),
                      _pct(r.rel_change), ci, pq, f"{r.n_a}/{r.n_b}"])
     a, b = one_line(str(a)), one_line(str(b))
     counts: dict[str, int] = {}
     for r in rows:
         counts[r.verdict] = counts.get(r.verdict, 0) + 1
     summary = ", ".join(f"{n} {k}" for k, n in sorted(counts.items())) or "no metrics"
+    notes = sorted({one_line(r.note) for r in rows if r.note})
     if fmt == "md":
         esc = [[c.replace("|", "\\|") for c in row] for row in body]
         lines = [f"## Compare `{a}` -> `{b}`: {summary}", "",
                  "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
         lines += ["| " + " | ".join(row) + " |" for row in esc]
+        lines += ["", *(f"- insufficient-history: {n}" for n in notes)] if notes else []
         return neutralise_commands("\n".join(lines) + "\n")
     widths = [max(len(str(x)) for x in col) for col in zip(head, *body, strict=True)]
 
@@ -177,4 +186,5 @@ def render_compare(rows: Sequence[CompareRow], a: str, b: str, fmt: str = "text"
 
     lines = [f"compare {a} -> {b}: {summary}", line(head)]
     lines += [line(row) for row in body]
+    lines += [f"insufficient-history: {n}" for n in notes]
     return neutralise_commands("\n".join(lines) + "\n")

@@ -23,7 +23,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from gates.history import History, HistoryError, check_file
+from gates.history import History, HistoryError, check_file, open_for_reading
 from gates.store.backend import history_location
 
 __all__ = ["LATEST", "file_durations", "main"]
@@ -36,7 +36,8 @@ def file_durations(path: Path | str, suite: str, fingerprint: str, *, limit: int
     """The reply ``main`` prints: the fingerprint used and each file's recent seconds."""
     if isinstance(path, Path):
         check_file(path, create=False)  # a directory or a non-SQLite file, with its fix
-    with History(path, create=False, readonly=True, busy_timeout_s=lock_wait_s) as hist:
+    with (open_for_reading(path, busy_timeout_s=lock_wait_s) if isinstance(path, Path)
+          else History(path, create=False, readonly=True, busy_timeout_s=lock_wait_s)) as hist:
         fp = hist.latest_trusted_fingerprint(suite) if fingerprint == LATEST else fingerprint
         found = hist.file_durations(suite, fp, limit=limit) if fp is not None else {}
     return {"fingerprint": fp, "durations": found}

@@ -75,7 +75,8 @@ class NeverRan:
 class SlowFile:
     path: str
     median: float
-    p90: float
+    expected: float  # the planner's figure (ci_register.durations.expected): what plan,
+    source: str      # matrix and rerun show for this file; "history" or "est_time"
     est_time: float | None
     runs: int
 
@@ -272,10 +273,16 @@ def analyse(data: Mapping[str, Any]) -> HealthReport:
                                              f"planned in {n} complete run(s), no test recorded"))
 
     slow = []
+    figures = choose(list(durations), durations, min_runs=MIN_RUNS, window=WINDOW, q=QUANTILE)
     for path, values in durations.items():
         if values:
-            slow.append(SlowFile(path, quantile(values, 0.5), quantile(values, 0.9),
-                                 est.get(path, (None, None))[0], len(values)))
+            declared = est.get(path, (None, None))[0]
+            fig = figures.get(path)
+            if fig is None and declared is None:
+                continue  # neither measured enough nor declared: no figure to show
+            slow.append(SlowFile(path, quantile(values, 0.5),
+                                 fig.seconds if fig else float(declared or 0.0),
+                                 "history" if fig else "est_time", declared, len(values)))
     slow.sort(key=lambda s: (-s.median, s.path))
     report.slowest = slow[:SLOWEST]
 

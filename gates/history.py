@@ -50,6 +50,9 @@ Tables (browse them with ``sqlite-utils tables history.db --counts``):
 - ``snapshot_runs``: in a baseline snapshot (``gates.snapshot``) and a shard seeded
   from one, the runs copied from the main history (dropped when the shard is done,
   never re-checked by a merge).
+- ``import_maps``: per (suite, test file), the project files its newest recorded run
+  loaded (``files``, a JSON list of paths), with commit_sha, run_id and recorded_at
+  (``gates.import_map``); test selection adds them to the static import graph.
 
 Merging shard files into one history is `gates.merge`.
 
@@ -66,7 +69,9 @@ import datetime as dt
 import json
 import os
 import random
+import shutil
 import sqlite3
+import tempfile
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -76,7 +81,7 @@ from typing import Any, TypeVar
 from sqlite_utils import Database
 
 from gates.metrics import Metric
-from gates.provenance import Provenance, utc_now
+from gates.provenance import Provenance, untrusted_reason, utc_now
 from gates.schema import (
     KNOWN_MIGRATIONS,
     MIGRATIONS,
@@ -102,6 +107,7 @@ __all__ = [
     "HistoryError",
     "RunRecord",
     "TestResult",
+    "open_for_reading",
     "open_history",
 ]
 
@@ -167,6 +173,43 @@ def open_history(path: str | os.PathLike[str], *, create: bool = True,
     return History(path, create=create, readonly=readonly, busy_timeout_s=busy_timeout_s)
 
 
+def open_for_reading(path: str | os.PathLike[str], *,
+                     busy_timeout_s: float = BUSY_TIMEOUT_S) -> History:
+    """Open a history file to read it, never writing it.
+
+    Read-only; a file of an older schema is read through a migrated temporary copy
+    (SQLite's backup of it, migrated, deleted on close), so a report, a dry run or a
+    planner reading a committed history leaves it byte for byte as it was. The file
+    itself migrates on its next write (a suite run, ``gate-report accept``).
+    Messages name the file, not the copy.
+    """
+    source = Path(path)
+    try:
+        return History(source, create=False, readonly=True, busy_timeout_s=busy_timeout_s)
+    except HistoryError as exc:
+        if "schema is older" not in str(exc):
+            raise
+    folder = Path(tempfile.mkdtemp(prefix="gates-read-"))
+    try:
+        src = _connect(source, True, busy_timeout_s)
+        try:
+            dst = sqlite3.connect(folder / source.name)
+            try:
+                src.backup(dst)
+            finally:
+                dst.close()
+        finally:
+            src.close()
+        History(folder / source.name, create=False).close()  # migrates the copy
+        copy = _ReadCopy(folder / source.name, create=False, readonly=True,
+                         busy_timeout_s=busy_timeout_s)
+    except BaseException:
+        shutil.rmtree(folder, ignore_errors=True)
+        raise
+    copy.folder, copy.path = folder, source
+    return copy
+
+
 class History(BaselineReads, ReportReads, FleetSQL):
     """A history file. Use as a context manager or call `close()`.
 
@@ -189,6 +232,7 @@ class History(BaselineReads, ReportReads, FleetSQL):
     def __init__(self, path: str | os.PathLike[str], *, create: bool = True,
                  readonly: bool = False, busy_timeout_s: float = BUSY_TIMEOUT_S) -> None:
         self.path = Path(path)
+        self.data_file = self.path  # the file read (a migrated copy's: open_for_reading)
         self.readonly = readonly
         self.busy_timeout_s = busy_timeout_s
         check_file(self.path, create=create and not readonly)
@@ -985,6 +1029,40 @@ class History(BaselineReads, ReportReads, FleetSQL):
         return self._rows("SELECT channel, dedupe, run_id, at FROM notifications WHERE "
                           "channel = ? ORDER BY id", [channel])
 
+    # ------------------------------------------------------------ import maps
+
+    def record_import_maps(self, suite: str, run_id: str | None, commit: str | None,
+                           maps: Mapping[str, Iterable[str]], at: str | None = None) -> int:
+        """Keep, per (suite, test file), the project files this run loaded; a map
+        recorded earlier than the stored one does not replace it. Rows written."""
+        when = at or utc_now()
+        rows = [(suite, path, commit, run_id, when, json.dumps(sorted(set(files))))
+                for path, files in sorted(maps.items())]
+        if not rows:
+            return 0
+        self._write(lambda: self.conn.executemany(
+            "INSERT INTO import_maps (suite, path, commit_sha, run_id, recorded_at, files) "
+            "VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (suite, path) DO UPDATE SET "
+            "commit_sha = excluded.commit_sha, run_id = excluded.run_id, "
+            "recorded_at = excluded.recorded_at, files = excluded.files "
+            "WHERE excluded.recorded_at >= import_maps.recorded_at", rows))
+        return len(rows)
+
+    def import_maps(self, suite: str | None = None) -> list[dict[str, Any]]:
+        """Stored import maps (``files`` decoded), of one suite or all."""
+        sql, params = "SELECT suite, path, commit_sha, run_id, recorded_at, files FROM import_maps", []
+        if suite is not None:
+            sql += " WHERE suite = ?"
+            params.append(suite)
+        rows = self._rows(sql + " ORDER BY suite, path", params)
+        for r in rows:
+            try:
+                files = json.loads(r["files"])
+            except (TypeError, ValueError):
+                files = None
+            r["files"] = [f for f in files if isinstance(f, str)] if isinstance(files, list) else None
+        return rows
+
     # ---------------------------------------------------------------- bundles
 
     def export_run(self, run_id: str) -> dict[str, Any]:
@@ -1009,6 +1087,10 @@ class History(BaselineReads, ReportReads, FleetSQL):
             "acceptances": [_drop(r, "id") for r in self._rows(
                 "SELECT a.* FROM acceptances a JOIN run_acceptances ra ON ra.acceptance_id = "
                 "a.id WHERE ra.run_id = ? ORDER BY a.id", (run_id,))],
+            # The import maps this run recorded (still the newest of their files).
+            "import_maps": self._rows(
+                "SELECT suite, path, commit_sha, run_id, recorded_at, files FROM import_maps "
+                "WHERE run_id = ? ORDER BY suite, path", (run_id,)),
         }
 
     def has_run(self, run_id: str) -> bool:
@@ -1024,6 +1106,16 @@ class History(BaselineReads, ReportReads, FleetSQL):
         for table in ("plan_files", "plan_gates", "trust_log"):
             _insert(self.conn, table, list(bundle[table]))
         insert_carried(self.conn, bundle["run"]["run_id"], bundle.get("acceptances") or ())
+        maps = [m for m in bundle.get("import_maps") or () if isinstance(m, Mapping)]
+        if maps:
+            self.conn.executemany(
+                "INSERT INTO import_maps (suite, path, commit_sha, run_id, recorded_at, files) "
+                "VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (suite, path) DO UPDATE SET "
+                "commit_sha = excluded.commit_sha, run_id = excluded.run_id, "
+                "recorded_at = excluded.recorded_at, files = excluded.files "
+                "WHERE excluded.recorded_at >= import_maps.recorded_at",
+                [(m.get("suite"), m.get("path"), m.get("commit_sha"), m.get("run_id"),
+                  m.get("recorded_at"), m.get("files")) for m in maps])
 
     def orphan_rows(self) -> list[str]:
         """Rows that belong to no run (or no metric): what a broken or forged file holds."""
@@ -1120,6 +1212,7 @@ def _corrupt(path: Path, exc: BaseException) -> HistoryError:
 
 
 def _run_row(prov: Provenance, *, status: str, exit_status: int | None) -> dict[str, Any]:
+    untrusted = untrusted_reason(prov.hardware)
     return {
         "run_id": prov.run_id, "suite": prov.suite,
         "shard_index": prov.shard_index, "shard_count": prov.shard_count,
@@ -1128,7 +1221,7 @@ def _run_row(prov: Provenance, *, status: str, exit_status: int | None) -> dict[
         "started_at": prov.started_at, "finished_at": prov.finished_at,
         "host": prov.host, "python": prov.python, "fingerprint": prov.fingerprint,
         "hardware": json.dumps(prov.hardware, sort_keys=True, default=str),
-        "trusted": 1, "trust_reason": None, "trust_changed_at": None,
+        "trusted": int(untrusted is None), "trust_reason": untrusted, "trust_changed_at": None,
     }
 
 
@@ -1317,3 +1410,16 @@ def _like_prefix(text: str) -> str:
 
 def _q(identifier: str) -> str:
     return '"' + identifier.replace('"', '""') + '"'
+
+
+class _ReadCopy(History):
+    """A migrated temporary copy of an older history (``open_for_reading``): its
+    folder goes on close."""
+
+    folder: Path
+
+    def close(self) -> None:
+        try:
+            super().close()
+        finally:
+            shutil.rmtree(self.folder, ignore_errors=True)

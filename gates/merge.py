@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from gates.history import History, HistoryError
+from gates.history import History, HistoryError, open_for_reading
 from gates.merge_check import ShardRejected, check_bundle
 from gates.store.backend import display_location, history_location
 from gates.store.fleet_sql import BISECT_COLUMNS
@@ -186,7 +186,9 @@ def check_history(path: str | os.PathLike[str]) -> list[str]:
     """One line per problem a merge would refuse, over every run of a history file:
     what a hand edit or an older merge left that reports and gates cannot read."""
     problems = []
-    with History(history_location(path), create=False, readonly=True) as history:
+    target = history_location(path)
+    with (open_for_reading(target) if isinstance(target, Path)
+          else History(target, create=False, readonly=True)) as history:
         problems += [f"{history.path}: {p}" for p in history.orphan_rows()]
         for run_id in history.run_ids():
             try:

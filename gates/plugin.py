@@ -354,6 +354,8 @@ class _Recorder:
         if options.plan:
             confirm_of = options.plan.get("confirm_of")
             self.provenance.confirm_of = confirm_of if isinstance(confirm_of, str) else None
+        self.import_maps = None  # the run-time import tracker (`gates.import_map`), from start()
+        self.maps_problem: str | None = None
 
     def start(self) -> None:
         try:
@@ -362,6 +364,24 @@ class _Recorder:
             self.history.close()
             raise pytest.UsageError(str(exc)) from None
         self.sigterm = _interrupt_on_sigterm()
+        if os.environ.get("GATES_IMPORT_MAPS", "1") != "0":  # 0: do not record import maps
+            from gates.import_map import ImportMapPlugin, ImportTracker
+
+            tracker = ImportTracker(self.config.rootpath)
+            tracker.install()
+            self.import_maps = ImportMapPlugin(tracker)
+            self.config.pluginmanager.register(self.import_maps, "gates-import-maps")
+
+    def _save_import_maps(self, exitstatus: int) -> None:
+        """The newest import map of each file that ran (test selection reads them); an
+        interrupted session records none: its files may not have run whole."""
+        if self.import_maps is None or int(exitstatus) == int(pytest.ExitCode.INTERRUPTED):
+            return
+        try:
+            self.history.record_import_maps(self.options.suite or "", self.provenance.run_id,
+                                            self.provenance.commit, self.import_maps.maps())
+        except self._history_error as exc:
+            self.maps_problem = str(exc)  # the run is recorded; selection falls back to the static graph
 
     def unit_of(self, suite: str, key: str) -> tuple[str, str] | None:
         try:
@@ -479,16 +499,21 @@ class _Recorder:
         record = RunRecord(self.provenance, self.results(left),
                            [(n, m) for n, ms in self.metrics.items() if n not in self.saved
                             for m in ms],
-                           self.options.plan, int(exitstatus))
+                           # session's: ci_register's plugin may have failed it (tryfirst)
+                           self.options.plan, int(session.exitstatus))
         try:
             self.history.record_run(record, attempt=self.attempt)
             self.written = self.provenance.run_id
+            self._save_import_maps(exitstatus)
         except self._history_error as exc:
             # The run happened but is not in history: nothing can gate it, so fail.
             self.problem = str(exc)
             session.exitstatus = pytest.ExitCode.INTERNAL_ERROR
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
+        if self.maps_problem:
+            terminalreporter.write_line(f"gates: import maps NOT recorded (selection will use the static "
+                                        f"graph for these files): {self.maps_problem}", yellow=True)
         if self.problem:
             terminalreporter.write_line(f"gates: run NOT recorded: {self.problem}", red=True)
         elif self.written:
@@ -499,4 +524,6 @@ class _Recorder:
     def pytest_unconfigure(self, config: pytest.Config) -> None:
         if self.sigterm:
             _restore_sigterm()
+        if self.import_maps is not None:
+            self.import_maps.tracker.uninstall()
         self.history.close()

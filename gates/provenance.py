@@ -39,10 +39,21 @@ __all__ = [
     "new_run_id",
     "parse_nvidia_smi",
     "torch_probe",
+    "untrusted_reason",
     "utc_now",
 ]
 
 _PROBE_TIMEOUT_S = 10.0
+
+
+def untrusted_reason(hardware: Mapping[str, Any] | None) -> str | None:
+    """Why a run on ``hardware`` must never be a baseline, or None: hardware that came
+    from a fake source (``CI_REGISTER_FAKE_HARDWARE``) names a machine the run never
+    ran on, so its values say nothing about that machine."""
+    if (hardware or {}).get("source") == "fake":
+        return ("hardware faked (CI_REGISTER_FAKE_HARDWARE): its values are not the "
+                "named machine's; never a baseline")
+    return None
 
 
 def utc_now() -> str:

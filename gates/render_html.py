@@ -14,14 +14,18 @@ from collections.abc import Sequence
 from gates.health import HealthReport
 from gates.render_text import (
     LABELS,
+    NEXT_STEPS_HEAD,
+    WHERE_CHANGED_HEAD,
     change_parts,
     fmt_change,
     fmt_pq,
     fmt_value,
     headline,
     health_tables,
+    next_steps,
     run_table,
     several_runs,
+    where_changed,
 )
 from gates.report import Report, Trend, VerdictRow
 
@@ -244,6 +248,27 @@ def _health_html(h: HealthReport) -> str:
     return "".join(parts)
 
 
+def _next_steps_html(report: Report) -> str:
+    """What the text and Markdown reports say after the verdicts: who owns each
+    failing metric and the command that accepts it, and where each series changed."""
+    out = []
+    nxt = next_steps(report)
+    if nxt:
+        rows = [[f"<code>{_breakable(k, '/')}</code>", _e(vd), _e(o), _e(b),
+                 f"<code>{_e(c)}</code>" if c != "-" else "-"] for k, vd, o, b, c in nxt]
+        out.append(f"<h2>Owners and next steps ({len(rows)})</h2>"
+                   + _table(NEXT_STEPS_HEAD, rows, raw_cols=frozenset(range(5)),
+                            wrap_cols=frozenset({4})))
+    changed = where_changed(report)
+    if changed:
+        rows = [[f"<code>{_breakable(k, '/')}</code>", f"<code>{_breakable(rng, '..')}</code>",
+                 _e(ba), _e(ch), _e(p), f"<code>{_e(run)}</code>"]
+                for k, rng, ba, ch, p, run in changed]
+        out.append(f"<h2>Where metrics changed ({len(rows)})</h2>"
+                   + _table(WHERE_CHANGED_HEAD, rows, raw_cols=frozenset(range(6))))
+    return "".join(out)
+
+
 def _runs_html(report: Report) -> str:
     """The runs table, collapsed unless it is short (the runs with failed tests or that
     did not complete stay in view above it); hardware named by its GPUs (the full
@@ -304,6 +329,7 @@ def render_html(report: Report) -> str:
     if report.omitted:
         out.append(f'<p class="note">{report.omitted} older passing row(s) not listed; '
                    "<code>gate-report --all</code> lists them.</p>")
+    out.append(_next_steps_html(report))
     out.append(_runs_html(report))
 
     charted = [v for v in top if v.trend is not None and len(v.trend)][:MAX_CHARTS]

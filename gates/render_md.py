@@ -12,6 +12,8 @@ from __future__ import annotations
 import re
 
 from gates.render_text import (
+    NEXT_STEPS_HEAD,
+    WHERE_CHANGED_HEAD,
     headline,
     health_findings,
     health_tables,
@@ -20,6 +22,7 @@ from gates.render_text import (
     run_table,
     several_runs,
     verdict_table,
+    where_changed,
 )
 from gates.report import Report
 
@@ -78,21 +81,9 @@ def _verdict_rows(report: Report) -> tuple[list[str], list[list[str]], list[list
 
 
 def _runs_and_verdicts(report: Report) -> list[str]:
+    # Verdicts, owners and where metrics changed come first, the runs after them: a
+    # range's runs table is long, and a reader (or the 1 MiB cut) needs the verdicts.
     parts: list[str] = []
-    head, rows = run_table(report)
-    cells = []
-    for r, row in zip(report.runs, rows, strict=True):
-        out = [md_text(c) for c in row]
-        out[0] = md_code(row[0])
-        out[3] = md_code(row[3]) if r.commit else "-"
-        if r.ci_url and r.ci_url.startswith(("https://", "http://")):
-            out[6] = f"[{md_text(row[6])}]({r.ci_url.replace(')', '%29').replace(' ', '%20')})"
-        cells.append(out)
-    runs_md = table([md_text(h) for h in head], cells)
-    if len(cells) > 10:  # a range: keep the verdicts near the top of the summary
-        runs_md = f"<details><summary>{len(cells)} runs</summary>\n\n{runs_md}\n\n</details>"
-    parts += ["### Runs", "", runs_md, ""]
-
     head, top, passing = _verdict_rows(report)
     parts += [f"### Verdicts ({len(top) + len(passing)})", ""]
     if not top and not passing:
@@ -109,24 +100,30 @@ def _runs_and_verdicts(report: Report) -> list[str]:
     nxt = next_steps(report)
     if nxt:
         parts += ["### Owners and next steps", "",
-                  table(["metric", "verdict", "owner", "bisected", "to accept as the new level"],
+                  table(NEXT_STEPS_HEAD,
                         [[md_code(k), md_text(vd), md_text(o), md_text(b),
                           md_code(c) if c != "-" else "-"] for k, vd, o, b, c in nxt]), ""]
 
-    changed = [v for v in report.verdicts if v.change is not None and v.cls != "pass"]
+    changed = where_changed(report)
     if changed:
-        parts += ["### Where metrics changed", ""]
-        rows = []
-        for v in changed:
-            c = v.change
-            assert c is not None
-            rows.append([md_code(v.key), md_code(c.commit_range),
-                         md_text(f"{c.before:.4g} -> {c.after:.4g}"),
-                         md_text("-" if c.rel is None else f"{c.rel * 100:+.1f}%"),
-                         md_text(f"{c.p:.2g}" if c.p == c.p else "-"),
-                         md_code(c.run_id[:12])])
-        parts += [table(["metric", "commits", "median before -> after", "change",
-                         "change-point p", "first run after"], rows), ""]
+        parts += ["### Where metrics changed", "",
+                  table(WHERE_CHANGED_HEAD,
+                        [[md_code(k), md_code(rng), md_text(ba), md_text(ch), md_text(p), md_code(run)]
+                         for k, rng, ba, ch, p, run in changed]), ""]
+
+    head, rows = run_table(report)
+    cells = []
+    for r, row in zip(report.runs, rows, strict=True):
+        out = [md_text(c) for c in row]
+        out[0] = md_code(row[0])
+        out[3] = md_code(row[3]) if r.commit else "-"
+        if r.ci_url and r.ci_url.startswith(("https://", "http://")):
+            out[6] = f"[{md_text(row[6])}]({r.ci_url.replace(')', '%29').replace(' ', '%20')})"
+        cells.append(out)
+    runs_md = table([md_text(h) for h in head], cells)
+    if len(cells) > 10:  # a range: a long table, folded
+        runs_md = f"<details><summary>{len(cells)} runs</summary>\n\n{runs_md}\n\n</details>"
+    parts += ["### Runs", "", runs_md, ""]
     return parts
 
 

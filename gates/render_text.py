@@ -296,18 +296,45 @@ def health_tables(h: HealthReport) -> list[tuple[str, list[str], list[list[str]]
             else:
                 note = (f"1 shard: {fmt_seconds(g.makespan_fresh)} measured; fresh "
                         "estimates change nothing on one shard")
-        out.append(("Slowest files", ["file", "median", "p90", "est_time", "runs"],
-                    [[s.path, fmt_seconds(s.median), fmt_seconds(s.p90),
+        # "expected" is the planner's figure, formatted as plan and rerun print it.
+        out.append(("Slowest files", ["file", "median", "expected", "est_time", "runs"],
+                    [[s.path, fmt_seconds(s.median), f"{s.expected:.0f} s ({s.source})",
                       "-" if s.est_time is None else f"{s.est_time:g} s", str(s.runs)]
                      for s in h.slowest], note))
     return out
 
 
+NEXT_STEPS_HEAD = ["metric", "verdict", "owner", "bisected", "to accept as the new level"]
+WHERE_CHANGED_HEAD = ["metric", "commits", "median before -> after", "change", "change-point p",
+                      "first run after"]
+
+
 def next_steps(report: Report) -> list[list[str]]:
     """Rows naming the owner of each failing or improved metric and, where the change
-    held, the command that accepts it (``gates.owners.assign`` fills them)."""
-    return [[v.key, v.verdict, v.owner or "-", v.bisect or "-", v.accept_hint or "-"]
-            for v in report.verdicts if v.owner or v.accept_hint or v.bisect]
+    held, the command that accepts it (``gates.owners.assign`` fills them). A metric is
+    listed once (its first row: the worst verdict), however many runs a range holds."""
+    seen: set[tuple[str, str]] = set()
+    out = []
+    for v in report.verdicts:
+        if not (v.owner or v.accept_hint or v.bisect) or (v.suite, v.key) in seen:
+            continue
+        seen.add((v.suite, v.key))
+        out.append([v.key, v.verdict, v.owner or "-", v.bisect or "-", v.accept_hint or "-"])
+    return out
+
+
+def where_changed(report: Report) -> list[list[str]]:
+    """Where each non-passing metric's series changed (``Trend.change``): the commits
+    around the change point, the medians either side, and the first run after it."""
+    rows = []
+    for v in report.verdicts:
+        c = v.change
+        if c is None or v.cls == "pass":
+            continue
+        rows.append([v.key, c.commit_range, f"{c.before:.4g} -> {c.after:.4g}",
+                     "-" if c.rel is None else f"{c.rel * 100:+.1f}%",
+                     f"{c.p:.2g}" if c.p == c.p else "-", c.run_id[:12]])
+    return rows
 
 
 def _runs_and_verdicts(report: Report) -> list[str]:
@@ -323,8 +350,10 @@ def _runs_and_verdicts(report: Report) -> list[str]:
     parts.append("")
     nxt = next_steps(report)
     if nxt:
-        parts += ["Owners and next steps", grid(nxt, ["metric", "verdict", "owner", "bisected",
-                                                     "to accept as the new level"]), ""]
+        parts += ["Owners and next steps", grid(nxt, NEXT_STEPS_HEAD), ""]
+    changed = where_changed(report)
+    if changed:
+        parts += ["Where metrics changed", grid(changed, WHERE_CHANGED_HEAD), ""]
     return parts
 
 

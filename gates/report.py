@@ -592,7 +592,8 @@ def _attach_trends(rows: list[VerdictRow], data: ReportInput) -> None:
 def _title(data: ReportInput, runs: Sequence[RunInfo]) -> str:
     suites = sorted({r.suite for r in runs})
     if data.scope == "run" and runs:
-        return f"{', '.join(suites)} @ {(runs[0].commit or 'unknown commit')[:10]}"
+        commit = runs[0].commit[:10] if runs[0].commit else "no commit"  # a repository without one
+        return f"{', '.join(suites)} @ {commit}"
     since = f" since {data.since[:16].replace('T', ' ')} UTC" if data.since else ""
     return f"{', '.join(suites) or 'no runs'}{since}"
 

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 
 from sqlite_utils import Database, Migrations
 
-__all__ = ["MIGRATIONS", "SCHEMA_VERSION", "VERDICT_COLUMNS", "MigrationRefused",
+__all__ = ["IMPORT_MAPS_TABLE", "MIGRATIONS", "SCHEMA_VERSION", "VERDICT_COLUMNS", "MigrationRefused",
            "pack_samples", "unpack_samples"]
 
 MIGRATIONS = Migrations("gates-history")
@@ -290,6 +290,18 @@ def _m005_verdict_stage(db: Database) -> None:
     db.execute(f"CREATE VIEW verdicts AS {VERDICTS_VIEW}")
 
 
+@MIGRATIONS(name="m006_import_maps")
+def _m006_import_maps(db: Database) -> None:
+    # Per suite and test file, the project files its newest recorded run loaded (a JSON
+    # list of paths): test selection adds them to the static import graph.
+    db.execute(IMPORT_MAPS_TABLE)
+
+
+IMPORT_MAPS_TABLE = (
+    "CREATE TABLE import_maps (suite TEXT NOT NULL, path TEXT NOT NULL, commit_sha TEXT, "
+    "run_id TEXT, recorded_at TEXT NOT NULL, files TEXT NOT NULL, PRIMARY KEY (suite, path))")
+
+
 # The verdicts view from m005 on: m003's and the stage column.
 VERDICTS_VIEW = _VIEWS["verdicts"].replace("c.text AS created_at ",
                                            "c.text AS created_at, v.stage ")
@@ -297,7 +309,7 @@ VERDICTS_VIEW = _VIEWS["verdicts"].replace("c.text AS created_at ",
 # The code's schema version: how many migrations it knows. A file whose
 # `_sqlite_migrations` names one we do not know was written by newer code.
 KNOWN_MIGRATIONS = ("m001_initial", "m002_after_verdict", "m003_compact", "m004_snapshot_runs",
-                    "m005_verdict_stage")
+                    "m005_verdict_stage", "m006_import_maps")
 SCHEMA_VERSION = len(KNOWN_MIGRATIONS)
 
 # The `verdicts` columns a caller's row fills (see `History.save_verdicts`); the

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from gates.baselines import SERIES_LIMIT
-from gates.history import History, HistoryError, check_file
+from gates.history import History, HistoryError, check_file, open_for_reading
 from gates.store.backend import history_location
 
 __all__ = ["PER_FILE", "SnapshotReport", "make_snapshot", "seed_shard", "strip_shard"]
@@ -60,7 +60,9 @@ def make_snapshot(history: str | os.PathLike[str], out: str | os.PathLike[str],
         raise HistoryError(f"{target}: exists; a snapshot is written into a new file "
                            "(remove it or give another --out)")
     source = history_location(history)
-    with History(source, create=False) as src:  # read-write: an older file migrates first
+    # Read-only: an older file is read through a migrated temporary copy, never changed.
+    with (open_for_reading(source) if isinstance(source, Path)
+          else History(source, create=False)) as src:
         picked: set[int] = set()
         for suite in suites:
             picked |= src.gate_read_runs(suite, fingerprint, rows_per_key=rows_per_key,
@@ -69,7 +71,7 @@ def make_snapshot(history: str | os.PathLike[str], out: str | os.PathLike[str],
         try:
             with History(target) as snap:
                 if isinstance(source, Path):
-                    snap.copy_runs_from(source, picked, mark=True)
+                    snap.copy_runs_from(src.data_file, picked, mark=True)
                 else:  # a PostgreSQL history: its rows come through its connection
                     from gates.store.pg import copy_runs_into  # noqa: PLC0415
 

@@ -312,12 +312,9 @@ def test_sglang_real_tree_reads_equal(capsys):
     assert "suites differing: 0" in capsys.readouterr().out
 
 
-def test_make_catalog_reads_sglangs_suite_lists(tmp_path):
-    sys.path.insert(0, str(ROOT / "examples" / "sglang"))
-    try:
-        import make_catalog
-    finally:
-        sys.path.pop(0)
+def test_sglang_catalog_reads_sglangs_suite_lists(tmp_path):
+    from ci_register import sglang_catalog
+
     (tmp_path / "test").mkdir()
     (tmp_path / "test" / "run_suite.py").write_text(
         "class HWBackend:\n    CPU = CUDA = AMD = NPU = 0\n"
@@ -328,7 +325,7 @@ def test_make_catalog_reads_sglangs_suite_lists(tmp_path):
     (tmp_path / "test" / "registered").mkdir()
     (tmp_path / "test" / "registered" / "long.py").write_text('register_cuda_ci(4000, "stress")' + MAIN)
     out = tmp_path / "catalog.toml"
-    assert make_catalog.main([str(tmp_path), "--out", str(out)]) == 0
+    assert sglang_catalog.main([str(tmp_path), "--out", str(out)]) == 0
     c = parse_catalog(out.read_text(), out)
     assert c.find("npu", "base-a-test-1-gpu-small").name == "base-a-test-1-gpu-small-npu"
     assert c.find("cuda", "base-a-test-1-gpu-small").name == "base-a-test-1-gpu-small"
@@ -339,6 +336,7 @@ def test_make_catalog_reads_sglangs_suite_lists(tmp_path):
     assert c.suites["stress"].shard_budget_s == 4020 and c.suites["base-c-test-8-gpu-h200"].shard_budget_s == 1800
 
 
+<<<<<<< HEAD
 def test_list_json_includes_registrations_without_a_session_as_the_text_listing(tmp_path, make_tree):
     root = make_tree(tmp_path / "adopter", {
         "test/registered/test_npu.py": 'register_npu_ci(30, "base-b-test-1-npu-a3")' + MAIN,
@@ -357,3 +355,16 @@ def test_list_json_includes_registrations_without_a_session_as_the_text_listing(
         ("test/registered/test_blank.py", ""),
         ("test/registered/test_npu.py", "base-b-test-1-npu-a3"),
     ]
+=======
+@pytest.mark.parametrize("run_suite", [None, "PER_COMMIT_SUITES = {\n", "PER_COMMIT_SUITES = {}\n"])
+def test_sglang_catalog_on_a_tree_it_cannot_read_is_one_error_line(tmp_path, run_suite):
+    if run_suite is not None:
+        (tmp_path / "test").mkdir()
+        (tmp_path / "test" / "run_suite.py").write_text(run_suite)
+    r = subprocess.run([sys.executable, "-m", "ci_register", "sglang-catalog", str(tmp_path), "--out",
+                        str(tmp_path / "ci" / "catalog.toml")], capture_output=True, text=True, timeout=60, cwd=ROOT)
+    assert r.returncode == 2 and r.stdout == "", r.stderr
+    (line,) = r.stderr.splitlines()
+    assert line.startswith(f"error: {tmp_path / 'test' / 'run_suite.py'}") and "SGLang" in line, line
+    assert not (tmp_path / "ci").exists()
+>>>>>>> main

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import numpy as np
@@ -105,3 +106,20 @@ def test_out_never_replaces_the_history_and_replaces_its_own_output(db, tmp_path
         for _ in range(2):
             assert cli(["compare", "main", "feat", "--history", str(db), "--format", fmt,
                         "--out", str(out)]) == 1, capsys.readouterr().err
+
+
+def test_values_carry_units_and_two_runs_a_side_say_why_no_verdict(tmp_path, capsys):
+    path = tmp_path / "two.db"
+    rng = np.random.default_rng(5)
+    with open_history(path) as h:
+        for i in range(2):
+            _run(h, i, branch="main", commit=f"{i:07d}aaaa", fp="h100", rng=rng, levels={"lat": 0.00038})
+        for i in range(2, 4):
+            _run(h, i, branch="feat", commit=f"{i:07d}bbbb", fp="h100", rng=rng, levels={"lat": 0.00042})
+    assert cli(["compare", "main", "feat", "--history", str(path)]) == 0
+    out = capsys.readouterr().out
+    row = next(line for line in out.splitlines() if line.startswith("insufficient-history  s"))
+    assert re.search(r"  0\.000\d+ ms  0\.000\d+ ms  \+\d+\.\d+%", row), out  # values with units, change
+    assert "A has 2 run(s) of this metric; the gate judges against at least 5: change shown, not tested" in out
+    assert cli(["compare", "main", "feat", "--history", str(path), "--format", "md"]) == 0
+    assert "- insufficient-history: A has 2 run(s)" in capsys.readouterr().out

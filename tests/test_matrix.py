@@ -102,3 +102,16 @@ def test_bad_event_and_registration_errors_exit_2(tree):
 def test_timeout_minutes():
     assert timeout_minutes(0, 600) == 25  # budget + 15 min setup
     assert timeout_minutes(1800, 600) == 75  # twice the expected time + setup
+
+
+def test_changed_files_alone_plan_a_pull_request(tree):
+    # No --event: a change is a pull request's question (README: `nox -s matrix -- --changed-files F`).
+    got = entries(matrix(tree, "--changed-files", "suites/test_c1.py"))
+    assert sorted(got) == ["cpu 1/1"] and got["cpu 1/1"]["files"] == 1
+    r = matrix(tree)
+    assert r.returncode == 2 and r.stderr.strip() == (
+        "error: the matrix needs --event pull_request|push|schedule (or --changed-files/--base: "
+        "a pull request's change)")
+    r = subprocess.run([sys.executable, "-m", "ci_register", "matrix"], cwd=tree, capture_output=True, text=True,
+                       timeout=60, env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin", "GITHUB_EVENT_NAME": "schedule"})
+    assert "night 1/1" in entries(r)  # GitHub Actions' own event

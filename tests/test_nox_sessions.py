@@ -127,6 +127,57 @@ def test_gpu_sessions_name_what_their_interpreter_lacks():
     assert set(RUN_NEEDS) == {"pytest", "sqlite_utils", "scipy"}
 
 
+def test_cpu_venvs_get_the_tool_and_the_adopters_own_package(tmp_path):
+    from ci_register.catalog import parse_catalog
+    from ci_register.nox_sessions import distribution_spec, prepare_commands
+
+    cat = parse_catalog(CATALOG + '\n[suites.cpu]\nbackend = "cpu"\ndescription = "c"\nschedule = "per-commit"\n'
+                        'runner_labels = ["x"]\nshard_budget_s = 60\ninstall = ["-e", "./python"]\n'
+                        'uninstall = ["triton"]\n', tmp_path / "c.toml")
+    suite = cat.suites["cpu"]
+    assert prepare_commands(suite, tmp_path) == [["install", *distribution_spec()],
+                                                 ["install", "-e", "./python"], ["uninstall", "triton"]]
+    (tmp_path / "pyproject.toml").write_text("[project]\nname = 'toyserve'\n")
+    assert prepare_commands(suite, tmp_path)[0] == ["install", *distribution_spec(), "-e", str(tmp_path)]
+    # This checkout's own noxfile never installs the tool twice.
+    assert prepare_commands(suite, REPO)[0] == ["install", str(REPO)]
+
+
+def test_install_lines_name_where_this_copy_came_from(monkeypatch, tmp_path):
+    from ci_register import nox_sessions as ns
+
+    assert ns.install_hint("gpu") == f"pip install -e '{REPO}[gpu]'"  # a checkout
+    monkeypatch.setattr(ns, "_PACKAGE_PARENT", tmp_path)  # as if installed, not a checkout
+
+    class Dist:
+        version = "0.1.0"
+
+        def __init__(self, direct):
+            self.direct = direct
+
+        def read_text(self, name):
+            return json.dumps(self.direct) if self.direct is not None else None
+
+    git = {"url": "https://git.example/gpu-ci-gates.git", "vcs_info": {"vcs": "git", "commit_id": "abc123"}}
+    for direct, spec, hint in (
+            (git, "gpu-ci-gates @ git+https://git.example/gpu-ci-gates.git@abc123",
+             "pip install 'gpu-ci-gates[gpu] @ git+https://git.example/gpu-ci-gates.git@abc123'"),
+            ({"url": "file:///w/gpu_ci_gates-0.1.0-py3-none-any.whl"}, "/w/gpu_ci_gates-0.1.0-py3-none-any.whl",
+             "pip install '/w/gpu_ci_gates-0.1.0-py3-none-any.whl[gpu]'"),
+            (None, "gpu-ci-gates==0.1.0", "pip install 'gpu-ci-gates[gpu]==0.1.0'")):
+        monkeypatch.setattr(ns.importlib.metadata, "distribution", lambda name, d=direct: Dist(d))
+        assert ns.distribution_spec() == [spec]
+        assert ns.install_hint("gpu") == hint
+
+
+def test_a_gpu_session_lacking_dependencies_says_how_to_install_them():
+    from ci_register.nox_sessions import missing_message
+
+    line = missing_message("h200-one", ["pytest", "scipy"])
+    assert line == (f"h200-one: {sys.executable} lacks pytest, scipy; install this package into it first: "
+                    f"pip install -e '{REPO}' beside the image's torch, or pip install -e '{REPO}[gpu]' without one")
+
+
 def test_uninstall_is_an_install_step_so_install_only_runs_it(tmp_path) -> None:
     """`nox -s serving-cpu --install-only` skips session.run: an uninstall there left
     PyPI's CUDA torchvision beside CPU torch, and transformers then failed to import."""
@@ -153,7 +204,7 @@ uninstall = ["torchvision"]
 [suites.s.hardware]
 gpu_count = 0
 """, tmp_path / "catalog.toml")
-    _default_prepare(session, catalog.suites["s"])
+    _default_prepare(tmp_path)(session, catalog.suites["s"])
     assert [kind for kind, _ in calls] == ["install", "install", "run_install"]
     assert calls[-1][1][-2:] == ("-y", "torchvision")
     noxfile = (Path(__file__).parents[1] / "noxfile.py").read_text()

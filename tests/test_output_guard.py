@@ -161,3 +161,20 @@ def test_bisect_and_compare_outputs_are_recognised_as_replaceable():
         assert is_report(render_bisect(r, "gemm/latency", ["t.py::x"], fmt).encode())
     assert not is_report(b"bisect notes: my own file\n")
     assert not is_report(b"compare these two later\n")
+
+
+def test_outputs_get_an_ordinary_file_mode(tmp_path):
+    import os
+    import stat
+
+    from ci_register.outfile import write_output
+
+    old = os.umask(0o022)
+    try:
+        write_output(tmp_path / "report.html", "<!DOCTYPE html>\n")
+        assert stat.S_IMODE((tmp_path / "report.html").stat().st_mode) == 0o644  # not mkstemp's 0600
+        (tmp_path / "report.html").chmod(0o664)
+        write_output(tmp_path / "report.html", "<!DOCTYPE html>\n")
+        assert stat.S_IMODE((tmp_path / "report.html").stat().st_mode) == 0o664  # the replaced file's
+    finally:
+        os.umask(old)

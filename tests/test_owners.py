@@ -144,6 +144,26 @@ def test_an_improvement_that_held_gets_its_accept_command(tmp_path: Path, capsys
     assert "faster/better by design" in out
 
 
+def test_html_carries_what_text_and_markdown_carry_and_a_range_lists_a_metric_once(tmp_path: Path, capsys):
+    db = tmp_path / "h.db"
+    _history_with_held_regression(db, "@alice")
+    (tmp_path / "CODEOWNERS").write_text(CODEOWNERS)
+    base = ["--history", str(db), "--suite", "s", "--since", "3650d", "--no-health", "--root", str(tmp_path)]
+    pages = {}
+    for fmt in ("text", "md", "html"):
+        cli([*base, "--format", fmt])
+        pages[fmt] = capsys.readouterr().out
+    accept = "gate-report accept ttft --suite s --from 0000031beef"
+    for fmt, page in pages.items():
+        assert "Owners and next steps" in page and "Where metrics changed" in page, fmt
+        assert accept in page and "@alice" in page.split("Owners and next steps", 1)[1], fmt
+    md = pages["md"]
+    # Verdicts before the (long) runs table; the owners table names ttft once, not once a run.
+    assert md.index("### Verdicts") < md.index("### Owners and next steps") < md.index("### Runs")
+    owners = md.split("### Owners and next steps", 1)[1].split("\n\n")[1]
+    assert sum(line.startswith("| `ttft`") for line in owners.splitlines()) == 1, owners
+
+
 # ------------------------------------------------------------- hostile CODEOWNERS (issue 40)
 
 LONG_PATH = "suites/" + "a" * 4000 + "/" + "b" * 3000 + "/test_x.py"

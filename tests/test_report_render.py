@@ -161,3 +161,15 @@ def test_headline_tells_failed_tests_and_incomplete_runs(tmp_path: Path):
     assert "; 1 run(s) incomplete" in render_md(crashed).splitlines()[0]
     assert render_md(crashed).startswith("## ❌")
     assert crashed.runs[0].status == "incomplete" and crashed.exit_code == 1
+
+
+def test_headline_of_a_run_without_a_commit_says_so(tmp_path: Path):
+    from report_history import prov
+
+    path = tmp_path / "h.db"
+    with open_history(path) as h:
+        p = prov(0, run_id="nocommit" + "0" * 20)
+        h.start_run(type(p)(**{**p.__dict__, "commit": None}))
+        rows, scope = select_runs(h)
+        report = build_report(load_report_input(h, rows, scope=scope))
+    assert render_text(report).splitlines()[0].startswith(f"{report.runs[0].suite} @ no commit:")

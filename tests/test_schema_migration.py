@@ -52,7 +52,7 @@ def test_an_m002_history_migrates_in_place_with_nothing_lost(old):
     before = _old_content(old)
     assert len(before["metrics"]) == 48 and len(before["verdicts"]) == 42
     with open_history(old) as h:
-        assert h.schema_version == SCHEMA_VERSION == 5
+        assert h.schema_version == SCHEMA_VERSION == 6
         runs = [r[:-1] for r in _rows(h.conn, "SELECT * FROM runs ORDER BY rowid")]  # - num
         assert runs == before["runs"]
         for table in _KEEP[1:]:

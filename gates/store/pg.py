@@ -17,7 +17,8 @@ and PostgreSQL do differently:
   A schema holding other tables and no ``gates_migrations`` (foreign), or naming
   a migration this code lacks (newer), is refused before anything is written.
 
-psycopg 3 is an optional dependency (``pip install 'gpu-ci-gates[postgres]'``).
+psycopg 3 is an optional dependency (the package's ``postgres`` extra: ``pip install
+'psycopg[binary]==3.2.13'`` beside it).
 """
 
 from __future__ import annotations
@@ -149,7 +150,7 @@ class PgHistory(History):
                  busy_timeout_s: float = BUSY_TIMEOUT_S) -> None:
         if psycopg is None:
             raise HistoryError(f"{display_location(path)}: a PostgreSQL history needs psycopg; "
-                               "pip install 'gpu-ci-gates[postgres]'")
+                               "pip install 'psycopg[binary]==3.2.13' (the postgres extra)")
         url = str(history_location(path))
         self.path = display_location(url)  # type: ignore[assignment]
         self.readonly = readonly

@@ -15,7 +15,10 @@ write lock: see `gates.history._insert_metrics`).
 from __future__ import annotations
 
 from gates.schema import _VIEWS as VIEWS  # the metrics / tests / verdicts views, shared
-from gates.schema import VERDICTS_VIEW  # ... the verdicts view from m005 on (with the stage)
+from gates.schema import (
+    IMPORT_MAPS_TABLE,  # per-file import maps (test selection)
+    VERDICTS_VIEW,  # ... the verdicts view from m005 on (with the stage)
+)
 
 __all__ = ["MIGRATIONS_TABLE", "PACK_SAMPLES", "PG_KNOWN_MIGRATIONS", "PG_MIGRATIONS"]
 
@@ -200,6 +203,9 @@ _M006 = [
     f"CREATE OR REPLACE VIEW verdicts AS {VERDICTS_VIEW}",
 ]
 
+# Per suite and test file, the files its newest recorded run loaded (test selection).
+_M007 = [IMPORT_MAPS_TABLE]
+
 PG_MIGRATIONS: tuple[tuple[str, list[str]], ...] = (
     ("m001_initial", _M001),
     ("m002_after_verdict", _M002),
@@ -207,5 +213,6 @@ PG_MIGRATIONS: tuple[tuple[str, list[str]], ...] = (
     ("m004_snapshot_runs", _M004),
     ("pg005_report_views", _M005),
     ("m005_verdict_stage", _M006),
+    ("m006_import_maps", _M007),
 )
 PG_KNOWN_MIGRATIONS = tuple(name for name, _ in PG_MIGRATIONS)

@@ -1,6 +1,6 @@
 """Write a catalog of SGLang's suites from the suite lists of its ``test/run_suite.py``.
 
-    python examples/sglang/make_catalog.py /path/to/sglang [--out examples/sglang/catalog.toml]
+    python -m ci_register sglang-catalog /path/to/sglang --out ci/catalog.toml
 
 SGLang keeps its suite names in three dict literals of ``test/run_suite.py``
 (``PER_COMMIT_SUITES``, ``NIGHTLY_SUITES``, ``OTHER_SUITES``: backend -> names). They are
@@ -10,6 +10,10 @@ schedule from the list, GPU count and model from the name ("8-gpu-h200" -> 8x H2
 (nightly 7200 s) or the suite's longest file in the tree. A name two backends share gets
 a ``-BACKEND`` table key and ``name =`` the shared name. Rerun it when SGLang's
 lists change; the catalog's header records the commit it was read from.
+``examples/sglang/catalog.toml`` is its output for SGLang at the commit its header names.
+
+A tree without ``test/run_suite.py``, or one whose lists are not literals, is one
+``error:`` line naming the file and exit 2.
 """
 
 from __future__ import annotations
@@ -21,6 +25,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+from ci_register.catalog import CatalogError, parse_catalog
+from ci_register.collect import collect
+
+__all__ = ["SglangCatalogError", "fitted_budgets", "main", "read_lists", "render"]
+
 LISTS = {"PER_COMMIT_SUITES": "per-commit", "NIGHTLY_SUITES": "nightly", "OTHER_SUITES": "per-commit"}
 MODELS = {"h100": ["H100"], "h200": ["H200"], "h20": ["H20"], "b200": ["B200"], "gb300": ["GB300"],
           "mi30x": ["MI300", "MI325"], "mi35x": ["MI350", "MI355"]}
@@ -30,7 +39,7 @@ MARKERS = {"cuda": "register_cuda_ci", "amd": "register_amd_ci", "cpu": "registe
 
 HEADER = """\
 # SGLang's suites, declared for this tool: a catalog for SGLang's test tree as it is.
-# Written by examples/sglang/make_catalog.py from test/run_suite.py at {commit}.
+# Written by `python -m ci_register sglang-catalog` from test/run_suite.py at {commit}.
 #
 # A table's key is the nox session name (unique); `name` is the suite name that
 # registrations use where two backends share one (suites are keyed by backend and name,
@@ -50,14 +59,30 @@ stage_suite = "{{stage}}-test-{{runner_config}}"
 # SGLang checks the suite names of CUDA, CPU, MUSA, XPU and MLX registrations only.
 unchecked_backends = ["amd", "npu"]
 
+[select]
+# SGLang's package lives in python/sglang: `import sglang.srt.x` is python/sglang/srt/x.py.
+package_roots = ["python"]
+
 [markers]
 {markers}
 """
 
 
+class SglangCatalogError(ValueError):
+    """The tree is not an SGLang checkout this reader understands; one line with the fix."""
+
+
 def read_lists(run_suite: Path) -> dict[str, dict[str, list[str]]]:
     """{list name: {backend: [suite, ...]}} from the module's top-level dict literals."""
-    tree = ast.parse(run_suite.read_text(encoding="utf-8"))
+    if not run_suite.is_file():
+        raise SglangCatalogError(f"{run_suite}: not found; pass the root of an SGLang checkout "
+                                 "(its test/run_suite.py lists the suites)")
+    try:
+        tree = ast.parse(run_suite.read_text(encoding="utf-8"), filename=str(run_suite))
+    except (SyntaxError, UnicodeDecodeError, OSError) as exc:
+        where = f":{exc.lineno}" if isinstance(exc, SyntaxError) and exc.lineno else ""
+        raise SglangCatalogError(f"{run_suite}{where}: cannot be read as Python "
+                                 f"({exc.__class__.__name__}); pass an SGLang checkout") from None
     out: dict[str, dict[str, list[str]]] = {}
     for stmt in tree.body:
         if not (isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name)):
@@ -69,11 +94,17 @@ def read_lists(run_suite: Path) -> dict[str, dict[str, list[str]]]:
         for key, value in zip(stmt.value.keys, stmt.value.values, strict=True):
             backend = key.attr.lower() if isinstance(key, ast.Attribute) else None
             if backend is None or not isinstance(value, ast.List):
-                raise SystemExit(f"{run_suite}:{stmt.lineno}: {name} is not backend -> list literal; update this script")
-            out[name][backend] = [ast.literal_eval(v) for v in value.elts]
+                raise SglangCatalogError(f"{run_suite}:{stmt.lineno}: {name} is not a backend -> list "
+                                         "literal; this reader knows SGLang's layout at bf186cf8")
+            try:
+                out[name][backend] = [ast.literal_eval(v) for v in value.elts]
+            except ValueError:
+                raise SglangCatalogError(f"{run_suite}:{stmt.lineno}: {name}[{backend}] holds a "
+                                         "non-literal suite name; list names as strings") from None
     missing = sorted(set(LISTS) - set(out))
     if missing:
-        raise SystemExit(f"{run_suite}: no {missing[0]} literal found; update this script")
+        raise SglangCatalogError(f"{run_suite}: no {missing[0]} literal found; this reader knows "
+                                 "SGLang's layout at bf186cf8")
     return out
 
 
@@ -83,6 +114,11 @@ def hardware(name: str, backend: str) -> tuple[int, list[str]]:
     m = re.search(r"(\d+)-(?:gpu|npu)", name)
     models = [v for tok, vals in MODELS.items() if re.search(rf"(?<![a-z0-9]){tok}(?![a-z0-9])", name) for v in vals]
     return (int(m.group(1)) if m else 1), models
+
+
+# A CPU suite's venv gets SGLang's package from python/ (the tests import it; the
+# nox sessions install a repository's own package only from a pyproject at its root).
+CPU_INSTALL = 'install = ["-e", "./python"]'
 
 
 def render(lists: dict[str, dict[str, list[str]]], commit: str, budgets: dict[str, float] | None = None) -> str:
@@ -104,6 +140,8 @@ def render(lists: dict[str, dict[str, list[str]]], commit: str, budgets: dict[st
                 text += [f'backend = "{backend}"', f'description = "SGLang {backend} suite {name}."',
                          f'schedule = "{schedule}"', f'runner_labels = ["{runner}"]',
                          f"shard_budget_s = {(budgets or {}).get(key) or (7200 if schedule == 'nightly' else 1800):g}"]
+                if backend == "cpu":
+                    text.append(CPU_INSTALL)
                 if count:
                     text += [f"[suites.{key}.hardware]", f"gpu_count = {count}"]
                     if models:
@@ -115,10 +153,6 @@ def render(lists: dict[str, dict[str, list[str]]], commit: str, budgets: dict[st
 def fitted_budgets(text: str, tree: Path) -> dict[str, float]:
     """Budgets raised to the longest enabled file of each suite in the tree (rounded up to
     whole minutes), so that planning never refuses a file SGLang runs."""
-    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-    from ci_register.catalog import parse_catalog  # noqa: PLC0415
-    from ci_register.collect import collect  # noqa: PLC0415
-
     catalog = parse_catalog(text, tree / "catalog.toml")
     longest: dict[str, float] = {}
     for r in collect(catalog, base=tree).registrations:
@@ -129,18 +163,31 @@ def fitted_budgets(text: str, tree: Path) -> dict[str, float]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("tree", help="an SGLang checkout")
-    p.add_argument("--out", default=str(Path(__file__).with_name("catalog.toml")))
+    p = argparse.ArgumentParser(prog="python -m ci_register sglang-catalog",
+                                description=__doc__.split("\n\n")[0])
+    p.add_argument("tree", help="an SGLang checkout (its root, holding test/run_suite.py)")
+    p.add_argument("--out", default="-", help="the catalog file to write (default: stdout)")
     args = p.parse_args(argv)
     tree = Path(args.tree)
-    commit = subprocess.run(["git", "-C", str(tree), "rev-parse", "HEAD"], capture_output=True, text=True,
-                            check=False).stdout.strip() or "(not a git checkout)"
-    lists = read_lists(tree / "test" / "run_suite.py")
-    text = render(lists, commit)
-    if (tree / "test" / "registered").is_dir():
-        text = render(lists, commit, fitted_budgets(text, tree))
-    Path(args.out).write_text(text, encoding="utf-8")
+    try:
+        lists = read_lists(tree / "test" / "run_suite.py")
+        commit = subprocess.run(["git", "-C", str(tree), "rev-parse", "HEAD"], capture_output=True,
+                                text=True, check=False, timeout=30).stdout.strip() or "(not a git checkout)"
+        text = render(lists, commit)
+        if (tree / "test" / "registered").is_dir():
+            text = render(lists, commit, fitted_budgets(text, tree))
+        if args.out == "-":
+            sys.stdout.write(text)
+            return 0
+        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.out).write_text(text, encoding="utf-8")
+    except (SglangCatalogError, CatalogError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except OSError as exc:
+        print(f"error: {args.out}: cannot write ({exc.strerror or exc}); choose a writable path",
+              file=sys.stderr)
+        return 2
     print(f"wrote {args.out}", file=sys.stderr)
     return 0
 

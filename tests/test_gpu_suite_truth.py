@@ -1,0 +1,68 @@
+"""A GPU suite never passes by running nothing, and faked hardware is never a baseline.
+
+With faked H200 hardware and the CPU-only torch of this venv, a GPU suite's tests
+skip ("needs a CUDA GPU (found none)"): the session fails with one line saying why,
+the stored run says so, and the run is untrusted (its hardware came from a fake).
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from test_runner import SUITES, run
+
+from ci_register.pytest_plugin import gpu_suite_problem
+from gates.history import open_history
+
+H200 = {"CI_REGISTER_FAKE_HARDWARE": json.dumps({"gpus": [{"name": "NVIDIA H200",
+                                                          "capability": [9, 0]}]})}
+HEAD = 'from ci_register import register_cuda_ci\nregister_cuda_ci(est_time=5, suite="gpu1")\n'
+
+
+@pytest.fixture
+def tree(catalog_tree):
+    return catalog_tree(SUITES, {})
+
+
+def _run_row(tree):
+    with open_history(tree / "h.db", create=False) as h:
+        (row,) = h.db.execute("SELECT status, exit_status, trusted, trust_reason FROM runs")
+    return row
+
+
+def test_a_gpu_suite_whose_tests_skip_for_want_of_a_gpu_stack_fails(tree):
+    (tree / "suites" / "test_g.py").write_text(
+        HEAD + "from suitelib.hardware import needs_cuda\n\n"
+        "@needs_cuda\ndef test_kernel():\n    pass\n\n@needs_cuda\ndef test_other():\n    pass\n")
+    r = run(tree, "gpu1", "--gate", "off", env=H200)
+    assert r.returncode == 1, r.stdout + r.stderr
+    line, = [x for x in r.stdout.splitlines() if x.startswith("ERROR suite gpu1")]
+    assert "2 test(s) skipped because torch in" in line and "sees no GPU" in line
+    assert "install a CUDA build of torch" in line
+    status, exit_status, trusted, reason = _run_row(tree)
+    assert (status, exit_status, trusted) == ("complete", 1, 0)
+    assert "hardware faked" in reason
+
+
+def test_a_gpu_suite_that_executes_no_test_fails(tree):
+    (tree / "suites" / "test_g.py").write_text(
+        HEAD + "import pytest\n\n@pytest.mark.skip(reason='later')\ndef test_kernel():\n    pass\n")
+    r = run(tree, "gpu1", "--gate", "off", env=H200)
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert "ERROR suite gpu1: no test executed (1 skipped: later); a GPU suite that runs " \
+           "nothing fails" in r.stdout
+
+
+def test_a_gpu_suite_that_runs_its_tests_passes_but_faked_hardware_is_untrusted(tree):
+    (tree / "suites" / "test_g.py").write_text(HEAD + "def test_g():\n    pass\n")
+    r = run(tree, "gpu1", "--gate", "off", env=H200)
+    assert r.returncode == 0, r.stdout + r.stderr
+    status, exit_status, trusted, reason = _run_row(tree)
+    assert (status, exit_status, trusted) == ("complete", 0, 0) and "faked" in reason
+
+
+def test_gpu_suite_problem_rules():
+    assert gpu_suite_problem("g", 3, ["needs 2 CUDA GPUs (found 1 x H200)"]) is None
+    assert gpu_suite_problem("g", 3, ["needs a CUDA GPU (found none)"]) is not None
+    assert "no test executed (none ran)" in gpu_suite_problem("g", 0, [])
