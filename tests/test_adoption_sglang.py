@@ -336,7 +336,6 @@ def test_sglang_catalog_reads_sglangs_suite_lists(tmp_path):
     assert c.suites["stress"].shard_budget_s == 4020 and c.suites["base-c-test-8-gpu-h200"].shard_budget_s == 1800
 
 
-<<<<<<< HEAD
 def test_list_json_includes_registrations_without_a_session_as_the_text_listing(tmp_path, make_tree):
     root = make_tree(tmp_path / "adopter", {
         "test/registered/test_npu.py": 'register_npu_ci(30, "base-b-test-1-npu-a3")' + MAIN,
@@ -355,7 +354,8 @@ def test_list_json_includes_registrations_without_a_session_as_the_text_listing(
         ("test/registered/test_blank.py", ""),
         ("test/registered/test_npu.py", "base-b-test-1-npu-a3"),
     ]
-=======
+
+
 @pytest.mark.parametrize("run_suite", [None, "PER_COMMIT_SUITES = {\n", "PER_COMMIT_SUITES = {}\n"])
 def test_sglang_catalog_on_a_tree_it_cannot_read_is_one_error_line(tmp_path, run_suite):
     if run_suite is not None:
@@ -367,4 +367,3 @@ def test_sglang_catalog_on_a_tree_it_cannot_read_is_one_error_line(tmp_path, run
     (line,) = r.stderr.splitlines()
     assert line.startswith(f"error: {tmp_path / 'test' / 'run_suite.py'}") and "SGLang" in line, line
     assert not (tmp_path / "ci").exists()
->>>>>>> main
