@@ -1,8 +1,8 @@
-"""A confirm chain's outcome and a session's exit code (``gates.verdicts``)."""
+"""A confirm chain's outcome and a session's exit code (``gates.model.verdicts``)."""
 
 from __future__ import annotations
 
-from gates.verdicts import chain_outcome, gate_exit, pytest_exit, session_exit, shown_verdict
+from gates.model.verdicts import chain_outcome, gate_exit, pytest_exit, session_exit, shown_verdict
 
 
 def row(verdict: str, attempt: int, stage: str, mode: str = "enforce", key: str = "lat"):

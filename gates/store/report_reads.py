@@ -1,4 +1,4 @@
-"""The store's reads for reports and CI health (`gates.report_query` selects with them).
+"""The store's reads for reports and CI health (`gates.report.query` selects with them).
 
 A report over 10,000 metrics needs one query per table, not one per metric,
 so each method reads the rows of many runs at once (``IN`` lists in chunks).
@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any, cast
 
@@ -53,13 +53,13 @@ def _like_prefix(text: str) -> str:
 
 
 class ReportReads:
-    """Report and health reads of `gates.history.History` (mixed into it)."""
+    """Report and health reads of `gates.store.history.History` (one of its parts: its
+    connection, its row reads)."""
 
-    conn: sqlite3.Connection
-    path: Path
-
-    def _rows(self, sql: str, params: Sequence[Any] | Mapping[str, Any] = ()) -> list[dict]:
-        raise NotImplementedError  # History's
+    def __init__(self, store: Any) -> None:  # the History it is part of (no import: a cycle)
+        self.conn: sqlite3.Connection = store.conn
+        self.path: Path = store.path
+        self._rows: Callable[..., list[dict]] = store._rows
 
     def _rows_in(self, sql: str, values: Sequence[Any],
                  params: Sequence[Any] = ()) -> list[dict[str, Any]]:
@@ -227,7 +227,7 @@ class ReportReads:
         return rows[0]["fingerprint"] if rows else None
 
     def trim_rows(self, suite: str | None = None, since: str | None = None) -> dict[str, list[dict[str, Any]]]:
-        """What ``gates.trim`` reads, over complete trusted runs (of `suite`, started at or
+        """What ``gates.report.trim`` reads, over complete trusted runs (of `suite`, started at or
         after `since`): ``metrics`` (suite, fingerprint, run_id, nodeid, key, median of the
         first attempt), ``verdicts`` (suite, fingerprint, key, verdict, n over every
         attempt), ``tests`` (suite, fingerprint, nodeid, mean seconds of passing first
