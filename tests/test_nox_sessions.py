@@ -224,8 +224,8 @@ def test_uninstall_is_an_install_step_so_install_only_runs_it(tmp_path) -> None:
     PyPI's CUDA torchvision beside CPU torch, and transformers then failed to import."""
     from types import SimpleNamespace
 
-    from ci_register.catalog import parse_catalog
-    from ci_register.nox_sessions import _default_prepare
+    from ci_register.registered.catalog import parse_catalog
+    from ci_register.running.nox_sessions import _default_prepare
 
     calls: list[tuple[str, tuple[str, ...]]] = []
     session = SimpleNamespace(

@@ -8,9 +8,10 @@ from pathlib import Path
 import pytest
 
 from gates.gate import evaluate_run
-from gates.history import RunRecord, TestResult, open_history
-from gates.metrics import validate_metric
-from gates.provenance import Provenance
+from gates.store.history import RunRecord, TestResult
+from gates.store.metrics import validate_metric
+from gates.store.open import open_history
+from gates.store.provenance import Provenance
 from serving.swap import SwapBand, judge_swap, swap_floor
 
 NODE = "suites/serving/test_checkpoint_swap.py::test_checkpoint_swap"
