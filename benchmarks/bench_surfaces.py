@@ -10,7 +10,10 @@ before it, and gated with ``gates.gate.evaluate_run`` as ``python -m gates.gate`
 does). For every session the report (``gates.report_query`` ->
 ``gates.report.build_report``, what every surface renders) is then built for that
 run and compared with the session: its exit code, and the metric's verdict (the
-last verdict the session's gates gave it).
+last verdict the session's gates gave it). A checker reads every verdict row as the
+report shows it: a held ``regression`` or ``improvement`` must not stand beside an
+interval that spans 0 (``gates.verdicts.interval_contradicts``): a row shows the
+statement of the test that decided, at the level that decided.
 
 A mismatch is a false green (or a false red) on some surface. The ``old reading``
 columns replay how the report read a chain before issue 38 (the first attempt and
@@ -43,6 +46,7 @@ from gates.metrics import validate_metric  # noqa: E402
 from gates.provenance import Provenance  # noqa: E402
 from gates.report import build_report, classify  # noqa: E402
 from gates.report_query import load_report_input, select_runs  # noqa: E402
+from gates.verdicts import interval_contradicts  # noqa: E402
 
 NODE = "suites/perf/test_lat.py::test_lat"
 EFFECTS = ("null", "step2", "step5", "step10", "drift", "spike")
@@ -118,6 +122,14 @@ def run_benchmark(reps: int, seed: int, models=NOISE_MODELS, effects=EFFECTS, lo
                         row = [v for v in report.verdicts if v.key == "lat"]
                         shown = row[0].verdict if row else "not-judged"
                         old_rc, old_verdict = _old_reading(h, chain)
+                        for v in report.verdicts:  # every verdict row, as shown
+                            c["rows"] += 1
+                            bad = interval_contradicts(v.verdict, v.better, v.ci_low, v.ci_high)
+                            c["interval contradicts"] += bad
+                            if bad and len(examples) < 10:
+                                examples.append(f"{model} {effect} rep {rep} run {i}: "
+                                                f"{v.verdict} [{v.ci_low}, {v.ci_high}] "
+                                                f"{v.ci_conf} ({v.method})")
                         c["sessions"] += 1
                         c[f"reruns={len(chain) - 1}"] += 1
                         c["failed"] += rc != 0
@@ -145,7 +157,9 @@ def render(cells, examples, *, reps: int, seed: int, elapsed: float, argv: list[
         "",
         f"**Sessions: {total['sessions']}; failed: {total['failed']}; report exit-code "
         f"mismatches: {total['exit mismatch']}; verdict mismatches: "
-        f"{total['verdict mismatch']}.** Old reading (before issue 38): "
+        f"{total['verdict mismatch']}; verdict rows whose interval contradicts their "
+        f"verdict (spans 0 beside a held one): {total['interval contradicts']} of "
+        f"{total['rows']}.** Old reading (before issue 38): "
         f"{total['old exit mismatch']} exit-code and {total['old verdict mismatch']} verdict "
         "mismatches.",
         "",
@@ -153,13 +167,14 @@ def render(cells, examples, *, reps: int, seed: int, elapsed: float, argv: list[
                                for k in range(CONFIRM + 1)),
         "",
         "| noise | effect | sessions | failed | with 2+ reruns | exit mismatch | verdict "
-        "mismatch | old exit mismatch | old verdict mismatch |",
-        "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+        "mismatch | interval contradicts | old exit mismatch | old verdict mismatch |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     for (model, effect), c in cells.items():
         deep = sum(c[f"reruns={k}"] for k in range(2, CONFIRM + 1))
         lines.append(f"| {model} | {effect} | {c['sessions']} | {c['failed']} | {deep} | "
                      f"{c['exit mismatch']} | {c['verdict mismatch']} | "
+                     f"{c['interval contradicts']} | "
                      f"{c['old exit mismatch']} | {c['old verdict mismatch']} |")
     if examples:
         lines += ["", "Mismatches:", "", *[f"- {e}" for e in examples]]
@@ -183,7 +198,9 @@ def main(argv: list[str] | None = None) -> int:
     if a.out:
         a.out.write_text(text, encoding="utf-8")
     total = sum(cells.values(), Counter())
-    return 0 if total["exit mismatch"] == 0 and total["verdict mismatch"] == 0 else 1
+    ok = not (total["exit mismatch"] or total["verdict mismatch"]
+              or total["interval contradicts"])
+    return 0 if ok else 1
 
 
 if __name__ == "__main__":

@@ -19,3 +19,13 @@ def test_report_and_session_agree_on_heavy_tailed_step_series():
     assert sum(c[f"reruns={k}"] for k in (2, 3, 4)) >= 1  # chains past the first rerun
     assert c["exit mismatch"] == 0 and c["verdict mismatch"] == 0, examples
     assert c["old exit mismatch"] >= 1  # the reading before issue 38 got them wrong
+
+
+def test_no_verdict_row_shows_an_interval_that_did_not_decide():
+    # Bimodal baselines: the quantile test holds regressions whose t-interval spans 0
+    # at the level that decided; such a row shows no interval, and says what decided.
+    cells, examples = run_benchmark(1, 0, models=["bimodal"], effects=["step2"],
+                                    log=lambda *a, **k: None)
+    c = sum(cells.values(), Counter())
+    assert c["rows"] == c["sessions"] == 16 and c["failed"] >= 1
+    assert c["interval contradicts"] == 0, examples
