@@ -13,10 +13,16 @@ from pathlib import Path
 import nox
 
 ROOT = Path(__file__).parent
-sys.path.insert(0, str(ROOT))  # ci_register.catalog is stdlib-only: safe before any venv
+sys.path.insert(0, str(ROOT))  # ci_register.registered.catalog is stdlib-only: safe before any venv
 
-from ci_register.catalog import CatalogError, Suite  # noqa: E402
-from ci_register.nox_sessions import EXIT_INPUT, default_sessions, install, mark_exit, venv_lock  # noqa: E402
+from ci_register.registered.catalog import CatalogError, Suite  # noqa: E402
+from ci_register.running.nox_sessions import (  # noqa: E402  # noqa: E402
+    EXIT_INPUT,
+    default_sessions,
+    install,
+    mark_exit,
+    venv_lock,
+)
 
 nox.options.default_venv_backend = "venv"
 nox.options.error_on_external_run = True
@@ -96,7 +102,7 @@ def _prepare_cpu(session: nox.Session, suite: Suite) -> None:
             session.run("pip", "uninstall", "-y", *suite.uninstall)
 
 
-# One session per suite of the catalog (ci_register.nox_sessions: what an adopting
+# One session per suite of the catalog (ci_register.running.nox_sessions: what an adopting
 # repository's noxfile calls too).
 try:
     CATALOG = install(ROOT / "suites" / "catalog.toml", root=ROOT, python=PYTHON, prepare=_prepare_cpu)
@@ -119,9 +125,11 @@ def tests(session: nox.Session) -> None:
 
 @nox.session(python=PYTHON, tags=["cpu", "framework"])
 def lint(session: nox.Session) -> None:
-    """Ruff over the framework, the suites and this noxfile."""
-    session.install("ruff>=0.6")
+    """Ruff over the framework, the suites and this noxfile; import-linter over the rooms
+    (pyproject.toml's contracts: imports flow one way, the model stays pure)."""
+    session.install("ruff>=0.6", "import-linter==2.17")
     session.run("ruff", "check", ".")
+    session.run("lint-imports", "--no-cache", env={"PYTHONPATH": str(ROOT)})
 
 
 @nox.session(venv_backend="none", tags=["cpu", "framework"])
@@ -132,20 +140,29 @@ def registry(session: nox.Session) -> None:
 
 # matrix and rerun read the history (sqlite-utils): they run in a venv with the package
 # (no torch), so `pip install nox` is all a machine needs before them.
-@nox.session(python=PYTHON, reuse_venv=True, tags=["cpu", "framework"])
+def _plan_only(session: nox.Session, *args: str) -> None:
+    """``python -m ci_register ARGS`` in nox's own interpreter, nothing installed: planning
+    reads the catalog, the registrations (ast, stdlib) and the history's durations (one
+    `python -m gates.store.durations`; where this interpreter lacks sqlite-utils it warns and
+    plans with est_time). Building a venv for it took 75-261 s."""
+    session.env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
+    session.run(sys.executable, "-m", "ci_register", *args, external=True)
+
+
+@nox.session(venv_backend="none", tags=["cpu", "framework"])
 def matrix(session: nox.Session) -> None:
     """GitHub Actions matrix JSON: -- [--event E] [--base REF | --changed-files F...] (a change: pull_request)."""
-    _install_project(session)
-    session.run("python", "-m", "ci_register", "matrix", *session.posargs)
+    _plan_only(session, "matrix", "--root", str(ROOT), *session.posargs)
 
 
-@nox.session(python=PYTHON, reuse_venv=True, tags=["cpu", "framework"])
+@nox.session(venv_backend="none", tags=["cpu", "framework"])
 def rerun(session: nox.Session) -> None:
     """The suite command for the files a SPEC names (path, name, glob, folder[::test]); --run runs it."""
     if not session.posargs:
         session.error("usage: nox -s rerun -- SPEC [--suite NAME] [--run] [pytest args]")
-    _install_project(session)
-    session.run("python", "-m", "ci_register", "rerun", *session.posargs)
+    # Without --run it prints the command; with --run it starts `nox -s SUITE`, which
+    # prepares the suite's own environment.
+    _plan_only(session, "rerun", *session.posargs)
 
 
 @nox.session(name="est-time", python=PYTHON, reuse_venv=True, tags=["cpu", "framework"])
@@ -160,7 +177,7 @@ def bisect(session: nox.Session) -> None:
     """Find the commit that moved a metric: -- KEY --good C1 --bad C2 [--suite S] [--repo PATH]."""
     if not session.posargs:
         session.error("usage: nox -s bisect -- KEY --good C1 --bad C2 [--suite S]")
-    session.run(sys.executable, "-m", "gates.cli", "bisect", *session.posargs, external=True)
+    session.run(sys.executable, "-m", "gates.commands.cli", "bisect", *session.posargs, external=True)
 
 
 @nox.session(name="jit-cache", venv_backend="none", tags=["framework"])

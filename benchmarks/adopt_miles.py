@@ -6,7 +6,7 @@
 miles' side runs its own code from the tree (stdlib only): ``tests.ci.ci_register``'s
 ``discover_ci_files`` and ``collect_tests`` (explicit registrations plus the implicit
 ``tests/fast/`` ones) and ``tests.ci.metric_history.register.parse_ci_gate_specs``.
-Our side: ``ci_register.collect`` with ``examples/miles/catalog.toml``. One row per
+Our side: ``ci_register.registered.collect`` with ``examples/miles/catalog.toml``. One row per
 (backend, suite, nightly): enabled files, est_time total, disabled files, then the
 registration and gate totals (with how many gates enforce) and our collection time.
 """
@@ -24,8 +24,8 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(HERE))
 
-from ci_register.catalog import load_catalog  # noqa: E402
-from ci_register.collect import collect  # noqa: E402
+from ci_register.registered.catalog import load_catalog  # noqa: E402
+from ci_register.registered.collect import collect  # noqa: E402
 
 CATALOG = HERE / "examples" / "miles" / "catalog.toml"
 

@@ -13,7 +13,7 @@ disabled. Without that module, :func:`restated_registrations` reads the calls by
 same published rule (top-level ``register_*_ci(...)`` literal calls; ``stage`` +
 ``runner_config`` give ``{stage}-test-{runner_config}``).
 
-Our side: ``ci_register.collect`` with ``examples/sglang/catalog.toml``. The table has
+Our side: ``ci_register.registered.collect`` with ``examples/sglang/catalog.toml``. The table has
 one row per (backend, suite, nightly): enabled files, their est_time total, disabled
 files, on both sides, and a final line with any difference, the registrations whose
 suite the catalog does not declare, and our collection time. ``--shards 2,4,8``
@@ -37,9 +37,9 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(HERE))
 
-from ci_register.catalog import load_catalog  # noqa: E402
-from ci_register.collect import collect  # noqa: E402
-from ci_register.partition import lpt  # noqa: E402
+from ci_register.planning.partition import lpt  # noqa: E402
+from ci_register.registered.catalog import load_catalog  # noqa: E402
+from ci_register.registered.collect import collect  # noqa: E402
 
 CATALOG = HERE / "examples" / "sglang" / "catalog.toml"
 MARKERS = {"register_cpu_ci": "cpu", "register_cuda_ci": "cuda", "register_amd_ci": "amd",

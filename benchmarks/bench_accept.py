@@ -26,9 +26,10 @@ from pathlib import Path
 import numpy as np
 
 from gates.gate import evaluate_run
-from gates.history import RunRecord, TestResult, open_history
-from gates.metrics import validate_metric
-from gates.provenance import Provenance
+from gates.store.history import RunRecord, TestResult
+from gates.store.metrics import validate_metric
+from gates.store.open import open_history
+from gates.store.provenance import Provenance
 
 NODE = "suites/perf/test_lat.py::test_lat"
 CONFIRM = 4  # the runner's default confirm reruns
@@ -53,7 +54,7 @@ def _record(h, i: int, level: float, rng, *, confirm_of: str | None = None,
 
 
 def _gated(h, i: int, level: float, rng, entries: list, confirm: int) -> bool:
-    """Run, gate and confirm as ``ci_register.runner`` does; True when the run is red."""
+    """Run, gate and confirm as ``ci_register.running.runner`` does; True when the run is red."""
     rid = _record(h, i, level, rng)
     res = evaluate_run(h, rid, attempts_left=confirm, acceptances=entries)
     attempt = 0

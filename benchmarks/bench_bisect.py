@@ -1,4 +1,4 @@
-"""Benchmark bisection (``gates.bisect``) on a simulated measurement model.
+"""Benchmark bisection (``gates.model.bisect``) on a simulated measurement model.
 
 64 commits after the last good one; in ``step`` trials one of them (uniform)
 makes the metric slower by ``--step`` (3%); in ``null`` trials nothing changes;
@@ -23,7 +23,7 @@ import time
 
 import numpy as np
 
-from gates.bisect import bisect
+from gates.model.bisect import bisect
 
 
 def trial(seed: int, kind: str, commits: int, step: float, noise: float):

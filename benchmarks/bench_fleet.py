@@ -8,7 +8,7 @@
         the time of `gate-report merge SHARDS --into` a copy of the history
         (target: 32 shards into 1,000 runs < 1 s).
         --flow own: each shard gated against a baseline snapshot and kept its own run
-        (gates.snapshot: seed, gate, strip); --flow full: each shard started from a
+        (gates.store.snapshot: seed, gate, strip); --flow full: each shard started from a
         copy of the whole history (the flow before snapshots; runs on older gates too).
     --cache DIR keeps built histories for the next call (same --history-runs).
 """
@@ -28,8 +28,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from fleet_runs import METRICS, SAMPLES, build_history, make_run, write_run  # noqa: E402
 
-from gates.history import open_history  # noqa: E402
-from gates.merge import merge_histories  # noqa: E402
+from gates.store.merge import merge_histories  # noqa: E402
+from gates.store.open import open_history  # noqa: E402
 
 
 def _compact(path: Path) -> None:
@@ -70,7 +70,7 @@ def _shards(history: Path, n: int, flow: str, out: Path) -> list[Path]:
     shards = []
     snap = None
     if flow == "own":
-        from gates.snapshot import make_snapshot, seed_shard, strip_shard  # noqa: PLC0415
+        from gates.store.snapshot import make_snapshot, seed_shard, strip_shard  # noqa: PLC0415
 
         snap = out / "snapshot.db"
         print(make_snapshot(history, snap, ["stage-b-1gpu"]), flush=True)

@@ -21,8 +21,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from ci_register.catalog import parse_catalog  # noqa: E402
-from ci_register.collect import collect  # noqa: E402
+from ci_register.registered.catalog import parse_catalog  # noqa: E402
+from ci_register.registered.collect import collect  # noqa: E402
 
 TEMPLATE = '''"""Generated test file {i}."""
 from ci_register import register_cuda_ci, register_cpu_ci

@@ -31,9 +31,10 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from gates import gate  # noqa: E402
-from gates.history import History, RunRecord, open_history  # noqa: E402
-from gates.metrics import Metric  # noqa: E402
-from gates.provenance import Provenance  # noqa: E402
+from gates.store.history import History, RunRecord  # noqa: E402
+from gates.store.metrics import Metric  # noqa: E402
+from gates.store.open import open_history  # noqa: E402
+from gates.store.provenance import Provenance  # noqa: E402
 
 __all__ = ["build_history", "time_evaluate", "main"]
 

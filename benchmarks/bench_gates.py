@@ -75,7 +75,7 @@ from series import (  # noqa: E402
     with_spike,
 )
 
-from gates import stats  # noqa: E402
+from gates.model import stats  # noqa: E402
 
 __all__ = ["main", "run_benchmark", "gate_alarms", "gate_alarms_many", "speed_1000"]
 
@@ -792,7 +792,7 @@ def render(results: dict, *, reps: int, slow_reps: int, elapsed: float, speed: f
                 "; end to end through SQLite: see `bench_gates_speed.md` "
                 "(`python benchmarks/bench_gates.py --speed`)") + ".\n")
     L.append("Series: 60 runs, change at run 40, runs 30-59 gated. `m` = samples per run. "
-             "Gate = `gates.stats` at its defaults with up to four confirm reruns (each after the first only while the reruns' mean is borderline); peers "
+             "Gate = `gates.model.stats` at its defaults with up to four confirm reruns (each after the first only while the reruns' mean is borderline); peers "
              "`matched` = threshold calibrated to 5% FA/series on the same cell's nulls.\n")
     # Headline: within 10 runs for step5 and step10, FA, vs best peer (matched) and oracle.
     L.append("## Headline: false alarms and detection within 10 runs\n")

@@ -19,9 +19,10 @@ import tempfile
 import time
 from pathlib import Path
 
-from gates.history import RunRecord, TestResult, open_history
-from gates.metrics import validate_metric
-from gates.provenance import Provenance
+from gates.store.history import RunRecord, TestResult
+from gates.store.metrics import validate_metric
+from gates.store.open import open_history
+from gates.store.provenance import Provenance
 
 SUITES = ("stage-a-1gpu", "stage-c-4gpu")
 FINGERPRINTS = ("nvidia-h200-x1-sm90", "nvidia-h100-x1-sm90")

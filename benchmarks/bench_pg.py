@@ -39,9 +39,10 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests"))
 
 from gates import gate  # noqa: E402
-from gates.history import History, RunRecord, TestResult, open_history  # noqa: E402
-from gates.metrics import Metric  # noqa: E402
-from gates.provenance import Provenance  # noqa: E402
+from gates.store.history import History, RunRecord, TestResult  # noqa: E402
+from gates.store.metrics import Metric  # noqa: E402
+from gates.store.open import open_history  # noqa: E402
+from gates.store.provenance import Provenance  # noqa: E402
 
 __all__ = ["main"]
 

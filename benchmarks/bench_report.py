@@ -27,11 +27,11 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from gates.ghactions import SUMMARY_CAP, fit_summary  # noqa: E402
-from gates.render_html import render_html  # noqa: E402
-from gates.render_md import render_md  # noqa: E402
-from gates.render_text import render_text  # noqa: E402
-from gates.report import ReportInput, build_report, report_to_json  # noqa: E402
+from gates.report.build import ReportInput, build_report, report_to_json  # noqa: E402
+from gates.report.ghactions import SUMMARY_CAP, fit_summary  # noqa: E402
+from gates.report.render_html import render_html  # noqa: E402
+from gates.report.render_md import render_md  # noqa: E402
+from gates.report.render_text import render_text  # noqa: E402
 
 SUITE, FP = "nightly-8gpu", "nvidia-h200-x8-sm90"
 HW = {"gpus": [{"name": "NVIDIA H200", "capability": "9.0", "memory_mib": 143771}] * 8,
@@ -121,8 +121,9 @@ def bench_render(n_metrics: int, n_runs: int, repeat: int) -> dict[str, float]:
 
 
 def bench_db(n_metrics: int, n_runs: int) -> None:
-    from gates.history import _insert_metrics, open_history  # noqa: PLC0415
-    from gates.report_query import load_report_input, select_runs  # noqa: PLC0415
+    from gates.report.query import load_report_input, select_runs  # noqa: PLC0415
+    from gates.store.history import _insert_metrics  # noqa: PLC0415
+    from gates.store.open import open_history  # noqa: PLC0415
 
     data = synth(n_metrics, n_runs, n_regress=n_metrics // 100)
     with tempfile.TemporaryDirectory() as tmp:

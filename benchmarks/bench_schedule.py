@@ -13,7 +13,7 @@ Targets (issue 6): gap within 5% for 4 to 32 shards; planning under 1 s.
 
 ``--small N`` measures small suites instead (issue 32): N SGLang-shaped suites of 4-30
 files (log-normal est_time, median ~150 s, in 10 s steps) on 2-8 shards, LPT against
-the plan the runners use (:func:`ci_register.partition.assign`: exact branch and
+the plan the runners use (:func:`ci_register.planning.partition.assign`: exact branch and
 bound under a node budget) and against the optimum, from an ILP (scipy's HiGHS,
 ``scipy.optimize.milp``, ``--ilp-seconds`` per suite; where it is not proven, its best
 bound rounded up to the durations' gcd).
@@ -32,11 +32,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from ci_register.catalog import parse_catalog  # noqa: E402
-from ci_register.collect import collect  # noqa: E402
-from ci_register.durations import choose  # noqa: E402
-from ci_register.partition import lower_bound, lpt  # noqa: E402
-from ci_register.schedule import plan_schedule  # noqa: E402
+from ci_register.planning.durations import choose  # noqa: E402
+from ci_register.planning.partition import lower_bound, lpt  # noqa: E402
+from ci_register.planning.schedule import plan_schedule  # noqa: E402
+from ci_register.registered.catalog import parse_catalog  # noqa: E402
+from ci_register.registered.collect import collect  # noqa: E402
 
 SHARDS = (4, 6, 8, 12, 16, 20, 24, 28, 32)
 
@@ -104,7 +104,7 @@ def ilp_optimum(durs: list[float], n: int, seconds: float = 30.0) -> tuple[float
     integrality[-1] = 0
     res = milp(c, constraints=cons, integrality=integrality, bounds=Bounds(0, [1] * (m * n) + [np.inf]),
                options={"time_limit": seconds, "mip_rel_gap": 0})
-    from ci_register.exact import granularity  # noqa: PLC0415
+    from ci_register.planning.exact import granularity  # noqa: PLC0415
 
     proven = res.status == 0
     bound = getattr(res, "mip_dual_bound", None)
@@ -114,8 +114,8 @@ def ilp_optimum(durs: list[float], n: int, seconds: float = 30.0) -> tuple[float
 
 
 def small_suites(count: int, seed: int, ilp_seconds: float = 30.0, measured: bool = False) -> int:
-    from ci_register.exact import lower_bound2  # noqa: PLC0415
-    from ci_register.partition import assign  # noqa: PLC0415
+    from ci_register.planning.exact import lower_bound2  # noqa: PLC0415
+    from ci_register.planning.partition import assign  # noqa: PLC0415
 
     rng = random.Random(seed)
     rows = []

@@ -3,7 +3,7 @@
 For each sampled commit of a git repository (a bare mirror is enough), the commit's tree
 is exported to a temporary folder, its registrations are read by our collector with a
 catalog for that tree, the changed paths come from ``git diff-tree`` against the first
-parent, and :func:`ci_register.select.select_tests` decides which registered files run.
+parent, and :func:`ci_register.planning.select.select_tests` decides which registered files run.
 The figure per commit is the share of the registered est_time (enabled, per-commit
 files) the selection keeps; the report gives the median and the distribution, and why
 whole runs were kept.
@@ -36,10 +36,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from ci_register.catalog import load_catalog  # noqa: E402
-from ci_register.collect import collect  # noqa: E402
-from ci_register.imports import scan  # noqa: E402
-from ci_register.select import parse_select, select_tests  # noqa: E402
+from ci_register.planning.imports import scan  # noqa: E402
+from ci_register.planning.select import parse_select, select_tests  # noqa: E402
+from ci_register.registered.catalog import load_catalog  # noqa: E402
+from ci_register.registered.collect import collect  # noqa: E402
 
 
 def git(repo: Path, *args: str) -> str:

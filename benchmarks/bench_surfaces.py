@@ -4,15 +4,15 @@ Each series of the gate detection benchmark (``benchmarks/series.py``: every noi
 model, null / step / drift / spike effects, 5 samples a run) is written into a
 fresh history run by run; its first ``BASE`` runs are the baseline, and every run
 after them is a suite session driven through the runner's confirm protocol
-(``ci_register.runner.confirm_chain``, the loop ``run_suite`` runs, with up to
+(``ci_register.running.runner.confirm_chain``, the loop ``run_suite`` runs, with up to
 four reruns; each rerun is the run's next twin, stored ``confirm_of`` the attempt
 before it, and gated with ``gates.gate.evaluate_run`` as ``python -m gates.gate``
-does). For every session the report (``gates.report_query`` ->
+does). For every session the report (``gates.report.query`` ->
 ``gates.report.build_report``, what every surface renders) is then built for that
 run and compared with the session: its exit code, and the metric's verdict (the
 last verdict the session's gates gave it). A checker reads every verdict row as the
 report shows it: a held ``regression`` or ``improvement`` must not stand beside an
-interval that spans 0 (``gates.verdicts.interval_contradicts``): a row shows the
+interval that spans 0 (``gates.model.verdicts.interval_contradicts``): a row shows the
 statement of the test that decided, at the level that decided.
 
 A mismatch is a false green (or a false red) on some surface. The ``old reading``
@@ -39,14 +39,15 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from series import NOISE_MODELS, make_series  # noqa: E402
 
-from ci_register.runner import Attempt, confirm_chain  # noqa: E402
+from ci_register.running.runner import Attempt, confirm_chain  # noqa: E402
 from gates.gate import evaluate_run  # noqa: E402
-from gates.history import RunRecord, TestResult, open_history  # noqa: E402
-from gates.metrics import validate_metric  # noqa: E402
-from gates.provenance import Provenance  # noqa: E402
-from gates.report import build_report, classify  # noqa: E402
-from gates.report_query import load_report_input, select_runs  # noqa: E402
-from gates.verdicts import interval_contradicts  # noqa: E402
+from gates.model.verdicts import interval_contradicts  # noqa: E402
+from gates.report.build import build_report, classify  # noqa: E402
+from gates.report.query import load_report_input, select_runs  # noqa: E402
+from gates.store.history import RunRecord, TestResult  # noqa: E402
+from gates.store.metrics import validate_metric  # noqa: E402
+from gates.store.open import open_history  # noqa: E402
+from gates.store.provenance import Provenance  # noqa: E402
 
 NODE = "suites/perf/test_lat.py::test_lat"
 EFFECTS = ("null", "step2", "step5", "step10", "drift", "spike")

@@ -31,10 +31,11 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from gates.history import RunRecord, TestResult, open_history  # noqa: E402
-from gates.metrics import validate_metric  # noqa: E402
-from gates.provenance import Provenance  # noqa: E402
-from gates.trim import TrimReport, analyse, build_input  # noqa: E402
+from gates.report.trim import TrimReport, analyse, build_input  # noqa: E402
+from gates.store.history import RunRecord, TestResult  # noqa: E402
+from gates.store.metrics import validate_metric  # noqa: E402
+from gates.store.open import open_history  # noqa: E402
+from gates.store.provenance import Provenance  # noqa: E402
 
 SUITE = "gb300-nightly"
 FP = "nvidia-gb300-x4-sm103"

@@ -5,7 +5,7 @@ bisection's pytest runs are), good (``--loops``) and bad (twice that) alternatin
 by two methods: ``plain`` (the CPU time of the work loop, what the test used
 first) and ``ratio`` (the work loop's CPU time over a fixed reference loop's, in
 10 interleaved chunks, what it uses now). Then ``--trials`` bisections
-(``gates.bisect`` with the test's settings: 5 commits, culprit the 4th, calib 6,
+(``gates.model.bisect`` with the test's settings: 5 commits, culprit the 4th, calib 6,
 reps 1, max_reps 8, verify 6) draw each execution from those pools. Prints the
 run-to-run spread and the outcomes. Load the machine as you like meanwhile (two
 ``python -c 'while 1: pass'`` on 2 cores, or the shared box as it is).
@@ -31,8 +31,8 @@ sys.path.insert(0, str(ROOT / "tests"))  # gitrepo: the generated test's timer
 
 from gitrepo import CPU_TIMER  # noqa: E402  the generated test's own timer
 
-from gates import stats  # noqa: E402
-from gates.bisect import bisect  # noqa: E402
+from gates.model import stats  # noqa: E402
+from gates.model.bisect import bisect  # noqa: E402
 
 CPU = "import json\n" + CPU_TIMER
 PLAIN = CPU + "print(json.dumps([_cpu({n}) for _ in range(5)]))\n"

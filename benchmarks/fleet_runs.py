@@ -13,9 +13,10 @@ import uuid
 from pathlib import Path
 
 from gates.gate import evaluate_run
-from gates.history import History, RunRecord, TestResult, open_history
-from gates.metrics import validate_metric
-from gates.provenance import Provenance
+from gates.store.history import History, RunRecord, TestResult
+from gates.store.metrics import validate_metric
+from gates.store.open import open_history
+from gates.store.provenance import Provenance
 
 __all__ = ["METRICS", "SAMPLES", "build_history", "make_run", "write_run"]
 

@@ -129,10 +129,10 @@ def main(argv: list[str] | None = None) -> int:
     shape = {"tokens": a.tokens, "hidden": a.hidden, "ffn": a.ffn}
     env = dict(os.environ)
     # The plugin is loaded by name where the package is on PYTHONPATH but not installed.
-    env["PYTEST_ADDOPTS"] = (env.get("PYTEST_ADDOPTS", "") + " -p gates.plugin").strip()
+    env["PYTEST_ADDOPTS"] = (env.get("PYTEST_ADDOPTS", "") + " -p gates.record.plugin").strip()
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
     os.environ.update(env)  # the bisection's pytest runs inherit it
-    from gates.cli import main as gate_report  # noqa: PLC0415
+    from gates.commands.cli import main as gate_report  # noqa: PLC0415
 
     with tempfile.TemporaryDirectory(prefix="gpu-bisect-") as tmp:
         repo = Path(tmp) / "repo"
@@ -153,7 +153,7 @@ def main(argv: list[str] | None = None) -> int:
                           str(a.reps), "--verify", str(a.verify), "--format", "md",
                           "--out", str(a.out / "bisect.md")])
         wall = time.perf_counter() - t0
-    from gates.history import open_history  # noqa: PLC0415
+    from gates.store.open import open_history  # noqa: PLC0415
 
     with open_history(db, create=False, readonly=True) as h:
         rows = h.bisects(KEY)

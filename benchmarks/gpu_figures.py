@@ -16,7 +16,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from gates.history import open_history  # noqa: E402
+from gates.store.open import open_history  # noqa: E402
 
 
 def main() -> None:

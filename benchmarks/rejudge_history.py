@@ -10,7 +10,7 @@ lock out of the way). Each run is judged against the runs started before it,
 as on the day, except that runs merged in later with earlier start times are
 part of its baseline now. ``--attempts-left`` (default: the runner's default
 confirm attempts) sets the first attempt's level as a suite session would
-(``gates.stats.level_for``); 0 judges at the gate's own level.
+(``gates.model.stats.level_for``); 0 judges at the gate's own level.
 """
 
 from __future__ import annotations
@@ -25,9 +25,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from gates import stats  # noqa: E402
 from gates.gate import evaluate_run  # noqa: E402
-from gates.history import open_history  # noqa: E402
+from gates.model import stats  # noqa: E402
+from gates.store.open import open_history  # noqa: E402
 
 
 def rejudge(path: Path, suite: str | None = None,

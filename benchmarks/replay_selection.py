@@ -8,7 +8,7 @@ on a CPU runner), with:
 
 - the tree's own gates plugin recording outcomes and metrics into a throwaway history
   (``--gates-suite replay``), read back with sqlite3;
-- this checkout's import tracker (``gates/import_map.py``, loaded by path so that the
+- this checkout's import tracker (``gates/record/import_map.py``, loaded by path so that the
   old tree's ``gates`` package stays the tree's) recording each file's import map.
 
 One run per commit serves twice: as the head of its own change and as the base of the
@@ -48,9 +48,9 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(HERE))
 
-from ci_register.catalog import load_catalog  # noqa: E402
-from ci_register.imports import scan  # noqa: E402
-from ci_register.select import parse_select, select_tests  # noqa: E402
+from ci_register.planning.imports import scan  # noqa: E402
+from ci_register.planning.select import parse_select, select_tests  # noqa: E402
+from ci_register.registered.catalog import load_catalog  # noqa: E402
 
 sys.path.insert(0, str(HERE / "benchmarks"))
 from bench_selection import registrations  # noqa: E402
@@ -108,7 +108,7 @@ def run_commit(tree: Path, files: list[str], work: Path, timeout_s: float) -> di
     for p in (out, hist):
         p.unlink(missing_ok=True)
     (work / "replay_plugin.py").write_text(PLUGIN)
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tree), str(work)]), "PYTEST_PLUGINS": "gates.plugin",
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tree), str(work)]), "PYTEST_PLUGINS": "gates.record.plugin",
            "REPLAY_TRACKER": str(HERE / "gates" / "import_map.py"), "REPLAY_OUT": str(out),
            "GATES_IMPORT_MAPS": "0", "GATES_COMMIT": "replay", "CI_REGISTER_FILE_SLACK_S": "60"}
     env.pop("GATES_HISTORY", None)

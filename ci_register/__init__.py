@@ -3,7 +3,7 @@ partitioning, hardware checks and the suite runner."""
 
 from __future__ import annotations
 
-from ci_register.markers import (
+from ci_register.registered.markers import (
     register_amd_ci,
     register_ci_gate,
     register_cpu_ci,

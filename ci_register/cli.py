@@ -18,9 +18,9 @@ import os
 import sys
 from pathlib import Path
 
-from ci_register.catalog import DEFAULT_CATALOG, CatalogError, load_catalog
-from ci_register.collect import collect
-from ci_register.redact import guarded_output
+from ci_register.registered.catalog import DEFAULT_CATALOG, CatalogError, load_catalog
+from ci_register.registered.collect import collect
+from ci_register.running.redact import guarded_output
 
 __all__ = ["main", "COMMANDS"]
 
@@ -92,7 +92,7 @@ def _list(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from ci_register.runner import main_run  # noqa: PLC0415 - keeps `list` light
+    from ci_register.running.runner import main_run  # noqa: PLC0415 - keeps `list` light
 
     return main_run(args.suite, args.rest)
 
@@ -116,7 +116,7 @@ def _load(args: argparse.Namespace):
 
 
 def _fingerprint(value: str | None) -> str | None:
-    from ci_register.durations import LATEST  # noqa: PLC0415
+    from ci_register.planning.durations import LATEST  # noqa: PLC0415
 
     return {None: LATEST, "latest": LATEST, "this": None}.get(value, value)
 
@@ -129,13 +129,20 @@ def default_event(env: dict[str, str] | os._Environ[str], *, changed: bool) -> s
 
 
 def _matrix(args: argparse.Namespace, *, as_text: bool = False) -> int:
-    from ci_register.matrix import MatrixError, build, chunk, is_matrix, summary, write_output  # noqa: PLC0415
-    from ci_register.outfile import OutputError, check_output  # noqa: PLC0415
-    from ci_register.select import SelectError  # noqa: PLC0415
+    from ci_register.planning.matrix import (  # noqa: PLC0415
+        MatrixError,
+        build,
+        chunk,
+        is_matrix,
+        summary,
+        write_output,
+    )
+    from ci_register.planning.outfile import OutputError, check_output  # noqa: PLC0415
+    from ci_register.planning.select import SelectError  # noqa: PLC0415
 
     if getattr(args, "output", None):
         root = Path(args.root)
-        from ci_register.durations import history_path  # noqa: PLC0415
+        from ci_register.planning.durations import history_path  # noqa: PLC0415
 
         inputs = [Path(args.catalog) if args.catalog else root / DEFAULT_CATALOG,
                   history_path(args.history, root)]
@@ -158,7 +165,7 @@ def _matrix(args: argparse.Namespace, *, as_text: bool = False) -> int:
     labels = [x for x in args.labels.split(",") if x] if args.labels is not None else None
     try:
         selection = _selection(args, catalog, col)
-        matrix, plans = build(catalog, col, args.event, args.history, only=args.suites,
+        matrix, plans = build(catalog, col, args.event, args.history, only=args.suites, root=Path(args.root),
                               fingerprint=_fingerprint(args.fingerprint), labels=labels, selection=selection)
         if not plans and (selection is None or selection.everything):
             # An empty matrix would pass CI having run nothing.
@@ -186,7 +193,7 @@ def _matrix(args: argparse.Namespace, *, as_text: bool = False) -> int:
 
 def _selection(args: argparse.Namespace, catalog, col):
     """The change's selection for --changed-files / --base, or None (run everything)."""
-    from ci_register.select import SelectError, changed_since, select_in_tree  # noqa: PLC0415
+    from ci_register.planning.select import SelectError, changed_since, select_in_tree  # noqa: PLC0415
 
     if args.changed_files is None and args.base is None:
         return None
@@ -198,7 +205,7 @@ def _selection(args: argparse.Namespace, catalog, col):
 
 
 def _rerun(args: argparse.Namespace, rest: list[str]) -> int:
-    from ci_register.rerun import main_rerun  # noqa: PLC0415
+    from ci_register.running.rerun import main_rerun  # noqa: PLC0415
 
     root = Path(args.root)
     return main_rerun(args.spec, root, catalog_path(root, args.catalog),
@@ -206,8 +213,8 @@ def _rerun(args: argparse.Namespace, rest: list[str]) -> int:
 
 
 def _est_time(args: argparse.Namespace) -> int:
-    from ci_register.durations import history_path  # noqa: PLC0415
-    from ci_register.est_time import EstTimeError, find_drifts, write_drifts  # noqa: PLC0415
+    from ci_register.planning.durations import history_path  # noqa: PLC0415
+    from ci_register.planning.est_time import EstTimeError, find_drifts, write_drifts  # noqa: PLC0415
 
     if args.check == args.write:
         print("error: pass exactly one of --check or --write", file=sys.stderr)
@@ -336,16 +343,16 @@ def _guarded_main(argv: list[str] | None) -> int:
 def _main(argv: list[str]) -> int:
     # `run` passes everything after the suite through; argparse must not eat -k/-x.
     if argv and argv[0] == "run" and (len(argv) < 2 or argv[1] in ("-h", "--help")):
-        from ci_register.runner import RUN_HELP  # noqa: PLC0415
+        from ci_register.running.runner import RUN_HELP  # noqa: PLC0415
 
         print(RUN_HELP)
         return 0 if len(argv) >= 2 else 2
     if len(argv) >= 2 and argv[0] == "run":
-        from ci_register.runner import main_run  # noqa: PLC0415
+        from ci_register.running.runner import main_run  # noqa: PLC0415
 
         return main_run(argv[1], argv[2:])
     if argv and argv[0] == "sglang-catalog":
-        from ci_register.sglang_catalog import main as sglang_catalog  # noqa: PLC0415
+        from ci_register.registered.sglang_catalog import main as sglang_catalog  # noqa: PLC0415
 
         return sglang_catalog(argv[1:])
     parser = build_parser()

@@ -10,18 +10,13 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from gates.metrics import Metric, MetricError
+from gates.store.metrics import Metric, MetricError
 
 if TYPE_CHECKING:
-    from gates.history import (
-        History,
-        HistoryError,
-        RunRecord,
-        TestResult,
-        open_history,
-    )
-    from gates.merge import MergeConflict, MergeReport, merge_histories
-    from gates.provenance import Provenance, collect_provenance, fingerprint_key
+    from gates.store.history import History, HistoryError, RunRecord, TestResult
+    from gates.store.merge import MergeConflict, MergeReport, merge_histories
+    from gates.store.open import open_history
+    from gates.store.provenance import Provenance, collect_provenance, fingerprint_key
 
 __all__ = [
     "History",
@@ -40,17 +35,17 @@ __all__ = [
 ]
 
 _LAZY = {
-    "History": "gates.history",
-    "HistoryError": "gates.history",
-    "MergeConflict": "gates.merge",
-    "MergeReport": "gates.merge",
-    "RunRecord": "gates.history",
-    "TestResult": "gates.history",
-    "merge_histories": "gates.merge",
-    "open_history": "gates.history",
-    "Provenance": "gates.provenance",
-    "collect_provenance": "gates.provenance",
-    "fingerprint_key": "gates.provenance",
+    "History": "gates.store.history",
+    "HistoryError": "gates.store.history",
+    "MergeConflict": "gates.store.merge",
+    "MergeReport": "gates.store.merge",
+    "RunRecord": "gates.store.history",
+    "TestResult": "gates.store.history",
+    "merge_histories": "gates.store.merge",
+    "open_history": "gates.store.open",
+    "Provenance": "gates.store.provenance",
+    "collect_provenance": "gates.store.provenance",
+    "fingerprint_key": "gates.store.provenance",
 }
 
 

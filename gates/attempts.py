@@ -13,28 +13,26 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
-from gates import stats
-from gates.baselines import unheld_chains
-from gates.decisions import (
+from gates.model import stats
+from gates.model.decisions import (
     CORROBORATE_RANK,
     EARLY_HOLD,
     FUTILITY,
     TRANSIENT_LEVEL,
     Stage,
+    Verdict,
     mixture_hold_p,
     next_stage,
     stage_of,
 )
-from gates.declarations import Gate
-from gates.history import History
-from gates.verdicts import FAILING
-
-if TYPE_CHECKING:
-    from gates.gate import Verdict
+from gates.model.verdicts import FAILING
+from gates.record.declarations import Gate
+from gates.store.baselines import unheld_chains
+from gates.store.history import History
 
 __all__ = ["Chain", "Inputs", "read_chain", "judge_at_stage", "latest_rows", "samples_of",
            "summaries_of"]

@@ -2,7 +2,7 @@
 
 ``run_bisect`` reads which tests recorded KEY (``History.key_tests``) and its
 direction, lists the first-parent commits from good to bad, and hands
-``gates.bisect.bisect`` a ``measure(commit)`` that checks the commit out once in
+``gates.model.bisect.bisect`` a ``measure(commit)`` that checks the commit out once in
 a detached git worktree (under a scratch directory) and runs only those tests
 with pytest and the gates plugin recording into a scratch history, returning
 the run's samples of KEY. The outcome and evidence are saved with
@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import gates
-from gates.bisect import BisectResult, bisect
+from gates.model.bisect import BisectResult, bisect
 
 __all__ = ["BisectInputError", "candidates", "render_bisect", "run_bisect"]
 
@@ -110,7 +110,7 @@ def run_bisect(repo: Path, history: Any, key: str, good: str, bad: str, *,
                    str(db), *nodeids]
             out = subprocess.run(cmd, cwd=tree, env=env, capture_output=True, text=True,
                                  timeout=PYTEST_TIMEOUT_S, check=False)
-            from gates.history import open_history  # noqa: PLC0415
+            from gates.store.open import open_history  # noqa: PLC0415
 
             with open_history(db, create=False, readonly=True) as h:
                 samples = [x for m in h.metrics(rid) if m["key"] == key

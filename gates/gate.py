@@ -9,7 +9,7 @@ Exit codes: 0 passed (or warn/off mode); 1 an enforced ``regression``,
 ``threshold-fail`` or ``missing``; 2 bad input (unknown run, unreadable plan
 or history, an ``error`` verdict in enforce mode).
 
-Confirm on trip (what ``ci_register.runner`` does): every verdict has a stage
+Confirm on trip (what ``ci_register.running.runner`` does): every verdict has a stage
 (``decisions.Stage``: first, rerun, corroborate, reruns; saved in
 ``verdicts.stage``) and ``decisions.next_stage`` says whether another attempt
 follows. ``evaluate_run(h, A)`` lists in ``result.tripped_nodeids`` (written to
@@ -22,7 +22,7 @@ with ``attempt = 2``; failures an earlier rerun held are final (shown again,
 not saved again). With ``--confirm 0`` a suspect stays a suspect and never
 fails the session. The protocol: ``docs/gates/design.md``.
 
-Baselines (``gates.baselines``): complete, trusted runs of the same suite, metric
+Baselines (``gates.store.baselines``): complete, trusted runs of the same suite, metric
 key and hardware fingerprint before the judged run, read for every metric of a run
 in one or two statements (``bulk_baselines``) and judged in memory; ``bulk=False``
 reads them key by key (``baseline_runs``), the reference. Where a confirm found a
@@ -45,7 +45,6 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from gates import accept, stats
 from gates.attempts import (
     Chain,
     ChainError,
@@ -55,14 +54,16 @@ from gates.attempts import (
     read_chain,
     samples_of,
 )
-from gates.baselines import baseline_runs, bulk_baselines, hosts_of
-from gates.decisions import Stage, next_stage
-from gates.declarations import DeclarationError, Gate, gate_for, parse_plan_gates
-from gates.history import History
-from gates.provenance import host_key
+from gates.model import stats
+from gates.model.decisions import Stage, Verdict
+from gates.model.verdicts import FAILING, VERDICTS, gate_exit, interval_contradicts
+from gates.record import accept
+from gates.record.declarations import DeclarationError, Gate, gate_for, parse_plan_gates
+from gates.record.unit_check import UnitMismatch, unit_conflicts
 from gates.store.backend import is_database_url
-from gates.unit_check import UnitMismatch, unit_conflicts
-from gates.verdicts import FAILING, VERDICTS, fails, gate_exit, interval_contradicts
+from gates.store.baselines import baseline_runs, bulk_baselines, hosts_of
+from gates.store.history import History
+from gates.store.provenance import host_key
 
 __all__ = [
     "VERDICTS",
@@ -77,71 +78,6 @@ __all__ = [
 
 class GateInputError(Exception):
     """Bad input to the gate (unknown run, unreadable plan): exit 2, one line."""
-
-
-@dataclass
-class Verdict:
-    key: str
-    verdict: str
-    nodeid: str | None = None
-    unit: str | None = None
-    better: str | None = None
-    baseline: float | None = None
-    new: float | None = None
-    rel_change: float | None = None
-    ci_low: float | None = None
-    ci_high: float | None = None
-    ci_conf: float | None = None  # the interval's confidence (the level that decided)
-    statistic: float | None = None  # signed z (> 0: worse)
-    p_value: float | None = None
-    q_value: float | None = None
-    floor: float | None = None
-    mode: str = "enforce"
-    method: str = ""
-    n_baseline: int = 0
-    change_point: dict[str, Any] | None = None
-    message: str = ""
-    declared_at: str | None = None
-    transient: bool = False  # confirm: the first attempt was a glitch; baselines take the rerun
-    corroborate: bool = False  # confirm: a rerun beyond every baseline run; the next decides
-    chain_transient: bool = False  # a chain's borderline hold undone: its first attempt a glitch
-    stage: str = Stage.FIRST.value  # where in the confirm protocol (``decisions.Stage``)
-
-    @property
-    def enforced_failure(self) -> bool:
-        return fails(self.verdict, self.mode)
-
-    @property
-    def next_stage(self) -> Stage | None:
-        """The stage a further attempt would judge this metric at (None: final)."""
-        if not self.stage:  # a failure an earlier attempt held, shown again
-            return None
-        return next_stage(Stage(self.stage), self.verdict, enforced=self.mode == "enforce",
-                          corroborate=self.corroborate)
-
-    def row(self, attempt: int, confirm_of: str | None) -> dict[str, Any]:
-        """A row for ``History.save_verdicts``."""
-        detail = {"method": self.method, "n_baseline": self.n_baseline, "unit": self.unit,
-                  "better": self.better}
-        for k in ("change_point", "message", "declared_at"):
-            v = getattr(self, k)
-            if v:
-                detail[k] = v
-        if confirm_of:
-            detail["confirm_of"] = confirm_of
-        if self.transient:
-            detail["transient"] = True
-        if self.corroborate:
-            detail["corroborate"] = True
-        if self.chain_transient:
-            detail["chain_transient"] = True
-        if self.ci_conf is not None:
-            detail["ci_conf"] = self.ci_conf
-        return {"key": self.key, "nodeid": self.nodeid, "verdict": self.verdict,
-                "baseline": self.baseline, "new": self.new, "rel_change": self.rel_change,
-                "ci_low": self.ci_low, "ci_high": self.ci_high, "statistic": self.statistic,
-                "p_value": self.p_value, "q_value": self.q_value, "floor": self.floor,
-                "mode": self.mode, "attempt": attempt, "stage": self.stage, "detail": detail}
 
 
 @dataclass
@@ -266,8 +202,8 @@ def evaluate_run(
     level (``stats.level_for``); a rerun with 1 or more left may ask for
     another (verdict ``suspect``).
     ``acceptances``: the repo file's entries this run's checkout carries
-    (``gates.accept.read_accept_file``), logged with the run; a key under an
-    acceptance is judged only against runs inside it (``gates.accept``).
+    (``gates.record.accept.read_accept_file``), logged with the run; a key under an
+    acceptance is judged only against runs inside it (``gates.record.accept``).
     ``bulk``: read every baseline in one or two statements (``bulk_baselines``);
     ``False`` issues one ``History.metric_series`` query per metric (the
     reference path; same verdicts, about 3 ms per metric slower).
@@ -333,7 +269,7 @@ def _declared(history: History, run_id: str, plan: Mapping[str, Any] | None) -> 
 
 def _cutoffs(history: History, run: Mapping[str, Any], recorded: Mapping[str, list],
              acceptances: Sequence[Mapping[str, Any]], save: bool) -> dict[str, Any]:
-    """Each accepted key's runs before its new level (``gates.accept.cutoffs``)."""
+    """Each accepted key's runs before its new level (``gates.record.accept.cutoffs``)."""
     # A file entry's "who" is the first commit that carried it (the reviewed PR's).
     at = (run.get("commit_sha") or run["run_id"])[:10]
     entries = [{**e, "who": e.get("who") or f"first run at {at}"} for e in acceptances]
@@ -344,7 +280,7 @@ def _cutoffs(history: History, run: Mapping[str, Any], recorded: Mapping[str, li
 
 def _read_baselines(ctx: _Run, units: dict[str, set[str]], bulk: bool) -> None:
     """Every key's baseline in one or two statements (``bulk``), with its runs' machines and
-    the keys whose units disagree across this run and its baseline (``gates.unit_check``)."""
+    the keys whose units disagree across this run and its baseline (``gates.record.unit_check``)."""
     keys = set(units)
     ctx.this_host = host_key(ctx.run.get("hardware"))
     if not bulk:
@@ -594,7 +530,7 @@ def _carried(row: Mapping[str, Any], attempt: int) -> Verdict:
                 unit=d.get("unit"), better=d.get("better"), mode=row.get("mode") or "enforce",
                 method=d.get("method") or "", n_baseline=int(d.get("n_baseline") or 0),
                 declared_at=d.get("declared_at"), stage=row.get("stage") or "",
-                ci_conf=d.get("ci_conf"))
+                ci_conf=row.get("ci_conf") if row.get("ci_conf") is not None else d.get("ci_conf"))
     for k in ("baseline", "new", "rel_change", "ci_low", "ci_high", "statistic", "p_value",
               "q_value", "floor"):
         setattr(v, k, row.get(k))
@@ -718,7 +654,7 @@ def verdict_table(result: GateResult) -> str:
     """The verdict table printed at the end of a suite session."""
     from tabulate import tabulate
 
-    from gates.render_text import fmt_change
+    from gates.report.render_text import fmt_change
 
     rows = []
     order = {v: i for i, v in enumerate(("regression", "threshold-fail", "missing", "error",
@@ -765,7 +701,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         a = ap.parse_args(argv)
     except SystemExit as e:
         return 2 if e.code else 0
-    from gates.history import HistoryError, open_history
+    from gates.store.history import HistoryError
+    from gates.store.open import open_history
 
     try:
         plan = None

@@ -1,7 +1,7 @@
 """Hardware helpers: what GPU is here, skip markers with reasons, required imports.
 
 These ask torch in the test process (what its kernels can use), not the machine
-model (`ci_register.machine`, which names the box a run records and may be faked
+model (`ci_register.registered.machine`, which names the box a run records and may be faked
 with CI_REGISTER_FAKE_HARDWARE): a faked GPU must never make a test launch a kernel.
 
 Policy: a GPU test SKIPS only when there is no GPU (the CPU machine collects every suite);

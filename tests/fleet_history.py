@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import random
 
-from gates.history import RunRecord, TestResult
-from gates.metrics import validate_metric
-from gates.provenance import Provenance
+from gates.store.history import RunRecord, TestResult
+from gates.store.metrics import validate_metric
+from gates.store.provenance import Provenance
 
 __all__ = ["ENTRY", "FP", "KEYS", "SUITE", "record"]
 

@@ -9,9 +9,10 @@ from typing import Any
 
 import numpy as np
 
-from gates.history import RunRecord, TestResult, open_history
-from gates.metrics import validate_metric
-from gates.provenance import Provenance
+from gates.store.history import RunRecord, TestResult
+from gates.store.metrics import validate_metric
+from gates.store.open import open_history
+from gates.store.provenance import Provenance
 
 __all__ = ["level_run", "seed"]
 

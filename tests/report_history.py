@@ -6,10 +6,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from gates.history import History, RunRecord, TestResult, open_history
-from gates.metrics import validate_metric
-from gates.provenance import Provenance
-from gates.report import ReportInput, series_columns
+from gates.report.build import ReportInput, series_columns
+from gates.store.history import History, RunRecord, TestResult
+from gates.store.metrics import validate_metric
+from gates.store.open import open_history
+from gates.store.provenance import Provenance
 
 SUITE = "stage-x"
 FP = "nvidia-h200-x1-sm90"

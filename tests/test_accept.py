@@ -1,4 +1,4 @@
-"""gates.accept: re-baselining by command and by the repo file, and `gate-report accept`."""
+"""gates.record.accept: re-baselining by command and by the repo file, and `gate-report accept`."""
 
 from __future__ import annotations
 
@@ -9,10 +9,11 @@ import numpy as np
 import pytest
 from history_seed import level_run
 
-from gates import accept
-from gates.cli import main as cli
+from gates.commands.cli import main as cli
 from gates.gate import evaluate_run
-from gates.history import HistoryError, open_history
+from gates.record import accept
+from gates.store.history import HistoryError
+from gates.store.open import open_history
 
 NODE = "suites/a/test_a.py::test_x"
 
@@ -159,7 +160,7 @@ def steady_file(path: Path, seed: int) -> Path:
 
 
 def test_merged_shards_keep_the_entries_their_runs_carried(tmp_path):
-    from gates.merge import merge_histories
+    from gates.store.merge import merge_histories
 
     rng = np.random.default_rng(4)
     entry = dict(ENTRY)
@@ -181,8 +182,8 @@ def test_merged_shards_keep_the_entries_their_runs_carried(tmp_path):
 
 
 def test_merge_refuses_a_shard_whose_carried_entry_is_forged(tmp_path):
-    from gates.merge import merge_histories
-    from gates.merge_check import ShardRejected, check_bundle
+    from gates.store.merge import merge_histories
+    from gates.store.merge_check import ShardRejected, check_bundle
 
     rng = np.random.default_rng(5)
     entry = dict(ENTRY)

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from ci_register.catalog import CatalogError, parse_catalog
-from ci_register.collect import collect, parse_file
+from ci_register.registered.catalog import CatalogError, parse_catalog
+from ci_register.registered.collect import collect, parse_file
 
 ROOT = Path(__file__).resolve().parents[1]
 MILES_MIRROR = Path("/work/.mirror/radixark+miles/repo")

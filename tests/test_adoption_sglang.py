@@ -12,11 +12,11 @@ from pathlib import Path
 import pytest
 from catalog_seed import catalog_text
 
-from ci_register.catalog import BACKENDS, CatalogError, parse_catalog
-from ci_register.collect import collect, parse_file
-from ci_register.hardware import GPU, Machine, check
-from ci_register.matrix import MAX_JOBS, MatrixError, chunk
-from ci_register.rerun import RerunError, plan_rerun
+from ci_register.planning.matrix import MAX_JOBS, MatrixError, chunk
+from ci_register.registered.catalog import BACKENDS, CatalogError, parse_catalog
+from ci_register.registered.collect import collect, parse_file
+from ci_register.running.hardware import GPU, Machine, check
+from ci_register.running.rerun import RerunError, plan_rerun
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -277,7 +277,7 @@ TRICKY = {
 
 @pytest.mark.parametrize("name", sorted(TRICKY))
 def test_partial_parse_reads_what_the_full_tree_reads(name, monkeypatch):
-    import ci_register.collect as collect_mod
+    import ci_register.registered.collect as collect_mod
 
     c = cat()
     fast = collect_mod.parse_file(TRICKY[name], "test/registered/x.py", c)
@@ -289,7 +289,7 @@ def test_partial_parse_reads_what_the_full_tree_reads(name, monkeypatch):
 
 
 def test_partial_parse_is_taken_for_plain_files_and_refused_for_nested_calls():
-    from ci_register.collect import _partial_tree
+    from ci_register.registered.collect import _partial_tree
 
     names = {"register_cuda_ci", "register_amd_ci", "register_ci_gate"}
     for name in ("multiline_call", "line_numbers", "gate_and_call", "docstring_example_before"):
@@ -313,7 +313,7 @@ def test_sglang_real_tree_reads_equal(capsys):
 
 
 def test_sglang_catalog_reads_sglangs_suite_lists(tmp_path):
-    from ci_register import sglang_catalog
+    from ci_register.registered import sglang_catalog
 
     (tmp_path / "test").mkdir()
     (tmp_path / "test" / "run_suite.py").write_text(

@@ -8,10 +8,10 @@ import numpy as np
 import pytest
 from test_gate import NODE, add_run
 
-from gates import baselines, stats
 from gates.gate import evaluate_run
-from gates.history import open_history
-from gates.store import baseline_reads
+from gates.model import stats
+from gates.store import baseline_reads, baselines
+from gates.store.open import open_history
 
 KEYS = [f"k{i:02d}" for i in range(40)]
 NEED = stats.DEFAULTS.window + max(stats.DEFAULTS.windows)

@@ -1,11 +1,11 @@
-"""gates.bisect: the pure bisection on a simulated measurement (the git edge: test_bisect_git)."""
+"""gates.model.bisect: the pure bisection on a simulated measurement (the git edge: test_bisect_git)."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from gates.bisect import bisect, classify
+from gates.model.bisect import bisect, classify
 
 
 def _measure(levels, seed=0, noise=0.01):

@@ -11,8 +11,8 @@ import pytest
 from gitrepo import make_repo
 
 from gates.bisect_git import BisectInputError, candidates
-from gates.cli import main as cli
-from gates.history import open_history
+from gates.commands.cli import main as cli
+from gates.store.open import open_history
 
 ROOT = Path(__file__).resolve().parents[1]
 

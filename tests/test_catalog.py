@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from ci_register.catalog import CatalogError, load_catalog, parse_catalog
+from ci_register.registered.catalog import CatalogError, load_catalog, parse_catalog
 
 ROOT = Path(__file__).resolve().parents[1]
 

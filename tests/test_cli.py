@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 from report_history import FILE_A, LAT, SUITE, make_history, regression_verdicts, write_run
 
-from gates.cli import COMMANDS, build_parser, main
-from gates.history import open_history
+from gates.commands.cli import COMMANDS, build_parser, main
+from gates.store.open import open_history
 
 
 @pytest.fixture(scope="module")
@@ -66,7 +66,7 @@ def test_every_command_has_help_text(capsys):
 def test_console_script_runs_in_a_subprocess(hist):
     path, _ = hist
     exe = shutil.which("gate-report")
-    cmd = [exe] if exe else [sys.executable, "-m", "gates.cli"]
+    cmd = [exe] if exe else [sys.executable, "-m", "gates.commands.cli"]
     done = subprocess.run([*cmd, "--history", str(path), "--format", "json", "--no-health"],
                           capture_output=True, text=True, timeout=60, check=False)
     assert done.returncode == 1, done.stderr
@@ -264,7 +264,7 @@ def test_md_redirected_into_the_step_summary_is_written_once(hist, tmp_path):
     env = {**os.environ, "GITHUB_ACTIONS": "true",
            "GITHUB_STEP_SUMMARY": str(summary)}
     with summary.open("a") as handle:  # what `>> "$GITHUB_STEP_SUMMARY"` does
-        done = subprocess.run([sys.executable, "-m", "gates.cli", "--history", str(path),
+        done = subprocess.run([sys.executable, "-m", "gates.commands.cli", "--history", str(path),
                                "--format", "md"], stdout=handle, stderr=subprocess.PIPE,
                               text=True, env=env, timeout=60, check=False)
     text = summary.read_text()

@@ -5,9 +5,9 @@ from pathlib import Path
 
 import pytest
 
-from ci_register.catalog import load_catalog, parse_catalog
-from ci_register.collect import collect, parse_file
-from ci_register.paths import glob_match, glob_regex
+from ci_register.registered.catalog import load_catalog, parse_catalog
+from ci_register.registered.collect import collect, parse_file
+from ci_register.registered.paths import glob_match, glob_regex
 
 ROOT = Path(__file__).resolve().parents[1]
 CATALOG = load_catalog(ROOT / "suites" / "catalog.toml")

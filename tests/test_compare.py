@@ -1,4 +1,4 @@
-"""gates.compare and `gate-report compare A B`: commits, branches, run ids, fingerprints."""
+"""gates.report.compare and `gate-report compare A B`: commits, branches, run ids, fingerprints."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 from history_seed import level_run
 
-from gates.cli import main as cli
-from gates.history import open_history
+from gates.commands.cli import main as cli
+from gates.store.open import open_history
 
 NODE = "suites/a/test_a.py::test_x"
 

@@ -1,10 +1,10 @@
-"""gates.declarations: merging recorded gates with register_ci_gate options."""
+"""gates.record.declarations: merging recorded gates with register_ci_gate options."""
 
 from __future__ import annotations
 
 import pytest
 
-from gates.declarations import (
+from gates.record.declarations import (
     DeclarationError,
     effective_mode,
     gate_for,

@@ -1,4 +1,4 @@
-"""One duration figure per file, from one rule (ci_register.durations.expected), in every
+"""One duration figure per file, from one rule (ci_register.planning.durations.expected), in every
 command that shows one: plan, matrix, rerun and gate-report health agree."""
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ def test_plan_matrix_rerun_and_health_show_one_figure_per_file(catalog_tree, his
     history_factory(runs, suite="h200", fingerprint="nvidia-h200-x1-sm90", path=root / "history.db")
     plan = cli(root, "-m", "ci_register", "plan", "h200")
     rerun = cli(root, "-m", "ci_register", "rerun", "suites/")
-    health = cli(root, "-m", "gates.cli", "health", "--suite", "h200", "--history", "history.db")
+    health = cli(root, "-m", "gates.commands.cli", "health", "--suite", "h200", "--history", "history.db")
     matrix = json.loads(cli(root, "-m", "ci_register", "matrix", "--event", "push"))
     for out in (plan, rerun, health):
         decode = [line for line in out.splitlines() if "test_decode.py" in line and re.search(r"\d s\b", line)]

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 from history_seed import seed
 
-from ci_register import durations
-from ci_register.collect import Registration
+from ci_register.planning import durations
+from ci_register.registered.collect import Registration
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from ci_register.est_time import EstTimeError, drifted, literal_span, rewrite, suggest
+from ci_register.planning.est_time import EstTimeError, drifted, literal_span, rewrite, suggest
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -150,7 +150,7 @@ def test_health_and_est_time_check_give_one_answer(catalog_tree, history_factory
                                      "def test_x():\n    pass\n"})
     history_factory([{path: s} for s in seconds])
     check = est(tree, "--check")
-    health = subprocess.run([sys.executable, "-m", "gates.cli", "health", "--suite", "cpu",
+    health = subprocess.run([sys.executable, "-m", "gates.commands.cli", "health", "--suite", "cpu",
                              "--format", "json", "--history", "history.db", "--root", "."],
                             cwd=tree, capture_output=True, text=True, timeout=60,
                             env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin"})

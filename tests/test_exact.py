@@ -6,9 +6,9 @@ from __future__ import annotations
 import itertools
 import random
 
-from ci_register.exact import NODE_BUDGET, Search, granularity, lower_bound2, polish
-from ci_register.partition import assign, lpt
-from ci_register.schedule import plan_schedule
+from ci_register.planning.exact import NODE_BUDGET, Search, granularity, lower_bound2, polish
+from ci_register.planning.partition import assign, lpt
+from ci_register.planning.schedule import plan_schedule
 
 
 def makespan(shards) -> float:

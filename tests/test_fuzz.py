@@ -17,15 +17,22 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from report_history import hostile_input, make_history, write_run
 
-from ci_register.catalog import CatalogError, parse_catalog
-from ci_register.collect import parse_file
-from gates.cli import main as gate_report
-from gates.history import HistoryError, open_history
-from gates.merge import merge_histories
-from gates.metrics import MAX_MAGNITUDE, MIN_MAGNITUDE, UNIT_PATTERN, MetricError, validate_metric
-from gates.render_md import render_md
-from gates.render_text import render_text
-from gates.report import build_report
+from ci_register.registered.catalog import CatalogError, parse_catalog
+from ci_register.registered.collect import parse_file
+from gates.commands.cli import main as gate_report
+from gates.report.build import build_report
+from gates.report.render_md import render_md
+from gates.report.render_text import render_text
+from gates.store.history import HistoryError
+from gates.store.merge import merge_histories
+from gates.store.metrics import (
+    MAX_MAGNITUDE,
+    MIN_MAGNITUDE,
+    UNIT_PATTERN,
+    MetricError,
+    validate_metric,
+)
+from gates.store.open import open_history
 
 FAST = settings(max_examples=60, deadline=None,
                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])

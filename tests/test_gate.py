@@ -11,11 +11,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from gates import decisions, stats
 from gates.gate import GateInputError, evaluate_run, main, verdict_table
-from gates.history import RunRecord, TestResult, open_history
-from gates.metrics import validate_metric
-from gates.provenance import Provenance
+from gates.model import decisions, stats
+from gates.store.history import RunRecord, TestResult
+from gates.store.metrics import validate_metric
+from gates.store.open import open_history
+from gates.store.provenance import Provenance
 
 ROOT = Path(__file__).resolve().parents[1]
 NODE = "suites/a/test_a.py::test_x"
@@ -102,7 +103,7 @@ def test_a_transient_leaves_later_baselines_its_rerun(h):
     # A +25% glitch whose clean rerun clears it: the confirm marks the first attempt a
     # transient, and later runs' baselines (both paths) hold the rerun's samples for
     # that run, so the glitch does not feed the windows after it.
-    from gates import baselines
+    from gates.store import baselines
 
     rng = fill(h)
     a = add_run(h, 100, {"lat": lat(rng, level=1.25)})
@@ -139,7 +140,7 @@ def test_a_transient_leaves_later_baselines_its_rerun(h):
 def test_the_run_after_a_transient_is_judged_knowing_its_predecessor_stands_in(h, monkeypatch):
     # Both paths tell the judge (and a confirm of that run) that the newest baseline run
     # is a rerun standing in for a transient (judge_summaries(standin_last=True)).
-    from gates import decisions
+    from gates.model import decisions
 
     rng = fill(h)
     a = add_run(h, 100, {"lat": lat(rng, level=1.25)})
@@ -369,7 +370,7 @@ def test_bulk_baselines_summarise_bit_for_bit_like_the_per_metric_path(h):
     # The bulk path reads stored medians and only the newest runs' samples; the
     # per-metric path recomputes from every sample. Both must feed the statistics the
     # same numbers exactly (odd and even sample counts, pooled rows, gaps).
-    from gates import baselines
+    from gates.store import baselines
 
     _series_history(h)
     rng = np.random.default_rng(12)
@@ -588,7 +589,7 @@ def test_unheld_confirm_reruns_of_a_recent_run_join_the_next_confirm(h):
     c1, b2 = _two_trips(h, 1.009)
     assert h.verdicts(c1)[0]["verdict"] == "pass"
     # What is carried: chains with two or more reruns of the key (run110 has one so far).
-    from gates.baselines import unheld_chains
+    from gates.store.baselines import unheld_chains
     assert unheld_chains(h, "s", "lat", ["run099", "run100", "run110"]) == [
         ("run100", ["run101", "run102"])]
     assert unheld_chains(h, "s", "other", ["run100"]) == []
@@ -616,7 +617,7 @@ def test_a_rerun_beyond_a_heavy_baseline_is_corroborated_by_the_next(h):
     # (saved as such), which decides by its rank among the baseline runs.
     from test_stats import _slow_mode_baseline
 
-    from gates.baselines import unheld_chains
+    from gates.store.baselines import unheld_chains
     for i, x in enumerate(_slow_mode_baseline(31) / 100):
         add_run(h, i, {"lat": _const(float(x))})
     for i in range(40, 49):

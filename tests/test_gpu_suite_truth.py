@@ -12,8 +12,8 @@ import json
 import pytest
 from test_runner import SUITES, run
 
-from ci_register.pytest_plugin import gpu_suite_problem
-from gates.history import open_history
+from ci_register.running.pytest_plugin import gpu_suite_problem
+from gates.store.open import open_history
 
 H200 = {"CI_REGISTER_FAKE_HARDWARE": json.dumps({"gpus": [{"name": "NVIDIA H200",
                                                           "capability": [9, 0]}]})}

@@ -3,8 +3,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from ci_register.catalog import load_catalog
-from ci_register.hardware import FAKE_ENV, GPU, Machine, check, detect
+from ci_register.registered.catalog import load_catalog
+from ci_register.running.hardware import FAKE_ENV, GPU, Machine, check, detect
 
 CAT = load_catalog(Path(__file__).resolve().parents[1] / "suites" / "catalog.toml")
 
@@ -65,7 +65,7 @@ def test_detect_never_raises_here(monkeypatch):
 
 
 def test_visible_indices_follow_cuda_rules():
-    from ci_register.hardware import visible_indices
+    from ci_register.running.hardware import visible_indices
 
     assert visible_indices(None, 4) is None
     assert visible_indices("2,0", 4) == [2, 0]
@@ -75,7 +75,7 @@ def test_visible_indices_follow_cuda_rules():
 
 
 def test_nvidia_smi_path_keeps_gpus_named_by_uuid(tmp_path, monkeypatch):
-    from ci_register import hardware
+    from ci_register.running import hardware
 
     smi = tmp_path / "nvidia-smi"
     smi.write_text("#!/bin/sh\nprintf 'NVIDIA H200, 143771, 580.159.04, 9.0, GPU-27ae3a54\\nNVIDIA H200, 143771, 580.159.04, 9.0, GPU-9c0d1e2f\\n'\n")
@@ -91,7 +91,7 @@ def test_nvidia_smi_path_keeps_gpus_named_by_uuid(tmp_path, monkeypatch):
 
 
 def test_run_probe_is_best_effort(tmp_path):
-    from ci_register.hardware import run_probe
+    from ci_register.running.hardware import run_probe
 
     assert run_probe(["no-such-probe-here"]) is None
     assert run_probe(["sh", "-c", "echo ok"]) == "ok\n"
@@ -103,8 +103,8 @@ def test_run_probe_is_best_effort(tmp_path):
 def test_fake_hardware_is_what_the_check_the_planner_and_the_record_see(monkeypatch, tmp_path):
     # One machine model: the faked GPUs pass the suite check, name the planner's
     # fingerprint and the fingerprint a run records (not "cpu").
-    from ci_register.machine import FINGERPRINT_ENV, detect_hardware, this_fingerprint
-    from gates.provenance import collect_provenance
+    from ci_register.registered.machine import FINGERPRINT_ENV, detect_hardware, this_fingerprint
+    from gates.store.provenance import collect_provenance
 
     monkeypatch.delenv(FINGERPRINT_ENV, raising=False)
     monkeypatch.setenv("PATH", str(tmp_path))  # no nvidia-smi, no git

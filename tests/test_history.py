@@ -1,4 +1,4 @@
-"""gates.history: the SQLite store, its schema guard, trust, verdicts and merge."""
+"""gates.store.history: the SQLite store, its schema guard, trust, verdicts and merge."""
 
 from __future__ import annotations
 
@@ -7,17 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from gates.history import (
-    SCHEMA_VERSION,
-    History,
-    HistoryError,
-    RunRecord,
-    TestResult,
-    open_history,
-)
-from gates.merge import MergeConflict, merge_histories
-from gates.metrics import validate_metric
-from gates.provenance import Provenance
+from gates.store.history import SCHEMA_VERSION, History, HistoryError, RunRecord, TestResult
+from gates.store.merge import MergeConflict, merge_histories
+from gates.store.metrics import validate_metric
+from gates.store.open import open_history
+from gates.store.provenance import Provenance
 
 PLAN = {
     "suite": "s", "shard": [1, 1],

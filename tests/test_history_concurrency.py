@@ -1,4 +1,4 @@
-"""gates.history under real processes, on SQLite and PostgreSQL: parallel appenders and
+"""gates.store.history under real processes, on SQLite and PostgreSQL: parallel appenders and
 SIGKILLed writers."""
 
 from __future__ import annotations
@@ -13,9 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from gates.history import RunRecord, TestResult, open_history
-from gates.metrics import validate_metric
-from gates.provenance import Provenance
+from gates.store.history import RunRecord, TestResult
+from gates.store.metrics import validate_metric
+from gates.store.open import open_history
+from gates.store.provenance import Provenance
 
 WRITERS = 8
 RUNS_EACH = 4
@@ -83,10 +84,11 @@ def test_eight_processes_append_without_losing_a_run(store_location: Path | str)
 # written, COMMIT not reached) and waits there to be killed.
 _STALL_CHILD = """
 import sys, time
-import gates.history as history
-from gates.history import RunRecord, TestResult, open_history
-from gates.metrics import validate_metric
-from gates.provenance import Provenance
+import gates.store.history as history
+from gates.store.history import RunRecord, TestResult
+from gates.store.open import open_history
+from gates.store.metrics import validate_metric
+from gates.store.provenance import Provenance
 
 real = history._insert_metrics
 def stall(conn, metrics):
@@ -133,9 +135,10 @@ def test_sigkill_inside_the_write_leaves_run_incomplete(store_location: Path | s
 
 _LOOP_CHILD = """
 import sys
-from gates.history import RunRecord, TestResult, open_history
-from gates.metrics import validate_metric
-from gates.provenance import Provenance
+from gates.store.history import RunRecord, TestResult
+from gates.store.open import open_history
+from gates.store.metrics import validate_metric
+from gates.store.provenance import Provenance
 
 with open_history(sys.argv[1]) as h:
     print("open", flush=True)

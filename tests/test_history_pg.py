@@ -13,9 +13,10 @@ from pathlib import Path
 import pytest
 from test_history import PLAN, record
 
-from gates.cli import main
-from gates.history import HistoryError, open_history
+from gates.commands.cli import main
 from gates.store.backend import display_location, history_location, is_database_url
+from gates.store.history import HistoryError
+from gates.store.open import open_history
 from gates.store.pg import _positional, translate
 from gates.store.pg_schema import PG_KNOWN_MIGRATIONS
 
@@ -166,7 +167,7 @@ def test_ingest_refuses_a_broken_file_whole(tmp_path, pg_url, capsys):
 
 
 def test_plugin_records_into_a_url_and_gate_reads_it(pytester, pg_url, monkeypatch):
-    from gates import provenance  # noqa: PLC0415
+    from gates.store import provenance  # noqa: PLC0415
 
     monkeypatch.setattr(provenance, "torch_probe", lambda **kw: {})
     pytester.makepyfile(test_m="""
@@ -193,8 +194,8 @@ def test_check_and_planner_durations_read_a_url(pg_url, capsys):
             record(h, i)
     assert main(["check", "--history", pg_url]) == 0
     assert "every row is sound" in capsys.readouterr().out
-    from ci_register.collect import Registration  # noqa: PLC0415
-    from ci_register.durations import history_path, lookup  # noqa: PLC0415
+    from ci_register.planning.durations import history_path, lookup  # noqa: PLC0415
+    from ci_register.registered.collect import Registration  # noqa: PLC0415
 
     assert str(history_path(pg_url)) == pg_url and history_path(pg_url).exists()
     regs = [Registration(path="suites/a/test_a.py", line=1, marker="register_cpu_ci",
@@ -271,8 +272,8 @@ def _fleet_file(path: Path, runs: int = 60) -> Path:
 def test_snapshot_of_a_database_reads_as_the_files(tmp_path, pg_url):
     from fleet_history import SUITE  # noqa: PLC0415
 
-    from gates.merge import merge_histories  # noqa: PLC0415
-    from gates.snapshot import make_snapshot  # noqa: PLC0415
+    from gates.store.merge import merge_histories  # noqa: PLC0415
+    from gates.store.snapshot import make_snapshot  # noqa: PLC0415
 
     path = _fleet_file(tmp_path / "h.db")
     merge_histories([path], pg_url)
@@ -291,8 +292,8 @@ def test_snapshot_of_a_database_reads_as_the_files(tmp_path, pg_url):
 
 
 def test_prune_on_a_database_drops_what_the_file_drops(tmp_path, pg_url):
-    from gates.merge import merge_histories  # noqa: PLC0415
-    from gates.prune import apply_prune, plan_prune  # noqa: PLC0415
+    from gates.store.merge import merge_histories  # noqa: PLC0415
+    from gates.store.prune import apply_prune, plan_prune  # noqa: PLC0415
 
     path = _fleet_file(tmp_path / "h.db", runs=100)  # the gate reads the newest 80
     merge_histories([path], pg_url)

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from ci_register.catalog import RESERVED_NAMES, CatalogError, parse_catalog
-from ci_register.collect import MAX_FILE_BYTES, collect, parse_file
+from ci_register.registered.catalog import RESERVED_NAMES, CatalogError, parse_catalog
+from ci_register.registered.collect import MAX_FILE_BYTES, collect, parse_file
 
 REPO = Path(__file__).resolve().parents[1]
 CATALOG_TEXT = ('[suites.cpu]\nbackend = "cpu"\ndescription = "c"\nschedule = "per-commit"\n'
@@ -144,7 +144,7 @@ def test_list_json_into_a_closed_pipe_is_quiet(tmp_path):
 
 
 def test_a_catalog_with_a_bom_or_that_is_a_folder(tmp_path):
-    from ci_register.catalog import load_catalog
+    from ci_register.registered.catalog import load_catalog
 
     (tmp_path / "c.toml").write_bytes(b"\xef\xbb\xbf" + CATALOG_TEXT.encode())
     assert list(load_catalog(tmp_path / "c.toml").suites) == ["cpu"]
@@ -154,8 +154,8 @@ def test_a_catalog_with_a_bom_or_that_is_a_folder(tmp_path):
 
 
 def test_a_tiny_budget_or_a_huge_partition_is_one_line():
-    from ci_register.partition import PartitionError, parse_partition
-    from ci_register.schedule import ScheduleError, plan_schedule
+    from ci_register.planning.partition import PartitionError, parse_partition
+    from ci_register.planning.schedule import ScheduleError, plan_schedule
 
     with pytest.raises(PartitionError, match="at most 256 shards"):
         parse_partition("1/1000000000")
@@ -212,7 +212,7 @@ def test_a_folder_named_like_a_test_file_is_one_line(tmp_path):
 def test_a_hostile_glob_matches_in_linear_time():
     import time
 
-    from ci_register.paths import glob_match
+    from ci_register.registered.paths import glob_match
 
     began = time.perf_counter()
     for path in ("a" * 30, "a" * 5000, "suites/" + "a" * 3000 + "/test_x.py"):

@@ -13,11 +13,11 @@ from pathlib import Path
 import pytest
 from report_history import SUITE, make_history, write_run
 
-from gates import provenance
-from gates.cli import main
-from gates.history import open_history
-from gates.metrics import MetricError, validate_metric
-from gates.schema import pack_samples
+from gates.commands.cli import main
+from gates.store import provenance
+from gates.store.metrics import MetricError, validate_metric
+from gates.store.open import open_history
+from gates.store.schema import pack_samples
 
 
 @pytest.fixture(autouse=True)

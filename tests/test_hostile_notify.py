@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 from test_notify import TOKEN, _history
 
-import gates.notify as notify
-from gates.cli import main as cli
-from gates.history import open_history
+import gates.report.notify as notify
+from gates.commands.cli import main as cli
+from gates.store.open import open_history
 
 Handler = Callable[[socket.socket, bytes], None]
 
@@ -291,7 +291,7 @@ def test_no_other_status_counts_as_sent(main_history, servers, capsys, monkeypat
 
 def test_a_claim_left_by_a_killed_sender_is_retried_once_stale(main_history, servers,
                                                                 capsys, monkeypatch):
-    import gates.history as history
+    import gates.store.history as history
 
     with open_history(main_history) as h:  # what a sender killed mid-POST leaves
         assert h.claim_notification("webhook", "suite|fp|ttft|0000030cafe", "r")
@@ -329,7 +329,7 @@ def test_a_sender_killed_mid_post_leaves_the_change_to_be_sent_again(main_histor
     repo = Path(__file__).resolve().parents[1]
     hold = servers(lambda conn, head: time.sleep(20), limit=1)
     env = dict(os.environ, PYTHONPATH=str(repo), GATES_WEBHOOK_URL=f"{hold.url}/hook/x")
-    proc = subprocess.Popen([sys.executable, "-m", "gates.cli", "notify", "--webhook",
+    proc = subprocess.Popen([sys.executable, "-m", "gates.commands.cli", "notify", "--webhook",
                              "--history", str(main_history)], env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     for _ in range(400):
@@ -356,7 +356,7 @@ def test_ctrl_c_mid_post_releases_the_claim_and_prints_no_traceback(main_history
     repo = Path(__file__).resolve().parents[1]
     hold = servers(lambda conn, head: time.sleep(20), limit=1)
     env = dict(os.environ, PYTHONPATH=str(repo), GATES_WEBHOOK_URL=f"{hold.url}/hook/x")
-    proc = subprocess.Popen([sys.executable, "-m", "gates.cli", "notify", "--webhook",
+    proc = subprocess.Popen([sys.executable, "-m", "gates.commands.cli", "notify", "--webhook",
                              "--history", str(main_history)], env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     for _ in range(400):

@@ -8,11 +8,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from gates import machines, stats
 from gates.gate import evaluate_run
-from gates.history import RunRecord, TestResult, open_history
-from gates.metrics import validate_metric
-from gates.provenance import Provenance, host_key
+from gates.model import machines, stats
+from gates.store.history import RunRecord, TestResult
+from gates.store.metrics import validate_metric
+from gates.store.open import open_history
+from gates.store.provenance import Provenance, host_key
 
 NODE = "suites/a/test_a.py::test_x"
 

@@ -23,10 +23,10 @@ from pathlib import Path
 import pytest
 from report_history import hostile_input, make_history
 
-from gates.history import open_history
-from gates.render_html import render_html
-from gates.report import build_report
-from gates.report_query import load_report_input, select_runs
+from gates.report.build import build_report
+from gates.report.query import load_report_input, select_runs
+from gates.report.render_html import render_html
+from gates.store.open import open_history
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 if CHROMIUM is None and os.environ.get("CI"):

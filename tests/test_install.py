@@ -65,7 +65,7 @@ def adopter(tmp_path: Path) -> Path:
     (tmp_path / "checks").mkdir()
     (tmp_path / "checks" / "test_smoke.py").write_text(
         'from ci_register import register_cpu_ci\nregister_cpu_ci(est_time=3, suite="smoke")\ndef test_a():\n    pass\n')
-    (tmp_path / "noxfile.py").write_text('from ci_register.nox_sessions import install\n\ninstall("ci/catalog.toml")\n')
+    (tmp_path / "noxfile.py").write_text('from ci_register.running.nox_sessions import install\n\ninstall("ci/catalog.toml")\n')
     return tmp_path
 
 
@@ -84,7 +84,7 @@ def test_wheel_works_from_another_repository(venv, adopter, tmp_path):
     r = run(py, "-m", "nox", "-l", "--json", cwd=adopter)
     assert r.returncode == 0, r.stderr
     assert [s["session"] for s in json.loads(r.stdout)] == ["smoke"]
-    spec = run(py, "-c", "from ci_register.nox_sessions import distribution_spec; print(distribution_spec())", cwd=tmp_path)
+    spec = run(py, "-c", "from ci_register.running.nox_sessions import distribution_spec; print(distribution_spec())", cwd=tmp_path)
     assert spec.stdout.strip().endswith(".whl']"), spec.stdout + spec.stderr  # a CPU venv gets the same wheel
     r = run(py, "-m", "ci_register", "run", "smoke", "--catalog", "ci/catalog.toml", "--root", adopter,
             "--dry-run", cwd=elsewhere)

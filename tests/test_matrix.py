@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from ci_register.matrix import timeout_minutes
+from ci_register.planning.matrix import timeout_minutes
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -102,6 +102,33 @@ def test_bad_event_and_registration_errors_exit_2(tree):
 def test_timeout_minutes():
     assert timeout_minutes(0, 600) == 25  # budget + 15 min setup
     assert timeout_minutes(1800, 600) == 75  # twice the expected time + setup
+
+
+def test_the_root_trees_history_is_read_once_wherever_the_command_runs(tree, history_factory, tmp_path):
+    history_factory([{"suites/test_c1.py": 10.0, "suites/test_c2.py": 10.0}] * 3,
+                    path=tree / "history.db")
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    # A history in the current folder that says the opposite (three slow runs): not read.
+    history_factory([{"suites/test_c1.py": 90.0, "suites/test_c2.py": 90.0}] * 3,
+                    path=elsewhere / "history.db")
+    log = tmp_path / "readers.log"
+    shim = tmp_path / "shim"
+    (shim / "gates").mkdir(parents=True)
+    # Count the reader processes: a sitecustomize that logs each `-m gates.store.durations`.
+    (shim / "sitecustomize.py").write_text(
+        "import sys\n"
+        "if sys.argv and sys.argv[0].endswith('durations.py') or 'gates.store.durations' in ' '.join(sys.orig_argv):\n"
+        f"    open({str(log)!r}, 'a').write(' '.join(sys.orig_argv) + '\\n')\n")
+    r = subprocess.run([sys.executable, "-m", "ci_register", "matrix", "--event", "push", "--root", str(tree)],
+                       cwd=elsewhere, capture_output=True, text=True, timeout=120,
+                       env={"PYTHONPATH": f"{shim}:{REPO}", "PATH": "/usr/bin:/bin"})
+    got = entries(r)
+    assert [n for n in got if n.startswith("cpu")] == ["cpu 1/1"]  # the root's 10 s runs
+    readers = log.read_text().splitlines()
+    assert len(readers) == 1, readers  # one reader for every suite, not one per suite
+    assert f"--history {tree / 'history.db'}" in readers[0]
+    assert readers[0].count("--suite") == 2  # cpu and gpu (push runs no nightly suite)
 
 
 def test_changed_files_alone_plan_a_pull_request(tree):

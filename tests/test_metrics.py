@@ -1,4 +1,4 @@
-"""gates.metrics: the validation rules behind metrics.record."""
+"""gates.store.metrics: the validation rules behind metrics.record."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from fractions import Fraction
 
 import pytest
 
-from gates.metrics import (
+from gates.store.metrics import (
     MAX_KEY_LENGTH,
     Metric,
     MetricBook,

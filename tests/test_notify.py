@@ -1,4 +1,4 @@
-"""gates.notify and `gate-report notify`: against a fake GitHub API and a webhook receiver
+"""gates.report.notify and `gate-report notify`: against a fake GitHub API and a webhook receiver
 on localhost (never the network); no secret in any output."""
 
 from __future__ import annotations
@@ -13,10 +13,10 @@ import numpy as np
 import pytest
 from history_seed import level_run
 
-from gates.cli import main as cli
+from gates.commands.cli import main as cli
 from gates.gate import evaluate_run
-from gates.history import open_history
-from gates.notify import MARKER, NotifyError, post_webhook
+from gates.report.notify import MARKER, NotifyError, post_webhook
+from gates.store.open import open_history
 
 TOKEN = "ghs_SECRETtoken1234567890"
 NODE = "suites/serving/test_ttft.py::test_ttft"

@@ -12,12 +12,12 @@ from pathlib import Path
 
 import pytest
 
-from ci_register.nox_sessions import LOCAL_HISTORY, history_env
+from ci_register.running.nox_sessions import LOCAL_HISTORY, history_env
 
 REPO = Path(__file__).resolve().parents[1]
 
 NOXFILE = """\
-from ci_register.nox_sessions import install
+from ci_register.running.nox_sessions import install
 
 install("ci/catalog.toml")
 """
@@ -121,16 +121,46 @@ def test_bad_history_reaches_ci_as_exit_2(adopter):
 
 
 def test_gpu_sessions_name_what_their_interpreter_lacks():
-    from ci_register.nox_sessions import RUN_NEEDS, missing_modules
+    from ci_register.running.nox_sessions import RUN_NEEDS, missing_modules
 
     assert missing_modules() == []  # this interpreter runs suites
     assert missing_modules(("pytest", "no_such_module_for_ci_register")) == ["no_such_module_for_ci_register"]
     assert set(RUN_NEEDS) == {"pytest", "sqlite_utils", "scipy"}
 
 
+def test_a_cpu_suites_dry_run_installs_nothing(adopter):
+    # The CPU suite's prepare would pip-install this package (minutes with torch); a plan
+    # needs none of it. A prepare that fails loudly shows it is never called.
+    (adopter / "ci" / "catalog.toml").write_text(CATALOG + (
+        '\n[suites.cpu-one]\nbackend = "cpu"\ndescription = "CPU."\nschedule = "per-commit"\n'
+        "shard_budget_s = 600\n"))
+    (adopter / "checks" / "cpu_check.py").write_text(
+        'from ci_register import register_cpu_ci\nregister_cpu_ci(est_time=7, suite="cpu-one")\n'
+        "def test_ok():\n    assert True\n")
+    (adopter / "noxfile.py").write_text(
+        "from ci_register.running.nox_sessions import install\n\n"
+        "def prepare(session, suite):\n    raise SystemExit('prepare called')\n\n"
+        'install("ci/catalog.toml", prepare=prepare)\n')
+    r = nox(adopter, "-s", "cpu-one", "--", "--dry-run")
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert "checks/cpu_check.py" in r.stdout and "dry run: hardware not checked, nothing run" in r.stdout
+    r = nox(adopter, "-s", "cpu-one")
+    assert r.returncode != 0 and "prepare called" in r.stdout + r.stderr
+
+
+def test_plan_only_sessions_of_our_noxfile_build_no_venv(tmp_path):
+    env = {k: v for k, v in os.environ.items() if k not in ("GATES_HISTORY", "CI", "PYTEST_ADDOPTS")}
+    r = subprocess.run([sys.executable, "-m", "nox", "-f", str(REPO / "noxfile.py"), "--envdir", str(tmp_path),
+                        "-s", "rerun", "--", "test_flashinfer_decode.py"], cwd=REPO, capture_output=True,
+                       text=True, timeout=240, env=env)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert "nox -s base-b-1gpu" in r.stdout
+    assert list(tmp_path.iterdir()) == []  # no virtualenv was made
+
+
 def test_cpu_venvs_get_the_tool_and_the_adopters_own_package(tmp_path):
-    from ci_register.catalog import parse_catalog
-    from ci_register.nox_sessions import distribution_spec, prepare_commands
+    from ci_register.registered.catalog import parse_catalog
+    from ci_register.running.nox_sessions import distribution_spec, prepare_commands
 
     cat = parse_catalog(CATALOG + '\n[suites.cpu]\nbackend = "cpu"\ndescription = "c"\nschedule = "per-commit"\n'
                         'runner_labels = ["x"]\nshard_budget_s = 60\ninstall = ["-e", "./python"]\n'
@@ -145,7 +175,7 @@ def test_cpu_venvs_get_the_tool_and_the_adopters_own_package(tmp_path):
 
 
 def test_install_lines_name_where_this_copy_came_from(monkeypatch, tmp_path):
-    from ci_register import nox_sessions as ns
+    from ci_register.running import nox_sessions as ns
 
     assert ns.install_hint("gpu") == f"pip install -e '{REPO}[gpu]'"  # a checkout
     monkeypatch.setattr(ns, "_PACKAGE_PARENT", tmp_path)  # as if installed, not a checkout
@@ -172,7 +202,7 @@ def test_install_lines_name_where_this_copy_came_from(monkeypatch, tmp_path):
 
 
 def test_a_gpu_session_lacking_dependencies_says_how_to_install_them():
-    from ci_register.nox_sessions import missing_message
+    from ci_register.running.nox_sessions import missing_message
 
     line = missing_message("h200-one", ["pytest", "scipy"])
     assert line == (f"h200-one: {sys.executable} lacks pytest, scipy; install this package into it first: "

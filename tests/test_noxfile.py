@@ -17,7 +17,7 @@ def nox_json(*args: str) -> list[dict]:
 
 
 def test_one_session_per_suite_with_description_and_tags():
-    from ci_register.catalog import load_catalog
+    from ci_register.registered.catalog import load_catalog
 
     cat = load_catalog(REPO / "suites" / "catalog.toml")
     # `nox -l --json` lists the selected sessions: select every suite by name.
@@ -29,7 +29,7 @@ def test_one_session_per_suite_with_description_and_tags():
 
 
 def test_nightly_tag_lists_exactly_the_nightly_suites():
-    from ci_register.catalog import load_catalog
+    from ci_register.registered.catalog import load_catalog
 
     cat = load_catalog(REPO / "suites" / "catalog.toml")
     listed = {s["session"] for s in nox_json("-t", "nightly")}

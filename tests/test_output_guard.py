@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 from report_history import SUITE, make_history
 
-from ci_register.outfile import OutputError, check_output
-from gates.cli import main
+from ci_register.planning.outfile import OutputError, check_output
+from gates.commands.cli import main
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -152,9 +152,9 @@ def test_bisect_refuses_out_onto_the_history_before_any_work(hist, capsys):
 
 
 def test_bisect_and_compare_outputs_are_recognised_as_replaceable():
-    from gates.bisect import BisectResult  # noqa: PLC0415
     from gates.bisect_git import render_bisect  # noqa: PLC0415
-    from gates.cli_common import is_report  # noqa: PLC0415
+    from gates.commands.common import is_report  # noqa: PLC0415
+    from gates.model.bisect import BisectResult  # noqa: PLC0415
 
     r = BisectResult("culprit", "ab" * 20, 27, [], "first bad commit")
     for fmt in ("text", "md"):
@@ -167,7 +167,7 @@ def test_outputs_get_an_ordinary_file_mode(tmp_path):
     import os
     import stat
 
-    from ci_register.outfile import write_output
+    from ci_register.planning.outfile import write_output
 
     old = os.umask(0o022)
     try:

@@ -1,4 +1,4 @@
-"""gates.owners: CODEOWNERS matching, register_ci_gate(owner=), owners and accept hints in reports."""
+"""gates.report.owners: CODEOWNERS matching, register_ci_gate(owner=), owners and accept hints in reports."""
 
 from __future__ import annotations
 
@@ -9,12 +9,12 @@ import numpy as np
 import pytest
 from history_seed import level_run
 
-from ci_register.collect import GATE_OPTIONS
-from gates.cli import main as cli
-from gates.declarations import OPTIONS, DeclarationError, parse_plan_gates
+from ci_register.registered.collect import GATE_OPTIONS
+from gates.commands.cli import main as cli
 from gates.gate import evaluate_run
-from gates.history import open_history
-from gates.owners import owner_of, parse_codeowners, read_codeowners
+from gates.record.declarations import OPTIONS, DeclarationError, parse_plan_gates
+from gates.report.owners import owner_of, parse_codeowners, read_codeowners
+from gates.store.open import open_history
 
 CODEOWNERS = """\
 # default owner, then more specific ones: the last match wins

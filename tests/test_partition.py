@@ -4,7 +4,13 @@ import random
 
 import pytest
 
-from ci_register.partition import PartitionError, lower_bound, lpt, parse_partition, shard_count
+from ci_register.planning.partition import (
+    PartitionError,
+    lower_bound,
+    lpt,
+    parse_partition,
+    shard_count,
+)
 
 
 def test_lpt_longest_first_onto_lightest():

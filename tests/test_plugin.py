@@ -1,4 +1,4 @@
-"""gates.plugin, driven through pytester: the metrics fixture, recording, options."""
+"""gates.record.plugin, driven through pytester: the metrics fixture, recording, options."""
 
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from gates import provenance
-from gates.history import open_history
-from gates.plugin import outcome_of, parse_options
+from gates.record.plugin import outcome_of, parse_options
+from gates.store import provenance
+from gates.store.open import open_history
 
 pytest_plugins = ["pytester"]
 
@@ -247,7 +247,7 @@ def test_parse_options_plan_fills_run_and_shard(tmp_path: Path):
 
 def test_plugin_import_is_light():
     # Loaded in every pytest session via the entry point: no numpy, torch or sqlite-utils.
-    code = ("import sys, gates, gates.plugin; "
+    code = ("import sys, gates, gates.record.plugin; "
             "print(sorted(m for m in ('numpy', 'torch', 'sqlite_utils') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True).stdout.strip()

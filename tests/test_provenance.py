@@ -1,4 +1,4 @@
-"""gates.provenance: fingerprints, nvidia-smi parsing, CI environment, and safe probes."""
+"""gates.store.provenance: fingerprints, nvidia-smi parsing, CI environment, and safe probes."""
 
 from __future__ import annotations
 
@@ -7,10 +7,10 @@ import sys
 
 import pytest
 
-from ci_register import machine
-from ci_register.machine import fingerprint_gpus
-from gates import provenance
-from gates.provenance import (
+from ci_register.registered import machine
+from ci_register.registered.machine import fingerprint_gpus
+from gates.store import provenance
+from gates.store.provenance import (
     ci_from_env,
     collect_provenance,
     detect_hardware,
@@ -162,14 +162,14 @@ def test_ci_env_wins_over_git(tmp_path):
 
 
 def test_commit_override_for_copied_trees():
-    from gates.provenance import ci_from_env
+    from gates.store.provenance import ci_from_env
 
     got = ci_from_env({"GATES_COMMIT": "abc123", "GATES_BRANCH": "main", "GITHUB_SHA": "zzz"})
     assert got["commit"] == "abc123" and got["branch"] == "main"
 
 
 def test_gpu_uuid_is_kept_when_nvidia_smi_gives_it():
-    from gates.provenance import parse_nvidia_smi
+    from gates.store.provenance import parse_nvidia_smi
 
     got = parse_nvidia_smi("NVIDIA H200, 143771, 580.159.04, 9.0, GPU-1a2b3c4d-0000-1111-2222-333344445555\n")
     assert got[0]["uuid"] == "GPU-1a2b3c4d-0000-1111-2222-333344445555" and got[0]["capability"] == "9.0"

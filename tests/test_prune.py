@@ -8,10 +8,10 @@ from pathlib import Path
 import pytest
 from fleet_history import ENTRY, FP, SUITE, record
 
-from gates.baselines import SERIES_LIMIT
-from gates.cli import main
+from gates.commands.cli import main
 from gates.gate import evaluate_run
-from gates.history import open_history
+from gates.store.baselines import SERIES_LIMIT
+from gates.store.open import open_history
 
 
 @pytest.fixture(scope="module")
@@ -129,7 +129,7 @@ def test_prune_keeps_the_runs_of_a_bisection_culprit(template, tmp_path, capsys)
 
 def test_ctrl_c_during_prune_is_one_line_and_deletes_nothing(template, tmp_path, capsys,
                                                              monkeypatch):
-    import gates.prune
+    import gates.store.prune
 
     path = tmp_path / "history.db"
     shutil.copy(template, path)
@@ -138,7 +138,7 @@ def test_ctrl_c_during_prune_is_one_line_and_deletes_nothing(template, tmp_path,
     def interrupted(history, plan, **kw):
         raise KeyboardInterrupt  # Ctrl-C while deleting: the transaction rolls back
 
-    monkeypatch.setattr(gates.prune, "apply_prune", interrupted)
+    monkeypatch.setattr(gates.store.prune, "apply_prune", interrupted)
     code, out, err = cli(["prune", "--history", path, "--keep-runs", "10", "--apply"], capsys)
     assert code == 130 and "interrupted" in err and "Traceback" not in err
     assert len(err.strip().splitlines()) == 1 and path.read_bytes() == before
@@ -153,7 +153,7 @@ def test_sigint_to_a_real_prune_prints_no_traceback(template, tmp_path):
     repo = Path(__file__).resolve().parents[1]
     path = tmp_path / "history.db"
     shutil.copy(template, path)
-    proc = subprocess.Popen([sys.executable, "-m", "gates.cli", "prune", "--history",
+    proc = subprocess.Popen([sys.executable, "-m", "gates.commands.cli", "prune", "--history",
                              str(path), "--keep-runs", "10", "--apply"], text=True,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             env=dict(os.environ, PYTHONPATH=str(repo)))

@@ -17,8 +17,9 @@ from pathlib import Path
 
 import pytest
 
-from gates.cli import main as gate_report
-from gates.history import SCHEMA_VERSION, open_for_reading, open_history
+from gates.commands.cli import main as gate_report
+from gates.store.history import SCHEMA_VERSION, open_for_reading
+from gates.store.open import open_history
 
 DATA = Path(__file__).parent / "data" / "history-m002.db"
 REPO = Path(__file__).resolve().parents[1]
@@ -74,7 +75,7 @@ def test_no_read_only_command_writes_the_committed_history(committed, tmp_path, 
         assert git(committed, "status", "--porcelain") == "", argv
         assert (committed / "history.db").read_bytes() == before, argv
     # The planner's read of file durations (the runner's subprocess) too.
-    done = subprocess.run([sys.executable, "-m", "gates.durations", "--history",
+    done = subprocess.run([sys.executable, "-m", "gates.store.durations", "--history",
                            str(committed / "history.db"), "--suite", "stage-b-1gpu",
                            "--fingerprint", "latest"], capture_output=True, text=True,
                           env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin"}, timeout=60)

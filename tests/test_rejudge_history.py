@@ -9,9 +9,10 @@ from pathlib import Path
 import numpy as np
 
 from gates.gate import evaluate_run
-from gates.history import RunRecord, TestResult, open_history
-from gates.metrics import validate_metric
-from gates.provenance import Provenance
+from gates.store.history import RunRecord, TestResult
+from gates.store.metrics import validate_metric
+from gates.store.open import open_history
+from gates.store.provenance import Provenance
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 

@@ -1,4 +1,4 @@
-"""gates.report and gates.report_query: the report model built from a real history."""
+"""gates.report.build and gates.report.query: the report model built from a real history."""
 
 from __future__ import annotations
 
@@ -23,15 +23,22 @@ from report_history import (
 
 from gates.gate import FAILING as GATE_FAILING
 from gates.gate import VERDICTS, evaluate_run
-from gates.history import open_history
-from gates.report import FAILING, ReportInput, build_report, classify, find_change, report_to_json
-from gates.report_query import (
+from gates.model.stats import pettitt
+from gates.report.build import (
+    FAILING,
+    ReportInput,
+    build_report,
+    classify,
+    find_change,
+    report_to_json,
+)
+from gates.report.query import (
     ReportInputError,
     load_report_input,
     parse_since,
     select_runs,
 )
-from gates.stats import pettitt
+from gates.store.open import open_history
 
 
 def report_of(path: Path, **select):
@@ -95,10 +102,10 @@ def _pettitt_by_definition(x):
 
 
 def test_find_change_is_the_gates_pettitt_and_matches_its_definition():
-    import gates.changepoint
-    import gates.robust
+    import gates.model.changepoint
+    import gates.model.robust
 
-    assert pettitt is gates.changepoint.pettitt is gates.robust.pettitt  # one implementation
+    assert pettitt is gates.model.changepoint.pettitt is gates.model.robust.pettitt  # one implementation
     rng = np.random.default_rng(7)
     for trial in range(20):
         x = rng.normal(size=30) + (np.arange(30) >= 12 + trial % 5) * (trial % 3)

@@ -1,4 +1,4 @@
-"""gates.health: CI health sections from history rows."""
+"""gates.report.health: CI health sections from history rows."""
 
 from __future__ import annotations
 
@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 from report_history import FILE_A, FILE_B, FILE_C, SUITE, make_history
 
-from gates.health import analyse, quantile, shard_gain
-from gates.history import open_history
-from gates.report_query import load_health_input, load_registrations
+from gates.report.health import analyse, quantile, shard_gain
+from gates.report.query import load_health_input, load_registrations
+from gates.store.open import open_history
 
 
 def runs(n: int, *, commits=None, shards=1) -> list[dict]:

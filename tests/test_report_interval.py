@@ -14,14 +14,14 @@ import numpy as np
 import pytest
 from test_gate import add_run
 
-from gates import stats
 from gates.gate import evaluate_run
-from gates.history import open_history
-from gates.render_html import render_html
-from gates.render_md import md_text, render_md
-from gates.render_text import change_parts, render_text
-from gates.report import build_report
-from gates.report_query import load_report_input, select_runs
+from gates.model import stats
+from gates.report.build import build_report
+from gates.report.query import load_report_input, select_runs
+from gates.report.render_html import render_html
+from gates.report.render_md import md_text, render_md
+from gates.report.render_text import change_parts, render_text
+from gates.store.open import open_history
 
 
 def _series(tmp_path: Path, base: np.ndarray, new: float, better: str = "lower"):
@@ -103,7 +103,7 @@ def test_renderers_show_the_stored_interval_and_the_change_against_the_row(tmp_p
 
 
 def test_a_verdict_stored_without_its_level_shows_as_it_was():
-    from gates.report import VerdictRow
+    from gates.report.build import VerdictRow
 
     row = VerdictRow(run_id="r", suite="s", fingerprint="f", key="k", nodeid=None,
                      verdict="pass", cls="pass", mode="enforce", baseline=1.0, new=1.1,
@@ -114,7 +114,7 @@ def test_a_verdict_stored_without_its_level_shows_as_it_was():
 
 
 def test_a_stored_confidence_that_is_not_one_is_not_shown():
-    from gates.report import _confidence
+    from gates.report.build import _confidence
 
     assert _confidence(0.98) == 0.98
     assert [_confidence(x) for x in (5.0, 0.0, -1, "x", None, float("nan"))] == [None] * 6

@@ -8,14 +8,14 @@ from pathlib import Path
 import pytest
 from report_history import BW, FILE_A, LAT, hostile_input, make_history
 
-from gates import ghactions
-from gates.health import analyse
-from gates.history import open_history
-from gates.render_html import render_html, spark_svg
-from gates.render_md import md_code, md_text, render_md
-from gates.render_text import render_text, sparkline
-from gates.report import build_report
-from gates.report_query import load_health_input, load_report_input, select_runs
+from gates.report import ghactions
+from gates.report.build import build_report
+from gates.report.health import analyse
+from gates.report.query import load_health_input, load_report_input, select_runs
+from gates.report.render_html import render_html, spark_svg
+from gates.report.render_md import md_code, md_text, render_md
+from gates.report.render_text import render_text, sparkline
+from gates.store.open import open_history
 
 
 @pytest.fixture(scope="module")

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from ci_register.catalog import load_catalog
-from ci_register.collect import collect
-from ci_register.rerun import RerunError, make_targets, resolve, split_spec
+from ci_register.registered.catalog import load_catalog
+from ci_register.registered.collect import collect
+from ci_register.running.rerun import RerunError, make_targets, resolve, split_spec
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from ci_register.runner import UsageError, parse_run_args
+from ci_register.running.runner import UsageError, parse_run_args
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -143,7 +143,7 @@ def test_per_file_budget_times_out_a_hung_test(tmp_path):
     plan = {"root": str(tmp_path), "files": [{"path": "test_slow.py", "expected": -29.0}]}  # budget = 2 s
     (tmp_path / "plan.json").write_text(json.dumps(plan))
     r = subprocess.run(
-        [sys.executable, "-m", "pytest", "-p", "ci_register.pytest_plugin", "--ci-plan", "plan.json", "test_slow.py", "-q", "-p", "no:cacheprovider"],
+        [sys.executable, "-m", "pytest", "-p", "ci_register.running.pytest_plugin", "--ci-plan", "plan.json", "test_slow.py", "-q", "-p", "no:cacheprovider"],
         cwd=tmp_path, env=dict(os.environ, PYTHONPATH=str(REPO)), capture_output=True, text=True, timeout=60,
     )
     assert r.returncode == 1
@@ -172,9 +172,10 @@ def _baseline(db: Path, n: int = 30) -> None:
     """n earlier runs of suite cpu on this machine's fingerprint, 1% noise, 5 samples."""
     import numpy as np
 
-    from gates.history import RunRecord, TestResult, open_history
-    from gates.metrics import validate_metric
-    from gates.provenance import Provenance, detect_hardware, fingerprint_key
+    from gates.store.history import RunRecord, TestResult
+    from gates.store.metrics import validate_metric
+    from gates.store.open import open_history
+    from gates.store.provenance import Provenance, detect_hardware, fingerprint_key
 
     fp = fingerprint_key(detect_hardware())
     rng = np.random.default_rng(0)
@@ -228,7 +229,7 @@ def test_two_stage_confirm_reruns_again_unless_the_first_rerun_is_back_in_the_no
     assert ("confirming (attempt 2 of 4)" in r.stdout) == (runs == 3), r.stdout
     assert "confirming (attempt 3 of 4)" not in r.stdout
     assert (tmp_path / "count").read_text() == str(runs)
-    from gates.history import open_history
+    from gates.store.open import open_history
 
     with open_history(tree / "h.db", create=False) as h:
         rows = h.db.execute("SELECT r.confirm_of, v.verdict, v.attempt, v.detail FROM verdicts v "
@@ -256,7 +257,7 @@ def test_sequential_confirm_takes_up_to_four_reruns_on_a_long_baseline(make_tree
     assert r.returncode == rc, r.stdout + r.stderr
     assert "confirming (attempt 4 of 4)" in r.stdout
     assert (tmp_path / "count").read_text() == "5"
-    from gates.history import open_history
+    from gates.store.open import open_history
 
     with open_history(tree / "h.db", create=False) as h:
         rows = h.db.execute("SELECT v.verdict, v.attempt, v.detail FROM verdicts v "
@@ -267,15 +268,15 @@ def test_sequential_confirm_takes_up_to_four_reruns_on_a_long_baseline(make_tree
 
 
 def test_runner_default_confirm_attempts_match_the_gate():
-    from ci_register.runner import DEFAULT_CONFIRM
-    from gates.stats import DEFAULTS
+    from ci_register.running.runner import DEFAULT_CONFIRM
+    from gates.model.stats import DEFAULTS
 
     assert DEFAULT_CONFIRM == DEFAULTS.confirm_attempts == 4
 
 
 def test_a_shard_gates_against_a_baseline_snapshot_and_keeps_only_its_runs(make_tree, tmp_path):
-    from gates.history import open_history
-    from gates.snapshot import make_snapshot
+    from gates.store.open import open_history
+    from gates.store.snapshot import make_snapshot
 
     tree = make_tree({"test_lat.py": LAT_TEST})
     _baseline(tmp_path / "main.db")

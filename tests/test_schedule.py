@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from ci_register.schedule import ScheduleError, plan_schedule
+from ci_register.planning.schedule import ScheduleError, plan_schedule
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -9,6 +9,7 @@ bisection, a notification, and a crashed run with an unfinished test.
 
 from __future__ import annotations
 
+import json
 import shutil
 import sqlite3
 from pathlib import Path
@@ -16,8 +17,9 @@ from pathlib import Path
 import pytest
 
 from gates.gate import evaluate_run
-from gates.history import HistoryError, open_history
-from gates.schema import SCHEMA_VERSION
+from gates.store.history import HistoryError
+from gates.store.open import open_history
+from gates.store.schema import SCHEMA_VERSION
 
 OLD = Path(__file__).parent / "data" / "history-m002.db"
 _KEEP = ("runs", "plan_files", "plan_gates", "trust_log", "acceptances", "run_acceptances",
@@ -52,7 +54,7 @@ def test_an_m002_history_migrates_in_place_with_nothing_lost(old):
     before = _old_content(old)
     assert len(before["metrics"]) == 48 and len(before["verdicts"]) == 42
     with open_history(old) as h:
-        assert h.schema_version == SCHEMA_VERSION == 6
+        assert h.schema_version == SCHEMA_VERSION == 7
         runs = [r[:-1] for r in _rows(h.conn, "SELECT * FROM runs ORDER BY rowid")]  # - num
         assert runs == before["runs"]
         for table in _KEEP[1:]:
@@ -60,9 +62,12 @@ def test_an_m002_history_migrates_in_place_with_nothing_lost(old):
         for view in ("metrics", "tests", "verdicts"):
             got = _rows(h.conn, f"SELECT * FROM {view} ORDER BY id")
             if view == "verdicts":  # m005 adds the stage, derived from the attempt
-                assert {r[-1] for r in got} <= {"first", "rerun", "reruns", "corroborate"}
-                assert all((r[-1] == "first") == (r[2] == 1) for r in got)
-                got = [r[:-1] for r in got]
+                assert {r[-2] for r in got} <= {"first", "rerun", "reruns", "corroborate"}
+                assert all((r[-2] == "first") == (r[2] == 1) for r in got)
+                # m007: the interval's confidence copied out of the detail (m002 had none)
+                assert [r[-1] for r in got] == [
+                    (json.loads(r[16]) or {}).get("ci_conf") if r[16] else None for r in got]
+                got = [r[:-2] for r in got]
             assert got == before[view], view
         samples = sorted((m["id"], m["samples"]) for rid in h.run_ids()
                          for m in h.metrics(rid))

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from ci_register.imports import scan
-from ci_register.select import SelectError, parse_select, select_tests
+from ci_register.planning.imports import scan
+from ci_register.planning.select import SelectError, parse_select, select_tests
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -12,10 +12,16 @@ from pathlib import Path
 
 import pytest
 
-from ci_register.imports import scan
-from ci_register.recorded_imports import recorded_maps
-from ci_register.select import SelectError, changed_since, fresh_maps, parse_select, select_tests
-from gates.history import open_history
+from ci_register.planning.imports import scan
+from ci_register.planning.recorded_imports import recorded_maps
+from ci_register.planning.select import (
+    SelectError,
+    changed_since,
+    fresh_maps,
+    parse_select,
+    select_tests,
+)
+from gates.store.open import open_history
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -197,7 +203,7 @@ def miles(tmp_path_factory) -> tuple[Path, dict[str, set[str]]]:
     root = tmp_path_factory.mktemp("miles")
     write(root, MILES)
     hist = root / "h.db"
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(root), str(REPO)]), "PYTEST_PLUGINS": "gates.plugin",
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(root), str(REPO)]), "PYTEST_PLUGINS": "gates.record.plugin",
            "GATES_COMMIT": "c0ffee"}
     r = subprocess.run([sys.executable, "-m", "pytest", "tests", "-q", "-p", "no:cacheprovider", "--gates-suite", "unit",
                         "--gates-history", str(hist)], cwd=root, capture_output=True, text=True, timeout=300, env=env)

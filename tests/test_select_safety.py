@@ -11,8 +11,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from ci_register.imports import scan
-from ci_register.select import parse_select, select_tests
+from ci_register.planning.imports import scan
+from ci_register.planning.select import parse_select, select_tests
 
 # Runs in the child: record every module file the import system finds, then import the
 # conftests above each test and the test itself (as pytest would), one test per child

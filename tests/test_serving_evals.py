@@ -4,8 +4,8 @@ from pathlib import Path
 
 import pytest
 
-from gates.metrics import MetricBook
-from gates.plugin import MetricsRecorder
+from gates.record.plugin import MetricsRecorder
+from gates.store.metrics import MetricBook
 from serving.evals import (
     DEFAULT_DATASET,
     EvalConfigError,

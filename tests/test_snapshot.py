@@ -10,9 +10,10 @@ import pytest
 from fleet_history import ENTRY, FP, KEYS, SUITE, record
 
 from gates.gate import evaluate_run
-from gates.history import HistoryError, open_history
-from gates.merge import merge_histories
-from gates.snapshot import make_snapshot, seed_shard, strip_shard
+from gates.store.history import HistoryError
+from gates.store.merge import merge_histories
+from gates.store.open import open_history
+from gates.store.snapshot import make_snapshot, seed_shard, strip_shard
 
 
 @pytest.fixture(scope="module")

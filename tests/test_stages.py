@@ -8,17 +8,17 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from gates import stats
-from gates.decisions import (
+from gates.model import stats
+from gates.model.decisions import (
     Stage,
     mixture_hold_p,
     next_stage,
     sequential_step,
     stage_of,
 )
-from gates.history import open_history
-from gates.provenance import Provenance
-from gates.schema import _VIEWS
+from gates.store.open import open_history
+from gates.store.provenance import Provenance
+from gates.store.schema import _VIEWS
 
 
 @pytest.mark.parametrize("stage, verdict, corroborate, want", [
@@ -101,11 +101,13 @@ def test_migration_derives_the_stage_of_older_rows(tmp_path: Path):
             h.save_verdicts(rerun, [{"key": "k", "verdict": "suspect", "attempt": 2,
                                      "detail": {"corroborate": asked}}])
             h.save_verdicts(third, [{"key": "k", "verdict": "pass", "attempt": 3}])
-        # As a file written before m005: no stage column, m005 not applied.
+        # As a file written before m005: no stage column, m005 (and m007) not applied.
         h.conn.execute("DROP VIEW verdicts")
         h.conn.execute("ALTER TABLE verdict_rows DROP COLUMN stage")
+        h.conn.execute("ALTER TABLE verdict_rows DROP COLUMN ci_conf")
         h.conn.execute(f"CREATE VIEW verdicts AS {_VIEWS['verdicts']}")
-        h.conn.execute("DELETE FROM _sqlite_migrations WHERE name = 'm005_verdict_stage'")
+        h.conn.execute("DELETE FROM _sqlite_migrations WHERE name IN "
+                       "('m005_verdict_stage', 'm007_verdict_ci_conf')")
         h.conn.commit()
     with open_history(path) as h:
         got = {r: h.verdicts(r)[0]["stage"] for r in "abcdef"}

@@ -1,4 +1,4 @@
-"""gates.stats: the statistics behave as documented on series with known answers."""
+"""gates.model.stats: the statistics behave as documented on series with known answers."""
 
 from __future__ import annotations
 
@@ -7,10 +7,10 @@ from math import comb
 import numpy as np
 import pytest
 
-from gates import decisions as D
-from gates import stats
-from gates.judge import QUANTILE_K, QUANTILE_RHO
-from gates.stats import (
+from gates.model import decisions as D
+from gates.model import stats
+from gates.model.judge import QUANTILE_K, QUANTILE_RHO
+from gates.model.stats import (
     DEFAULTS,
     bh_qvalues,
     confirm,
@@ -50,7 +50,7 @@ def test_ar1_factor():
 
 
 def test_lag1_tail_pools_dependence_not_a_level_shift():
-    from gates.robust import lag1_autocorr, rho_bounds
+    from gates.model.robust import lag1_autocorr, rho_bounds
 
     x = np.random.default_rng(12).normal(0, 1, 30)
     r0 = lag1_autocorr(x, 0.0, 1.0)
@@ -590,7 +590,7 @@ def test_mean_of_three_is_ranked_among_means_of_three_baseline_runs():
     p = {k: judge_summaries(h, 1.02, sign=1, mean_of=k).extras.p_run_worse for k in (1, 2, 3)}
     assert p[3] < p[2] < p[1]
     # Every 3-subset of a 40-run baseline (9,880), or a fixed sample of 20,000 4-subsets.
-    from gates.robust import subset_means
+    from gates.model.robust import subset_means
     x = np.arange(40.0)
     m3, m4 = subset_means(x, 3), subset_means(x, 4)
     assert m3.size == 9880 and m3.min() == 1.0 and m3.max() == 38.0

@@ -15,15 +15,14 @@ import textwrap
 import pytest
 from test_runner import LAT_TEST, SUITES, _baseline, run
 
-from gates import notify
-from gates.cli import main as gate_report
-from gates.health import analyse
-from gates.history import open_history
-from gates.render_html import render_html
-from gates.render_md import render_md
-from gates.render_text import render_text
-from gates.report import build_report, report_to_json
-from gates.report_query import load_health_input, load_report_input, select_runs
+from gates.commands.cli import main as gate_report
+from gates.report.build import build_report, notify, report_to_json
+from gates.report.health import analyse
+from gates.report.query import load_health_input, load_report_input, select_runs
+from gates.report.render_html import render_html
+from gates.report.render_md import render_md
+from gates.report.render_text import render_text
+from gates.store.open import open_history
 
 # (baseline runs, the attempts' values, the session's exit code, attempts taken)
 CHAINS = [

@@ -10,8 +10,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from gates.history import open_history
-from gates.trim import Metric, TrimInput, analyse, build_input, render, variant_of
+from gates.report.trim import Metric, TrimInput, analyse, build_input, render, variant_of
+from gates.store.open import open_history
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 
@@ -102,7 +102,7 @@ def test_generated_nightly_history_finds_every_planted_case(tmp_path):
 
 def test_cli_trim(tmp_path):
     make_history(tmp_path / "h.db", seed=1, runs=20, variants=4, twin_variants=1, dead_variants=1)
-    cmd = [sys.executable, "-m", "gates.cli", "trim", "--history", str(tmp_path / "h.db"), "--since", "2026-09-01"]
+    cmd = [sys.executable, "-m", "gates.commands.cli", "trim", "--history", str(tmp_path / "h.db"), "--since", "2026-09-01"]
     env = {"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin"}
     r = subprocess.run([*cmd, "--format", "json"], capture_output=True, text=True, timeout=120, cwd=tmp_path, env=env)
     assert r.returncode == 0, r.stderr

@@ -7,9 +7,9 @@ import sqlite3
 import pytest
 from report_history import BW, LAT, write_run
 
-from gates import stats
 from gates.gate import evaluate_run
-from gates.history import open_history
+from gates.model import stats
+from gates.store.open import open_history
 
 NEED = stats.DEFAULTS.window + max(stats.DEFAULTS.windows)  # baseline runs the gate reads
 

@@ -1,5 +1,5 @@
 """Concurrent `nox -s cpu` in one checkout share the session venv (reuse_venv): its pip
-installs run one at a time (`ci_register.nox_sessions.venv_lock`), across processes."""
+installs run one at a time (`ci_register.running.nox_sessions.venv_lock`), across processes."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ REPO = Path(__file__).resolve().parents[1]
 INSTALLER = """
 import os, sys, time, types
 from pathlib import Path
-from ci_register.nox_sessions import venv_lock
+from ci_register.running.nox_sessions import venv_lock
 venv, log, go = sys.argv[1:4]
 session = types.SimpleNamespace(virtualenv=types.SimpleNamespace(location=venv))
 while not Path(go).exists():

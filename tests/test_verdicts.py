@@ -1,8 +1,8 @@
-"""A confirm chain's outcome and a session's exit code (``gates.verdicts``)."""
+"""A confirm chain's outcome and a session's exit code (``gates.model.verdicts``)."""
 
 from __future__ import annotations
 
-from gates.verdicts import chain_outcome, gate_exit, pytest_exit, session_exit, shown_verdict
+from gates.model.verdicts import chain_outcome, gate_exit, pytest_exit, session_exit, shown_verdict
 
 
 def row(verdict: str, attempt: int, stage: str, mode: str = "enforce", key: str = "lat"):
@@ -43,7 +43,7 @@ def test_exit_codes_follow_the_runner():
 
 
 def test_an_interval_that_spans_zero_beside_a_held_verdict_contradicts_it():
-    from gates.verdicts import interval_contradicts
+    from gates.model.verdicts import interval_contradicts
 
     assert interval_contradicts("regression", "lower", -0.01, 0.056)  # the issue's row
     assert not interval_contradicts("regression", "lower", 0.004, 0.056)

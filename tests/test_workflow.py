@@ -124,7 +124,7 @@ def test_a_replaced_report_jobs_runs_are_merged_by_the_next_one(wf, tmp_path):
     import shutil
     import subprocess
 
-    from gates.history import open_history
+    from gates.store.open import open_history
     from tests.history_seed import level_run
 
     rng = np.random.default_rng(0)
@@ -157,7 +157,7 @@ def test_a_replaced_report_jobs_runs_are_merged_by_the_next_one(wf, tmp_path):
     if gate_report.exists():
         (bin_dir / "gate-report").symlink_to(gate_report)
     else:  # the package not installed: run its CLI through this interpreter
-        (bin_dir / "gate-report").write_text(f"#!/bin/sh\nexec {sys.executable} -m gates.cli \"$@\"\n")
+        (bin_dir / "gate-report").write_text(f"#!/bin/sh\nexec {sys.executable} -m gates.commands.cli \"$@\"\n")
         (bin_dir / "gate-report").chmod(0o755)
     env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", "FAKE_GH_RUNS": str(runs),
            "GITHUB_REPOSITORY": "o/r", "GITHUB_RUN_ID": "200", "GH_TOKEN": "t",

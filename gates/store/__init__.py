@@ -1,6 +1,6 @@
-"""The history store's read groups, mixed into `gates.history.History`.
+"""The history store's read groups, mixed into `gates.store.history.History`.
 
-`gates.history` holds the connection, the schema guard, the writes and the
+`gates.store.history` holds the connection, the schema guard, the writes and the
 per-run reads; `baseline_reads` the bulk reads behind the gate's baselines;
 `report_reads` the reads behind reports and CI health; `rows` the typed rows
 they return. Every SQL statement of the project lives in these modules.

@@ -3,11 +3,11 @@
 Every place that takes a history (``--history``, ``--gates-history``,
 ``GATES_HISTORY``, ``gate-report merge --into``) passes the value through
 `history_location`, which keeps a ``postgresql://`` URL a string (a `Path`
-would fold its ``//``) and makes anything else a `Path`. `gates.history.History`
+would fold its ``//``) and makes anything else a `Path`. `gates.store.history.History`
 opens either: the store's methods are one implementation, and the PostgreSQL
 connection (`gates.store.pg`) adapts the SQL they write.
 
-Stdlib only (and `ci_register.redact`): the CLI and the pytest plugin import it before
+Stdlib only (and `ci_register.running.redact`): the CLI and the pytest plugin import it before
 anything heavy.
 """
 
@@ -17,7 +17,7 @@ import os
 import re
 from pathlib import Path
 
-from ci_register.redact import mask_secrets
+from ci_register.running.redact import mask_secrets
 
 __all__ = ["PG_SCHEMES", "display_location", "history_location", "is_database_url",
            "mask_secrets"]

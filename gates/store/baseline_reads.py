@@ -1,4 +1,4 @@
-"""The store's reads for the gate's baselines (`gates.baselines` assembles them).
+"""The store's reads for the gate's baselines (`gates.store.baselines` assembles them).
 
 Bulk reads: a 1,000-metric run against 200-run histories reads its baselines in
 one statement (`BaselineReads.baseline_near`), two where a key is not recorded in
@@ -16,7 +16,6 @@ from operator import itemgetter
 
 import numpy as np
 
-from gates.schema import unpack_samples
 from gates.store.rows import (
     BaselineFar,
     BaselineNear,
@@ -25,6 +24,7 @@ from gates.store.rows import (
     ConfirmLink,
     KeyVerdict,
 )
+from gates.store.schema import unpack_samples
 
 __all__ = ["BaselineReads"]
 
@@ -113,7 +113,7 @@ def _marks(part: Sequence[object]) -> str:
 
 
 class BaselineReads:
-    """Baseline reads of `gates.history.History` (mixed into it; uses its connection)."""
+    """Baseline reads of `gates.store.history.History` (mixed into it; uses its connection)."""
 
     conn: sqlite3.Connection
     dialect: str

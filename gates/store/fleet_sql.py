@@ -1,7 +1,7 @@
 """The store's SQL for the fleet flow: baseline snapshots, shard files and pruning.
 
-Mixed into `gates.history.History` (uses its connection). ``gates.snapshot``
-and ``gates.prune`` decide what to copy, strip or delete; the rows move here.
+Mixed into `gates.store.history.History` (uses its connection). ``gates.store.snapshot``
+and ``gates.store.prune`` decide what to copy, strip or delete; the rows move here.
 Runs are named by ``runs.num`` inside one file; a copy keeps every id (runs.num,
 metric, test and verdict row ids, ``texts`` ids), so a snapshot reads exactly as
 the history it came from.
@@ -33,7 +33,7 @@ def _marks(part: Sequence[object]) -> str:
 
 
 class FleetSQL:
-    """Snapshot, strip and prune statements of `gates.history.History`."""
+    """Snapshot, strip and prune statements of `gates.store.history.History`."""
 
     conn: sqlite3.Connection
     path: Path
@@ -49,7 +49,7 @@ class FleetSQL:
         (None: each fingerprint of the suite) and the planner's durations read.
 
         The newest ``rows_per_key`` metric rows of each key among complete trusted runs
-        (``gates.baselines``), the newest ``per_file`` clean first attempts of each file
+        (``gates.store.baselines``), the newest ``per_file`` clean first attempts of each file
         (`History.file_durations`), the suite's newest trusted run (``--fingerprint
         latest``), the confirm reruns of all of those (transient stand-ins, sequential
         confirms), and the runs that date each acceptance that may apply (the first run

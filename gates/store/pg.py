@@ -1,6 +1,6 @@
 """The history on PostgreSQL: a connection that speaks the store's SQL, and its plumbing.
 
-`gates.history.History` holds every read and write once; opening it on a
+`gates.store.history.History` holds every read and write once; opening it on a
 ``postgresql://`` URL gives a `PgHistory`, which differs only in what SQLite
 and PostgreSQL do differently:
 
@@ -31,16 +31,16 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from functools import lru_cache
 from typing import Any, TypeVar
 
-from gates.history import BUSY_TIMEOUT_S, HISTORY_OPTION, History, HistoryError
-from gates.provenance import utc_now
-from gates.schema import pack_samples
 from gates.store.backend import display_location, history_location
+from gates.store.history import BUSY_TIMEOUT_S, HISTORY_OPTION, History, HistoryError
 from gates.store.pg_schema import (
     MIGRATIONS_TABLE,
     PACK_SAMPLES,
     PG_KNOWN_MIGRATIONS,
     PG_MIGRATIONS,
 )
+from gates.store.provenance import utc_now
+from gates.store.schema import pack_samples
 
 try:
     import psycopg

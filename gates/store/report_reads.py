@@ -1,4 +1,4 @@
-"""The store's reads for reports and CI health (`gates.report_query` selects with them).
+"""The store's reads for reports and CI health (`gates.report.query` selects with them).
 
 A report over 10,000 metrics needs one query per table, not one per metric,
 so each method reads the rows of many runs at once (``IN`` lists in chunks).
@@ -53,7 +53,7 @@ def _like_prefix(text: str) -> str:
 
 
 class ReportReads:
-    """Report and health reads of `gates.history.History` (mixed into it)."""
+    """Report and health reads of `gates.store.history.History` (mixed into it)."""
 
     conn: sqlite3.Connection
     path: Path
@@ -227,7 +227,7 @@ class ReportReads:
         return rows[0]["fingerprint"] if rows else None
 
     def trim_rows(self, suite: str | None = None, since: str | None = None) -> dict[str, list[dict[str, Any]]]:
-        """What ``gates.trim`` reads, over complete trusted runs (of `suite`, started at or
+        """What ``gates.report.trim`` reads, over complete trusted runs (of `suite`, started at or
         after `since`): ``metrics`` (suite, fingerprint, run_id, nodeid, key, median of the
         first attempt), ``verdicts`` (suite, fingerprint, key, verdict, n over every
         attempt), ``tests`` (suite, fingerprint, nodeid, mean seconds of passing first

@@ -195,7 +195,7 @@ class TestRow(TypedDict):
 
 
 class VerdictRow(TypedDict, total=False):
-    """A ``verdicts`` row (``detail`` decoded from JSON); columns: ``gates.schema``."""
+    """A ``verdicts`` row (``detail`` decoded from JSON); columns: ``gates.store.schema``."""
 
     id: int
     run_id: str

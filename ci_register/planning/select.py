@@ -1,0 +1,367 @@
+"""Test selection from a change: run the registered files that can load a changed file.
+
+A registered test file is *affected* by a change when its transitive static
+imports (:mod:`ci_register.planning.imports`, conftest files above it included) reach a
+changed file, or when it reaches a file that imports modules by a computed name
+(that file may load anything). A change runs everything when it touches a path
+the catalog declares (``[select] always``; CI config, build files and the
+catalog by default), a Python file that does not parse or imports by a computed
+name itself, or any file the graph cannot see and the catalog does not declare
+(``ignore`` for docs, ``data`` for files that stand for Python files, such as
+kernel sources compiled by a module). Suites in ``always_suites`` run in full.
+
+Pure: a :class:`~ci_register.planning.imports.Graph`, the test paths and the changed
+paths in, a :class:`Selection` out. ``[select]`` in the catalog::
+
+    [select]
+    package_roots = ["python", "src"]      # where top-level packages live ("." too)
+    always = ["docker/**"]                 # added to the defaults below
+    ignore = ["benchmark/**"]              # added to the defaults; wins over the default `always`
+    always_suites = ["cpu"]
+    [select.data]
+    "csrc/**" = ["python/pkg/ops/**"]      # a change here is a change to those files
+    [select.dynamic]
+    "python/pkg/plugins.py" = ["python/pkg/ext/*.py"]   # what its computed imports may load
+"""
+
+from __future__ import annotations
+
+import fnmatch
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+
+from ci_register.planning.imports import Graph, module_names
+
+__all__ = [
+    "DEFAULT_ALWAYS",
+    "DEFAULT_IGNORE",
+    "SelectConfig",
+    "SelectError",
+    "Selection",
+    "parse_select",
+    "fresh_maps",
+    "select_in_tree",
+    "select_tests",
+]
+
+# Paths whose change can affect any test in ways an import graph cannot see.
+DEFAULT_ALWAYS = (
+    ".github/**", ".ci/**", ".gitlab-ci.yml", "noxfile.py", "pyproject.toml", "setup.py", "setup.cfg",
+    "requirements*.txt", "**/requirements*.txt", "uv.lock", "poetry.lock", "pytest.ini", "tox.ini",
+    "sitecustomize.py",
+)
+DEFAULT_IGNORE = ("**/*.md", "*.md", "docs/**", "LICENSE*", ".gitignore", "**/*.rst", "*.rst")
+_KEYS = {"package_roots", "always", "ignore", "always_suites", "data", "dynamic", "map_max_age_days"}
+DEFAULT_MAP_MAX_AGE_DAYS = 30.0
+
+
+class SelectError(ValueError):
+    """A ``[select]`` table that cannot be used; the message names the field and the fix."""
+
+
+@dataclass(frozen=True)
+class SelectConfig:
+    package_roots: tuple[str, ...] = (".",)
+    always: tuple[str, ...] = DEFAULT_ALWAYS  # the defaults, then the catalog's own
+    ignore: tuple[str, ...] = DEFAULT_IGNORE
+    declared_always: tuple[str, ...] = ()  # the catalog's own `always`: nothing overrides them
+    always_suites: tuple[str, ...] = ()
+    data: tuple[tuple[str, tuple[str, ...]], ...] = ()  # (glob, python file globs it stands for)
+    dynamic: tuple[tuple[str, tuple[str, ...]], ...] = ()  # (file, globs its computed imports may load)
+    map_max_age_days: float = DEFAULT_MAP_MAX_AGE_DAYS  # a recorded import map older than this is not used
+
+
+def _strs(raw: Mapping, key: str, where: str) -> tuple[str, ...]:
+    v = raw.get(key, [])
+    if not isinstance(v, list) or not all(isinstance(x, str) and x for x in v):
+        raise SelectError(f"{where}: [select] {key} must be a list of non-empty strings, got {v!r}")
+    return tuple(v)
+
+
+def parse_select(raw: Mapping | None, where: str, *, catalog_path: str = "", suites: Iterable[str] = ()) -> SelectConfig:
+    """The ``[select]`` table (defaults where absent); the catalog itself always runs everything."""
+    raw = raw or {}
+    unknown = sorted(set(raw) - _KEYS)
+    if unknown:
+        raise SelectError(f"{where}: unknown field {unknown[0]!r} in [select]; known: {', '.join(sorted(_KEYS))}")
+    roots = _strs(raw, "package_roots", where) or (".",)
+    always_suites = _strs(raw, "always_suites", where)
+    known = set(suites)
+    bad = [s for s in always_suites if known and s not in known]
+    if bad:
+        raise SelectError(f"{where}: [select] always_suites names unknown suite {bad[0]!r}; known: {', '.join(sorted(known))}")
+    data_raw = raw.get("data", {})
+    if not isinstance(data_raw, dict):
+        raise SelectError(f"{where}: [select.data] must be a table of \"glob\" = [\"python file glob\", ...]")
+    data = tuple((g, _strs({g: v}, g, where)) for g, v in data_raw.items())
+    dyn_raw = raw.get("dynamic", {})
+    if not isinstance(dyn_raw, dict):
+        raise SelectError(f"{where}: [select.dynamic] must be a table of \"file.py\" = [\"glob it may load\", ...]")
+    dynamic = tuple((f, tuple(v)) for f, v in dyn_raw.items()
+                    if isinstance(v, list) and all(isinstance(x, str) and x for x in v))
+    if len(dynamic) != len(dyn_raw):
+        raise SelectError(f"{where}: [select.dynamic] values must be lists of globs ([] when nothing in the tree)")
+    age = raw.get("map_max_age_days", DEFAULT_MAP_MAX_AGE_DAYS)
+    if isinstance(age, bool) or not isinstance(age, int | float) or not 0 <= age <= 3650:
+        raise SelectError(f"{where}: [select] map_max_age_days must be a number of days (0-3650), got {age!r}")
+    extra_always = (catalog_path,) if catalog_path else ()
+    return SelectConfig(
+        package_roots=tuple(r.strip("/") or "." for r in roots),
+        always=DEFAULT_ALWAYS + extra_always + _strs(raw, "always", where),
+        declared_always=extra_always + _strs(raw, "always", where),
+        ignore=DEFAULT_IGNORE + _strs(raw, "ignore", where),
+        always_suites=always_suites,
+        data=data,
+        dynamic=dynamic,
+        map_max_age_days=float(age),
+    )
+
+
+def _match(path: str, globs: Iterable[str]) -> str | None:
+    for g in globs:
+        if fnmatch.fnmatchcase(path, g) or (g.endswith("/**") and path.startswith(g[:-2])):
+            return g
+    return None
+
+
+@dataclass
+class Selection:
+    changed: tuple[str, ...]
+    everything: str = ""  # why everything runs ("" when the selection applies)
+    files: dict[str, str] = field(default_factory=dict)  # test path -> why it runs
+    always_suites: tuple[str, ...] = ()
+    notes: list[str] = field(default_factory=list)  # changed paths that affect no test, and why
+    maps: str = ""  # which recorded import maps the selection used (or why none)
+
+    def keeps(self, suite: str, path: str) -> bool:
+        return bool(self.everything) or suite in self.always_suites or path in self.files
+
+    def summary(self) -> str:
+        """One line for stderr beside the matrix."""
+        if self.everything:
+            return f"selection: everything runs: {self.everything}"
+        more = f"; {len(self.notes)} changed path(s) affect no test" if self.notes else ""
+        suites = f" (+ suites always run: {', '.join(self.always_suites)})" if self.always_suites else ""
+        maps = f"; {self.maps}" if self.maps else ""
+        return f"selection: {len(self.files)} registered file(s) can reach the {len(self.changed)} changed path(s){suites}{more}{maps}"
+
+    def why(self, suite: str, path: str) -> str:
+        if self.everything:
+            return f"everything runs: {self.everything}"
+        if suite in self.always_suites:
+            return f"suite {suite} always runs ([select] always_suites)"
+        return self.files.get(path, "")
+
+
+def _chain(tree: Mapping[str, str | None], target: str, conftests: Mapping[str, list[str]]) -> list[str]:
+    out = [target]
+    while (prev := tree[out[-1]]) is not None:
+        out.append(prev)
+    return out[::-1]
+
+
+def _say(chain: Sequence[str], conftests: Mapping[str, list[str]], what: str,
+         recorded: Iterable[str] = (), plugins: Iterable[str] = ()) -> str:
+    words = [chain[0]]
+    recorded, plugins = set(recorded), set(plugins)
+    for i, (prev, cur) in enumerate(zip(chain, chain[1:], strict=False)):
+        if cur in conftests.get(prev, ()):
+            verb = "uses"
+        elif i == 0 and cur in plugins:
+            verb = "runs under the pytest plugin"
+        elif i == 0 and cur in recorded:
+            verb = "loaded (recorded run)"
+        else:
+            verb = "imports"
+        words.append(f"{verb} {cur}")
+    return " ".join(words) + f" ({what})"
+
+
+def _is_test_file(path: str) -> bool:
+    name = Path(path).name
+    return name == "conftest.py" or (name.startswith("test_") or name.endswith("_test.py"))
+
+
+def select_tests(graph: Graph, tests: Iterable[str], changed: Sequence[str], config: SelectConfig,
+                 maps: Mapping[str, Iterable[str]] | None = None) -> Selection:
+    """Which of ``tests`` (registered paths) a change to ``changed`` paths can affect.
+
+    ``maps``: per registered file, the files a recorded run of it loaded (fresh ones
+    only; see :func:`fresh_maps`). A file with a map is affected when its static closure
+    or its recorded files reach a change; the computed imports in its closure are
+    covered by the record. A file without one falls back to the static graph, where a
+    computed import in its closure makes any Python change reach it.
+    """
+    changed = tuple(dict.fromkeys(Path(c).as_posix().removeprefix("./") for c in changed))
+    maps = {t: frozenset(fs) for t, fs in (maps or {}).items()}
+    recorded = frozenset().union(*maps.values()) if maps else frozenset()
+    sel = Selection(changed, always_suites=config.always_suites)
+    declare_dynamic(graph, config)
+    test_set = set(tests)
+    importers: set[str] | None = None  # files some file loads (built on first need)
+    hit: dict[str, str] = {}  # graph file -> what happened to it
+    deleted: set[str] = set()
+    for path in changed:
+        # A catalog's `ignore` may carve a path out of the built-in defaults (a release
+        # workflow under .github/), never out of its own `always`.
+        g = _match(path, config.declared_always) or (
+            None if _match(path, config.ignore[len(DEFAULT_IGNORE):]) else _match(path, config.always))
+        if g:
+            sel.everything = f"{path} changed (declared to run everything: {g!r})"
+            return sel
+        if path.endswith(".py"):
+            node = graph.files.get(path)
+            if node is None:  # deleted, or outside the scanned tree: its importers stand in
+                names = module_names(path, (*graph.package_roots, *_parents(path)))
+                for imp in graph.importers_of_name(names):
+                    hit.setdefault(imp, f"imports {path}, deleted")
+                deleted.add(path)
+                if not names and path not in recorded:
+                    sel.notes.append(f"{path}: not importable by name; affects no registered test")
+                continue
+            if node.syntax_error:
+                sel.everything = f"{path} does not parse ({node.syntax_error}); its imports are unknown"
+                return sel
+            if node.open_import:
+                sel.everything = f"{path}:{node.open_import} imports a module by a computed name; what it loads is unknown"
+                return sel
+            hit[path] = "changed"
+            if path in test_set or path in recorded or _is_test_file(path) or _match(path, config.ignore):
+                continue
+            if importers is None:
+                importers = {f for out in graph.edges.values() for f in out} | graph.fixture_files() | set(graph.plugins)
+            if path not in importers:
+                # No static import reaches it and no recorded run loaded it: a computed name
+                # (or a root the graph does not know) may load it. Never under-select.
+                roots = ", ".join(graph.package_roots)
+                sel.everything = (f"{path} changed: no file imports it (package roots {roots}) and no recorded "
+                                  "run loaded it, so what loads it is unknown; declare it in [select] ignore "
+                                  "if no test can load it, or record import maps (--gates-suite runs)")
+                return sel
+            continue
+        stands_for = [globs for g, globs in config.data if fnmatch.fnmatchcase(path, g) or (g.endswith("/**") and path.startswith(g[:-2]))]
+        if stands_for:
+            for f in graph.files:
+                if _match(f, [x for gl in stands_for for x in gl]):
+                    hit.setdefault(f, f"stands for {path}, changed")
+            continue
+        if _match(path, config.ignore):
+            sel.notes.append(f"{path}: ignored ([select] ignore)")
+            continue
+        sel.everything = f"{path} changed: not Python and not declared in [select] always/ignore/data"
+        return sel
+    python_changed = any(p.endswith(".py") for p in changed) or bool(hit)
+    open_files = {p for p, n in graph.files.items() if n.open_import}
+    for test in sorted(test_set):
+        if test in hit and hit[test] == "changed":
+            sel.files[test] = f"{test} changed"
+            continue
+        m = maps.get(test)
+        gone = sorted(deleted & m) if m else []
+        if gone:
+            sel.files[test] = f"{test} loaded {gone[0]} in its recorded run (deleted)"
+            continue
+        tree = graph.closure(test, seeds=sorted(m) if m else ())
+        reached = sorted((f for f in tree if f in hit), key=lambda f: (len(_chain(tree, f, graph.conftests)), f))
+        if reached:
+            f = reached[0]
+            sel.files[test] = _say(_chain(tree, f, graph.conftests), graph.conftests, hit[f], m or (), graph.plugins)
+            continue
+        if m is not None:
+            continue  # its recorded run says what its computed imports loaded
+        opens = sorted(f for f in tree if f in open_files)
+        if opens and python_changed:
+            f = opens[0]
+            line = graph.files[f].open_import
+            sel.files[test] = _say(_chain(tree, f, graph.conftests), graph.conftests,
+                                   f"line {line} imports by a computed name, so any Python change may reach it",
+                                   (), graph.plugins)
+    return sel
+
+
+def declare_dynamic(graph: Graph, config: SelectConfig) -> None:
+    """Close the files ``[select.dynamic]`` declares: their computed imports load only the
+    files its globs match (a person read the code; the catalog says so)."""
+    for path, globs in config.dynamic:
+        node = graph.files.get(path)
+        if node is None or not node.open_import:
+            continue
+        node.open_import = 0
+        graph.edges.setdefault(path, set()).update(f for f in graph.files if _match(f, globs) and f != path)
+
+
+def _parents(path: str) -> list[str]:
+    out = []
+    d = Path(path).parent
+    while d.as_posix() != ".":
+        out.append(d.as_posix())
+        d = d.parent
+    return out
+
+
+def changed_since(base: str, root: Path) -> list[str]:
+    """Paths changed between the merge base of ``base`` and HEAD (what a pull request changes)."""
+    import subprocess  # noqa: PLC0415 - the one git edge of this module
+
+    if not base or base.startswith("-"):
+        # `--base=--output=FILE` would be a git option (it writes FILE): a ref never starts so.
+        raise SelectError(f"--base {base!r}: not a git ref (a ref never starts with '-'); give a branch, tag or commit")
+    r = subprocess.run(["git", "diff", "--name-only", "--no-renames", "--end-of-options", f"{base}...HEAD"], cwd=root,
+                       capture_output=True, text=True, timeout=120, check=False)
+    if r.returncode != 0:
+        msg = (r.stderr.strip().splitlines() or ["git diff failed"])[-1]
+        raise SelectError(f"--base {base}: {msg}; fetch the base branch (git fetch origin {base}) or pass --changed-files")
+    return [line for line in r.stdout.splitlines() if line]
+
+
+def fresh_maps(rows: Iterable[Mapping], now: datetime, max_age_days: float) -> tuple[dict[str, set[str]], list[str]]:
+    """({test file: files its recorded runs loaded}, notes) from stored map rows: a file's
+    maps of every suite recorded within ``max_age_days`` of ``now``, united. An older map
+    (or an unreadable one) is not used: that file falls back to the static graph."""
+    maps: dict[str, set[str]] = {}
+    stale: set[str] = set()
+    for r in rows:
+        path, files, at = r.get("path"), r.get("files"), r.get("recorded_at")
+        if not isinstance(path, str) or not isinstance(files, list):
+            continue
+        try:
+            when = datetime.fromisoformat(str(at).replace("Z", "+00:00"))
+            if when.tzinfo is None:
+                when = when.replace(tzinfo=UTC)
+        except ValueError:
+            stale.add(path)
+            continue
+        if (now - when).total_seconds() > max_age_days * 86400:
+            stale.add(path)
+            continue
+        maps.setdefault(path, set()).update(f for f in files if isinstance(f, str))
+    stale -= set(maps)
+    notes = [f"{len(stale)} recorded import map(s) older than {max_age_days:g} days not used "
+             f"(e.g. {sorted(stale)[0]}): those files use the static graph"] if stale else []
+    return maps, notes
+
+
+def select_in_tree(root: Path, catalog, tests: Iterable[str], changed: Sequence[str],
+                   history: str | None = None, *, now: datetime | None = None) -> Selection:
+    """Scan the tree at ``root`` with the catalog's ``[select]`` and select ``tests``,
+    with the import maps the history (``--history``, else ``GATES_HISTORY``, else
+    ``ROOT/history.db``) recorded."""
+    from ci_register.planning.imports import scan  # noqa: PLC0415
+    from ci_register.planning.recorded_imports import recorded_maps  # noqa: PLC0415
+
+    root = Path(root)
+    try:
+        cat_rel = Path(catalog.path).resolve().relative_to(root.resolve()).as_posix()
+    except ValueError:
+        cat_rel = ""
+    config = parse_select(catalog.select, str(catalog.path), catalog_path=cat_rel, suites=catalog.suites)
+    rows, problem = recorded_maps(history, root)
+    maps, notes = fresh_maps(rows, now or datetime.now(UTC), config.map_max_age_days)
+    tests = list(tests)
+    sel = select_tests(scan(root, config.package_roots), tests, changed, config, maps)
+    used = len(set(tests) & set(maps))
+    sel.maps = "; ".join([f"recorded import maps for {used} of {len(set(tests))} registered file(s)", *notes,
+                          *([f"no recorded import maps read ({problem}): the static graph alone"] if problem else [])])
+    return sel

@@ -1,0 +1,151 @@
+"""What every `gate-report` command shares: the usage error, the parser class,
+``--history`` and ``--out``/``--force`` arguments, opening the history, and
+writing an output file without destroying anything (`ci_register.planning.outfile`).
+
+`gates.commands.cli` and `gates.commands.after` both build on it, so a rule (a missing history is a
+usage error, ``--out`` never replaces the history or an input) holds for every command.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import NoReturn
+
+__all__ = ["MAX_COUNT", "Parser", "UsageError", "add_history", "add_out", "check_out", "count",
+           "default_history", "emit", "is_report", "now", "open_history_arg"]
+
+
+class UsageError(Exception):
+    """A usage or input error: `gate-report` prints it on one line and exits 2."""
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse with one-line errors that name the fix, exit 2."""
+
+    def error(self, message: str) -> NoReturn:
+        raise UsageError(f"{message}; see {self.prog} --help")
+
+
+MAX_COUNT = 1_000_000  # beyond any history; SQLite's integers stop at 2**63
+
+
+def count(minimum: int) -> Callable[[str], int]:
+    """An argparse type: a whole number of at least ``minimum`` (a trend of 0 points or
+    a look-back of -1 runs would otherwise report nothing and exit 0), at most a million."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            value = None
+        if value is None or not minimum <= value <= MAX_COUNT:
+            raise argparse.ArgumentTypeError(
+                f"{text!r}: give a whole number from {minimum} to {MAX_COUNT}")
+        return value
+
+    parse.__name__ = "count"  # argparse names the type in its messages
+    return parse
+
+
+def default_history() -> str:
+    return os.environ.get("GATES_HISTORY") or "history.db"
+
+
+def add_history(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--history", default=None, metavar="PATH",
+                   help="history file or postgresql:// URL (default: $GATES_HISTORY, else "
+                        "./history.db)")
+
+
+def add_out(p: argparse.ArgumentParser) -> None:
+    """``--out FILE`` and ``--force``; a command that has them calls :func:`check_out`."""
+    p.add_argument("--out", metavar="FILE", help="write here instead of stdout (never over "
+                   "a history or an input; over another file only with --force)")
+    p.add_argument("--force", action="store_true",
+                   help="let --out replace an existing file that is not a gate-report output")
+
+
+def open_history_arg(path: str | None, *, write: bool = False):
+    """The history, read-only for reports; a missing file is a usage error naming the fix."""
+    from gates.store.backend import history_location  # noqa: PLC0415
+    from gates.store.history import HistoryError, open_for_reading  # noqa: PLC0415
+    from gates.store.open import open_history  # noqa: PLC0415
+
+    target = history_location(path or default_history())
+    if isinstance(target, Path) and not target.exists():
+        raise UsageError(f"{target}: no such history; pass --history PATH or set "
+                         "GATES_HISTORY, or run a suite to create it")
+    if write:
+        return open_history(target, create=False)
+    if isinstance(target, Path):
+        # Reads never write: an older file is read through a migrated temporary copy.
+        return open_for_reading(target)
+    try:
+        return open_history(target, create=False, readonly=True)
+    except HistoryError as exc:
+        if "schema is older" not in str(exc):
+            raise
+        # A database of an older schema: migrating it is what opening read-write does.
+        return open_history(target, create=False)
+
+
+def now() -> str:
+    import datetime as dt  # noqa: PLC0415
+
+    return dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
+
+
+# The first characters of each output `gate-report` writes: such a file is safe to replace.
+_OUTPUT_STARTS = (
+    "## \u2705 ", "## \u274c ", "## \u26a0\ufe0f ", "{\"title\":", "[\n {\n  \"suite\":",  # report, health
+    "Trim suggestions (nothing is edited", "## Trim suggestions (nothing is edited",
+    "{\n \"params\":",  # trim
+    "## Compare `", "{\n \"a\":",  # compare as Markdown, JSON
+    "CI health: ", "CI health of ",  # health as text
+)
+
+
+def is_report(head: bytes) -> bool:
+    """Whether a file's first bytes are an earlier gate-report output (safe to replace)."""
+    text = head.decode("utf-8", errors="replace").lstrip("\ufeff")
+    if text.startswith("<!doctype html>"):
+        return "<title>gate-report:" in text
+    first = text.split("\n", 1)[0]
+    return (text.startswith(_OUTPUT_STARTS)
+            or "\nRuns\n" in text  # a text report: a headline, then the runs table
+            or re.match(r"compare .+ -> .+: ", first) is not None
+            or re.match(r"(### )?bisect \S+: .+ test executions of ", first) is not None)
+
+
+def check_out(args: argparse.Namespace) -> None:
+    """Refuse an --out that would overwrite the history, an input or a foreign file."""
+    if getattr(args, "out", None) is None:
+        return
+    from ci_register.planning.outfile import OutputError, check_output  # noqa: PLC0415
+
+    root = Path(getattr(args, "root", "."))
+    inputs = [Path(args.history or default_history()), root / "suites" / "catalog.toml"]
+    try:
+        check_output(Path(args.out), inputs=inputs, ours=is_report, force=args.force)
+    except OutputError as exc:
+        raise UsageError(str(exc)) from None
+
+
+def emit(text: str, out: str | None) -> None:
+    """Write ``text`` to stdout, or to ``out`` (checked first with :func:`check_out`)."""
+    if out is None:
+        sys.stdout.write(text)
+        return
+    from ci_register.planning.outfile import OutputError, write_output  # noqa: PLC0415
+
+    path = Path(out)
+    try:
+        write_output(path, text)
+    except OutputError as exc:
+        raise UsageError(str(exc)) from None
+    print(f"wrote {path} ({len(text.encode())} bytes)", file=sys.stderr)

@@ -1,0 +1,170 @@
+"""The machine part of the noise model: runs on several machines of one hardware class.
+
+Model (one-way random effects; Searle, Casella & McCulloch, *Variance
+Components*, 1992, sec. 3.5): a run summary is x = mu + m_machine + e_run, with
+machine offsets m ~ (0, tau^2) and run noise e ~ (0, sigma_w^2). The gate
+centres every run on the baseline's centre, not on its machine's level, so a
+run's prediction variance is sigma_w^2 + tau^2 whatever its machine, and runs
+of one machine in a window share their offset (they are not independent).
+
+Identity: a run names its machine by its GPUs (``provenance.host_key``). In a
+history where runs name their machines, a run that names none could have run
+anywhere: it counts as a machine of its own (a group of one, never "known"),
+so the spread between such runs is read as between-machine spread and the
+run judged, if unnamed, is a machine not seen before. Where tau^2 cannot be
+estimated (the runs before span one machine) a run can only be compared with
+runs of its own machine; against any other the verdict is ``unguarded``
+(``gates.model.judge``). A history in which no run names a machine is judged as one
+machine (the model without the machine term).
+
+Row-wise like ``gates.model.robust``: the variance components of every metric of a run
+(one a row, same machines) at once. Pure numpy/scipy.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from functools import lru_cache
+
+import numpy as np
+from scipy import special
+
+from gates.model.robust import HALF_PI, MAD_K, row_medians
+
+__all__ = [
+    "MachineModel", "machine_model", "host_variance", "chi2_median_factor",
+]
+
+# A metric whose run-to-run spread across machines has a CV above this spans about 2x
+# between its +-2.5 SD (1 - 2.5 x 0.2 = 0.5 to 1.5): the smallest change the first
+# attempt can call is then larger than any change worth guarding; reported ``unguarded``.
+UNGUARDED_CV = 0.2
+
+
+@dataclass(frozen=True)
+class MachineModel:
+    """The machine terms of one baseline (``machine_model``); the variances are one per
+    metric (arrays) or a float."""
+
+    tau2: np.ndarray | float | None  # between-machine variance; None: one machine
+    within2: np.ndarray | float  # within-machine run variance (the one-run scale^2 if unknown)
+    known: frozenset[str]  # machines with runs in the baseline (unnamed runs: their own)
+    groups: int  # machines the baseline spans
+
+    @property
+    def _tau2(self) -> np.ndarray | float:
+        return 0.0 if self.tau2 is None else self.tau2
+
+    @property
+    def total(self) -> np.ndarray | float:
+        """Run-to-run variance across the baseline's machines, sigma_w^2 + tau^2."""
+        return self.within2 + self._tau2
+
+    def inflation(self) -> float:
+        """df / median chi^2(df) of tau^2 with one df per machine beyond the first:
+        with few machines the spread of a machine not yet seen is mostly unknown."""
+        return chi2_median_factor(self.groups - 1)
+
+    def run_var(self, label: str) -> np.ndarray | float:
+        """Prediction variance of one run on machine ``label`` about the baseline's centre."""
+        tau2 = self._tau2
+        return self.within2 + (tau2 if label in self.known else tau2 * self.inflation())
+
+    def window_extra(self, labels: Sequence[str]) -> np.ndarray | float:
+        """Variance a window's runs add beyond k independent draws: runs of one machine
+        share its offset, sum_M tau_M^2 (n_M / k)^2 - tau^2 / k (the iid part)."""
+        tau2 = self._tau2
+        k = len(labels)
+        if self.tau2 is None or k == 0:
+            return 0.0
+        counts: dict[str, int] = {}
+        for x in labels:
+            counts[x] = counts.get(x, 0) + 1
+        f = self.inflation()
+        shared = sum((n / k) ** 2 * (tau2 if m in self.known else tau2 * f)
+                     for m, n in counts.items())
+        return np.maximum(0.0, shared - tau2 / k)
+
+
+@lru_cache(maxsize=256)
+def labels_of(hosts: tuple[str | None, ...]) -> tuple[str, ...]:
+    """Machine labels: a run that names no machine gets a label no other run has."""
+    return tuple(h if h is not None else f"{UNNAMED}{i}" for i, h in enumerate(hosts))
+
+
+UNNAMED = "?"  # label prefix of runs that name no machine
+
+
+def machine_model(x: np.ndarray, labels: Sequence[str], scale: np.ndarray,
+                  n_base: int) -> MachineModel:
+    """The machine terms of runs ``x`` (a row per metric) on machines ``labels``, the
+    first ``n_base`` of
+    them the baseline (the machines it knows); the rest (the runs between it and the
+    run judged) inform the variance components only.
+
+    ``scale``: the baseline's robust one-run scale, the within-machine scale
+    where no machine has two runs.
+    """
+    tau2, within2 = _components(np.asarray(x, dtype=float), tuple(labels), scale)
+    known = frozenset(labels[:n_base])
+    return MachineModel(tau2, within2, known, len(known))
+
+
+def _components(x: np.ndarray, labels: tuple[str, ...], scale: np.ndarray,
+                ) -> tuple[np.ndarray | None, np.ndarray]:
+    groups, sizes = _machine_groups(labels)
+    meds = np.stack([row_medians(x[:, g]) if g.size > 1 else x[:, g[0]] for g in groups],
+                    axis=-1)
+    within2 = scale * scale
+    rep = sizes >= 2
+    if int(sizes[rep].sum()) >= 4:  # about group medians: MAD suffices
+        resid = x[:, np.concatenate([g for g, r in zip(groups, rep, strict=True) if r])] - (
+            np.repeat(meds[:, rep], sizes[rep], axis=1))
+        within2 = (MAD_K * row_medians(np.abs(resid))) ** 2
+    if len(groups) < 2:
+        return None, within2
+    noise = within2 * float(np.mean(np.where(sizes > 1, HALF_PI / sizes, 1.0)))
+    return np.maximum(0.0, np.var(meds, ddof=1, axis=-1) - noise), within2
+
+
+def host_variance(x: Sequence[float] | np.ndarray, hosts: Sequence[str | None] | None,
+                  ) -> float | None:
+    """Between-host variance component of run summaries, or None when not estimable.
+
+    The robust ANOVA estimator of the one-way random-effects model: host
+    centres are medians, the within-host scale is the MAD of runs about their
+    host's median, tau^2 = max(0, var(host medians) - within^2 mean(pi / (2
+    n_host))). Needs 2 hosts with 2 runs each; runs without a host left out.
+    """
+    if hosts is None:
+        return None
+    x = np.asarray(x, dtype=float)
+    keep = [i for i, h in enumerate(hosts) if h is not None and np.isfinite(x[i])]
+    labels = tuple(hosts[i] for i in keep)
+    groups = [g for g in _machine_groups(labels)[0] if g.size >= 2]
+    if len(groups) < 2:
+        return None
+    xs = x[keep]
+    sub = np.concatenate(groups)
+    tau2, _ = _components(xs[sub][None, :], tuple(labels[i] for i in sub), np.zeros(1))
+    return None if tau2 is None else float(tau2[0])
+
+
+@lru_cache(maxsize=64)
+def chi2_median_factor(df: int) -> float:
+    """df / median of chi^2(df): scales a variance estimated with df degrees of freedom
+    to a median-unbiased value (2.2 for 1 df, 1.44 for 2, 1.19 for 4)."""
+    if df <= 0:
+        return 1.0
+    return df / (2.0 * float(special.gammaincinv(df / 2.0, 0.5)))
+
+
+@lru_cache(maxsize=256)
+def _machine_groups(labels: tuple[str, ...]) -> tuple[list[np.ndarray], np.ndarray]:
+    """Run indices per machine and their sizes (the same for every metric of a run)."""
+    idx: dict[str, list[int]] = {}
+    for i, hk in enumerate(labels):
+        idx.setdefault(hk, []).append(i)
+    groups = [np.array(v, dtype=np.intp) for v in idx.values()]
+    return groups, np.array([g.size for g in groups])

@@ -1,0 +1,124 @@
+"""What a verdict means for a session: the one definition of a failing verdict, of
+a confirm chain's outcome and of a session's exit code.
+
+The gate (``gates.gate``) exits 1 on a failing verdict, the report
+(``gates.report.build``) puts it first and GitHub annotations name it; all ask
+:func:`fails`. A suite session is a chain of attempts (the first attempt, then
+confirm reruns, each ``confirm_of`` the attempt before it: ``ci_register.running.runner``);
+:func:`chain_outcome` says what the chain concluded per metric and
+:func:`session_exit` the exit code the runner returned for it. The gate's exit
+code and every report surface (text, Markdown, HTML, JSON, GitHub summary, PR
+comment, webhook) come from these two, so they cannot disagree
+(``docs/gates/surfaces.md``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+__all__ = ["FAILING", "VERDICTS", "chain_outcome", "fails", "gate_exit",
+           "interval_contradicts", "pytest_exit", "session_exit", "shown_verdict"]
+
+# Verdicts that fail a session when their gate is enforced: a confirmed regression,
+# a declared threshold crossed, a gated metric that was not recorded.
+FAILING = ("regression", "threshold-fail", "missing")
+
+# Every verdict the gate writes. Only FAILING ones fail a session; "unguarded" (the
+# noise model cannot guard the metric on this run's machine: spread across machines
+# unknown or too wide, gates.model.judge / gates.model.machines) is reported but never fails.
+VERDICTS = ("pass", "regression", "improvement", "insufficient-history", "threshold-fail",
+            "missing", "error", "suspect", "unguarded")
+
+
+def fails(verdict: str | None, mode: str | None) -> bool:
+    """A FAILING verdict of an enforced gate. A stored verdict without a mode counts
+    as enforced (enforce is the default mode); warn and off never fail."""
+    return (verdict or "").lower() in FAILING and mode not in ("warn", "off")
+
+
+def _enforced(mode: str | None) -> bool:
+    return mode not in ("warn", "off")
+
+
+def shown_verdict(row: Mapping[str, Any]) -> str:
+    """The verdict a stored row stands for. A confirm attempt (stage other than
+    ``first``, or attempt above 1) re-tests the bad direction only: it can hold a
+    failure or clear it, never announce an improvement; such a row stands for
+    ``pass`` (rows stored before the gate stopped writing it)."""
+    v = str(row.get("verdict") or "")
+    stage = row.get("stage")
+    confirm = (stage not in (None, "", "first")) if stage is not None else \
+        int(row.get("attempt") or 1) > 1
+    return "pass" if v == "improvement" and confirm else v
+
+
+def chain_outcome(attempts: Sequence[Sequence[Mapping[str, Any]]]
+                  ) -> dict[tuple[str, str], tuple[Mapping[str, Any], int]]:
+    """Per (key, nodeid): the row that decides it and the index of its attempt.
+
+    ``attempts``: the verdict rows of each attempt of one chain, the first attempt
+    first (rows of a run's highest pytest attempt count; see ``latest_rows``). A
+    later attempt's verdict replaces an earlier one (a confirm rerun decides what
+    its previous attempt tripped), except that a failure a confirm attempt held is
+    final: the chain's outcome is the worst verdict it held, whatever a later row
+    says.
+    """
+    out: dict[tuple[str, str], tuple[Mapping[str, Any], int]] = {}
+    for i, rows in enumerate(attempts):
+        latest: dict[tuple[str, str], Mapping[str, Any]] = {}
+        for r in rows:
+            k = (str(r["key"]), str(r.get("nodeid") or ""))
+            if k not in latest or int(r.get("attempt") or 1) >= int(latest[k].get("attempt") or 1):
+                latest[k] = r
+        for k, r in latest.items():
+            cur = out.get(k)
+            if cur is not None and cur[1] > 0 and _held(cur[0]):
+                continue
+            out[k] = (r, i)
+    return out
+
+
+def _held(row: Mapping[str, Any]) -> bool:
+    return fails(str(row.get("verdict") or ""), row.get("mode"))
+
+
+def gate_exit(rows: Sequence[Mapping[str, Any]]) -> int:
+    """The gate's exit code over a chain's deciding rows: 2 where the gate could not
+    judge an enforced metric (``error``), 1 on an enforced failure, else 0. (A row's
+    mode is already the weaker of its gate's and the session's.)"""
+    verdicts = [(str(r.get("verdict") or ""), r.get("mode")) for r in rows]
+    if any(v == "error" and _enforced(m) for v, m in verdicts):
+        return 2
+    return 1 if any(fails(v, m) for v, m in verdicts) else 0
+
+
+def pytest_exit(status: str | None, exit_status: int | None) -> int:
+    """What one attempt's pytest adds to the session's exit code (``runner._settle``):
+    0 when it passed; 1 for failed tests or none collected (pytest 1, 5); 2 for
+    pytest's usage error (4); an unfinished run or any other status at least 1."""
+    if status not in (None, "complete"):
+        return max(1, int(exit_status or 0)) if exit_status not in (4,) else 2
+    if exit_status in (None, 0):
+        return 0
+    if exit_status in (1, 5):
+        return 1
+    return 2 if exit_status == 4 else int(exit_status)
+
+
+def session_exit(gate: int, pytest_codes: Sequence[int]) -> int:
+    """The runner's exit code: the worst of every attempt's pytest and the last gate."""
+    return max([gate, *pytest_codes])
+
+
+def interval_contradicts(verdict: str | None, better: str | None, ci_low: float | None,
+                         ci_high: float | None) -> bool:
+    """A ``regression`` or ``improvement`` shown beside an interval of the relative change
+    that does not exclude 0 on its side: the interval is not the statement of the test
+    that decided (a rank or quantile rule, a mean of reruns), so it must not be shown
+    as if it were. ``better``: "lower" (a rise is worse) or "higher"."""
+    if verdict not in ("regression", "improvement") or ci_low is None or ci_high is None:
+        return False
+    rise_is_bad = better != "higher"
+    rises = (verdict == "regression") == rise_is_bad
+    return not (ci_low > 0.0 if rises else ci_high < 0.0)

@@ -1,0 +1,63 @@
+"""Close a run whose pytest never finished its session: what the suite runner calls after
+a crash, a hang it killed, or a signal.
+
+    python -m gates.record.finish --history PATH --run-id ID --status crashed|interrupted
+        --exit-status N --cause "pytest killed by SIGSEGV"
+
+The plugin writes each test as it starts and finishes (`History.record_tests`), so
+what finished is already in the history; this marks the run (never a baseline) and
+appends the cause to the test that was running. A run the plugin did finish is left
+alone and nothing is printed. Prints one line; exit 3 when it marked the run, 0
+when the run had finished, 2 when the history cannot be written.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+
+from gates.store.history import HistoryError
+from gates.store.open import open_history
+
+__all__ = ["MARKED", "close_run", "main"]
+
+MARKED = 3  # exit status: the run was unfinished and is now marked
+
+
+def close_run(history_path: str, run_id: str, status: str, exit_status: int | None,
+              cause: str) -> str | None:
+    """Mark the run and return the line to print (None when the run had finished)."""
+    with open_history(history_path, create=False) as history:
+        result = history.close_unfinished(run_id, status, exit_status, cause)
+    if result is None:
+        return None
+    where = (f" while running {', '.join(result['unfinished'])}" if result["unfinished"]
+             else " outside any test (start-up, collection or recording)")
+    return (f"{cause}{where}; {result['finished']} finished test(s) and {result['metrics']} "
+            f"metric(s) kept in run {run_id} (status {status}, never a baseline)")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m gates.record.finish",
+                                 description="Mark a run whose pytest did not finish.")
+    ap.add_argument("--history", required=True)
+    ap.add_argument("--run-id", required=True)
+    ap.add_argument("--status", required=True, choices=("crashed", "interrupted"))
+    ap.add_argument("--exit-status", type=int, default=None)
+    ap.add_argument("--cause", required=True)
+    args = ap.parse_args(argv)
+    try:
+        line = close_run(args.history, args.run_id, args.status, args.exit_status, args.cause)
+    except HistoryError as exc:
+        print(f"error: run {args.run_id} could not be marked {args.status}: {exc}",
+              file=sys.stderr)
+        return 2
+    if line is None:
+        return 0
+    print(("error: " if args.status == "crashed" else "") + line, file=sys.stderr)
+    return MARKED
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,376 @@
+"""Terminal rendering of a `gates.report.build.Report`, and the number formats the
+Markdown renderer shares. Pure: returns a string."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from gates.report.build import Report, RunInfo, VerdictRow
+from gates.report.health import HealthReport
+
+__all__ = [
+    "next_steps",
+    "LABELS",
+    "SPARK",
+    "fmt_change",
+    "change_parts",
+    "fmt_pq",
+    "fmt_seconds",
+    "fmt_value",
+    "grid",
+    "headline",
+    "health_tables",
+    "neutralise_commands",
+    "one_line",
+    "render_text",
+    "run_label",
+    "run_table",
+    "several_runs",
+    "sparkline",
+    "verdict_table",
+]
+
+SPARK = "▁▂▃▄▅▆▇█"
+SPARK_WIDTH = 24
+LABELS = {"fail": "FAIL", "warn": "warn", "improved": "better", "info": "info", "pass": "ok"}
+
+
+# Control characters (newlines included) in a printed field become "?": a field can
+# never start a line of its own, so history data cannot print a workflow command.
+_CONTROL = {c: "?" for c in [*range(0, 32), 127, 0x85, 0x2028, 0x2029]}
+
+
+def one_line(text: str) -> str:
+    """`text` with every control character (newline, CR, escape...) replaced by ``?``."""
+    return text.translate(_CONTROL)
+
+
+def neutralise_commands(text: str) -> str:
+    """Break a line that would read as a GitHub workflow command (``::name::``).
+
+    The runner parses ``::`` at the start of any line of a step's output, so a test
+    name or unit from the history must never begin one; such a line keeps its text
+    with a space between the colons.
+    """
+    if "::" not in text:
+        return text
+    lines = text.split("\n")
+    for i, line in enumerate(lines):
+        if line.lstrip().startswith("::"):
+            lines[i] = line.replace("::", ": :", 1)
+    return "\n".join(lines)
+
+
+def grid(rows: Sequence[Sequence[str]], head: Sequence[str]) -> str:
+    """A plain table in tabulate's "simple" style (header, dashes, two-space gaps).
+
+    Formatted directly rather than through tabulate: a 10,000-metric report has
+    100,000 cells, and tabulate's per-cell type sniffing and wide-character width
+    lookups cost seconds there. Cells are text already; widths are len().
+    """
+    rows = [[one_line(c) for c in row] for row in rows]
+    widths = [len(h) for h in head]
+    for row in rows:
+        for i, cell in enumerate(row):
+            if len(cell) > widths[i]:
+                widths[i] = len(cell)
+    last = len(widths) - 1
+
+    def line(cells: Sequence[str]) -> str:
+        return "  ".join(c if i == last else c.ljust(widths[i])
+                         for i, c in enumerate(cells)).rstrip()
+
+    out = [line(head), "  ".join("-" * w for w in widths)]
+    out.extend(line(row) for row in rows)
+    return "\n".join(out)
+
+
+def sparkline(values: Sequence[float], width: int = SPARK_WIDTH) -> str:
+    """Unicode sparkline of the last `width` values (flat series -> a flat line)."""
+    vals = [v for v in values[-width:] if v == v]  # drop NaN
+    if not vals:
+        return ""
+    lo, hi = min(vals), max(vals)
+    if hi == lo:
+        return SPARK[3] * len(vals)
+    scale = (len(SPARK) - 1) / (hi - lo)
+    return "".join(SPARK[int(round((v - lo) * scale))] for v in vals)
+
+
+def fmt_value(x: float | None, unit: str | None = None) -> str:
+    if x is None:
+        return "-"
+    text = f"{x:.4g}"
+    return f"{text} {unit}" if unit else text
+
+
+def fmt_change(v: VerdictRow) -> str:
+    """"+1.4% [+0.8, +2.0] 98%": the change and the interval that decided (``change_parts``)."""
+    change, interval = change_parts(v)
+    return f"{change} {interval}" if interval else change
+
+
+def change_parts(v: VerdictRow) -> tuple[str, str]:
+    """(the change, the interval that decided it), in percent.
+
+    The change is the new value against the baseline shown beside it. The
+    interval is the deciding test's at the level that decided (its confidence
+    after it); where that test read a window of runs, not the new run alone,
+    the window and its own change come first ("huber-10 +8.2% [+6.5, +10.0]
+    99%"). A verdict stored without the level shows its stored change and
+    95% interval as they were.
+    """
+    if v.ci_conf is None:  # stored before intervals carried their level
+        if v.rel_change is None:
+            return "-", ""
+        ci = (f"[{v.ci_low * 100:+.1f}, {v.ci_high * 100:+.1f}]"
+              if v.ci_low is not None and v.ci_high is not None else "")
+        return f"{v.rel_change * 100:+.1f}%", ci
+    own = (None if v.new is None or not v.baseline
+           else (v.new - v.baseline) / abs(v.baseline))
+    change = "-" if own is None else f"{own * 100:+.1f}%"
+    ci = ("[unbounded]" if v.ci_low is None or v.ci_high is None
+          else f"[{v.ci_low * 100:+.1f}, {v.ci_high * 100:+.1f}]")
+    ci += f" {_conf(v.ci_conf)}"
+    window = (v.method or "").rpartition("/")[2]
+    if window and window != "run" and v.rel_change is not None:
+        ci = f"{window} {v.rel_change * 100:+.1f}% {ci}"
+    return change, ci
+
+
+def _conf(c: float) -> str:
+    """A confidence in percent, with the digits that tell it from 100%."""
+    pct = 100 * c
+    for d in range(4):
+        text = f"{pct:.{d}f}"
+        if float(text) < 100 or pct >= 100:
+            return f"{text}%"
+    return f"{pct:.4g}%"
+
+
+def _p(x: float) -> str:
+    return f"{x:.2g}" if x >= 0.001 else f"{x:.1e}"
+
+
+def fmt_pq(v: VerdictRow) -> str:
+    parts = []
+    if v.p_value is not None:
+        parts.append(f"p={_p(v.p_value)}")
+    if v.q_value is not None:
+        parts.append(f"q={_p(v.q_value)}")
+    return " ".join(parts) or "-"
+
+
+def fmt_seconds(x: float | None) -> str:
+    if x is None:
+        return "-"
+    if x >= 3600:
+        return f"{x / 3600:.1f} h"
+    if x >= 120:
+        return f"{x / 60:.1f} min"
+    return f"{x:.0f} s" if x >= 10 else f"{x:.1f} s"
+
+
+def _wall(r: RunInfo) -> str:
+    text = fmt_seconds(r.wall_s)
+    if r.est_s:
+        delta = r.est_delta
+        text += f" vs est {fmt_seconds(r.est_s)}"
+        if delta is not None:
+            text += f" ({delta * 100:+.0f}%)"
+    return text
+
+
+def health_findings(report: Report) -> int:
+    """Stale est_time, flaky, always-skipped and never-run entries over the health sections."""
+    return sum(len(h.stale) + len(h.flaky) + len(h.always_skipped) + len(h.never_ran)
+               for h in report.health)
+
+
+def headline(report: Report) -> str:
+    if report.scope == "health":  # no runs or verdicts of its own: what health found
+        n = health_findings(report)
+        return f"{report.title}: " + (f"{n} finding(s)" if n else "nothing to fix")
+    n_fail = report.summary.get("fail", 0)
+    code = report.exit_code
+    state = (f"FAILED: {n_fail} gate(s) failed" if n_fail
+             else f"FAILED (exit {code})" if code
+             else "passed: no gate failed")
+    counts = ", ".join(f"{n} {LABELS.get(k, k)}" for k, n in
+                       sorted(report.summary.items(), key=lambda kv: list(LABELS).index(kv[0])
+                              if kv[0] in LABELS else 9))
+    text = f"{report.title}: {state}" + (f" ({counts})" if counts else "")
+    # The exit code is the sessions' (gates, failed tests, a run that never finished:
+    # a crash mid-suite records no verdicts at all); say which of them it was.
+    failed_tests = sum(r.counts.get("failed", 0) + r.counts.get("error", 0)
+                       for r in report.runs)
+    incomplete = sum(r.status != "complete" for r in report.runs)
+    if failed_tests:
+        text += f"; {failed_tests} test(s) failed"
+    if incomplete:
+        text += f"; {incomplete} run(s) incomplete"
+    errors = sum(v.verdict == "error" and v.mode not in ("warn", "off") for v in report.verdicts)
+    if errors:
+        text += f"; the gate could not judge {errors} metric(s)"
+    return text
+
+
+def run_table(report: Report) -> tuple[list[str], list[list[str]]]:
+    head = ["run", "suite", "shard", "commit", "branch", "started (UTC)", "status",
+            "passed", "failed", "skipped", "wall vs est_time", "hardware"]
+    rows = []
+    for r in report.runs:
+        failed = r.counts.get("failed", 0) + r.counts.get("error", 0)
+        status = r.status + ("" if r.trusted else " (untrusted)")
+        if r.confirm_runs:
+            status += f", {len(r.confirm_runs)} confirm run(s)"
+        rows.append([r.run_id[:12], r.suite, r.shard, (r.commit or "-")[:10], r.branch or "-",
+                     r.started_at[:19].replace("T", " "), status,
+                     str(r.counts.get("passed", 0)), str(failed),
+                     str(r.counts.get("skipped", 0)), _wall(r), r.hardware])
+    return head, rows
+
+
+def several_runs(report: Report) -> bool:
+    """Rows need a run column when the report covers more than one run."""
+    return report.scope == "range" or len(report.runs) > 1
+
+
+def run_label(v: VerdictRow) -> str:
+    return f"{v.suite} {v.run_id[:8]}"
+
+
+def verdict_table(report: Report, *, with_run: bool | None = None
+                  ) -> tuple[list[str], list[list[str]]]:
+    with_run = several_runs(report) if with_run is None else with_run
+    head = (["suite run"] if with_run else []) + [
+        "verdict", "metric", "test", "baseline", "new", "change [interval] level", "statistic",
+        "p / q", "floor", "trend", "changed in"]
+    rows = []
+    for v in report.verdicts:
+        verdict = f"{LABELS.get(v.cls, v.cls)} {v.verdict}" if v.cls != "pass" else v.verdict
+        if v.mode and v.mode != "enforce" and v.cls in ("warn",):
+            verdict += f" ({v.mode})"
+        if v.confirmed_by:
+            verdict += " (confirmed)"
+        stat = "-" if v.statistic is None else f"{v.statistic:.3g}"
+        if v.method:
+            stat = f"{v.method} {stat}"
+        change = v.change
+        rows.append(([run_label(v)] if with_run else []) + [
+            verdict, v.key, v.nodeid.split("::", 1)[-1] if v.nodeid else "-",
+            fmt_value(v.baseline, v.unit), fmt_value(v.new, v.unit), fmt_change(v), stat,
+            fmt_pq(v), "-" if v.floor is None else f"{v.floor * 100:.1f}%",
+            sparkline(v.trend.values) if v.trend else "",
+            f"{change.commit_range} ({(change.rel or 0) * 100:+.1f}%)" if change else "-",
+        ])
+    return head, rows
+
+
+def health_tables(h: HealthReport) -> list[tuple[str, list[str], list[list[str]], str]]:
+    """(title, header, rows, note) per health section that has something to say."""
+    out: list[tuple[str, list[str], list[list[str]], str]] = []
+    if h.stale:
+        out.append(("Stale est_time (vs p90 of recent passing runs)",
+                    ["file", "est_time", "measured p90", "runs", "suggested"],
+                    [[f"{s.path}:{s.line or 1}", f"{s.est_time:g} s", f"{s.p90:.0f} s",
+                      str(s.runs), f"est_time={s.suggested}"] for s in h.stale], ""))
+    if h.flaky:
+        out.append(("Flaky tests", ["test", "passed", "failed", "why"],
+                    [[f.nodeid, str(f.passes), str(f.fails), f.why] for f in h.flaky], ""))
+    if h.always_skipped:
+        out.append(("Always skipped where registered to run", ["test", "runs", "reason"],
+                    [[s.nodeid, str(s.runs), s.reason or "-"] for s in h.always_skipped], ""))
+    if h.never_ran:
+        out.append(("Registered files that never ran", ["file", "why"],
+                    [[f"{n.path}:{n.line or 1}", n.why] for n in h.never_ran], ""))
+    if h.slowest:
+        note = ""
+        g = h.shard_gain
+        if g is not None:
+            if g.shards > 1:
+                note = (f"{g.shards} shards: slowest shard {fmt_seconds(g.makespan_est)} when "
+                        f"planned by est_time, {fmt_seconds(g.makespan_fresh)} with fresh "
+                        f"estimates (-{fmt_seconds(max(g.drop_s, 0.0))}, "
+                        f"{max(g.drop_pct, 0.0):.0f}%)")
+            else:
+                note = (f"1 shard: {fmt_seconds(g.makespan_fresh)} measured; fresh "
+                        "estimates change nothing on one shard")
+        # "expected" is the planner's figure, formatted as plan and rerun print it.
+        out.append(("Slowest files", ["file", "median", "expected", "est_time", "runs"],
+                    [[s.path, fmt_seconds(s.median), f"{s.expected:.0f} s ({s.source})",
+                      "-" if s.est_time is None else f"{s.est_time:g} s", str(s.runs)]
+                     for s in h.slowest], note))
+    return out
+
+
+NEXT_STEPS_HEAD = ["metric", "verdict", "owner", "bisected", "to accept as the new level"]
+WHERE_CHANGED_HEAD = ["metric", "commits", "median before -> after", "change", "change-point p",
+                      "first run after"]
+
+
+def next_steps(report: Report) -> list[list[str]]:
+    """Rows naming the owner of each failing or improved metric and, where the change
+    held, the command that accepts it (``gates.report.owners.assign`` fills them). A metric is
+    listed once (its first row: the worst verdict), however many runs a range holds."""
+    seen: set[tuple[str, str]] = set()
+    out = []
+    for v in report.verdicts:
+        if not (v.owner or v.accept_hint or v.bisect) or (v.suite, v.key) in seen:
+            continue
+        seen.add((v.suite, v.key))
+        out.append([v.key, v.verdict, v.owner or "-", v.bisect or "-", v.accept_hint or "-"])
+    return out
+
+
+def where_changed(report: Report) -> list[list[str]]:
+    """Where each non-passing metric's series changed (``Trend.change``): the commits
+    around the change point, the medians either side, and the first run after it."""
+    rows = []
+    for v in report.verdicts:
+        c = v.change
+        if c is None or v.cls == "pass":
+            continue
+        rows.append([v.key, c.commit_range, f"{c.before:.4g} -> {c.after:.4g}",
+                     "-" if c.rel is None else f"{c.rel * 100:+.1f}%",
+                     f"{c.p:.2g}" if c.p == c.p else "-", c.run_id[:12]])
+    return rows
+
+
+def _runs_and_verdicts(report: Report) -> list[str]:
+    head, rows = run_table(report)
+    parts = ["Runs", grid(rows, head), ""]
+    head, rows = verdict_table(report)
+    title = f"Verdicts ({len(rows)})"
+    if report.omitted:
+        title += f"; {report.omitted} older passing row(s) not listed (--all lists them)"
+    parts.append(title)
+    parts.append(grid(rows, head)
+                 if rows else "  no metrics recorded")
+    parts.append("")
+    nxt = next_steps(report)
+    if nxt:
+        parts += ["Owners and next steps", grid(nxt, NEXT_STEPS_HEAD), ""]
+    changed = where_changed(report)
+    if changed:
+        parts += ["Where metrics changed", grid(changed, WHERE_CHANGED_HEAD), ""]
+    return parts
+
+
+def render_text(report: Report) -> str:
+    parts = [headline(report), ""]
+    if report.scope != "health":
+        parts += _runs_and_verdicts(report)
+    for h in report.health:
+        parts.append(f"CI health: {h.suite} (last {h.runs} run(s), hardware "
+                     f"{h.fingerprint or '-'})")
+        sections = health_tables(h)
+        if not sections:
+            parts += ["  nothing to report", ""]
+        for title, head, rows, note in sections:
+            parts += [f"  {title}", grid(rows, head)]
+            if note:
+                parts.append(f"  {note}")
+            parts.append("")
+    return neutralise_commands("\n".join(one_line(p) if "\n" not in p else p
+                                          for p in parts).rstrip() + "\n")

@@ -1,0 +1,1455 @@
+"""The metric history: runs, test outcomes, metric samples and verdicts in SQLite.
+
+One file (default `history.db` at the repository root) holds every suite run.
+The schema is versioned with sqlite-utils migrations (`gates.store.schema`; set
+``gates-history`` in ``_sqlite_migrations``); a file written by a newer version,
+a corrupt file or a file that is not SQLite raises `HistoryError` and is never
+modified.
+
+Writes are short ``BEGIN IMMEDIATE`` transactions on a WAL database with a busy
+timeout, retried on "database is locked", so parallel suite processes can share
+one file. A run is written in steps: `History.start_run` inserts its provenance
+with ``status = 'incomplete'``; `History.record_tests` writes each test as it
+starts (an ``error`` row whose error begins "did not finish") and again as it
+finishes (its outcome, metrics and samples), one short transaction each;
+`History.record_run` writes what is left and flips the status to ``'complete'``
+(``'interrupted'`` when pytest was interrupted). A process killed in between leaves
+an ``incomplete`` run with every finished test; the suite runner then marks it
+``crashed`` or ``interrupted`` (`History.close_unfinished`, naming the test that
+was running and the signal). Only complete runs serve as baselines.
+
+Tables (browse them with ``sqlite-utils tables history.db --counts``):
+
+- ``runs``: one row per run id: suite, shard_index/shard_count, status
+  (incomplete: started, never finished; complete; interrupted: pytest exit 2-4 or
+  a signal to the run; crashed: pytest died, exited early or hung and was killed),
+  exit_status (pytest's), confirm_of (the run a confirm-on-trip rerun re-checks),
+  commit_sha, branch, ci_url, started_at/finished_at (UTC ISO), host, python,
+  fingerprint (hardware key that baselines match on), hardware (JSON),
+  trusted (1/0), trust_reason, trust_changed_at, num (the run's integer in this
+  file; a merged or copied run may get another).
+- ``tests``: one row per test and attempt: run_id, attempt, nodeid, path (relative
+  to the rootdir, posix), outcome (passed/failed/skipped/error/xfailed/xpassed),
+  duration (setup + call + teardown, seconds), skip_reason, error (trimmed).
+- ``metrics``: one row per (run, attempt, test, key): unit, better, n, min_value,
+  max_value, count, median, and the run's suite, fingerprint and started_at.
+- ``verdicts``: written by the gates engine, see `History.save_verdicts`.
+
+  These three are views (schema m003) over compact tables, so every read and
+  ``datasette`` sees the columns above: ``test_rows``, ``metric_rows`` and
+  ``verdict_rows`` refer to their run by ``runs.num`` (an integer the file assigns)
+  and to repeated text (keys, nodeids, paths, verdict details, save times) by
+  ``texts.id``; ``metric_rows.samples`` holds a metric's samples in recording order
+  as little-endian float64 (`gates.store.schema.pack_samples`). Writes go to the tables.
+- ``plan_files`` / ``plan_gates``: the runner's plan (what was registered and
+  planned for the run, with est_time / expected seconds; declared gates).
+- ``trust_log``: every trust change with its reason.
+- ``acceptances`` / ``run_acceptances``: re-baselines (``gates.record.accept``) and the repo
+  file entries each run carried; ``bisects``: bisections with their evidence;
+  ``notifications``: what was told to whom (dedupe), see ``gates.report.notify``.
+- ``snapshot_runs``: in a baseline snapshot (``gates.store.snapshot``) and a shard seeded
+  from one, the runs copied from the main history (dropped when the shard is done,
+  never re-checked by a merge).
+- ``import_maps``: per (suite, test file), the project files its newest recorded run
+  loaded (``files``, a JSON list of paths), with commit_sha, run_id and recorded_at
+  (``gates.record.import_map``); test selection adds them to the static import graph.
+
+Merging shard files into one history is `gates.store.merge`.
+
+The same class runs on PostgreSQL: `open_history("postgresql://...")` (`gates.store.open`;
+or ``GATES_HISTORY=postgresql://...``) returns a `gates.store.pg.PgHistory`, which
+shares every method here and replaces only the connection, transactions and
+schema guard. SQL here is written to run on both (see `gates.store.pg.translate`
+for the few rewrites).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import random
+import shutil
+import sqlite3
+import tempfile
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TypeVar
+
+from gates.store.baseline_reads import BaselineReads
+from gates.store.fleet_sql import FleetSQL
+from gates.store.metrics import Metric
+from gates.store.provenance import Provenance, untrusted_reason, utc_now
+from gates.store.report_reads import ReportReads
+from gates.store.schema import (
+    KNOWN_MIGRATIONS,
+    MIGRATIONS,
+    SCHEMA_VERSION,
+    VERDICT_COLUMNS,
+    MigrationRefused,
+    pack_samples,
+    unpack_samples,
+)
+from gates.store.sqlite_lib import Database
+
+__all__ = [
+    "BUSY_TIMEOUT_S",
+    "MIGRATIONS",
+    "OUTCOMES",
+    "SCHEMA_VERSION",
+    "VERDICT_COLUMNS",
+    "check_file",
+    "History",
+    "HistoryError",
+    "RunRecord",
+    "TestResult",
+    "open_for_reading",
+]
+
+# pytest ExitCode.INTERRUPTED, INTERNAL_ERROR and USAGE_ERROR (a bad -k expression is
+# found after the run started): the session did not run what it was asked to.
+_INTERRUPTED = (2, 3, 4)
+_VERDICT_KEYS = frozenset(VERDICT_COLUMNS)
+_DETAIL_JSON = json.JSONEncoder(sort_keys=True, default=str).encode  # json.dumps', built once
+OUTCOMES = ("passed", "failed", "skipped", "error", "xfailed", "xpassed")
+FAILING = ("failed", "error")
+# The error text of a test row written as the test starts: still there, the test never
+# finished (its process crashed, hung or was killed); see `History.record_tests`.
+UNFINISHED = "did not finish"
+STATUSES = ("incomplete", "complete", "interrupted", "crashed")
+BUSY_TIMEOUT_S = 60.0
+STALE_NOTE = ("its writer died without closing the run (closed as crashed by the next "
+              "writer on this host)")
+PENDING = ":pending"  # notifications: a claim, not yet answered 2xx
+NOTIFY_CLAIM_STALE_S = 600.0  # a claim this old was left by a killed sender
+_SQLITE_MAGIC = b"SQLite format 3\x00"
+# Where a history path comes from, as users give it: `nox -s SUITE -- --history PATH` and
+# `gate-report --history PATH`, pytest's own `--gates-history PATH`, or the environment.
+HISTORY_OPTION = "--history PATH, pytest's --gates-history PATH, or GATES_HISTORY"
+_T = TypeVar("_T")
+
+
+class HistoryError(Exception):
+    """A history file cannot be used as asked; the message names the file and the fix."""
+
+
+# ------------------------------------------------------------------- records
+
+
+@dataclass
+class TestResult:
+    """One test's outcome in a run (one attempt)."""
+
+    __test__ = False  # not a pytest test class despite the name
+
+    nodeid: str
+    path: str | None  # relative to the rootdir, posix; None for session-level errors
+    outcome: str
+    duration: float = 0.0
+    skip_reason: str | None = None
+    error: str | None = None
+
+
+@dataclass
+class RunRecord:
+    """Everything the plugin hands to `History.record_run` at the end of a session."""
+
+    provenance: Provenance
+    tests: list[TestResult] = field(default_factory=list)
+    metrics: list[tuple[str, Metric]] = field(default_factory=list)  # (nodeid, metric)
+    plan: Mapping[str, Any] | None = None
+    exit_status: int | None = None
+
+
+# ------------------------------------------------------------------ the store
+
+
+def open_for_reading(path: str | os.PathLike[str], *,
+                     busy_timeout_s: float = BUSY_TIMEOUT_S) -> History:
+    """Open a history file to read it, never writing it.
+
+    Read-only; a file of an older schema is read through a migrated temporary copy
+    (SQLite's backup of it, migrated, deleted on close), so a report, a dry run or a
+    planner reading a committed history leaves it byte for byte as it was. The file
+    itself migrates on its next write (a suite run, ``gate-report accept``).
+    Messages name the file, not the copy.
+    """
+    source = Path(path)
+    try:
+        return History(source, create=False, readonly=True, busy_timeout_s=busy_timeout_s)
+    except HistoryError as exc:
+        if "schema is older" not in str(exc):
+            raise
+    folder = Path(tempfile.mkdtemp(prefix="gates-read-"))
+    try:
+        src = _connect(source, True, busy_timeout_s)
+        try:
+            dst = sqlite3.connect(folder / source.name)
+            try:
+                src.backup(dst)
+            finally:
+                dst.close()
+        finally:
+            src.close()
+        History(folder / source.name, create=False).close()  # migrates the copy
+        copy = _ReadCopy(folder / source.name, create=False, readonly=True,
+                         busy_timeout_s=busy_timeout_s)
+    except BaseException:
+        shutil.rmtree(folder, ignore_errors=True)
+        raise
+    copy.folder, copy.path = folder, source
+    return copy
+
+
+class History(BaselineReads, ReportReads, FleetSQL):
+    """A history file. Use as a context manager or call `close()`.
+
+    `create=False` refuses a missing file; `readonly=True` opens without writing
+    (no WAL switch, no migration; an older schema is then an error).
+    `busy_timeout_s`: how long to wait on another process's lock (a planner that
+    can fall back to est_time waits seconds, not a minute).
+    """
+
+    dialect = "sqlite"
+    _db_errors: tuple[type[BaseException], ...] = (sqlite3.DatabaseError,)
+
+    def __init__(self, path: str | os.PathLike[str], *, create: bool = True,
+                 readonly: bool = False, busy_timeout_s: float = BUSY_TIMEOUT_S) -> None:
+        self.path = Path(path)
+        self.data_file = self.path  # the file read (a migrated copy's: open_for_reading)
+        self.readonly = readonly
+        self.busy_timeout_s = busy_timeout_s
+        check_file(self.path, create=create and not readonly)
+        if not self.path.exists():
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+        if not readonly and self.path.parent.exists() and \
+                not os.access(self.path.parent, os.W_OK | os.X_OK):
+            raise HistoryError(
+                f"{self.path}: its folder is read-only, and a history is written with "
+                "SQLite's write-ahead log (files beside it); copy it to a writable folder "
+                f"or give a history path there ({HISTORY_OPTION}); reports read it as it is")
+        try:
+            conn = _connect(self.path, readonly, busy_timeout_s)
+        except sqlite3.Error as exc:
+            raise HistoryError(f"{self.path}: cannot open ({exc}); check the path and "
+                               "its permissions") from exc
+        self.conn = conn
+        try:
+            conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout_s * 1000)}")
+            conn.execute("PRAGMA foreign_keys = ON")
+            # In WAL mode NORMAL loses nothing on a process crash (only the last commits
+            # on power loss) and spares an fsync per commit: the plugin commits per test.
+            # (Not for readers: an immutable open refuses the pragma as a write.)
+            if not readonly:
+                conn.execute("PRAGMA synchronous = NORMAL")
+            self.db = Database(conn, execute_plugins=False)
+            self._retry(self._prepare)
+        except sqlite3.DatabaseError as exc:
+            conn.close()
+            raise _corrupt(self.path, exc) from exc
+        except BaseException:
+            conn.close()
+            raise
+
+    # -------------------------------------------------------------- plumbing
+
+    def close(self) -> None:
+        self.conn.close()
+        lock = getattr(self, "_writer_lock", None)
+        if lock is not None:
+            self._writer_lock = None
+            os.close(lock)
+
+    def hold_writer_lock(self) -> list[str]:
+        """Mark this process a live writer of the file until `close` (or its death); first,
+        when no other writer is alive, close this host's runs still ``incomplete`` as
+        ``crashed``: their writers died without a word (SIGKILL of pytest and its runner,
+        a machine reset) and nothing else would ever close them.
+
+        Liveness is an advisory lock on ``<history>-writers``: every writer holds it
+        shared while its run is open, the kernel drops it when the process dies, and only
+        a process that gets it exclusively (no live writer) closes stale runs. Runs of
+        other hosts are left alone (their writers' locks are not visible here). Returns
+        the run ids closed. A database (PostgreSQL) has no such file: nothing is closed.
+        """
+        if self.dialect != "sqlite" or getattr(self, "_writer_lock", None) is not None:
+            return []
+        import fcntl  # noqa: PLC0415 - POSIX; only writers need it
+        import socket  # noqa: PLC0415
+
+        try:
+            fd = os.open(f"{self.path}-writers", os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError:
+            return []  # a read-only folder: this process cannot write runs anyway
+        closed: list[str] = []
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            pass  # another writer is alive: its run may be the incomplete one
+        else:
+            host = socket.gethostname()
+            stale = [r[0] for r in self.conn.execute(
+                "SELECT run_id FROM runs WHERE status = 'incomplete' AND host = ? "
+                "ORDER BY started_at LIMIT 10000", (host,))]
+            for run_id in stale:
+                if self.close_unfinished(run_id, "crashed", None, STALE_NOTE) is not None:
+                    closed.append(run_id)
+        fcntl.flock(fd, fcntl.LOCK_SH)
+        self._writer_lock = fd
+        return closed
+
+    def __enter__(self) -> History:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"<History {self.path}>"
+
+    def _prepare(self) -> None:
+        # First read: fails here on a damaged file, before anything is written; a
+        # foreign or newer file is refused before the WAL switch, so it stays untouched.
+        self.conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
+        self._check_and_migrate(migrate=False)
+        # Migrate before the WAL switch: a migration that refuses leaves the file as it was.
+        self._check_and_migrate()
+        if not self.readonly:
+            mode = self.conn.execute("PRAGMA journal_mode").fetchone()[0]
+            if mode.lower() != "wal":
+                self.db.enable_wal()
+
+    def _check_and_migrate(self, migrate: bool = True) -> None:
+        applied = {m.name for m in MIGRATIONS.applied(self.db)}
+        unknown = sorted(applied - set(KNOWN_MIGRATIONS))
+        if unknown:
+            raise HistoryError(
+                f"{self.path}: written by a newer gates (schema migrations {', '.join(unknown)}); "
+                "update this checkout (git pull, pip install -e .) or give another history "
+                f"file ({HISTORY_OPTION})"
+            )
+        if not applied:
+            tables = [t for t in self.db.table_names()
+                      if not t.startswith(("sqlite_", "_sqlite_migrations"))]
+            if tables:
+                raise HistoryError(
+                    f"{self.path}: an SQLite database but not a gates history (tables: "
+                    f"{', '.join(tables[:5])}); give another history file ({HISTORY_OPTION})"
+                )
+        if len(applied) == SCHEMA_VERSION or not migrate:
+            return
+        if self.readonly:
+            raise HistoryError(f"{self.path}: schema is older than this code's; open it "
+                               "once read-write (e.g. gate-report) to migrate it")
+        try:
+            self._write(lambda: MIGRATIONS.apply(self.db))
+        except MigrationRefused as exc:
+            raise HistoryError(f"{self.path}: cannot migrate to this code's schema: {exc}; "
+                               "the file is unchanged") from None
+
+    def _retry(self, fn: Callable[[], _T]) -> _T:
+        # busy_timeout already waits inside SQLite; this outer loop covers the cases
+        # where SQLite returns BUSY without calling the handler (lock upgrades in WAL).
+        deadline = time.monotonic() + self.busy_timeout_s
+        delay = 0.005
+        while True:
+            try:
+                return fn()
+            except sqlite3.OperationalError as exc:
+                message = str(exc).lower()
+                if "locked" not in message and "busy" not in message:
+                    raise
+                if time.monotonic() > deadline:
+                    raise HistoryError(f"{self.path}: {exc}; another process holds the "
+                                       "file for too long, retry later") from exc
+                time.sleep(delay * (1 + random.random()))
+                delay = min(delay * 2, 0.5)
+
+    def _write(self, fn: Callable[[], _T]) -> _T:
+        """Run `fn` in one BEGIN IMMEDIATE transaction, retried while the file is locked."""
+        if self.readonly:
+            raise HistoryError(f"{self.path}: opened read-only; open it without readonly "
+                               "to write")
+
+        def attempt() -> _T:
+            self.conn.execute("BEGIN IMMEDIATE")
+            try:
+                result = fn()
+                self.conn.execute("COMMIT")
+            except BaseException:
+                if self.conn.in_transaction:
+                    self.conn.execute("ROLLBACK")
+                raise
+            return result
+
+        try:
+            return self._retry(attempt)
+        except sqlite3.DatabaseError as exc:
+            raise _corrupt(self.path, exc) from exc
+
+    def in_transaction(self, fn: Callable[[], _T]) -> _T:
+        """Run `fn` (which calls this store's writes) in one transaction, retried as a whole
+        while the file is locked: `fn` must be safe to run again."""
+        return self._write(fn)
+
+    def _fail(self, exc: BaseException) -> HistoryError:
+        """The `HistoryError` (naming the file and the fix) for a database error."""
+        return _corrupt(self.path, exc)
+
+    def _rows(self, sql: str, params: Sequence[Any] | Mapping[str, Any] = ()) -> list[dict]:
+        try:
+            cursor = self.conn.execute(sql, params)
+        except self._db_errors as exc:
+            raise self._fail(exc) from exc
+        names = [d[0] for d in cursor.description]
+        return [dict(zip(names, row, strict=True)) for row in cursor.fetchall()]
+
+    @property
+    def schema_version(self) -> int:
+        """Number of schema migrations applied to this file."""
+        return len(MIGRATIONS.applied(self.db))
+
+    def check(self) -> None:
+        """Run SQLite's integrity check; raise `HistoryError` if the file is damaged."""
+        result = [r[0] for r in self.conn.execute("PRAGMA quick_check").fetchall()]
+        if result != ["ok"]:
+            raise HistoryError(f"{self.path}: integrity check failed ({result[0]}); restore "
+                               "it from a backup or CI artifact")
+
+    # ----------------------------------------------------------------- writes
+
+    def start_run(self, provenance: Provenance) -> int:
+        """Insert the run's provenance as ``incomplete`` (kept if the run id exists).
+
+        Returns the attempt number this session writes its tests under (1, or one
+        more than the run's last attempt when a rerun reuses the id).
+        """
+        row = _run_row(provenance, status="incomplete", exit_status=None)
+
+        def insert() -> int:
+            existing = self._run_suite(provenance.run_id)
+            if existing is None:
+                _insert(self.conn, "runs", [row])
+            elif existing != provenance.suite:
+                raise HistoryError(f"{self.path}: run id {provenance.run_id} already belongs "
+                                   f"to suite {existing!r}; pass a fresh --gates-run-id")
+            return self._next_attempt(provenance.run_id)
+
+        return self._write(insert)
+
+    def _next_attempt(self, run_id: str) -> int:
+        prior = self.conn.execute(
+            "SELECT max(attempt) FROM (SELECT attempt FROM tests WHERE run_id = ? "
+            "UNION ALL SELECT attempt FROM metrics WHERE run_id = ?) AS a",
+            (run_id, run_id)).fetchone()[0]
+        return (prior or 0) + 1
+
+    def record_tests(self, run_id: str, attempt: int, tests: Sequence[TestResult],
+                     metrics: Sequence[tuple[str, Metric]] = ()) -> None:
+        """Write (or replace) some tests' rows and metrics of a started run, in one
+        short transaction; the run's status is left alone.
+
+        The plugin calls this as each test starts (an ``error`` row saying it did not
+        finish) and finishes (its outcome and metrics), so a crash loses nothing that
+        finished and the row of the test that was running names it.
+        """
+        _check_outcomes(self.path, tests)
+
+        def write() -> None:
+            run = self._rows("SELECT suite, fingerprint, started_at FROM runs "
+                             "WHERE run_id = ?", (run_id,))
+            if not run:
+                raise HistoryError(f"{self.path}: no run {run_id}; start the run first")
+            _put_tests(self.conn, run_id, attempt, run[0], tests, metrics)
+
+        self._write(write)
+
+    def close_unfinished(self, run_id: str, status: str, exit_status: int | None,
+                         note: str) -> dict[str, Any] | None:
+        """Mark a run that its process never finished (`status` crashed or interrupted).
+
+        Only a run still ``incomplete`` changes; `note` is appended to the error of
+        each test that did not finish. Returns {"unfinished": [nodeid, ...],
+        "finished": n, "metrics": n} of the run, or None when the run had finished
+        (or does not exist) and nothing changed.
+        """
+        if status not in ("crashed", "interrupted"):
+            raise HistoryError(f"close_unfinished: status {status!r}; use crashed or interrupted")
+
+        def write() -> dict[str, Any] | None:
+            row = self.conn.execute("SELECT status FROM runs WHERE run_id = ?",
+                                    (run_id,)).fetchone()
+            if row is None or row[0] != "incomplete":
+                return None
+            self.conn.execute("UPDATE runs SET status = ?, exit_status = ?, finished_at = ? "
+                              "WHERE run_id = ?", (status, exit_status, utc_now(), run_id))
+            unfinished = [r[0] for r in self.conn.execute(
+                "SELECT nodeid FROM tests WHERE run_id = ? AND error LIKE ? ORDER BY id",
+                (run_id, UNFINISHED + "%"))]
+            self.conn.execute("UPDATE test_rows SET error = error || ? WHERE run_num = "
+                              "(SELECT num FROM runs WHERE run_id = ?) AND error LIKE ?",
+                              ("; " + note, run_id, UNFINISHED + "%"))
+            finished = self.conn.execute("SELECT count(*) FROM tests WHERE run_id = ?",
+                                         (run_id,)).fetchone()[0] - len(unfinished)
+            n_metrics = self.conn.execute("SELECT count(*) FROM metrics WHERE run_id = ?",
+                                          (run_id,)).fetchone()[0]
+            return {"unfinished": unfinished, "finished": finished, "metrics": n_metrics}
+
+        return self._write(write)
+
+    def record_run(self, record: RunRecord, attempt: int | None = None) -> int:
+        """Write a run's tests, metrics, samples and plan in one transaction; mark it complete.
+
+        A pytest exit status of 2 (interrupted: Ctrl-C, collection errors), 3
+        (internal error) or 4 (usage error) marks it ``interrupted`` instead: kept,
+        never a baseline.
+
+        A run id that already has results (a rerun of tripped tests under the same
+        id) gets the next attempt number, unless `attempt` names the one this
+        session has been writing test by test (`record_tests`); rows of the same
+        test are then replaced. Returns the attempt number written.
+        """
+        prov = record.provenance
+        _check_outcomes(self.path, record.tests)
+
+        def write() -> int:
+            existing = self._run_suite(prov.run_id)
+            if existing is not None and existing != prov.suite:
+                raise HistoryError(f"{self.path}: run id {prov.run_id} already belongs to "
+                                   f"suite {existing!r}; pass a fresh --gates-run-id")
+            finished = prov.finished_at or utc_now()
+            status = "interrupted" if record.exit_status in _INTERRUPTED else "complete"
+            if existing is None:
+                row = _run_row(prov, status=status, exit_status=record.exit_status)
+                row["finished_at"] = finished
+                _insert(self.conn, "runs", [row])
+                run = row
+            else:
+                self.conn.execute(
+                    "UPDATE runs SET status = ?, finished_at = ?, exit_status = ? "
+                    "WHERE run_id = ?", (status, finished, record.exit_status, prov.run_id))
+                run = self._rows("SELECT * FROM runs WHERE run_id = ?", (prov.run_id,))[0]
+            this = attempt if attempt is not None else self._next_attempt(prov.run_id)
+            _put_tests(self.conn, prov.run_id, this, run, record.tests, record.metrics)
+            if record.plan is not None:
+                files, gates = _plan_rows(prov.run_id, record.plan)
+                _insert(self.conn, "plan_files", files, verb="INSERT OR IGNORE")
+                if not self.conn.execute("SELECT 1 FROM plan_gates WHERE run_id = ? LIMIT 1",
+                                         (prov.run_id,)).fetchone():
+                    _insert(self.conn, "plan_gates", gates)
+            return this
+
+        return self._write(write)
+
+    def set_trust(self, run_ids: Iterable[str] | None = None, commit: str | None = None,
+                  trusted: bool = False, *, reason: str) -> list[str]:
+        """Mark runs untrusted (or trusted again) by run id and/or commit, with a reason.
+
+        `commit` matches a full sha or a prefix of at least 7 characters. Untrusted
+        runs stay in history but `metric_series(trusted_only=True)` and
+        `file_durations` skip them. Returns the run ids changed; raises
+        `HistoryError` when nothing matches.
+        """
+        ids = [run_ids] if isinstance(run_ids, str) else list(run_ids or [])
+        if not ids and not commit:
+            raise HistoryError("set_trust needs run ids or a commit; pass run_ids=[...] or "
+                               "commit='abc1234'")
+        if not reason or not reason.strip():
+            raise HistoryError("set_trust needs a reason; say why the runs are (un)trusted")
+        if commit is not None and len(commit) < 7:
+            raise HistoryError(f"commit {commit!r} is too short; give at least 7 characters")
+        now = utc_now()
+
+        def update() -> list[str]:
+            clauses, params = [], []
+            if ids:
+                clauses.append(f"run_id IN ({','.join('?' * len(ids))})")
+                params += ids
+            if commit:
+                clauses.append("commit_sha LIKE ? ESCAPE '\\'")
+                params.append(commit.replace("\\", "\\\\").replace("%", "\\%")
+                              .replace("_", "\\_") + "%")
+            matched = [r[0] for r in self.conn.execute(
+                f"SELECT run_id FROM runs WHERE {' OR '.join(clauses)} ORDER BY started_at",
+                params)]
+            missing = sorted(set(ids) - set(matched))
+            if missing or not matched:
+                what = f"run id(s) {', '.join(missing)}" if missing else f"commit {commit}"
+                raise HistoryError(f"{self.path}: no run matches {what}; list runs with "
+                                   "sqlite-utils rows history.db runs")
+            self.conn.executemany(
+                "UPDATE runs SET trusted = ?, trust_reason = ?, trust_changed_at = ? "
+                "WHERE run_id = ?", [(int(trusted), reason, now, r) for r in matched])
+            self.conn.executemany(
+                "INSERT INTO trust_log (run_id, trusted, reason, at) VALUES (?, ?, ?, ?)",
+                [(r, int(trusted), reason, now) for r in matched])
+            return matched
+
+        return self._write(update)
+
+    def save_verdicts(self, run_id: str, rows: Iterable[Mapping[str, Any]]) -> int:
+        """Store the gate's verdicts for a run, replacing earlier ones of the same attempt.
+
+        Each row is a mapping with these keys (missing ones are NULL):
+
+        - ``key`` (required): metric key; ``nodeid``: test that recorded it.
+        - ``verdict`` (required): e.g. pass, regression, improvement,
+          insufficient-history, threshold-fail (the gates engine owns the vocabulary).
+        - ``baseline`` / ``new``: the compared central values (e.g. medians), in the
+          metric's unit.
+        - ``rel_change``: (new - baseline) / |baseline|, signed, not direction-adjusted.
+        - ``ci_low`` / ``ci_high``: confidence interval of rel_change.
+        - ``statistic`` / ``p_value``: the test statistic and its p-value;
+          ``q_value``: the FDR-adjusted p-value across the run's metrics.
+        - ``floor``: the practical-effect floor (relative) the change had to exceed.
+        - ``mode``: enforce | warn | off.
+        - ``detail``: any JSON-able extra (method name, window size ...); other
+          unknown keys are folded into it.
+        - ``attempt``: 1 for the first gate, 2 after a confirm-on-trip rerun.
+        - ``stage``: the confirm protocol's stage (``gates.model.decisions.Stage``).
+        - ``ci_conf``: the two-sided confidence of ``ci_low``/``ci_high`` (a column, not
+          detail: a float there made every detail text unique).
+        """
+        prepared = []
+        now = utc_now()  # one save, one time (interned once in `texts`)
+        for row in rows:
+            detail = row.get("detail")
+            extra = {k: v for k, v in row.items() if k not in _VERDICT_KEYS}
+            if extra:
+                base = detail if isinstance(detail, Mapping) else (
+                    {} if detail is None else {"detail": detail})
+                detail = {**base, **extra}
+            if not row.get("key") or not row.get("verdict"):
+                raise HistoryError(f"verdict row without key or verdict: {dict(row)!r}")
+            out = {c: row.get(c) for c in VERDICT_COLUMNS}
+            out["detail"] = None if detail is None else _DETAIL_JSON(detail)
+            out["attempt"] = int(row.get("attempt") or 1)
+            out["run_id"] = run_id
+            out["created_at"] = now
+            prepared.append(out)
+
+        def write() -> int:
+            if self._run_suite(run_id) is None:
+                raise HistoryError(f"{self.path}: no run {run_id}; record the run before "
+                                   "saving its verdicts")
+            for attempt in sorted({r["attempt"] for r in prepared}):
+                self.conn.execute("DELETE FROM verdict_rows WHERE run_num = (SELECT num FROM "
+                                  "runs WHERE run_id = ?) AND attempt = ?", (run_id, attempt))
+            _insert_verdicts(self.conn, prepared)
+            return len(prepared)
+
+        return self._write(write)
+
+    # ------------------------------------------------------------------ reads
+
+    def _run_suite(self, run_id: str) -> str | None:
+        row = self.conn.execute("SELECT suite FROM runs WHERE run_id = ?", (run_id,)).fetchone()
+        return None if row is None else row[0]
+
+    def run(self, run_id: str) -> dict[str, Any] | None:
+        """The `runs` row of `run_id` with `hardware` decoded, or None."""
+        rows = self._rows("SELECT * FROM runs WHERE run_id = ?", (run_id,))
+        return _decode_run(rows[0]) if rows else None
+
+    def runs(self, suite: str | None = None, *, limit: int = 100,
+             status: str | None = None) -> list[dict[str, Any]]:
+        """Runs newest first, optionally of one suite and/or status."""
+        clauses, params = [], []
+        if suite is not None:
+            clauses.append("suite = ?")
+            params.append(suite)
+        if status is not None:
+            clauses.append("status = ?")
+            params.append(status)
+        where = f"WHERE {' AND '.join(clauses)}" if clauses else ""
+        rows = self._rows(f"SELECT * FROM runs {where} ORDER BY started_at DESC, run_id "
+                          "LIMIT ?", [*params, limit])
+        return [_decode_run(r) for r in rows]
+
+    def unit_of(self, suite: str, key: str) -> tuple[str, str] | None:
+        """(unit, run_id) of the newest recorded value of `key` on `suite`, or None."""
+        row = self.conn.execute(
+            "SELECT m.unit, r.run_id FROM texts k JOIN metric_rows m ON m.key_id = k.id "
+            "JOIN runs r ON r.num = m.run_num WHERE k.text = ? AND r.suite = ? "
+            "ORDER BY r.started_at DESC LIMIT 1", (key, suite)).fetchone()
+        return None if row is None else (row[0], row[1])
+
+    def units_of(self, suite: str, keys: Iterable[str]) -> dict[str, tuple[str, str]]:
+        """{key: (unit, run id)} of the ``keys`` recorded on ``suite``: the unit of the
+        key's last written row (one key has one unit per suite), one index seek per key
+        (a merge checks every key of every new run; its cost must not grow with the
+        history)."""
+        out: dict[str, tuple[str, str]] = {}
+        wanted = sorted(set(keys))
+        ids: dict[str, int] = {}
+        for c in range(0, len(wanted), 500):
+            part = wanted[c:c + 500]
+            ids.update(self.conn.execute(f"SELECT text, id FROM texts WHERE text IN "
+                                         f"({','.join('?' * len(part))})", part))
+        for key, key_id in ids.items():
+            row = self.conn.execute(
+                "SELECT m.unit, r.run_id FROM metric_rows m JOIN runs r ON r.num = m.run_num "
+                "WHERE m.key_id = ? AND r.suite = ? ORDER BY m.run_num DESC LIMIT 1",
+                (key_id, suite)).fetchone()
+            if row is not None:
+                out[key] = (row[0], row[1])
+        return out
+
+    def tests(self, run_id: str) -> list[dict[str, Any]]:
+        """The run's test rows, by attempt then nodeid."""
+        return self._rows("SELECT * FROM tests WHERE run_id = ? ORDER BY attempt, nodeid",
+                          (run_id,))
+
+    def outcome_counts(self, run_id: str, attempt: int | None = None) -> dict[str, int]:
+        """{outcome: count} of a run (all attempts unless one is given)."""
+        sql = "SELECT outcome, count(*) FROM tests WHERE run_id = ?"
+        params: list[Any] = [run_id]
+        if attempt is not None:
+            sql += " AND attempt = ?"
+            params.append(attempt)
+        return dict(self.conn.execute(sql + " GROUP BY outcome", params).fetchall())
+
+    def metrics(self, run_id: str) -> list[dict[str, Any]]:
+        """The run's metric rows, each with its ``samples`` list, by attempt, nodeid, key."""
+        rows = self._rows("SELECT * FROM metrics WHERE run_id = ? "
+                          "ORDER BY attempt, nodeid, key", (run_id,))
+        return self._with_samples(rows)
+
+    def _with_samples(self, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        ids = [r["id"] for r in rows]
+        samples: dict[int, list[Any]] = {i: [] for i in ids}
+        for chunk in range(0, len(ids), 500):
+            part = ids[chunk:chunk + 500]
+            for metric_id, blob in self.conn.execute(
+                    f"SELECT id, samples FROM metric_rows WHERE id IN "
+                    f"({','.join('?' * len(part))})", part):
+                samples[metric_id] = unpack_samples(blob)
+        for row in rows:
+            row["samples"] = samples[row["id"]]
+        return rows
+
+    def metric_series(self, suite: str, key: str, fingerprint: str | None, limit: int = 50,
+                      trusted_only: bool = True,
+                      exclude_run_id: str | None = None) -> list[dict[str, Any]]:
+        """The last `limit` values of one metric on one suite and hardware, NEWEST FIRST.
+
+        Only complete runs; with `trusted_only`, only trusted ones (baselines).
+        `fingerprint=None` matches any hardware; `exclude_run_id` leaves out the
+        run being judged. Each row: id (metric row id), run_id, attempt, commit,
+        branch, started_at, nodeid, unit, better, n, min_value, max_value, count,
+        median, trusted, fingerprint, confirm_of (run id this run re-checked, when
+        it is a confirm-on-trip rerun), samples (list of floats in recording order).
+        """
+        clauses = ["m.suite = ?", "m.key = ?", "r.status = 'complete'"]
+        params: list[Any] = [suite, key]
+        if fingerprint is not None:
+            clauses.append("m.fingerprint = ?")
+            params.append(fingerprint)
+        if trusted_only:
+            clauses.append("r.trusted = 1")
+        if exclude_run_id is not None:
+            clauses.append("m.run_id != ?")
+            params.append(exclude_run_id)
+        rows = self._rows(
+            "SELECT m.id, m.run_id, m.attempt, r.commit_sha AS \"commit\", r.branch, "
+            "m.started_at, m.nodeid, m.unit, m.better, m.n, m.min_value, m.max_value, "
+            "m.count, m.median, r.trusted, m.fingerprint, r.confirm_of "
+            "FROM metrics m JOIN runs r ON r.run_id = m.run_id "
+            f"WHERE {' AND '.join(clauses)} ORDER BY m.started_at DESC, m.id DESC LIMIT ?",
+            [*params, limit])
+        return self._with_samples(rows)
+
+    def file_durations(self, suite: str, fingerprint: str,
+                       limit: int = 15) -> dict[str, list[float]]:
+        """{path: [seconds, ...] newest first} of each file's total test time.
+
+        Over complete, trusted runs of `suite` on `fingerprint`, first attempts only,
+        counting a run for a file only when none of that file's tests failed or
+        errored (a crash cut short is not a duration). At most `limit` per file.
+        """
+        rows = self.conn.execute(
+            """
+            WITH per AS (
+                SELECT t.path, max(r.started_at) AS started_at, t.run_id,
+                       sum(t.duration) AS seconds,
+                       sum(CASE WHEN t.outcome IN ('failed', 'error') THEN 1 ELSE 0 END) AS bad
+                FROM runs r JOIN tests t ON t.run_id = r.run_id AND t.attempt = 1
+                WHERE r.suite = ? AND r.fingerprint = ? AND r.status = 'complete'
+                      AND r.trusted = 1 AND t.path IS NOT NULL
+                GROUP BY t.run_id, t.path
+            ), ranked AS (
+                SELECT path, seconds, row_number() OVER (
+                    PARTITION BY path ORDER BY started_at DESC, run_id) AS rn
+                FROM per WHERE bad = 0
+            )
+            SELECT path, seconds FROM ranked WHERE rn <= ? ORDER BY path, rn
+            """, (suite, fingerprint, limit)).fetchall()
+        out: dict[str, list[float]] = {}
+        for path, seconds in rows:
+            out.setdefault(path, []).append(seconds)
+        return out
+
+    def plan_files(self, run_id: str) -> list[dict[str, Any]]:
+        """The files the runner planned for the run (labels decoded), by path."""
+        rows = self._rows("SELECT * FROM plan_files WHERE run_id = ? ORDER BY path", (run_id,))
+        for row in rows:
+            row["labels"] = json.loads(row["labels"]) if row["labels"] else []
+        return rows
+
+    def plan_gates(self, run_id: str) -> list[dict[str, Any]]:
+        """The gates declared in the run's plan (options decoded), in plan order."""
+        rows = self._rows("SELECT * FROM plan_gates WHERE run_id = ? ORDER BY id", (run_id,))
+        for row in rows:
+            row["options"] = json.loads(row["options"]) if row["options"] else {}
+        return rows
+
+    def verdicts(self, run_id: str, attempt: int | None = None) -> list[dict[str, Any]]:
+        """Saved verdict rows of a run (``detail`` decoded), by attempt then insertion."""
+        sql = "SELECT * FROM verdicts WHERE run_id = ?"
+        params: list[Any] = [run_id]
+        if attempt is not None:
+            sql += " AND attempt = ?"
+            params.append(attempt)
+        rows = self._rows(sql + " ORDER BY attempt, id", params)
+        for row in rows:
+            row["detail"] = json.loads(row["detail"]) if row["detail"] else None
+        return rows
+
+    def trust_log(self, run_id: str | None = None) -> list[dict[str, Any]]:
+        """Trust changes, oldest first (of one run, or all)."""
+        if run_id is None:
+            return self._rows("SELECT * FROM trust_log ORDER BY id")
+        return self._rows("SELECT * FROM trust_log WHERE run_id = ? ORDER BY id", (run_id,))
+
+    # ------------------------------------------------------- after the verdict
+
+    def add_acceptance(self, pattern: str, *, reason: str, who: str | None = None,
+                       from_commit: str | None = None, suite: str | None = None,
+                       test: str | None = None, source: str = "command",
+                       entry_id: str | None = None) -> dict[str, Any]:
+        """Log an acceptance (re-baseline) of the keys matching ``pattern``; returns its row.
+
+        ``from_commit`` (a sha or a prefix of >= 7 characters): the runs of that
+        commit and every later run are the new baseline. ``entry_id``: a repo
+        file's entry, in force in the runs that carry it (`carry_acceptances`); an
+        entry already logged is returned unchanged (idempotent).
+        """
+        if not reason or not reason.strip():
+            raise HistoryError("an acceptance needs a reason; say why the new level is right")
+        if from_commit is None and entry_id is None:
+            raise HistoryError("an acceptance needs from_commit (--from COMMIT) or a repo "
+                               "file entry")
+        if from_commit is not None and len(from_commit) < 7:
+            raise HistoryError(f"commit {from_commit!r} is too short; give at least 7 "
+                               "characters")
+        row = {"pattern": pattern, "suite": suite, "test": test, "from_commit": from_commit,
+               "entry_id": entry_id, "source": source, "who": who, "reason": reason,
+               "at": utc_now()}
+
+        def write() -> dict[str, Any]:
+            if entry_id is not None:
+                found = self._rows("SELECT * FROM acceptances WHERE entry_id = ?", (entry_id,))
+                if found:
+                    return found[0]
+            new_id = self.conn.execute(
+                f"INSERT INTO acceptances ({', '.join(row)}) VALUES ({', '.join('?' * len(row))}) "
+                "RETURNING id", list(row.values())).fetchone()[0]
+            return {"id": new_id, **row}
+
+        return self._write(write)
+
+    def acceptances(self, suite: str | None = None) -> list[dict[str, Any]]:
+        """Acceptances oldest first: all, or those that may apply to ``suite``."""
+        if suite is None:
+            return self._rows("SELECT * FROM acceptances ORDER BY id")
+        return self._rows("SELECT * FROM acceptances WHERE suite IS NULL OR suite = ? "
+                          "ORDER BY id", (suite,))
+
+    def carry_acceptances(self, run_id: str, entries: Iterable[Mapping[str, Any]]) -> list[int]:
+        """Log the repo file entries a run's checkout carried (new ones as acceptances)
+        and link them to the run; returns their acceptance ids. Each entry is a mapping
+        of `add_acceptance`'s arguments with ``entry_id`` and ``pattern`` set."""
+        ids = [self.add_acceptance(**dict(e))["id"] for e in entries]
+
+        def write() -> list[int]:
+            self.conn.executemany(
+                "INSERT OR IGNORE INTO run_acceptances (run_id, acceptance_id) VALUES (?, ?)",
+                [(run_id, i) for i in ids])
+            return ids
+
+        return self._write(write) if ids else []
+
+    def acceptance_runs(self, acceptance_id: int) -> dict[str, str]:
+        """{run id: started_at} of the runs that carried the repo file entry."""
+        return dict(self.conn.execute(
+            "SELECT a.run_id, r.started_at FROM run_acceptances a JOIN runs r "
+            "ON r.run_id = a.run_id WHERE a.acceptance_id = ?", (acceptance_id,)).fetchall())
+
+    def commit_start(self, commit: str) -> str | None:
+        """The earliest start time of a run of ``commit`` (sha or prefix), or None."""
+        return self.conn.execute(
+            "SELECT min(started_at) FROM runs WHERE commit_sha LIKE ? ESCAPE '\\'",
+            (_like_prefix(commit),)).fetchone()[0]
+
+    def suite_runs_before(self, suite: str, fingerprint: str | None,
+                          started_at: str) -> set[str]:
+        """Run ids of ``suite`` (on ``fingerprint`` unless None) started before ``started_at``."""
+        sql = "SELECT run_id FROM runs WHERE suite = ? AND started_at < ?"
+        params: list[Any] = [suite, started_at]
+        if fingerprint is not None:
+            sql += " AND fingerprint = ?"
+            params.append(fingerprint)
+        return {r[0] for r in self.conn.execute(sql, params)}
+
+    def suite_run_ids(self, suite: str, fingerprint: str | None) -> set[str]:
+        """Every run id of ``suite`` (on ``fingerprint`` unless None)."""
+        sql = "SELECT run_id FROM runs WHERE suite = ?"
+        params: list[Any] = [suite]
+        if fingerprint is not None:
+            sql += " AND fingerprint = ?"
+            params.append(fingerprint)
+        return {r[0] for r in self.conn.execute(sql, params)}
+
+    def metric_keys(self, suite: str | None = None) -> list[str]:
+        """Every metric key recorded (in ``suite``), sorted."""
+        if suite is None:
+            rows = self.conn.execute("SELECT DISTINCT key FROM metrics ORDER BY key")
+        else:
+            rows = self.conn.execute("SELECT DISTINCT key FROM metrics WHERE suite = ? "
+                                     "ORDER BY key", (suite,))
+        return [r[0] for r in rows]
+
+    def key_tests(self, key: str, suite: str | None = None) -> list[dict[str, Any]]:
+        """The tests that recorded ``key`` (nodeid, path, suite, better, runs), most runs
+        first."""
+        sql = ("SELECT m.nodeid, max(t.path) AS path, m.suite, max(m.better) AS better, "
+               "count(DISTINCT m.run_id) AS runs "
+               "FROM metrics m LEFT JOIN tests t ON t.run_id = m.run_id "
+               "AND t.attempt = m.attempt AND t.nodeid = m.nodeid WHERE m.key = ?")
+        params: list[Any] = [key]
+        if suite is not None:
+            sql += " AND m.suite = ?"
+            params.append(suite)
+        return self._rows(sql + " GROUP BY m.nodeid, m.suite ORDER BY runs DESC, m.nodeid",
+                          params)
+
+    def key_verdicts(self, suite: str, key: str, fingerprint: str | None, *,
+                     until: str | None = None, limit: int = 200) -> list[dict[str, Any]]:
+        """Verdict rows of ``key`` in complete runs of ``suite`` (confirm reruns too),
+        newest run first: run_id, confirm_of, commit, started_at, verdict, id."""
+        sql = ("SELECT r.run_id, r.confirm_of, r.commit_sha AS \"commit\", r.started_at, "
+               "v.verdict, v.id FROM verdicts v JOIN runs r ON r.run_id = v.run_id "
+               "WHERE r.suite = ? AND v.key = ? AND r.status = 'complete'")
+        params: list[Any] = [suite, key]
+        if fingerprint is not None:
+            sql += " AND r.fingerprint = ?"
+            params.append(fingerprint)
+        if until is not None:
+            sql += " AND r.started_at <= ?"
+            params.append(until)
+        return self._rows(sql + " ORDER BY r.started_at DESC, v.id DESC LIMIT ?",
+                          [*params, limit])
+
+    def runs_by_ref(self, ref: str, *, suite: str | None = None, limit: int = 40,
+                    trusted_only: bool = False) -> tuple[str, list[dict[str, Any]]]:
+        """(what ``ref`` named, its complete top-level runs newest first): a run id (or a
+        prefix of >= 6 characters), else a commit (prefix >= 7), a branch, a fingerprint.
+        Confirm reruns are left out (one value per CI run); ``suite`` narrows;
+        ``trusted_only`` keeps trusted runs (a baseline)."""
+        base = "status = 'complete' AND confirm_of IS NULL"
+        if trusted_only:
+            base += " AND trusted = 1"
+        params: list[Any] = []
+        if suite is not None:
+            base += " AND suite = ?"
+            params.append(suite)
+        tries: list[tuple[str, str, list[Any]]] = [("run", "run_id = ?", [ref])]
+        if len(ref) >= 6:
+            tries.append(("run", "run_id LIKE ? ESCAPE '\\'", [_like_prefix(ref)]))
+        if len(ref) >= 7:
+            tries.append(("commit", "commit_sha LIKE ? ESCAPE '\\'", [_like_prefix(ref)]))
+        tries += [("branch", "branch = ?", [ref]), ("fingerprint", "fingerprint = ?", [ref])]
+        for kind, clause, extra in tries:
+            rows = self._rows(f"SELECT * FROM runs WHERE {base} AND {clause} "
+                              "ORDER BY started_at DESC, run_id LIMIT ?",
+                              [*params, *extra, limit])
+            if rows:
+                if kind == "run" and len({r["run_id"] for r in rows}) > 1:
+                    raise HistoryError(f"{ref!r} matches {len(rows)} run ids; give more "
+                                       "characters")
+                return kind, [_decode_run(r) for r in rows]
+        return "", []
+
+    def save_bisect(self, row: Mapping[str, Any]) -> int:
+        """Store a bisection's outcome and evidence (``evidence`` JSON-encoded); its id."""
+        out = {c: row.get(c) for c in ("suite", "key", "good", "bad", "outcome", "culprit",
+                                        "executions")}
+        out["evidence"] = json.dumps(row.get("evidence") or {}, sort_keys=True, default=str)
+        out["at"] = utc_now()
+
+        def write() -> int:
+            return int(self.conn.execute(
+                f"INSERT INTO bisects ({', '.join(out)}) VALUES ({', '.join('?' * len(out))}) "
+                "RETURNING id", list(out.values())).fetchone()[0])
+
+        return self._write(write)
+
+    def bisects(self, key: str | None = None) -> list[dict[str, Any]]:
+        """Stored bisections, newest first (of one key, or all), evidence decoded."""
+        sql, params = "SELECT * FROM bisects", []
+        if key is not None:
+            sql += " WHERE key = ?"
+            params.append(key)
+        rows = self._rows(sql + " ORDER BY id DESC", params)
+        for r in rows:
+            r["evidence"] = json.loads(r["evidence"]) if r["evidence"] else {}
+        return rows
+
+    def claim_notification(self, channel: str, dedupe: str, run_id: str | None = None,
+                           *, stale_s: float | None = None) -> bool:
+        """Claim telling ``channel`` about ``dedupe`` (a regressing change); False when it
+        was told already, or another process claimed it less than ``stale_s`` ago.
+
+        A claim is a row under ``CHANNEL:pending``; only `mark_notified` (after a 2xx)
+        writes the ``CHANNEL`` row that means sent. A sender killed mid-POST leaves its
+        claim, which goes stale and is taken over: at least once, never silently lost."""
+        pending = channel + PENDING
+        stale_s = NOTIFY_CLAIM_STALE_S if stale_s is None else stale_s
+        cutoff = (dt.datetime.now(dt.UTC) - dt.timedelta(seconds=stale_s)).isoformat(
+            timespec="microseconds")
+
+        def write() -> bool:
+            if self.conn.execute("SELECT 1 FROM notifications WHERE channel = ? AND dedupe = ?",
+                                 (channel, dedupe)).fetchone():
+                return False
+            row = self.conn.execute("SELECT at FROM notifications WHERE channel = ? AND "
+                                    "dedupe = ?", (pending, dedupe)).fetchone()
+            if row is not None:
+                if str(row[0]) > cutoff:
+                    return False  # another sender is at it now
+                self.conn.execute("DELETE FROM notifications WHERE channel = ? AND dedupe = ?",
+                                  (pending, dedupe))
+            self.conn.execute("INSERT INTO notifications (channel, dedupe, run_id, at) "
+                              "VALUES (?, ?, ?, ?)", (pending, dedupe, run_id, utc_now()))
+            return True
+
+        return self._write(write)
+
+    def mark_notified(self, channel: str, dedupe: str, run_id: str | None = None) -> None:
+        """The delivery of a claimed notification was answered 2xx: remember it as sent."""
+
+        def write() -> None:
+            self.conn.execute("DELETE FROM notifications WHERE channel = ? AND dedupe = ?",
+                              (channel + PENDING, dedupe))
+            self.conn.execute("INSERT OR IGNORE INTO notifications (channel, dedupe, run_id, "
+                              "at) VALUES (?, ?, ?, ?)", (channel, dedupe, run_id, utc_now()))
+
+        self._write(write)
+
+    def release_notification(self, channel: str, dedupe: str) -> None:
+        """Forget a claim whose delivery failed, so the next run tries again."""
+        self._write(lambda: self.conn.execute(
+            "DELETE FROM notifications WHERE channel = ? AND dedupe = ?",
+            (channel + PENDING, dedupe)))
+
+    def notifications(self, channel: str) -> list[dict[str, Any]]:
+        """The notifications of ``channel`` marked sent, oldest first."""
+        return self._rows("SELECT channel, dedupe, run_id, at FROM notifications WHERE "
+                          "channel = ? ORDER BY id", [channel])
+
+    # ------------------------------------------------------------ import maps
+
+    def record_import_maps(self, suite: str, run_id: str | None, commit: str | None,
+                           maps: Mapping[str, Iterable[str]], at: str | None = None) -> int:
+        """Keep, per (suite, test file), the project files this run loaded; a map
+        recorded earlier than the stored one does not replace it. Rows written."""
+        when = at or utc_now()
+        rows = [(suite, path, commit, run_id, when, json.dumps(sorted(set(files))))
+                for path, files in sorted(maps.items())]
+        if not rows:
+            return 0
+        self._write(lambda: self.conn.executemany(
+            "INSERT INTO import_maps (suite, path, commit_sha, run_id, recorded_at, files) "
+            "VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (suite, path) DO UPDATE SET "
+            "commit_sha = excluded.commit_sha, run_id = excluded.run_id, "
+            "recorded_at = excluded.recorded_at, files = excluded.files "
+            "WHERE excluded.recorded_at >= import_maps.recorded_at", rows))
+        return len(rows)
+
+    def import_maps(self, suite: str | None = None) -> list[dict[str, Any]]:
+        """Stored import maps (``files`` decoded), of one suite or all."""
+        sql, params = "SELECT suite, path, commit_sha, run_id, recorded_at, files FROM import_maps", []
+        if suite is not None:
+            sql += " WHERE suite = ?"
+            params.append(suite)
+        rows = self._rows(sql + " ORDER BY suite, path", params)
+        for r in rows:
+            try:
+                files = json.loads(r["files"])
+            except (TypeError, ValueError):
+                files = None
+            r["files"] = [f for f in files if isinstance(f, str)] if isinstance(files, list) else None
+        return rows
+
+    # ---------------------------------------------------------------- bundles
+
+    def export_run(self, run_id: str) -> dict[str, Any]:
+        """A run with all its rows, ids dropped (for merging and comparing)."""
+        runs = self._rows("SELECT * FROM runs WHERE run_id = ?", (run_id,))
+        if not runs:
+            raise HistoryError(f"{self.path}: no run {run_id}")
+        metrics = self.metrics(run_id)
+        return {
+            "run": _drop(runs[0], "num"),
+            "tests": [_drop(r, "id") for r in self.tests(run_id)],
+            "metrics": [_drop(r, "id") for r in metrics],
+            "plan_files": self._rows("SELECT * FROM plan_files WHERE run_id = ? ORDER BY path",
+                                     (run_id,)),
+            "plan_gates": [_drop(r, "id") for r in self._rows(
+                "SELECT * FROM plan_gates WHERE run_id = ? ORDER BY id", (run_id,))],
+            "verdicts": [_drop(r, "id") for r in self._rows(
+                "SELECT * FROM verdicts WHERE run_id = ? ORDER BY attempt, id", (run_id,))],
+            "trust_log": [_drop(r, "id") for r in self._rows(
+                "SELECT * FROM trust_log WHERE run_id = ? ORDER BY id", (run_id,))],
+            # The repo file's acceptance entries the run carried (gates.record.accept).
+            "acceptances": [_drop(r, "id") for r in self._rows(
+                "SELECT a.* FROM acceptances a JOIN run_acceptances ra ON ra.acceptance_id = "
+                "a.id WHERE ra.run_id = ? ORDER BY a.id", (run_id,))],
+            # The import maps this run recorded (still the newest of their files).
+            "import_maps": self._rows(
+                "SELECT suite, path, commit_sha, run_id, recorded_at, files FROM import_maps "
+                "WHERE run_id = ? ORDER BY suite, path", (run_id,)),
+        }
+
+    def has_run(self, run_id: str) -> bool:
+        return self._run_suite(run_id) is not None
+
+    def insert_bundle(self, bundle: Mapping[str, Any]) -> None:
+        """Write a run exported by `export_run` (of another history) as it is; call it
+        inside `in_transaction` (merging shards: `gates.store.merge`)."""
+        _insert(self.conn, "runs", [_drop(bundle["run"], "num")])
+        _insert_tests(self.conn, list(bundle["tests"]))
+        _insert_metrics(self.conn, [dict(m) for m in bundle["metrics"]])
+        _insert_verdicts(self.conn, list(bundle["verdicts"]))
+        for table in ("plan_files", "plan_gates", "trust_log"):
+            _insert(self.conn, table, list(bundle[table]))
+        insert_carried(self.conn, bundle["run"]["run_id"], bundle.get("acceptances") or ())
+        maps = [m for m in bundle.get("import_maps") or () if isinstance(m, Mapping)]
+        if maps:
+            self.conn.executemany(
+                "INSERT INTO import_maps (suite, path, commit_sha, run_id, recorded_at, files) "
+                "VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (suite, path) DO UPDATE SET "
+                "commit_sha = excluded.commit_sha, run_id = excluded.run_id, "
+                "recorded_at = excluded.recorded_at, files = excluded.files "
+                "WHERE excluded.recorded_at >= import_maps.recorded_at",
+                [(m.get("suite"), m.get("path"), m.get("commit_sha"), m.get("run_id"),
+                  m.get("recorded_at"), m.get("files")) for m in maps])
+
+    def orphan_rows(self) -> list[str]:
+        """Rows that belong to no run (or no metric): what a broken or forged file holds."""
+        checks = (
+            ("tests", "SELECT count(*) FROM test_rows WHERE run_num NOT IN "
+                      "(SELECT num FROM runs WHERE num IS NOT NULL)"),
+            ("metrics", "SELECT count(*) FROM metric_rows WHERE run_num NOT IN "
+                        "(SELECT num FROM runs WHERE num IS NOT NULL)"),
+            ("verdicts", "SELECT count(*) FROM verdict_rows WHERE run_num NOT IN "
+                         "(SELECT num FROM runs WHERE num IS NOT NULL)"),
+            ("run_acceptances", "SELECT count(*) FROM run_acceptances WHERE run_id NOT IN "
+                                "(SELECT run_id FROM runs) OR acceptance_id NOT IN "
+                                "(SELECT id FROM acceptances)"),
+        )
+        out = []
+        for table, sql in checks:
+            n = self.conn.execute(sql).fetchone()[0]
+            if n:
+                out.append(f"{n} row(s) of {table} belong to no run")
+        return out
+
+    def sample_count(self) -> int:
+        """How many metric samples the file holds (8 bytes each in ``metric_rows.samples``)."""
+        return int(self.conn.execute("SELECT coalesce(sum(length(samples)), 0) / 8 "
+                                     "FROM metric_rows").fetchone()[0])
+
+    def run_ids(self) -> list[str]:
+        return [r[0] for r in self.conn.execute("SELECT run_id FROM runs ORDER BY started_at")]
+
+
+# ------------------------------------------------------------------- helpers
+
+
+def check_file(path: Path, *, create: bool) -> None:
+    """Raise ``HistoryError`` (naming the fix) unless ``path`` can be a history file:
+    missing (unless ``create``), a directory, unreadable, or not SQLite."""
+    if not path.exists():
+        if not create:
+            raise HistoryError(f"{path}: no such history; check the path ({HISTORY_OPTION}) "
+                               "or run a suite to create it")
+        return
+    if path.is_dir():
+        raise HistoryError(f"{path}: is a directory; give a file path ({HISTORY_OPTION})")
+    try:
+        with path.open("rb") as handle:
+            header = handle.read(len(_SQLITE_MAGIC))
+    except OSError as exc:
+        raise HistoryError(f"{path}: cannot read ({exc}); check its permissions") from exc
+    if header and header != _SQLITE_MAGIC:
+        raise HistoryError(f"{path}: not an SQLite database; move it away or give another "
+                           f"history file ({HISTORY_OPTION})")
+
+
+def _connect(path: Path, readonly: bool,
+             timeout: float = BUSY_TIMEOUT_S) -> sqlite3.Connection:
+    if not readonly:
+        return sqlite3.connect(path, timeout=timeout)
+    uri = path.resolve().as_uri()
+    conn = sqlite3.connect(uri + "?mode=ro", uri=True, timeout=timeout)
+    try:
+        conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
+        return conn
+    except sqlite3.OperationalError as exc:
+        # SQLite says "unable to open" or, for a WAL file whose -shm it cannot create
+        # (SQLITE_READONLY_CANTINIT), "attempt to write a readonly database".
+        if "unable to open" not in str(exc) and "readonly" not in str(exc):
+            return conn  # locked, busy: the caller's retries and messages handle it
+        conn.close()
+        # A WAL file in a read-only folder: SQLite cannot create its -shm index. With
+        # no -wal file beside it, every write is in the file itself, and reading it as
+        # immutable is exact.
+        wal = path.with_name(path.name + "-wal")
+        if wal.exists() and wal.stat().st_size:
+            raise HistoryError(
+                f"{path}: in a read-only folder with an unmerged write-ahead log ({wal.name}); "
+                "copy both files to a writable folder and read the copy") from None
+        return sqlite3.connect(uri + "?mode=ro&immutable=1", uri=True, timeout=timeout)
+    except sqlite3.DatabaseError:
+        return conn  # not a database: the first read in History says so, with the fix
+
+
+def _corrupt(path: Path, exc: BaseException) -> HistoryError:
+    if isinstance(exc, HistoryError):
+        return exc
+    if any(word in str(exc).lower() for word in ("locked", "busy")):
+        return HistoryError(f"{path}: {exc}; another process holds the file for too long, "
+                            "retry later")
+    if isinstance(exc, (sqlite3.OperationalError, sqlite3.ProgrammingError,
+                        sqlite3.IntegrityError)):
+        # A bad query or constraint, not a damaged file.
+        return HistoryError(f"{path}: {exc}")
+    return HistoryError(f"{path}: unreadable or corrupt SQLite file ({exc}); restore it from "
+                        "a backup or CI artifact, or move it away to start a new history")
+
+
+def _run_row(prov: Provenance, *, status: str, exit_status: int | None) -> dict[str, Any]:
+    untrusted = untrusted_reason(prov.hardware)
+    return {
+        "run_id": prov.run_id, "suite": prov.suite,
+        "shard_index": prov.shard_index, "shard_count": prov.shard_count,
+        "status": status, "exit_status": exit_status, "confirm_of": prov.confirm_of,
+        "commit_sha": prov.commit, "branch": prov.branch, "ci_url": prov.ci_url,
+        "started_at": prov.started_at, "finished_at": prov.finished_at,
+        "host": prov.host, "python": prov.python, "fingerprint": prov.fingerprint,
+        "hardware": json.dumps(prov.hardware, sort_keys=True, default=str),
+        "trusted": int(untrusted is None), "trust_reason": untrusted, "trust_changed_at": None,
+    }
+
+
+def _decode_run(row: dict[str, Any]) -> dict[str, Any]:
+    row["hardware"] = json.loads(row["hardware"]) if row.get("hardware") else {}
+    return row
+
+
+def _drop(row: dict[str, Any], *keys: str) -> dict[str, Any]:
+    return {k: v for k, v in row.items() if k not in keys}
+
+
+def _dedupe_tests(tests: Iterable[TestResult]) -> list[TestResult]:
+    # pytest can report one nodeid twice (e.g. a parametrize id collision); keep the last.
+    return list({t.nodeid: t for t in tests}.values())
+
+
+def _insert(conn: sqlite3.Connection, table: str, rows: list[dict[str, Any]],
+            verb: str = "INSERT") -> None:
+    if not rows:
+        return
+    columns = list(rows[0])
+    sql = (f"{verb} INTO {table} ({', '.join(_q(c) for c in columns)}) "
+           f"VALUES ({', '.join('?' * len(columns))})")
+    conn.executemany(sql, [tuple(r.get(c) for c in columns) for r in rows])
+
+
+def insert_carried(conn: sqlite3.Connection, run_id: str,
+                   acceptances: Iterable[Mapping[str, Any]]) -> None:
+    """Link a merged run to the acceptance entries it carried, adding the entries the
+    target lacks (matched by ``entry_id``). Inside the caller's transaction."""
+    for a in acceptances:
+        if not a.get("entry_id"):
+            continue
+        row = conn.execute("SELECT id FROM acceptances WHERE entry_id = ?",
+                           (a["entry_id"],)).fetchone()
+        if row is None:
+            cols = [c for c in a if c != "id"]
+            row = conn.execute(
+                f"INSERT INTO acceptances ({', '.join(cols)}) VALUES "
+                f"({', '.join('?' * len(cols))}) RETURNING id", [a[c] for c in cols]).fetchone()
+        conn.execute("INSERT OR IGNORE INTO run_acceptances (run_id, acceptance_id) "
+                     "VALUES (?, ?)", (run_id, row[0]))
+
+
+def _check_outcomes(path: Path, tests: Iterable[TestResult]) -> None:
+    for test in tests:
+        if test.outcome not in OUTCOMES:
+            raise HistoryError(f"{path}: outcome {test.outcome!r} of {test.nodeid} "
+                               f"is not one of {', '.join(OUTCOMES)}")
+
+
+def _put_tests(conn: sqlite3.Connection, run_id: str, attempt: int, run: Mapping[str, Any],
+               tests: Sequence[TestResult], metrics: Sequence[tuple[str, Metric]]) -> None:
+    """Replace these tests' rows and metrics (one attempt of one run); we hold the lock."""
+    tests = _dedupe_tests(tests)
+    nodeids = sorted({t.nodeid for t in tests} | {nodeid for nodeid, _ in metrics})
+    num = _run_nums(conn, [run_id])[run_id]
+    ids = sorted(_text_ids(conn, nodeids).values())
+    for chunk in range(0, len(ids), 400):
+        part = ids[chunk:chunk + 400]
+        marks = ",".join("?" * len(part))
+        where = f"run_num = ? AND attempt = ? AND nodeid_id IN ({marks})"
+        conn.execute(f"DELETE FROM metric_rows WHERE {where}", [num, attempt, *part])
+        conn.execute(f"DELETE FROM test_rows WHERE {where}", [num, attempt, *part])
+    _insert_tests(conn, [
+        {"run_id": run_id, "attempt": attempt, "nodeid": t.nodeid, "path": t.path,
+         "outcome": t.outcome, "duration": t.duration, "skip_reason": t.skip_reason,
+         "error": t.error}
+        for t in tests])
+    _insert_metrics(conn, [
+        {"run_id": run_id, "attempt": attempt, "nodeid": nodeid,
+         "key": m.key, "unit": m.unit, "better": m.better, "n": m.n,
+         "min_value": m.min_value, "max_value": m.max_value,
+         "count": m.count, "median": m.median, "suite": run["suite"],
+         "fingerprint": run["fingerprint"], "started_at": run["started_at"],
+         "samples": list(m.samples)}
+        for nodeid, m in metrics])
+
+
+def _text_ids(conn: sqlite3.Connection, values: Iterable[str | None]) -> dict[str, int]:
+    """{text: its ``texts.id``} for the non-None ``values``, adding the new ones."""
+    wanted = sorted({v for v in values if v is not None})
+    if not wanted:
+        return {}
+    conn.executemany("INSERT OR IGNORE INTO texts (text) VALUES (?)", [(v,) for v in wanted])
+    out: dict[str, int] = {}
+    for c in range(0, len(wanted), 500):
+        part = wanted[c:c + 500]
+        out.update(conn.execute(f"SELECT text, id FROM texts WHERE text IN "
+                                f"({','.join('?' * len(part))})", part))
+    return out
+
+
+def _run_nums(conn: sqlite3.Connection, run_ids: Iterable[str]) -> dict[str, int]:
+    """{run id: ``runs.num``}; a run id not in ``runs`` is an error (no orphan rows)."""
+    wanted = sorted(set(run_ids))
+    out: dict[str, int] = {}
+    for c in range(0, len(wanted), 500):
+        part = wanted[c:c + 500]
+        out.update(conn.execute(f"SELECT run_id, num FROM runs WHERE run_id IN "
+                                f"({','.join('?' * len(part))})", part))
+    missing = [r for r in wanted if r not in out]
+    if missing:
+        raise sqlite3.IntegrityError(f"rows of run {missing[0]}, which is not in runs")
+    return out
+
+
+def _insert_tests(conn: sqlite3.Connection, tests: list[Mapping[str, Any]]) -> None:
+    """Insert test rows given as the ``tests`` view's columns (``id`` ignored)."""
+    if not tests:
+        return
+    nums = _run_nums(conn, [t["run_id"] for t in tests])
+    texts = _text_ids(conn, [v for t in tests for v in (t["nodeid"], t.get("path"))])
+    conn.executemany(
+        "INSERT INTO test_rows (run_num, attempt, nodeid_id, path_id, outcome, duration, "
+        "skip_reason, error) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+        [(nums[t["run_id"]], t["attempt"], texts[t["nodeid"]],
+          texts.get(t["path"]) if t.get("path") is not None else None, t["outcome"],
+          t.get("duration"), t.get("skip_reason"), t.get("error")) for t in tests])
+
+
+def _insert_verdicts(conn: sqlite3.Connection, rows: list[Mapping[str, Any]]) -> None:
+    """Insert verdict rows given as the ``verdicts`` view's columns (``id`` ignored)."""
+    if not rows:
+        return
+    nums = _run_nums(conn, [r["run_id"] for r in rows])
+    texts = _text_ids(conn, [v for r in rows for v in (r["key"], r.get("nodeid"),
+                                                        r.get("detail"), r.get("created_at"))])
+
+    def tid(value: str | None) -> int | None:
+        return None if value is None else texts[value]
+
+    conn.executemany(
+        "INSERT INTO verdict_rows (run_num, attempt, key_id, nodeid_id, verdict, baseline, "
+        "new, rel_change, ci_low, ci_high, statistic, p_value, q_value, floor, mode, "
+        "detail_id, created_id, stage, ci_conf) "
+        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        [(nums[r["run_id"]], r["attempt"], texts[r["key"]], tid(r.get("nodeid")),
+          r["verdict"], r.get("baseline"), r.get("new"), r.get("rel_change"), r.get("ci_low"),
+          r.get("ci_high"), r.get("statistic"), r.get("p_value"), r.get("q_value"),
+          r.get("floor"), r.get("mode"), tid(r.get("detail")), tid(r.get("created_at")),
+          r.get("stage"), r.get("ci_conf"))
+         for r in rows])
+
+
+def _insert_metrics(conn: sqlite3.Connection, metrics: list[dict[str, Any]]) -> None:
+    """Insert metric rows given as the ``metrics`` view's columns plus ``samples`` (``id``,
+    ``suite``, ``fingerprint``, ``started_at`` ignored: the run holds those)."""
+    # Ids are assigned here: safe because we hold the write lock (BEGIN IMMEDIATE),
+    # and it saves one round trip per metric for lastrowid.
+    if not metrics:
+        return
+    nums = _run_nums(conn, [m["run_id"] for m in metrics])
+    texts = _text_ids(conn, [v for m in metrics for v in (m["nodeid"], m["key"])])
+    first = (conn.execute("SELECT max(id) FROM metric_rows").fetchone()[0] or 0) + 1
+    conn.executemany(
+        "INSERT INTO metric_rows (id, run_num, attempt, nodeid_id, key_id, unit, better, n, "
+        "min_value, max_value, count, median, samples) "
+        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        [(first + offset, nums[m["run_id"]], m["attempt"], texts[m["nodeid"]], texts[m["key"]],
+          m["unit"], m["better"], m.get("n"), m.get("min_value"), m.get("max_value"),
+          m["count"], m.get("median"), pack_samples(m["samples"]) if m["samples"] else None)
+         for offset, m in enumerate(metrics)])
+
+
+def _plan_rows(run_id: str, plan: Mapping[str, Any]) -> tuple[list[dict], list[dict]]:
+    files = [
+        {"run_id": run_id, "path": f.get("path"), "line": f.get("line"),
+         "est_time": f.get("est_time"), "expected": f.get("expected"),
+         "marker": f.get("marker"), "labels": json.dumps(f.get("labels") or [])}
+        for f in plan.get("files") or [] if isinstance(f, Mapping) and f.get("path")
+    ]
+    gates = [
+        {"run_id": run_id, "path": g.get("path"), "line": g.get("line"),
+         "metric_key": g.get("metric_key"),
+         "options": json.dumps(g.get("options") or {}, sort_keys=True)}
+        for g in plan.get("gates") or [] if isinstance(g, Mapping)
+    ]
+    return files, gates
+
+
+def _like_prefix(text: str) -> str:
+    return text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
+
+
+def _q(identifier: str) -> str:
+    return '"' + identifier.replace('"', '""') + '"'
+
+
+class _ReadCopy(History):
+    """A migrated temporary copy of an older history (``open_for_reading``): its
+    folder goes on close."""
+
+    folder: Path
+
+    def close(self) -> None:
+        try:
+            super().close()
+        finally:
+            shutil.rmtree(self.folder, ignore_errors=True)
