@@ -16,7 +16,8 @@ import pytest
 from test_runner import LAT_TEST, SUITES, _baseline, run
 
 from gates.commands.cli import main as gate_report
-from gates.report.build import build_report, notify, report_to_json
+from gates.report import notify
+from gates.report.build import build_report, report_to_json
 from gates.report.health import analyse
 from gates.report.query import load_health_input, load_report_input, select_runs
 from gates.report.render_html import render_html
