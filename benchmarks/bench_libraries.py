@@ -2,10 +2,10 @@
 
     python benchmarks/bench_libraries.py [--out benchmarks/results/bench_libraries.md]
 
-1. Tables: `gates.render_text.grid` (kept) against tabulate's "simple" format, with and
+1. Tables: `gates.report.render_text.grid` (kept) against tabulate's "simple" format, with and
    without its number parsing, on a 10,000-row x 10-column verdict table (best of 3).
 2. CODEOWNERS: pathspec's gitignore patterns on its default backend (Python ``re``) and on
-   RE2 (what `gates.owners` uses), a hostile line against growing paths that do not match.
+   RE2 (what `gates.report.owners` uses), a hostile line against growing paths that do not match.
 Both measured side by side in one run; the figures in the modules' docstrings come from it.
 """
 
@@ -21,8 +21,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import pathspec  # noqa: E402
-from gates.render_text import grid  # noqa: E402
 from tabulate import tabulate  # noqa: E402
+
+from gates.report.render_text import grid  # noqa: E402
 
 
 def best(fn, repeat: int = 3) -> float:
@@ -50,7 +51,7 @@ def tables() -> list[str]:
                                      disable_numparse=True).splitlines()[2:]]
     return ["## Tables: 10,000 rows x 10 columns, best of 3", "",
             "| formatter | seconds | vs grid |", "| --- | ---: | ---: |",
-            f"| gates.render_text.grid | {g:.3f} | 1.0x |",
+            f"| gates.report.render_text.grid | {g:.3f} | 1.0x |",
             f"| tabulate simple | {t:.3f} | {t / g:.1f}x |",
             f"| tabulate simple, disable_numparse | {tn:.3f} | {tn / g:.1f}x |", "",
             f"Rows identical after the header (trailing blanks aside): {same}; the header "

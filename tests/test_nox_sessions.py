@@ -141,11 +141,22 @@ def test_a_cpu_suites_dry_run_installs_nothing(adopter):
         "from ci_register.running.nox_sessions import install\n\n"
         "def prepare(session, suite):\n    raise SystemExit('prepare called')\n\n"
         'install("ci/catalog.toml", prepare=prepare)\n')
-    r = nox(adopter, "-s", "cpu-one", "--", "--dry-run")
+    r = nox(adopter, "--envdir", str(adopter / "envs"), "-s", "cpu-one", "--", "--dry-run")
     assert r.returncode == 0, r.stderr[-2000:]
     assert "checks/cpu_check.py" in r.stdout and "dry run: hardware not checked, nothing run" in r.stdout
+    assert not (adopter / "envs").exists()  # no virtualenv was made for the plan
     r = nox(adopter, "-s", "cpu-one")
     assert r.returncode != 0 and "prepare called" in r.stdout + r.stderr
+
+
+def test_a_plan_only_call_is_told_by_dry_run_after_the_double_dash():
+    from ci_register.running.nox_sessions import plan_only_call
+
+    assert plan_only_call(["nox", "-s", "cpu", "--", "--dry-run"])
+    assert plan_only_call(["nox", "-s", "cpu", "--", "--partition", "1/2", "--dry-run"])
+    assert not plan_only_call(["nox", "-s", "cpu"])
+    assert not plan_only_call(["nox", "-s", "cpu", "--", "-k", "dry"])
+    assert not plan_only_call(["nox", "--dry-run", "-s", "cpu"])  # nox's own option, not the suite's
 
 
 def test_plan_only_sessions_of_our_noxfile_build_no_venv(tmp_path):

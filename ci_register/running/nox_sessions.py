@@ -56,7 +56,7 @@ from ci_register.registered.catalog import Catalog, Suite, load_catalog
 
 __all__ = ["DIST", "EXIT_INPUT", "LOCAL_HISTORY", "RUN_NEEDS", "install", "default_sessions",
            "distribution_spec", "history_env", "install_hint", "mark_exit", "missing_message",
-           "missing_modules",
+           "missing_modules", "plan_only_call",
            "prepare_commands", "venv_lock"]
 
 DIST = "gpu-ci-gates"
@@ -260,13 +260,23 @@ def _session(suite: Suite, catalog_path: Path, root: Path, python: str | None,
 
     session_fn.__doc__ = suite.description
     session_fn.__name__ = suite.name.replace("-", "_").replace(".", "_")
+    # A plan-only call makes no virtualenv either: nox builds one (pip included) before
+    # the session runs, 60 s on a loaded machine for a plan that needs none.
+    bare = suite.is_gpu or plan_only_call()
     return nox.session(
         name=suite.name,
-        python=None if suite.is_gpu else python,
-        venv_backend="none" if suite.is_gpu else None,
+        python=None if bare else python,
+        venv_backend="none" if bare else None,
         tags=suite.tags(),
-        reuse_venv=not suite.is_gpu,
+        reuse_venv=not bare,
     )(session_fn)
+
+
+def plan_only_call(argv: list[str] | None = None) -> bool:
+    """Whether this nox call asks for plans only: ``--dry-run`` after ``--`` (nox hands
+    what follows ``--`` to every session it runs)."""
+    argv = sys.argv if argv is None else argv
+    return "--" in argv and "--dry-run" in argv[argv.index("--") + 1:]
 
 
 @contextlib.contextmanager
