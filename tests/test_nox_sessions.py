@@ -76,7 +76,8 @@ def test_wrong_hardware_reaches_ci_as_exit_2(adopter):
     r = nox(adopter, "-s", "h200-one", fake=NONE)
     assert r.returncode == 2, r.stdout + r.stderr
     out = r.stdout + r.stderr
-    assert "h200-one needs 1x H200; found no GPU" in out and "bad input or wrong hardware (exit 2)" in out
+    assert "h200-one needs 1x H200; found no GPU" in out
+    assert "h200-one: exit 2: bad input, wrong hardware, or pytest stopped early" in out
 
 
 def test_bad_input_reaches_ci_as_exit_2_and_a_pass_is_0(adopter):

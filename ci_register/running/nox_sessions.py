@@ -256,7 +256,8 @@ def _session(suite: Suite, catalog_path: Path, root: Path, python: str | None,
         except nox.command.CommandFailed as exc:
             if exc.return_code == EXIT_INPUT:
                 mark_exit(EXIT_INPUT)
-                session.error(f"{suite.name}: bad input or wrong hardware (exit {EXIT_INPUT}); nothing ran")
+                session.error(f"{suite.name}: exit {EXIT_INPUT}: bad input, wrong hardware, or pytest "
+                              "stopped early; the runner's error line above says which, and what ran")
             raise
 
     session_fn.__doc__ = suite.description
