@@ -164,3 +164,29 @@ def test_shipped_catalog_builds_a_matrix_for_miles_at_its_commit(tmp_path, event
     assert r.returncode == 0, r.stderr[-600:]
     jobs = json.loads(r.stdout)["include"]
     assert jobs and all(j["suite"] for j in jobs)
+
+
+def test_catalog_gate_defaults_fill_a_bare_declaration_like_miles_gate_defaults(tmp_path):
+    cat = parse_catalog((ROOT / "examples" / "miles" / "catalog.toml").read_text(), tmp_path / "catalog.toml")
+    assert cat.gate_defaults["rollout/tito_session_mismatch_rate/v1/assistant_text"]["steps"] == "last"
+    _, gates, errs = parse_file(
+        'register_cuda_ci(600, "stage-c-8-gpu-h200")\n'
+        'register_ci_gate(metric_key="rollout/tito_session_mismatch_rate/v1/assistant_text")\n'
+        'register_ci_gate(metric_key="train/grad_norm", steps="last", enforce=True)\n'
+        'register_ci_gate(metric_key="not/in/defaults")\n'
+        'def test_a(): pass\n', "tests/e2e/test_x.py", cat)
+    assert errs == []
+    got = {g.metric_key: g for g in gates}
+    bare = got["rollout/tito_session_mismatch_rate/v1/assistant_text"]
+    assert bare.options == {"mode": "warn", "min_change": 1.0}  # the band's tighter relative side
+    assert bare.miles == {"steps": "last", "constraint": {"rel_up": 1.0, "abs_floor_up": 0.1, "rel_down": 1.0}}
+    own = got["train/grad_norm"]  # what the call says wins; the rest comes from the defaults
+    assert own.options == {"mode": "enforce", "min_change": 0.5}
+    assert own.miles["steps"] == "last" and own.miles["constraint"]["rel_down"] == 0.8
+    assert got["not/in/defaults"].options == {"mode": "warn"}
+
+
+def test_gate_defaults_with_an_unknown_option_name_file_and_key(tmp_path):
+    text = CATALOG + '\n[gate_defaults."a/b"]\nband = 0.5\n'
+    with pytest.raises(CatalogError, match=r"catalog\.toml:\d+: gate_defaults 'a/b': unknown option 'band'"):
+        parse_catalog(text, tmp_path / "catalog.toml")
