@@ -202,12 +202,15 @@ def test_mask_secrets_covers_every_credential_form(text):
     assert "S3CRET" not in clean_text("x\n" + text)
 
 
-@pytest.mark.timeout(10)
+@pytest.mark.timeout(60)
 def test_mask_secrets_is_linear_on_hostile_text():
+    # A backtracking pattern would take minutes on these; linear ones take well under a
+    # second even on a loaded machine (the bound leaves room for a load of 20).
     import time
 
-    for text in ("a://" + "b" * 200_000, "password=" * 50_000, "x:" * 100_000 + "@",
-                 "password='" + "\\'" * 100_000):
+    for text in ("a://" + "b" * 100_000 + "@", "password=" * 10_000, "x:" * 50_000 + "@",
+                 "password='" + "\\'" * 50_000, "a://b:" + "c" * 100_000,
+                 "password%3D" * 10_000):
         began = time.perf_counter()
         mask_secrets(text)
-        assert time.perf_counter() - began < 1.0
+        assert time.perf_counter() - began < 5.0, text[:20]

@@ -555,3 +555,85 @@ def test_a_bad_k_expression_is_exit_2_and_never_a_complete_run(tmp_path):
     rc, out = finish(start(tree, "-k", "((("))
     assert rc == 2, out
     assert the_run(tree / "h.db")[1] == "interrupted"
+
+
+# ------------------------------------------------------------- stale runs (issue 40)
+
+KILLED_WRITER = """
+import os, signal, sys
+from gates.store.open import open_history
+from gates.store.provenance import Provenance
+h = open_history(sys.argv[1])
+h.hold_writer_lock()
+h.start_run(Provenance(run_id=sys.argv[2], suite="cpu", commit="c" * 40, branch="main",
+                       fingerprint="cpu", hardware={}))
+print("started", flush=True)
+if sys.argv[3] == "die":
+    os.kill(os.getpid(), signal.SIGKILL)  # mid-run: no finish, no runner, no watchdog
+sys.stdin.read()  # alive until the test closes our stdin
+"""
+
+
+def _writer(db: Path, run_id: str, how: str) -> subprocess.Popen:
+    proc = subprocess.Popen([sys.executable, "-c", KILLED_WRITER, str(db), run_id, how],
+                            env=env(), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            text=True)
+    assert proc.stdout is not None and proc.stdout.readline() == "started\n"
+    return proc
+
+
+def test_a_run_left_incomplete_by_a_killed_writer_is_closed_as_crashed(tmp_path):
+    from gates.store.open import open_history
+
+    db = tmp_path / "h.db"
+    dead = _writer(db, "dead" * 8, "die")
+    dead.wait(timeout=30)
+    assert rows(db, "SELECT status FROM runs") == [("incomplete",)]
+    with open_history(db) as h:
+        assert h.hold_writer_lock() == ["dead" * 8]
+    assert rows(db, "SELECT status FROM runs") == [("crashed",)]
+
+
+def test_a_live_writers_incomplete_run_is_left_alone(tmp_path):
+    from gates.store.open import open_history
+
+    db = tmp_path / "h.db"
+    dead = _writer(db, "dead" * 8, "die")
+    dead.wait(timeout=30)
+    live = _writer(db, "live" * 8, "live")  # the first writer after it closes the dead run
+    try:
+        with open_history(db) as h:
+            assert h.hold_writer_lock() == []  # a writer is alive: its run stays open
+        assert dict(rows(db, "SELECT run_id, status FROM runs")) == {
+            "dead" * 8: "crashed", "live" * 8: "incomplete"}
+    finally:
+        live.communicate(timeout=30)
+    with open_history(db) as h:  # it ended without finishing: stale now
+        assert h.hold_writer_lock() == ["live" * 8]
+
+
+def test_the_next_suite_run_closes_a_stale_run_and_says_so(tmp_path):
+    tree = make_tree(tmp_path, "def test_b():\n    pass\n")
+    dead = _writer(tree / "h.db", "dead" * 8, "die")
+    dead.wait(timeout=30)
+    rc, out = finish(start(tree))
+    assert rc == 0 and "closed 1 run(s) left incomplete" in out, out
+    statuses = dict(rows(tree / "h.db", "SELECT run_id, status FROM runs"))
+    assert statuses.pop("dead" * 8) == "crashed" and list(statuses.values()) == ["complete"]
+
+
+# ---------------------------------------------------------------- secrets (issue 40)
+
+@pytest.mark.parametrize("how", ["--history", "GATES_HISTORY"])
+def test_a_history_password_is_never_echoed_by_the_runner(tmp_path, how):
+    tree = make_tree(tmp_path, "def test_b():\n    pass\n")
+    url = ("postgresql://ci:PWSECRET1@127.0.0.1:1/gates?password=PWSECRET2"
+           "&options=-c%20password%3DPWSECRET3")
+    args = ["--history", url] if how == "--history" else []
+    extra = {"GATES_HISTORY": url} if how == "GATES_HISTORY" else {}
+    r = subprocess.run([sys.executable, "-m", "ci_register", "run", "cpu", "--gate", "off",
+                        *args], cwd=tree, env={**env(), **extra}, capture_output=True,
+                       text=True, timeout=120)
+    text = r.stdout + r.stderr
+    assert r.returncode != 0 and "PWSECRET" not in text, text
+    assert "ci:***@127.0.0.1" in text  # the echo is there, masked

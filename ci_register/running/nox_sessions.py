@@ -56,7 +56,7 @@ from ci_register.registered.catalog import Catalog, Suite, load_catalog
 
 __all__ = ["DIST", "EXIT_INPUT", "LOCAL_HISTORY", "RUN_NEEDS", "install", "default_sessions",
            "distribution_spec", "history_env", "install_hint", "mark_exit", "missing_message",
-           "missing_modules",
+           "missing_modules", "plan_only_call",
            "prepare_commands", "venv_lock"]
 
 DIST = "gpu-ci-gates"
@@ -189,7 +189,9 @@ def _default_prepare(root: Path) -> Callable[[Any, Suite], None]:
                 if verb == "install":
                     session.install(*args)
                 else:
-                    session.run("python", "-m", "pip", "uninstall", "-y", *args)
+                    # run_install: an install step, which `--install-only` runs too
+                    # (session.run is skipped there, and the CUDA builds stay).
+                    session.run_install("python", "-m", "pip", "uninstall", "-y", *args)
     return prepare
 
 
@@ -248,22 +250,68 @@ def _session(suite: Suite, catalog_path: Path, root: Path, python: str | None,
         try:
             # On Ctrl-C nox waits this long for the runner, which forwards the interrupt to
             # pytest and records the run `interrupted` (nox's default kills it after 0.3 s).
-            session.run(*cmd, external=suite.is_gpu or plan_only, interrupt_timeout=120, terminate_timeout=10)
+            with relaying_sigint():
+                session.run(*cmd, external=suite.is_gpu or plan_only, interrupt_timeout=120,
+                            terminate_timeout=10)
         except nox.command.CommandFailed as exc:
             if exc.return_code == EXIT_INPUT:
                 mark_exit(EXIT_INPUT)
-                session.error(f"{suite.name}: bad input or wrong hardware (exit {EXIT_INPUT}); nothing ran")
+                session.error(f"{suite.name}: exit {EXIT_INPUT}: bad input, wrong hardware, or pytest "
+                              "stopped early; the runner's error line above says which, and what ran")
             raise
 
     session_fn.__doc__ = suite.description
     session_fn.__name__ = suite.name.replace("-", "_").replace(".", "_")
+    # A plan-only call makes no virtualenv either: nox builds one (pip included) before
+    # the session runs, 60 s on a loaded machine for a plan that needs none.
+    bare = suite.is_gpu or plan_only_call()
     return nox.session(
         name=suite.name,
-        python=None if suite.is_gpu else python,
-        venv_backend="none" if suite.is_gpu else None,
+        python=None if bare else python,
+        venv_backend="none" if bare else None,
         tags=suite.tags(),
-        reuse_venv=not suite.is_gpu,
+        reuse_venv=not bare,
     )(session_fn)
+
+
+def plan_only_call(argv: list[str] | None = None) -> bool:
+    """Whether this nox call asks for plans only: ``--dry-run`` after ``--`` (nox hands
+    what follows ``--`` to every session it runs)."""
+    argv = sys.argv if argv is None else argv
+    return "--" in argv and "--dry-run" in argv[argv.index("--") + 1:]
+
+
+@contextlib.contextmanager
+def relaying_sigint():
+    """While nox waits for the runner, a SIGINT that reaches nox alone (``kill -INT``
+    of its pid, a CI agent signalling the top process) is passed on to nox's children.
+
+    nox assumes a terminal's Ctrl-C reached the whole group and only waits
+    (``interrupt_timeout``) for the child: the runner never heard of it, ran on, and
+    nox exited 0. The runner takes a second SIGINT within a second as the same one (the
+    terminal's and this relay both arrive on a real Ctrl-C)."""
+    import signal  # noqa: PLC0415
+
+    from ci_register.running.procs import _proc_stats  # noqa: PLC0415
+
+    me = os.getpid()
+
+    def relay(signum: int, frame: Any) -> None:
+        for pid, fields in _proc_stats():
+            if len(fields) > 1 and int(fields[1]) == me and fields[0] != b"Z":
+                with contextlib.suppress(OSError):
+                    os.kill(pid, signal.SIGINT)
+        raise KeyboardInterrupt  # what nox expects: it then waits for the runner
+
+    try:
+        old = signal.signal(signal.SIGINT, relay)
+    except ValueError:  # not the main thread: leave nox's handling as it is
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, old)
 
 
 def install(

@@ -31,11 +31,13 @@ def mask_secrets(text: str) -> str:
     Every print, log, exception and stored text that may hold a history location or a
     command line goes through this (`gates.store.backend.display_location`, the runner's echo, `gate-report`'s
     output streams)."""
-    if "=" not in text and "@" not in text and "%3" not in text.lower():
-        return text
-    text = _USERINFO.sub(r"\1:***@", text)
-    text = _KEY_VALUE.sub(r"\1\2***", text)
-    return _PERCENT_KEY.sub(r"\1\2***", text)
+    if "@" in text and "://" in text:
+        text = _USERINFO.sub(r"\1:***@", text)
+    if "=" in text:
+        text = _KEY_VALUE.sub(r"\1\2***", text)
+    if "%3d" in text.lower():
+        text = _PERCENT_KEY.sub(r"\1\2***", text)
+    return text
 
 
 # ------------------------------------------------------------- output streams

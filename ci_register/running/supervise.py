@@ -42,6 +42,7 @@ from ci_register.running.watchdog import Watchdog
 __all__ = ["DEFAULT_GRACE_S", "Supervised", "die_with_parent", "group_members", "kill_grace",
            "run_supervised"]
 
+SAME_INTERRUPT_S = 1.0  # a second signal sooner than this is the first one, relayed
 DEFAULT_GRACE_S = 20.0  # pytest-timeout's own limit goes first; this is its time to unwind
 _FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 _POLL_S = 0.2
@@ -177,6 +178,7 @@ def run_supervised(cmd: list[str], *, cwd: Path, progress: Path | None = None,
     grace = kill_grace() if grace_s is None else grace_s
     received: list[int] = []
     forwarded = 0
+    first_at = 0.0
     hung = None
     kill_at = None
     start_wall = time.time()
@@ -202,11 +204,14 @@ def run_supervised(cmd: list[str], *, cwd: Path, progress: Path | None = None,
                 pass
             now = time.monotonic()
             if len(received) > forwarded:
-                if forwarded:  # asked twice: stop waiting
-                    _killpg(pgid, signal.SIGKILL)
-                else:
+                if not forwarded:
                     _killpg(pgid, received[-1])
                     kill_at = now + grace
+                    first_at = now
+                elif now - first_at > SAME_INTERRUPT_S:  # asked twice: stop waiting
+                    _killpg(pgid, signal.SIGKILL)
+                # else: the same Ctrl-C twice, from the terminal (to the whole group) and
+                # relayed by nox (`ci_register.running.nox_sessions`): one interrupt
                 forwarded = len(received)
             if kill_at is not None:
                 if now >= kill_at:

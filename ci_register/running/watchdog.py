@@ -10,7 +10,8 @@ never acts on. So the runner starts this watchdog:
 - holding the read end of a pipe whose write end only the runner holds; the runner
   writes ``done`` before it exits, so end-of-file without it means the runner died;
 - then it sends SIGTERM to pytest's group (pytest may still record an interrupted
-  run), SIGKILLs the group after `grace` seconds, and runs the `then` command
+  run), SIGKILLs the group after `grace` seconds (longer while the group keeps using
+  CPU: it is unwinding; `_wait_unwound`), and runs the `then` command
   (``gates.record.finish``: the run is marked crashed; what finished stays recorded).
 
     python -m ci_register.running.watchdog PGID GRACE_S [THEN ...]   (stdin: the pipe)
@@ -27,7 +28,7 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from ci_register.running.procs import group_members
+from ci_register.running.procs import _proc_stats, group_members
 
 __all__ = ["Watchdog", "main"]
 
@@ -64,6 +65,37 @@ class Watchdog:
             self.proc.wait()
 
 
+UNWIND_S = 30.0  # the most a group still using CPU after SIGTERM gets beyond the grace
+
+
+def _cpu_ticks(pgid: int) -> dict[int, int]:
+    """pid -> clock ticks of CPU (user + system) used so far, of the group's live members."""
+    return {pid: int(fields[11]) + int(fields[12]) for pid, fields in _proc_stats()
+            if len(fields) > 12 and int(fields[2]) == pgid and fields[0] != b"Z"}
+
+
+def _wait_unwound(pgid: int, grace: float) -> bool:
+    """Wait for the group to exit after SIGTERM: `grace` seconds, then on while it keeps
+    using CPU (pytest unwinding, recording an ``interrupted`` run), up to `UNWIND_S` more.
+
+    Wall time alone misjudged a loaded machine (load 15 on 2 cores): pytest, acting on
+    the SIGTERM, needed more than the grace to record its run and was killed, so the run
+    read ``crashed``. A test stuck in C with the signal blocked uses no CPU and is still
+    killed at the grace; one spinning in C is killed at grace + UNWIND_S."""
+    began = time.monotonic()
+    ticks = _cpu_ticks(pgid)
+    if _wait_empty(pgid, grace):
+        return True
+    while time.monotonic() - began < grace + UNWIND_S:
+        now = _cpu_ticks(pgid)
+        if not any(t > ticks.get(pid, t) for pid, t in now.items()):
+            return False  # no member used CPU in the last window: not unwinding
+        ticks = now
+        if _wait_empty(pgid, max(0.5, min(grace, 2.0))):
+            return True
+    return False
+
+
 def _wait_empty(pgid: int, seconds: float) -> bool:
     end = time.monotonic() + seconds
     while group_members(pgid):
@@ -90,7 +122,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     if group_members(pgid):
         _killpg(pgid, signal.SIGTERM)
-        if not _wait_empty(pgid, grace):
+        if not _wait_unwound(pgid, grace):
             _killpg(pgid, signal.SIGKILL)
             _wait_empty(pgid, 10)  # nothing of pytest writes after gates.record.finish
     if then:

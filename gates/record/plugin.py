@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -360,6 +361,11 @@ class _Recorder:
 
     def start(self) -> None:
         try:
+            stale = self.history.hold_writer_lock()
+            if stale:
+                print(f"gates: closed {len(stale)} run(s) left incomplete by writers that "
+                      f"died as crashed: {', '.join(r[:12] for r in stale[:5])}",
+                      file=sys.stderr)
             self.attempt = self.history.start_run(self.provenance)
         except self._history_error as exc:
             self.history.close()

@@ -28,8 +28,8 @@ from typing import Any
 
 import requests
 
+from ci_register.running.redact import mask_secrets
 from gates.report.ghactions import fit_summary
-from gates.store.backend import mask_secrets
 
 __all__ = ["COMMENT_CAP", "MARKER", "NotifyError", "Regression", "comment_body",
            "post_webhook", "regressions_on", "upsert_pr_comment", "webhook_payload"]
