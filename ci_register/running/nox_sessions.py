@@ -189,7 +189,9 @@ def _default_prepare(root: Path) -> Callable[[Any, Suite], None]:
                 if verb == "install":
                     session.install(*args)
                 else:
-                    session.run("python", "-m", "pip", "uninstall", "-y", *args)
+                    # run_install: an install step, which `--install-only` runs too
+                    # (session.run is skipped there, and the CUDA builds stay).
+                    session.run_install("python", "-m", "pip", "uninstall", "-y", *args)
     return prepare
 
 
@@ -254,7 +256,8 @@ def _session(suite: Suite, catalog_path: Path, root: Path, python: str | None,
         except nox.command.CommandFailed as exc:
             if exc.return_code == EXIT_INPUT:
                 mark_exit(EXIT_INPUT)
-                session.error(f"{suite.name}: bad input or wrong hardware (exit {EXIT_INPUT}); nothing ran")
+                session.error(f"{suite.name}: exit {EXIT_INPUT}: bad input, wrong hardware, or pytest "
+                              "stopped early; the runner's error line above says which, and what ran")
             raise
 
     session_fn.__doc__ = suite.description
