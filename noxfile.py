@@ -73,7 +73,9 @@ def cpu_torch_problem(report: str, index: str) -> str | None:
 
 
 def _check_cpu_torch(session: nox.Session) -> None:
-    report = session.run("python", "-c", TORCH_BUILD_SCRIPT, silent=True) or ""
+    # run_install: part of installing, so `--install-only` checks too (session.run is
+    # skipped there and would return None: a false "not a CPU build").
+    report = session.run_install("python", "-c", TORCH_BUILD_SCRIPT, silent=True) or ""
     problem = cpu_torch_problem(report.strip(), os.environ.get(TORCH_INDEX_ENV, TORCH_INDEX))
     if problem:
         mark_exit(EXIT_INPUT)
@@ -99,7 +101,9 @@ def _prepare_cpu(session: nox.Session, suite: Suite) -> None:
         if suite.install:
             session.install(*suite.install)
         if suite.uninstall:
-            session.run("pip", "uninstall", "-y", *suite.uninstall)
+            # run_install: an install step, so `--install-only` does it too (session.run
+            # would be skipped there, leaving CUDA torchvision that breaks transformers).
+            session.run_install("pip", "uninstall", "-y", *suite.uninstall)
 
 
 # One session per suite of the catalog (ci_register.running.nox_sessions: what an adopting

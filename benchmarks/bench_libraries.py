@@ -5,7 +5,7 @@
 1. Tables: `gates.report.render_text.grid` (kept) against tabulate's "simple" format, with and
    without its number parsing, on a 10,000-row x 10-column verdict table (best of 3).
 2. CODEOWNERS: pathspec's gitignore patterns on its default backend (Python ``re``) and on
-   RE2 (what `gates.owners` uses), a hostile line against growing paths that do not match.
+   RE2 (what `gates.report.owners` uses), a hostile line against growing paths that do not match.
 Both measured side by side in one run; the figures in the modules' docstrings come from it.
 """
 

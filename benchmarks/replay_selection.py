@@ -109,7 +109,7 @@ def run_commit(tree: Path, files: list[str], work: Path, timeout_s: float) -> di
         p.unlink(missing_ok=True)
     (work / "replay_plugin.py").write_text(PLUGIN)
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tree), str(work)]), "PYTEST_PLUGINS": "gates.record.plugin",
-           "REPLAY_TRACKER": str(HERE / "gates" / "import_map.py"), "REPLAY_OUT": str(out),
+           "REPLAY_TRACKER": str(HERE / "gates" / "record" / "import_map.py"), "REPLAY_OUT": str(out),
            "GATES_IMPORT_MAPS": "0", "GATES_COMMIT": "replay", "CI_REGISTER_FILE_SLACK_S": "60"}
     env.pop("GATES_HISTORY", None)
     t0 = time.perf_counter()

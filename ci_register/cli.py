@@ -64,6 +64,11 @@ def _list(args: argparse.Namespace) -> int:
                 }
                 for name, s in catalog.suites.items() if not args.suite or name == args.suite
             },
+            # As the text listing's "(no session ...)" block: suite="" or an undeclared
+            # suite of an unchecked backend. Leaving them out hid them from tools.
+            "no_session": [r.to_json() for r in sorted(
+                (r for r in regs if not r.suite), key=lambda r: (r.backend, r.declared, r.path))]
+                if not args.suite else [],
             "gates": [g.to_json() for g in col.gates],
             "errors": [str(i) for i in col.issues],
         }, indent=1))

@@ -56,7 +56,7 @@ from gates.attempts import (
 )
 from gates.model import stats
 from gates.model.decisions import Stage, Verdict
-from gates.model.verdicts import FAILING, VERDICTS, gate_exit
+from gates.model.verdicts import FAILING, VERDICTS, gate_exit, interval_contradicts
 from gates.record import accept
 from gates.record.declarations import DeclarationError, Gate, gate_for, parse_plan_gates
 from gates.record.unit_check import UnitMismatch, unit_conflicts
@@ -417,7 +417,9 @@ def _decide(ctx: _Run, judged: list[tuple[Verdict, stats.Judgement | None, Gate]
     if ok:
         q = (stats.bh_qvalues([j.p_worse for _, j in ok]) if ctx.chain is None
              else np.array([j.p_worse for _, j in ok]))
-        qb = stats.bh_qvalues([j.p_better for _, j in ok])
+        # Improvements are never rerun: one run alone is no evidence of one (a regression
+        # needs its rerun); the windows' and quantile test's p (``decisions.decide``).
+        qb = stats.bh_qvalues([j.extras.p_better_sustained for _, j in ok])
         for (v, _), qi, qbi in zip(ok, q, qb, strict=True):
             v.q_value = float(qi)
             q_better[v.key] = float(qbi)
@@ -429,6 +431,8 @@ def _decide(ctx: _Run, judged: list[tuple[Verdict, stats.Judgement | None, Gate]
                      else None)
             _show_interval(v, j, _decided_level(j, v, gate, ctx.params, level,
                                                 q_better.get(v.key)))
+            if interval_contradicts(v.verdict, v.better, v.ci_low, v.ci_high):
+                _not_the_decider(v, j)
             if v.verdict in ("regression", "improvement"):
                 base = ctx.base.get(v.key)
                 if base is None:  # bulk path: the full series only for the few that tripped
@@ -465,7 +469,7 @@ def _decide_first(ctx: _Run, v: Verdict, j: stats.Judgement, gate: Gate,
                      f"new run alone p {j.extras.p_run_worse:.2g}: screened at "
                      f"{params.screen_level:g}, a confirm rerun decides")
     if v.verdict == "improvement":  # its own p, not the bad direction's
-        v.p_value, v.q_value = _num(j.p_better), q_better
+        v.p_value, v.q_value = _num(j.extras.p_better_sustained), q_better
     return level
 
 
@@ -483,7 +487,7 @@ def _decided_level(j: stats.Judgement, v: Verdict, gate: Gate, params: stats.Gat
         return lv if lv is not None else params.confirm_level
     worse = j.z >= 0
     side = level if worse else gate.level * params.confirm_level
-    p, q = (j.p_worse, v.q_value) if worse else (j.p_better, q_better)
+    p, q = (j.p_worse, v.q_value) if worse else (j.extras.p_better_sustained, q_better)
     return side * (p / q) if q and p <= q else side
 
 
@@ -495,6 +499,21 @@ def _show_interval(v: Verdict, j: stats.Judgement, level: float) -> None:
     ci = d.interval(level)
     v.ci_low, v.ci_high = (_num(ci[0]), _num(ci[1])) if ci is not None else (None, None)
     v.ci_conf = d.confidence(level)
+
+
+def _not_the_decider(v: Verdict, j: stats.Judgement) -> None:
+    """A verdict a rank or quantile rule (or a rule over the chain's reruns) decided,
+    whose t-interval spans 0 at the level that decided: that interval is not the
+    deciding test's statement, so none is shown; the message says what decided."""
+    quantile = "quantile" in (v.method or "")
+    p = j.extras.p_q_worse if quantile else v.p_value
+    rule = ("the quantile test" if quantile else
+            "the confirm rule over the reruns" if v.stage not in ("", Stage.FIRST.value)
+            else "the rank bound")
+    v.ci_low = v.ci_high = v.ci_conf = None
+    v.message = (f"{v.message}; " if v.message else "") + (
+        f"decided by {rule}" + (f" (p {p:.2g})" if p is not None and math.isfinite(p) else "")
+        + "; the t-interval of the change spans 0 at that level, so none is shown")
 
 
 def _full_series(ctx: _Run, key: str) -> list[Mapping[str, Any]] | None:

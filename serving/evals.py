@@ -6,6 +6,7 @@ Config validation, few-shot prompting, answer extraction and scoring are pure; o
 
 from __future__ import annotations
 
+import difflib
 import json
 import math
 import re
@@ -62,6 +63,7 @@ _SCHEMA: dict[str, tuple[tuple[type, ...], bool]] = {
 DEFAULT_TOLERANCE = 0.08  # vLLM's, when a config gives none
 DEFAULT_MAX_TOKENS = 256  # vLLM's evaluator default
 DEFAULT_STARTUP_WAIT_S = 600.0  # vLLM's server start-up wait
+LM_EVAL_RTOL = 0.08  # vLLM's lm-eval-harness DEFAULT_RTOL, when a config gives no rtol
 
 _STOP = ("Question:", "\n\n")
 _NUMBER = re.compile(r"-?\d[\d,]*(?:\.\d+)?")
@@ -85,6 +87,7 @@ class EvalConfig:
     source: str = "<config>"
     env: tuple[tuple[str, str], ...] = ()
     startup_max_wait_s: float = DEFAULT_STARTUP_WAIT_S
+    notes: tuple[str, ...] = ()  # fields read but not used here (vLLM's own, or typos)
 
     @property
     def floor(self) -> float:
@@ -122,9 +125,18 @@ def parse_eval_config(
     """Validate a mapping against the schema; every error names ``source`` and the field."""
     if not isinstance(data, Mapping):
         raise EvalConfigError(f"{source}: expected a mapping of fields, got {type(data).__name__}")
+    notes: list[str] = []
+    if "tasks" in data:  # vLLM's lm-eval-harness format (.buildkite/lm-eval-harness/configs)
+        data, notes = _from_lm_eval(data, source)
+    # vLLM reads the fields it uses and ignores the rest (its configs carry max_model_len,
+    # max_concurrency, min_acceptance_length, ... for other tools): so does this loader,
+    # with a note per field, so a typo of a known field is visible rather than silent.
     for key in data:
         if key not in _SCHEMA:
-            raise EvalConfigError(f"{source}: unknown field {key!r}; known: {', '.join(_SCHEMA)}")
+            close = difflib.get_close_matches(str(key), _SCHEMA, n=1)
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            notes.append(f"{source}: field {key!r} is not used here, ignored{hint}")
+    data = {k: v for k, v in data.items() if k in _SCHEMA}
     for key, (types, required) in _SCHEMA.items():
         if key not in data:
             if required:
@@ -179,7 +191,47 @@ def parse_eval_config(
         source=source,
         env=tuple((k, str(v)) for k, v in data["env"].items()),
         startup_max_wait_s=wait,
+        notes=tuple(notes),
     )
+
+
+def _from_lm_eval(data: Mapping[str, Any], source: str) -> tuple[dict[str, Any], list[str]]:
+    """vLLM's lm-eval-harness config (``model_name``, ``tasks: [{name, metrics: [{name,
+    value}]}]``, ``limit``, ``num_fewshot``, ``rtol``) as this loader's fields: the gsm8k
+    task's strict-match exact match (else its first metric) is the threshold, and the
+    tolerance is ``rtol`` times it (vLLM's ``np.isclose(..., rtol)``; here one-sided: a
+    score above the reference passes)."""
+    tasks = data["tasks"]
+    if not isinstance(tasks, list) or not all(isinstance(t, Mapping) for t in tasks):
+        raise EvalConfigError(f"{source}: field 'tasks' must be a list of {{name, metrics}} mappings")
+    gsm = [t for t in tasks if str(t.get("name", "")).startswith("gsm8k")]
+    if not gsm:
+        names = [t.get("name") for t in tasks]
+        raise EvalConfigError(f"{source}: field 'tasks' has no gsm8k task (got {names}); "
+                              "this tool runs GSM8K-format datasets only")
+    metrics = gsm[0].get("metrics")
+    if not isinstance(metrics, list) or not metrics or not all(
+            isinstance(m, Mapping) and "name" in m and "value" in m for m in metrics):
+        raise EvalConfigError(f"{source}: task {gsm[0].get('name')!r} needs 'metrics': a list "
+                              "of {name, value}")
+    strict = [m for m in metrics if m["name"] == "exact_match,strict-match"]
+    metric = (strict or metrics)[0]
+    value, rtol = metric["value"], data.get("rtol", LM_EVAL_RTOL)
+    for name, v in (("value", value), ("rtol", rtol)):
+        if isinstance(v, bool) or not isinstance(v, int | float):
+            raise EvalConfigError(f"{source}: {name} must be a number, got {v!r}")
+    notes = [f"{source}: lm-eval-harness format: gsm8k metric {metric['name']!r} = {value} "
+             f"is the threshold, rtol {rtol} the tolerance"]
+    notes += [f"{source}: task {t.get('name')!r} is not run here, ignored" for t in tasks
+              if t is not gsm[0]]
+    notes += [f"{source}: metric {m['name']!r} is not checked here, ignored" for m in metrics
+              if m is not metric]
+    out = {k: v for k, v in data.items() if k not in ("tasks", "limit", "rtol")}
+    out["accuracy_threshold"] = value
+    out["tolerance"] = rtol * value
+    if "limit" in data:
+        out["num_questions"] = data["limit"]
+    return out, notes
 
 
 def load_eval_config(path: str | Path) -> EvalConfig:

@@ -17,6 +17,7 @@ import requests
 
 __all__ = [
     "Message",
+    "check_server",
     "CONVERSATIONS",
     "TurnCheck",
     "is_prefix",
@@ -114,3 +115,14 @@ def tokenize_chat(
     )
     resp.raise_for_status()
     return [int(t) for t in resp.json()["tokens"]]
+
+
+def check_server(base_url: str, model: str, *, timeout_s: float = 30.0) -> list[TurnCheck]:
+    """Every turn of every conversation of :data:`CONVERSATIONS`, tokenized by the server."""
+    with requests.Session() as session:
+        session.trust_env = False  # loopback: no proxy lookup
+
+        def tokenize(messages: Sequence[Message]) -> list[int]:
+            return tokenize_chat(session, base_url, model, messages, timeout_s=timeout_s)
+
+        return [c for i, conv in enumerate(CONVERSATIONS) for c in check_conversation(i, conv, tokenize)]

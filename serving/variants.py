@@ -33,27 +33,51 @@ class VariantsFailed(ExceptionGroup):  # noqa: N818 - reads as a sentence in rep
     """Some variants failed; ``exceptions`` holds one error per failed variant."""
 
 
+def _stops_everything(exc: BaseException) -> bool:
+    """Ctrl-C, exit, and pytest-timeout's own timeout (a ``Failed`` whose message starts
+    "Timeout"): the run is over, no further variant may start."""
+    if isinstance(exc, KeyboardInterrupt | SystemExit | GeneratorExit):
+        return True
+    return type(exc).__name__ == "Failed" and str(exc).startswith("Timeout")
+
+
+def _one_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0][:160]}" if text else type(exc).__name__
+
+
 def run_variants(variants: Sequence[Variant], run: Callable[[Variant], T]) -> dict[str, T]:
     """Call ``run`` for each variant in order; return results by name.
 
-    An ``Exception`` in one variant is kept and the next variant runs; afterwards all
-    of them are raised together as :class:`VariantsFailed`, each annotated with its
-    variant's name. ``KeyboardInterrupt`` and ``SystemExit`` stop at once.
+    Any exception in one variant is kept and the next variant runs: an ``Exception``
+    (a server that died or never became healthy, a failed assert, a request timeout)
+    and pytest's ``pytest.fail`` / ``pytest.skip`` alike (a skipped variant must not
+    read as green). Afterwards all of them are raised together as
+    :class:`VariantsFailed`, whose message names each failed variant with its error,
+    and each error is annotated with its variant's name. Ctrl-C, ``SystemExit`` and
+    pytest-timeout's timeout stop at once.
     """
     names = [v.name for v in variants]
     if len(set(names)) != len(names):
         raise ValueError(f"variant names must be unique: {names}")
     results: dict[str, T] = {}
-    failures: list[Exception] = []
+    failures: list[tuple[str, Exception, BaseException]] = []
     for variant in variants:
         try:
             results[variant.name] = run(variant)
-        except Exception as exc:  # noqa: BLE001 - collected and re-raised below
-            exc.add_note(f"variant {variant.name!r} ({' '.join(variant.server_args)})")
-            failures.append(exc)
+        except BaseException as exc:  # noqa: BLE001 - collected and re-raised below
+            if _stops_everything(exc):
+                raise
+            # An ExceptionGroup holds Exceptions only: pytest's outcomes travel wrapped.
+            err = exc if isinstance(exc, Exception) else RuntimeError(_one_line(exc))
+            if err is not exc:
+                err.__cause__ = exc
+            err.add_note(f"variant {variant.name!r} ({' '.join(variant.server_args)})")
+            failures.append((variant.name, err, exc))
     if failures:
-        failed = ", ".join(n for n in names if n not in results)
+        failed = "; ".join(f"{name} ({_one_line(exc)})" for name, _, exc in failures)
         raise VariantsFailed(
-            f"{len(failures)} of {len(variants)} variants failed: {failed}", failures
+            f"{len(failures)} of {len(variants)} variants failed: {failed}",
+            [err for _, err, _ in failures],
         )
     return results

@@ -9,13 +9,14 @@ not counted but launch latency is.
 
 from __future__ import annotations
 
+import os
 import statistics
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["Timing", "time_cpu", "time_cuda", "median"]
+__all__ = ["Timing", "time_cpu", "time_cuda", "median", "injected_slowdown", "SLOWDOWN_ENV"]
 
 
 @dataclass(frozen=True)
@@ -67,6 +68,27 @@ def time_cpu(
     return Timing(out, iters, warmup)
 
 
+SLOWDOWN_ENV = "SUITELIB_INJECT_SLOWDOWN"
+
+
+def injected_slowdown(env: dict[str, str] | None = None) -> float:
+    """The fault injection a gate experiment asked for: ``SUITELIB_INJECT_SLOWDOWN=0.03``
+    makes every ``time_cuda`` sample 3% longer (the measured time, noise and all, times
+    1.03: a slowdown of the timed call by that share). 0 when unset. Never set it in CI:
+    it exists to check that the gate catches a known slowdown on a real GPU
+    (``benchmarks/fleet_device.py``)."""
+    raw = (os.environ if env is None else env).get(SLOWDOWN_ENV, "").strip()
+    if not raw:
+        return 0.0
+    try:
+        f = float(raw)
+    except ValueError:
+        raise ValueError(f"{SLOWDOWN_ENV}={raw!r}: give a fraction such as 0.03") from None
+    if not 0.0 <= f < 1.0:
+        raise ValueError(f"{SLOWDOWN_ENV}={raw!r}: give a fraction in [0, 1), such as 0.03")
+    return f
+
+
 # Larger than any current L2 (H200: 60 MB, B200: 126 MB).
 _FLUSH_BYTES = 256 << 20
 
@@ -92,6 +114,7 @@ def time_cuda(
     flush = torch.empty(_FLUSH_BYTES, dtype=torch.uint8, device="cuda") if flush_l2 else None
 
     _check(samples, iters, warmup)
+    scale = 1.0 + injected_slowdown()
     first: float | None = None
     for i in range(warmup):
         t0 = time.perf_counter()
@@ -113,5 +136,5 @@ def time_cuda(
             fn()
             end.record()
         torch.cuda.synchronize()
-        out.append(statistics.median(s.elapsed_time(e) for s, e in evs) / 1e3)
+        out.append(scale * statistics.median(s.elapsed_time(e) for s, e in evs) / 1e3)
     return Timing(out, iters, warmup, first)

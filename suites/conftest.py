@@ -1,7 +1,7 @@
 """Shared fixtures of the serving suites (suites/serving, suites/evals).
 
-One vLLM CPU server per pytest session, started on first use: the ~20 s start is paid
-once, not per file. ``SERVING_URL`` (and optionally ``SERVING_MODEL``) attach to a
+One vLLM CPU server per pytest session, started on first use, serving the trained tiny
+model (``serving.trained_model``): the ~20 s start is paid once, not per file. ``SERVING_URL`` (and optionally ``SERVING_MODEL``) attach to a
 server that is already running instead. Heavy imports happen inside the fixtures, so
 other suites that share this directory pay nothing.
 """
@@ -48,6 +48,16 @@ def tiny_model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="session")
+def scoring_model_dir() -> Path:
+    """The tiny Llama trained on the short arithmetic word problems (serving.trained_model):
+    from the recipe-hash cache, or trained now (about 2 minutes on 2 cores, once a
+    machine). Its weights, tokenizer and chat template are in HF format for vLLM."""
+    from serving.trained_model import ensure_trained_model
+
+    return ensure_trained_model(log=lambda line: print(f"trained_model: {line}", flush=True))
+
+
+@pytest.fixture(scope="session")
 def vllm_installed() -> None:
     """Fail (never skip: a skip would read as green) where vLLM is missing."""
     if importlib.util.find_spec("vllm") is None:
@@ -61,9 +71,9 @@ def vllm_installed() -> None:
 def vllm_server(
     tmp_path_factory: pytest.TempPathFactory, serving_results: Path, request: pytest.FixtureRequest
 ) -> Iterator[ServingTarget]:
-    """The session's server: a vLLM CPU server on the tiny model, or ``SERVING_URL``."""
+    """The session's server: a vLLM CPU server on the trained tiny model, or ``SERVING_URL``."""
     from serving.lifecycle import attach, start_server, vllm_cpu_config
-    from serving.tiny_model import TINY_MODEL_NAME
+    from serving.trained_model import SCORING_MODEL_NAME as TINY_MODEL_NAME
 
     url = os.environ.get("SERVING_URL")
     if url:
@@ -73,7 +83,7 @@ def vllm_server(
         )
         return
     request.getfixturevalue("vllm_installed")
-    model_dir = request.getfixturevalue("tiny_model_dir")
+    model_dir = request.getfixturevalue("scoring_model_dir")
     cfg = vllm_cpu_config(
         model_dir, tmp_path_factory.mktemp("vllm-run"), served_model_name=TINY_MODEL_NAME
     )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import subprocess
 from pathlib import Path
 
 import numpy as np
@@ -229,3 +230,30 @@ def test_gate_cli_reads_the_accept_file_at_the_plans_root(tmp_path, capsys):
     (tmp_path / accept.ACCEPT_FILE).write_text('[[accept]]\nkey = "lat"\n')
     assert gate_main(args) == 2
     assert f"{accept.ACCEPT_FILE}:1: an entry needs reason" in capsys.readouterr().err
+
+
+def test_accept_refuses_a_commit_nothing_knows_and_names_the_suites_it_covers(
+        h, tmp_path, capsys):
+    steady(h, n=3)
+    add_run(h, 10, 1.0, np.random.default_rng(1), suite="t")  # lat is in suite t too
+    # Neither a run of the history nor a commit of the checkout: a typo that would
+    # never apply is refused, and nothing is logged.
+    assert cli(["accept", "lat", "--history", str(h.path), "--from", "deadbeef1",
+                "--reason", "x", "--root", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert "--from deadbeef1: no run in" in err and "does not have it" in err
+    assert h.acceptances() == []
+    # A commit of a run: accepted, and without --suite it says which suites it covers.
+    assert cli(["accept", "lat", "--history", str(h.path), "--from", "0000001",
+                "--reason", "x", "--who", "me"]) == 0
+    out = capsys.readouterr().out
+    assert "covers every suite (no --suite): the keys are recorded in s, t" in out
+    # A commit of the checkout that has not run yet: in force once it runs.
+    subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
+    subprocess.run(["git", "-C", str(tmp_path), "-c", "user.name=t", "-c", "user.email=t@t",
+                    "commit", "-q", "--allow-empty", "-m", "x"], check=True)
+    sha = subprocess.run(["git", "-C", str(tmp_path), "rev-parse", "HEAD"], check=True,
+                         capture_output=True, text=True).stdout.strip()
+    assert cli(["accept", "lat", "--history", str(h.path), "--from", sha[:9], "--suite", "s",
+                "--reason", "x", "--who", "me", "--root", str(tmp_path)]) == 0
+    assert "(in force once that commit has run); covers suite s;" in capsys.readouterr().out

@@ -3,6 +3,7 @@ register_ci_gate signature, gates below top level, labels selecting what runs.""
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 
@@ -145,3 +146,47 @@ def test_labels_outside_the_catalogs_registry_are_errors():
     _, _, errs = parse_file('register_cuda_ci(600, "stage-c-8-gpu-h200", labels=["fdsp"])\ndef test_a(): pass\n',
                             "tests/e2e/test_x.py", cat(text))
     assert len(errs) == 1 and "unknown label 'fdsp'; closest: fsdp" in errs[0].message
+
+
+@pytest.mark.skipif(not MILES_MIRROR.is_dir(), reason="needs a fetched miles mirror at /work/.mirror/radixark+miles")
+@pytest.mark.parametrize("event", ["push", "schedule"])
+def test_shipped_catalog_builds_a_matrix_for_miles_at_its_commit(tmp_path, event):
+    """The example was written for miles 31f1ca96, whose long e2e files (5,000-9,000 s)
+    exceeded a 3,600 s shard budget: `matrix` refused the whole tree."""
+    import subprocess
+
+    archive = subprocess.run(["git", "-C", str(MILES_MIRROR), "archive", "31f1ca961a94cb860cec3b2dea34ec332bfa8f76", "tests"],
+                             capture_output=True, check=True, timeout=120).stdout
+    subprocess.run(["tar", "-x", "-C", str(tmp_path)], input=archive, check=True, timeout=120)
+    r = subprocess.run([sys.executable, "-m", "ci_register", "matrix", "--root", str(tmp_path), "--catalog",
+                        str(ROOT / "examples" / "miles" / "catalog.toml"), "--event", event],
+                       capture_output=True, text=True, timeout=300, cwd=ROOT)
+    assert r.returncode == 0, r.stderr[-600:]
+    jobs = json.loads(r.stdout)["include"]
+    assert jobs and all(j["suite"] for j in jobs)
+
+
+def test_catalog_gate_defaults_fill_a_bare_declaration_like_miles_gate_defaults(tmp_path):
+    cat = parse_catalog((ROOT / "examples" / "miles" / "catalog.toml").read_text(), tmp_path / "catalog.toml")
+    assert cat.gate_defaults["rollout/tito_session_mismatch_rate/v1/assistant_text"]["steps"] == "last"
+    _, gates, errs = parse_file(
+        'register_cuda_ci(600, "stage-c-8-gpu-h200")\n'
+        'register_ci_gate(metric_key="rollout/tito_session_mismatch_rate/v1/assistant_text")\n'
+        'register_ci_gate(metric_key="train/grad_norm", steps="last", enforce=True)\n'
+        'register_ci_gate(metric_key="not/in/defaults")\n'
+        'def test_a(): pass\n', "tests/e2e/test_x.py", cat)
+    assert errs == []
+    got = {g.metric_key: g for g in gates}
+    bare = got["rollout/tito_session_mismatch_rate/v1/assistant_text"]
+    assert bare.options == {"mode": "warn", "min_change": 1.0}  # the band's tighter relative side
+    assert bare.miles == {"steps": "last", "constraint": {"rel_up": 1.0, "abs_floor_up": 0.1, "rel_down": 1.0}}
+    own = got["train/grad_norm"]  # what the call says wins; the rest comes from the defaults
+    assert own.options == {"mode": "enforce", "min_change": 0.5}
+    assert own.miles["steps"] == "last" and own.miles["constraint"]["rel_down"] == 0.8
+    assert got["not/in/defaults"].options == {"mode": "warn"}
+
+
+def test_gate_defaults_with_an_unknown_option_name_file_and_key(tmp_path):
+    text = CATALOG + '\n[gate_defaults."a/b"]\nband = 0.5\n'
+    with pytest.raises(CatalogError, match=r"catalog\.toml:\d+: gate_defaults 'a/b': unknown option 'band'"):
+        parse_catalog(text, tmp_path / "catalog.toml")

@@ -336,6 +336,26 @@ def test_sglang_catalog_reads_sglangs_suite_lists(tmp_path):
     assert c.suites["stress"].shard_budget_s == 4020 and c.suites["base-c-test-8-gpu-h200"].shard_budget_s == 1800
 
 
+def test_list_json_includes_registrations_without_a_session_as_the_text_listing(tmp_path, make_tree):
+    root = make_tree(tmp_path / "adopter", {
+        "test/registered/test_npu.py": 'register_npu_ci(30, "base-b-test-1-npu-a3")' + MAIN,
+        "test/registered/test_blank.py": 'register_cuda_ci(20, "", disabled="flaky")' + MAIN,
+        "test/registered/a.py": 'register_cuda_ci(60, "base-b-test-1-gpu-large")' + MAIN,
+    }, catalog=sglang_catalog(unchecked_backends=["npu"]))
+    text = run_cli(root, "list", "--catalog", "ci/catalog.toml")
+    assert text.returncode == 0, text.stderr
+    assert "(no session" in text.stdout and "test_npu.py" in text.stdout and "test_blank.py" in text.stdout
+    r = run_cli(root, "list", "--catalog", "ci/catalog.toml", "--json")
+    assert r.returncode == 0, r.stderr
+    listed = json.loads(r.stdout)
+    in_suites = [f["path"] for s in listed["suites"].values() for f in s["files"]]
+    assert in_suites == ["test/registered/a.py"]
+    assert [(f["path"], f["declared"]) for f in listed["no_session"]] == [
+        ("test/registered/test_blank.py", ""),
+        ("test/registered/test_npu.py", "base-b-test-1-npu-a3"),
+    ]
+
+
 @pytest.mark.parametrize("run_suite", [None, "PER_COMMIT_SUITES = {\n", "PER_COMMIT_SUITES = {}\n"])
 def test_sglang_catalog_on_a_tree_it_cannot_read_is_one_error_line(tmp_path, run_suite):
     if run_suite is not None:

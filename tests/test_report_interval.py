@@ -76,10 +76,15 @@ def test_confidence_is_the_level_that_decided(tmp_path):
     # One metric: q = p; the new run alone carries half of the level.
     level = stats.level_for(stats.judge_summaries(base, 1.08, sign=1), 0.02)
     assert v.ci_conf == pytest.approx(1 - 2 * level * 0.5)
-    # Improvements are held to level x confirm_level: a tighter level, a wider interval.
-    _, vi = _series(tmp_path / "i", base, 0.92)
+    # Improvements are held to level x confirm_level: a tighter level, a wider interval;
+    # read on a window (never one run alone), so two runs down come first.
+    _, vi = _series(tmp_path / "i", np.r_[base, 0.921, 0.919], 0.92)
     assert vi.verdict == "improvement" and vi.ci_conf > v.ci_conf
+    assert vi.method.endswith("/huber-3")
     assert vi.p_value is not None and vi.p_value < 1e-3  # its own p, not the bad side's
+    # One fast run alone: a pass, however fast.
+    _, v1 = _series(tmp_path / "one", base, 0.8)
+    assert v1.verdict == "pass"
 
 
 def test_renderers_show_the_stored_interval_and_the_change_against_the_row(tmp_path):

@@ -61,10 +61,65 @@ server_args: >-
     assert cfg.dataset == DEFAULT_DATASET
 
 
-def test_unknown_field_names_file_and_field(tmp_path: Path) -> None:
-    path = write(tmp_path, "\n".join(f"{k}: {v!r}" for k, v in {**GOOD, "num_shots": 5}.items()))
-    with pytest.raises(EvalConfigError, match=r"cfg\.yaml: unknown field 'num_shots'"):
-        load_eval_config(path)
+def test_unknown_field_is_ignored_with_a_note_naming_file_and_field(tmp_path: Path) -> None:
+    path = write(tmp_path, "\n".join(f"{k}: {v!r}" for k, v in {**GOOD, "num_fewshots": 5}.items()))
+    cfg = load_eval_config(path)
+    assert cfg.num_fewshot == 3
+    assert cfg.notes == (f"{path}: field 'num_fewshots' is not used here, ignored "
+                         "(did you mean 'num_fewshot'?)",)
+
+
+def test_vllm_gsm8k_configs_with_fields_for_other_tools_load(tmp_path: Path) -> None:
+    # The shape of the 4 of vLLM's 12 tests/evals/gsm8k configs that were refused before.
+    path = write(tmp_path, """\
+model_name: "RedHatAI/Qwen3-30B-A3B-FP8"
+accuracy_threshold: 0.84
+num_questions: 1319
+num_fewshot: 5
+max_model_len: 4096
+max_concurrency: 64
+min_acceptance_length: 2.5
+server_args: "--enforce-eager --max-model-len 4096"
+""")
+    cfg = load_eval_config(path)
+    assert cfg.floor == pytest.approx(0.84 - 0.08)
+    assert [n.split("field ")[1].split(" ")[0] for n in cfg.notes] == [
+        "'max_model_len'", "'max_concurrency'", "'min_acceptance_length'"]
+
+
+def test_lm_eval_harness_config_reads_tasks_and_metrics(tmp_path: Path) -> None:
+    path = write(tmp_path, """\
+# bash .buildkite/lm-eval-harness/run-lm-eval-gsm-vllm-baseline.sh -m x -b 32 -l 250 -f 5
+model_name: "neuralmagic/Meta-Llama-3-8B-Instruct-FP8"
+tasks:
+- name: "gsm8k"
+  metrics:
+  - name: "exact_match,strict-match"
+    value: 0.753
+  - name: "exact_match,flexible-extract"
+    value: 0.758
+limit: 1000
+num_fewshot: 5
+max_model_len: 4096
+""")
+    cfg = load_eval_config(path)
+    assert (cfg.accuracy_threshold, cfg.num_questions, cfg.num_fewshot) == (0.753, 1000, 5)
+    assert cfg.tolerance == pytest.approx(0.08 * 0.753)  # vLLM's DEFAULT_RTOL
+    assert any("'exact_match,flexible-extract' is not checked" in n for n in cfg.notes)
+    assert any("'max_model_len' is not used" in n for n in cfg.notes)
+    rtol = parse_eval_config({"model_name": "m", "num_fewshot": 0, "limit": 5, "rtol": 0.05,
+                              "tasks": [{"name": "gsm8k", "metrics": [{"name": "acc", "value": 0.5}]}]})
+    assert rtol.floor == pytest.approx(0.5 - 0.025)
+
+
+@pytest.mark.parametrize(("tasks", "why"), [
+    ([{"name": "mmlu", "metrics": [{"name": "acc", "value": 0.5}]}], "no gsm8k task"),
+    ([{"name": "gsm8k", "metrics": []}], "needs 'metrics'"),
+    ("gsm8k", "must be a list"),
+])
+def test_lm_eval_harness_config_errors_name_file(tasks: object, why: str) -> None:
+    with pytest.raises(EvalConfigError, match=rf"^x\.yaml: .*{why}"):
+        parse_eval_config({"model_name": "m", "num_fewshot": 0, "limit": 5, "tasks": tasks}, "x.yaml")
 
 
 @pytest.mark.parametrize("field", ["accuracy_threshold", "model_name", "num_fewshot", "num_questions"])

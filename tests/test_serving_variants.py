@@ -20,7 +20,8 @@ def test_all_variants_run_and_all_failures_are_raised_together() -> None:
             raise AssertionError("3 errors")
         return sum(v.batch_sizes)
 
-    with pytest.raises(VariantsFailed, match="2 of 3 variants failed: a, c") as info:
+    with pytest.raises(VariantsFailed, match=r"2 of 3 variants failed: a \(RuntimeError: server "
+                       r"died\); c \(AssertionError: 3 errors\)") as info:
         run_variants([A, B, C], run)
     assert ran == ["a", "b", "c"]
     errors = info.value.exceptions
@@ -49,3 +50,32 @@ def test_bad_variants() -> None:
         run_variants([A, A], lambda v: None)
     with pytest.raises(ValueError, match="batch sizes"):
         Variant("z", (), ())
+
+
+def test_pytest_fail_and_skip_in_a_variant_count_as_failures_and_the_next_runs() -> None:
+    ran: list[str] = []
+
+    def run(v: Variant) -> None:
+        ran.append(v.name)
+        if v.name == "a":
+            pytest.fail("server answered 500")
+        if v.name == "b":
+            pytest.skip("no GPU")  # a skipped variant would otherwise read as green
+
+    with pytest.raises(VariantsFailed, match=r"2 of 3 variants failed: a \(Failed: server "
+                       r"answered 500\); b \(Skipped: no GPU\)") as info:
+        run_variants([A, B, C], run)
+    assert ran == ["a", "b", "c"]
+    assert [e.__notes__[0] for e in info.value.exceptions] == ["variant 'a' (--x)", "variant 'b' (--y)"]
+
+
+def test_pytest_timeout_stops_at_once() -> None:
+    ran: list[str] = []
+
+    def run(v: Variant) -> None:
+        ran.append(v.name)
+        pytest.fail("Timeout >600.0s")  # what pytest-timeout's signal method raises
+
+    with pytest.raises(pytest.fail.Exception, match="Timeout"):
+        run_variants([A, B], run)
+    assert ran == ["a"]

@@ -39,3 +39,14 @@ def test_rate_and_bad_arguments() -> None:
     assert [r > 0 for r in t.rate(1e6)] == [True, True]
     with pytest.raises(ValueError, match="samples"):
         time_cpu(lambda: None, samples=0)
+
+
+def test_injected_slowdown_reads_a_fraction_and_refuses_anything_else():
+    from suitelib.timing import SLOWDOWN_ENV, injected_slowdown
+
+    assert injected_slowdown({}) == 0.0
+    assert injected_slowdown({SLOWDOWN_ENV: ""}) == 0.0
+    assert injected_slowdown({SLOWDOWN_ENV: "0.03"}) == pytest.approx(0.03)
+    for bad in ("3%", "-0.1", "1.5", "nan"):
+        with pytest.raises(ValueError, match=SLOWDOWN_ENV):
+            injected_slowdown({SLOWDOWN_ENV: bad})

@@ -40,3 +40,15 @@ def test_exit_codes_follow_the_runner():
     assert [pytest_exit("complete", s) for s in (None, 0, 1, 5, 4)] == [0, 0, 1, 1, 2]
     assert pytest_exit("incomplete", None) == 1 and pytest_exit("interrupted", 130) == 130
     assert session_exit(0, [0, 1]) == 1 and session_exit(2, [1]) == 2
+
+
+def test_an_interval_that_spans_zero_beside_a_held_verdict_contradicts_it():
+    from gates.model.verdicts import interval_contradicts
+
+    assert interval_contradicts("regression", "lower", -0.01, 0.056)  # the row
+    assert not interval_contradicts("regression", "lower", 0.004, 0.056)
+    assert interval_contradicts("regression", "higher", -0.05, 0.01)
+    assert not interval_contradicts("regression", "higher", -0.05, -0.01)
+    assert not interval_contradicts("improvement", "lower", -0.05, -0.01)
+    assert not interval_contradicts("pass", "lower", -0.05, 0.05)
+    assert not interval_contradicts("regression", "lower", None, None)

@@ -14,6 +14,8 @@ import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ci_register.registered.gate_options import GATE_OPTIONS, MILES_GATE_KEYS, miles_options
+
 __all__ = [
     "BACKENDS",
     "RESERVED_NAMES",
@@ -171,6 +173,9 @@ class Catalog:
     gate_mode: str = "enforce"
     # The labels registrations may use (miles' registry); empty: any label.
     labels: tuple[str, ...] = ()
+    # [gate_defaults]: metric key -> register_ci_gate options a declaration of that key
+    # gets where it omits them (miles' GATE_DEFAULTS: bands for bare declarations).
+    gate_defaults: dict[str, dict] = field(default_factory=dict, compare=False)
     select: dict = field(default_factory=dict, compare=False)  # raw [select] table (ci_register.planning.select)
 
     def known(self) -> str:
@@ -372,9 +377,9 @@ def parse_catalog(text: str, path: Path) -> Catalog:
         m = re.search(r"at line (\d+)", str(exc))
         line = m.group(1) if m else "1"
         raise CatalogError(f"{path}:{line}: malformed catalog: {exc}; fix the TOML (a suite defined twice is a duplicate table)") from None
-    unknown = sorted(set(data) - {"collect", "markers", "suites", "implicit", "select"})
+    unknown = sorted(set(data) - {"collect", "markers", "suites", "implicit", "select", "gate_defaults"})
     if unknown:
-        raise CatalogError(f"{path}:{_line_of(text, unknown[0])}: unknown table {unknown[0]!r}; known: collect, implicit, markers, select, suites")
+        raise CatalogError(f"{path}:{_line_of(text, unknown[0])}: unknown table {unknown[0]!r}; known: collect, gate_defaults, implicit, markers, select, suites")
     if not isinstance(data.get("select", {}), dict):
         raise CatalogError(f"{path}:{_line_of(text, 'select')}: [select] must be a table (see ci_register/planning/select.py)")
     options = _collect_options(data.get("collect", {}), f"{path}:{_line_of(text, '[collect]')}")
@@ -406,8 +411,30 @@ def parse_catalog(text: str, path: Path) -> Catalog:
             )
         seen[s.key] = name
     implicit = _implicit(data.get("implicit", {}), suites, f"{path}:{_line_of(text, '[implicit]')}")
+    defaults = _gate_defaults(data.get("gate_defaults", {}), path, text)
     return Catalog(path=path, suites=suites, markers=markers, root=path.parent, implicit=implicit,
-                   select=data.get("select", {}), **options)
+                   select=data.get("select", {}), gate_defaults=defaults, **options)
+
+
+def _gate_defaults(raw: object, path: Path, text: str) -> dict[str, dict]:
+    """[gate_defaults."METRIC/KEY"] tables of register_ci_gate options, checked as a call's."""
+    where = f"{path}:{_line_of(text, 'gate_defaults')}"
+    if not isinstance(raw, dict):
+        raise CatalogError(f"{where}: [gate_defaults] must be tables [gate_defaults.\"METRIC/KEY\"]")
+    out: dict[str, dict] = {}
+    for key, opts in raw.items():
+        at = f"{path}:{_line_of(text, key)}"
+        if not isinstance(opts, dict):
+            raise CatalogError(f"{at}: gate_defaults {key!r} must be a table of register_ci_gate options")
+        bad = [k for k in opts if k not in GATE_OPTIONS and k not in MILES_GATE_KEYS]
+        if bad:
+            raise CatalogError(f"{at}: gate_defaults {key!r}: unknown option {bad[0]!r}; known: "
+                               f"{', '.join(GATE_OPTIONS + MILES_GATE_KEYS)}")
+        error = miles_options(dict(opts), "gate_defaults")
+        if error:
+            raise CatalogError(f"{at}: gate_defaults {key!r}: {error}")
+        out[key] = dict(opts)
+    return out
 
 
 def load_catalog(path: str | Path) -> Catalog:

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ci_register.registered.catalog import Catalog
-from ci_register.registered.gate_options import MILES_GATE_KEYS, miles_options
+from ci_register.registered.gate_options import GATE_OPTIONS, MILES_GATE_KEYS, miles_options
 from ci_register.registered.paths import (
     NotRegularFile,
     find_test_files,
@@ -43,7 +43,6 @@ __all__ = [
 # SGLang's positional order, then its keyword-only arguments, plus miles' labels.
 _POSITIONAL = ("est_time", "suite", "nightly", "disabled")
 _KEYWORDS = set(_POSITIONAL) | {"stage", "runner_config", "in_process_group", "labels"}
-GATE_OPTIONS = ("better", "min_change", "min_value", "max_value", "level", "mode", "owner")
 MAX_EST_TIME_S = 7 * 86400  # a week: anything longer is a typo, and overflows timers
 MAX_FILE_BYTES = 2_000_000  # parsed with ast: a 50 MB literal took 22 GB of memory
 
@@ -302,7 +301,8 @@ def _registration(call: ast.Call, path: str, marker: str, backend: str, catalog:
     ), []
 
 
-def _gate(call: ast.Call, path: str, marker: str, default_mode: str = "enforce") -> tuple[GateDeclaration | None, list[CollectIssue]]:
+def _gate(call: ast.Call, path: str, marker: str, default_mode: str = "enforce",
+          gate_defaults: dict[str, dict] | None = None) -> tuple[GateDeclaration | None, list[CollectIssue]]:
     line = call.lineno
     if call.args:
         return None, [CollectIssue(path, line, f"{marker}() takes keyword arguments only: {marker}(metric_key=\"...\", ...)")]
@@ -319,6 +319,9 @@ def _gate(call: ast.Call, path: str, marker: str, default_mode: str = "enforce")
     key = opts.pop("metric_key", None)
     if not isinstance(key, str) or not key:
         return None, [CollectIssue(path, line, f"{marker}() needs metric_key=\"...\" (a string)")]
+    # The catalog's [gate_defaults] fill what the call omits (miles' GATE_DEFAULTS).
+    for name, value in (gate_defaults or {}).get(key, {}).items():
+        opts.setdefault(name, value)
     raw = {k: opts[k] for k in MILES_GATE_KEYS if k in opts}
     error = miles_options(opts, marker)
     if error:
@@ -457,7 +460,7 @@ def parse_file(source: str, path: str, catalog: Catalog, *, notes: list[CollectI
                     regs.append(reg)
             elif name == catalog.gate_marker:
                 top_level.add(id(stmt.value))
-                decl, errs = _gate(stmt.value, path, name, catalog.gate_mode)
+                decl, errs = _gate(stmt.value, path, name, catalog.gate_mode, catalog.gate_defaults)
                 issues += errs
                 if decl:
                     gates.append(decl)

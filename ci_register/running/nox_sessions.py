@@ -56,7 +56,7 @@ from ci_register.registered.catalog import Catalog, Suite, load_catalog
 
 __all__ = ["DIST", "EXIT_INPUT", "LOCAL_HISTORY", "RUN_NEEDS", "install", "default_sessions",
            "distribution_spec", "history_env", "install_hint", "mark_exit", "missing_message",
-           "missing_modules",
+           "missing_modules", "plan_only_call",
            "prepare_commands", "venv_lock"]
 
 DIST = "gpu-ci-gates"
@@ -189,7 +189,9 @@ def _default_prepare(root: Path) -> Callable[[Any, Suite], None]:
                 if verb == "install":
                     session.install(*args)
                 else:
-                    session.run("python", "-m", "pip", "uninstall", "-y", *args)
+                    # run_install: an install step, which `--install-only` runs too
+                    # (session.run is skipped there, and the CUDA builds stay).
+                    session.run_install("python", "-m", "pip", "uninstall", "-y", *args)
     return prepare
 
 
@@ -254,18 +256,29 @@ def _session(suite: Suite, catalog_path: Path, root: Path, python: str | None,
         except nox.command.CommandFailed as exc:
             if exc.return_code == EXIT_INPUT:
                 mark_exit(EXIT_INPUT)
-                session.error(f"{suite.name}: bad input or wrong hardware (exit {EXIT_INPUT}); nothing ran")
+                session.error(f"{suite.name}: exit {EXIT_INPUT}: bad input, wrong hardware, or pytest "
+                              "stopped early; the runner's error line above says which, and what ran")
             raise
 
     session_fn.__doc__ = suite.description
     session_fn.__name__ = suite.name.replace("-", "_").replace(".", "_")
+    # A plan-only call makes no virtualenv either: nox builds one (pip included) before
+    # the session runs, 60 s on a loaded machine for a plan that needs none.
+    bare = suite.is_gpu or plan_only_call()
     return nox.session(
         name=suite.name,
-        python=None if suite.is_gpu else python,
-        venv_backend="none" if suite.is_gpu else None,
+        python=None if bare else python,
+        venv_backend="none" if bare else None,
         tags=suite.tags(),
-        reuse_venv=not suite.is_gpu,
+        reuse_venv=not bare,
     )(session_fn)
+
+
+def plan_only_call(argv: list[str] | None = None) -> bool:
+    """Whether this nox call asks for plans only: ``--dry-run`` after ``--`` (nox hands
+    what follows ``--`` to every session it runs)."""
+    argv = sys.argv if argv is None else argv
+    return "--" in argv and "--dry-run" in argv[argv.index("--") + 1:]
 
 
 @contextlib.contextmanager

@@ -12,11 +12,13 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -41,7 +43,7 @@ from ci_register.running.pytest_plugin import file_timeout
 from ci_register.running.redact import mask_secrets
 from ci_register.running.supervise import Supervised, die_with_parent, run_supervised
 
-__all__ = ["RunOptions", "parse_run_args", "run_suite", "plan_text", "Plan", "make_plan", "GATE_MODES"]
+__all__ = ["Attempt", "RunOptions", "confirm_chain", "parse_run_args", "run_suite", "plan_text", "Plan", "make_plan", "GATE_MODES"]
 
 GATE_MODES = ("enforce", "warn", "off")
 DEFAULT_CONFIRM = 4  # confirm reruns at most: each after the first only while the reruns'
@@ -370,6 +372,39 @@ def _gate(opts: RunOptions, run_id: str, plan_file: Path, confirm_of: str | None
     return subprocess.run(cmd, cwd=opts.root, check=False).returncode
 
 
+_IMPORT_ERROR = re.compile(r"^E\s+((?:ModuleNotFoundError|ImportError): .+)$", re.M)
+
+
+def stopped_line(junit: Path) -> str:
+    """Why pytest stopped with exit 2 and what ran, from its JUnit XML: a collection
+    error names its file and its import error (a module missing from this Python);
+    tests that ran before are counted (they are recorded)."""
+    import xml.etree.ElementTree as ET  # noqa: PLC0415
+
+    try:
+        root = ET.parse(junit).getroot()
+    except (OSError, ET.ParseError):
+        return ("pytest stopped (exit 2: interrupted, or it could not collect the tests) "
+                "before writing its report; its output above says why")
+    broken: list[str] = []
+    ran = 0
+    for case in root.iter("testcase"):
+        err = case.find("error")
+        if err is not None and err.get("message") == "collection failure":
+            where = (case.get("name") or "?").replace(".", "/") + ".py"
+            found = _IMPORT_ERROR.search(err.text or "")
+            broken.append(f"{where}: {found.group(1) if found else 'collection failed'}")
+        elif case.find("skipped") is None:
+            ran += 1
+    what = f"{ran} test(s) ran and are recorded" if ran else "no test ran"
+    if not broken:
+        return f"pytest stopped (exit 2, interrupted); {what}"
+    fix = (f"; install the missing module in {sys.executable}'s environment"
+           if "ModuleNotFoundError" in broken[0] else "")
+    more = f" (and {len(broken) - 1} more file(s))" if len(broken) > 1 else ""
+    return f"pytest could not collect {broken[0]}{more}; {what}{fix}"
+
+
 def _write(path: Path, data: dict) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(data, indent=1), encoding="utf-8")
@@ -436,29 +471,68 @@ def run_suite(opts: RunOptions) -> int:
         print(f"error: suite {suite.name} shard {i}/{n}: pytest refused its arguments or the history (pytest exit 4)", file=sys.stderr)
         return 2
     if rc not in (0, 1):
+        if rc == 2:  # pytest stopped: say why, and what ran, from its JUnit file
+            print(f"error: suite {suite.name} shard {i}/{n}: {stopped_line(opts.results / f'junit-{_tag(plan_data)}.xml')}", file=sys.stderr, flush=True)
         return rc
     tripped = opts.results / f"tripped-{_tag(plan_data)}.json"
     grc = _gate(opts, run_id, plan_file, None, tripped, opts.confirm)
-    attempt = 0
-    # Exit 1 (an enforced failure) or 0 with suspects (stats.is_suspect): the gate lists
-    # the tests to rerun; a confirm attempt decides both.
-    while grc in (0, 1) and attempt < opts.confirm and tripped.exists():
-        nodeids = json.loads(tripped.read_text(encoding="utf-8") or "[]")
-        if not nodeids:
-            break
-        attempt += 1
-        print(f"gate tripped or suspected {len(nodeids)} test(s); confirming (attempt {attempt} of {opts.confirm})", flush=True)
+    chain = [run_id]
+
+    def rerun(attempt: int, nodeids: list[str]) -> Attempt:
         confirm_id = uuid.uuid4().hex
-        confirm_plan = dict(plan_data, run_id=confirm_id, confirm_of=run_id)
+        confirm_plan = dict(plan_data, run_id=confirm_id, confirm_of=chain[-1])
         cfile = _write(opts.results / f"plan-{_tag(confirm_plan)}-confirm{attempt}.json", confirm_plan)
         crc = _pytest(cfile, confirm_plan, opts, nodeids, [a for a in opts.pytest_args if a not in ("-x", "--exitfirst")])
         if crc not in (0, 1):
-            return crc
-        rc = max(rc, crc)
-        grc = _gate(opts, confirm_id, cfile, run_id, tripped, opts.confirm - attempt)
-        run_id = confirm_id
-    print(f"suite {suite.name} shard {i}/{n}: pytest exit {rc}, gate {'-' if grc is None else grc}, {time.monotonic() - started:.1f} s", flush=True)
-    return max(rc, grc or 0)
+            return Attempt(crc, None)
+        gate = _gate(opts, confirm_id, cfile, chain[-1], tripped, opts.confirm - attempt)
+        chain.append(confirm_id)
+        return Attempt(crc, gate)
+
+    def tripped_tests() -> list[str]:
+        return json.loads(tripped.read_text(encoding="utf-8") or "[]") if tripped.exists() else []
+
+    done = confirm_chain(Attempt(rc, grc), opts.confirm, tripped_tests, rerun)
+    if done.crashed:
+        return done.pytest
+    print(f"suite {suite.name} shard {i}/{n}: pytest exit {done.pytest}, gate {'-' if done.gate is None else done.gate}, {time.monotonic() - started:.1f} s", flush=True)
+    return done.exit_code
+
+
+@dataclass
+class Attempt:
+    """One attempt's pytest exit status and gate exit code (None: gates off, or not gated)."""
+
+    pytest: int
+    gate: int | None
+    crashed: bool = False  # a rerun's pytest neither passed nor failed: the session ends
+
+    @property
+    def exit_code(self) -> int:
+        return self.pytest if self.crashed else max(self.pytest, self.gate or 0)
+
+
+def confirm_chain(first: Attempt, confirm: int, tripped: Callable[[], list[str]],
+                  rerun: Callable[[int, list[str]], Attempt]) -> Attempt:
+    """The confirm protocol: while the last gate passed or failed (0, 1) and attempts are
+    left, rerun the tests it tripped or suspected (``tripped()``) as attempt 1, 2, ...
+    (``rerun(attempt, nodeids)``, each run ``confirm_of`` the attempt before it); a
+    confirm attempt decides both. Returns the session's attempt: the worst pytest status
+    and the last gate (``gates.model.verdicts.session_exit``; every report surface reads the
+    stored chain with the same rule). ``benchmarks/bench_surfaces.py`` drives it too."""
+    rc, grc = first.pytest, first.gate
+    attempt = 0
+    while grc in (0, 1) and attempt < confirm:
+        nodeids = tripped()
+        if not nodeids:
+            break
+        attempt += 1
+        print(f"gate tripped or suspected {len(nodeids)} test(s); confirming (attempt {attempt} of {confirm})", flush=True)
+        got = rerun(attempt, nodeids)
+        if got.pytest not in (0, 1):
+            return Attempt(got.pytest, got.gate, crashed=True)
+        rc, grc = max(rc, got.pytest), got.gate
+    return Attempt(rc, grc)
 
 
 def main_run(suite: str, argv: list[str]) -> int:

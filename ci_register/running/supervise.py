@@ -211,7 +211,7 @@ def run_supervised(cmd: list[str], *, cwd: Path, progress: Path | None = None,
                 elif now - first_at > SAME_INTERRUPT_S:  # asked twice: stop waiting
                     _killpg(pgid, signal.SIGKILL)
                 # else: the same Ctrl-C twice, from the terminal (to the whole group) and
-                # relayed by nox (`ci_register.nox_sessions`): one interrupt
+                # relayed by nox (`ci_register.running.nox_sessions`): one interrupt
                 forwarded = len(received)
             if kill_at is not None:
                 if now >= kill_at:

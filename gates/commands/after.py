@@ -104,15 +104,40 @@ def accept(args: argparse.Namespace) -> int:
             where = f" in suite {args.suite!r}" if args.suite else ""
             raise UsageError(f"{args.key!r} matches no recorded metric key{where}; check the "
                              "key or glob (gate-report --since 30d lists them)")
+        start = history.commit_start(args.commit)
+        if start is None and not _git_knows(Path(args.root), args.commit):
+            # An acceptance of a commit that never runs never applies: refuse a typo.
+            raise UsageError(f"--from {args.commit}: no run in {history.path} is of that "
+                             f"commit, and the git checkout at {args.root} does not have it; "
+                             "give a commit that exists (git log --oneline), from --root's "
+                             "checkout")
+        suites = [args.suite] if args.suite else [
+            s for s in history.suite_names()
+            if any(fnmatch.fnmatchcase(k, args.key) for k in history.metric_keys(s))]
         row = history.add_acceptance(args.key, reason=args.reason, who=args.who or who(),
                                      from_commit=args.commit, suite=args.suite, test=args.test)
-        start = history.commit_start(args.commit)
     note = ("in force from its first run " + start if start
             else "in force once that commit has run")
     shown = ", ".join(keys[:5]) + (f" and {len(keys) - 5} more" if len(keys) > 5 else "")
-    print(f"accepted #{row['id']} {args.key} from {args.commit} ({note}); earlier runs stay "
-          f"in history, not in its baseline; matches {len(keys)} key(s): {shown}")
+    covers = (f"suite {args.suite}" if args.suite else
+              f"every suite (no --suite): the keys are recorded in {', '.join(suites)}")
+    print(f"accepted #{row['id']} {args.key} from {args.commit} ({note}); covers {covers}; "
+          f"earlier runs stay in history, not in its baseline; matches {len(keys)} key(s): "
+          f"{shown}")
     return 0
+
+
+def _git_knows(root: Path, commit: str) -> bool:
+    """Whether the git checkout at ``root`` has ``commit`` (a sha or a prefix)."""
+    import subprocess  # noqa: PLC0415
+
+    try:
+        done = subprocess.run(["git", "-C", str(root), "rev-parse", "--verify", "--quiet",
+                               "--end-of-options", f"{commit}^{{commit}}"],
+                              capture_output=True, text=True, timeout=10, check=False)
+    except (OSError, subprocess.SubprocessError):
+        return False
+    return done.returncode == 0
 
 
 def compare(args: argparse.Namespace) -> int:
@@ -336,3 +361,6 @@ def add_parsers(sub) -> None:
                     "nodeid or file glob")
     ac.add_argument("--who", help="who accepts (default: $GITHUB_ACTOR, git user.email, login)")
     ac.add_argument("--list", action="store_true", help="list the acceptances instead")
+    ac.add_argument("--root", default=".", metavar="PATH",
+                    help="the git checkout a --from commit not yet run must exist in "
+                         "(default: .)")

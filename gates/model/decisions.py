@@ -135,7 +135,7 @@ def decide(j: Judgement, q_worse: float, *, level: float, q_better: float | None
     """
     if j.status != "ok":
         return j.status
-    pb = j.p_better if q_better is None else q_better
+    pb = j.extras.p_better_sustained if q_better is None else q_better
     blevel = level if better_level is None else better_level
     if j.rel_change is None or j.own_change is None:
         # Baseline centred on zero: no relative floor, judge on evidence alone.
@@ -303,12 +303,13 @@ def confirm(history: np.ndarray, rerun: float, *, sign: int, first: float | None
     j = judge_summaries(history, rerun, **kw)
     consistent = _split_step(j, history, first, rerun, judge_kw.get("extra_var", 0.0))
     p_conf = j.p_worse
+    jf = None
     # The first attempt is judged again where its quantile test may have run (the same
     # baseline, so the same rho_lo guard as ``judge_summaries``) or its window matters.
     if first is not None and j.extras.rho_lo <= QUANTILE_RHO and j.status == "ok":
         jf = judge_summaries(history, first, **kw)
         if jf.extras.p_q_worse / QUANTILE_WEIGHT <= params.level:
-            return j, _outlier_check(j, _quantile_step(j, params), another)
+            return j, _outlier_check(j, _quantile_step(j, params), another, params.level, jf)
         if j.extras.rho_lo == 0.0:
             k = jf.window
             p_conf = min(p_conf, (j.extras.p_run_worse if k == 1
@@ -328,7 +329,7 @@ def confirm(history: np.ndarray, rerun: float, *, sign: int, first: float | None
         step = sequential_step(j.extras.p_run_worse, 1, final=False, level=params.level)
         if step == "suspect" or (step == "regression" and v != "regression"):
             v = "suspect"
-    return j, _outlier_check(j, v, another)
+    return j, _outlier_check(j, v, another, params.level, jf)
 
 
 def split_p(first: float, reruns: Sequence[float], *, sign: int, scale: float,
@@ -395,17 +396,27 @@ def _reference(history: np.ndarray, window: int = DEFAULTS.window) -> np.ndarray
     return h[np.isfinite(h)][-window:]
 
 
-def _outlier_check(j: Judgement, v: str, another: bool) -> str:
+def _outlier_check(j: Judgement, v: str, another: bool, level: float,
+                   jf: Judgement | None) -> str:
     """A held rerun beyond every baseline run, where another rerun may follow, is
     ``suspect`` with ``extras.corroborate`` (the next rerun decides, ``corroborate``)
     on a heavy-tailed baseline, or on one with 0 < ``rho_lo`` <= ``QUANTILE_RHO``
-    (no sequential confirm there): its p rests on the fitted tail alone."""
+    (no sequential confirm there): its p rests on the fitted tail alone. Unless the
+    rerun's own p and its first attempt's (``jf``, judged on the same baseline), tail
+    bound included, both reach the sequential rule's one-rerun boundary
+    (``mixture_hold_p``): two draws that far beyond the fitted tail hold at once."""
     rho_lo = j.extras.rho_lo
     if (another and v == "regression" and j.extras.beyond
+            and not _far_beyond(j, jf, mixture_hold_p(level))
             and (j.extras.heavy or 0.0 < rho_lo <= QUANTILE_RHO)):
         j.extras.corroborate = True
         return "suspect"
     return v
+
+
+def _far_beyond(j: Judgement, jf: Judgement | None, boundary: float) -> bool:
+    return (jf is not None and jf.status == "ok" and j.extras.p_run_worse <= boundary
+            and jf.extras.p_run_worse <= boundary)
 
 
 def corroborate(history: np.ndarray, rerun: float, *, sign: int, params: GateParams = DEFAULTS,

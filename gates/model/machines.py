@@ -23,8 +23,9 @@ Row-wise like ``gates.model.robust``: the variance components of every metric of
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import lru_cache
 
 import numpy as np
@@ -40,6 +41,7 @@ __all__ = [
 # between its +-2.5 SD (1 - 2.5 x 0.2 = 0.5 to 1.5): the smallest change the first
 # attempt can call is then larger than any change worth guarding; reported ``unguarded``.
 UNGUARDED_CV = 0.2
+MAD_EFF = 0.37  # Gaussian efficiency of the MAD: its scale is worth ~0.37 (n - 1) df
 
 
 @dataclass(frozen=True)
@@ -51,6 +53,12 @@ class MachineModel:
     within2: np.ndarray | float  # within-machine run variance (the one-run scale^2 if unknown)
     known: frozenset[str]  # machines with runs in the baseline (unnamed runs: their own)
     groups: int  # machines the baseline spans
+    # Every named machine's runs before the judged one: (runs, their mean, a row per metric)
+    levels: dict[str, tuple[int, np.ndarray]] = field(default_factory=dict)
+    within_df: float = 0.0  # degrees of freedom of within2 (0: it is the baseline's scale^2)
+    # Leave-one-out residuals of the runs of machines with 2+ runs (a run minus the mean of
+    # its machine's other runs), a row per metric: what a known machine's run deviates by
+    within_dev: np.ndarray | None = None
 
     @property
     def _tau2(self) -> np.ndarray | float:
@@ -70,6 +78,24 @@ class MachineModel:
         """Prediction variance of one run on machine ``label`` about the baseline's centre."""
         tau2 = self._tau2
         return self.within2 + (tau2 if label in self.known else tau2 * self.inflation())
+
+    def own_level(self, label: str, centre: np.ndarray, cvar: np.ndarray,
+                  ) -> tuple[np.ndarray, np.ndarray] | None:
+        """A machine with runs before the judged one: its level, shrunk toward the
+        baseline's ``centre`` (the best linear unbiased predictor of its offset), and the
+        variance a new run of it has beyond within2 about that level. None for a machine
+        without runs, or where tau^2 is unknown.
+
+        offset m_M given the mean of its n runs: w (mean - centre), w = tau^2 / (tau^2 +
+        within2 / n), posterior variance (1 - w) tau^2; the centre enters with weight
+        1 - w (Searle, Casella & McCulloch 1992, sec. 3.4 and 7.4)."""
+        if self.tau2 is None or label not in self.levels:
+            return None
+        n, mean = self.levels[label]
+        tau2 = np.asarray(self.tau2, dtype=float)
+        v = np.asarray(self.within2, dtype=float) / n
+        w = np.where(tau2 + v > 0, tau2 / np.where(tau2 + v > 0, tau2 + v, 1.0), 0.0)
+        return centre + w * (mean - centre), (1.0 - w) * tau2 + (1.0 - w) ** 2 * cvar
 
     def window_extra(self, labels: Sequence[str]) -> np.ndarray | float:
         """Variance a window's runs add beyond k independent draws: runs of one machine
@@ -106,26 +132,52 @@ def machine_model(x: np.ndarray, labels: Sequence[str], scale: np.ndarray,
     ``scale``: the baseline's robust one-run scale, the within-machine scale
     where no machine has two runs.
     """
-    tau2, within2 = _components(np.asarray(x, dtype=float), tuple(labels), scale)
+    x = np.asarray(x, dtype=float)
+    labels = tuple(labels)
+    tau2, within2, df, loo = _components(x, labels, scale)
     known = frozenset(labels[:n_base])
-    return MachineModel(tau2, within2, known, len(known))
+    # Named machines' levels over every run before the judged one (a machine's clean
+    # runs just before a change are where its own level is read).
+    levels = {labels[g[0]]: (int(g.size), _row_mean(x, g))
+              for g in _machine_groups(labels)[0] if not labels[g[0]].startswith(UNNAMED)}
+    return MachineModel(tau2, within2, known, len(known), levels, df, loo)
+
+
+def _row_mean(x: np.ndarray, g: np.ndarray) -> np.ndarray:
+    """Each row's mean over columns ``g``, summed in column order: a row's value does not
+    depend on how many rows are judged with it (numpy's reductions may pair differently)."""
+    s = x[:, g[0]].copy()
+    for i in g[1:]:
+        s += x[:, i]
+    return s / g.size
 
 
 def _components(x: np.ndarray, labels: tuple[str, ...], scale: np.ndarray,
-                ) -> tuple[np.ndarray | None, np.ndarray]:
+                ) -> tuple[np.ndarray | None, np.ndarray, float, np.ndarray | None]:
+    """(tau^2 or None, within2, its degrees of freedom (0: the baseline's scale), the
+    leave-one-out residuals of machines with 2+ runs or None)."""
     groups, sizes = _machine_groups(labels)
     meds = np.stack([row_medians(x[:, g]) if g.size > 1 else x[:, g[0]] for g in groups],
                     axis=-1)
-    within2 = scale * scale
+    within2, df, loo = scale * scale, 0.0, None
     rep = sizes >= 2
-    if int(sizes[rep].sum()) >= 4:  # about group medians: MAD suffices
-        resid = x[:, np.concatenate([g for g, r in zip(groups, rep, strict=True) if r])] - (
-            np.repeat(meds[:, rep], sizes[rep], axis=1))
+    if int(sizes[rep].sum()) >= 4:
+        # Residuals about each machine's mean, scaled by sqrt(n / (n - 1)) so that each
+        # has the variance of one run (about a mean of 2 they have half of it); their MAD
+        # keeps a slow-mode run from setting the scale.
+        rg = [g for g, r in zip(groups, rep, strict=True) if r]
+        dev = [x[:, g] - _row_mean(x, g)[:, None] for g in rg]
+        resid = np.concatenate([d * math.sqrt(g.size / (g.size - 1))
+                                for d, g in zip(dev, rg, strict=True)], axis=-1)
         within2 = (MAD_K * row_medians(np.abs(resid))) ** 2
+        df = max(MAD_EFF * (resid.shape[-1] - len(rg)), 1.0)
+        # A run against the mean of its machine's other runs: (n / (n - 1)) (x - mean).
+        loo = np.concatenate([d * (g.size / (g.size - 1)) for d, g in zip(dev, rg, strict=True)],
+                             axis=-1)
     if len(groups) < 2:
-        return None, within2
+        return None, within2, df, loo
     noise = within2 * float(np.mean(np.where(sizes > 1, HALF_PI / sizes, 1.0)))
-    return np.maximum(0.0, np.var(meds, ddof=1, axis=-1) - noise), within2
+    return np.maximum(0.0, np.var(meds, ddof=1, axis=-1) - noise), within2, df, loo
 
 
 def host_variance(x: Sequence[float] | np.ndarray, hosts: Sequence[str | None] | None,
@@ -147,7 +199,7 @@ def host_variance(x: Sequence[float] | np.ndarray, hosts: Sequence[str | None] |
         return None
     xs = x[keep]
     sub = np.concatenate(groups)
-    tau2, _ = _components(xs[sub][None, :], tuple(labels[i] for i in sub), np.zeros(1))
+    tau2, *_ = _components(xs[sub][None, :], tuple(labels[i] for i in sub), np.zeros(1))
     return None if tau2 is None else float(tau2[0])
 
 

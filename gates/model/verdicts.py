@@ -17,8 +17,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-__all__ = ["FAILING", "VERDICTS", "chain_outcome", "fails", "gate_exit", "pytest_exit",
-           "session_exit", "shown_verdict"]
+__all__ = ["FAILING", "VERDICTS", "chain_outcome", "fails", "gate_exit",
+           "interval_contradicts", "pytest_exit", "session_exit", "shown_verdict"]
 
 # Verdicts that fail a session when their gate is enforced: a confirmed regression,
 # a declared threshold crossed, a gated metric that was not recorded.
@@ -109,3 +109,16 @@ def pytest_exit(status: str | None, exit_status: int | None) -> int:
 def session_exit(gate: int, pytest_codes: Sequence[int]) -> int:
     """The runner's exit code: the worst of every attempt's pytest and the last gate."""
     return max([gate, *pytest_codes])
+
+
+def interval_contradicts(verdict: str | None, better: str | None, ci_low: float | None,
+                         ci_high: float | None) -> bool:
+    """A ``regression`` or ``improvement`` shown beside an interval of the relative change
+    that does not exclude 0 on its side: the interval is not the statement of the test
+    that decided (a rank or quantile rule, a mean of reruns), so it must not be shown
+    as if it were. ``better``: "lower" (a rise is worse) or "higher"."""
+    if verdict not in ("regression", "improvement") or ci_low is None or ci_high is None:
+        return False
+    rise_is_bad = better != "higher"
+    rises = (verdict == "regression") == rise_is_bad
+    return not (ci_low > 0.0 if rises else ci_high < 0.0)

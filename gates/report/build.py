@@ -25,6 +25,7 @@ from gates.model.verdicts import (
     chain_outcome,
     fails,
     gate_exit,
+    interval_contradicts,
     pytest_exit,
     session_exit,
     shown_verdict,
@@ -535,6 +536,10 @@ def _verdict_row(run: RunInfo, k: tuple[str, str], v: Mapping[str, Any],
     verdict = shown_verdict(v) or "not-judged"
     mode = v.get("mode")
     new = _finite(v.get("new"))
+    # A stored interval that does not agree with its verdict (written before the gate
+    # showed only the deciding test's) is not shown: it did not decide.
+    contradicts = interval_contradicts(verdict, m.get("better") or (detail or {}).get("better"),
+                                       _finite(v.get("ci_low")), _finite(v.get("ci_high")))
     return VerdictRow(
         run_id=run.run_id, suite=run.suite, fingerprint=run.fingerprint,
         key=k[0], nodeid=k[1] or None, verdict=verdict, cls=classify(verdict, mode),
@@ -542,14 +547,17 @@ def _verdict_row(run: RunInfo, k: tuple[str, str], v: Mapping[str, Any],
         new=new if new is not None else _finite(m.get("median")),
         unit=m.get("unit") or (detail or {}).get("unit"),
         better=m.get("better") or (detail or {}).get("better"),
-        rel_change=_finite(v.get("rel_change")), ci_low=_finite(v.get("ci_low")),
-        ci_high=_finite(v.get("ci_high")), statistic=_finite(v.get("statistic")),
+        rel_change=_finite(v.get("rel_change")),
+        ci_low=None if contradicts else _finite(v.get("ci_low")),
+        ci_high=None if contradicts else _finite(v.get("ci_high")),
+        statistic=_finite(v.get("statistic")),
         p_value=_finite(v.get("p_value")), q_value=_finite(v.get("q_value")),
         floor=_finite(v.get("floor")), attempt=int(v.get("attempt") or 1),
         confirmed_by=confirmed_by,
         method=(detail or {}).get("method") or (detail or {}).get("statistic"),
-        ci_conf=_confidence(v["ci_conf"] if v.get("ci_conf") is not None
-                            else (detail or {}).get("ci_conf")),  # before m007: in detail
+        ci_conf=None if contradicts else _confidence(
+            v["ci_conf"] if v.get("ci_conf") is not None
+            else (detail or {}).get("ci_conf")),  # before m007: in detail
         change_point=(detail or {}).get("change_point")
         if isinstance((detail or {}).get("change_point"), Mapping) else None,
     )

@@ -1,4 +1,4 @@
-"""The history store's read groups, mixed into `gates.store.history.History`.
+"""The history store: `gates.store.history.History` and the parts it is built from.
 
 `gates.store.history` holds the connection, the schema guard, the writes and the
 per-run reads; `baseline_reads` the bulk reads behind the gate's baselines;

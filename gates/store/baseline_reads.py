@@ -13,9 +13,11 @@ import json
 import sqlite3
 from collections.abc import Iterable, Mapping, Sequence
 from operator import itemgetter
+from typing import Any
 
 import numpy as np
 
+from gates.store.dialect import Dialect
 from gates.store.rows import (
     BaselineFar,
     BaselineNear,
@@ -88,11 +90,11 @@ def _fetched(rows: Sequence[tuple], keys: Mapping[int, str],
     return [(r[1], r[6]) for r in map(rows.__getitem__, sent) if r[3] in keys]
 
 
-def _key_filter(keys: Sequence[str]) -> str:
+def _key_filter(keys: Sequence[str], no_index: str) -> str:
     """The near rows' key condition: a few keys through the list; many (a whole run's)
     unfiltered, left to numpy (`_baseline_rows`): a probe per row costs more than the
     rows of other keys, where a run records all but a few of the suite's keys."""
-    return " WHERE +m.key_id IN (SELECT id FROM want)" if len(keys) <= _FEW_KEYS else ""
+    return f" WHERE {no_index}m.key_id IN (SELECT id FROM want)" if len(keys) <= _FEW_KEYS else ""
 
 
 def _transients(rows: Iterable[tuple[str, str, str, str]]) -> dict[tuple[str, str], str]:
@@ -113,10 +115,12 @@ def _marks(part: Sequence[object]) -> str:
 
 
 class BaselineReads:
-    """Baseline reads of `gates.store.history.History` (mixed into it; uses its connection)."""
+    """Baseline reads of `gates.store.history.History` (one of its parts: its connection)."""
 
-    conn: sqlite3.Connection
-    dialect: str
+    def __init__(self, store: Any) -> None:  # the History it is part of (no import: a cycle)
+        self.conn: sqlite3.Connection = store.conn
+        self.dialect: str = store.dialect
+        self.sql: Dialect = store.sql
 
     def baseline_near(self, suite: str, fingerprint: str | None, run_id: str, started_at: str,
                       exclude: Sequence[str], keys: Sequence[str], *, need: int,
@@ -168,7 +172,7 @@ class BaselineReads:
             UNION ALL SELECT 'k', id, NULL, NULL, NULL, text, NULL FROM want
             UNION ALL SELECT 'm', m.id, m.run_num, m.key_id, m.median, m.unit,
                    CASE WHEN n.recent = 1 OR m.median IS NULL THEN m.samples END
-            FROM near n JOIN metric_rows m ON m.run_num = n.num{_key_filter(keys)}
+            FROM near n JOIN metric_rows m ON m.run_num = n.num{_key_filter(keys, self.sql.no_index)}
             UNION ALL SELECT 't', id, key_id, NULL, NULL, detail, NULL FROM trans
             UNION ALL SELECT 'f', id, NULL, NULL, NULL, confirm_of, NULL FROM trans
             UNION ALL SELECT 'u', id, NULL, NULL, NULL, run_id, NULL FROM trans
@@ -176,7 +180,7 @@ class BaselineReads:
             UNION ALL SELECT 's', m.id, m.key_id, NULL, m.median, r.run_id, m.samples
             FROM metric_rows m JOIN runs r ON r.num = m.run_num
             WHERE m.run_num IN (SELECT num FROM trans) AND r.suite = :suite{fp.replace(" f", " r.f")}
-            AND +m.key_id IN (SELECT id FROM want)""",
+            AND {self.sql.no_index}m.key_id IN (SELECT id FROM want)""",
             {"keys": json.dumps(list(keys)), "exclude": json.dumps(list(exclude)),
              "started": started_at, "suite": suite, "run_id": run_id, "fp": fingerprint,
              "skip": max(need - 1, 0), "recent": recent}).fetchall()
@@ -241,10 +245,7 @@ class BaselineReads:
     def _json_list(self, name: str, *, numbers: bool = False) -> str:
         """A subquery over the values of the JSON array parameter ``:name``: one bound
         value however long the list (SQLite's limit on parameters never applies)."""
-        if self.dialect == "postgresql":
-            cast = "::bigint" if numbers else ""
-            return f"SELECT value{cast} FROM jsonb_array_elements_text(:{name}::jsonb)"
-        return f"SELECT value FROM json_each(:{name})"
+        return self.sql.json_list(name, numbers=numbers)
 
     def transient_reruns(self, suite: str, keys: set[str]) -> dict[tuple[str, str], str]:
         """{(run id, key): its confirm run's id} where the confirm found the first attempt
@@ -285,7 +286,8 @@ class BaselineReads:
         for part in _chunks(sorted(set(run_ids))):
             for key, unit in self.conn.execute(
                     f"SELECT key, unit FROM metrics WHERE suite = ? AND key IN ({_marks(keys)}) "
-                    f"AND +run_id IN ({_marks(part)}) GROUP BY key, unit", [suite, *keys, *part]):
+                    f"AND {self.sql.no_index}run_id IN ({_marks(part)}) GROUP BY key, unit",
+                    [suite, *keys, *part]):
                 out.setdefault(key, set()).add(unit)
         return out
 
@@ -298,7 +300,7 @@ class BaselineReads:
         for part in _chunks(sorted(set(run_ids))):
             for unit, n, newest in self.conn.execute(
                     "SELECT unit, count(DISTINCT run_id), max(started_at || ' ' || run_id) "
-                    f"FROM metrics WHERE suite = ? AND key = ? AND +run_id IN ({_marks(part)}) "
+                    f"FROM metrics WHERE suite = ? AND key = ? AND {self.sql.no_index}run_id IN ({_marks(part)}) "
                     "GROUP BY unit", [suite, key, *part]):
                 seen = out.get(unit, (0, ""))
                 out[unit] = (seen[0] + n, max(seen[1], newest))

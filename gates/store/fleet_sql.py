@@ -23,6 +23,11 @@ _WHOLE = ("acceptances",)
 # Per-run tables keyed by run_id text, and the compact ones keyed by runs.num.
 _BY_RUN_ID = ("plan_files", "plan_gates", "trust_log", "run_acceptances", "snapshot_runs")
 _BY_NUM = ("metric_rows", "test_rows", "verdict_rows")
+# Every reference to a ``texts`` id: what a delete keeps.
+_TEXT_REFS = (("metric_rows", "nodeid_id"), ("metric_rows", "key_id"),
+              ("test_rows", "nodeid_id"), ("test_rows", "path_id"), ("verdict_rows", "key_id"),
+              ("verdict_rows", "nodeid_id"), ("verdict_rows", "detail_id"),
+              ("verdict_rows", "created_id"))
 # A bisection's content: what a merge compares (its id is the file's own).
 BISECT_COLUMNS = ("suite", "key", "good", "bad", "outcome", "culprit", "executions",
                   "evidence", "at")
@@ -33,13 +38,15 @@ def _marks(part: Sequence[object]) -> str:
 
 
 class FleetSQL:
-    """Snapshot, strip and prune statements of `gates.store.history.History`."""
+    """Snapshot, strip and prune statements of `gates.store.history.History` (one of its
+    parts: its connection, its write transactions)."""
 
-    conn: sqlite3.Connection
-    path: Path
-
-    def _write(self, fn: Callable[[], _T]) -> _T:
-        raise NotImplementedError  # History's
+    def __init__(self, store: Any) -> None:  # the History it is part of (no import: a cycle)
+        self.conn: sqlite3.Connection = store.conn
+        self.path: Path = store.path
+        self.dialect = store.dialect
+        self.sql = store.sql
+        self._write: Callable[[Callable[[], _T]], _T] = store._write
 
     # ------------------------------------------------------------ selection
 
@@ -206,6 +213,8 @@ class FleetSQL:
         """Delete the runs ``nums`` with every row of theirs (one transaction), then the
         ``texts`` no row refers to; {table: rows deleted}."""
         wanted = sorted(set(nums))
+        if self.dialect == "postgresql":
+            return self._write(lambda: self._delete_runs_pg(wanted))
 
         def delete() -> dict[str, int]:
             counts: dict[str, int] = {}
@@ -233,10 +242,27 @@ class FleetSQL:
 
         return self._write(delete)
 
+    def _delete_runs_pg(self, wanted: list[int]) -> dict[str, int]:
+        """`delete_runs` on PostgreSQL: an array parameter where SQLite uses a temp table."""
+        refs = " UNION ".join(f"SELECT {c} FROM {t} WHERE {c} IS NOT NULL" for t, c in _TEXT_REFS)
+        counts: dict[str, int] = {}
+        for table in _BY_NUM:
+            counts[table] = self.conn.execute(
+                f"DELETE FROM {table} WHERE run_num = ANY(?::bigint[])", (wanted,)).rowcount
+        for table in _BY_RUN_ID:
+            counts[table] = self.conn.execute(
+                f"DELETE FROM {table} WHERE run_id IN (SELECT run_id FROM runs "
+                "WHERE num = ANY(?::bigint[]))", (wanted,)).rowcount
+        counts["runs"] = self.conn.execute(
+            "DELETE FROM runs WHERE num = ANY(?::bigint[])", (wanted,)).rowcount
+        counts["texts"] = self.conn.execute(f"DELETE FROM texts WHERE id NOT IN ({refs})").rowcount
+        return counts
+
     def vacuum(self) -> None:
-        """Give deleted pages back to the file system (and fold the WAL in)."""
-        self.conn.execute("VACUUM")
-        self.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        """Give deleted pages back to the file system (and fold the WAL in); on PostgreSQL
+        let the server reuse the deleted rows' space (plain VACUUM; no table lock)."""
+        for statement in self.sql.vacuum:
+            self.conn.execute(statement)
 
     # -------------------------------------------------------------- pruning
 

@@ -56,10 +56,12 @@ Tables (browse them with ``sqlite-utils tables history.db --counts``):
 
 Merging shard files into one history is `gates.store.merge`.
 
-The same class runs on PostgreSQL: `open_history("postgresql://...")` (`gates.store.open`;
-or ``GATES_HISTORY=postgresql://...``) returns a `gates.store.pg.PgHistory`, which
-shares every method here and replaces only the connection, transactions and
-schema guard. SQL here is written to run on both (see `gates.store.pg.translate`
+`History` is one class built from parts: a backend (`SqliteBackend` here) holds the
+connection, transactions and schema guard; the bulk reads are `BaselineReads`,
+`ReportReads` and `FleetSQL`, which it holds and hands on. The same class runs on
+PostgreSQL: `open_history("postgresql://...")` (`gates.store.open`; or
+``GATES_HISTORY=postgresql://...``) gives it a `gates.store.pg.PgBackend`, which
+replaces only the connection, transactions and schema guard. SQL here is written to run on both (see `gates.store.pg.translate`
 for the few rewrites).
 """
 
@@ -76,13 +78,29 @@ import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from gates.store.baseline_reads import BaselineReads
+from gates.store.dialect import DIALECTS, Dialect
 from gates.store.fleet_sql import FleetSQL
 from gates.store.metrics import Metric
 from gates.store.provenance import Provenance, untrusted_reason, utc_now
 from gates.store.report_reads import ReportReads
+from gates.store.rows import (
+    BaselineFar,
+    BaselineNear,
+    ConfirmLink,
+    HealthRunRow,
+    KeyVerdict,
+    MetricSummaryRow,
+    OutcomeTotal,
+    PlanFileRow,
+    RunRow,
+    TestRow,
+    TrendRun,
+    TrendValue,
+    VerdictRow,
+)
 from gates.store.schema import (
     KNOWN_MIGRATIONS,
     MIGRATIONS,
@@ -203,8 +221,29 @@ def open_for_reading(path: str | os.PathLike[str], *,
     return copy
 
 
-class History(BaselineReads, ReportReads, FleetSQL):
-    """A history file. Use as a context manager or call `close()`.
+class Backend(Protocol):
+    """What `History` needs of a database: `SqliteBackend`, `gates.store.pg.PgBackend`."""
+
+    dialect: str  # "sqlite" or "postgresql": where a statement differs
+    path: Any
+    readonly: bool
+    busy_timeout_s: float
+    conn: Any  # sqlite3.Connection, or gates.store.pg.PgConnection (the same slice of it)
+    db: Database | None  # sqlite-utils' view of the file (SQLite only)
+    _db_errors: tuple[type[BaseException], ...]
+
+    def close(self) -> None: ...
+    def _retry(self, fn: Callable[[], _T]) -> _T: ...
+    def _write(self, fn: Callable[[], _T]) -> _T: ...
+    def _fail(self, exc: BaseException) -> HistoryError: ...
+    @property
+    def schema_version(self) -> int: ...
+    def check(self) -> None: ...
+
+
+class SqliteBackend:
+    """A history file's connection, transactions and schema guard (the part of a
+    `History` that is SQLite's; `gates.store.pg.PgBackend` is PostgreSQL's).
 
     `create=False` refuses a missing file; `readonly=True` opens without writing
     (no WAL switch, no migration; an older schema is then an error).
@@ -218,7 +257,6 @@ class History(BaselineReads, ReportReads, FleetSQL):
     def __init__(self, path: str | os.PathLike[str], *, create: bool = True,
                  readonly: bool = False, busy_timeout_s: float = BUSY_TIMEOUT_S) -> None:
         self.path = Path(path)
-        self.data_file = self.path  # the file read (a migrated copy's: open_for_reading)
         self.readonly = readonly
         self.busy_timeout_s = busy_timeout_s
         check_file(self.path, create=create and not readonly)
@@ -253,61 +291,8 @@ class History(BaselineReads, ReportReads, FleetSQL):
             conn.close()
             raise
 
-    # -------------------------------------------------------------- plumbing
-
     def close(self) -> None:
         self.conn.close()
-        lock = getattr(self, "_writer_lock", None)
-        if lock is not None:
-            self._writer_lock = None
-            os.close(lock)
-
-    def hold_writer_lock(self) -> list[str]:
-        """Mark this process a live writer of the file until `close` (or its death); first,
-        when no other writer is alive, close this host's runs still ``incomplete`` as
-        ``crashed``: their writers died without a word (SIGKILL of pytest and its runner,
-        a machine reset) and nothing else would ever close them.
-
-        Liveness is an advisory lock on ``<history>-writers``: every writer holds it
-        shared while its run is open, the kernel drops it when the process dies, and only
-        a process that gets it exclusively (no live writer) closes stale runs. Runs of
-        other hosts are left alone (their writers' locks are not visible here). Returns
-        the run ids closed. A database (PostgreSQL) has no such file: nothing is closed.
-        """
-        if self.dialect != "sqlite" or getattr(self, "_writer_lock", None) is not None:
-            return []
-        import fcntl  # noqa: PLC0415 - POSIX; only writers need it
-        import socket  # noqa: PLC0415
-
-        try:
-            fd = os.open(f"{self.path}-writers", os.O_RDWR | os.O_CREAT, 0o644)
-        except OSError:
-            return []  # a read-only folder: this process cannot write runs anyway
-        closed: list[str] = []
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
-            pass  # another writer is alive: its run may be the incomplete one
-        else:
-            host = socket.gethostname()
-            stale = [r[0] for r in self.conn.execute(
-                "SELECT run_id FROM runs WHERE status = 'incomplete' AND host = ? "
-                "ORDER BY started_at LIMIT 10000", (host,))]
-            for run_id in stale:
-                if self.close_unfinished(run_id, "crashed", None, STALE_NOTE) is not None:
-                    closed.append(run_id)
-        fcntl.flock(fd, fcntl.LOCK_SH)
-        self._writer_lock = fd
-        return closed
-
-    def __enter__(self) -> History:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    def __repr__(self) -> str:
-        return f"<History {self.path}>"
 
     def _prepare(self) -> None:
         # First read: fails here on a damaged file, before anything is written; a
@@ -389,22 +374,9 @@ class History(BaselineReads, ReportReads, FleetSQL):
         except sqlite3.DatabaseError as exc:
             raise _corrupt(self.path, exc) from exc
 
-    def in_transaction(self, fn: Callable[[], _T]) -> _T:
-        """Run `fn` (which calls this store's writes) in one transaction, retried as a whole
-        while the file is locked: `fn` must be safe to run again."""
-        return self._write(fn)
-
     def _fail(self, exc: BaseException) -> HistoryError:
         """The `HistoryError` (naming the file and the fix) for a database error."""
         return _corrupt(self.path, exc)
-
-    def _rows(self, sql: str, params: Sequence[Any] | Mapping[str, Any] = ()) -> list[dict]:
-        try:
-            cursor = self.conn.execute(sql, params)
-        except self._db_errors as exc:
-            raise self._fail(exc) from exc
-        names = [d[0] for d in cursor.description]
-        return [dict(zip(names, row, strict=True)) for row in cursor.fetchall()]
 
     @property
     def schema_version(self) -> int:
@@ -417,6 +389,126 @@ class History(BaselineReads, ReportReads, FleetSQL):
         if result != ["ok"]:
             raise HistoryError(f"{self.path}: integrity check failed ({result[0]}); restore "
                                "it from a backup or CI artifact")
+
+
+class History:
+    """A history: its runs, tests, metrics and verdicts. Use as a context manager or call
+    `close()`. `gates.store.open.open_history` opens one on a file or a database URL.
+
+    Built from parts, not inherited: ``backend`` holds the connection, transactions and
+    schema guard (`SqliteBackend` by default; `gates.store.pg.PgBackend`); the writes
+    and per-run reads are this class's own; the bulk reads are ``baseline_reads``
+    (`BaselineReads`), ``report_reads`` (`ReportReads`) and ``fleet_sql`` (`FleetSQL`),
+    whose methods this class hands on under the same names. Every part runs its SQL on
+    the one connection.
+    """
+
+    def __init__(self, path: str | os.PathLike[str], *, create: bool = True,
+                 readonly: bool = False, busy_timeout_s: float = BUSY_TIMEOUT_S,
+                 backend: Backend | None = None) -> None:
+        self.backend: Backend = backend if backend is not None else SqliteBackend(
+            path, create=create, readonly=readonly, busy_timeout_s=busy_timeout_s)
+        self.path = self.backend.path
+        self.data_file = self.backend.path  # the file read (a migrated copy's: open_for_reading)
+        self.readonly = self.backend.readonly
+        self.busy_timeout_s = self.backend.busy_timeout_s
+        self.dialect = self.backend.dialect
+        self.sql: Dialect = DIALECTS[self.dialect]  # where the SQL differs (gates.store.dialect)
+        self.conn = self.backend.conn
+        self.db = self.backend.db
+        self.baseline_reads = BaselineReads(self)
+        self.report_reads = ReportReads(self)
+        self.fleet_sql = FleetSQL(self)
+
+    # -------------------------------------------------------------- plumbing
+
+    def close(self) -> None:
+        self.backend.close()
+        lock = getattr(self, "_writer_lock", None)
+        if lock is not None:
+            self._writer_lock = None
+            os.close(lock)
+
+    def hold_writer_lock(self) -> list[str]:
+        """Mark this process a live writer of the file until `close` (or its death); first,
+        when no other writer is alive, close this host's runs still ``incomplete`` as
+        ``crashed``: their writers died without a word (SIGKILL of pytest and its runner,
+        a machine reset) and nothing else would ever close them.
+
+        Liveness is an advisory lock on ``<history>-writers``: every writer holds it
+        shared while its run is open, the kernel drops it when the process dies, and only
+        a process that gets it exclusively (no live writer) closes stale runs. Runs of
+        other hosts are left alone (their writers' locks are not visible here). Returns
+        the run ids closed. A database (PostgreSQL) has no such file: nothing is closed.
+        """
+        if self.dialect != "sqlite" or getattr(self, "_writer_lock", None) is not None:
+            return []
+        import fcntl  # noqa: PLC0415 - POSIX; only writers need it
+        import socket  # noqa: PLC0415
+
+        try:
+            fd = os.open(f"{self.path}-writers", os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError:
+            return []  # a read-only folder: this process cannot write runs anyway
+        closed: list[str] = []
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            pass  # another writer is alive: its run may be the incomplete one
+        else:
+            host = socket.gethostname()
+            stale = [r[0] for r in self.conn.execute(
+                "SELECT run_id FROM runs WHERE status = 'incomplete' AND host = ? "
+                "ORDER BY started_at LIMIT 10000", (host,))]
+            for run_id in stale:
+                if self.close_unfinished(run_id, "crashed", None, STALE_NOTE) is not None:
+                    closed.append(run_id)
+        fcntl.flock(fd, fcntl.LOCK_SH)
+        self._writer_lock = fd
+        return closed
+
+    def __enter__(self) -> History:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"<History {self.path}>"
+
+    def _retry(self, fn: Callable[[], _T]) -> _T:
+        return self.backend._retry(fn)
+
+    def _write(self, fn: Callable[[], _T]) -> _T:
+        """Run `fn` in one write transaction of the backend, retried while it is locked."""
+        return self.backend._write(fn)
+
+    def in_transaction(self, fn: Callable[[], _T]) -> _T:
+        """Run `fn` (which calls this store's writes) in one transaction, retried as a whole
+        while the file is locked: `fn` must be safe to run again."""
+        return self._write(fn)
+
+    def _fail(self, exc: BaseException) -> HistoryError:
+        """The `HistoryError` (naming the file and the fix) for a database error."""
+        return self.backend._fail(exc)
+
+    def _rows(self, sql: str, params: Sequence[Any] | Mapping[str, Any] = ()) -> list[dict]:
+        try:
+            cursor = self.conn.execute(sql, params)
+        except self.backend._db_errors as exc:
+            raise self._fail(exc) from exc
+        names = [d[0] for d in cursor.description]
+        return [dict(zip(names, row, strict=True)) for row in cursor.fetchall()]
+
+    @property
+    def schema_version(self) -> int:
+        """Number of schema migrations applied to this history."""
+        return self.backend.schema_version
+
+    def check(self) -> None:
+        """Check the history is whole (SQLite's integrity check; PostgreSQL's tables);
+        raise `HistoryError` if it is damaged."""
+        self.backend.check()
 
     # ----------------------------------------------------------------- writes
 
@@ -535,7 +627,7 @@ class History(BaselineReads, ReportReads, FleetSQL):
             _put_tests(self.conn, prov.run_id, this, run, record.tests, record.metrics)
             if record.plan is not None:
                 files, gates = _plan_rows(prov.run_id, record.plan)
-                _insert(self.conn, "plan_files", files, verb="INSERT OR IGNORE")
+                _insert(self.conn, "plan_files", files, ignore=True)
                 if not self.conn.execute("SELECT 1 FROM plan_gates WHERE run_id = ? LIMIT 1",
                                          (prov.run_id,)).fetchone():
                     _insert(self.conn, "plan_gates", gates)
@@ -875,7 +967,8 @@ class History(BaselineReads, ReportReads, FleetSQL):
 
         def write() -> list[int]:
             self.conn.executemany(
-                "INSERT OR IGNORE INTO run_acceptances (run_id, acceptance_id) VALUES (?, ?)",
+                "INSERT INTO run_acceptances (run_id, acceptance_id) VALUES (?, ?) "
+                "ON CONFLICT DO NOTHING",
                 [(run_id, i) for i in ids])
             return ids
 
@@ -1043,8 +1136,9 @@ class History(BaselineReads, ReportReads, FleetSQL):
         def write() -> None:
             self.conn.execute("DELETE FROM notifications WHERE channel = ? AND dedupe = ?",
                               (channel + PENDING, dedupe))
-            self.conn.execute("INSERT OR IGNORE INTO notifications (channel, dedupe, run_id, "
-                              "at) VALUES (?, ?, ?, ?)", (channel, dedupe, run_id, utc_now()))
+            self.conn.execute("INSERT INTO notifications (channel, dedupe, run_id, at) "
+                              "VALUES (?, ?, ?, ?) ON CONFLICT DO NOTHING",
+                              (channel, dedupe, run_id, utc_now()))
 
         self._write(write)
 
@@ -1175,6 +1269,143 @@ class History(BaselineReads, ReportReads, FleetSQL):
     def run_ids(self) -> list[str]:
         return [r[0] for r in self.conn.execute("SELECT run_id FROM runs ORDER BY started_at")]
 
+    # ----------------------------------------------- BaselineReads (`gates.store.baseline_reads`)
+    def baseline_near(self, suite: str, fingerprint: str | None, run_id: str, started_at: str,
+                      exclude: Sequence[str], keys: Sequence[str], *, need: int,
+                      recent: int) -> BaselineNear:
+        return self.baseline_reads.baseline_near(suite, fingerprint, run_id, started_at, exclude, keys, need=need, recent=recent)
+
+    def baseline_far(self, suite: str, fingerprint: str | None, run_id: str, edge: str,
+                     keys: Sequence[str], short: Sequence[str], sample_ids: Sequence[int], *,
+                     limit: int) -> BaselineFar:
+        return self.baseline_reads.baseline_far(suite, fingerprint, run_id, edge, keys, short, sample_ids, limit=limit)
+
+    def transient_reruns(self, suite: str, keys: set[str]) -> dict[tuple[str, str], str]:
+        return self.baseline_reads.transient_reruns(suite, keys)
+
+    def confirm_links(self, suite: str, parents: Sequence[str]) -> list[ConfirmLink]:
+        return self.baseline_reads.confirm_links(suite, parents)
+
+    def rerun_key_verdicts(self, key: str, run_ids: Sequence[str]) -> list[KeyVerdict]:
+        return self.baseline_reads.rerun_key_verdicts(key, run_ids)
+
+    def units_of_keys(self, run_ids: Sequence[str], suite: str,
+                      keys: Sequence[str]) -> dict[str, set[str]]:
+        return self.baseline_reads.units_of_keys(run_ids, suite, keys)
+
+    def unit_counts(self, run_ids: Sequence[str], suite: str,
+                    key: str) -> dict[str, tuple[int, str]]:
+        return self.baseline_reads.unit_counts(run_ids, suite, key)
+
+    def run_hardware(self, run_ids: Sequence[str]) -> dict[str, str | None]:
+        return self.baseline_reads.run_hardware(run_ids)
+
+    # ------------------------------------------------- ReportReads (`gates.store.report_reads`)
+    def suite_names(self) -> list[str]:
+        return self.report_reads.suite_names()
+
+    def runs_by_id_prefix(self, prefix: str) -> list[RunRow]:
+        return self.report_reads.runs_by_id_prefix(prefix)
+
+    def top_level_runs(self, *, suite: str | None = None, since: str | None = None,
+                       commit: str | None = None, ci_url: str | None = None,
+                       until: str | None = None, limit: int | None = None) -> list[RunRow]:
+        return self.report_reads.top_level_runs(suite=suite, since=since, commit=commit, ci_url=ci_url, until=until, limit=limit)
+
+    def confirm_runs_of(self, run_ids: Sequence[str]) -> list[RunRow]:
+        return self.report_reads.confirm_runs_of(run_ids)
+
+    def first_attempt_totals(self, run_ids: Sequence[str]) -> list[OutcomeTotal]:
+        return self.report_reads.first_attempt_totals(run_ids)
+
+    def plan_files_of(self, run_ids: Sequence[str]) -> list[PlanFileRow]:
+        return self.report_reads.plan_files_of(run_ids)
+
+    def metric_summaries(self, run_ids: Sequence[str]) -> list[MetricSummaryRow]:
+        return self.report_reads.metric_summaries(run_ids)
+
+    def verdicts_of(self, run_ids: Sequence[str]) -> list[VerdictRow]:
+        return self.report_reads.verdicts_of(run_ids)
+
+    def trend_runs(self, suite: str, fingerprint: str, *, upper: str, lower: str,
+                   limit: int) -> list[TrendRun]:
+        return self.report_reads.trend_runs(suite, fingerprint, upper=upper, lower=lower, limit=limit)
+
+    def first_attempt_medians(self, run_ids: Sequence[str]) -> list[TrendValue]:
+        return self.report_reads.first_attempt_medians(run_ids)
+
+    def health_runs(self, suite: str, *, window: int,
+                    until: str | None = None) -> list[HealthRunRow]:
+        return self.report_reads.health_runs(suite, window=window, until=until)
+
+    def health_confirm_runs(self, run_ids: Sequence[str]) -> list[HealthRunRow]:
+        return self.report_reads.health_confirm_runs(run_ids)
+
+    def test_rows_of(self, run_ids: Sequence[str]) -> list[TestRow]:
+        return self.report_reads.test_rows_of(run_ids)
+
+    def planned_est_times(self, run_ids: Sequence[str]) -> list[PlanFileRow]:
+        return self.report_reads.planned_est_times(run_ids)
+
+    def paths_ever_run(self, suite: str) -> set[str]:
+        return self.report_reads.paths_ever_run(suite)
+
+    def latest_trusted_fingerprint(self, suite: str) -> str | None:
+        return self.report_reads.latest_trusted_fingerprint(suite)
+
+    def trim_rows(self, suite: str | None = None, since: str | None = None) -> dict[str, list[dict[str, Any]]]:
+        return self.report_reads.trim_rows(suite, since)
+
+    # ---------------------------------------------------- FleetSQL (`gates.store.fleet_sql`)
+    def gate_read_runs(self, suite: str, fingerprint: str | None, *, rows_per_key: int,
+                       per_file: int) -> set[int]:
+        return self.fleet_sql.gate_read_runs(suite, fingerprint, rows_per_key=rows_per_key, per_file=per_file)
+
+    def run_nums(self, run_ids: Iterable[str]) -> dict[str, int]:
+        return self.fleet_sql.run_nums(run_ids)
+
+    def copy_runs_from(self, source: Path, nums: Iterable[int], *, mark: bool) -> int:
+        return self.fleet_sql.copy_runs_from(source, nums, mark=mark)
+
+    def snapshot_run_ids(self) -> set[str]:
+        return self.fleet_sql.snapshot_run_ids()
+
+    def own_run_ids(self) -> list[str]:
+        return self.fleet_sql.own_run_ids()
+
+    def bisect_rows(self) -> list[tuple[Any, ...]]:
+        return self.fleet_sql.bisect_rows()
+
+    def add_bisects(self, rows: Iterable[Sequence[Any]]) -> int:
+        return self.fleet_sql.add_bisects(rows)
+
+    def delete_runs(self, nums: Iterable[int]) -> dict[str, int]:
+        return self.fleet_sql.delete_runs(nums)
+
+    def vacuum(self) -> None:
+        return self.fleet_sql.vacuum()
+
+    def runs_for_prune(self) -> list[tuple[int, str, str, str | None, str | None]]:
+        return self.fleet_sql.runs_for_prune()
+
+    def suite_fingerprints(self) -> list[tuple[str, str | None]]:
+        return self.fleet_sql.suite_fingerprints()
+
+    def runs_in_trust_log(self) -> set[int]:
+        return self.fleet_sql.runs_in_trust_log()
+
+    def runs_carrying_acceptances(self) -> set[int]:
+        return self.fleet_sql.runs_carrying_acceptances()
+
+    def runs_of_bisects(self) -> set[int]:
+        return self.fleet_sql.runs_of_bisects()
+
+    def confirm_families(self) -> list[set[int]]:
+        return self.fleet_sql.confirm_families()
+
+    def counts(self) -> dict[str, Any]:
+        return self.fleet_sql.counts()
+
 
 # ------------------------------------------------------------------- helpers
 
@@ -1269,13 +1500,14 @@ def _dedupe_tests(tests: Iterable[TestResult]) -> list[TestResult]:
     return list({t.nodeid: t for t in tests}.values())
 
 
-def _insert(conn: sqlite3.Connection, table: str, rows: list[dict[str, Any]],
-            verb: str = "INSERT") -> None:
+def _insert(conn: sqlite3.Connection, table: str, rows: list[dict[str, Any]], *,
+            ignore: bool = False) -> None:
+    """Insert ``rows``; ``ignore``: a row whose key is there already is left out."""
     if not rows:
         return
     columns = list(rows[0])
-    sql = (f"{verb} INTO {table} ({', '.join(_q(c) for c in columns)}) "
-           f"VALUES ({', '.join('?' * len(columns))})")
+    sql = (f"INSERT INTO {table} ({', '.join(_q(c) for c in columns)}) "
+           f"VALUES ({', '.join('?' * len(columns))})" + (" ON CONFLICT DO NOTHING" if ignore else ""))
     conn.executemany(sql, [tuple(r.get(c) for c in columns) for r in rows])
 
 
@@ -1293,8 +1525,8 @@ def insert_carried(conn: sqlite3.Connection, run_id: str,
             row = conn.execute(
                 f"INSERT INTO acceptances ({', '.join(cols)}) VALUES "
                 f"({', '.join('?' * len(cols))}) RETURNING id", [a[c] for c in cols]).fetchone()
-        conn.execute("INSERT OR IGNORE INTO run_acceptances (run_id, acceptance_id) "
-                     "VALUES (?, ?)", (run_id, row[0]))
+        conn.execute("INSERT INTO run_acceptances (run_id, acceptance_id) "
+                     "VALUES (?, ?) ON CONFLICT DO NOTHING", (run_id, row[0]))
 
 
 def _check_outcomes(path: Path, tests: Iterable[TestResult]) -> None:
@@ -1337,7 +1569,8 @@ def _text_ids(conn: sqlite3.Connection, values: Iterable[str | None]) -> dict[st
     wanted = sorted({v for v in values if v is not None})
     if not wanted:
         return {}
-    conn.executemany("INSERT OR IGNORE INTO texts (text) VALUES (?)", [(v,) for v in wanted])
+    conn.executemany("INSERT INTO texts (text) VALUES (?) ON CONFLICT DO NOTHING",
+                     [(v,) for v in wanted])
     out: dict[str, int] = {}
     for c in range(0, len(wanted), 500):
         part = wanted[c:c + 500]

@@ -1,7 +1,7 @@
 """Open a history by its location: a SQLite file, or a PostgreSQL database URL.
 
 The one place that picks the backend, so that `gates.store.history` (SQLite) never
-imports `gates.store.pg` (which builds on it) and psycopg loads only when asked.
+imports `gates.store.pg` (whose backend it is given) and psycopg loads only when asked.
 """
 
 from __future__ import annotations
@@ -17,9 +17,9 @@ __all__ = ["open_history"]
 def open_history(path: str | os.PathLike[str], *, create: bool = True,
                  readonly: bool = False, busy_timeout_s: float = BUSY_TIMEOUT_S) -> History:
     """Open (and create or migrate, unless `readonly`) the history at `path`."""
-    cls = History
     if is_database_url(path):
-        from gates.store.pg import PgHistory  # noqa: PLC0415 - psycopg only when asked
+        from gates.store.pg import PgBackend  # noqa: PLC0415 - psycopg only when asked
 
-        cls = PgHistory
-    return cls(path, create=create, readonly=readonly, busy_timeout_s=busy_timeout_s)
+        return History(path, backend=PgBackend(path, create=create, readonly=readonly,
+                                               busy_timeout_s=busy_timeout_s))
+    return History(path, create=create, readonly=readonly, busy_timeout_s=busy_timeout_s)

@@ -1,12 +1,13 @@
 """The history on PostgreSQL: a connection that speaks the store's SQL, and its plumbing.
 
 `gates.store.history.History` holds every read and write once; opening it on a
-``postgresql://`` URL gives a `PgHistory`, which differs only in what SQLite
+``postgresql://`` URL gives a `History` whose backend is a `PgBackend`, which differs only in what SQLite
 and PostgreSQL do differently:
 
-- SQL: `PgConnection` rewrites the store's SQLite statements (``?`` parameters,
-  ``INSERT OR IGNORE``, the unary ``+`` that keeps SQLite off an index); the rest
-  of the store's SQL is written to run unchanged on both.
+- SQL: the store's statements are one text for both engines; where they cannot be,
+  the text comes from the backend's `gates.store.dialect.Dialect`. `PgConnection`
+  only numbers the ``?`` parameters (``$1, $2, ...``) and turns ``:name`` ones
+  positional.
 - Writes: one transaction each, serialized by a transaction-scoped advisory lock
   per schema (what ``BEGIN IMMEDIATE`` is on SQLite): run-id checks, attempt
   numbers and metric ids are decided under it, so concurrent shards insert
@@ -48,30 +49,29 @@ try:
 except ImportError:  # pragma: no cover - exercised where the extra is not installed
     psycopg = None  # type: ignore[assignment]
 
-__all__ = ["PgConnection", "PgHistory", "translate"]
+__all__ = ["PgBackend", "PgConnection", "translate"]
 
 _T = TypeVar("_T")
 _NAMED = re.compile(r"(?<![:\w]):([A-Za-z_]\w*)")
-_HINT = re.compile(r"(^|[\s(])\+(?=[A-Za-z_])")
-_OR_IGNORE = re.compile(r"^\s*INSERT\s+OR\s+IGNORE\s+INTO\b", re.IGNORECASE)
 _LOCK = "SELECT pg_advisory_xact_lock(hashtext('gates-history:' || current_schema()))"
 _CONNECT_TIMEOUT_S = 10
-# INSERT [OR IGNORE] INTO table (columns) VALUES (?, ...), no RETURNING.
-_INSERT_VALUES = re.compile(r"^\s*INSERT\s+(OR\s+IGNORE\s+)?INTO\s+(\w+)\s*\(([^)]*)\)\s*"
-                            r"VALUES\s*\((?:\?\s*,\s*)*\?\)\s*$", re.IGNORECASE)
+_IGNORE = " ON CONFLICT DO NOTHING"
+# INSERT INTO table (columns) VALUES (?, ...) [ON CONFLICT DO NOTHING], no RETURNING.
+_INSERT_VALUES = re.compile(r"^\s*INSERT\s+INTO\s+(\w+)\s*\(([^)]*)\)\s*"
+                            r"VALUES\s*\((?:\?\s*,\s*)*\?\)\s*(ON CONFLICT DO NOTHING)?\s*$",
+                            re.IGNORECASE)
 
 
 @lru_cache(maxsize=1024)
 def translate(sql: str, has_params: bool) -> str:
-    """The store's SQLite statement as PostgreSQL runs it (``$n`` parameters: psycopg's
-    raw cursor binds them as they are, with no client-side parse of the query)."""
-    if _OR_IGNORE.match(sql):
-        sql = _OR_IGNORE.sub("INSERT INTO", sql, count=1) + " ON CONFLICT DO NOTHING"
-    sql = _HINT.sub(r"\1", sql)
-    if has_params:
-        numbers = itertools.count(1)
-        sql = re.sub(r"\?", lambda _: f"${next(numbers)}", sql)
-    return sql
+    """The store's statement with its ``?`` parameters numbered ``$1, $2, ...`` (psycopg's
+    raw cursor binds them as they are, with no client-side parse of the query); the
+    store's SQL holds no ``?`` but its parameters. Nothing else differs
+    (`gates.store.dialect`)."""
+    if not has_params:
+        return sql
+    parts = sql.split("?")
+    return "".join(p + f"${i}" for i, p in enumerate(parts[:-1], 1)) + parts[-1]
 
 
 @lru_cache(maxsize=256)
@@ -88,7 +88,7 @@ def _positional(sql: str) -> tuple[str, tuple[str, ...]]:
 
 class PgConnection:
     """The slice of `sqlite3.Connection` the store uses, over a psycopg connection in
-    autocommit mode (transactions are explicit: `PgHistory._write`)."""
+    autocommit mode (transactions are explicit: `PgBackend._write`)."""
 
     def __init__(self, raw: Any) -> None:
         self.raw = raw
@@ -109,21 +109,21 @@ class PgConnection:
         insert = _INSERT_VALUES.match(sql)
         if insert is None:
             cursor.executemany(translate(sql, True), rows)
-        elif not insert.group(1):
+        elif not insert.group(3):
             # A plain INSERT: COPY streams the rows in one round trip (executemany would
             # pay a pipeline step per row).
-            with cursor.copy(f"COPY {insert.group(2)} ({insert.group(3)}) FROM STDIN") as copy:
+            with cursor.copy(f"COPY {insert.group(1)} ({insert.group(2)}) FROM STDIN") as copy:
                 for row in rows:
                     copy.write_row(row)
         else:
-            # INSERT OR IGNORE: multi-row VALUES ... ON CONFLICT DO NOTHING, in batches.
+            # ON CONFLICT DO NOTHING: multi-row VALUES, in batches.
             width = len(rows[0])
             group = "(" + ", ".join("?" * width) + ")"
             per = max(1, min(1000, 30000 // width))
             for start in range(0, len(rows), per):
                 part = rows[start:start + per]
-                batch = (f"INSERT OR IGNORE INTO {insert.group(2)} ({insert.group(3)}) VALUES "
-                         + ", ".join([group] * len(part)))
+                batch = (f"INSERT INTO {insert.group(1)} ({insert.group(2)}) VALUES "
+                         + ", ".join([group] * len(part)) + _IGNORE)
                 cursor.execute(translate(batch, True), [v for row in part for v in row])
         return cursor
 
@@ -139,8 +139,9 @@ def _first_line(exc: BaseException) -> str:
     return (str(exc).strip().splitlines() or [type(exc).__name__])[0]
 
 
-class PgHistory(History):
-    """`History` on a PostgreSQL database (``postgresql://user@host:port/db``); the
+class PgBackend:
+    """A `History`'s PostgreSQL database (``postgresql://user@host:port/db``): its
+    connection, transactions and schema guard (`gates.store.history.Backend`); the
     tables live in the connection's current schema (set it with
     ``?options=-csearch_path%3Dname``)."""
 
@@ -175,8 +176,8 @@ class PgHistory(History):
             raw.close()
             raise
 
-    def __repr__(self) -> str:
-        return f"<History {self.path}>"
+    def close(self) -> None:
+        self.conn.close()
 
     # ----------------------------------------------------------------- schema
 
@@ -260,35 +261,6 @@ class PgHistory(History):
             (pack_samples([v for _, v in group]), metric_id)
             for metric_id, group in itertools.groupby(rows, key=lambda r: r[0])])
 
-    # ------------------------------------------------------------- pruning
-
-    def delete_runs(self, nums: Iterable[int]) -> dict[str, int]:
-        """`FleetSQL.delete_runs` with an array parameter where SQLite uses a temp table."""
-        wanted = sorted(set(nums))
-        refs = " UNION ".join(f"SELECT {c} FROM {t} WHERE {c} IS NOT NULL"
-                              for t, c in _TEXT_REFS)
-
-        def delete() -> dict[str, int]:
-            counts: dict[str, int] = {}
-            for table in _BY_NUM:
-                counts[table] = self.conn.execute(
-                    f"DELETE FROM {table} WHERE run_num = ANY(?::bigint[])", (wanted,)).rowcount
-            for table in _BY_RUN_ID:
-                counts[table] = self.conn.execute(
-                    f"DELETE FROM {table} WHERE run_id IN (SELECT run_id FROM runs "
-                    "WHERE num = ANY(?::bigint[]))", (wanted,)).rowcount
-            counts["runs"] = self.conn.execute(
-                "DELETE FROM runs WHERE num = ANY(?::bigint[])", (wanted,)).rowcount
-            counts["texts"] = self.conn.execute(
-                f"DELETE FROM texts WHERE id NOT IN ({refs})").rowcount
-            return counts
-
-        return self._write(delete)
-
-    def vacuum(self) -> None:
-        """Let the server reuse the deleted rows' space (plain VACUUM; no table lock)."""
-        self.conn.execute("VACUUM ANALYZE")
-
     @property
     def schema_version(self) -> int:
         """Number of schema migrations applied to this database."""
@@ -301,7 +273,10 @@ class PgHistory(History):
         if missing:
             raise HistoryError(f"{self.path}: tables missing ({', '.join(missing)}); restore "
                                "the database from a backup")
-        self._rows("SELECT count(*) AS n FROM runs")
+        try:
+            self.conn.execute("SELECT count(*) AS n FROM runs").fetchall()
+        except psycopg.Error as exc:
+            raise self._fail(exc) from exc
 
     # ----------------------------------------------------------- transactions
 
@@ -367,7 +342,7 @@ _TEXT_REFS = (("metric_rows", "nodeid_id"), ("metric_rows", "key_id"),
               ("verdict_rows", "created_id"))
 
 
-def copy_runs_into(src: PgHistory, snap: History, nums: Iterable[int], *, mark: bool) -> int:
+def copy_runs_into(src: History, snap: History, nums: Iterable[int], *, mark: bool) -> int:
     """Copy the runs ``nums`` of a PostgreSQL history into the new SQLite history ``snap``
     with every id kept (runs.num, row ids, texts ids) and every acceptance, as
     ``copy_runs_from`` does from a file; ``mark`` lists them in ``snapshot_runs``."""

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any, cast
 
@@ -53,13 +53,13 @@ def _like_prefix(text: str) -> str:
 
 
 class ReportReads:
-    """Report and health reads of `gates.store.history.History` (mixed into it)."""
+    """Report and health reads of `gates.store.history.History` (one of its parts: its
+    connection, its row reads)."""
 
-    conn: sqlite3.Connection
-    path: Path
-
-    def _rows(self, sql: str, params: Sequence[Any] | Mapping[str, Any] = ()) -> list[dict]:
-        raise NotImplementedError  # History's
+    def __init__(self, store: Any) -> None:  # the History it is part of (no import: a cycle)
+        self.conn: sqlite3.Connection = store.conn
+        self.path: Path = store.path
+        self._rows: Callable[..., list[dict]] = store._rows
 
     def _rows_in(self, sql: str, values: Sequence[Any],
                  params: Sequence[Any] = ()) -> list[dict[str, Any]]:

@@ -1,10 +1,11 @@
 """sqlite-utils, imported without pandas.
 
 sqlite-utils imports pandas at import time when it is installed, to accept DataFrames
-and pandas' timestamps in its inserts; the history never hands it either. On the GPU
-image (pandas installed) that import made every `gate-report` run pay for pandas:
-a one-run report took 1.18 s wall there (benchmarks/results/bench_startup.md). pandas
-stays importable for everyone else: it is kept out only while sqlite-utils loads.
+and pandas' timestamps in its inserts; the history never hands it either, yet every
+command that opens a history paid for loading pandas. The GPU image has pandas, and a
+one-run `gate-report` took 1.18 s wall there (benchmarks/results/bench_startup.md; how
+much of it pandas was is not measured). pandas stays importable for everyone else: it
+is kept out only while sqlite-utils loads.
 """
 
 from __future__ import annotations

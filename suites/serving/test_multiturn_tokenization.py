@@ -11,7 +11,7 @@ from serving.multiturn import CONVERSATIONS, check_conversation, mismatch_rate, 
 
 register_cpu_ci(est_time=60, suite="serving-cpu")
 register_ci_gate(
-    metric_key="serving/vllm-cpu/tiny-llama/multiturn/prefix_mismatch_rate",
+    metric_key="serving/vllm-cpu/tiny-arith/multiturn/prefix_mismatch_rate",
     better="lower",
     max_value=0.0,
     mode="enforce",
