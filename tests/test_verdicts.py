@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from gates.model.verdicts import chain_outcome, gate_exit, pytest_exit, session_exit, shown_verdict
 
 
@@ -52,3 +54,14 @@ def test_an_interval_that_spans_zero_beside_a_held_verdict_contradicts_it():
     assert not interval_contradicts("improvement", "lower", -0.05, -0.01)
     assert not interval_contradicts("pass", "lower", -0.05, 0.05)
     assert not interval_contradicts("regression", "lower", None, None)
+
+
+@pytest.mark.parametrize("stored", [10**18, 2**63 - 1, -1, 256, "x", "nan", 3.5, b"\x00", True])
+def test_a_damaged_exit_status_reads_as_a_failure_in_range(stored):
+    # A merged shard's row is outside data: its exit status becomes an exit code only as
+    # a process could have returned it; anything else is a failure (1), never a pass.
+    from gates.model.verdicts import pytest_exit
+    assert pytest_exit("complete", stored) == 1
+    assert pytest_exit("crashed", stored) == 1
+    assert pytest_exit("complete", 0) == 0 and pytest_exit("complete", 4) == 2
+    assert pytest_exit("interrupted", 130) == 130

@@ -93,17 +93,29 @@ def gate_exit(rows: Sequence[Mapping[str, Any]]) -> int:
     return 1 if any(fails(v, m) for v, m in verdicts) else 0
 
 
-def pytest_exit(status: str | None, exit_status: int | None) -> int:
+def _exit_status(value: Any) -> int | None:
+    """A stored exit status as a process could have returned it (0..255), or None when
+    absent. Anything else (a hostile or damaged row: text, a float, -1, 10**18) reads as
+    1: a failure of unknown kind, never a pass and never an exit code out of range."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= 255:
+        return 1
+    return value
+
+
+def pytest_exit(status: str | None, exit_status: Any) -> int:
     """What one attempt's pytest adds to the session's exit code (``runner._settle``):
     0 when it passed; 1 for failed tests or none collected (pytest 1, 5); 2 for
     pytest's usage error (4); an unfinished run or any other status at least 1."""
+    code = _exit_status(exit_status)
     if status not in (None, "complete"):
-        return max(1, int(exit_status or 0)) if exit_status not in (4,) else 2
-    if exit_status in (None, 0):
+        return max(1, code or 0) if code != 4 else 2
+    if code in (None, 0):
         return 0
-    if exit_status in (1, 5):
+    if code in (1, 5):
         return 1
-    return 2 if exit_status == 4 else int(exit_status)
+    return 2 if code == 4 else code
 
 
 def session_exit(gate: int, pytest_codes: Sequence[int]) -> int:
