@@ -75,7 +75,9 @@ def cpu_torch_problem(report: str, index: str) -> str | None:
 def _check_cpu_torch(session: nox.Session) -> None:
     # run_install: part of installing, so `--install-only` checks too (session.run is
     # skipped there and would return None: a false "not a CPU build").
-    report = session.run_install("python", "-c", TORCH_BUILD_SCRIPT, silent=True) or ""
+    report = session.run_install("python", "-c", TORCH_BUILD_SCRIPT, silent=True)
+    if report is None:
+        return  # -R / --no-install: nothing was installed now; the venv was checked when it was
     problem = cpu_torch_problem(report.strip(), os.environ.get(TORCH_INDEX_ENV, TORCH_INDEX))
     if problem:
         mark_exit(EXIT_INPUT)

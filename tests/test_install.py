@@ -176,7 +176,7 @@ def test_cpu_sessions_check_the_torch_they_installed(monkeypatch):
     nf = _noxfile()
 
     class Session:
-        def __init__(self, report: str) -> None:
+        def __init__(self, report: str | None) -> None:
             self.report, self.calls, self.virtualenv = report, [], type("V", (), {"location": None})()
 
         def install(self, *args):
@@ -198,6 +198,9 @@ def test_cpu_sessions_check_the_torch_they_installed(monkeypatch):
     cuda = Session("2.13.0 13.0 None\n")
     with pytest.raises(RuntimeError, match="torch 2.13.0 is a CUDA 13.0 build"):
         nf._install_project(cuda, "cpu")
+    reused = Session(None)  # nox -R: run_install skips and returns None; nothing to judge
+    nf._install_project(reused, "cpu")
+    assert [c[0] for c in reused.calls] == ["install", "run", "install"]
     plan_only = Session("")
     nf._install_project(plan_only)  # no torch, no check
     assert [c[0] for c in plan_only.calls] == ["install"]
