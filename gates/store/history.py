@@ -43,6 +43,9 @@ Tables (browse them with ``sqlite-utils tables history.db --counts``):
   as little-endian float64 (`gates.store.schema.pack_samples`). Writes go to the tables.
 - ``plan_files`` / ``plan_gates``: the runner's plan (what was registered and
   planned for the run, with est_time / expected seconds; declared gates).
+  ``plan_files`` is a view (schema m008) over ``plan_file_rows``, which names the run by
+  ``runs.num`` and the path, marker and labels by ``texts.id``; a verdict's verdict, mode
+  and stage are ``texts`` ids in ``verdict_rows`` too (the ``verdicts`` view gives the words).
 - ``trust_log``: every trust change with its reason.
 - ``acceptances`` / ``run_acceptances``: re-baselines (``gates.record.accept``) and the repo
   file entries each run carried; ``bisects``: bisections with their evidence;

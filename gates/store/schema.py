@@ -160,7 +160,7 @@ def _m002_after_verdict(db: Database) -> None:
 # keys, nodeids, paths, verdict details, save times) by ``texts.id``; views under the
 # old names give back the old columns, so reads and `datasette` see what they saw.
 # A 73-metric run with its verdicts dropped from 87.4 kB to 20.6 kB
-# (benchmarks/bench_fleet.py size; 21.6 kB with m005's and m007's columns).
+# (benchmarks/bench_fleet.py size; 21.6 kB with m005's and m007's columns, 19.7 kB from m008).
 _VIEWS = {
     "metrics": (
         "SELECT m.id, r.run_id, m.attempt, n.text AS nodeid, k.text AS key, m.unit, "
@@ -339,7 +339,7 @@ VERDICTS_VIEW_M007 = VERDICTS_VIEW_M005.replace("v.stage ", "v.stage, v.ci_conf 
 # - A verdict's ``verdict``, ``mode`` and ``stage`` ("insufficient-history", "enforce",
 #   "corroborate"...) take ``texts`` ids: one or two bytes where the words took 16.
 # Views under the old names give back the old columns (`PLAN_FILES_VIEW`, `VERDICTS_VIEW`).
-# A 73-metric run: 21.7 -> 19.9 kB (benchmarks/bench_fleet.py size --runs 200;
+# A 73-metric run: 21.7 -> 19.7 kB (benchmarks/bench_fleet.py size --runs 200;
 # benchmarks/results/bench_fleet.md).
 PLAN_FILES_VIEW = (
     "SELECT r.run_id, p.text AS path, f.line, f.est_time, f.expected, m.text AS marker, "
