@@ -3,7 +3,7 @@
 Each command runs as its own process, ``--repeat`` times; the table gives the median
 wall time and the median CPU time of the process and its children (user + system, from
 ``resource.getrusage(RUSAGE_CHILDREN)``: what the command costs whatever else the
-machine is doing). With ``--before DIR`` (an exported tree of an older commit:
+machine is doing), after one untimed warm-up run that writes the bytecode. With ``--before DIR`` (an exported tree of an older commit:
 ``git archive COMMIT | tar -x -C DIR``) the same commands run there too, side by side.
 
 - ``gate-report --help``; ``gate-report --run ID`` on a history of one 73-metric run
@@ -90,12 +90,18 @@ def commands(tree: Path, work: Path, nox: bool) -> list[tuple[str, list[str], bo
 
 
 def measure(tree: Path, work: Path, repeat: int, nox: bool) -> dict[str, tuple[float, float, str]]:
-    env = {k: v for k, v in os.environ.items() if k not in ("GATES_HISTORY", "CI")}
+    # Bytecode is written and a warm-up run (untimed) writes it, as pip compiles an installed
+    # package's: with PYTHONDONTWRITEBYTECODE set (as on the dev box) every run of a tree
+    # without .pyc files would compile each module again (~0.2 s here), a cost no user pays.
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("GATES_HISTORY", "CI", "PYTHONDONTWRITEBYTECODE")}
     # The tree first; what PYTHONPATH held (carried wheels on a GPU host) after it.
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(tree), os.environ.get("PYTHONPATH")]))
     results = {}
     for name, cmd, fresh in commands(tree, work, nox):
         walls, cpus, note = [], [], ""
+        if not fresh:
+            timed(cmd, tree, env)  # warm-up: bytecode and the page cache
         for i in range(repeat if not fresh else 1):  # a fresh envdir: once, it is minutes before
             envdir = work / f"env-{tree.name}-{len(results)}-{i}"
             wall, cpu, rc, tail = timed([c.replace("{envdir}", str(envdir)) for c in cmd], tree, env)

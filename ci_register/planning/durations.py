@@ -31,10 +31,13 @@ import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from ci_register.registered.catalog import Suite
-from ci_register.registered.collect import Registration
 from ci_register.registered.machine import FINGERPRINT_ENV, this_fingerprint
+
+if TYPE_CHECKING:  # types only: the report's health section imports this module
+    from ci_register.registered.catalog import Suite
+    from ci_register.registered.collect import Registration
 
 __all__ = [
     "FINGERPRINT_ENV",
