@@ -9,6 +9,9 @@ machine is doing), after one untimed warm-up run that writes the bytecode. With 
 - ``gate-report --help``; ``gate-report --run ID`` on a history of one 73-metric run
   (benchmarks/fleet_runs.py), text format: the console script's entry point from each
   tree's pyproject.toml, called as ``python -c``
+- ``matrix --root TREE --event push`` on the tree's own suites and history, as
+  ``python -m ci_register`` (durations through a reader process) and as
+  ``python -m gates.commands.planner`` (in process; trees that have it)
 - ``nox -s matrix -- --event push``, ``nox -s rerun -- test_flashinfer_decode.py`` and
   ``nox -s cpu -- --dry-run``, each in a fresh ``--envdir`` (what a CI job or a new
   checkout pays; ``--no-nox`` leaves them out, ``--no-nox-before`` only for DIR: there
@@ -79,6 +82,15 @@ def commands(tree: Path, work: Path, nox: bool) -> list[tuple[str, list[str], bo
     run_id = one_run_history(hist, tree)
     out = [("gate-report --help", [*gr, "--help"], False),
            ("gate-report --run ID (one 73-metric run)", [*gr, "--history", str(hist), "--run", run_id], False)]
+    # The matrix of the tree itself (its suites, its committed history.db): ci_register's
+    # own command reads durations through one reader process; gates' entry point (what
+    # `nox -s matrix` runs, where the tree has it) reads them in process.
+    matrix = ["matrix", "--root", str(tree), "--event", "push"]
+    out.append(("matrix --event push: python -m ci_register (reader process)",
+                [sys.executable, "-m", "ci_register", *matrix], False))
+    if (tree / "gates" / "commands" / "planner.py").exists():
+        out.append(("matrix --event push: python -m gates.commands.planner (in process)",
+                    [sys.executable, "-m", "gates.commands.planner", *matrix], False))
     if nox:
         for name, args in (("nox -s matrix -- --event push", ["-s", "matrix", "--", "--event", "push"]),
                            ("nox -s rerun -- test_flashinfer_decode.py",
