@@ -41,6 +41,7 @@ from ci_register.registered.collect import Collection, Registration, collect
 from ci_register.running.hardware import check, detect_for
 from ci_register.running.pytest_plugin import file_timeout
 from ci_register.running.redact import mask_secrets
+from ci_register.running.runner_map import runner_files
 from ci_register.running.supervise import Supervised, die_with_parent, run_supervised
 
 __all__ = ["Attempt", "RunOptions", "confirm_chain", "parse_run_args", "run_suite", "plan_text", "Plan", "make_plan", "GATE_MODES"]
@@ -253,6 +254,9 @@ def _plan_json(plan: Plan, run_id: str, root: Path, collection: Collection, conf
         "confirm_of": confirm_of,
         "files": files,
         "gates": [g.to_json() for g in collection.gates if g.path in mine],
+        # The runner map (ci_register.running.runner_map): what nox and this process loaded;
+        # the gates recorder stores it with pytest's plugins for test selection.
+        "runner_files": runner_files(root),
     }
 
 
