@@ -288,7 +288,10 @@ def select_tests(graph: Graph, tests: Iterable[str], changed: Sequence[str], con
             continue
         sel.everything = f"{path} changed: not Python and not declared in [select] always/ignore/data"
         return sel
-    python_changed = any(p.endswith(".py") for p in changed) or bool(hit)
+    # A computed import may load any Python file but those the catalog says no test loads
+    # (`ignore`: the framework's own tests, tools, docs), which the no-importer rule trusts too.
+    python_changed = any(p.endswith(".py") and not _match(p, config.ignore) for p in changed) or any(
+        not _match(p, config.ignore) for p in hit)
     open_files = {p for p, n in graph.files.items() if n.open_import}
     for test in sorted(test_set):
         if test in hit and hit[test] == "changed":
