@@ -43,6 +43,9 @@ Tables (browse them with ``sqlite-utils tables history.db --counts``):
   as little-endian float64 (`gates.store.schema.pack_samples`). Writes go to the tables.
 - ``plan_files`` / ``plan_gates``: the runner's plan (what was registered and
   planned for the run, with est_time / expected seconds; declared gates).
+  ``plan_files`` is a view (schema m008) over ``plan_file_rows``, which names the run by
+  ``runs.num`` and the path, marker and labels by ``texts.id``; a verdict's verdict, mode
+  and stage are ``texts`` ids in ``verdict_rows`` too (the ``verdicts`` view gives the words).
 - ``trust_log``: every trust change with its reason.
 - ``acceptances`` / ``run_acceptances``: re-baselines (``gates.record.accept``) and the repo
   file entries each run carried; ``bisects``: bisections with their evidence;
@@ -627,7 +630,7 @@ class History:
             _put_tests(self.conn, prov.run_id, this, run, record.tests, record.metrics)
             if record.plan is not None:
                 files, gates = _plan_rows(prov.run_id, record.plan)
-                _insert(self.conn, "plan_files", files, ignore=True)
+                _insert_plan_files(self.conn, files)
                 if not self.conn.execute("SELECT 1 FROM plan_gates WHERE run_id = ? LIMIT 1",
                                          (prov.run_id,)).fetchone():
                     _insert(self.conn, "plan_gates", gates)
@@ -1227,7 +1230,8 @@ class History:
         _insert_tests(self.conn, list(bundle["tests"]))
         _insert_metrics(self.conn, [dict(m) for m in bundle["metrics"]])
         _insert_verdicts(self.conn, list(bundle["verdicts"]))
-        for table in ("plan_files", "plan_gates", "trust_log"):
+        _insert_plan_files(self.conn, list(bundle["plan_files"]))
+        for table in ("plan_gates", "trust_log"):
             _insert(self.conn, table, list(bundle[table]))
         insert_carried(self.conn, bundle["run"]["run_id"], bundle.get("acceptances") or ())
         maps = [m for m in bundle.get("import_maps") or () if isinstance(m, Mapping)]
@@ -1612,23 +1616,43 @@ def _insert_verdicts(conn: sqlite3.Connection, rows: list[Mapping[str, Any]]) ->
     if not rows:
         return
     nums = _run_nums(conn, [r["run_id"] for r in rows])
-    texts = _text_ids(conn, [v for r in rows for v in (r["key"], r.get("nodeid"),
-                                                        r.get("detail"), r.get("created_at"))])
+    texts = _text_ids(conn, [v for r in rows for v in (
+        r["key"], r.get("nodeid"), r["verdict"], r.get("mode"), r.get("detail"),
+        r.get("created_at"), r.get("stage"))])
 
     def tid(value: str | None) -> int | None:
         return None if value is None else texts[value]
 
     conn.executemany(
-        "INSERT INTO verdict_rows (run_num, attempt, key_id, nodeid_id, verdict, baseline, "
-        "new, rel_change, ci_low, ci_high, statistic, p_value, q_value, floor, mode, "
-        "detail_id, created_id, stage, ci_conf) "
+        "INSERT INTO verdict_rows (run_num, attempt, key_id, nodeid_id, verdict_id, baseline, "
+        "new, rel_change, ci_low, ci_high, statistic, p_value, q_value, floor, mode_id, "
+        "detail_id, created_id, stage_id, ci_conf) "
         "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         [(nums[r["run_id"]], r["attempt"], texts[r["key"]], tid(r.get("nodeid")),
-          r["verdict"], r.get("baseline"), r.get("new"), r.get("rel_change"), r.get("ci_low"),
-          r.get("ci_high"), r.get("statistic"), r.get("p_value"), r.get("q_value"),
-          r.get("floor"), r.get("mode"), tid(r.get("detail")), tid(r.get("created_at")),
-          r.get("stage"), r.get("ci_conf"))
+          tid(r["verdict"]), r.get("baseline"), r.get("new"), r.get("rel_change"),
+          r.get("ci_low"), r.get("ci_high"), r.get("statistic"), r.get("p_value"),
+          r.get("q_value"), r.get("floor"), tid(r.get("mode")), tid(r.get("detail")),
+          tid(r.get("created_at")), tid(r.get("stage")), r.get("ci_conf"))
          for r in rows])
+
+
+def _insert_plan_files(conn: sqlite3.Connection, rows: list[Mapping[str, Any]]) -> None:
+    """Insert plan rows given as the ``plan_files`` view's columns; a (run, path) that is
+    there already is left as it was (the plan a run id first recorded)."""
+    if not rows:
+        return
+    nums = _run_nums(conn, [r["run_id"] for r in rows])
+    texts = _text_ids(conn, [v for r in rows for v in (r["path"], r.get("marker"),
+                                                        r.get("labels"))])
+
+    def tid(value: str | None) -> int | None:
+        return None if value is None else texts[value]
+
+    conn.executemany(
+        "INSERT INTO plan_file_rows (run_num, path_id, line, est_time, expected, marker_id, "
+        "labels_id) VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
+        [(nums[r["run_id"]], texts[r["path"]], r.get("line"), r.get("est_time"),
+          r.get("expected"), tid(r.get("marker")), tid(r.get("labels"))) for r in rows])
 
 
 def _insert_metrics(conn: sqlite3.Connection, metrics: list[dict[str, Any]]) -> None:
