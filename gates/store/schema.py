@@ -370,7 +370,7 @@ VERDICTS_VIEW_M007 = VERDICTS_VIEW_M005.replace("v.stage ", "v.stage, v.ci_conf 
 PLAN_FILES_VIEW = (
     "SELECT r.run_id, p.text AS path, f.line, f.est_time, f.expected, m.text AS marker, "
     "l.text AS labels FROM plan_file_rows f JOIN runs r ON r.num = f.run_num "
-    "JOIN texts p ON p.id = f.path_id LEFT JOIN texts m ON m.id = f.marker_id "
+    "LEFT JOIN texts p ON p.id = f.path_id LEFT JOIN texts m ON m.id = f.marker_id "
     "LEFT JOIN texts l ON l.id = f.labels_id")
 VERDICTS_VIEW = (
     "SELECT v.id, r.run_id, v.attempt, k.text AS key, n.text AS nodeid, vt.text AS verdict, "
