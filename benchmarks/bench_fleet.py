@@ -2,7 +2,7 @@
 
     python benchmarks/bench_fleet.py size --runs 200
         N gated runs of 73 metrics x 5 samples (benchmarks/fleet_runs.py); the file's
-        size after VACUUM per run, and per table (target: <= 25 kB a run).
+        size after VACUUM per run, and per table (target: <= 20 kB a run).
     python benchmarks/bench_fleet.py merge --history-runs 1000 --shards 32 --flow own
         a history of H gated runs, S shard files each holding one new gated run, and
         the time of `gate-report merge SHARDS --into` a copy of the history

@@ -49,7 +49,7 @@ HERE = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(HERE))
 
 from ci_register.planning.imports import scan  # noqa: E402
-from ci_register.planning.select import parse_select, select_tests  # noqa: E402
+from ci_register.planning.select import RunnerMap, parse_select, select_tests  # noqa: E402
 from ci_register.registered.catalog import load_catalog  # noqa: E402
 
 sys.path.insert(0, str(HERE / "benchmarks"))
@@ -91,6 +91,51 @@ def pytest_sessionfinish(session, exitstatus):
 '''
 
 
+# The runner map of an old tree, recorded in one process of that tree: its noxfile imported
+# (what nox's process loads), its own `python -m ci_register run cpu --partition 1/1 --dry-run`
+# (what a CI shard's runner loads up to starting pytest: its imports, the plan and partition), and
+# its pytest plugins imported (what pytest loads before it collects). This checkout's
+# ci_register/running/runner_map.py, loaded by path, lists the tree's files that were loaded.
+RUNNER_PROBE = '''
+import contextlib, importlib, importlib.util, io, json, os, runpy, sys
+spec = importlib.util.spec_from_file_location("_replay_runner_map", os.environ["REPLAY_RUNNER_MAP"])
+rm = importlib.util.module_from_spec(spec); spec.loader.exec_module(rm)
+problems = []
+spec = importlib.util.spec_from_file_location("noxfile", "noxfile.py")
+try:
+    spec.loader.exec_module(importlib.util.module_from_spec(spec))
+except BaseException as exc:
+    problems.append(f"noxfile: {exc!r}")
+sys.argv = ["ci_register", "run", "cpu", "--partition", "1/1", "--dry-run", "--catalog", "suites/catalog.toml", "--root", "."]
+try:
+    with contextlib.redirect_stdout(io.StringIO()):
+        runpy.run_module("ci_register", run_name="__main__", alter_sys=True)
+except SystemExit as exc:
+    if exc.code not in (0, None):
+        problems.append(f"ci_register run --dry-run exit {exc.code}")
+for names in (("gates.record.plugin", "gates.plugin"), ("ci_register.running.pytest_plugin", "ci_register.pytest_plugin")):
+    for name in names:
+        if importlib.util.find_spec(name.rpartition(".")[0]) and importlib.util.find_spec(name):
+            importlib.import_module(name)
+            break
+    else:
+        problems.append(f"none of {names}")
+print(json.dumps({"files": rm.loaded_files(os.getcwd()), "problems": problems}))
+'''
+
+
+def runner_probe(tree: Path) -> dict:
+    """{files, problems}: the runner map of the tree (see RUNNER_PROBE)."""
+    env = {**os.environ, "PYTHONPATH": str(tree), "REPLAY_RUNNER_MAP": str(HERE / "ci_register" / "running" / "runner_map.py")}
+    env.pop("GATES_HISTORY", None)
+    r = subprocess.run([sys.executable, "-c", RUNNER_PROBE], cwd=tree, capture_output=True, text=True, env=env,
+                       timeout=300, check=False)
+    try:
+        return json.loads(r.stdout.strip().splitlines()[-1])
+    except (ValueError, IndexError):
+        raise RuntimeError(f"runner probe in {tree} failed (exit {r.returncode}): {r.stderr[-2000:]}") from None
+
+
 def git(repo: Path, *args: str) -> str:
     return subprocess.run(["git", "--git-dir", str(repo), *args], capture_output=True, text=True, check=True).stdout
 
@@ -108,7 +153,8 @@ def run_commit(tree: Path, files: list[str], work: Path, timeout_s: float) -> di
     for p in (out, hist):
         p.unlink(missing_ok=True)
     (work / "replay_plugin.py").write_text(PLUGIN)
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tree), str(work)]), "PYTEST_PLUGINS": "gates.record.plugin",
+    plugin = "gates.record.plugin" if (tree / "gates" / "record" / "plugin.py").exists() else "gates.plugin"
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tree), str(work)]), "PYTEST_PLUGINS": plugin,
            "REPLAY_TRACKER": str(HERE / "gates" / "record" / "import_map.py"), "REPLAY_OUT": str(out),
            "GATES_IMPORT_MAPS": "0", "GATES_COMMIT": "replay", "CI_REGISTER_FILE_SLACK_S": "60"}
     env.pop("GATES_HISTORY", None)
@@ -165,6 +211,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--timeout", type=float, default=600, help="seconds one commit's pytest may take")
     ap.add_argument("--runs-from", type=Path, default=None,
                     help="reuse the runs of an earlier --json (selection decided afresh, pytest not rerun)")
+    ap.add_argument("--reprobe", action="store_true", help="record the runner maps again (with --runs-from)")
     a = ap.parse_args(argv)
     repo = Path(subprocess.run(["git", "-C", str(a.repo.parent if a.repo.name == ".git" else a.repo), "rev-parse",
                                 "--git-common-dir"], capture_output=True, text=True, check=True).stdout.strip())
@@ -191,6 +238,8 @@ def main(argv: list[str] | None = None) -> int:
             files = sorted({p for _, p, _ in regs})
             run = earlier.get(c) or run_commit(tree, files, work, a.timeout)
             run["commit"] = c
+            if "runner" not in run or a.reprobe:
+                run["runner"] = runner_probe(tree)
             if i == len(commits) - 1 and c not in earlier:  # the newest commit twice: which metrics are noise
                 again = run_commit(tree, files, work, a.timeout)
                 for path in set(run["metrics"]) | set(again["metrics"]):
@@ -202,7 +251,8 @@ def main(argv: list[str] | None = None) -> int:
             if a.json:  # after every run: an interrupted replay resumes with --runs-from
                 a.json.write_text(json.dumps({"runs": runs, "rows": [], "noisy": sorted(noisy)}, default=str))
             print(f"[{i + 1}/{len(commits)}] {c[:10]} ran {len(files)} files in {run['seconds']:.0f} s, "
-                  f"{len(run['maps'])} maps", file=sys.stderr)
+                  f"{len(run['maps'])} maps, runner map {len(run['runner']['files'])} files "
+                  f"{run['runner']['problems'] or ''}", file=sys.stderr)
             if i > 0:
                 changed = [p for p in git(repo, "diff-tree", "--no-commit-id", "-r", "--name-only", "--no-renames",
                                           commits[i - 1], c).split("\n") if p]
@@ -214,9 +264,10 @@ def main(argv: list[str] | None = None) -> int:
                 total = sum(est.values())
                 out = {"commit": c[:10], "subject": git(repo, "log", "-1", "--format=%s", c).strip()[:60],
                        "changed": len(changed), "total": total}
-                for label, maps in (("static", None), ("maps", {p: set(f) for p, f in base["maps"].items()})):
+                runner = RunnerMap(frozenset(base["runner"]["files"]), f"runner map at {commits[i - 1][:10]}")
+                for label, maps, rmap in (("static", None, None), ("maps", {p: set(f) for p, f in base["maps"].items()}, runner)):
                     graph = scan(tree, config.package_roots, cache=cache)
-                    sel = select_tests(graph, tests, changed, config, maps)
+                    sel = select_tests(graph, tests, changed, config, maps, rmap)
                     kept = sum(e for (s, p), e in est.items() if sel.keeps(s, p))
                     out[f"{label}_share"] = kept / total if total else 1.0
                     out[f"{label}_everything"] = sel.everything
@@ -237,6 +288,9 @@ def main(argv: list[str] | None = None) -> int:
         r["unsafe"] = {p: d for p, d in diffs.items() if p in r["left"]}
         changed = set(r["changed_paths"])
         r["load_unsafe"] = sorted(p for p in r["left"] if changed & set(base["maps"].get(p, ())) or changed & set(head["maps"].get(p, ())))
+        # A change the runner map of the parent or the commit holds, not run in full.
+        r["runner_unsafe"] = [] if r["maps_everything"] else sorted(
+            changed & (set(base["runner"]["files"]) | set(head["runner"]["files"])))
     if a.json:
         a.json.write_text(json.dumps({"runs": runs, "rows": rows, "noisy": sorted(noisy)}, default=str))
     text = report(rows, runs, noisy, commits, argv)
@@ -251,6 +305,7 @@ def report(rows: list[dict], runs: list[dict], noisy: set[str], commits: list[st
     maps = [r["maps_share"] for r in rows]
     unsafe = [(r["commit"], p, d) for r in rows for p, d in r["unsafe"].items()]
     load_unsafe = [(r["commit"], p) for r in rows for p in r["load_unsafe"]]
+    runner_unsafe = [(r["commit"], p) for r in rows for p in r.get("runner_unsafe", ())]
     changed = [(r["commit"], p, d) for r in rows for p, d in r["changed_files"].items()]
     everything = [r for r in rows if r["maps_everything"]]
     lines = [
@@ -267,6 +322,10 @@ def report(rows: list[dict], runs: list[dict], noisy: set[str], commits: list[st
         f"- **unsafe omissions: {len(unsafe)}** (a left-out file whose tests changed outcome, appeared, vanished or "
         f"changed a metric between the parent's run and the commit's); files with such a change: {len(changed)}",
         f"- left-out files whose recorded map (parent's or commit's) holds a changed file: {len(load_unsafe)}",
+        f"- changes not run in full although the runner map (parent's or commit's) holds a changed file: "
+        f"{len(runner_unsafe)}" + (f" ({', '.join(f'{c} {p}' for c, p in runner_unsafe[:6])})" if runner_unsafe else ""),
+        f"- runner maps: {statistics.median(len(r['runner']['files']) for r in runs):.0f} files (median); "
+        f"probe problems: {sum(bool(r['runner']['problems']) for r in runs)} of {len(runs)} runs",
         f"- changes that run everything: {len(everything)}"
         + (f" ({'; '.join(sorted({r['maps_everything'][:90] for r in everything})[:6])})" if everything else ""),
         f"- noisy metrics (differ between two runs of the newest commit; compared by key, unit, count): "

@@ -154,8 +154,9 @@ COLUMNS = {
     "metric_rows": ["key_id", "unit", "better", "median", "count", "n", "min_value",
                     "attempt", "samples", "nodeid_id", "run_num"],
     "texts": ["text"],
-    "plan_files": ["expected", "est_time", "path"],
-    "verdict_rows": ["verdict", "p_value", "baseline", "key_id", "mode", "detail_id"],
+    "plan_file_rows": ["expected", "est_time", "path_id", "marker_id", "run_num"],
+    "verdict_rows": ["verdict_id", "p_value", "baseline", "key_id", "mode_id", "detail_id",
+                     "stage_id"],
 }
 
 
@@ -186,8 +187,9 @@ def test_merge_takes_a_mutated_shard_whole_and_sound_or_refuses_it(merge_base, t
     value = data.draw(st.sampled_from(HOSTILE_VALUES))
     with sqlite3.connect(shard) as conn:
         try:
-            conn.execute(f"UPDATE {table} SET {column} = ? WHERE rowid IN "
-                         f"(SELECT rowid FROM {table} LIMIT 1)", (value,))
+            row = "(run_num, path_id)" if table == "plan_file_rows" else "rowid"  # WITHOUT ROWID
+            conn.execute(f"UPDATE {table} SET {column} = ? WHERE {row} IN "
+                         f"(SELECT {row.strip('()')} FROM {table} LIMIT 1)", (value,))
         except sqlite3.IntegrityError:
             return  # the schema itself refuses it
     conn.close()

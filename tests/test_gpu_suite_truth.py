@@ -12,7 +12,7 @@ import json
 import pytest
 from test_runner import SUITES, run
 
-from ci_register.running.pytest_plugin import gpu_suite_problem
+from ci_register.running.pytest_plugin import suite_problem
 from gates.store.open import open_history
 
 H200 = {"CI_REGISTER_FAKE_HARDWARE": json.dumps({"gpus": [{"name": "NVIDIA H200",
@@ -50,7 +50,7 @@ def test_a_gpu_suite_that_executes_no_test_fails(tree):
         HEAD + "import pytest\n\n@pytest.mark.skip(reason='later')\ndef test_kernel():\n    pass\n")
     r = run(tree, "gpu1", "--gate", "off", env=H200)
     assert r.returncode == 1, r.stdout + r.stderr
-    assert "ERROR suite gpu1: no test executed (1 skipped: later); a GPU suite that runs " \
+    assert "ERROR suite gpu1: no test executed (1 skipped: later); a suite that runs " \
            "nothing fails" in r.stdout
 
 
@@ -62,7 +62,46 @@ def test_a_gpu_suite_that_runs_its_tests_passes_but_faked_hardware_is_untrusted(
     assert (status, exit_status, trusted) == ("complete", 0, 0) and "faked" in reason
 
 
-def test_gpu_suite_problem_rules():
-    assert gpu_suite_problem("g", 3, ["needs 2 CUDA GPUs (found 1 x H200)"]) is None
-    assert gpu_suite_problem("g", 3, ["needs a CUDA GPU (found none)"]) is not None
-    assert "no test executed (none ran)" in gpu_suite_problem("g", 0, [])
+def test_suite_problem_rules():
+    assert suite_problem("g", True, 3, ["needs 2 CUDA GPUs (found 1 x H200)"]) is None
+    assert suite_problem("g", True, 3, ["needs a CUDA GPU (found none)"]) is not None
+    assert "no test executed (none ran)" in suite_problem("g", True, 0, [])
+    # A CPU suite: a GPU-stack skip among executed tests is its own business ...
+    assert suite_problem("c", False, 3, ["needs a CUDA GPU (found none)"]) is None
+    # ... but running nothing never passes, on any backend.
+    assert "no test executed (2 skipped: no transformers)" in suite_problem(
+        "c", False, 0, ["no transformers", "no transformers"])
+
+
+def test_a_cpu_suite_whose_every_test_skips_fails(catalog_tree):
+    tree = catalog_tree(SUITES, {})
+    (tree / "suites" / "test_c.py").write_text(
+        'from ci_register import register_cpu_ci\nregister_cpu_ci(est_time=5, suite="cpu")\n'
+        "import pytest\n\ndef test_a():\n    pytest.skip('no transformers')\n\n"
+        "def test_b():\n    pytest.importorskip('no_such_module_here')\n")
+    r = run(tree, "cpu", "--gate", "off")
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert "ERROR suite cpu: no test executed (2 skipped: no transformers)" in r.stdout
+    status, exit_status = _run_row(tree)[:2]
+    assert (status, exit_status) == ("complete", 1)
+
+
+def test_a_cpu_suite_with_one_executed_test_among_skips_passes(catalog_tree):
+    tree = catalog_tree(SUITES, {})
+    (tree / "suites" / "test_c.py").write_text(
+        'from ci_register import register_cpu_ci\nregister_cpu_ci(est_time=5, suite="cpu")\n'
+        "import pytest\n\ndef test_a():\n    pytest.skip('later')\n\ndef test_b():\n    pass\n")
+    r = run(tree, "cpu", "--gate", "off")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "no test executed" not in r.stdout
+
+
+def test_a_suite_whose_tests_error_in_setup_says_only_that(catalog_tree):
+    tree = catalog_tree(SUITES, {})
+    (tree / "suites" / "test_c.py").write_text(
+        'from ci_register import register_cpu_ci\nregister_cpu_ci(est_time=5, suite="cpu")\n'
+        "import pytest\n\n@pytest.fixture\ndef broken():\n    raise RuntimeError('setup')\n\n"
+        "def test_a(broken):\n    pass\n")
+    r = run(tree, "cpu", "--gate", "off")
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert "no test executed" not in r.stdout

@@ -252,6 +252,8 @@ def test_m002_database_migrates_to_the_compact_layout(pg_url):
                                   [(0, 1.0), (1, 3.0), (2, 2.0)])
         conn.execute("INSERT INTO verdicts (run_id, attempt, key, verdict, detail) "
                      "VALUES ('old1', 1, 'k', 'pass', '{\"n\": 1}')")
+        conn.execute("INSERT INTO plan_files (run_id, path, line, est_time, expected, marker, "
+                     "labels) VALUES ('old1', 't.py', 3, 30.0, 28.5, 'gpu', '[\"x\"]')")
     with open_history(pg_url) as h:
         assert h.schema_version == len(PG_KNOWN_MIGRATIONS)
         assert [(m["key"], m["samples"], m["suite"]) for m in h.metrics("old1")] == [
@@ -259,6 +261,8 @@ def test_m002_database_migrates_to_the_compact_layout(pg_url):
         assert [(t["nodeid"], t["path"], t["duration"]) for t in h.tests("old1")] == [
             ("t.py::a", "t.py", 1.5)]
         assert [(v["verdict"], v["detail"]) for v in h.verdicts("old1")] == [("pass", {"n": 1})]
+        assert [(f["path"], f["line"], f["est_time"], f["expected"], f["marker"], f["labels"])
+                for f in h.plan_files("old1")] == [("t.py", 3, 30.0, 28.5, "gpu", ["x"])]
         record(h, 1)  # new rows get ids after the migrated ones
         assert h.metrics("run001")[0]["id"] > 7 and h.sample_count() == 6
         h.save_verdicts("run001", [{"key": "k", "verdict": "pass"}])

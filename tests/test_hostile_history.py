@@ -46,6 +46,8 @@ def shard(tmp_path: Path, name: str, sql: str = "", params=()) -> Path:
         write_run(h, 1, latency=1.0, run_id="s" * 32)
     if sql:
         with sqlite3.connect(path) as conn:
+            # A verdict word is a texts id (m008): the hostile row's word goes in first.
+            conn.execute("INSERT OR IGNORE INTO texts (text) VALUES ('pass')")
             conn.execute(sql, params)
     return path
 
@@ -72,9 +74,13 @@ HOSTILE = [
     ("orphan test", "INSERT INTO test_rows (run_num, attempt, nodeid_id, outcome) "
                     "VALUES (999, 1, (SELECT min(id) FROM texts), 'passed')", (),
      "belong to no run"),
-    ("verdict text p", "INSERT INTO verdict_rows (run_num, attempt, key_id, verdict, p_value) "
+    # A plan row whose path text is gone reads as a row without a path (not as no row).
+    ("plan path gone", "UPDATE plan_file_rows SET path_id = 999999 WHERE (run_num, path_id) IN "
+                       "(SELECT run_num, path_id FROM plan_file_rows LIMIT 1)", (), "plan file"),
+    ("verdict text p", "INSERT INTO verdict_rows (run_num, attempt, key_id, verdict_id, p_value) "
                        "VALUES ((SELECT num FROM runs WHERE run_id = ?), 1, "
-                       "(SELECT min(id) FROM texts), 'pass', 'low')", ("s" * 32,), "p_value"),
+                       "(SELECT min(id) FROM texts), (SELECT id FROM texts WHERE text = 'pass'), "
+                       "'low')", ("s" * 32,), "p_value"),
 ]
 
 
@@ -85,8 +91,7 @@ def test_a_hostile_shard_is_refused_whole_and_the_target_unchanged(
     shutil.copy(template, into)
     good = shard(tmp_path, "good.db")
     with sqlite3.connect(good) as conn:
-        conn.execute("UPDATE runs SET run_id = 'g' || substr(run_id, 2)")
-        conn.execute("UPDATE plan_files SET run_id = 'g' || substr(run_id, 2)")
+        conn.execute("UPDATE runs SET run_id = 'g' || substr(run_id, 2)")  # plan rows follow
     bad = shard(tmp_path, "bad.db", sql, params)
     before = into.read_bytes()
     code, out, err = cli(["merge", good, bad, "--into", into], capsys)

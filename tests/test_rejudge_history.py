@@ -49,7 +49,9 @@ def test_replay_of_an_unchanged_gate_agrees_and_a_changed_verdict_shows(tmp_path
     assert diff == [] and counts["regression"] == 1 and counts["insufficient-history"] == 5
     assert db.read_bytes() == before  # read-only: judged on a copy
     con = sqlite3.connect(db)
-    con.execute("UPDATE verdict_rows SET verdict = 'pass' WHERE run_num = "
+    con.execute("INSERT OR IGNORE INTO texts (text) VALUES ('pass')")
+    con.execute("UPDATE verdict_rows SET verdict_id = (SELECT id FROM texts WHERE text = 'pass') "
+                "WHERE run_num = "
                 "(SELECT num FROM runs WHERE run_id = 'r11')")
     con.commit()
     con.close()

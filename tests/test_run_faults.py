@@ -118,6 +118,20 @@ def test_os_exit_inside_a_test_is_a_crash_not_a_pass(tmp_path):
     assert the_run(tree / "h.db")[1] == "crashed"
 
 
+def test_a_crash_with_the_gate_on_exits_1_like_any_crash_not_2(tmp_path):
+    # The gate refuses an unfinished run as bad input (2); the runner must not ask it, or a
+    # crash reads as "bad input or hardware" (README's exit codes).
+    tree = make_tree(tmp_path, """
+        import os
+        def test_b_exit():
+            os._exit(0)
+        """)
+    rc, out = finish(start(tree, "--gate", "enforce"))
+    assert rc == 1, out
+    assert "gate - (the run did not finish)" in out and "can be gated" not in out, out
+    assert the_run(tree / "h.db")[1] == "crashed"
+
+
 def test_a_test_hung_in_c_is_killed_from_outside_and_recorded(tmp_path):
     # Signals blocked, then pause(): pytest-timeout's SIGALRM can never interrupt it,
     # as with a CUDA or NCCL wait. Budget: 2 x est_time 1 s + slack 0 = 2 s, grace 1 s.

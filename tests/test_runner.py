@@ -294,3 +294,20 @@ def test_a_shard_gates_against_a_baseline_snapshot_and_keeps_only_its_runs(make_
     # A missing snapshot is bad input: one line, nothing run.
     r = run(tree, "cpu", "--baseline", str(tmp_path / "nope.db"))
     assert r.returncode == 2 and "nope.db" in r.stderr and "passed" not in r.stdout
+
+
+def test_confirm_chain_ends_on_a_rerun_that_did_not_finish():
+    from ci_register.running.runner import Attempt, confirm_chain
+
+    def crashed_rerun(attempt, nodeids):  # os._exit(0) in a rerun: pytest 1, never gated
+        return Attempt(1, None, crashed=True)
+
+    done = confirm_chain(Attempt(0, 1), 4, lambda: ["t::a"], crashed_rerun)
+    assert done.crashed and done.exit_code == 1
+    done = confirm_chain(Attempt(0, 1), 4, lambda: ["t::a"],
+                         lambda attempt, nodeids: Attempt(130, None, crashed=True))
+    assert done.crashed and done.exit_code == 130
+    # A rerun that passes its gate ends the chain green, as before.
+    done = confirm_chain(Attempt(0, 1), 4, lambda: ["t::a"],
+                         lambda attempt, nodeids: Attempt(0, 0))
+    assert not done.crashed and done.exit_code == 0

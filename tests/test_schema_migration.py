@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from gates.gate import evaluate_run
-from gates.store.history import HistoryError
+from gates.store.history import HistoryError, open_for_reading
 from gates.store.open import open_history
 from gates.store.schema import SCHEMA_VERSION
 
@@ -30,9 +30,14 @@ def _rows(conn: sqlite3.Connection, sql: str) -> list[tuple]:
     return conn.execute(sql).fetchall()
 
 
+def _order(table: str) -> str:
+    # plan_files is a view from m008 on (no rowid): its key orders it on both sides.
+    return "run_id, path" if table == "plan_files" else "rowid"
+
+
 def _old_content(path: Path) -> dict[str, list]:
     conn = sqlite3.connect(path)
-    out = {t: _rows(conn, f"SELECT * FROM {t} ORDER BY rowid") for t in _KEEP}
+    out = {t: _rows(conn, f"SELECT * FROM {t} ORDER BY {_order(t)}") for t in _KEEP}
     for view in ("metrics", "tests", "verdicts"):
         out[view] = _rows(conn, f"SELECT * FROM {view} ORDER BY id")
     samples: dict[int, list[float]] = {}
@@ -54,11 +59,11 @@ def test_an_m002_history_migrates_in_place_with_nothing_lost(old):
     before = _old_content(old)
     assert len(before["metrics"]) == 48 and len(before["verdicts"]) == 42
     with open_history(old) as h:
-        assert h.schema_version == SCHEMA_VERSION == 7
+        assert h.schema_version == SCHEMA_VERSION == 8
         runs = [r[:-1] for r in _rows(h.conn, "SELECT * FROM runs ORDER BY rowid")]  # - num
         assert runs == before["runs"]
         for table in _KEEP[1:]:
-            assert _rows(h.conn, f"SELECT * FROM {table} ORDER BY rowid") == before[table]
+            assert _rows(h.conn, f"SELECT * FROM {table} ORDER BY {_order(table)}") == before[table]
         for view in ("metrics", "tests", "verdicts"):
             got = _rows(h.conn, f"SELECT * FROM {view} ORDER BY id")
             if view == "verdicts":  # m005 adds the stage, derived from the attempt
@@ -106,3 +111,90 @@ def test_a_history_with_rows_of_no_run_is_refused_and_left_untouched(old):
     with pytest.raises(HistoryError, match="belong to no run.*unchanged"):
         open_history(old)
     assert old.read_bytes() == before
+
+
+# ------------------------------------------------------------------ m008
+
+# Written by main at 65c8e17 (schema m007): history-m002.db opened (migrated) by that code,
+# then three gated runs of benchmarks/fleet_runs.py (make_run(20..22, seed=7)), VACUUMed.
+M007 = Path(__file__).parent / "data" / "history-m007.db"
+REPO_HISTORY = Path(__file__).parents[1] / "history.db"
+_VIEWS_M008 = {"plan_files": "run_id, path", "verdicts": "id", "metrics": "id", "tests": "id"}
+
+
+def _views(conn: sqlite3.Connection) -> dict[str, list[tuple]]:
+    return {v: _rows(conn, f"SELECT * FROM {v} ORDER BY {order}")
+            for v, order in _VIEWS_M008.items()}
+
+
+def test_an_m007_history_reads_the_same_after_m008(tmp_path):
+    # Every row a report, rerun, bisect or accept reads through the views is the same
+    # after the plan and verdict texts move to ids.
+    path = tmp_path / "history.db"
+    shutil.copy(M007, path)
+    conn = sqlite3.connect(path)
+    assert "m008_compact_plans_verdicts" not in {
+        r[0] for r in _rows(conn, "SELECT name FROM _sqlite_migrations")}
+    before = _views(conn)
+    conn.close()
+    assert before["plan_files"] and before["verdicts"]
+    with open_history(path) as h:
+        assert h.schema_version == SCHEMA_VERSION == 8
+        assert _views(h.conn) == before
+        assert h.orphan_rows() == [] and h.check() is None
+    # A read-only open of the old file reads the same through a migrated copy, and
+    # leaves the file byte for byte as it was.
+    original = tmp_path / "untouched.db"
+    shutil.copy(M007, original)
+    raw = original.read_bytes()
+    with open_for_reading(original) as h:
+        assert _views(h.conn) == before
+    assert original.read_bytes() == raw
+
+
+def test_m008_keeps_plan_and_verdict_words_once(tmp_path):
+    # The repeated words live in texts: plan rows name run and path by integer ids
+    # (WITHOUT ROWID, no second copy of the key as an index), verdicts their words.
+    with open_history(tmp_path / "h.db") as h:
+        kinds = dict(_rows(h.conn, "SELECT name, type FROM sqlite_master "
+                                   "WHERE name IN ('plan_files', 'plan_file_rows')"))
+        columns = {r[1] for r in _rows(h.conn, "PRAGMA table_info(verdict_rows)")}
+        plan_sql = h.conn.execute("SELECT sql FROM sqlite_master "
+                                  "WHERE name = 'plan_file_rows'").fetchone()[0]
+    assert kinds == {"plan_files": "view", "plan_file_rows": "table"}
+    assert "WITHOUT ROWID" in plan_sql
+    assert {"verdict_id", "mode_id", "stage_id"} <= columns
+    assert not {"verdict", "mode", "stage"} & columns
+
+
+def test_the_repository_history_is_at_this_schema_and_reads():
+    # Committed migrated, so reports and planners read it without a migrated copy.
+    with open_for_reading(REPO_HISTORY) as h:
+        assert h.schema_version == SCHEMA_VERSION and not hasattr(h, "folder")
+        assert h.plan_files(h.run_ids()[-1]) and h.verdicts(h.run_ids()[-1])
+
+
+def test_the_repository_history_has_this_codes_views(tmp_path):
+    # Its views read as a new file's do (a view changed in code is changed in it too).
+    def views(path: Path) -> dict[str, str]:
+        conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+        try:
+            return dict(_rows(conn, "SELECT name, sql FROM sqlite_master WHERE type = 'view'"))
+        finally:
+            conn.close()
+
+    with open_history(tmp_path / "new.db"):
+        pass
+    assert views(REPO_HISTORY) == views(tmp_path / "new.db")
+
+
+def test_m008_refuses_a_plan_row_of_no_run_and_leaves_the_file(tmp_path):
+    path = tmp_path / "history.db"
+    shutil.copy(M007, path)
+    with sqlite3.connect(path) as conn:
+        conn.execute("INSERT INTO plan_files (run_id, path) VALUES ('ghost', 'a.py')")
+    conn.close()
+    before = path.read_bytes()
+    with pytest.raises(HistoryError, match="plan_files row.*no run.*unchanged"):
+        open_history(path)
+    assert path.read_bytes() == before

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from old_schema import to_m007
 
 from gates.model import stats
 from gates.model.decisions import (
@@ -102,6 +103,7 @@ def test_migration_derives_the_stage_of_older_rows(tmp_path: Path):
                                      "detail": {"corroborate": asked}}])
             h.save_verdicts(third, [{"key": "k", "verdict": "pass", "attempt": 3}])
         # As a file written before m005: no stage column, m005 (and m007) not applied.
+        to_m007(h.conn)
         h.conn.execute("DROP VIEW verdicts")
         h.conn.execute("ALTER TABLE verdict_rows DROP COLUMN stage")
         h.conn.execute("ALTER TABLE verdict_rows DROP COLUMN ci_conf")

@@ -7,6 +7,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from old_schema import to_m007
+
 from gates.store.open import open_history
 from gates.store.provenance import Provenance
 from gates.store.schema import VERDICTS_VIEW_M005
@@ -51,6 +53,7 @@ def test_migration_copies_older_rows_confidence_out_of_their_detail(tmp_path: Pa
                                {"key": "b", "verdict": "pass", "detail": {"method": "m"}},
                                {"key": "c", "verdict": "pass", "detail": "not json {\"ci_conf\""}])
         # As a file written before m007: confidences inside the detail, no column.
+        to_m007(h.conn)
         h.conn.execute("DROP VIEW verdicts")
         h.conn.execute("ALTER TABLE verdict_rows DROP COLUMN ci_conf")
         h.conn.execute(f"CREATE VIEW verdicts AS {VERDICTS_VIEW_M005}")

@@ -18,10 +18,19 @@ paths in, a :class:`Selection` out. ``[select]`` in the catalog::
     always = ["docker/**"]                 # added to the defaults below
     ignore = ["benchmark/**"]              # added to the defaults; wins over the default `always`
     always_suites = ["cpu"]
+    runner = ["tools/ci/**"]               # code of the suite runner itself (see below)
     [select.data]
     "csrc/**" = ["python/pkg/ops/**"]      # a change here is a change to those files
     [select.dynamic]
     "python/pkg/plugins.py" = ["python/pkg/ext/*.py"]   # what its computed imports may load
+
+``runner``: files the suite runner's processes may load (the nox session, ``python -m
+ci_register run``, pytest's plugins), when they live in the tree (this repository's own
+``ci_register/**``). A change to one runs everything unless a fresh runner map is
+recorded (:mod:`ci_register.running.runner_map`, the ``<runner>`` row of the import maps):
+then only a changed file the map holds runs everything, and the others are judged like
+any module (by the static graph and the per-file maps). A changed file the runner map
+holds runs everything whether declared or not.
 """
 
 from __future__ import annotations
@@ -37,11 +46,13 @@ from ci_register.planning.imports import Graph, module_names
 __all__ = [
     "DEFAULT_ALWAYS",
     "DEFAULT_IGNORE",
+    "RunnerMap",
     "SelectConfig",
     "SelectError",
     "Selection",
     "parse_select",
     "fresh_maps",
+    "fresh_runner_map",
     "select_in_tree",
     "select_tests",
 ]
@@ -53,7 +64,8 @@ DEFAULT_ALWAYS = (
     "sitecustomize.py",
 )
 DEFAULT_IGNORE = ("**/*.md", "*.md", "docs/**", "LICENSE*", ".gitignore", "**/*.rst", "*.rst")
-_KEYS = {"package_roots", "always", "ignore", "always_suites", "data", "dynamic", "map_max_age_days"}
+_KEYS = {"package_roots", "always", "ignore", "always_suites", "data", "dynamic", "map_max_age_days", "runner"}
+RUNNER_MAP_PATH = "<runner>"  # ci_register.running.runner_map.RUNNER_MAP_PATH (planning does not import running)
 DEFAULT_MAP_MAX_AGE_DAYS = 30.0
 
 
@@ -71,6 +83,7 @@ class SelectConfig:
     data: tuple[tuple[str, tuple[str, ...]], ...] = ()  # (glob, python file globs it stands for)
     dynamic: tuple[tuple[str, tuple[str, ...]], ...] = ()  # (file, globs its computed imports may load)
     map_max_age_days: float = DEFAULT_MAP_MAX_AGE_DAYS  # a recorded import map older than this is not used
+    runner: tuple[str, ...] = ()  # the runner's own code: everything runs unless a runner map says otherwise
 
 
 def _strs(raw: Mapping, key: str, where: str) -> tuple[str, ...]:
@@ -116,6 +129,7 @@ def parse_select(raw: Mapping | None, where: str, *, catalog_path: str = "", sui
         data=data,
         dynamic=dynamic,
         map_max_age_days=float(age),
+        runner=_strs(raw, "runner", where),
     )
 
 
@@ -124,6 +138,14 @@ def _match(path: str, globs: Iterable[str]) -> str | None:
         if fnmatch.fnmatchcase(path, g) or (g.endswith("/**") and path.startswith(g[:-2])):
             return g
     return None
+
+
+@dataclass(frozen=True)
+class RunnerMap:
+    """The files the suite runner's processes loaded in recorded runs (fresh ones, every
+    suite's united); ``source`` says which runs, for the selection's reason."""
+    files: frozenset[str]
+    source: str = "recorded runner map"
 
 
 @dataclass
@@ -185,7 +207,7 @@ def _is_test_file(path: str) -> bool:
 
 
 def select_tests(graph: Graph, tests: Iterable[str], changed: Sequence[str], config: SelectConfig,
-                 maps: Mapping[str, Iterable[str]] | None = None) -> Selection:
+                 maps: Mapping[str, Iterable[str]] | None = None, runner: RunnerMap | None = None) -> Selection:
     """Which of ``tests`` (registered paths) a change to ``changed`` paths can affect.
 
     ``maps``: per registered file, the files a recorded run of it loaded (fresh ones
@@ -193,6 +215,10 @@ def select_tests(graph: Graph, tests: Iterable[str], changed: Sequence[str], con
     or its recorded files reach a change; the computed imports in its closure are
     covered by the record. A file without one falls back to the static graph, where a
     computed import in its closure makes any Python change reach it.
+
+    ``runner``: the recorded runner map (:func:`fresh_runner_map`; None when none is
+    fresh). A changed file it holds runs everything; a changed file of ``[select] runner``
+    runs everything when there is no runner map, else it is judged like any module.
     """
     changed = tuple(dict.fromkeys(Path(c).as_posix().removeprefix("./") for c in changed))
     maps = {t: frozenset(fs) for t, fs in (maps or {}).items()}
@@ -210,6 +236,16 @@ def select_tests(graph: Graph, tests: Iterable[str], changed: Sequence[str], con
             None if _match(path, config.ignore[len(DEFAULT_IGNORE):]) else _match(path, config.always))
         if g:
             sel.everything = f"{path} changed (declared to run everything: {g!r})"
+            return sel
+        if runner is not None and path in runner.files:
+            sel.everything = (f"{path} changed: the suite runner loads it ({runner.source}), "
+                              "so it can change any test's outcome")
+            return sel
+        g = _match(path, config.runner)
+        if g and runner is None:
+            sel.everything = (f"{path} changed (declared runner code: {g!r}) and no fresh runner map is "
+                              "recorded, so whether the runner loads it is unknown; a --gates-suite run "
+                              "through `ci_register run` (nox -s SUITE) records one")
             return sel
         if path.endswith(".py"):
             node = graph.files.get(path)
@@ -252,7 +288,10 @@ def select_tests(graph: Graph, tests: Iterable[str], changed: Sequence[str], con
             continue
         sel.everything = f"{path} changed: not Python and not declared in [select] always/ignore/data"
         return sel
-    python_changed = any(p.endswith(".py") for p in changed) or bool(hit)
+    # A computed import may load any Python file but those the catalog says no test loads
+    # (`ignore`: the framework's own tests, tools, docs), which the no-importer rule trusts too.
+    python_changed = any(p.endswith(".py") and not _match(p, config.ignore) for p in changed) or any(
+        not _match(p, config.ignore) for p in hit)
     open_files = {p for p, n in graph.files.items() if n.open_import}
     for test in sorted(test_set):
         if test in hit and hit[test] == "changed":
@@ -324,7 +363,7 @@ def fresh_maps(rows: Iterable[Mapping], now: datetime, max_age_days: float) -> t
     stale: set[str] = set()
     for r in rows:
         path, files, at = r.get("path"), r.get("files"), r.get("recorded_at")
-        if not isinstance(path, str) or not isinstance(files, list):
+        if not isinstance(path, str) or not isinstance(files, list) or path == RUNNER_MAP_PATH:
             continue
         try:
             when = datetime.fromisoformat(str(at).replace("Z", "+00:00"))
@@ -343,6 +382,39 @@ def fresh_maps(rows: Iterable[Mapping], now: datetime, max_age_days: float) -> t
     return maps, notes
 
 
+def fresh_runner_map(rows: Iterable[Mapping], now: datetime, max_age_days: float) -> tuple[RunnerMap | None, list[str]]:
+    """(the runner map, notes) from stored map rows: the ``<runner>`` rows of every suite
+    recorded within ``max_age_days`` of ``now``, united; None when there is none (or only
+    older or unreadable ones): then ``[select] runner`` paths run everything."""
+    files: set[str] = set()
+    newest: tuple[datetime, str, str] | None = None
+    suites: set[str] = set()
+    stale = 0
+    for r in rows:
+        if r.get("path") != RUNNER_MAP_PATH:
+            continue
+        got, at = r.get("files"), r.get("recorded_at")
+        try:
+            when = datetime.fromisoformat(str(at).replace("Z", "+00:00"))
+            if when.tzinfo is None:
+                when = when.replace(tzinfo=UTC)
+        except ValueError:
+            when = None
+        if not isinstance(got, list) or when is None or (now - when).total_seconds() > max_age_days * 86400:
+            stale += 1
+            continue
+        files.update(f for f in got if isinstance(f, str))
+        suites.add(str(r.get("suite") or "?"))
+        commit = str(r.get("commit_sha") or "no commit")[:10]
+        if newest is None or when > newest[0]:
+            newest = (when, commit, when.strftime("%Y-%m-%d"))
+    notes = [f"{stale} runner map(s) older than {max_age_days:g} days (or unreadable) not used"] if stale else []
+    if newest is None:
+        return None, notes
+    source = f"runner map of suite(s) {', '.join(sorted(suites))}, newest at {newest[1]} on {newest[2]}"
+    return RunnerMap(frozenset(files), source), notes
+
+
 def select_in_tree(root: Path, catalog, tests: Iterable[str], changed: Sequence[str],
                    history: str | None = None, *, now: datetime | None = None) -> Selection:
     """Scan the tree at ``root`` with the catalog's ``[select]`` and select ``tests``,
@@ -358,10 +430,14 @@ def select_in_tree(root: Path, catalog, tests: Iterable[str], changed: Sequence[
         cat_rel = ""
     config = parse_select(catalog.select, str(catalog.path), catalog_path=cat_rel, suites=catalog.suites)
     rows, problem = recorded_maps(history, root)
-    maps, notes = fresh_maps(rows, now or datetime.now(UTC), config.map_max_age_days)
+    now = now or datetime.now(UTC)
+    maps, notes = fresh_maps(rows, now, config.map_max_age_days)
+    runner, runner_notes = fresh_runner_map(rows, now, config.map_max_age_days)
     tests = list(tests)
-    sel = select_tests(scan(root, config.package_roots), tests, changed, config, maps)
+    sel = select_tests(scan(root, config.package_roots), tests, changed, config, maps, runner)
     used = len(set(tests) & set(maps))
-    sel.maps = "; ".join([f"recorded import maps for {used} of {len(set(tests))} registered file(s)", *notes,
+    held = f"a runner map ({runner.source}, {len(runner.files)} files)" if runner else "no runner map"
+    sel.maps = "; ".join([f"recorded import maps for {used} of {len(set(tests))} registered file(s), {held}",
+                          *notes, *runner_notes,
                           *([f"no recorded import maps read ({problem}): the static graph alone"] if problem else [])])
     return sel

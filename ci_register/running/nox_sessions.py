@@ -53,6 +53,7 @@ from pathlib import Path
 from typing import Any
 
 from ci_register.registered.catalog import Catalog, Suite, load_catalog
+from ci_register.running.runner_map import SESSION_FILES_ENV, loaded_files
 
 __all__ = ["DIST", "EXIT_INPUT", "LOCAL_HISTORY", "RUN_NEEDS", "install", "default_sessions",
            "distribution_spec", "history_env", "install_hint", "mark_exit", "missing_message",
@@ -245,6 +246,9 @@ def _session(suite: Suite, catalog_path: Path, root: Path, python: str | None,
             local.parent.mkdir(parents=True, exist_ok=True)
             session.env["GATES_HISTORY"] = str(local)
             session.log(f"local run: history {local} (not CI; --history history.db writes the committed one)")
+        # The runner map: what this nox process loaded (the noxfile and its imports) goes
+        # with the runner's own files into the recorded map that test selection reads.
+        session.env[SESSION_FILES_ENV] = json.dumps(loaded_files(root))
         cmd = [interpreter, "-m", "ci_register", "run", suite.name, "--catalog", str(catalog_path),
                "--root", str(root), *session.posargs]
         try:

@@ -25,7 +25,7 @@ from pathlib import Path
 
 import pytest
 
-__all__ = ["NO_GPU_SKIP", "file_timeout", "gpu_suite_problem"]
+__all__ = ["NO_GPU_SKIP", "file_timeout", "suite_problem"]
 
 _PLAN_KEY = pytest.StashKey[dict]()
 
@@ -145,9 +145,14 @@ def _skip_reason(report: pytest.TestReport) -> str:
     return str(text).removeprefix("Skipped: ")
 
 
-def gpu_suite_problem(suite: str, executed: int, skip_reasons: list[str]) -> str | None:
-    """Why a GPU suite's session must fail though pytest passed it, in one line, or None."""
-    no_stack = [r for r in skip_reasons if NO_GPU_SKIP in r]
+def suite_problem(suite: str, gpu: bool, executed: int, skip_reasons: list[str]) -> str | None:
+    """Why a suite's session must fail though pytest passed it, in one line, or None.
+
+    A session that executed no test proves nothing, whatever its backend: every test
+    skipped (a missing dependency, a GPU not seen, a skip marker left in) reads as green
+    otherwise. A GPU suite also fails when any test skipped for want of a GPU stack.
+    """
+    no_stack = [r for r in skip_reasons if NO_GPU_SKIP in r] if gpu else []
     if no_stack:
         import sys  # noqa: PLC0415
 
@@ -156,8 +161,8 @@ def gpu_suite_problem(suite: str, executed: int, skip_reasons: list[str]) -> str
                 "torch there (a GPU suite never passes by skipping its GPU tests)")
     if executed == 0:
         why = f"{len(skip_reasons)} skipped: {skip_reasons[0]}" if skip_reasons else "none ran"
-        return (f"suite {suite}: no test executed ({why}); a GPU suite that runs nothing "
-                "fails")
+        return (f"suite {suite}: no test executed ({why}); a suite that runs nothing "
+                "fails, it never skips its way to green")
     return None
 
 
@@ -185,11 +190,12 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
             else:
                 print(f"ERROR {msg}")
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
-    if state.gpu and tr is not None and exitstatus in (0, 1, 5):
+    if tr is not None and exitstatus in (0, 1, 5):
+        # An error (in setup or collection) counts as run: it already fails the session.
         executed = sum(1 for k in _RAN for r in tr.stats.get(k, [])
-                       if getattr(r, "when", "call") == "call")
+                       if k == "error" or getattr(r, "when", "call") == "call")
         reasons = [_skip_reason(r) for r in tr.stats.get("skipped", [])]
-        problem = gpu_suite_problem(state.suite, executed, reasons)
+        problem = suite_problem(state.suite, state.gpu, executed, reasons)
         if problem:
             tr.write_line(f"ERROR {problem}", red=True, bold=True)
             session.exitstatus = pytest.ExitCode.TESTS_FAILED

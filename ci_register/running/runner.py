@@ -41,6 +41,7 @@ from ci_register.registered.collect import Collection, Registration, collect
 from ci_register.running.hardware import check, detect_for
 from ci_register.running.pytest_plugin import file_timeout
 from ci_register.running.redact import mask_secrets
+from ci_register.running.runner_map import runner_files
 from ci_register.running.supervise import Supervised, die_with_parent, run_supervised
 
 __all__ = ["Attempt", "RunOptions", "confirm_chain", "parse_run_args", "run_suite", "plan_text", "Plan", "make_plan", "GATE_MODES"]
@@ -253,6 +254,9 @@ def _plan_json(plan: Plan, run_id: str, root: Path, collection: Collection, conf
         "confirm_of": confirm_of,
         "files": files,
         "gates": [g.to_json() for g in collection.gates if g.path in mine],
+        # The runner map (ci_register.running.runner_map): what nox and this process loaded;
+        # the gates recorder stores it with pytest's plugins for test selection.
+        "runner_files": runner_files(root),
     }
 
 
@@ -269,7 +273,16 @@ def _tag(plan: dict) -> str:
     return f"{plan['suite']}-{i}-of-{n}-{plan['run_id'][:12]}"
 
 
-def _pytest(plan_file: Path, plan: dict, opts: RunOptions, targets: list[str], extra: list[str]) -> int:
+@dataclass(frozen=True)
+class Ran:
+    """One supervised pytest: its exit code, and whether the run it recorded never finished
+    (crashed, hung, killed: marked so in the history, never gated or a baseline)."""
+
+    rc: int
+    unfinished: bool = False
+
+
+def _pytest(plan_file: Path, plan: dict, opts: RunOptions, targets: list[str], extra: list[str]) -> Ran:
     i, n = plan["shard"]
     opts.results.mkdir(parents=True, exist_ok=True)
     junit = opts.results / f"junit-{_tag(plan)}.xml"
@@ -302,30 +315,30 @@ def _signame(sig: int) -> str:
         return f"signal {sig}"
 
 
-def _settle(out: Supervised, plan: dict, opts: RunOptions) -> int:
+def _settle(out: Supervised, plan: dict, opts: RunOptions) -> Ran:
     """The exit code of one supervised pytest; a run it left unfinished is marked and said."""
     rc = out.returncode
     if rc == 4 and not (out.signal_received or out.hung):
-        return rc  # pytest refused its options (a bad history): no run was started
+        return Ran(rc)  # pytest refused its options (a bad history): no run was started
     if out.leftovers:
         print(f"warning: killed {out.leftovers} process(es) the tests left running "
               "(in pytest's process group, or orphaned)", file=sys.stderr, flush=True)
     if out.signal_received:
         _finish(opts, plan["run_id"], "interrupted", rc, f"interrupted by {_signame(out.signal_received)}")
-        return 128 + out.signal_received
+        return Ran(128 + out.signal_received, unfinished=True)
     if out.hung:
         _finish(opts, plan["run_id"], "crashed", rc, f"hung: {out.hung}")
-        return 1
+        return Ran(1, unfinished=True)
     if rc < 0:
         _finish(opts, plan["run_id"], "crashed", rc, f"pytest was killed by {_signame(-rc)}")
-        return 1
+        return Ran(1, unfinished=True)
     # pytest ended by itself: the plugin finished the run, unless a test ended the
     # process first (os._exit, a fatal error in C that exits).
     if out.session_finished:
-        return rc
+        return Ran(rc)
     if _finish(opts, plan["run_id"], "crashed", rc, f"pytest exited with code {rc} before finishing its session"):
-        return max(rc, 1)
-    return rc
+        return Ran(max(rc, 1), unfinished=True)
+    return Ran(rc)
 
 
 def _finish(opts: RunOptions, run_id: str, status: str, rc: int, cause: str) -> bool:
@@ -461,7 +474,8 @@ def run_suite(opts: RunOptions) -> int:
     plan_file = _write(opts.results / f"plan-{_tag(plan_data)}.json", plan_data)
     opts.suite_pytest_args = list(suite.pytest_args)
     started = time.monotonic()
-    rc = _pytest(plan_file, plan_data, opts, targets, opts.pytest_args)
+    ran = _pytest(plan_file, plan_data, opts, targets, opts.pytest_args)
+    rc = ran.rc
     if rc == 5:
         print(f"error: suite {suite.name} shard {i}/{n}: pytest collected no tests from {len(targets)} registered file(s)", file=sys.stderr)
         rc = 1
@@ -474,6 +488,11 @@ def run_suite(opts: RunOptions) -> int:
         if rc == 2:  # pytest stopped: say why, and what ran, from its JUnit file
             print(f"error: suite {suite.name} shard {i}/{n}: {stopped_line(opts.results / f'junit-{_tag(plan_data)}.xml')}", file=sys.stderr, flush=True)
         return rc
+    if ran.unfinished:
+        # Crashed or hung, and recorded so with what finished: there is nothing to gate
+        # (the gate refuses an unfinished run as bad input, which would read as exit 2).
+        print(f"suite {suite.name} shard {i}/{n}: pytest exit {rc}, gate - (the run did not finish), {time.monotonic() - started:.1f} s", flush=True)
+        return rc
     tripped = opts.results / f"tripped-{_tag(plan_data)}.json"
     grc = _gate(opts, run_id, plan_file, None, tripped, opts.confirm)
     chain = [run_id]
@@ -482,9 +501,10 @@ def run_suite(opts: RunOptions) -> int:
         confirm_id = uuid.uuid4().hex
         confirm_plan = dict(plan_data, run_id=confirm_id, confirm_of=chain[-1])
         cfile = _write(opts.results / f"plan-{_tag(confirm_plan)}-confirm{attempt}.json", confirm_plan)
-        crc = _pytest(cfile, confirm_plan, opts, nodeids, [a for a in opts.pytest_args if a not in ("-x", "--exitfirst")])
-        if crc not in (0, 1):
-            return Attempt(crc, None)
+        ran = _pytest(cfile, confirm_plan, opts, nodeids, [a for a in opts.pytest_args if a not in ("-x", "--exitfirst")])
+        crc = ran.rc
+        if crc not in (0, 1) or ran.unfinished:
+            return Attempt(crc, None, crashed=True)
         gate = _gate(opts, confirm_id, cfile, chain[-1], tripped, opts.confirm - attempt)
         chain.append(confirm_id)
         return Attempt(crc, gate)
@@ -529,8 +549,8 @@ def confirm_chain(first: Attempt, confirm: int, tripped: Callable[[], list[str]]
         attempt += 1
         print(f"gate tripped or suspected {len(nodeids)} test(s); confirming (attempt {attempt} of {confirm})", flush=True)
         got = rerun(attempt, nodeids)
-        if got.pytest not in (0, 1):
-            return Attempt(got.pytest, got.gate, crashed=True)
+        if got.crashed or got.pytest not in (0, 1):
+            return Attempt(max(got.pytest, 1), got.gate, crashed=True)
         rc, grc = max(rc, got.pytest), got.gate
     return Attempt(rc, grc)
 

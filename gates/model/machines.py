@@ -31,15 +31,16 @@ from functools import lru_cache
 import numpy as np
 from scipy import special
 
-from gates.model.robust import HALF_PI, MAD_K, row_medians
+from gates.model.robust import MAD_K, row_medians
 
 __all__ = [
     "MachineModel", "machine_model", "host_variance", "chi2_median_factor",
 ]
 
-# A metric whose run-to-run spread across machines has a CV above this spans about 2x
+# A metric whose spread between machines (tau) has a CV above this spans about 2x
 # between its +-2.5 SD (1 - 2.5 x 0.2 = 0.5 to 1.5): the smallest change the first
-# attempt can call is then larger than any change worth guarding; reported ``unguarded``.
+# attempt can call on a machine change is then larger than any change worth guarding;
+# reported ``unguarded``. Spread within a machine is the tests' business, as on one.
 UNGUARDED_CV = 0.2
 MAD_EFF = 0.37  # Gaussian efficiency of the MAD: its scale is worth ~0.37 (n - 1) df
 
@@ -157,9 +158,10 @@ def _components(x: np.ndarray, labels: tuple[str, ...], scale: np.ndarray,
     """(tau^2 or None, within2, its degrees of freedom (0: the baseline's scale), the
     leave-one-out residuals of machines with 2+ runs or None)."""
     groups, sizes = _machine_groups(labels)
-    meds = np.stack([row_medians(x[:, g]) if g.size > 1 else x[:, g[0]] for g in groups],
-                    axis=-1)
     within2, df, loo = scale * scale, 0.0, None
+    # The spread of machine means that their own runs' noise puts there (below): the
+    # variance of a run about its machine's mean, slow-mode runs included.
+    noise2 = within2
     rep = sizes >= 2
     if int(sizes[rep].sum()) >= 4:
         # Residuals about each machine's mean, scaled by sqrt(n / (n - 1)) so that each
@@ -174,20 +176,26 @@ def _components(x: np.ndarray, labels: tuple[str, ...], scale: np.ndarray,
         # A run against the mean of its machine's other runs: (n / (n - 1)) (x - mean).
         loo = np.concatenate([d * (g.size / (g.size - 1)) for d, g in zip(dev, rg, strict=True)],
                              axis=-1)
+        noise2 = _row_mean(resid * resid, np.arange(resid.shape[-1]))  # unbiased: E = sigma_w^2
     if len(groups) < 2:
         return None, within2, df, loo
-    noise = within2 * float(np.mean(np.where(sizes > 1, HALF_PI / sizes, 1.0)))
-    return np.maximum(0.0, np.var(meds, ddof=1, axis=-1) - noise), within2, df, loo
+    # One-way ANOVA by moments: E var(machine means) = tau^2 + sigma_w^2 mean(1 / n_M),
+    # with sigma_w^2 the same moment of the runs about their machine's mean. The robust
+    # within2 would leave a two-mode metric's slow runs (which move the means of the
+    # machines they land on) in tau^2: within-machine modes read as machine spread.
+    means = np.stack([_row_mean(x, g) for g in groups], axis=-1)
+    noise = noise2 * float(np.mean(1.0 / sizes))
+    return np.maximum(0.0, np.var(means, ddof=1, axis=-1) - noise), within2, df, loo
 
 
 def host_variance(x: Sequence[float] | np.ndarray, hosts: Sequence[str | None] | None,
                   ) -> float | None:
     """Between-host variance component of run summaries, or None when not estimable.
 
-    The robust ANOVA estimator of the one-way random-effects model: host
-    centres are medians, the within-host scale is the MAD of runs about their
-    host's median, tau^2 = max(0, var(host medians) - within^2 mean(pi / (2
-    n_host))). Needs 2 hosts with 2 runs each; runs without a host left out.
+    The ANOVA (moments) estimator of the one-way random-effects model:
+    tau^2 = max(0, var(host means) - s_w^2 mean(1 / n_host)), s_w^2 the mean
+    square of runs about their host's mean (``_components``). Needs 2 hosts with
+    2 runs each; runs without a host left out.
     """
     if hosts is None:
         return None

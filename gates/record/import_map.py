@@ -43,7 +43,11 @@ from pathlib import Path
 
 import pytest
 
-__all__ = ["ImportMapPlugin", "ImportTracker"]
+__all__ = ["RUNNER_MAP_PATH", "ImportMapPlugin", "ImportTracker"]
+
+# The runner map's row in import_maps (ci_register.running.runner_map holds the same literal):
+# what the nox session, the runner and pytest's plugins loaded, for every test at once.
+RUNNER_MAP_PATH = "<runner>"
 
 _SKIP_PARTS = {"site-packages", "dist-packages", "__pycache__", "node_modules"}
 
@@ -56,6 +60,7 @@ class ImportTracker:
         self.owners: list[str] = []  # a stack: a fixture set up during a test
         self.owned: dict[str, set[str]] = {}
         self.session: set[str] = set()
+        self.startup: set[str] = set()  # loaded before install(): pytest's plugins, initial conftests
         self.edges: dict[str, set[str]] = {}
         self._rel: dict[str, str | None] = {}  # __file__ -> path relative to root (None: not ours)
         self._lock = threading.Lock()
@@ -129,6 +134,7 @@ class ImportTracker:
             r = self.rel(getattr(mod, "__file__", None))
             if r:
                 self.session.add(r)
+        self.startup = set(self.session)
         orig_import = self._orig_import = builtins.__import__
         orig_import_module = self._orig_import_module = importlib.import_module
         tracker = self
@@ -248,3 +254,13 @@ class ImportMapPlugin:
     def maps(self) -> dict[str, list[str]]:
         """The maps of the files that ran a test and collected cleanly."""
         return self.tracker.maps(sorted(self.ran - self.broken), self.fixtures)
+
+    def runner_map(self, runner_files: object) -> list[str] | None:
+        """The runner map (``ci_register.running.runner_map``): the files the runner's plan
+        says nox and the runner loaded, and those pytest loaded before the tracker was
+        installed (its plugins), conftest files left out (the per-file maps scope them to
+        their folders). None when no runner wrote the plan's list (pytest run by hand)."""
+        if not isinstance(runner_files, list):
+            return None
+        own = {f for f in self.tracker.startup if Path(f).name != "conftest.py"}
+        return sorted(own | {f for f in runner_files if isinstance(f, str) and f and not f.startswith("<")})

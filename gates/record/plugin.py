@@ -384,9 +384,15 @@ class _Recorder:
         interrupted session records none: its files may not have run whole."""
         if self.import_maps is None or int(exitstatus) == int(pytest.ExitCode.INTERRUPTED):
             return
+        maps = self.import_maps.maps()
+        runner = self.import_maps.runner_map((self.options.plan or {}).get("runner_files"))
+        if runner is not None:  # run by `ci_register run`: what it and pytest's plugins loaded
+            from gates.record.import_map import RUNNER_MAP_PATH
+
+            maps[RUNNER_MAP_PATH] = runner
         try:
             self.history.record_import_maps(self.options.suite or "", self.provenance.run_id,
-                                            self.provenance.commit, self.import_maps.maps())
+                                            self.provenance.commit, maps)
         except self._history_error as exc:
             self.maps_problem = str(exc)  # the run is recorded; selection falls back to the static graph
 

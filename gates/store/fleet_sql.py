@@ -14,20 +14,18 @@ from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
+from gates.store.schema import BY_NUM as _BY_NUM
+from gates.store.schema import BY_RUN_ID as _BY_RUN_ID
+from gates.store.schema import TEXT_REFS as _TEXT_REFS
+
 __all__ = ["BISECT_COLUMNS", "FleetSQL"]
 
 _T = TypeVar("_T")
 _CHUNK = 500
 # Tables copied whole into a snapshot (small: what gates and reports look up by id).
 _WHOLE = ("acceptances",)
-# Per-run tables keyed by run_id text, and the compact ones keyed by runs.num.
-_BY_RUN_ID = ("plan_files", "plan_gates", "trust_log", "run_acceptances", "snapshot_runs")
-_BY_NUM = ("metric_rows", "test_rows", "verdict_rows")
-# Every reference to a ``texts`` id: what a delete keeps.
-_TEXT_REFS = (("metric_rows", "nodeid_id"), ("metric_rows", "key_id"),
-              ("test_rows", "nodeid_id"), ("test_rows", "path_id"), ("verdict_rows", "key_id"),
-              ("verdict_rows", "nodeid_id"), ("verdict_rows", "detail_id"),
-              ("verdict_rows", "created_id"))
+# Per-run tables keyed by run_id text and the compact ones keyed by runs.num, and every
+# reference to a ``texts`` id (what a copy brings, what a delete keeps): `gates.store.schema`.
 # A bisection's content: what a merge compares (its id is the file's own).
 BISECT_COLUMNS = ("suite", "key", "good", "bad", "outcome", "culprit", "executions",
                   "evidence", "at")
@@ -152,16 +150,10 @@ class FleetSQL:
                 self.conn.executemany("INSERT INTO temp.pick VALUES (?)", [(n,) for n in wanted])
                 self.conn.execute("INSERT INTO main.runs SELECT * FROM src.runs "
                                   "WHERE num IN (SELECT num FROM temp.pick)")
+                refs = " UNION ".join(f"SELECT {c} FROM src.{t} WHERE run_num IN temp.pick"
+                                      for t, c in _TEXT_REFS)
                 self.conn.execute(
-                    "INSERT INTO main.texts SELECT * FROM src.texts WHERE id IN ("
-                    "SELECT nodeid_id FROM src.metric_rows WHERE run_num IN temp.pick UNION "
-                    "SELECT key_id FROM src.metric_rows WHERE run_num IN temp.pick UNION "
-                    "SELECT nodeid_id FROM src.test_rows WHERE run_num IN temp.pick UNION "
-                    "SELECT path_id FROM src.test_rows WHERE run_num IN temp.pick UNION "
-                    "SELECT key_id FROM src.verdict_rows WHERE run_num IN temp.pick UNION "
-                    "SELECT nodeid_id FROM src.verdict_rows WHERE run_num IN temp.pick UNION "
-                    "SELECT detail_id FROM src.verdict_rows WHERE run_num IN temp.pick UNION "
-                    "SELECT created_id FROM src.verdict_rows WHERE run_num IN temp.pick)")
+                    f"INSERT INTO main.texts SELECT * FROM src.texts WHERE id IN ({refs})")
                 for table in _BY_NUM:
                     self.conn.execute(f"INSERT INTO main.{table} SELECT * FROM src.{table} "
                                       "WHERE run_num IN temp.pick")
@@ -230,14 +222,10 @@ class FleetSQL:
                     "WHERE num IN temp.doomed)").rowcount
             counts["runs"] = self.conn.execute(
                 "DELETE FROM runs WHERE num IN temp.doomed").rowcount
+            refs = " UNION ".join(f"SELECT {c} FROM {t} WHERE {c} IS NOT NULL"
+                                  for t, c in _TEXT_REFS)
             counts["texts"] = self.conn.execute(
-                "DELETE FROM texts WHERE id NOT IN (SELECT nodeid_id FROM metric_rows UNION "
-                "SELECT key_id FROM metric_rows UNION SELECT nodeid_id FROM test_rows UNION "
-                "SELECT path_id FROM test_rows WHERE path_id IS NOT NULL UNION "
-                "SELECT key_id FROM verdict_rows UNION SELECT nodeid_id FROM verdict_rows "
-                "WHERE nodeid_id IS NOT NULL UNION SELECT detail_id FROM verdict_rows "
-                "WHERE detail_id IS NOT NULL UNION SELECT created_id FROM verdict_rows "
-                "WHERE created_id IS NOT NULL)").rowcount
+                f"DELETE FROM texts WHERE id NOT IN ({refs})").rowcount
             return counts
 
         return self._write(delete)
@@ -313,4 +301,4 @@ class FleetSQL:
     def counts(self) -> dict[str, Any]:
         """Rows per table (runs, metric, test and verdict rows), for summaries."""
         return {t: self.conn.execute(f"SELECT count(*) FROM {t}").fetchone()[0]
-                for t in ("runs", *_BY_NUM)}
+                for t in ("runs", "metric_rows", "test_rows", "verdict_rows")}

@@ -43,6 +43,9 @@ Tables (browse them with ``sqlite-utils tables history.db --counts``):
   as little-endian float64 (`gates.store.schema.pack_samples`). Writes go to the tables.
 - ``plan_files`` / ``plan_gates``: the runner's plan (what was registered and
   planned for the run, with est_time / expected seconds; declared gates).
+  ``plan_files`` is a view (schema m008) over ``plan_file_rows``, which names the run by
+  ``runs.num`` and the path, marker and labels by ``texts.id``; a verdict's verdict, mode
+  and stage are ``texts`` ids in ``verdict_rows`` too (the ``verdicts`` view gives the words).
 - ``trust_log``: every trust change with its reason.
 - ``acceptances`` / ``run_acceptances``: re-baselines (``gates.record.accept``) and the repo
   file entries each run carried; ``bisects``: bisections with their evidence;
@@ -78,7 +81,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from gates.store.baseline_reads import BaselineReads
 from gates.store.dialect import DIALECTS, Dialect
@@ -103,18 +106,20 @@ from gates.store.rows import (
 )
 from gates.store.schema import (
     KNOWN_MIGRATIONS,
-    MIGRATIONS,
+    MIGRATION_SET,
     SCHEMA_VERSION,
     VERDICT_COLUMNS,
     MigrationRefused,
+    migrations,
     pack_samples,
     unpack_samples,
 )
-from gates.store.sqlite_lib import Database
+
+if TYPE_CHECKING:
+    from gates.store.sqlite_lib import Database
 
 __all__ = [
     "BUSY_TIMEOUT_S",
-    "MIGRATIONS",
     "OUTCOMES",
     "SCHEMA_VERSION",
     "VERDICT_COLUMNS",
@@ -282,7 +287,7 @@ class SqliteBackend:
             # (Not for readers: an immutable open refuses the pragma as a write.)
             if not readonly:
                 conn.execute("PRAGMA synchronous = NORMAL")
-            self.db = Database(conn, execute_plugins=False)
+            self._db: Database | None = None
             self._retry(self._prepare)
         except sqlite3.DatabaseError as exc:
             conn.close()
@@ -294,6 +299,25 @@ class SqliteBackend:
     def close(self) -> None:
         self.conn.close()
 
+    @property
+    def db(self) -> Database:
+        """sqlite-utils' view of the file, made on first use (migrations, tools): opening
+        and reading an up-to-date file needs only the standard library's sqlite3."""
+        if self._db is None:
+            from gates.store.sqlite_lib import Database  # noqa: PLC0415 - ~0.1 s to load
+
+            self._db = Database(self.conn, execute_plugins=False)
+        return self._db
+
+    def _applied(self) -> list[str]:
+        """Names of the migrations applied to this file, in order (sqlite-utils' record)."""
+        if not self.conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND "
+                                 "name = '_sqlite_migrations'").fetchone():
+            return []
+        return [r[0] for r in self.conn.execute(
+            "SELECT name FROM _sqlite_migrations WHERE migration_set = ? ORDER BY rowid",
+            (MIGRATION_SET,))]
+
     def _prepare(self) -> None:
         # First read: fails here on a damaged file, before anything is written; a
         # foreign or newer file is refused before the WAL switch, so it stays untouched.
@@ -304,10 +328,10 @@ class SqliteBackend:
         if not self.readonly:
             mode = self.conn.execute("PRAGMA journal_mode").fetchone()[0]
             if mode.lower() != "wal":
-                self.db.enable_wal()
+                self.conn.execute("PRAGMA journal_mode = wal")
 
     def _check_and_migrate(self, migrate: bool = True) -> None:
-        applied = {m.name for m in MIGRATIONS.applied(self.db)}
+        applied = set(self._applied())
         unknown = sorted(applied - set(KNOWN_MIGRATIONS))
         if unknown:
             raise HistoryError(
@@ -316,8 +340,9 @@ class SqliteBackend:
                 f"file ({HISTORY_OPTION})"
             )
         if not applied:
-            tables = [t for t in self.db.table_names()
-                      if not t.startswith(("sqlite_", "_sqlite_migrations"))]
+            tables = [r[0] for r in self.conn.execute(
+                "SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY rowid")
+                      if not r[0].startswith(("sqlite_", "_sqlite_migrations"))]
             if tables:
                 raise HistoryError(
                     f"{self.path}: an SQLite database but not a gates history (tables: "
@@ -329,7 +354,7 @@ class SqliteBackend:
             raise HistoryError(f"{self.path}: schema is older than this code's; open it "
                                "once read-write (e.g. gate-report) to migrate it")
         try:
-            self._write(lambda: MIGRATIONS.apply(self.db))
+            self._write(lambda: migrations().apply(self.db))
         except MigrationRefused as exc:
             raise HistoryError(f"{self.path}: cannot migrate to this code's schema: {exc}; "
                                "the file is unchanged") from None
@@ -381,7 +406,7 @@ class SqliteBackend:
     @property
     def schema_version(self) -> int:
         """Number of schema migrations applied to this file."""
-        return len(MIGRATIONS.applied(self.db))
+        return len(self._applied())
 
     def check(self) -> None:
         """Run SQLite's integrity check; raise `HistoryError` if the file is damaged."""
@@ -415,12 +440,16 @@ class History:
         self.dialect = self.backend.dialect
         self.sql: Dialect = DIALECTS[self.dialect]  # where the SQL differs (gates.store.dialect)
         self.conn = self.backend.conn
-        self.db = self.backend.db
         self.baseline_reads = BaselineReads(self)
         self.report_reads = ReportReads(self)
         self.fleet_sql = FleetSQL(self)
 
     # -------------------------------------------------------------- plumbing
+
+    @property
+    def db(self) -> Database | None:
+        """sqlite-utils' view of the file (None on PostgreSQL), made on first use."""
+        return self.backend.db
 
     def close(self) -> None:
         self.backend.close()
@@ -627,7 +656,7 @@ class History:
             _put_tests(self.conn, prov.run_id, this, run, record.tests, record.metrics)
             if record.plan is not None:
                 files, gates = _plan_rows(prov.run_id, record.plan)
-                _insert(self.conn, "plan_files", files, ignore=True)
+                _insert_plan_files(self.conn, files)
                 if not self.conn.execute("SELECT 1 FROM plan_gates WHERE run_id = ? LIMIT 1",
                                          (prov.run_id,)).fetchone():
                     _insert(self.conn, "plan_gates", gates)
@@ -1227,7 +1256,8 @@ class History:
         _insert_tests(self.conn, list(bundle["tests"]))
         _insert_metrics(self.conn, [dict(m) for m in bundle["metrics"]])
         _insert_verdicts(self.conn, list(bundle["verdicts"]))
-        for table in ("plan_files", "plan_gates", "trust_log"):
+        _insert_plan_files(self.conn, list(bundle["plan_files"]))
+        for table in ("plan_gates", "trust_log"):
             _insert(self.conn, table, list(bundle[table]))
         insert_carried(self.conn, bundle["run"]["run_id"], bundle.get("acceptances") or ())
         maps = [m for m in bundle.get("import_maps") or () if isinstance(m, Mapping)]
@@ -1612,23 +1642,43 @@ def _insert_verdicts(conn: sqlite3.Connection, rows: list[Mapping[str, Any]]) ->
     if not rows:
         return
     nums = _run_nums(conn, [r["run_id"] for r in rows])
-    texts = _text_ids(conn, [v for r in rows for v in (r["key"], r.get("nodeid"),
-                                                        r.get("detail"), r.get("created_at"))])
+    texts = _text_ids(conn, [v for r in rows for v in (
+        r["key"], r.get("nodeid"), r["verdict"], r.get("mode"), r.get("detail"),
+        r.get("created_at"), r.get("stage"))])
 
     def tid(value: str | None) -> int | None:
         return None if value is None else texts[value]
 
     conn.executemany(
-        "INSERT INTO verdict_rows (run_num, attempt, key_id, nodeid_id, verdict, baseline, "
-        "new, rel_change, ci_low, ci_high, statistic, p_value, q_value, floor, mode, "
-        "detail_id, created_id, stage, ci_conf) "
+        "INSERT INTO verdict_rows (run_num, attempt, key_id, nodeid_id, verdict_id, baseline, "
+        "new, rel_change, ci_low, ci_high, statistic, p_value, q_value, floor, mode_id, "
+        "detail_id, created_id, stage_id, ci_conf) "
         "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         [(nums[r["run_id"]], r["attempt"], texts[r["key"]], tid(r.get("nodeid")),
-          r["verdict"], r.get("baseline"), r.get("new"), r.get("rel_change"), r.get("ci_low"),
-          r.get("ci_high"), r.get("statistic"), r.get("p_value"), r.get("q_value"),
-          r.get("floor"), r.get("mode"), tid(r.get("detail")), tid(r.get("created_at")),
-          r.get("stage"), r.get("ci_conf"))
+          tid(r["verdict"]), r.get("baseline"), r.get("new"), r.get("rel_change"),
+          r.get("ci_low"), r.get("ci_high"), r.get("statistic"), r.get("p_value"),
+          r.get("q_value"), r.get("floor"), tid(r.get("mode")), tid(r.get("detail")),
+          tid(r.get("created_at")), tid(r.get("stage")), r.get("ci_conf"))
          for r in rows])
+
+
+def _insert_plan_files(conn: sqlite3.Connection, rows: list[Mapping[str, Any]]) -> None:
+    """Insert plan rows given as the ``plan_files`` view's columns; a (run, path) that is
+    there already is left as it was (the plan a run id first recorded)."""
+    if not rows:
+        return
+    nums = _run_nums(conn, [r["run_id"] for r in rows])
+    texts = _text_ids(conn, [v for r in rows for v in (r["path"], r.get("marker"),
+                                                        r.get("labels"))])
+
+    def tid(value: str | None) -> int | None:
+        return None if value is None else texts[value]
+
+    conn.executemany(
+        "INSERT INTO plan_file_rows (run_num, path_id, line, est_time, expected, marker_id, "
+        "labels_id) VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
+        [(nums[r["run_id"]], texts[r["path"]], r.get("line"), r.get("est_time"),
+          r.get("expected"), tid(r.get("marker")), tid(r.get("labels"))) for r in rows])
 
 
 def _insert_metrics(conn: sqlite3.Connection, metrics: list[dict[str, Any]]) -> None:

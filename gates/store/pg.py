@@ -41,7 +41,7 @@ from gates.store.pg_schema import (
     PG_MIGRATIONS,
 )
 from gates.store.provenance import utc_now
-from gates.store.schema import pack_samples
+from gates.store.schema import BY_NUM, BY_RUN_ID, TEXT_REFS, pack_samples
 
 try:
     import psycopg
@@ -334,12 +334,7 @@ class PgBackend:
 
 # What a baseline snapshot copies (`gates.store.fleet_sql.FleetSQL.copy_runs_from`, which
 # ATTACHes an SQLite source): per-run tables keyed by runs.num, by run_id, and whole.
-_BY_NUM = ("metric_rows", "test_rows", "verdict_rows")
-_BY_RUN_ID = ("plan_files", "plan_gates", "trust_log", "run_acceptances", "snapshot_runs")
-_TEXT_REFS = (("metric_rows", "nodeid_id"), ("metric_rows", "key_id"),
-              ("test_rows", "nodeid_id"), ("test_rows", "path_id"), ("verdict_rows", "key_id"),
-              ("verdict_rows", "nodeid_id"), ("verdict_rows", "detail_id"),
-              ("verdict_rows", "created_id"))
+# (`gates.store.schema`'s BY_NUM, BY_RUN_ID and TEXT_REFS.)
 
 
 def copy_runs_into(src: History, snap: History, nums: Iterable[int], *, mark: bool) -> int:
@@ -366,14 +361,14 @@ def copy_runs_into(src: History, snap: History, nums: Iterable[int], *, mark: bo
         runs = rows("SELECT * FROM runs WHERE num = ANY(?::bigint[])", wanted)
         put("runs", runs)
         refs = " UNION ".join(f"SELECT {c} FROM {t} WHERE run_num = ANY(?::bigint[])"
-                              for t, c in _TEXT_REFS)
+                              for t, c in TEXT_REFS)
         put("texts", rows(f"SELECT * FROM texts WHERE id IN ({refs})",
-                          *[wanted] * len(_TEXT_REFS)))
-        for table in _BY_NUM:
+                          *[wanted] * len(TEXT_REFS)))
+        for table in BY_NUM:
             put(table, rows(f"SELECT * FROM {table} WHERE run_num = ANY(?::bigint[])", wanted))
         put("acceptances", rows("SELECT * FROM acceptances"))
         ids = [r[runs[0].index("run_id")] for r in runs[1]]
-        for table in _BY_RUN_ID:
+        for table in BY_RUN_ID:
             put(table, rows(f"SELECT * FROM {table} WHERE run_id = ANY(?::text[])", ids))
         if mark:
             snap.conn.execute("INSERT OR IGNORE INTO snapshot_runs SELECT run_id FROM runs")

@@ -17,8 +17,10 @@ from __future__ import annotations
 from gates.store.schema import _VIEWS as VIEWS  # the metrics / tests / verdicts views, shared
 from gates.store.schema import (
     IMPORT_MAPS_TABLE,  # per-file import maps (test selection)
-    VERDICTS_VIEW,  # ... the verdicts view from m007 on (with ci_conf)
+    PLAN_FILES_VIEW,  # ... the plan_files view from m008 on
+    VERDICTS_VIEW,  # ... the verdicts view from m008 on (texts ids for verdict, mode, stage)
     VERDICTS_VIEW_M005,  # ... of m005 (with the stage)
+    VERDICTS_VIEW_M007,  # ... of m007 (with ci_conf)
 )
 
 __all__ = ["MIGRATIONS_TABLE", "PACK_SAMPLES", "PG_KNOWN_MIGRATIONS", "PG_MIGRATIONS"]
@@ -150,6 +152,17 @@ _M003 = [
 
 _M004 = [f"CREATE TABLE snapshot_runs (run_id {_T} PRIMARY KEY REFERENCES runs(run_id))"]
 
+# Per run and file: first-attempt seconds (CI health's durations and est_time drift).
+_FILE_TIMES = """
+        SELECT r.suite, r.fingerprint, r.run_id, r.started_at, t.path,
+               sum(t.duration) AS seconds, count(*) AS tests,
+               count(*) FILTER (WHERE t.outcome IN ('failed', 'error')) AS failed,
+               max(p.est_time) AS est_time
+        FROM runs r JOIN tests t ON t.run_id = r.run_id AND t.attempt = 1
+        LEFT JOIN plan_files p ON p.run_id = r.run_id AND p.path = t.path
+        WHERE t.path IS NOT NULL AND r.status = 'complete'
+        GROUP BY r.run_id, t.path"""
+
 # The report's queries as views, for any SQL dashboard (Grafana, Metabase, Superset):
 # the same selections `gates.store.report_reads` makes for the HTML report.
 _M005 = [
@@ -178,16 +191,7 @@ _M005 = [
                r.trusted, m.unit, m.better, m.median, m.count
         FROM metrics m JOIN runs r ON r.run_id = m.run_id
         WHERE m.attempt = 1 AND r.status = 'complete' AND r.confirm_of IS NULL""",
-    # Per run and file: first-attempt seconds (CI health's durations and est_time drift).
-    """CREATE VIEW report_file_times AS
-        SELECT r.suite, r.fingerprint, r.run_id, r.started_at, t.path,
-               sum(t.duration) AS seconds, count(*) AS tests,
-               count(*) FILTER (WHERE t.outcome IN ('failed', 'error')) AS failed,
-               max(p.est_time) AS est_time
-        FROM runs r JOIN tests t ON t.run_id = r.run_id AND t.attempt = 1
-        LEFT JOIN plan_files p ON p.run_id = r.run_id AND p.path = t.path
-        WHERE t.path IS NOT NULL AND r.status = 'complete'
-        GROUP BY r.run_id, t.path""",
+    f"CREATE VIEW report_file_times AS {_FILE_TIMES}",
 ]
 
 # The confirm protocol's stage of each verdict (``gates.model.decisions.Stage``), derived for
@@ -214,7 +218,38 @@ _M008 = [
     """UPDATE verdict_rows SET ci_conf = (d.text::jsonb ->> 'ci_conf')::double precision
         FROM texts d WHERE d.id = verdict_rows.detail_id AND d.text LIKE '{%"ci_conf": %'
         AND jsonb_typeof(d.text::jsonb -> 'ci_conf') = 'number'""",
+    f"CREATE OR REPLACE VIEW verdicts AS {VERDICTS_VIEW_M007}",
+]
+
+# SQLite's m008: plan rows name their run by runs.num and their path, marker and labels by
+# texts ids; a verdict's verdict, mode and stage are texts ids. Views keep the old columns.
+_M009 = [
+    """INSERT INTO texts (text) SELECT path FROM plan_files UNION
+        SELECT marker FROM plan_files WHERE marker IS NOT NULL UNION
+        SELECT labels FROM plan_files WHERE labels IS NOT NULL UNION
+        SELECT verdict FROM verdict_rows UNION SELECT mode FROM verdict_rows
+        WHERE mode IS NOT NULL UNION SELECT stage FROM verdict_rows WHERE stage IS NOT NULL
+        ON CONFLICT DO NOTHING""",
+    f"""CREATE TABLE plan_file_rows (
+        run_num bigint NOT NULL REFERENCES runs(num), path_id bigint NOT NULL REFERENCES texts(id),
+        line bigint, est_time {_F}, expected {_F}, marker_id bigint REFERENCES texts(id),
+        labels_id bigint REFERENCES texts(id), PRIMARY KEY (run_num, path_id))""",
+    """INSERT INTO plan_file_rows SELECT r.num, p.id, f.line, f.est_time, f.expected, m.id,
+        l.id FROM plan_files f JOIN runs r ON r.run_id = f.run_id JOIN texts p ON p.text = f.path
+        LEFT JOIN texts m ON m.text = f.marker LEFT JOIN texts l ON l.text = f.labels""",
+    "DROP VIEW report_file_times",
+    "DROP TABLE plan_files",
+    f"CREATE VIEW plan_files AS {PLAN_FILES_VIEW}",
+    f"CREATE VIEW report_file_times AS {_FILE_TIMES}",
+    """ALTER TABLE verdict_rows ADD COLUMN verdict_id bigint REFERENCES texts(id),
+        ADD COLUMN mode_id bigint REFERENCES texts(id),
+        ADD COLUMN stage_id bigint REFERENCES texts(id)""",
+    """UPDATE verdict_rows SET verdict_id = (SELECT id FROM texts WHERE text = verdict),
+        mode_id = (SELECT id FROM texts WHERE text = mode),
+        stage_id = (SELECT id FROM texts WHERE text = stage)""",
+    "ALTER TABLE verdict_rows ALTER COLUMN verdict_id SET NOT NULL",
     f"CREATE OR REPLACE VIEW verdicts AS {VERDICTS_VIEW}",
+    "ALTER TABLE verdict_rows DROP COLUMN verdict, DROP COLUMN mode, DROP COLUMN stage",
 ]
 
 PG_MIGRATIONS: tuple[tuple[str, list[str]], ...] = (
@@ -226,5 +261,6 @@ PG_MIGRATIONS: tuple[tuple[str, list[str]], ...] = (
     ("m005_verdict_stage", _M006),
     ("m006_import_maps", _M007),
     ("m007_verdict_ci_conf", _M008),
+    ("m008_compact_plans_verdicts", _M009),
 )
 PG_KNOWN_MIGRATIONS = tuple(name for name, _ in PG_MIGRATIONS)

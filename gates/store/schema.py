@@ -10,14 +10,41 @@ from __future__ import annotations
 import itertools
 import json
 import struct
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from functools import cache
+from typing import TYPE_CHECKING
 
-from gates.store.sqlite_lib import Database, Migrations
+if TYPE_CHECKING:
+    from gates.store.sqlite_lib import Database, Migrations
 
-__all__ = ["IMPORT_MAPS_TABLE", "MIGRATIONS", "SCHEMA_VERSION", "VERDICT_COLUMNS", "MigrationRefused",
-           "pack_samples", "unpack_samples"]
+__all__ = ["BY_NUM", "BY_RUN_ID", "IMPORT_MAPS_TABLE", "MIGRATION_SET", "PLAN_FILES_VIEW",
+           "SCHEMA_VERSION", "TEXT_REFS", "VERDICT_COLUMNS", "VERDICTS_VIEW", "MigrationRefused",
+           "migrations", "pack_samples", "unpack_samples"]
 
-MIGRATIONS = Migrations("gates-history")
+# The migrations, in order, as sqlite-utils records them (set ``gates-history`` in
+# ``_sqlite_migrations``). sqlite-utils itself is imported only when a file needs
+# migrating (`migrations`): loading it costs ~0.1 s, and an up-to-date file is opened
+# and read with the standard library alone (a one-run report; `tests/test_startup.py`).
+MIGRATION_SET = "gates-history"
+_STEPS: list[tuple[str, Callable[[Database], None]]] = []
+
+
+def _migration(name: str) -> Callable[[Callable[[Database], None]], Callable[[Database], None]]:
+    def register(fn: Callable[[Database], None]) -> Callable[[Database], None]:
+        _STEPS.append((name, fn))
+        return fn
+    return register
+
+
+@cache
+def migrations() -> Migrations:
+    """sqlite-utils' migration set of every step (built once, on the first migration)."""
+    from gates.store.sqlite_lib import Migrations  # noqa: PLC0415 - only to migrate
+
+    out = Migrations(MIGRATION_SET)
+    for name, fn in _STEPS:
+        out(name=name)(fn)
+    return out
 
 
 class MigrationRefused(Exception):
@@ -39,7 +66,7 @@ def unpack_samples(blob: object) -> list[object]:
     return [blob]
 
 
-@MIGRATIONS(name="m001_initial")
+@_migration("m001_initial")
 def _m001_initial(db: Database) -> None:
     db["runs"].create(
         {
@@ -120,7 +147,7 @@ def _m001_initial(db: Database) -> None:
     db["trust_log"].create_index(["run_id"], index_name="trust_log_run")
 
 
-@MIGRATIONS(name="m002_after_verdict")
+@_migration("m002_after_verdict")
 def _m002_after_verdict(db: Database) -> None:
     # Acceptances (re-baselines): from ``from_commit`` on (command) or in the runs that
     # carried the repo file's entry (``entry_id``), a key is judged only against such runs.
@@ -159,7 +186,7 @@ def _m002_after_verdict(db: Database) -> None:
 # keys, nodeids, paths, verdict details, save times) by ``texts.id``; views under the
 # old names give back the old columns, so reads and `datasette` see what they saw.
 # A 73-metric run with its verdicts dropped from 87.4 kB to 20.6 kB
-# (benchmarks/bench_fleet.py size; 21.6 kB with m005's and m007's columns).
+# (benchmarks/bench_fleet.py size; 21.6 kB with m005's and m007's columns, 19.7 kB from m008).
 _VIEWS = {
     "metrics": (
         "SELECT m.id, r.run_id, m.attempt, n.text AS nodeid, k.text AS key, m.unit, "
@@ -180,7 +207,7 @@ _VIEWS = {
 }
 
 
-@MIGRATIONS(name="m003_compact")
+@_migration("m003_compact")
 def _m003_compact(db: Database) -> None:
     # Runs get an integer that child rows refer to (a run id is 32 characters, repeated
     # in every row and index entry). A real column, not the rowid: VACUUM may renumber
@@ -263,7 +290,7 @@ def _m003_compact(db: Database) -> None:
         db.execute(f"CREATE VIEW {name} AS {sql}")
 
 
-@MIGRATIONS(name="m004_snapshot_runs")
+@_migration("m004_snapshot_runs")
 def _m004_snapshot_runs(db: Database) -> None:
     # A baseline snapshot (`gates.store.snapshot`) is a history holding copies of a main
     # history's runs: the ones a shard's gate and planner read. They are listed here, so
@@ -272,7 +299,7 @@ def _m004_snapshot_runs(db: Database) -> None:
                "WITHOUT ROWID")
 
 
-@MIGRATIONS(name="m005_verdict_stage")
+@_migration("m005_verdict_stage")
 def _m005_verdict_stage(db: Database) -> None:
     # The confirm protocol's stage of each verdict (``gates.model.decisions.Stage``) in its own
     # column. Older rows get the stage their attempt and the row before them imply: the
@@ -291,7 +318,7 @@ def _m005_verdict_stage(db: Database) -> None:
     db.execute(f"CREATE VIEW verdicts AS {VERDICTS_VIEW_M005}")
 
 
-@MIGRATIONS(name="m006_import_maps")
+@_migration("m006_import_maps")
 def _m006_import_maps(db: Database) -> None:
     # Per suite and test file, the project files its newest recorded run loaded (a JSON
     # list of paths): test selection adds them to the static import graph.
@@ -303,7 +330,7 @@ IMPORT_MAPS_TABLE = (
     "run_id TEXT, recorded_at TEXT NOT NULL, files TEXT NOT NULL, PRIMARY KEY (suite, path))")
 
 
-@MIGRATIONS(name="m007_verdict_ci_conf")
+@_migration("m007_verdict_ci_conf")
 def _m007_verdict_ci_conf(db: Database) -> None:
     # The interval's confidence gets a column of its own: inside the verdict's detail
     # JSON, a full-precision float made almost every detail text unique, so texts and
@@ -320,18 +347,112 @@ def _m007_verdict_ci_conf(db: Database) -> None:
         if isinstance(conf, (int, float)) and not isinstance(conf, bool):
             db.execute("UPDATE verdict_rows SET ci_conf = ? WHERE detail_id = ?", (conf, text_id))
     db.execute("DROP VIEW verdicts")
+    db.execute(f"CREATE VIEW verdicts AS {VERDICTS_VIEW_M007}")
+
+
+# The verdicts view of m005: m003's and the stage column; of m007, ci_conf too (from m008 on,
+# `VERDICTS_VIEW`).
+VERDICTS_VIEW_M005 = _VIEWS["verdicts"].replace("c.text AS created_at ",
+                                                "c.text AS created_at, v.stage ")
+VERDICTS_VIEW_M007 = VERDICTS_VIEW_M005.replace("v.stage ", "v.stage, v.ci_conf ")
+
+# m008: two more places where every row repeated text.
+# - ``plan_files`` (the runner's plan, ~8 files a run) named its run by the 32-character
+#   run id and its file by path, each twice (the table and its primary-key index): about
+#   1.2 kB a run. ``plan_file_rows`` names the run by ``runs.num`` and the path, marker
+#   and labels by ``texts.id``, keyed (run_num, path_id) WITHOUT ROWID (the key is the
+#   table, no second copy as an index).
+# - A verdict's ``verdict``, ``mode`` and ``stage`` ("insufficient-history", "enforce",
+#   "corroborate"...) take ``texts`` ids: one or two bytes where the words took 16.
+# Views under the old names give back the old columns (`PLAN_FILES_VIEW`, `VERDICTS_VIEW`).
+# A 73-metric run: 21.7 -> 19.7 kB (benchmarks/bench_fleet.py size --runs 200;
+# benchmarks/results/bench_fleet.md).
+PLAN_FILES_VIEW = (
+    "SELECT r.run_id, p.text AS path, f.line, f.est_time, f.expected, m.text AS marker, "
+    "l.text AS labels FROM plan_file_rows f JOIN runs r ON r.num = f.run_num "
+    "LEFT JOIN texts p ON p.id = f.path_id LEFT JOIN texts m ON m.id = f.marker_id "
+    "LEFT JOIN texts l ON l.id = f.labels_id")
+VERDICTS_VIEW = (
+    "SELECT v.id, r.run_id, v.attempt, k.text AS key, n.text AS nodeid, vt.text AS verdict, "
+    "v.baseline, v.new, v.rel_change, v.ci_low, v.ci_high, v.statistic, v.p_value, "
+    "v.q_value, v.floor, mo.text AS mode, d.text AS detail, c.text AS created_at, "
+    "st.text AS stage, v.ci_conf "
+    "FROM verdict_rows v JOIN runs r ON r.num = v.run_num "
+    "LEFT JOIN texts k ON k.id = v.key_id LEFT JOIN texts n ON n.id = v.nodeid_id "
+    "LEFT JOIN texts vt ON vt.id = v.verdict_id LEFT JOIN texts mo ON mo.id = v.mode_id "
+    "LEFT JOIN texts d ON d.id = v.detail_id LEFT JOIN texts c ON c.id = v.created_id "
+    "LEFT JOIN texts st ON st.id = v.stage_id")
+PLAN_FILE_ROWS_TABLE = (
+    "CREATE TABLE plan_file_rows (run_num INTEGER NOT NULL REFERENCES runs(num), "
+    "path_id INTEGER NOT NULL REFERENCES texts(id), line INTEGER, est_time REAL, "
+    "expected REAL, marker_id INTEGER REFERENCES texts(id), "
+    "labels_id INTEGER REFERENCES texts(id), PRIMARY KEY (run_num, path_id)) WITHOUT ROWID")
+VERDICT_ROWS_M008 = (
+    "CREATE TABLE verdict_rows (id INTEGER PRIMARY KEY, "
+    "run_num INTEGER NOT NULL REFERENCES runs(num), attempt INTEGER NOT NULL, "
+    "key_id INTEGER NOT NULL REFERENCES texts(id), nodeid_id INTEGER REFERENCES texts(id), "
+    "verdict_id INTEGER NOT NULL REFERENCES texts(id), baseline REAL, new REAL, "
+    "rel_change REAL, ci_low REAL, ci_high REAL, statistic REAL, p_value REAL, q_value REAL, "
+    "floor REAL, mode_id INTEGER REFERENCES texts(id), "
+    "detail_id INTEGER REFERENCES texts(id), created_id INTEGER REFERENCES texts(id), "
+    "stage_id INTEGER REFERENCES texts(id), ci_conf REAL)")
+
+
+@_migration("m008_compact_plans_verdicts")
+def _m008_compact_plans_verdicts(db: Database) -> None:
+    # A plan row whose run or path is missing cannot be keyed by (run_num, path_id):
+    # refused, as m003 refuses orphans, so nothing is dropped on the way.
+    lost = db.execute("SELECT count(*) FROM plan_files f WHERE f.path IS NULL OR NOT EXISTS "
+                      "(SELECT 1 FROM runs r WHERE r.run_id = f.run_id)").fetchone()[0]
+    if lost:
+        raise MigrationRefused(
+            f"{lost} plan_files row(s) name no run or no path, and the new layout cannot "
+            "keep them; `gate-report check` names them, then restore the file from a "
+            "backup or CI artifact")
+    db.execute("INSERT OR IGNORE INTO texts (text) SELECT path FROM plan_files UNION "
+               "SELECT marker FROM plan_files WHERE marker IS NOT NULL UNION "
+               "SELECT labels FROM plan_files WHERE labels IS NOT NULL UNION "
+               "SELECT verdict FROM verdict_rows UNION "
+               "SELECT mode FROM verdict_rows WHERE mode IS NOT NULL UNION "
+               "SELECT stage FROM verdict_rows WHERE stage IS NOT NULL")
+    db.execute(PLAN_FILE_ROWS_TABLE)
+    db.execute("INSERT INTO plan_file_rows SELECT r.num, p.id, f.line, f.est_time, f.expected, "
+               "m.id, l.id FROM plan_files f JOIN runs r ON r.run_id = f.run_id "
+               "JOIN texts p ON p.text = f.path LEFT JOIN texts m ON m.text = f.marker "
+               "LEFT JOIN texts l ON l.text = f.labels")
+    db.execute("DROP TABLE plan_files")
+    db.execute(f"CREATE VIEW plan_files AS {PLAN_FILES_VIEW}")
+    # verdict_rows is rebuilt with its ids (the rowid): the columns keep their places.
+    db.execute("DROP VIEW verdicts")
+    db.execute("ALTER TABLE verdict_rows RENAME TO verdict_rows_m007")
+    db.execute(VERDICT_ROWS_M008)
+    db.execute("INSERT INTO verdict_rows SELECT v.id, v.run_num, v.attempt, v.key_id, "
+               "v.nodeid_id, vt.id, v.baseline, v.new, v.rel_change, v.ci_low, v.ci_high, "
+               "v.statistic, v.p_value, v.q_value, v.floor, mo.id, v.detail_id, v.created_id, "
+               "st.id, v.ci_conf FROM verdict_rows_m007 v JOIN texts vt ON vt.text = v.verdict "
+               "LEFT JOIN texts mo ON mo.text = v.mode LEFT JOIN texts st ON st.text = v.stage "
+               "ORDER BY v.id")
+    db.execute("DROP TABLE verdict_rows_m007")
+    db.execute("CREATE INDEX verdict_rows_run ON verdict_rows (run_num, attempt)")
     db.execute(f"CREATE VIEW verdicts AS {VERDICTS_VIEW}")
 
 
-# The verdicts view of m005: m003's and the stage column; from m007 on, ci_conf too.
-VERDICTS_VIEW_M005 = _VIEWS["verdicts"].replace("c.text AS created_at ",
-                                                "c.text AS created_at, v.stage ")
-VERDICTS_VIEW = VERDICTS_VIEW_M005.replace("v.stage ", "v.stage, v.ci_conf ")
+# Tables of per-run rows keyed by ``runs.num``, those keyed by run id text, and every
+# reference to a ``texts`` id (what a snapshot copies, what a delete keeps).
+BY_NUM = ("metric_rows", "test_rows", "verdict_rows", "plan_file_rows")
+BY_RUN_ID = ("plan_gates", "trust_log", "run_acceptances", "snapshot_runs")
+TEXT_REFS = (("metric_rows", "nodeid_id"), ("metric_rows", "key_id"),
+             ("test_rows", "nodeid_id"), ("test_rows", "path_id"), ("verdict_rows", "key_id"),
+             ("verdict_rows", "nodeid_id"), ("verdict_rows", "verdict_id"),
+             ("verdict_rows", "mode_id"), ("verdict_rows", "detail_id"),
+             ("verdict_rows", "created_id"), ("verdict_rows", "stage_id"),
+             ("plan_file_rows", "path_id"), ("plan_file_rows", "marker_id"),
+             ("plan_file_rows", "labels_id"))
+
 
 # The code's schema version: how many migrations it knows. A file whose
 # `_sqlite_migrations` names one we do not know was written by newer code.
-KNOWN_MIGRATIONS = ("m001_initial", "m002_after_verdict", "m003_compact", "m004_snapshot_runs",
-                    "m005_verdict_stage", "m006_import_maps", "m007_verdict_ci_conf")
+KNOWN_MIGRATIONS = tuple(name for name, _ in _STEPS)
 SCHEMA_VERSION = len(KNOWN_MIGRATIONS)
 
 # The `verdicts` columns a caller's row fills (see `History.save_verdicts`); the
