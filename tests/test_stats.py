@@ -754,6 +754,10 @@ def test_far_mode_threshold_is_the_slow_modes_centre_on_two_mode_baselines_only(
     # Rows at once.
     both = far_mode_threshold(np.stack([dev, g]), np.array([0.02, 0.02]), np.array([0.03, 0.03]))
     assert both.tolist() == pytest.approx([u, 0.03])
+    # Too few reference runs for a mode (none at all, in a bisection step): u.
+    assert far_mode_threshold(np.zeros((2, 0)), np.array([0.02, 0.02]),
+                              np.array([0.03, 0.04])).tolist() == [0.03, 0.04]
+    assert far_mode_threshold(np.full(4, 0.1), 0.02, 0.03) == 0.03
 
 
 def test_a_change_of_ten_sds_on_a_two_mode_baseline_settles_in_one_rerun():

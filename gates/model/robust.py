@@ -302,6 +302,8 @@ def far_mode_threshold(base_dev: np.ndarray, u_mode: np.ndarray | float,
     """
     base_dev = np.asarray(base_dev, float)
     u_mode, u = np.asarray(u_mode, float), np.asarray(u, float)
+    if base_dev.shape[-1] < FAR_MODE_MIN:  # (no reference runs, as a bisection step has)
+        return np.broadcast_to(u, base_dev.shape[:-1]).copy()[()]
     over = base_dev > u_mode[..., None]
     m = np.add.reduce(over, axis=-1)
     # The median of each row's m deviations beyond u_mode (the middle of its m
