@@ -146,19 +146,23 @@ def registry(session: nox.Session) -> None:
 
 # matrix and rerun read the history (sqlite-utils): they run in a venv with the package
 # (no torch), so `pip install nox` is all a machine needs before them.
-def _plan_only(session: nox.Session, *args: str) -> None:
+def _plan_only(session: nox.Session, *args: str, module: str = "ci_register") -> None:
     """``python -m ci_register ARGS`` in nox's own interpreter, nothing installed: planning
     reads the catalog, the registrations (ast, stdlib) and the history's durations (one
-    `python -m gates.store.durations`; where this interpreter lacks sqlite-utils it warns and
-    plans with est_time). Building a venv for it took 75-261 s."""
+    `python -m gates.store.durations`, or in process through `gates.commands.planner`; an
+    up-to-date history needs only the standard library, and where an older one would need
+    sqlite-utils to migrate it warns and plans with est_time). Building a venv for it took
+    75-261 s."""
     session.env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
-    session.run(sys.executable, "-m", "ci_register", *args, external=True)
+    session.run(sys.executable, "-m", module, *args, external=True)
 
 
 @nox.session(venv_backend="none", tags=["cpu", "framework"])
 def matrix(session: nox.Session) -> None:
     """GitHub Actions matrix JSON: -- [--event E] [--base REF | --changed-files F...] (a change: pull_request)."""
-    _plan_only(session, "matrix", "--root", str(ROOT), *session.posargs)
+    # gates' entry point: ci_register's matrix, the durations read in this process.
+    _plan_only(session, "matrix", "--root", str(ROOT), *session.posargs,
+               module="gates.commands.planner")
 
 
 @nox.session(venv_backend="none", tags=["cpu", "framework"])

@@ -3,12 +3,15 @@
 Each command runs as its own process, ``--repeat`` times; the table gives the median
 wall time and the median CPU time of the process and its children (user + system, from
 ``resource.getrusage(RUSAGE_CHILDREN)``: what the command costs whatever else the
-machine is doing). With ``--before DIR`` (an exported tree of an older commit:
+machine is doing), after one untimed warm-up run that writes the bytecode. With ``--before DIR`` (an exported tree of an older commit:
 ``git archive COMMIT | tar -x -C DIR``) the same commands run there too, side by side.
 
 - ``gate-report --help``; ``gate-report --run ID`` on a history of one 73-metric run
   (benchmarks/fleet_runs.py), text format: the console script's entry point from each
   tree's pyproject.toml, called as ``python -c``
+- ``matrix --root TREE --event push`` on the tree's own suites and history, as
+  ``python -m ci_register`` (durations through a reader process) and as
+  ``python -m gates.commands.planner`` (in process; trees that have it)
 - ``nox -s matrix -- --event push``, ``nox -s rerun -- test_flashinfer_decode.py`` and
   ``nox -s cpu -- --dry-run``, each in a fresh ``--envdir`` (what a CI job or a new
   checkout pays; ``--no-nox`` leaves them out, ``--no-nox-before`` only for DIR: there
@@ -79,6 +82,15 @@ def commands(tree: Path, work: Path, nox: bool) -> list[tuple[str, list[str], bo
     run_id = one_run_history(hist, tree)
     out = [("gate-report --help", [*gr, "--help"], False),
            ("gate-report --run ID (one 73-metric run)", [*gr, "--history", str(hist), "--run", run_id], False)]
+    # The matrix of the tree itself (its suites, its committed history.db): ci_register's
+    # own command reads durations through one reader process; gates' entry point (what
+    # `nox -s matrix` runs, where the tree has it) reads them in process.
+    matrix = ["matrix", "--root", str(tree), "--event", "push"]
+    out.append(("matrix --event push: python -m ci_register (reader process)",
+                [sys.executable, "-m", "ci_register", *matrix], False))
+    if (tree / "gates" / "commands" / "planner.py").exists():
+        out.append(("matrix --event push: python -m gates.commands.planner (in process)",
+                    [sys.executable, "-m", "gates.commands.planner", *matrix], False))
     if nox:
         for name, args in (("nox -s matrix -- --event push", ["-s", "matrix", "--", "--event", "push"]),
                            ("nox -s rerun -- test_flashinfer_decode.py",
@@ -90,12 +102,18 @@ def commands(tree: Path, work: Path, nox: bool) -> list[tuple[str, list[str], bo
 
 
 def measure(tree: Path, work: Path, repeat: int, nox: bool) -> dict[str, tuple[float, float, str]]:
-    env = {k: v for k, v in os.environ.items() if k not in ("GATES_HISTORY", "CI")}
+    # Bytecode is written and a warm-up run (untimed) writes it, as pip compiles an installed
+    # package's: with PYTHONDONTWRITEBYTECODE set (as on the dev box) every run of a tree
+    # without .pyc files would compile each module again (~0.2 s here), a cost no user pays.
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("GATES_HISTORY", "CI", "PYTHONDONTWRITEBYTECODE")}
     # The tree first; what PYTHONPATH held (carried wheels on a GPU host) after it.
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(tree), os.environ.get("PYTHONPATH")]))
     results = {}
     for name, cmd, fresh in commands(tree, work, nox):
         walls, cpus, note = [], [], ""
+        if not fresh:
+            timed(cmd, tree, env)  # warm-up: bytecode and the page cache
         for i in range(repeat if not fresh else 1):  # a fresh envdir: once, it is minutes before
             envdir = work / f"env-{tree.name}-{len(results)}-{i}"
             wall, cpu, rc, tail = timed([c.replace("{envdir}", str(envdir)) for c in cmd], tree, env)

@@ -17,10 +17,14 @@ import json
 import os
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ci_register.registered.catalog import DEFAULT_CATALOG, CatalogError, load_catalog
 from ci_register.registered.collect import collect
 from ci_register.running.redact import guarded_output
+
+if TYPE_CHECKING:
+    from ci_register.planning.durations import DurationsReader
 
 __all__ = ["main", "COMMANDS"]
 
@@ -171,7 +175,8 @@ def _matrix(args: argparse.Namespace, *, as_text: bool = False) -> int:
     try:
         selection = _selection(args, catalog, col)
         matrix, plans = build(catalog, col, args.event, args.history, only=args.suites, root=Path(args.root),
-                              fingerprint=_fingerprint(args.fingerprint), labels=labels, selection=selection)
+                              fingerprint=_fingerprint(args.fingerprint), labels=labels, selection=selection,
+                              read_durations=getattr(args, "read_durations", None))
         if not plans and (selection is None or selection.everything):
             # An empty matrix would pass CI having run nothing.
             raise MatrixError(f"no registered file runs for --event {args.event}"
@@ -326,14 +331,18 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str] | None = None, *, read_durations: DurationsReader | None = None) -> int:
+    """``python -m ci_register``. ``read_durations``: how plan and matrix read the history's
+    durations (`ci_register.planning.durations.DurationsReader`); by default one
+    ``python -m gates.store.durations`` process, since ci_register never imports gates.
+    ``python -m gates.commands.planner`` passes gates' reader, in process."""
     with guarded_output():  # no credential, no workflow command from a file name or an error
-        return _guarded_main(argv)
+        return _guarded_main(argv, read_durations)
 
 
-def _guarded_main(argv: list[str] | None) -> int:
+def _guarded_main(argv: list[str] | None, read_durations: DurationsReader | None = None) -> int:
     try:
-        return _main(sys.argv[1:] if argv is None else argv)
+        return _main(sys.argv[1:] if argv is None else argv, read_durations)
     except BrokenPipeError:  # `list --json | head`: the reader left; not our error
         try:
             sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - the interpreter flushes it at exit
@@ -345,7 +354,7 @@ def _guarded_main(argv: list[str] | None) -> int:
         return 2
 
 
-def _main(argv: list[str]) -> int:
+def _main(argv: list[str], read_durations: DurationsReader | None = None) -> int:
     # `run` passes everything after the suite through; argparse must not eat -k/-x.
     if argv and argv[0] == "run" and (len(argv) < 2 or argv[1] in ("-h", "--help")):
         from ci_register.running.runner import RUN_HELP  # noqa: PLC0415
@@ -366,4 +375,5 @@ def _main(argv: list[str]) -> int:
         args, rest = parser.parse_known_args(argv)
         return _rerun(args, rest)
     args = parser.parse_args(argv)
+    args.read_durations = read_durations
     return COMMANDS[args.command](args)

@@ -92,7 +92,7 @@ def test_foreign_sqlite_database_warns(tmp_path, capsys):
 
 
 def test_locked_history_warns_quickly(tmp_path, capsys, monkeypatch):
-    monkeypatch.setattr(durations, "_LOCK_PROBE_S", 0.2)
+    monkeypatch.setattr(durations, "LOCK_PROBE_S", 0.2)
     db = tmp_path / "h.db"
     seed(db, "s", "cpu", [{"a": 1.0}] * 3)
     holder = sqlite3.connect(db)

@@ -74,6 +74,9 @@ HOSTILE = [
     ("orphan test", "INSERT INTO test_rows (run_num, attempt, nodeid_id, outcome) "
                     "VALUES (999, 1, (SELECT min(id) FROM texts), 'passed')", (),
      "belong to no run"),
+    # A plan row whose path text is gone reads as a row without a path (not as no row).
+    ("plan path gone", "UPDATE plan_file_rows SET path_id = 999999 WHERE (run_num, path_id) IN "
+                       "(SELECT run_num, path_id FROM plan_file_rows LIMIT 1)", (), "plan file"),
     ("verdict text p", "INSERT INTO verdict_rows (run_num, attempt, key_id, verdict_id, p_value) "
                        "VALUES ((SELECT num FROM runs WHERE run_id = ?), 1, "
                        "(SELECT min(id) FROM texts), (SELECT id FROM texts WHERE text = 'pass'), "

@@ -142,3 +142,52 @@ def test_changed_files_alone_plan_a_pull_request(tree):
     r = subprocess.run([sys.executable, "-m", "ci_register", "matrix"], cwd=tree, capture_output=True, text=True,
                        timeout=60, env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin", "GITHUB_EVENT_NAME": "schedule"})
     assert "night 1/1" in entries(r)  # GitHub Actions' own event
+
+
+# --------------------------------------------- in process: gates.commands.planner
+
+
+def _both(cwd: Path, *args: str, pythonpath: str = str(REPO)) -> tuple[subprocess.CompletedProcess, ...]:
+    """The matrix through ci_register (a reader process) and through gates' entry point
+    (in process), with the same arguments."""
+    env = {"PYTHONPATH": pythonpath, "PATH": "/usr/bin:/bin"}
+    return tuple(subprocess.run([sys.executable, "-m", module, "matrix", *args], cwd=cwd,
+                                capture_output=True, text=True, timeout=120, env=env)
+                 for module in ("ci_register", "gates.commands.planner"))
+
+
+def test_the_planner_entry_reads_durations_in_process_with_the_same_output(
+        tree, history_factory, tmp_path):
+    history_factory([{"suites/test_c1.py": 10.0, "suites/test_c2.py": 10.0}] * 3,
+                    path=tree / "history.db")
+    log = tmp_path / "readers.log"
+    shim = tmp_path / "shim"
+    shim.mkdir()
+    (shim / "sitecustomize.py").write_text(  # logs every reader process
+        "import sys\n"
+        "if 'gates.store.durations' in ' '.join(sys.orig_argv):\n"
+        f"    open({str(log)!r}, 'a').write(' '.join(sys.orig_argv) + '\\n')\n")
+    for event in ("push", "schedule"):
+        by_process, in_process = _both(tmp_path, "--event", event, "--root", str(tree),
+                                       pythonpath=f"{shim}:{REPO}")
+        assert by_process.returncode == in_process.returncode == 0, in_process.stderr
+        if event == "push":  # the measured 10 s runs, not est_time's 60 s: one shard
+            assert [n for n in entries(in_process) if n.startswith("cpu")] == ["cpu 1/1"]
+        assert (in_process.stdout, in_process.stderr) == (by_process.stdout, by_process.stderr)
+    assert len(log.read_text().splitlines()) == 2  # ci_register's two; none in process
+
+
+def test_the_planner_entry_warns_as_the_reader_process_does(tree):
+    (tree / "history.db").write_text("not a database\n")
+    by_process, in_process = _both(tree, "--event", "push", "--root", str(tree))
+    assert by_process.returncode == in_process.returncode == 0
+    assert "warning: " in in_process.stderr and "history.db" in in_process.stderr
+    assert (in_process.stdout, in_process.stderr) == (by_process.stdout, by_process.stderr)
+
+
+def test_the_repository_matrix_is_the_same_in_process():
+    for event in ("push", "schedule"):
+        by_process, in_process = _both(REPO, "--event", event, "--root", str(REPO))
+        assert by_process.returncode == in_process.returncode == 0, in_process.stderr
+        assert (in_process.stdout, in_process.stderr) == (by_process.stdout, by_process.stderr)
+        assert json.loads(in_process.stdout)["include"]

@@ -174,6 +174,20 @@ def test_the_repository_history_is_at_this_schema_and_reads():
         assert h.plan_files(h.run_ids()[-1]) and h.verdicts(h.run_ids()[-1])
 
 
+def test_the_repository_history_has_this_codes_views(tmp_path):
+    # Its views read as a new file's do (a view changed in code is changed in it too).
+    def views(path: Path) -> dict[str, str]:
+        conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+        try:
+            return dict(_rows(conn, "SELECT name, sql FROM sqlite_master WHERE type = 'view'"))
+        finally:
+            conn.close()
+
+    with open_history(tmp_path / "new.db"):
+        pass
+    assert views(REPO_HISTORY) == views(tmp_path / "new.db")
+
+
 def test_m008_refuses_a_plan_row_of_no_run_and_leaves_the_file(tmp_path):
     path = tmp_path / "history.db"
     shutil.copy(M007, path)

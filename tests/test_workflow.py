@@ -189,3 +189,17 @@ def test_gpu_shards_carry_flashinfers_jit_cache_under_its_key(wf):
     # Restored (and pinned) before the suite runs.
     names = [s.get("name", "") for s in steps]
     assert names.index(cache["name"]) < next(i for i, n in enumerate(names) if n.startswith("Run shard"))
+
+
+def test_a_failed_plan_fails_the_required_report_instead_of_skipping_it(wf):
+    # GitHub counts a skipped job as passed on a required check: if the matrix job fails
+    # (a broken catalog, an unreadable history), the report job must run and fail.
+    report = wf["jobs"]["report"]
+    cond = report["if"]
+    assert "always()" in cond and "needs.matrix.result != 'success'" in cond
+    assert "needs.matrix.outputs.any == 'true'" in cond
+    first = report["steps"][0]
+    assert first["if"] == "needs.matrix.result != 'success'"
+    assert "exit 1" in first["run"] and "::error::" in first["run"]
+    # The gate step's own check of the shards' result is still there.
+    assert 'SUITE_RESULT" != "success"' in _run(report)

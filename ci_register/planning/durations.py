@@ -2,7 +2,8 @@
 
 A file's figure on a suite is the p90 of its last 15 trusted, complete, passing
 runs on the same hardware fingerprint (``gates.store.history.History.file_durations``,
-read through ``python -m gates.store.durations``: ci_register never imports gates).
+read through ``python -m gates.store.durations``, or in process where the caller passes
+gates' reader (`DurationsReader`): ci_register never imports gates).
 p90 rather than the mean: a shard's makespan is hurt by the slow runs, and one
 outlier in 15 cannot move p90 far. With fewer than 3 runs the declared
 ``est_time`` stands.
@@ -31,19 +32,24 @@ import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING, Protocol
 
-from ci_register.registered.catalog import Suite
-from ci_register.registered.collect import Registration
 from ci_register.registered.machine import FINGERPRINT_ENV, this_fingerprint
+
+if TYPE_CHECKING:  # types only: the report's health section imports this module
+    from ci_register.registered.catalog import Suite
+    from ci_register.registered.collect import Registration
 
 __all__ = [
     "FINGERPRINT_ENV",
     "LATEST",
+    "LOCK_PROBE_S",
     "MIN_RUNS",
     "QUANTILE",
     "WINDOW",
     "Figure",
     "DatabaseUrl",
+    "DurationsReader",
     "Lookup",
     "choose",
     "expected",
@@ -52,6 +58,7 @@ __all__ = [
     "lookup",
     "lookup_all",
     "measured",
+    "read_by_process",
     "this_fingerprint",
 ]
 
@@ -59,7 +66,7 @@ WINDOW = 15  # most recent runs considered per file
 MIN_RUNS = 3  # fewer than this: trust the declared est_time
 QUANTILE = 0.9
 LATEST = "latest"  # fingerprint of the suite's newest trusted run (planning off the GPU box)
-_LOCK_PROBE_S = 2.0  # History waits 60 s on a lock; a planner should not
+LOCK_PROBE_S = 2.0  # History waits 60 s on a lock; a planner should not
 _READ_TIMEOUT_S = 120.0  # the reader process as a whole (a cold start on a slow disk)
 _REPO = Path(__file__).resolve().parents[2]  # where gates sits beside ci_register
 
@@ -145,13 +152,27 @@ def history_path(history: str | os.PathLike[str] | None,
     return (root or Path(".")) / "history.db"
 
 
-def _read(path: Path, suites: Sequence[str], fingerprint: str) -> dict[str, dict[str, object]]:
+class DurationsReader(Protocol):
+    """Reads the history's durations: ``(path, suites, fingerprint, limit=, lock_wait_s=)``
+    -> {suite: {"fingerprint": str | None, "durations": {path: [seconds, newest first]}}}
+    (the reply of ``python -m gates.store.durations``); raises ValueError with a one-line
+    reason when the history cannot be read. ci_register never imports gates, so the
+    default (`read_by_process`) runs that command; a caller that may import both passes
+    gates' own in-process reader (``gates.commands.planner``)."""
+
+    def __call__(self, path: Path | DatabaseUrl, suites: Sequence[str], fingerprint: str, *,
+                 limit: int, lock_wait_s: float) -> Mapping[str, Mapping[str, object]]: ...
+
+
+def read_by_process(path: Path | DatabaseUrl, suites: Sequence[str], fingerprint: str, *,
+                    limit: int = WINDOW, lock_wait_s: float = LOCK_PROBE_S
+                    ) -> dict[str, dict[str, object]]:
     """{suite: reply} of one ``python -m gates.store.durations`` for every suite (its module doc);
     raises ValueError with its one-line reason when the history cannot be read."""
     cmd = [sys.executable, "-m", "gates.store.durations", "--history", str(path),
            *(a for s in suites for a in ("--suite", s)),
-           "--fingerprint", fingerprint, "--limit", str(WINDOW),
-           "--lock-wait", str(_LOCK_PROBE_S)]
+           "--fingerprint", fingerprint, "--limit", str(limit),
+           "--lock-wait", str(lock_wait_s)]
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(_REPO), env.get("PYTHONPATH")) if p)
     try:
@@ -198,10 +219,12 @@ def lookup_all(
     *,
     fingerprint: str | None = None,
     root: Path | None = None,
+    read: DurationsReader | None = None,
 ) -> dict[str, Lookup]:
-    """:func:`lookup` for several suites, the history read by one reader process.
+    """:func:`lookup` for several suites, the history read once for all of them.
 
-    ``root``: the tree whose ``history.db`` is the default (not the current folder's)."""
+    ``root``: the tree whose ``history.db`` is the default (not the current folder's).
+    ``read``: how (`DurationsReader`); by default one reader process (`read_by_process`)."""
     names = [s if isinstance(s, str) else s.name for s, _ in plan]
     results = {name: Lookup() for name in names}
     path = history_path(history, root)
@@ -209,7 +232,8 @@ def lookup_all(
         return results
     fp = fingerprint if fingerprint == LATEST else (fingerprint or this_fingerprint())
     try:
-        replies = _read(path, list(dict.fromkeys(names)), fp)
+        replies = (read or read_by_process)(path, list(dict.fromkeys(names)), fp,
+                                            limit=WINDOW, lock_wait_s=LOCK_PROBE_S)
     except ValueError as exc:
         reason = str(exc).splitlines()[0] if str(exc) else exc.__class__.__name__
         problem = reason if reason.startswith(str(path)) else f"{path}: {reason}"

@@ -21,10 +21,13 @@ import os
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ci_register.planning.durations import LATEST, Figure, lookup
-from ci_register.registered.catalog import Catalog
-from ci_register.registered.collect import Collection, Registration
+
+if TYPE_CHECKING:  # types only: the report's health section imports this module
+    from ci_register.registered.catalog import Catalog
+    from ci_register.registered.collect import Collection, Registration
 
 __all__ = [
     "ABS_S",

@@ -21,11 +21,15 @@ import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ci_register.planning.schedule import Schedule, ScheduleError, plan_schedule
 from ci_register.planning.select import Selection
 from ci_register.registered.catalog import Catalog, Suite
 from ci_register.registered.collect import Collection
+
+if TYPE_CHECKING:
+    from ci_register.planning.durations import DurationsReader
 
 __all__ = [
     "EVENTS",
@@ -145,13 +149,15 @@ def build(
     labels: Sequence[str] | None = None,
     selection: Selection | None = None,
     root: Path | None = None,
+    read_durations: DurationsReader | None = None,
 ) -> tuple[dict[str, list[dict[str, object]]], list[SuitePlan]]:
     """Plan every suite the event runs and return (matrix, plans).
 
     Durations come from the history at the fingerprint of each suite's newest trusted
     run (the matrix job itself runs on a CPU runner), unless ``fingerprint`` is given.
     With a ``selection`` (:mod:`ci_register.planning.select`), only the files a change can affect
-    run, and each entry says why.
+    run, and each entry says why. ``read_durations``: how the history is read
+    (`ci_register.planning.durations.DurationsReader`; default: one reader process).
     """
     from ci_register.planning import durations  # noqa: PLC0415 - reads the history
 
@@ -169,7 +175,8 @@ def build(
     # Every suite's durations in one read of the tree's history (ROOT/history.db unless
     # --history or GATES_HISTORY), not one reader process per suite.
     found_all = durations.lookup_all([(s, r) for s, r, _ in todo], history, root=root,
-                                     fingerprint=fingerprint or durations.LATEST)
+                                     fingerprint=fingerprint or durations.LATEST,
+                                     read=read_durations)
     for suite, regs, n_all in todo:
         found = found_all[suite.name]
         if found.warning and found.warning not in warned:  # one history, one warning

@@ -16,7 +16,6 @@ Pure helpers (:func:`parse_nvidia_smi`, :func:`visible_indices`,
 from __future__ import annotations
 
 import hashlib
-import importlib.metadata
 import importlib.util
 import json
 import os
@@ -170,6 +169,8 @@ def _run(cmd: list[str]) -> str | None:
 
 
 def _version(*dists: str) -> str | None:
+    import importlib.metadata  # noqa: PLC0415 - ~30 ms, only when a run's provenance is collected
+
     for dist in dists:
         try:
             return importlib.metadata.version(dist)

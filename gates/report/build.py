@@ -327,6 +327,8 @@ def find_change(values: Sequence[float], commits: Sequence[str | None] | None = 
 
     Pettitt's rank test (`gates.model.changepoint.pettitt`, the one the gate localises with).
     """
+    if len(values) < 4:  # pettitt's own minimum, decided before numpy loads (a short trend)
+        return None
     from gates.model.changepoint import pettitt  # noqa: PLC0415 - numpy only when a trend is drawn
 
     cp = pettitt(values)

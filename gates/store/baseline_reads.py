@@ -13,9 +13,7 @@ import json
 import sqlite3
 from collections.abc import Iterable, Mapping, Sequence
 from operator import itemgetter
-from typing import Any
-
-import numpy as np
+from typing import TYPE_CHECKING, Any
 
 from gates.store.dialect import Dialect
 from gates.store.rows import (
@@ -27,6 +25,13 @@ from gates.store.rows import (
     KeyVerdict,
 )
 from gates.store.schema import unpack_samples
+
+if TYPE_CHECKING:
+    import numpy as np
+
+# numpy is imported by the functions that decode samples (a gate's baseline reads), not
+# here: every command opening a history imports this module, and a report of stored
+# verdicts needs no numpy (~0.1-0.2 s to load; tests/test_startup.py).
 
 __all__ = ["BaselineReads"]
 
@@ -40,6 +45,8 @@ def _chunks(items: Sequence[str]) -> Iterable[Sequence[str]]:
 
 
 def _decode(blob: object) -> np.ndarray:
+    import numpy as np  # noqa: PLC0415 - see the module note
+
     if isinstance(blob, bytes) and len(blob) % 8 == 0:
         return np.frombuffer(blob, dtype="<f8").astype(float)
     return np.asarray(unpack_samples(blob), dtype=float)  # a forged value: as it reads
@@ -47,6 +54,8 @@ def _decode(blob: object) -> np.ndarray:
 
 def _samples(pairs: Sequence[tuple[int, object]]) -> dict[int, np.ndarray | None]:
     """{row id: its samples} (None: the row has none) from (id, blob) pairs."""
+    import numpy as np  # noqa: PLC0415 - see the module note
+
     out: dict[int, np.ndarray | None] = {}
     blobs: dict[int, bytes] = {}
     for mid, blob in pairs:
@@ -66,6 +75,8 @@ def _samples(pairs: Sequence[tuple[int, object]]) -> dict[int, np.ndarray | None
 def _baseline_rows(rows: Sequence[tuple], pos: dict[int, int]) -> BaselineRows:
     """Columns of ``(kind, id, run num, key id, median, unit, samples)`` rows; ``pos``:
     each key id's position in the keys asked for (rows of other keys are dropped)."""
+    import numpy as np  # noqa: PLC0415 - see the module note
+
     n = len(rows)
     ids, nums, kids = (np.fromiter(map(itemgetter(i), rows), np.int64, n) for i in (1, 2, 3))
     kpos = np.full(max(int(kids.max(initial=0)), *pos, 0) + 1, -1, dtype=np.intp)
@@ -83,6 +94,8 @@ def _fetched(rows: Sequence[tuple], keys: Mapping[int, str],
              newest: Sequence[int]) -> list[tuple[int, object]]:
     """(id, samples) of the near rows whose samples came along, of the keys asked for:
     the rows of the ``newest`` runs (runs.num) and rows without a median."""
+    import numpy as np  # noqa: PLC0415 - see the module note
+
     n = len(rows)
     nums = np.fromiter(map(itemgetter(2), rows), np.int64, n)
     no_median = np.array(list(map(itemgetter(4), rows)), dtype=float)

@@ -81,7 +81,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from gates.store.baseline_reads import BaselineReads
 from gates.store.dialect import DIALECTS, Dialect
@@ -106,18 +106,20 @@ from gates.store.rows import (
 )
 from gates.store.schema import (
     KNOWN_MIGRATIONS,
-    MIGRATIONS,
+    MIGRATION_SET,
     SCHEMA_VERSION,
     VERDICT_COLUMNS,
     MigrationRefused,
+    migrations,
     pack_samples,
     unpack_samples,
 )
-from gates.store.sqlite_lib import Database
+
+if TYPE_CHECKING:
+    from gates.store.sqlite_lib import Database
 
 __all__ = [
     "BUSY_TIMEOUT_S",
-    "MIGRATIONS",
     "OUTCOMES",
     "SCHEMA_VERSION",
     "VERDICT_COLUMNS",
@@ -285,7 +287,7 @@ class SqliteBackend:
             # (Not for readers: an immutable open refuses the pragma as a write.)
             if not readonly:
                 conn.execute("PRAGMA synchronous = NORMAL")
-            self.db = Database(conn, execute_plugins=False)
+            self._db: Database | None = None
             self._retry(self._prepare)
         except sqlite3.DatabaseError as exc:
             conn.close()
@@ -297,6 +299,25 @@ class SqliteBackend:
     def close(self) -> None:
         self.conn.close()
 
+    @property
+    def db(self) -> Database:
+        """sqlite-utils' view of the file, made on first use (migrations, tools): opening
+        and reading an up-to-date file needs only the standard library's sqlite3."""
+        if self._db is None:
+            from gates.store.sqlite_lib import Database  # noqa: PLC0415 - ~0.1 s to load
+
+            self._db = Database(self.conn, execute_plugins=False)
+        return self._db
+
+    def _applied(self) -> list[str]:
+        """Names of the migrations applied to this file, in order (sqlite-utils' record)."""
+        if not self.conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND "
+                                 "name = '_sqlite_migrations'").fetchone():
+            return []
+        return [r[0] for r in self.conn.execute(
+            "SELECT name FROM _sqlite_migrations WHERE migration_set = ? ORDER BY rowid",
+            (MIGRATION_SET,))]
+
     def _prepare(self) -> None:
         # First read: fails here on a damaged file, before anything is written; a
         # foreign or newer file is refused before the WAL switch, so it stays untouched.
@@ -307,10 +328,10 @@ class SqliteBackend:
         if not self.readonly:
             mode = self.conn.execute("PRAGMA journal_mode").fetchone()[0]
             if mode.lower() != "wal":
-                self.db.enable_wal()
+                self.conn.execute("PRAGMA journal_mode = wal")
 
     def _check_and_migrate(self, migrate: bool = True) -> None:
-        applied = {m.name for m in MIGRATIONS.applied(self.db)}
+        applied = set(self._applied())
         unknown = sorted(applied - set(KNOWN_MIGRATIONS))
         if unknown:
             raise HistoryError(
@@ -319,8 +340,9 @@ class SqliteBackend:
                 f"file ({HISTORY_OPTION})"
             )
         if not applied:
-            tables = [t for t in self.db.table_names()
-                      if not t.startswith(("sqlite_", "_sqlite_migrations"))]
+            tables = [r[0] for r in self.conn.execute(
+                "SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY rowid")
+                      if not r[0].startswith(("sqlite_", "_sqlite_migrations"))]
             if tables:
                 raise HistoryError(
                     f"{self.path}: an SQLite database but not a gates history (tables: "
@@ -332,7 +354,7 @@ class SqliteBackend:
             raise HistoryError(f"{self.path}: schema is older than this code's; open it "
                                "once read-write (e.g. gate-report) to migrate it")
         try:
-            self._write(lambda: MIGRATIONS.apply(self.db))
+            self._write(lambda: migrations().apply(self.db))
         except MigrationRefused as exc:
             raise HistoryError(f"{self.path}: cannot migrate to this code's schema: {exc}; "
                                "the file is unchanged") from None
@@ -384,7 +406,7 @@ class SqliteBackend:
     @property
     def schema_version(self) -> int:
         """Number of schema migrations applied to this file."""
-        return len(MIGRATIONS.applied(self.db))
+        return len(self._applied())
 
     def check(self) -> None:
         """Run SQLite's integrity check; raise `HistoryError` if the file is damaged."""
@@ -418,12 +440,16 @@ class History:
         self.dialect = self.backend.dialect
         self.sql: Dialect = DIALECTS[self.dialect]  # where the SQL differs (gates.store.dialect)
         self.conn = self.backend.conn
-        self.db = self.backend.db
         self.baseline_reads = BaselineReads(self)
         self.report_reads = ReportReads(self)
         self.fleet_sql = FleetSQL(self)
 
     # -------------------------------------------------------------- plumbing
+
+    @property
+    def db(self) -> Database | None:
+        """sqlite-utils' view of the file (None on PostgreSQL), made on first use."""
+        return self.backend.db
 
     def close(self) -> None:
         self.backend.close()

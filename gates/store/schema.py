@@ -10,15 +10,41 @@ from __future__ import annotations
 import itertools
 import json
 import struct
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from functools import cache
+from typing import TYPE_CHECKING
 
-from gates.store.sqlite_lib import Database, Migrations
+if TYPE_CHECKING:
+    from gates.store.sqlite_lib import Database, Migrations
 
-__all__ = ["BY_NUM", "BY_RUN_ID", "IMPORT_MAPS_TABLE", "MIGRATIONS", "PLAN_FILES_VIEW",
+__all__ = ["BY_NUM", "BY_RUN_ID", "IMPORT_MAPS_TABLE", "MIGRATION_SET", "PLAN_FILES_VIEW",
            "SCHEMA_VERSION", "TEXT_REFS", "VERDICT_COLUMNS", "VERDICTS_VIEW", "MigrationRefused",
-           "pack_samples", "unpack_samples"]
+           "migrations", "pack_samples", "unpack_samples"]
 
-MIGRATIONS = Migrations("gates-history")
+# The migrations, in order, as sqlite-utils records them (set ``gates-history`` in
+# ``_sqlite_migrations``). sqlite-utils itself is imported only when a file needs
+# migrating (`migrations`): loading it costs ~0.1 s, and an up-to-date file is opened
+# and read with the standard library alone (a one-run report; `tests/test_startup.py`).
+MIGRATION_SET = "gates-history"
+_STEPS: list[tuple[str, Callable[[Database], None]]] = []
+
+
+def _migration(name: str) -> Callable[[Callable[[Database], None]], Callable[[Database], None]]:
+    def register(fn: Callable[[Database], None]) -> Callable[[Database], None]:
+        _STEPS.append((name, fn))
+        return fn
+    return register
+
+
+@cache
+def migrations() -> Migrations:
+    """sqlite-utils' migration set of every step (built once, on the first migration)."""
+    from gates.store.sqlite_lib import Migrations  # noqa: PLC0415 - only to migrate
+
+    out = Migrations(MIGRATION_SET)
+    for name, fn in _STEPS:
+        out(name=name)(fn)
+    return out
 
 
 class MigrationRefused(Exception):
@@ -40,7 +66,7 @@ def unpack_samples(blob: object) -> list[object]:
     return [blob]
 
 
-@MIGRATIONS(name="m001_initial")
+@_migration("m001_initial")
 def _m001_initial(db: Database) -> None:
     db["runs"].create(
         {
@@ -121,7 +147,7 @@ def _m001_initial(db: Database) -> None:
     db["trust_log"].create_index(["run_id"], index_name="trust_log_run")
 
 
-@MIGRATIONS(name="m002_after_verdict")
+@_migration("m002_after_verdict")
 def _m002_after_verdict(db: Database) -> None:
     # Acceptances (re-baselines): from ``from_commit`` on (command) or in the runs that
     # carried the repo file's entry (``entry_id``), a key is judged only against such runs.
@@ -181,7 +207,7 @@ _VIEWS = {
 }
 
 
-@MIGRATIONS(name="m003_compact")
+@_migration("m003_compact")
 def _m003_compact(db: Database) -> None:
     # Runs get an integer that child rows refer to (a run id is 32 characters, repeated
     # in every row and index entry). A real column, not the rowid: VACUUM may renumber
@@ -264,7 +290,7 @@ def _m003_compact(db: Database) -> None:
         db.execute(f"CREATE VIEW {name} AS {sql}")
 
 
-@MIGRATIONS(name="m004_snapshot_runs")
+@_migration("m004_snapshot_runs")
 def _m004_snapshot_runs(db: Database) -> None:
     # A baseline snapshot (`gates.store.snapshot`) is a history holding copies of a main
     # history's runs: the ones a shard's gate and planner read. They are listed here, so
@@ -273,7 +299,7 @@ def _m004_snapshot_runs(db: Database) -> None:
                "WITHOUT ROWID")
 
 
-@MIGRATIONS(name="m005_verdict_stage")
+@_migration("m005_verdict_stage")
 def _m005_verdict_stage(db: Database) -> None:
     # The confirm protocol's stage of each verdict (``gates.model.decisions.Stage``) in its own
     # column. Older rows get the stage their attempt and the row before them imply: the
@@ -292,7 +318,7 @@ def _m005_verdict_stage(db: Database) -> None:
     db.execute(f"CREATE VIEW verdicts AS {VERDICTS_VIEW_M005}")
 
 
-@MIGRATIONS(name="m006_import_maps")
+@_migration("m006_import_maps")
 def _m006_import_maps(db: Database) -> None:
     # Per suite and test file, the project files its newest recorded run loaded (a JSON
     # list of paths): test selection adds them to the static import graph.
@@ -304,7 +330,7 @@ IMPORT_MAPS_TABLE = (
     "run_id TEXT, recorded_at TEXT NOT NULL, files TEXT NOT NULL, PRIMARY KEY (suite, path))")
 
 
-@MIGRATIONS(name="m007_verdict_ci_conf")
+@_migration("m007_verdict_ci_conf")
 def _m007_verdict_ci_conf(db: Database) -> None:
     # The interval's confidence gets a column of its own: inside the verdict's detail
     # JSON, a full-precision float made almost every detail text unique, so texts and
@@ -344,7 +370,7 @@ VERDICTS_VIEW_M007 = VERDICTS_VIEW_M005.replace("v.stage ", "v.stage, v.ci_conf 
 PLAN_FILES_VIEW = (
     "SELECT r.run_id, p.text AS path, f.line, f.est_time, f.expected, m.text AS marker, "
     "l.text AS labels FROM plan_file_rows f JOIN runs r ON r.num = f.run_num "
-    "JOIN texts p ON p.id = f.path_id LEFT JOIN texts m ON m.id = f.marker_id "
+    "LEFT JOIN texts p ON p.id = f.path_id LEFT JOIN texts m ON m.id = f.marker_id "
     "LEFT JOIN texts l ON l.id = f.labels_id")
 VERDICTS_VIEW = (
     "SELECT v.id, r.run_id, v.attempt, k.text AS key, n.text AS nodeid, vt.text AS verdict, "
@@ -372,7 +398,7 @@ VERDICT_ROWS_M008 = (
     "stage_id INTEGER REFERENCES texts(id), ci_conf REAL)")
 
 
-@MIGRATIONS(name="m008_compact_plans_verdicts")
+@_migration("m008_compact_plans_verdicts")
 def _m008_compact_plans_verdicts(db: Database) -> None:
     # A plan row whose run or path is missing cannot be keyed by (run_num, path_id):
     # refused, as m003 refuses orphans, so nothing is dropped on the way.
@@ -426,9 +452,7 @@ TEXT_REFS = (("metric_rows", "nodeid_id"), ("metric_rows", "key_id"),
 
 # The code's schema version: how many migrations it knows. A file whose
 # `_sqlite_migrations` names one we do not know was written by newer code.
-KNOWN_MIGRATIONS = ("m001_initial", "m002_after_verdict", "m003_compact", "m004_snapshot_runs",
-                    "m005_verdict_stage", "m006_import_maps", "m007_verdict_ci_conf",
-                    "m008_compact_plans_verdicts")
+KNOWN_MIGRATIONS = tuple(name for name, _ in _STEPS)
 SCHEMA_VERSION = len(KNOWN_MIGRATIONS)
 
 # The `verdicts` columns a caller's row fills (see `History.save_verdicts`); the
