@@ -529,7 +529,8 @@ def run_suite(opts: RunOptions) -> int:
 
     def rerun(attempt: int, nodeids: list[str]) -> Attempt:
         confirm_id = uuid.uuid4().hex
-        confirm_plan = dict(plan_data, run_id=confirm_id, confirm_of=chain[-1])
+        # runner_files again: what this process loaded since (the gate step's code) counts too.
+        confirm_plan = dict(plan_data, run_id=confirm_id, confirm_of=chain[-1], runner_files=runner_files(opts.root))
         cfile = _write(opts.results / f"plan-{_tag(confirm_plan)}-confirm{attempt}.json", confirm_plan)
         ran = _pytest(cfile, confirm_plan, opts, nodeids, [a for a in opts.pytest_args if a not in ("-x", "--exitfirst")])
         crc = ran.rc
