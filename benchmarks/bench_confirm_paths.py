@@ -1,6 +1,7 @@
 """How many confirm reruns a large change costs: a step of K run-to-run SDs.
 
     python benchmarks/bench_confirm_paths.py --seeds 400,401,402 --reps 200 [--sds 10] \
+        [--step 0.05] [--models bimodal,h200:fi_decode] [--jobs N] \
         [--out benchmarks/results/bench_confirm_paths.md]
 
 Per noise model of ``benchmarks/series.py`` (``h200`` split by benchmark: the GEMM,
@@ -10,7 +11,10 @@ series whose runs from 40 on are K SDs of a null run summary slower (the SD meas
 by simulation, ``series.null_summary_stats``). Reported: the share detected within 10
 runs, and of the detections, how many reruns the chain that held took (1: the first
 rerun decided). The null series' false alarms (30 gated runs) beside them.
-Seeds: 100 was used while choosing the rule (tuning); report on others.
+``--step X``: a relative step of X instead (a +5% change: within-10 detection).
+``--models``: cells to run (a noise model, or ``h200:BENCH``). ``--jobs N``: a cell's
+seeds in N processes (one task a cell and seed).
+Seeds: 100-104 are tuning seeds (the rules were chosen on them); 400-405 verify.
 """
 
 from __future__ import annotations
@@ -45,28 +49,62 @@ def _reruns(path: str) -> int:
     return {"one-rerun": 1, "corroborate": 2}.get(path) or int(path.rsplit("-", 1)[1])
 
 
-def cell(model: str, bench: str, m: int, seeds: list[int], reps: int, sds: float) -> dict:
-    sd = null_summary_stats(model, m, bench)[1]
-    det, paths, fa, n = 0, collections.Counter(), 0, 0
-    for seed in seeds:
-        key = [seed, NOISE_MODELS.index(model), m, H200_BENCHES.index(bench) if bench else 9]
-        rng = np.random.default_rng(key)
-        ss = [make_series(model, "null", rng, m=m, bench=bench, rerun_rngs=_rerun_rngs(key))
-              for _ in range(reps)]
-        fa += sum(a.any() for a in gate_alarms_many(ss, GATED))
-        traces: list[list[dict]] = [[] for _ in ss]
-        al = gate_alarms_many([_shifted(s, sds * sd) for s in ss], AFTER, first_only=True,
-                              traces=traces)
-        for a, tr in zip(al, traces, strict=True):
-            if a.any():
-                det += 1
-                held = [d for d in tr if d["verdict"] == "regression"][0]
-                paths[_reruns(held["path"])] += 1
-        n += reps
-    return {"sd": sd, "n": n, "fa": fa / n, "det": det / n, "paths": dict(paths)}
+def _task(model: str, bench: str, m: int, seed: int, reps: int, d: float) -> dict:
+    """One cell's series of one seed: null false alarms, detections of a step ``d``
+    (relative) and the reruns each detection's holding chain took."""
+    key = [seed, NOISE_MODELS.index(model), m, H200_BENCHES.index(bench) if bench else 9]
+    rng = np.random.default_rng(key)
+    ss = [make_series(model, "null", rng, m=m, bench=bench, rerun_rngs=_rerun_rngs(key))
+          for _ in range(reps)]
+    fa = sum(int(a.any()) for a in gate_alarms_many(ss, GATED))
+    traces: list[list[dict]] = [[] for _ in ss]
+    al = gate_alarms_many([_shifted(s, d) for s in ss], AFTER, first_only=True, traces=traces)
+    det, paths = 0, collections.Counter()
+    for a, tr in zip(al, traces, strict=True):
+        if a.any():
+            det += 1
+            held = [x for x in tr if x["verdict"] == "regression"][0]
+            paths[_reruns(held["path"])] += 1
+    return {"fa": fa, "det": det, "n": reps, "paths": dict(paths)}
 
 
-def render(res: dict, seeds: list[int], reps: int, sds: float, elapsed: float) -> str:
+def _merge(sd: float, parts: list[dict]) -> dict:
+    paths: collections.Counter = collections.Counter()
+    for p in parts:
+        paths.update(p["paths"])
+    n = sum(p["n"] for p in parts)
+    return {"sd": sd, "n": n, "fa": sum(p["fa"] for p in parts) / n,
+            "det": sum(p["det"] for p in parts) / n, "paths": dict(paths)}
+
+
+def run(cells: list[tuple[str, str]], seeds: list[int], reps: int, *, sds: float = 10.0,
+        step: float | None = None, jobs: int = 1, log=print) -> dict:
+    """Every cell (noise model, H200 benchmark) at 1 and 5 samples over ``seeds``: the
+    step is ``sds`` SDs of a null run summary, or ``step`` (relative) where given.
+    ``jobs``: the (cell, seed) tasks in that many processes."""
+    keys = [(model, bench, m) for model, bench in cells for m in (1, 5)]
+    sd = {k: null_summary_stats(k[0], k[2], k[1])[1] for k in keys}
+    tasks = [(*k, seed, reps, step if step is not None else sds * sd[k])
+             for k in keys for seed in seeds]
+    if jobs > 1:
+        from concurrent.futures import ProcessPoolExecutor  # noqa: PLC0415
+
+        with ProcessPoolExecutor(jobs) as ex:
+            parts = list(ex.map(_task, *zip(*tasks, strict=True)))
+    else:
+        parts = [_task(*t) for t in tasks]
+    res = {}
+    for i, k in enumerate(keys):
+        res[k] = _merge(sd[k], parts[i * len(seeds) : (i + 1) * len(seeds)])
+        log(*k, res[k], flush=True)
+    return res
+
+
+TUNING = set(range(100, 105))
+
+
+def render(res: dict, seeds: list[int], reps: int, sds: float, elapsed: float,
+           step: float | None = None, models: str | None = None, jobs: int = 1) -> str:
     from tabulate import tabulate
 
     rows = []
@@ -76,12 +114,17 @@ def render(res: dict, seeds: list[int], reps: int, sds: float, elapsed: float) -
                      f"{100 * c['det']:.1f}%",
                      " / ".join(f"{100 * c['paths'].get(k, 0) / d:.0f}%" for k in (1, 2, 3, 4)),
                      f"{100 * c['fa']:.1f}%"])
+    what = f"+{100 * step:g}% change" if step is not None else f"change of {sds:g} run-to-run SDs"
+    opts = (f" --step {step:g}" if step is not None else f" --sds {sds:g}") + (
+        f" --models {models}" if models else "") + (f" --jobs {jobs}" if jobs > 1 else "")
+    kind = ("tuning" if set(seeds) <= TUNING else
+            "verification" if not set(seeds) & TUNING else "tuning and verification")
     return "\n".join([
-        f"# Confirm reruns a change of {sds:g} run-to-run SDs costs\n",
+        f"# Confirm reruns a {what} costs\n",
         f"Command: `python benchmarks/bench_confirm_paths.py --seeds "
-        f"{','.join(map(str, seeds))} --reps {reps} --sds {sds:g}`; {elapsed:.0f} s; "
-        f"{reps} series a seed and cell. Seed 100 chose the rule (tuning); "
-        f"{'tuning' if set(seeds) <= {100} else 'verification'} seeds here.\n",
+        f"{','.join(map(str, seeds))} --reps {reps}{opts}`; {elapsed:.0f} s"
+        f"{f' in {jobs} processes' if jobs > 1 else ''}; "
+        f"{reps} series a seed and cell; {kind} seeds (tuning: 100-104).\n",
         "SD: of a null run summary. Detected: within 10 runs of the change. Reruns: of the "
         "detections, the share whose holding chain took 1 / 2 / 3 / 4 confirm reruns. "
         "Null FA/series: the same cell's null series (30 gated runs).\n",
@@ -90,24 +133,47 @@ def render(res: dict, seeds: list[int], reps: int, sds: float, elapsed: float) -
                  tablefmt="github"), ""])
 
 
+def _cells(spec: str | None) -> list[tuple[str, str]]:
+    if not spec:
+        return list(CELLS)
+    out = []
+    for x in spec.split(","):
+        model, _, bench = x.strip().partition(":")
+        if (model, bench) not in CELLS:
+            known = ", ".join(m + (f":{b}" if b else "") for m, b in CELLS)
+            raise ValueError(f"--models: unknown cell {x.strip()!r}; known: {known}")
+        out.append((model, bench))
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--seeds", default="400,401,402")
     ap.add_argument("--reps", type=int, default=200)
     ap.add_argument("--sds", type=float, default=10.0)
+    ap.add_argument("--step", type=float, default=None,
+                    help="a relative step (0.05: +5%%) instead of --sds")
+    ap.add_argument("--models", default=None,
+                    help="cells, comma-separated: a noise model or h200:BENCH (default: all)")
+    ap.add_argument("--jobs", type=int, default=1, help="processes (one task a cell and seed)")
     ap.add_argument("--out", default=None)
     a = ap.parse_args(argv)
-    seeds = [int(s) for s in a.seeds.split(",")]
-    if a.reps < 1 or a.sds <= 0:
-        print("error: --reps must be >= 1 and --sds > 0", file=sys.stderr)
+    try:
+        seeds = [int(s) for s in a.seeds.split(",")]
+    except ValueError:
+        print(f"error: --seeds {a.seeds!r}: give comma-separated integers", file=sys.stderr)
+        return 2
+    try:
+        cells = _cells(a.models)
+    except ValueError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    if a.reps < 1 or a.sds <= 0 or a.jobs < 1 or (a.step is not None and a.step <= 0):
+        print("error: --reps and --jobs must be >= 1, --sds and --step > 0", file=sys.stderr)
         return 2
     t0 = time.perf_counter()
-    res = {}
-    for model, bench in CELLS:
-        for m in (1, 5):
-            res[(model, bench, m)] = c = cell(model, bench, m, seeds, a.reps, a.sds)
-            print(model, bench, m, c, flush=True)
-    md = render(res, seeds, a.reps, a.sds, time.perf_counter() - t0)
+    res = run(cells, seeds, a.reps, sds=a.sds, step=a.step, jobs=a.jobs)
+    md = render(res, seeds, a.reps, a.sds, time.perf_counter() - t0, a.step, a.models, a.jobs)
     print(md)
     if a.out:
         Path(a.out).write_text(md)

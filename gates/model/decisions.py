@@ -11,7 +11,7 @@ Pure; the model on one page: ``docs/gates/design.md``.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
@@ -309,7 +309,8 @@ def confirm(history: np.ndarray, rerun: float, *, sign: int, first: float | None
     if first is not None and j.extras.rho_lo <= QUANTILE_RHO and j.status == "ok":
         jf = judge_summaries(history, first, **kw)
         if jf.extras.p_q_worse / QUANTILE_WEIGHT <= params.level:
-            return j, _outlier_check(j, _quantile_step(j, params), another, params.level, jf)
+            return j, _outlier_check(j, _quantile_step(j, params), another, params.level,
+                                     lambda: jf)
         if j.extras.rho_lo == 0.0:
             k = jf.window
             p_conf = min(p_conf, (j.extras.p_run_worse if k == 1
@@ -329,7 +330,9 @@ def confirm(history: np.ndarray, rerun: float, *, sign: int, first: float | None
         step = sequential_step(j.extras.p_run_worse, 1, final=False, level=params.level)
         if step == "suspect" or (step == "regression" and v != "regression"):
             v = "suspect"
-    return j, _outlier_check(j, v, another, params.level, jf)
+    return j, _outlier_check(
+        j, v, another, params.level,
+        lambda: jf if jf is not None or first is None else judge_summaries(history, first, **kw))
 
 
 def split_p(first: float, reruns: Sequence[float], *, sign: int, scale: float,
@@ -397,26 +400,29 @@ def _reference(history: np.ndarray, window: int = DEFAULTS.window) -> np.ndarray
 
 
 def _outlier_check(j: Judgement, v: str, another: bool, level: float,
-                   jf: Judgement | None) -> str:
+                   first_judged: Callable[[], Judgement | None]) -> str:
     """A held rerun beyond every baseline run, where another rerun may follow, is
     ``suspect`` with ``extras.corroborate`` (the next rerun decides, ``corroborate``)
     on a heavy-tailed baseline, or on one with 0 < ``rho_lo`` <= ``QUANTILE_RHO``
     (no sequential confirm there): its p rests on the fitted tail alone. Unless the
-    rerun's own p and its first attempt's (``jf``, judged on the same baseline), tail
-    bound included, both reach the sequential rule's one-rerun boundary
-    (``mixture_hold_p``): two draws that far beyond the fitted tail hold at once."""
+    rerun's own p and its first attempt's (``first_judged``: judged on the same
+    baseline, where it is asked for), tail bound included, lie far beyond the fitted
+    tail (``_far_beyond``): two draws that far out hold at once."""
     rho_lo = j.extras.rho_lo
     if (another and v == "regression" and j.extras.beyond
-            and not _far_beyond(j, jf, mixture_hold_p(level))
-            and (j.extras.heavy or 0.0 < rho_lo <= QUANTILE_RHO)):
+            and (j.extras.heavy or 0.0 < rho_lo <= QUANTILE_RHO)
+            and not _far_beyond(j, first_judged(), level)):
         j.extras.corroborate = True
         return "suspect"
     return v
 
 
-def _far_beyond(j: Judgement, jf: Judgement | None, boundary: float) -> bool:
-    return (jf is not None and jf.status == "ok" and j.extras.p_run_worse <= boundary
-            and jf.extras.p_run_worse <= boundary)
+def _far_beyond(j: Judgement, jf: Judgement | None, level: float) -> bool:
+    """Both attempts beyond the fitted tail at the one-rerun boundary (``mixture_hold_p``):
+    on a two-mode baseline the tail fitted above its far mode (``JudgeExtras.p_run_far``)."""
+    b = mixture_hold_p(level)
+    return (jf is not None and jf.status == "ok" and j.extras.p_run_far <= b
+            and jf.extras.p_run_far <= b)
 
 
 def corroborate(history: np.ndarray, rerun: float, *, sign: int, params: GateParams = DEFAULTS,

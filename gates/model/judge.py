@@ -27,6 +27,7 @@ from gates.model.robust import (
     bootstrap_idx,
     center_scale,
     empirical_bound,
+    far_mode_threshold,
     huber_location,
     median,
     predictive_z_pvalue,
@@ -46,6 +47,7 @@ __all__ = [
 
 
 PAIR_TAIL = 2.0  # 3+ baseline runs this many scales on the bad side: a heavy tail or second mode
+TAIL_SCALES = 3.0  # where the run test's exponential tail bound starts, in its scales
 QUANTILE_K = 7  # runs whose minimum (bad direction) the quantile test judges
 QUANTILE_WEIGHT = 0.1  # its share of the level, taken from the windows, where it applies
 QUANTILE_RHO = 0.2  # ... on baselines whose cautious lag-1 autocorrelation (rho_lo) is at most
@@ -84,6 +86,10 @@ class JudgeExtras:
     """
 
     p_run_worse: float = 1.0  # the new run alone (k = 1): one-sided p, bad direction
+    # ... its tail fitted above the bad side's far mode, where the baseline has one
+    # (``robust.far_mode_threshold``) and the run lies beyond that mode's centre
+    p_run_far: float = 1.0
+    far_mode: bool = False  # ... where it is so fitted (not the usual tail's p)
     w_run: float = 1.0  # its Bonferroni weight among the windows
     rho_lo: float = 0.0  # cautious lower bound of the lag-1 autocorrelation (> 0: predicted one step ahead)
     s1: float = 0.0  # run-to-run scale corrected for autocorrelation
@@ -280,7 +286,8 @@ def _judge_rows(H: np.ndarray, cs: list[Case], standin: np.ndarray,
         cands.append(cand)
     new_host = b.mm is not None and not no_host and b.lab_new not in b.mm.known
     extras = {
-        "p_run_worse": rt.pw, "w_run": w[:, 0], "rho_lo": sr.rho_lo, "s1": sr.s1,
+        "p_run_worse": rt.pw, "p_run_far": rt.pf, "far_mode": rt.far,
+        "w_run": w[:, 0], "rho_lo": sr.rho_lo, "s1": sr.s1,
         "s1c": rt.s1c, "mu1": rt.mu1, "heavy": rt.heavy,
         # The value beyond every baseline run: on a heavy-tailed baseline
         # a confirm rerun this far out is corroborated (decisions.corroborate).
@@ -479,6 +486,8 @@ class _RunTest(NamedTuple):
     df: np.ndarray  # t degrees of freedom
     pw: np.ndarray  # one-sided p, bad direction (after the rank and tail bounds)
     pb: np.ndarray  # ... good direction
+    pf: np.ndarray  # pw with the tail fitted above a far mode (``JudgeExtras.p_run_far``)
+    far: np.ndarray  # ... where the run lies beyond that mode's centre (else pf = pw)
     worse: np.ndarray  # reference runs as bad as the new run or worse
     n_ref: np.ndarray  # reference runs (baseline runs, residuals or subset means)
     heavy: np.ndarray  # 3+ reference runs beyond PAIR_TAIL scales on the bad side
@@ -501,7 +510,7 @@ def _run_test(b: _Baseline, sr: _Serial, mean_of: int) -> _RunTest:
         i = np.flatnonzero(ar)
         res = _ar1_prediction(b, sr, i, mu1, s1c, df1, cvar1)
         devs.append((i, b.sign[i, None] * res))
-    u1 = 3.0 * s1c  # where the exponential tail bound starts
+    u1 = TAIL_SCALES * s1c  # where the exponential tail bound starts
     # A heavy bad-side tail or second mode: pairs of slow runs are ordinary (no pair
     # means), and a window's minimum says more than its location (quantile test).
     heavy = np.zeros(c.size, dtype=bool)
@@ -516,7 +525,7 @@ def _run_test(b: _Baseline, sr: _Serial, mean_of: int) -> _RunTest:
                            + (1.0 - sr.rho_hi * sr.rho_hi) / mean_of)
         devs = [(i[m], d[m]) for i, d in devs for m in (heavy[i], ~heavy[i]) if m.any()]
         devs = [(i, d if heavy[i[0]] else subset_means(d, mean_of)) for i, d in devs]
-        u1 = np.where(heavy, u1, 3.0 * s1c)
+        u1 = np.where(heavy, u1, TAIL_SCALES * s1c)
     own = (b.mm.own_level(b.lab_new, c, cvar1)
            if b.mm is not None and b.mm.within_dev is not None else None)
     if own is not None:
@@ -529,17 +538,23 @@ def _run_test(b: _Baseline, sr: _Serial, mean_of: int) -> _RunTest:
         if b.mm.within_df > 0:
             df1 = np.full(c.size, b.mm.within_df)
         devs = [(np.arange(c.size), b.sign[:, None] * b.mm.within_dev)]
-        u1 = 3.0 * np.sqrt(b.mm.within2) * np.ones(c.size)
+        u1 = TAIL_SCALES * np.sqrt(b.mm.within2) * np.ones(c.size)
     se1 = np.sqrt(np.maximum(s1c * s1c + cvar1 + b.extra + m_var1, 1e-300))
     d1 = b.sign * (b.value - mu1)
     z1 = d1 / se1
     pw, pb = predictive_z_pvalue(z1, df1), predictive_z_pvalue(-z1, df1)
     worse, n_ref = np.zeros(c.size, dtype=int), np.zeros(c.size, dtype=int)
+    pf, far = np.ones(c.size), np.zeros(c.size, dtype=bool)
     for i, dev in devs:
         pw[i], pb[i] = empirical_bound(dev, d1[i], pw[i], pb[i])
+        # A far mode: runs beyond PAIR_TAIL scales (as ``heavy`` counts them).
+        u2 = far_mode_threshold(dev, PAIR_TAIL / TAIL_SCALES * u1[i], u1[i])
+        pfar = tail_bound(dev, d1[i], u2, pw[i], pw[i])[0]
         pw[i], pb[i] = tail_bound(dev, d1[i], u1[i], pw[i], pb[i])
+        far[i] = (u2 > u1[i]) & (d1[i] > u2)
+        pf[i] = np.where(far[i], pfar, pw[i])
         worse[i], n_ref[i] = np.add.reduce(dev >= d1[i, None], axis=1), dev.shape[1]
-    return _RunTest(mu1, s1c, se1, z1, df1, pw, pb, worse, n_ref, heavy,
+    return _RunTest(mu1, s1c, se1, z1, df1, pw, pb, pf, far, worse, n_ref, heavy,
                     c if own is None else mu1)
 
 
