@@ -509,6 +509,13 @@ def _fa_cell(task: tuple) -> tuple[str, int, dict[str, list], float]:
     return model, m, out, time.perf_counter() - t0
 
 
+def fa_tasks(seeds: Sequence[int], reps: int, models: Sequence[str],
+             ms: Sequence[int]) -> list[tuple]:
+    """``_fa_cell``'s work units: one per cell and seed (each draws its own series), so
+    that ``--jobs N`` keeps N processes busy (14 cells x 6 seeds: 84 units)."""
+    return [(model, m, [seed], reps) for model in models for m in ms for seed in seeds]
+
+
 def fa_over_seeds(seeds: Sequence[int], reps: int, *, models: Sequence[str] = NOISE_MODELS,
                   ms: Sequence[int] = (1, 5), log=print, jobs: int = 1) -> dict[str, dict]:
     """The gate's rates the targets are about, per cell and seed.
@@ -524,7 +531,7 @@ def fa_over_seeds(seeds: Sequence[int], reps: int, *, models: Sequence[str] = NO
     cell draws its own series: the rates do not depend on it).
     """
     out: dict[str, dict] = {"null": {}, "spike": {}, "paired": {}, "first": {}}
-    tasks = [(model, m, list(seeds), reps) for model in models for m in ms]
+    tasks = fa_tasks(seeds, reps, models, ms)
     if jobs > 1:
         from concurrent.futures import ProcessPoolExecutor  # noqa: PLC0415
 
@@ -532,11 +539,14 @@ def fa_over_seeds(seeds: Sequence[int], reps: int, *, models: Sequence[str] = NO
             done = list(ex.map(_fa_cell, tasks))
     else:
         done = map(_fa_cell, tasks)
-    for model, m, cell, secs in done:
+    secs: dict[tuple[str, int], float] = {}
+    for model, m, cell, sec in done:  # in task order: seeds in order within a cell
         for k, v in cell.items():
             if v:
-                out[k][(model, m)] = v
-        log(f"  {model:9s} m={m}: {secs:6.1f} s")
+                out[k].setdefault((model, m), []).extend(v)
+        secs[(model, m)] = secs.get((model, m), 0.0) + sec
+        if len(out["null"][(model, m)]) == len(seeds):
+            log(f"  {model:9s} m={m}: {secs[(model, m)]:6.1f} s")
     return out
 
 
@@ -1092,7 +1102,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--fa-seeds", default=None,
                     help="only the gate's null false alarms over these seeds (e.g. 0,1,2,3,4,5)")
     ap.add_argument("--jobs", type=int, default=1,
-                    help="with --fa-seeds: cells judged in this many processes (same rates)")
+                    help="with --fa-seeds: cells x seeds judged in this many processes (same rates)")
     ap.add_argument("--machines", action="store_true",
                     help="only the growing-pool-of-machines series, with and without names")
     ap.add_argument("--speed", action="store_true",

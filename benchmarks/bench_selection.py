@@ -141,6 +141,10 @@ def _reason(everything: str) -> str:
         return "changed file imports by a computed name"
     if "does not parse" in everything:
         return "changed file does not parse"
+    if "no file imports it" in everything:
+        return "changed Python file that nothing imports and no recorded map holds"
+    if "runner" in everything:
+        return "runner code"
     return "undeclared non-Python file"
 
 

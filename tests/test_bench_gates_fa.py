@@ -59,6 +59,17 @@ def test_fa_over_seeds_in_processes_gives_the_same_rates(capsys):
     assert "--jobs 0" in capsys.readouterr().err
 
 
+def test_jobs_split_cells_by_seed_so_that_n_processes_stay_busy():
+    # One unit per cell and seed: 14 cells x 6 seeds keep 16 processes busy, where one
+    # unit per cell left 2 of 16 idle; the rates do not depend on the split.
+    tasks = bench.fa_tasks([400, 401, 402], 10, ["ar1", "gauss1"], (1, 5))
+    assert len(tasks) == 12 and {len(t[2]) for t in tasks} == {1}
+    kw = dict(models=["gauss3"], ms=(5,), log=lambda *_: None)
+    one = bench.fa_over_seeds([0, 1], 6, **kw)
+    two = bench.fa_over_seeds([0, 1], 6, jobs=2, **kw)
+    assert one == two and len(two["null"][("gauss3", 5)]) == 2
+
+
 def test_short_by_two_standard_errors_allows_for_sampling_error():
     # 200 series a cell: 2% against 4% is sampling noise, 42% against 75% is not;
     # a peer scored on 20 series (Otava) needs a wider gap than one on 200.

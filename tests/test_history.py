@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sqlite3
 from pathlib import Path
 
@@ -289,6 +290,15 @@ def test_missing_directory_and_readonly(tmp_path):
         assert ro.run("run001")["status"] == "complete"
         with pytest.raises(HistoryError, match="read-only"):
             ro.set_trust(run_ids=["run001"], reason="x")
+
+
+@pytest.mark.timeout(30)
+@pytest.mark.parametrize("readonly", [False, True])
+def test_fifo_history_is_refused_not_waited_on(tmp_path, readonly):
+    fifo = tmp_path / "h.db"
+    os.mkfifo(fifo)  # reading its header blocked until a writer came: gate-report hung
+    with pytest.raises(HistoryError, match="not a regular file"):
+        open_history(fifo, readonly=readonly)
 
 
 # ----------------------------------------------------------------- merge

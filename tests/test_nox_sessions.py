@@ -251,3 +251,21 @@ gpu_count = 0
     assert calls[-1][1][-2:] == ("-y", "torchvision")
     noxfile = (Path(__file__).parents[1] / "noxfile.py").read_text()
     assert 'session.run_install("pip", "uninstall", "-y", *suite.uninstall)' in noxfile
+
+
+def test_a_suite_session_records_what_the_noxfile_loaded_in_the_runner_map(adopter):
+    # The adopter's noxfile imports a helper of its own tree: the nox process loads it, so a
+    # change to it can change any suite's run. The runner map (the `<runner>` import map)
+    # says so; ci_register itself lives outside this tree and is not listed.
+    (adopter / "ci" / "__init__.py").write_text("")
+    (adopter / "ci" / "helpers.py").write_text("TIMEOUT = 5\n")
+    (adopter / "noxfile.py").write_text("import ci.helpers  # noqa: F401\n" + NOXFILE)
+    r = nox(adopter, "-s", "h200-one", "--", "--gate", "off", PYTHONPATH=os.pathsep.join([str(REPO), str(adopter)]))
+    assert r.returncode == 0, r.stdout + r.stderr
+    from ci_register.planning.recorded_imports import recorded_maps  # noqa: PLC0415
+
+    rows, problem = recorded_maps(adopter / "h.db")
+    assert problem is None
+    runner = next(x for x in rows if x["path"] == "<runner>")
+    assert {"noxfile.py", "ci/helpers.py", "ci/__init__.py"} <= set(runner["files"])
+    assert not any(f.startswith("ci_register/") or f.endswith("conftest.py") for f in runner["files"])

@@ -90,10 +90,23 @@ def test_bad_partition_is_usage_error(tree, spec):
     (["--confirm", "-1"], "--confirm -1: give 0 to 4"),
     (["--confirm", "5"], "--confirm 5: give 0 to 4"),
     (["--gate", "strict"], "--gate 'strict': use one of enforce, warn, off"),
+    # Disabling the recorder through pytest's own -p ran green and stored nothing.
+    (["-p", "no:gates.record.plugin"], "-p no:gates.record.plugin: a suite run needs"),
+    (["-x", "-pno:ci_register.running.pytest_plugin"], "-p no:ci_register.running.pytest_plugin:"),
+    (["-p", "no:junitxml"], "-p no:junitxml: a suite run needs"),
 ])
 def test_bad_run_options_are_usage_errors(args, message):
     with pytest.raises(UsageError, match=re.escape(message)):
         parse_run_args("cpu", args)
+
+
+def test_catalog_pytest_args_cannot_disable_the_recorder(catalog_tree):
+    root = catalog_tree({"cpu": {"pytest_args": ["-p", "no:gates.record.plugin"]}},
+                        {"suites/test_one.py": OK.format(t=5) + "def test_x():\n    pass\n"})
+    r = run(root, "cpu", "--gate", "off")
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert "[suites.cpu] pytest_args: -p no:gates.record.plugin: a suite run needs" in r.stderr
+    assert not (root / "h.db").exists()
 
 
 def test_run_options_keep_pytest_args_in_order():

@@ -106,6 +106,31 @@ class RunOptions:
     suite_pytest_args: list[str] = field(default_factory=list)  # from the catalog
 
 
+# The pytest plugins a run cannot do without: the recorder (no history, nothing to gate),
+# the progress and plan plugin (deadlines, empty-suite check), JUnit (why pytest stopped).
+_OWN_PLUGINS = {
+    "gates.record.plugin": "records the run in the history: without it a run is green and stores nothing",
+    "ci_register.running.pytest_plugin": "enforces each file's budget and fails a suite that runs nothing",
+    "junitxml": "writes the JUnit XML the run reports from",
+}
+
+
+def own_plugin_disabled(args: list[str] | tuple[str, ...]) -> str | None:
+    """One line when pytest arguments disable a plugin the run needs (`-p no:NAME`), else None."""
+    for i, arg in enumerate(args):
+        if arg == "-p" and i + 1 < len(args):
+            value = args[i + 1]
+        elif arg.startswith("-p") and not arg.startswith("--"):
+            value = arg[2:]
+        else:
+            continue
+        name = value.removeprefix("no:") if value.startswith("no:") else None
+        if name in _OWN_PLUGINS:
+            return (f"-p no:{name}: a suite run needs pytest plugin {name} (it "
+                    f"{_OWN_PLUGINS[name]}); drop that argument")
+    return None
+
+
 def parse_run_args(suite: str, argv: list[str]) -> RunOptions:
     """Our options; everything else passes through to pytest in order."""
     p = _ArgParser(prog=f"nox -s {suite} --", add_help=False, allow_abbrev=False)
@@ -129,6 +154,8 @@ def parse_run_args(suite: str, argv: list[str]) -> RunOptions:
         raise UsageError(f"--confirm {ns.confirm}: give 0 to {MAX_CONFIRM} (the gate's confirm "
                          f"reruns a tripped test at most {MAX_CONFIRM} times, each after the "
                          "first only while the reruns' mean is borderline)")
+    if problem := own_plugin_disabled(rest):
+        raise UsageError(problem)
     try:
         part = parse_partition(ns.partition) if ns.partition is not None else None
     except PartitionError as exc:
@@ -434,6 +461,9 @@ def run_suite(opts: RunOptions) -> int:
     if suite is None:
         print(f"error: unknown suite {opts.suite!r}; {catalog.session_suggest(opts.suite)}", file=sys.stderr)
         return 2
+    if problem := own_plugin_disabled(suite.pytest_args):
+        print(f"error: {opts.catalog}: [suites.{opts.suite}] pytest_args: {problem}", file=sys.stderr)
+        return 2
     collection = collect(catalog, base=opts.root)
     if collection.issues:
         for issue in collection.issues:
@@ -499,7 +529,8 @@ def run_suite(opts: RunOptions) -> int:
 
     def rerun(attempt: int, nodeids: list[str]) -> Attempt:
         confirm_id = uuid.uuid4().hex
-        confirm_plan = dict(plan_data, run_id=confirm_id, confirm_of=chain[-1])
+        # runner_files again: what this process loaded since (the gate step's code) counts too.
+        confirm_plan = dict(plan_data, run_id=confirm_id, confirm_of=chain[-1], runner_files=runner_files(opts.root))
         cfile = _write(opts.results / f"plan-{_tag(confirm_plan)}-confirm{attempt}.json", confirm_plan)
         ran = _pytest(cfile, confirm_plan, opts, nodeids, [a for a in opts.pytest_args if a not in ("-x", "--exitfirst")])
         crc = ran.rc

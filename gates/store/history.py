@@ -1442,7 +1442,7 @@ class History:
 
 def check_file(path: Path, *, create: bool) -> None:
     """Raise ``HistoryError`` (naming the fix) unless ``path`` can be a history file:
-    missing (unless ``create``), a directory, unreadable, or not SQLite."""
+    missing (unless ``create``), a directory, a FIFO or device, unreadable, or not SQLite."""
     if not path.exists():
         if not create:
             raise HistoryError(f"{path}: no such history; check the path ({HISTORY_OPTION}) "
@@ -1450,6 +1450,10 @@ def check_file(path: Path, *, create: bool) -> None:
         return
     if path.is_dir():
         raise HistoryError(f"{path}: is a directory; give a file path ({HISTORY_OPTION})")
+    if not path.is_file():
+        # Opening a FIFO to read its header blocks until a writer comes: forever.
+        raise HistoryError(f"{path}: not a regular file (a FIFO, socket or device); give a "
+                           f"history file path ({HISTORY_OPTION})")
     try:
         with path.open("rb") as handle:
             header = handle.read(len(_SQLITE_MAGIC))
