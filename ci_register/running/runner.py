@@ -350,8 +350,12 @@ def _settle(out: Supervised, plan: dict, opts: RunOptions) -> Ran:
     if out.leftovers:
         print(f"warning: killed {out.leftovers} process(es) the tests left running "
               "(in pytest's process group, or orphaned)", file=sys.stderr, flush=True)
+    # An unfinished run stores the exit status this attempt gives the session (128 + N,
+    # or 1 for a crash; the cause keeps pytest's own code): every report reads the
+    # stored chain (gates.model.verdicts.pytest_exit) and must say what the runner said.
     if out.signal_received:
-        _finish(opts, plan["run_id"], "interrupted", rc, f"interrupted by {_signame(out.signal_received)}")
+        _finish(opts, plan["run_id"], "interrupted", 128 + out.signal_received,
+                f"interrupted by {_signame(out.signal_received)}")
         return Ran(128 + out.signal_received, unfinished=True)
     if out.hung:
         _finish(opts, plan["run_id"], "crashed", rc, f"hung: {out.hung}")
@@ -363,8 +367,8 @@ def _settle(out: Supervised, plan: dict, opts: RunOptions) -> Ran:
     # process first (os._exit, a fatal error in C that exits).
     if out.session_finished:
         return Ran(rc)
-    if _finish(opts, plan["run_id"], "crashed", rc, f"pytest exited with code {rc} before finishing its session"):
-        return Ran(max(rc, 1), unfinished=True)
+    if _finish(opts, plan["run_id"], "crashed", 1, f"pytest exited with code {rc} before finishing its session"):
+        return Ran(1, unfinished=True)  # a crash is exit 1 whatever code the test exited with
     return Ran(rc)
 
 
