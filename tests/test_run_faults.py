@@ -115,10 +115,11 @@ def test_a_segfault_keeps_the_finished_test_and_its_metric_and_names_the_crash(t
     assert rows(db, "SELECT key, median FROM metrics") == [("lat", 1.05)]
 
 
-@pytest.mark.parametrize("code", [0, 2, 3])
+@pytest.mark.parametrize("code", [0, 2, 3, 4])
 def test_os_exit_inside_a_test_is_a_crash_not_a_pass(tmp_path, code):
     # Exit 1 whatever code the test exited with: os._exit(3) made the run exit 3 and
-    # os._exit(2) exit 2 ("bad input"), and gate-report said the same.
+    # os._exit(2) exit 2 ("bad input"), and gate-report said the same; os._exit(4) read
+    # as pytest refusing its arguments (exit 2) and left the run `incomplete` for good.
     tree = make_tree(tmp_path, f"""
         import os
         def test_b_exit():

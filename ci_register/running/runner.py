@@ -345,8 +345,10 @@ def _signame(sig: int) -> str:
 def _settle(out: Supervised, plan: dict, opts: RunOptions) -> Ran:
     """The exit code of one supervised pytest; a run it left unfinished is marked and said."""
     rc = out.returncode
-    if rc == 4 and not (out.signal_received or out.hung):
-        return Ran(rc)  # pytest refused its options (a bad history): no run was started
+    if rc == 4 and not (out.signal_received or out.hung or out.tests_started):
+        # pytest refused its options (a bad history): no run was started. Once a test
+        # started, exit 4 is a test's os._exit(4), a crash like any other early exit.
+        return Ran(rc)
     if out.leftovers:
         print(f"warning: killed {out.leftovers} process(es) the tests left running "
               "(in pytest's process group, or orphaned)", file=sys.stderr, flush=True)
