@@ -109,6 +109,16 @@ def test_catalog_pytest_args_cannot_disable_the_recorder(catalog_tree):
     assert not (root / "h.db").exists()
 
 
+def test_a_conftest_that_fails_to_import_is_named(catalog_tree):
+    # The line said "pytest refused its arguments or the history": neither was wrong.
+    root = catalog_tree({"cpu": {}}, {"suites/test_one.py": OK.format(t=5) + "def test_x():\n    pass\n",
+                                      "suites/conftest.py": "raise RuntimeError('boom in conftest')\n"})
+    r = run(root, "cpu", "--gate", "off")
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert "boom in conftest" in r.stdout + r.stderr
+    assert "a conftest.py that failed to import" in r.stderr.splitlines()[-1]
+
+
 def test_run_options_keep_pytest_args_in_order():
     opts = parse_run_args("cpu", ["-k", "decode", "--confirm", "0", "-x", "--gate", "warn"])
     assert (opts.confirm, opts.gate, opts.pytest_args) == (0, "warn", ["-k", "decode", "-x"])

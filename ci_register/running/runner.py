@@ -516,7 +516,8 @@ def run_suite(opts: RunOptions) -> int:
     if rc == 4:
         # pytest's usage error: bad arguments or a history the gates plugin refused (its
         # one line is above). Bad input, so exit 2, as every other bad input.
-        print(f"error: suite {suite.name} shard {i}/{n}: pytest refused its arguments or the history (pytest exit 4)", file=sys.stderr)
+        print(f"error: suite {suite.name} shard {i}/{n}: pytest refused to start (exit 4): its arguments, "
+              "the history, or a conftest.py that failed to import; pytest's error is above", file=sys.stderr)
         return 2
     if rc not in (0, 1):
         if rc == 2:  # pytest stopped: say why, and what ran, from its JUnit file
