@@ -94,6 +94,9 @@ def test_bad_partition_is_usage_error(tree, spec):
     (["-p", "no:gates.record.plugin"], "-p no:gates.record.plugin: a suite run needs"),
     (["-x", "-pno:ci_register.running.pytest_plugin"], "-p no:ci_register.running.pytest_plugin:"),
     (["-p", "no:junitxml"], "-p no:junitxml: a suite run needs"),
+    # An empty --history (an unset CI variable) recorded into the root's history.db.
+    (["--history", ""], "--history '': give a history path"),
+    (["--history= "], "--history '': give a history path"),
 ])
 def test_bad_run_options_are_usage_errors(args, message):
     with pytest.raises(UsageError, match=re.escape(message)):

@@ -154,6 +154,10 @@ def parse_run_args(suite: str, argv: list[str]) -> RunOptions:
         raise UsageError(f"--confirm {ns.confirm}: give 0 to {MAX_CONFIRM} (the gate's confirm "
                          f"reruns a tripped test at most {MAX_CONFIRM} times, each after the "
                          "first only while the reruns' mean is borderline)")
+    if ns.history is not None and not ns.history.strip():
+        # An unset CI variable (`--history "$SHARD_DB"`) fell through to the root's
+        # committed history.db, which a run must only write on purpose.
+        raise UsageError("--history '': give a history path (or leave --history out)")
     if problem := own_plugin_disabled(rest):
         raise UsageError(problem)
     try:
