@@ -1427,6 +1427,9 @@ class History:
     def suite_fingerprints(self) -> list[tuple[str, str | None]]:
         return self.fleet_sql.suite_fingerprints()
 
+    def runs_incomplete(self) -> set[int]:
+        return self.fleet_sql.runs_incomplete()
+
     def runs_in_trust_log(self) -> set[int]:
         return self.fleet_sql.runs_in_trust_log()
 
