@@ -111,6 +111,22 @@ def test_a_kept_confirm_rerun_keeps_the_old_run_it_rechecked(template, tmp_path,
     assert {"late-confirm", f"run0012{FP}"} <= kept and f"run0013{FP}" not in kept
 
 
+def test_prune_never_deletes_a_run_still_being_written(template, tmp_path, capsys):
+    # A suite started before the cut-off and still running: prune --apply deleted its
+    # rows, and the run then finished `complete` without its first tests and metrics.
+    path = tmp_path / "history.db"
+    shutil.copy(template, path)
+    live = f"run0013{FP}"
+    with open_history(path) as h:
+        h.db.execute("UPDATE runs SET status = 'incomplete' WHERE run_id = ?", (live,))
+        h.db.commit()
+    code, out, _ = cli(["prune", "--history", path, "--keep-runs", "5", "--apply"], capsys)
+    assert code == 0 and "1 still being written (incomplete)" in out, out
+    with open_history(path) as h:
+        kept = set(h.run_ids())
+    assert live in kept and f"run0014{FP}" not in kept
+
+
 def test_prune_keeps_the_runs_of_a_bisection_culprit(template, tmp_path, capsys):
     # Issue 40: the good and bad commits' runs stayed, the culprit's went.
     path = tmp_path / "history.db"

@@ -87,6 +87,14 @@ def the_run(db: Path) -> tuple:
     return run
 
 
+def report_exit(db: Path) -> int:
+    """gate-report's exit code for the run: every surface must say what the runner did."""
+    from gates.commands.cli import main as gate_report  # noqa: PLC0415
+
+    return gate_report(["--history", str(db), "--no-health", "--format", "json",
+                        "--out", str(db.with_name("report.json"))])
+
+
 def test_a_segfault_keeps_the_finished_test_and_its_metric_and_names_the_crash(tmp_path):
     tree = make_tree(tmp_path, """
         import ctypes
@@ -107,15 +115,20 @@ def test_a_segfault_keeps_the_finished_test_and_its_metric_and_names_the_crash(t
     assert rows(db, "SELECT key, median FROM metrics") == [("lat", 1.05)]
 
 
-def test_os_exit_inside_a_test_is_a_crash_not_a_pass(tmp_path):
-    tree = make_tree(tmp_path, """
+@pytest.mark.parametrize("code", [0, 2, 3, 4])
+def test_os_exit_inside_a_test_is_a_crash_not_a_pass(tmp_path, code):
+    # Exit 1 whatever code the test exited with: os._exit(3) made the run exit 3 and
+    # os._exit(2) exit 2 ("bad input"), and gate-report said the same; os._exit(4) read
+    # as pytest refusing its arguments (exit 2) and left the run `incomplete` for good.
+    tree = make_tree(tmp_path, f"""
         import os
         def test_b_exit():
-            os._exit(0)
+            os._exit({code})
         """)
     rc, out = finish(start(tree))
-    assert rc == 1 and "exited with code 0 before finishing" in out, out
-    assert the_run(tree / "h.db")[1] == "crashed"
+    assert rc == 1 and f"exited with code {code} before finishing" in out, out
+    assert the_run(tree / "h.db")[1:] == ("crashed", 1)
+    assert report_exit(tree / "h.db") == 1
 
 
 def test_a_crash_with_the_gate_on_exits_1_like_any_crash_not_2(tmp_path):
@@ -183,8 +196,10 @@ def test_a_signal_to_the_process_group_ends_in_an_interrupted_run(tmp_path, sig)
     os.killpg(proc.pid, sig)  # the terminal's Ctrl-C reaches the whole foreground group
     rc, out = finish(proc)
     assert rc == 128 + sig, out
-    _, status, _ = the_run(tree / "h.db")
-    assert status == "interrupted"
+    _, status, exit_status = the_run(tree / "h.db")
+    # The plugin recorded pytest's 2; reports read 128 + N, as the runner exited.
+    assert (status, exit_status) == ("interrupted", 128 + sig)
+    assert report_exit(tree / "h.db") == 128 + sig
     tests = dict(rows(tree / "h.db", "SELECT nodeid, outcome FROM tests"))
     assert tests["suites/test_a.py::test_a_first"] == "passed"
     assert rows(tree / "h.db", "SELECT count(*) FROM metrics") == [(1,)]
@@ -197,7 +212,8 @@ def test_sigterm_to_the_runner_alone_is_forwarded(tmp_path):
     proc.send_signal(signal.SIGTERM)
     rc, out = finish(proc)
     assert rc == 128 + signal.SIGTERM, out
-    assert the_run(tree / "h.db")[1] == "interrupted"
+    assert the_run(tree / "h.db")[1:] == ("interrupted", 128 + signal.SIGTERM)
+    assert report_exit(tree / "h.db") == 128 + signal.SIGTERM
 
 
 def test_the_parent_killed_takes_the_runner_and_pytest_with_it(tmp_path):

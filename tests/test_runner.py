@@ -94,6 +94,9 @@ def test_bad_partition_is_usage_error(tree, spec):
     (["-p", "no:gates.record.plugin"], "-p no:gates.record.plugin: a suite run needs"),
     (["-x", "-pno:ci_register.running.pytest_plugin"], "-p no:ci_register.running.pytest_plugin:"),
     (["-p", "no:junitxml"], "-p no:junitxml: a suite run needs"),
+    # An empty --history (an unset CI variable) recorded into the root's history.db.
+    (["--history", ""], "--history '': give a history path"),
+    (["--history= "], "--history '': give a history path"),
 ])
 def test_bad_run_options_are_usage_errors(args, message):
     with pytest.raises(UsageError, match=re.escape(message)):
@@ -107,6 +110,16 @@ def test_catalog_pytest_args_cannot_disable_the_recorder(catalog_tree):
     assert r.returncode == 2, r.stdout + r.stderr
     assert "[suites.cpu] pytest_args: -p no:gates.record.plugin: a suite run needs" in r.stderr
     assert not (root / "h.db").exists()
+
+
+def test_a_conftest_that_fails_to_import_is_named(catalog_tree):
+    # The line said "pytest refused its arguments or the history": neither was wrong.
+    root = catalog_tree({"cpu": {}}, {"suites/test_one.py": OK.format(t=5) + "def test_x():\n    pass\n",
+                                      "suites/conftest.py": "raise RuntimeError('boom in conftest')\n"})
+    r = run(root, "cpu", "--gate", "off")
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert "boom in conftest" in r.stdout + r.stderr
+    assert "a conftest.py that failed to import" in r.stderr.splitlines()[-1]
 
 
 def test_run_options_keep_pytest_args_in_order():

@@ -803,6 +803,28 @@ def test_a_change_of_ten_sds_on_a_two_mode_baseline_settles_in_one_rerun():
     assert at_once <= 3, at_once
 
 
+def test_a_fast_mode_shift_under_a_slow_mode_trips_within_seven_runs():
+    # +5% on a two-mode baseline (FlashInfer decode at small batch): the fast mode moves
+    # 5 of its SDs, but the slow mode's 12 runs stay above it, so only the quantile test
+    # (the least bad of the last 7 runs) sees it. At a tenth of the level it tripped on
+    # the 7th shifted run in 46 of 60 series; at a quarter, 52. Null series: 6 of 300
+    # either way.
+    def runs(rng, n):
+        return 1 + rng.normal(0, 0.01, n) + (rng.random(n) < 0.3) * rng.uniform(0.03, 0.28, n)
+
+    def trips(shift: float, n: int) -> int:
+        hit = 0
+        for seed in range(n):
+            rng = np.random.default_rng(seed)
+            h = np.r_[runs(rng, 50), (1 + shift) * runs(rng, 7)]
+            j = judge_summaries(h[:-1], float(h[-1]), sign=1)
+            hit += decide(j, j.p_worse, level=0.02) == "regression"
+        return hit
+
+    assert trips(0.05, 60) >= 50
+    assert trips(0.0, 300) <= 8
+
+
 def test_the_first_attempt_counts_for_the_one_rerun_hold_on_a_two_mode_baseline_read_as_ar1():
     # Two-mode baselines read as autocorrelated by chance (rho_lo > QUANTILE_RHO); the
     # first attempt was judged again only below that, so both far out still asked for a

@@ -107,3 +107,34 @@ def test_a_rerun_far_on_the_good_side_clears_the_trip_and_announces_nothing(
     assert stored == ["regression", "pass"]
     assert [(v.verdict, v.cls) for v in report.verdicts] == [("pass", "pass")]
     assert report.exit_code == 0 and "improv" not in render_text(report)
+
+
+# A confirm rerun that does not finish: it exits early (a crash: exit 1, whatever code
+# the test exited with) or the runner is stopped by SIGTERM (143). The reports read the
+# stored chain and said 3 and 2.
+FAULTY_LAT_TEST = LAT_TEST.replace('    value = float(', '''    if os.environ["LAT_VALUES"].split()[i] == "exit3":
+        os._exit(3)
+    if os.environ["LAT_VALUES"].split()[i] == "term":
+        import signal, time
+        os.kill(os.getppid(), signal.SIGTERM)  # pytest's parent: the runner
+        time.sleep(60)
+    value = float(''')
+
+
+@pytest.mark.parametrize(("fault", "rc"), [("exit3", 1), ("term", 143)])
+def test_a_confirm_rerun_that_does_not_finish_reads_as_the_runner_exited(
+        make_tree, tmp_path, capsys, fault, rc):
+    tree = make_tree({"test_lat.py": FAULTY_LAT_TEST})
+    _baseline(tree / "h.db")
+    session = run(tree, "cpu", "--gate", "enforce",
+                  env={"LAT_VALUES": f"1.05 {fault}", "LAT_COUNT": str(tmp_path / "count"),
+                       "CI_REGISTER_KILL_GRACE_S": "1"})
+    assert session.returncode == rc, session.stdout + session.stderr
+    assert (tmp_path / "count").read_text() == "2"  # the first attempt, then the rerun
+    with open_history(tree / "h.db", create=False) as h:
+        runs, scope = select_runs(h)
+        report = build_report(load_report_input(h, runs, scope=scope))
+    assert len(report.runs[0].confirm_runs) == 1 and report.exit_code == rc
+    assert report_to_json(report)["exit_code"] == rc
+    capsys.readouterr()
+    assert gate_report(["--history", str(tree / "h.db"), "--root", str(tree), "--no-health"]) == rc

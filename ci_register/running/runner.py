@@ -154,6 +154,10 @@ def parse_run_args(suite: str, argv: list[str]) -> RunOptions:
         raise UsageError(f"--confirm {ns.confirm}: give 0 to {MAX_CONFIRM} (the gate's confirm "
                          f"reruns a tripped test at most {MAX_CONFIRM} times, each after the "
                          "first only while the reruns' mean is borderline)")
+    if ns.history is not None and not ns.history.strip():
+        # An unset CI variable (`--history "$SHARD_DB"`) fell through to the root's
+        # committed history.db, which a run must only write on purpose.
+        raise UsageError("--history '': give a history path (or leave --history out)")
     if problem := own_plugin_disabled(rest):
         raise UsageError(problem)
     try:
@@ -345,13 +349,19 @@ def _signame(sig: int) -> str:
 def _settle(out: Supervised, plan: dict, opts: RunOptions) -> Ran:
     """The exit code of one supervised pytest; a run it left unfinished is marked and said."""
     rc = out.returncode
-    if rc == 4 and not (out.signal_received or out.hung):
-        return Ran(rc)  # pytest refused its options (a bad history): no run was started
+    if rc == 4 and not (out.signal_received or out.hung or out.tests_started):
+        # pytest refused its options (a bad history): no run was started. Once a test
+        # started, exit 4 is a test's os._exit(4), a crash like any other early exit.
+        return Ran(rc)
     if out.leftovers:
         print(f"warning: killed {out.leftovers} process(es) the tests left running "
               "(in pytest's process group, or orphaned)", file=sys.stderr, flush=True)
+    # An unfinished run stores the exit status this attempt gives the session (128 + N,
+    # or 1 for a crash; the cause keeps pytest's own code): every report reads the
+    # stored chain (gates.model.verdicts.pytest_exit) and must say what the runner said.
     if out.signal_received:
-        _finish(opts, plan["run_id"], "interrupted", rc, f"interrupted by {_signame(out.signal_received)}")
+        _finish(opts, plan["run_id"], "interrupted", 128 + out.signal_received,
+                f"interrupted by {_signame(out.signal_received)}")
         return Ran(128 + out.signal_received, unfinished=True)
     if out.hung:
         _finish(opts, plan["run_id"], "crashed", rc, f"hung: {out.hung}")
@@ -363,8 +373,8 @@ def _settle(out: Supervised, plan: dict, opts: RunOptions) -> Ran:
     # process first (os._exit, a fatal error in C that exits).
     if out.session_finished:
         return Ran(rc)
-    if _finish(opts, plan["run_id"], "crashed", rc, f"pytest exited with code {rc} before finishing its session"):
-        return Ran(max(rc, 1), unfinished=True)
+    if _finish(opts, plan["run_id"], "crashed", 1, f"pytest exited with code {rc} before finishing its session"):
+        return Ran(1, unfinished=True)  # a crash is exit 1 whatever code the test exited with
     return Ran(rc)
 
 
@@ -512,7 +522,8 @@ def run_suite(opts: RunOptions) -> int:
     if rc == 4:
         # pytest's usage error: bad arguments or a history the gates plugin refused (its
         # one line is above). Bad input, so exit 2, as every other bad input.
-        print(f"error: suite {suite.name} shard {i}/{n}: pytest refused its arguments or the history (pytest exit 4)", file=sys.stderr)
+        print(f"error: suite {suite.name} shard {i}/{n}: pytest refused to start (exit 4): its arguments, "
+              "the history, or a conftest.py that failed to import; pytest's error is above", file=sys.stderr)
         return 2
     if rc not in (0, 1):
         if rc == 2:  # pytest stopped: say why, and what ran, from its JUnit file

@@ -71,6 +71,7 @@ class Supervised:
     running: str | None = None  # the test the progress file last named
     leftovers: int = 0  # processes still in pytest's group after it exited, killed
     session_finished: bool = False  # the plugin saw pytest's session end
+    tests_started: bool = False  # the plugin named a test it started: pytest got past its set-up
 
 
 def die_with_parent(sig: int = signal.SIGTERM) -> None:
@@ -237,4 +238,4 @@ def run_supervised(cmd: list[str], *, cwd: Path, progress: Path | None = None,
     running = info.get("nodeid") if isinstance(info.get("nodeid"), str) else None
     return Supervised(rc, received[0] if received else None, hung, running,
                       len(members) + escaped,
-                      info.get("session") == "finished")
+                      info.get("session") == "finished", bool(info.get("path")) or "session" in info)

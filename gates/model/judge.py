@@ -49,7 +49,8 @@ __all__ = [
 PAIR_TAIL = 2.0  # 3+ baseline runs this many scales on the bad side: a heavy tail or second mode
 TAIL_SCALES = 3.0  # where the run test's exponential tail bound starts, in its scales
 QUANTILE_K = 7  # runs whose minimum (bad direction) the quantile test judges
-QUANTILE_WEIGHT = 0.1  # its share of the level, taken from the windows, where it applies
+QUANTILE_WEIGHT = 0.25  # its share of the level, taken from the windows, where it applies
+# (0.1 left a fast-mode shift under a slow mode short of the level: calibration.md)
 QUANTILE_RHO = 0.2  # ... on baselines whose cautious lag-1 autocorrelation (rho_lo) is at most
 # this (two-mode baselines read as autocorrelated by chance; docs/gates/calibration.md)
 

@@ -265,6 +265,11 @@ class FleetSQL:
         return self.conn.execute("SELECT DISTINCT suite, fingerprint FROM runs "
                                  "ORDER BY suite, fingerprint").fetchall()
 
+    def runs_incomplete(self) -> set[int]:
+        """Runs still ``incomplete``: a writer may be recording them now."""
+        return {r[0] for r in self.conn.execute(
+            "SELECT num FROM runs WHERE status = 'incomplete'")}
+
     def runs_in_trust_log(self) -> set[int]:
         return {r[0] for r in self.conn.execute(
             "SELECT DISTINCT r.num FROM trust_log t JOIN runs r ON r.run_id = t.run_id")}

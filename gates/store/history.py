@@ -591,7 +591,8 @@ class History:
                          note: str) -> dict[str, Any] | None:
         """Mark a run that its process never finished (`status` crashed or interrupted).
 
-        Only a run still ``incomplete`` changes; `note` is appended to the error of
+        Only a run still ``incomplete`` changes (but for the exit status of a run the
+        plugin already recorded ``interrupted``, when `status` is that too); `note` is appended to the error of
         each test that did not finish. Returns {"unfinished": [nodeid, ...],
         "finished": n, "metrics": n} of the run, or None when the run had finished
         (or does not exist) and nothing changed.
@@ -602,6 +603,11 @@ class History:
         def write() -> dict[str, Any] | None:
             row = self.conn.execute("SELECT status FROM runs WHERE run_id = ?",
                                     (run_id,)).fetchone()
+            if row is not None and row[0] == status == "interrupted" and exit_status is not None:
+                # The plugin recorded the interruption with pytest's status (2); the
+                # runner's 128 + N is what the session exited with.
+                self.conn.execute("UPDATE runs SET exit_status = ? WHERE run_id = ?",
+                                  (exit_status, run_id))
             if row is None or row[0] != "incomplete":
                 return None
             self.conn.execute("UPDATE runs SET status = ?, exit_status = ?, finished_at = ? "
@@ -1420,6 +1426,9 @@ class History:
 
     def suite_fingerprints(self) -> list[tuple[str, str | None]]:
         return self.fleet_sql.suite_fingerprints()
+
+    def runs_incomplete(self) -> set[int]:
+        return self.fleet_sql.runs_incomplete()
 
     def runs_in_trust_log(self) -> set[int]:
         return self.fleet_sql.runs_in_trust_log()

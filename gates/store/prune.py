@@ -3,7 +3,8 @@
 `plan_prune` lists the runs older than the kept span (or beyond each suite's newest
 N) that nothing still reads: a run stays while a gate of a new run would read it
 (``History.gate_read_runs`` for every suite and fingerprint: baselines, durations,
-confirm reruns, acceptance dates), while it carries an acceptance entry, has a trust
+confirm reruns, acceptance dates), while it is still ``incomplete`` (a writer may be
+recording it), while it carries an acceptance entry, has a trust
 log entry, or ran a commit a stored bisection names; a confirm chain stays or goes
 whole. `apply_prune` deletes the planned runs with all their rows and compacts the
 file (VACUUM). Acceptances, the trust log of kept runs, bisections and notifications
@@ -55,6 +56,10 @@ def plan_prune(history: History, *, before: str | None = None,
             old.append(num)
     reasons: dict[str, set[int]] = {
         "read by a gate (baselines, durations, confirms, acceptance dates)": set(),
+        # A live writer's run (a long suite started before the cut-off): deleting its
+        # rows mid-run left it `complete` with its first tests and metrics gone. A dead
+        # writer's run is closed as crashed by the next writer, then may go.
+        "still being written (incomplete)": history.runs_incomplete(),
         "carrying an acceptance entry": history.runs_carrying_acceptances(),
         "in the trust log": history.runs_in_trust_log(),
         "of a bisected commit": history.runs_of_bisects(),
