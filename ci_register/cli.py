@@ -149,6 +149,8 @@ def _matrix(args: argparse.Namespace, *, as_text: bool = False) -> int:
     from ci_register.planning.outfile import OutputError, check_output  # noqa: PLC0415
     from ci_register.planning.select import SelectError  # noqa: PLC0415
 
+    if getattr(args, "output", None) == "-":
+        args.output = None  # stdout, as in every Unix tool (it wrote a file named "-")
     if getattr(args, "output", None):
         root = Path(args.root)
         from ci_register.planning.durations import history_path  # noqa: PLC0415

@@ -115,6 +115,14 @@ def test_html_out_file(hist, capsys, tmp_path):
     assert page.startswith("<!doctype html>") and "<svg" in page
 
 
+def test_out_dash_is_stdout_not_a_file_named_dash(hist, capsys, tmp_path):
+    path, _ = hist
+    code, out, err = run(["--history", path, "--suite", SUITE, "--format", "json",
+                          "--out", "-"], capsys)
+    assert code == 1 and json.loads(out)["exit_code"] == 1 and "wrote" not in err
+    assert not (tmp_path / "-").exists()
+
+
 @pytest.mark.parametrize(("argv", "message"), [
     (["--history", "missing.db"], "missing.db: no such history; pass --history PATH"),
     (["--suite", "nope"], "no run of suite 'nope'; suites here: stage-x"),

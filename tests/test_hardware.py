@@ -3,6 +3,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from ci_register.registered.catalog import load_catalog
 from ci_register.running.hardware import FAKE_ENV, GPU, Machine, check, detect
 
@@ -57,6 +59,15 @@ def test_fake_hardware_env(monkeypatch):
     monkeypatch.setenv(FAKE_ENV, json.dumps({"gpus": [{"name": "NVIDIA H200", "capability": [9, 0]}] * 2}))
     got = detect()
     assert got.vendor == "nvidia" and len(got.gpus) == 2 and got.gpus[0].capability == (9, 0)
+
+
+@pytest.mark.parametrize("raw", ["{bad", "[]", '{"gpus": "x"}', '{"gpus": [{"name": 1}]}',
+                                 '{"gpus": [{}]}'])
+def test_a_malformed_fake_hardware_is_one_line_naming_the_variable(monkeypatch, raw):
+    # These raised AttributeError / KeyError: a traceback and exit 1 from a run.
+    monkeypatch.setenv(FAKE_ENV, raw)
+    with pytest.raises(ValueError, match=f"^{FAKE_ENV}: .*give e.g."):
+        detect()
 
 
 def test_detect_never_raises_here(monkeypatch):

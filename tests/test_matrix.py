@@ -75,6 +75,13 @@ def test_output_file_and_summary(tree):
     assert "gpu: 2 shard(s) fixed by the catalog" in r.stderr
 
 
+def test_output_dash_is_stdout(tree):
+    r = matrix(tree, "--event", "push", "--output", "-", "--suite", "gpu")
+    assert r.returncode == 0, r.stderr
+    assert [e["name"] for e in json.loads(r.stdout)["include"]] == ["gpu 1/2", "gpu 2/2"]
+    assert not (tree / "-").exists()
+
+
 def test_durations_from_history_change_the_shard_count(tree, history_factory):
     # Measured on the suite's hardware (the matrix job runs on a CPU box: "latest" fingerprint).
     history_factory([{"suites/test_c1.py": 10.0, "suites/test_c2.py": 10.0}] * 3,

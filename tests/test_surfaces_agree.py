@@ -135,6 +135,10 @@ def test_a_confirm_rerun_that_does_not_finish_reads_as_the_runner_exited(
         runs, scope = select_runs(h)
         report = build_report(load_report_input(h, runs, scope=scope))
     assert len(report.runs[0].confirm_runs) == 1 and report.exit_code == rc
+    # The headline said only "FAILED: 1 gate(s) failed": the rerun never confirmed it.
+    status = "crashed" if fault == "exit3" else "interrupted"
+    assert f"1 confirm rerun(s) {status}, the trip unconfirmed" in render_text(report)
+    assert f"1 confirm rerun(s) {status}" in render_md(report).splitlines()[0]
     assert report_to_json(report)["exit_code"] == rc
     capsys.readouterr()
     assert gate_report(["--history", str(tree / "h.db"), "--root", str(tree), "--no-health"]) == rc

@@ -261,10 +261,21 @@ def _rocm_smi_gpus() -> list[dict[str, object]]:
 
 
 def _fake(raw: str) -> dict[str, Any]:
-    """The hardware description ``CI_REGISTER_FAKE_HARDWARE`` names (JSON)."""
-    data = json.loads(raw)
+    """The hardware description ``CI_REGISTER_FAKE_HARDWARE`` names (JSON); ValueError
+    (one line naming the variable) when it is not one: it raised AttributeError or
+    KeyError, a traceback and exit 1 from a run."""
+    example = '{"gpus": [{"name": "NVIDIA H200", "capability": [9, 0]}]}'
+    try:
+        data = json.loads(raw)
+    except ValueError as exc:
+        raise ValueError(f"{FAKE_ENV}: not JSON ({exc}); give e.g. {example}") from None
+    gpus_raw = data.get("gpus", []) if isinstance(data, dict) else None
+    if not isinstance(gpus_raw, list) or not all(
+            isinstance(g, dict) and isinstance(g.get("name"), str) and g["name"] for g in gpus_raw):
+        raise ValueError(f"{FAKE_ENV}: want an object whose \"gpus\" is a list of objects "
+                         f"with a \"name\"; give e.g. {example}")
     gpus = []
-    for g in data.get("gpus", []):
+    for g in gpus_raw:
         cap = g.get("capability")
         gpus.append({k: v for k, v in (
             ("name", g["name"]),

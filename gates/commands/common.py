@@ -123,7 +123,10 @@ def is_report(head: bytes) -> bool:
 
 
 def check_out(args: argparse.Namespace) -> None:
-    """Refuse an --out that would overwrite the history, an input or a foreign file."""
+    """Refuse an --out that would overwrite the history, an input or a foreign file.
+    ``--out -`` is stdout, as in every Unix tool (it wrote a file named ``-``)."""
+    if getattr(args, "out", None) == "-":
+        args.out = None
     if getattr(args, "out", None) is None:
         return
     from ci_register.planning.outfile import OutputError, check_output  # noqa: PLC0415

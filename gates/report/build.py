@@ -156,6 +156,7 @@ class RunInfo:
     expected_s: float | None  # summed planned expectation (history or est_time)
     planned_files: int
     confirm_runs: list[str] = field(default_factory=list)  # the chain's reruns, in order
+    confirm_statuses: list[str] = field(default_factory=list)  # their run statuses, same order
     exit_code: int = 0  # the session's (``verdicts.session_exit`` of the whole chain)
 
     @property
@@ -462,6 +463,8 @@ def _run_info(row: Mapping[str, Any], data: ReportInput) -> RunInfo:
         expected_s=sum(e for e in exp if e is not None) if plan else None,
         planned_files=len(plan),
         confirm_runs=[str(c["run_id"]) for c in data.confirms.get(run_id) or ()],
+        confirm_statuses=[str(c.get("status") or "complete")
+                          for c in data.confirms.get(run_id) or ()],
     )
 
 

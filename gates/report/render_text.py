@@ -214,6 +214,12 @@ def headline(report: Report) -> str:
         text += f"; {failed_tests} test(s) failed"
     if incomplete:
         text += f"; {incomplete} run(s) incomplete"
+    # A confirm rerun that crashed or was interrupted left the trip unconfirmed; the
+    # exit code is that rerun's (1, 128 + N), not the gate's.
+    unfinished = [s for r in report.runs for s in r.confirm_statuses if s != "complete"]
+    if unfinished:
+        text += (f"; {len(unfinished)} confirm rerun(s) {'/'.join(sorted(set(unfinished)))}, "
+                 "the trip unconfirmed")
     errors = sum(v.verdict == "error" and v.mode not in ("warn", "off") for v in report.verdicts)
     if errors:
         text += f"; the gate could not judge {errors} metric(s)"
