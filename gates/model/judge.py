@@ -440,10 +440,9 @@ class _Serial:
     s1: np.ndarray  # run-to-run scale, corrected for autocorrelation
     cvar: np.ndarray  # variance of the centre
     df: np.ndarray  # t degrees of freedom of the scale
-    s_w: np.ndarray  # ... the same three with the windows' rho_w, for the windows
+    s_w: np.ndarray  # ... the same three with the cautious rho_hi, for the windows
     cvar_w: np.ndarray
     df_w: np.ndarray
-    rho_w: np.ndarray  # the windows' rho: rho_hi, or the all-runs reading's if larger
 
 
 def _serial(b: _Baseline) -> _Serial:
@@ -454,19 +453,9 @@ def _serial(b: _Baseline) -> _Serial:
     worth fewer degrees of freedom (Bayley & Hammersley, JRSS B 8 (1946) 184-197)."""
     rho, rho_hi, rho_lo = rho_bounds(b.base, b.c, b.s, b.tail)
     # Windows sum runs, so under-estimated autocorrelation makes them over-confident:
-    # they use the cautious rho throughout. With the recent runs about their own centre,
-    # an AR(1) excursion that spans them (runs 1-3 scales high for 8 runs in a row, as
-    # phi = 0.7 gives) is taken for a change and reads as no dependence; the windows then
-    # judge the excursion's own runs with an independent runs' variance. So their rho is
-    # the larger of that reading and the one with every run about the baseline's centre.
-    # A real change among the recent runs raises the latter too, which costs the windows
-    # only after the change's first run (the first bad run's recent runs are clean).
-    rho_w = rho_hi
-    if b.tail is not None:
-        _, hi_all, _ = rho_bounds(np.concatenate([b.base, b.tail], axis=-1), b.c, b.s)
-        rho_w = np.maximum(rho_hi, hi_all)
+    # they use the cautious rho throughout.
     return _Serial(rho, rho_hi, rho_lo, *_ar1_scales(b.s, b.n, rho),
-                   *_ar1_scales(b.s, b.n, rho_w), rho_w)
+                   *_ar1_scales(b.s, b.n, rho_hi))
 
 
 def _ar1_scales(s: np.ndarray, n: int, rho: np.ndarray) -> tuple[np.ndarray, ...]:
@@ -626,7 +615,7 @@ def _window_test(b: _Baseline, sr: _Serial, k: int,
     var_iid = np.maximum(np.maximum(sr.s_w * sr.s_w * HUBER_VAR / k,
                                     np.add.reduce(dev * dev, axis=1) / nb),
                          HUBER_VAR * mm.total / k if mm is not None else 0.0)
-    se = np.sqrt(var_iid * ar1_variance_factor(sr.rho_w, k) + sr.cvar_w
+    se = np.sqrt(var_iid * ar1_variance_factor(sr.rho_hi, k) + sr.cvar_w
                  + (mm.window_extra(b.lab[-k:]) if mm is not None and b.lab is not None
                     else 0.0))
     z = sign * (est - ck) / se
