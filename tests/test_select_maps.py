@@ -95,6 +95,17 @@ def test_base_that_looks_like_an_option_is_refused(tmp_path):
         changed_since("--output=stolen.txt", tmp_path)
     assert not any(p.name.startswith("stolen") for p in tmp_path.iterdir())  # git never ran with it
     assert changed_since("main", tmp_path) == []
+    # An unknown ref: git's reason, not its usage hint that follows it.
+    with pytest.raises(SelectError) as got:
+        changed_since("nosuchref", tmp_path)
+    assert "fatal: ambiguous argument 'nosuchref...HEAD'" in str(got.value)
+    assert "git <command>" not in str(got.value)
+
+
+def test_changed_since_outside_a_repository_names_gits_reason(tmp_path):
+    with pytest.raises(SelectError) as got:
+        changed_since("main", tmp_path)
+    assert "Not a git repository" in str(got.value) and "usage:" not in str(got.value)
 
 
 # ------------------------------------------------------------ conftest scope and fixtures

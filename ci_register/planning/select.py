@@ -350,9 +350,19 @@ def changed_since(base: str, root: Path) -> list[str]:
     r = subprocess.run(["git", "diff", "--name-only", "--no-renames", "--end-of-options", f"{base}...HEAD"], cwd=root,
                        capture_output=True, text=True, timeout=120, check=False)
     if r.returncode != 0:
-        msg = (r.stderr.strip().splitlines() or ["git diff failed"])[-1]
+        msg = _git_reason(r.stderr)
         raise SelectError(f"--base {base}: {msg}; fetch the base branch (git fetch origin {base}) or pass --changed-files")
     return [line for line in r.stdout.splitlines() if line]
+
+
+def _git_reason(stderr: str) -> str:
+    """git's own reason from its stderr: the first ``fatal:``/``error:`` line (the lines
+    after it are usage hints), else the first line; never more than one line."""
+    lines = [line.strip() for line in stderr.splitlines() if line.strip()]
+    for line in lines:
+        if line.startswith(("fatal:", "error:")):
+            return line[:300]
+    return (lines[0] if lines else "git diff failed")[:300]
 
 
 def fresh_maps(rows: Iterable[Mapping], now: datetime, max_age_days: float) -> tuple[dict[str, set[str]], list[str]]:
