@@ -49,6 +49,14 @@ def test_bad_partition_specs(spec):
         parse_partition(spec)
 
 
+def test_a_zero_shard_count_says_so_not_an_index_range():
+    with pytest.raises(PartitionError, match="shard count N must be at least 1") as got:
+        parse_partition("1/0")
+    assert "between 1 and 1" not in str(got.value)
+    with pytest.raises(PartitionError, match="between 1 and 3"):
+        parse_partition("4/3")
+
+
 def test_good_partition_spec():
     assert parse_partition("2/3") == (2, 3)
     assert parse_partition(" 1 / 1 ") == (1, 1)

@@ -81,6 +81,7 @@ def test_prune_by_age_and_bad_input(template, tmp_path, capsys):
     assert code == 2 and "--keep" in err
     code, _, err = cli(["prune", "--history", path, "--keep", "soon"], capsys)
     assert code == 2 and err.count("\n") == 1
+    assert "--keep 'soon'" in err and "--since" not in err  # the option the user gave
     notes = tmp_path / "notes.db"
     notes.write_text("not a history")
     code, _, err = cli(["prune", "--history", notes, "--keep", "90d", "--apply"], capsys)

@@ -94,7 +94,9 @@ def parse_partition(spec: str) -> tuple[int, int]:
     if not m:
         raise PartitionError(f"--partition {spec!r}: expected I/N such as 2/3 (shard I of N, counting from 1)")
     i, n = int(m.group(1)), int(m.group(2))
-    if n < 1 or not 1 <= i <= n:
+    if n < 1:
+        raise PartitionError(f"--partition {spec!r}: the shard count N must be at least 1 (I/N such as 1/1)")
+    if not 1 <= i <= n:
         raise PartitionError(f"--partition {spec!r}: shard index must be between 1 and {max(n, 1)}")
     if n > MAX_SHARDS:
         raise PartitionError(f"--partition {spec!r}: at most {MAX_SHARDS} shards (a GitHub Actions matrix runs at most {MAX_SHARDS} jobs)")

@@ -41,7 +41,7 @@ def _prune(args: argparse.Namespace) -> int:
     if (args.keep is None) == (args.keep_runs is None):
         raise UsageError("give --keep SPAN (e.g. 90d) or --keep-runs N")
     target = _history(args)
-    before = parse_since(args.keep) if args.keep is not None else None
+    before = parse_since(args.keep, option="--keep") if args.keep is not None else None
     on_disk = isinstance(target, Path)  # a database's size is the server's business
     size = target.stat().st_size if on_disk else 0
     # A dry run writes nothing: a file of an older schema is planned over a migrated

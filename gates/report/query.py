@@ -35,8 +35,9 @@ class ReportInputError(ValueError):
     """The selection names nothing in the history; the message says what exists."""
 
 
-def parse_since(text: str, now: dt.datetime | None = None) -> str:
-    """`30d`, `12h`, `2w`, `90m` or an ISO date/time -> UTC ISO lower bound (sorts as text)."""
+def parse_since(text: str, now: dt.datetime | None = None, option: str = "--since") -> str:
+    """`30d`, `12h`, `2w`, `90m` or an ISO date/time -> UTC ISO lower bound (sorts as text).
+    ``option``: the command-line option the text came from, for the error line."""
     now = now or dt.datetime.now(dt.UTC)
     match = _SINCE.match(text)
     if match:
@@ -49,7 +50,7 @@ def parse_since(text: str, now: dt.datetime | None = None) -> str:
             cutoff = dt.datetime.fromisoformat(text.strip())
         except ValueError:
             raise ReportInputError(
-                f"--since {text!r}: use a span like 30d, 12h, 2w, 90m or a date like "
+                f"{option} {text!r}: use a span like 30d, 12h, 2w, 90m or a date like "
                 "2026-11-01") from None
         if cutoff.tzinfo is None:
             cutoff = cutoff.replace(tzinfo=dt.UTC)
