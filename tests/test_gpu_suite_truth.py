@@ -73,13 +73,20 @@ def test_suite_problem_rules():
         "c", False, 0, ["no transformers", "no transformers"])
 
 
-def test_a_cpu_suite_whose_every_test_skips_fails(catalog_tree):
+CPU_HEAD = 'from ci_register import register_cpu_ci\nregister_cpu_ci(est_time=5, suite="cpu")\n'
+
+
+def _cpu_session(catalog_tree, body: str):
+    """(tree, completed run) of the cpu suite over one test file: CPU_HEAD + ``body``."""
     tree = catalog_tree(SUITES, {})
-    (tree / "suites" / "test_c.py").write_text(
-        'from ci_register import register_cpu_ci\nregister_cpu_ci(est_time=5, suite="cpu")\n'
-        "import pytest\n\ndef test_a():\n    pytest.skip('no transformers')\n\n"
+    (tree / "suites" / "test_c.py").write_text(CPU_HEAD + "import pytest\n\n" + body)
+    return tree, run(tree, "cpu", "--gate", "off")
+
+
+def test_a_cpu_suite_whose_every_test_skips_fails(catalog_tree):
+    tree, r = _cpu_session(
+        catalog_tree, "def test_a():\n    pytest.skip('no transformers')\n\n"
         "def test_b():\n    pytest.importorskip('no_such_module_here')\n")
-    r = run(tree, "cpu", "--gate", "off")
     assert r.returncode == 1, r.stdout + r.stderr
     assert "ERROR suite cpu: no test executed (2 skipped: no transformers)" in r.stdout
     status, exit_status = _run_row(tree)[:2]
@@ -87,21 +94,15 @@ def test_a_cpu_suite_whose_every_test_skips_fails(catalog_tree):
 
 
 def test_a_cpu_suite_with_one_executed_test_among_skips_passes(catalog_tree):
-    tree = catalog_tree(SUITES, {})
-    (tree / "suites" / "test_c.py").write_text(
-        'from ci_register import register_cpu_ci\nregister_cpu_ci(est_time=5, suite="cpu")\n'
-        "import pytest\n\ndef test_a():\n    pytest.skip('later')\n\ndef test_b():\n    pass\n")
-    r = run(tree, "cpu", "--gate", "off")
+    _, r = _cpu_session(
+        catalog_tree, "def test_a():\n    pytest.skip('later')\n\ndef test_b():\n    pass\n")
     assert r.returncode == 0, r.stdout + r.stderr
     assert "no test executed" not in r.stdout
 
 
 def test_a_suite_whose_tests_error_in_setup_says_only_that(catalog_tree):
-    tree = catalog_tree(SUITES, {})
-    (tree / "suites" / "test_c.py").write_text(
-        'from ci_register import register_cpu_ci\nregister_cpu_ci(est_time=5, suite="cpu")\n'
-        "import pytest\n\n@pytest.fixture\ndef broken():\n    raise RuntimeError('setup')\n\n"
+    _, r = _cpu_session(
+        catalog_tree, "@pytest.fixture\ndef broken():\n    raise RuntimeError('setup')\n\n"
         "def test_a(broken):\n    pass\n")
-    r = run(tree, "cpu", "--gate", "off")
     assert r.returncode == 1, r.stdout + r.stderr
     assert "no test executed" not in r.stdout
