@@ -142,8 +142,9 @@ def runner_probe(tree: Path) -> dict:
 # this process starts under this checkout's sitecustomize tracer (CI_REGISTER_EXECUTED_DIR), as a
 # nox process would, then
 # - the nox phase: the tree's noxfile imported and the suite's session function called with a
-#   stand-in session whose commands do not run (installs are no-ops; the one `ci_register run`
-#   command is noted). If the function stops before that command, the record is marked incomplete;
+#   stand-in session whose commands do not run (installs are no-ops, `session.error` is noted and
+#   the function goes on, as CI's run passes its checks; the `ci_register run` command is noted). If
+#   the function stops before that command, the record is marked incomplete;
 # - the runner phase: the tree's own `python -m ci_register run SUITE --partition 1/1 --gate off`,
 #   for real, in this process; the pytest it starts (with the replay plugin, for outcomes and maps)
 #   and that pytest's children inherit the tracer through PYTHONPATH.
@@ -163,14 +164,15 @@ class StandIn:
     bin = os.path.dirname(sys.executable)
     bin_paths = [bin]
     def __init__(self, name):
-        self.name, self.posargs, self.env, self.runs = name, [], {}, []
+        self.name, self.posargs, self.env, self.runs, self.errors = name, [], {}, [], []
     def run(self, *args, **kw):
         self.runs.append([str(a) for a in args])
         return ""
     run_install = run_always = run
-    def error(self, *args):
+    def error(self, *args):  # CI's run passes the session's checks (its CPU torch): go on as it would
+        self.errors.append(" ".join(map(str, args))[:200])
+    def skip(self, *args):
         raise _Stop(" ".join(map(str, args)))
-    skip = error
     def __getattr__(self, name):
         return lambda *a, **k: None
 
@@ -209,7 +211,7 @@ try:
     runpy.run_module("ci_register", run_name="__main__", alter_sys=True)
 except SystemExit as exc:
     code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
-print(json.dumps({"problems": problems, "exit": code, "real_nox": real_nox}))
+print(json.dumps({"problems": problems + session.errors, "exit": code, "real_nox": real_nox}))
 """
 
 
@@ -238,7 +240,8 @@ def run_traced_suite(tree: Path, suite: str, work: Path, timeout_s: float) -> di
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(SITE_DIR), str(tree), str(work)]),
            "PYTEST_PLUGINS": "replay_plugin", DIR_ENV: str(folder), ROOT_ENV: str(tree),
            "REPLAY_TRACKER": str(HERE / "gates" / "record" / "import_map.py"), "REPLAY_OUT": str(out),
-           "GATES_IMPORT_MAPS": "0", "GATES_COMMIT": "replay", "CI_REGISTER_FILE_SLACK_S": "60"}
+           "GATES_IMPORT_MAPS": "0", "GATES_COMMIT": "replay", "CI_REGISTER_FILE_SLACK_S": "60",
+           "CUDA_VISIBLE_DEVICES": ""}  # a CPU runner's view, also on a GPU host
     for k in ("GATES_HISTORY", "CI_REGISTER_TRACE", "CI"):
         env.pop(k, None)
     t0 = time.perf_counter()
@@ -322,7 +325,8 @@ def run_commit(tree: Path, files: list[str], work: Path, timeout_s: float) -> di
     plugin = "gates.record.plugin" if (tree / "gates" / "record" / "plugin.py").exists() else "gates.plugin"
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tree), str(work)]), "PYTEST_PLUGINS": plugin,
            "REPLAY_TRACKER": str(HERE / "gates" / "record" / "import_map.py"), "REPLAY_OUT": str(out),
-           "GATES_IMPORT_MAPS": "0", "GATES_COMMIT": "replay", "CI_REGISTER_FILE_SLACK_S": "60"}
+           "GATES_IMPORT_MAPS": "0", "GATES_COMMIT": "replay", "CI_REGISTER_FILE_SLACK_S": "60",
+           "CUDA_VISIBLE_DEVICES": ""}  # GPU files skip, as on a CPU runner, also on a GPU host
     env.pop("GATES_HISTORY", None)
     t0 = time.perf_counter()
     r = subprocess.run([sys.executable, "-m", "pytest", *files, "-q", "-p", "no:cacheprovider", "-p", "replay_plugin",
@@ -523,7 +527,9 @@ def report(rows: list[dict], runs: list[dict], noisy: set[str], commits: list[st
         f"(median {statistics.median(funcs):.1%}); unsafe omissions of it (a (suite, file) left out whose tests "
         f"changed): **{len(func_unsafe)}**; files dropped for a suite whose run at the commit executed a changed "
         f"function: {len(exec_unsafe)}" + (f" ({', '.join(f'{c} {k}' for c, k in exec_unsafe[:6])})" if exec_unsafe else ""),
-        f"- executed-functions records: {sum(w is None for _, w in records)} of {len(records)} CPU-suite runs usable"
+        f"- executed-functions records: {sum(w is None for _, w in records)} of {len(records)} CPU-suite runs usable; "
+        f"the nox phase ran with nox itself in {sum(bool(d['probe'].get('real_nox')) for r in runs for d in r['suites'].values())}"
+        f" of them (else a minimal stand-in module)"
         + (f"; not usable: {'; '.join(sorted({f'{s_}: {w[:120]}' for s_, w in records if w}))[:600]}"
            if any(w for _, w in records) else ""),
         f"- **mean share of est_time kept, static graph + recorded maps: {statistics.fmean(maps):.1%}** "
