@@ -1,32 +1,37 @@
 """Replay this repository's history: what selection keeps, and whether it ever dropped a
 test whose result changed.
 
-For the newest ``--commits`` first-parent commits of a repository (this one by default),
-oldest first, each commit's tree is exported (``git archive``) and its registered
-per-commit files run once under pytest on this CPU machine (GPU files skip, as they do
-on a CPU runner), with:
+For the newest ``--commits`` first-parent commits of a repository (this one by default, or
+``--repo``: a checkout, a clone of a bundle, a git directory), oldest first, each commit's tree
+is exported (``git archive``) and run on this machine as a CPU runner would (``CUDA_VISIBLE_DEVICES``
+empty: GPU files skip):
 
-- the tree's own gates plugin recording outcomes and metrics into a throwaway history
-  (``--gates-suite replay``), read back with sqlite3;
-- this checkout's import tracker (``gates/record/import_map.py``, loaded by path so that the
-  old tree's ``gates`` package stays the tree's) recording each file's import map.
+- each CPU suite through the tree's own runner (``TRACED_RUN``: its noxfile's session function
+  with a stand-in session, then ``python -m ci_register run SUITE --partition 1/1 --gate off``),
+  under this checkout's executed-functions tracer (``ci_register/running/_trace_site``, by
+  ``PYTHONPATH``, so every process of the run is traced: nox's stand-in, the runner, pytest,
+  the tests' servers); the record is mapped to units with this checkout's code;
+- the GPU suites' files under one plain pytest (they skip);
+- in every pytest, this checkout's import tracker (``gates/record/import_map.py``, loaded by
+  path so that the old tree's ``gates`` package stays the tree's) records each file's import map,
+  and the tree's own gates plugin records outcomes and metrics;
+- the tree's runner map (``RUNNER_PROBE``).
 
 One run per commit serves twice: as the head of its own change and as the base of the
-next. For each change (parent -> commit), the selection of the current code decides,
-on the commit's tree with this checkout's ``suites/catalog.toml`` ``[select]``, once
-with the static graph alone and once with the maps recorded at the parent. Figures:
-the share of the registered est_time kept, and **unsafe omissions**: a file left out
-although, between the parent's run and the commit's, a test of it changed outcome,
-appeared or vanished, or changed a metric (a metric that differs between two runs of
-one commit is noisy and compared by key, unit and sample count; the others by value).
-A second check, by load evidence: a file left out whose recorded map at the parent or
-at the commit holds a changed file.
+next. For each change (parent -> commit), the selection of the current code decides on the
+commit's tree with this checkout's ``suites/catalog.toml`` ``[select]``: with the static graph
+alone, with the maps recorded at the parent, and with the maps and the parent's
+executed-functions records (function-level evidence). Figures: the share of the registered
+est_time kept, and **unsafe omissions**: a file left out although, between the parent's run
+and the commit's, a test of it changed outcome, appeared or vanished, or changed a metric
+(a metric that differs between two runs of one commit is noisy and compared by key, unit and
+sample count). Load evidence too: a file left out whose map holds a changed file, and a
+file dropped for a suite whose run *at the commit* executed a changed function.
 
-    python benchmarks/replay_selection.py --commits 62 --out benchmarks/results/replay_selection.md
+    python benchmarks/replay_selection.py --rev a1d3d76 --commits 62 --jobs 15 \
+        --json /tmp/replay.json --out benchmarks/results/replay_selection.md
 
-Economy on a 2-core machine: one pytest process per commit (not per file), all
-registered files in it; the maps come from that same process (the tracker notes import
-requests, it does not trace lines); graphs are parsed once per file content (cache).
+``--jobs N`` runs N commits at once (each in its own folder and processes).
 """
 
 from __future__ import annotations

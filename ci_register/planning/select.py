@@ -31,6 +31,11 @@ recorded (:mod:`ci_register.running.runner_map`, the ``<runner>`` row of the imp
 then only a changed file the map holds runs everything, and the others are judged like
 any module (by the static graph and the per-file maps). A changed file the runner map
 holds runs everything whether declared or not.
+
+Function-level evidence (:func:`select_by_suite`, :mod:`ci_register.planning.evidence`):
+with a base revision, a changed Python file whose syntax tree is equal affects nothing,
+and a change to function bodies only counts, per suite, only when one of those functions
+ran in that suite's recorded run (the ``<executed>`` row); else the rules above decide.
 """
 
 from __future__ import annotations
