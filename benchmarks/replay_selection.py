@@ -436,7 +436,9 @@ def main(argv: list[str] | None = None) -> int:
                 w = newest.get("again_metrics", {}).get(path, {}).get(key)
                 if w is None or list(w)[2] != list(v)[2]:
                     noisy.add(key.split("|", 1)[1])
+        t0 = time.perf_counter()
         rows = [analyse(repo, commits, i, runs_l, catalog, config, Path(tmp)) for i in range(1, len(commits))]
+        print(f"selection decided for {len(rows)} changes in {time.perf_counter() - t0:.0f} s", file=sys.stderr)
     for r in rows:
         base, head = runs_l[r["base_i"]], runs_l[r["base_i"] + 1]
         diffs = file_changes(base, head, noisy)
