@@ -373,6 +373,16 @@ def _settle(out: Supervised, plan: dict, opts: RunOptions) -> Ran:
         return Ran(1, unfinished=True)
     # pytest ended by itself: the plugin finished the run, unless a test ended the
     # process first (os._exit, a fatal error in C that exits).
+    if out.session_finished and rc == 3:
+        # pytest's internal error after a finished session: the gates recorder could not
+        # write the run (a full disk, a history made read-only; its "gates: run NOT
+        # recorded" line says why) or another plugin broke. Nothing can gate the run, and
+        # 3 means nothing to a CI reader: a crash, exit 1, the run marked if it still can be.
+        cause = ("pytest ended with an internal error (exit 3) after its session: the run "
+                 "was not recorded, so nothing was gated; the 'gates:' or INTERNALERROR "
+                 "lines above say why")
+        _finish(opts, plan["run_id"], "crashed", 1, cause)  # prints one line either way
+        return Ran(1, unfinished=True)
     if out.session_finished:
         return Ran(rc)
     if _finish(opts, plan["run_id"], "crashed", 1, f"pytest exited with code {rc} before finishing its session"):
