@@ -7,6 +7,7 @@ inline commands too, and the sessions' own descriptions (`nox -l`).
 
 from __future__ import annotations
 
+import ast
 import functools
 import glob
 import re
@@ -179,3 +180,15 @@ def test_a_path_let_off_is_still_named_and_still_absent(name):
     # An entry the docs dropped, or a file that now exists, is an entry to remove.
     assert any(name in p.read_text(encoding="utf-8") for p in DOCS), f"{name}: no doc names it"
     assert not (glob.glob(str(REPO / name)) if "*" in name else (REPO / name).exists()), f"{name} exists"
+
+
+def test_a_help_description_taken_from_a_docstring_is_a_whole_sentence():
+    # `description=__doc__.splitlines()[0]` on a sentence that runs on cut it mid-phrase.
+    cut = []
+    for path in sorted(p for p in REPO.glob("[!.]*/**/*.py") if p.parts[len(REPO.parts)] != "tests"):
+        text = path.read_text(encoding="utf-8")
+        if "description=__doc__.splitlines()[0]" in text:
+            first = (ast.get_docstring(ast.parse(text), clean=False) or "").splitlines()[0]
+            if not first.rstrip().endswith((".", ":", ")")):
+                cut.append(f"{path.relative_to(REPO)}: {first}")
+    assert not cut, "\n".join(cut)
