@@ -38,8 +38,8 @@ from ci_register.registered.catalog import (
     load_catalog,
 )
 from ci_register.registered.collect import Collection, Registration, collect
+from ci_register.running.budget import file_timeout
 from ci_register.running.hardware import check, detect_for
-from ci_register.running.pytest_plugin import file_timeout
 from ci_register.running.redact import mask_secrets
 from ci_register.running.runner_map import runner_files
 from ci_register.running.supervise import Supervised, die_with_parent, run_supervised
@@ -68,14 +68,16 @@ options:
   --confirm N           reruns of tripped tests, 0 to 4 (default 4)
   --nightly             include nightly-only files
   --file PATH[::TEST]   only this file (repeatable)
+  --labels A,B          only files without labels or with one of these (miles' PR gating)
   --results DIR         plan, JUnit and progress files (default results)
   --catalog FILE        suite catalog (default suites/catalog.toml)
   --root PATH           repository root (default .)
 Anything else goes to pytest in order.
 
-exit codes: 0 passed; 1 a test or an enforced gate failed, or pytest crashed or
-hung; 2 bad input or hardware; 128+N interrupted by signal N (the run is
-recorded `interrupted` with what finished)."""
+exit codes: 0 passed; 1 a test or an enforced gate failed, a registered file ran
+no tests, the session executed no test, or pytest crashed or hung; 2 bad input or
+hardware; 128+N interrupted by signal N (the run is recorded `interrupted` with
+what finished)."""
 
 
 class UsageError(ValueError):

@@ -90,9 +90,12 @@ def _render(report, fmt: str) -> str:
 
 def _anchor(root: Path) -> dict[str, str | None]:
     """What "the latest run" means here: this CI run's, else this checkout's commit's."""
-    from gates.store.provenance import ci_from_env, git_info  # noqa: PLC0415
+    from gates.store.provenance import ProvenanceError, ci_from_env, git_info  # noqa: PLC0415
 
-    ci = ci_from_env(os.environ)
+    try:
+        ci = ci_from_env(os.environ)
+    except ProvenanceError as exc:
+        raise UsageError(str(exc)) from None
     return {"ci_url": ci["ci_url"], "commit": ci["commit"] or git_info(root)["commit"]}
 
 

@@ -27,7 +27,22 @@ class UsageError(Exception):
 class Parser(argparse.ArgumentParser):
     """argparse with one-line errors that name the fix, exit 2."""
 
+    _argv: list[str] = []
+
+    def parse_known_args(self, args=None, namespace=None):  # noqa: ANN001, ANN202 - argparse's
+        self._argv = list(sys.argv[1:] if args is None else args)  # for error() to quote
+        return super().parse_known_args(args, namespace)
+
     def error(self, message: str) -> NoReturn:
+        # argparse reads the value of `--keep -5d` as an option; say how to pass it.
+        dashed = re.fullmatch(r"argument (--[\w-]+)(?:/[^:]*)?: expected one argument", message)
+        if dashed:
+            option = dashed.group(1)
+            after = [self._argv[i + 1] for i, word in enumerate(self._argv[:-1])
+                     if word == option and self._argv[i + 1].startswith("-")]
+            if after:
+                message = (f"argument {option}: {after[0]!r} was read as an option; a value "
+                           f"that starts with '-' is written {option}={after[0]}")
         raise UsageError(f"{message}; see {self.prog} --help")
 
 
