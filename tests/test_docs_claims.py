@@ -192,3 +192,12 @@ def test_a_help_description_taken_from_a_docstring_is_a_whole_sentence():
             if not first.rstrip().endswith((".", ":", ")")):
                 cut.append(f"{path.relative_to(REPO)}: {first}")
     assert not cut, "\n".join(cut)
+
+
+def test_every_catalog_key_is_documented_in_the_adoption_guide():
+    from ci_register.planning import select
+    from ci_register.registered import catalog
+
+    guide = (REPO / "docs" / "adopting.md").read_text(encoding="utf-8")
+    keys = catalog._SUITE_KEYS | catalog._COLLECT_KEYS | catalog._HARDWARE_KEYS | select._KEYS
+    assert not sorted(k for k in keys if not any(f in guide for f in (f"`{k}`", f"{k} =", f".{k}]")))
