@@ -201,3 +201,10 @@ def test_every_catalog_key_is_documented_in_the_adoption_guide():
     guide = (REPO / "docs" / "adopting.md").read_text(encoding="utf-8")
     keys = catalog._SUITE_KEYS | catalog._COLLECT_KEYS | catalog._HARDWARE_KEYS | select._KEYS
     assert not sorted(k for k in keys if not any(f in guide for f in (f"`{k}`", f"{k} =", f".{k}]")))
+
+
+def test_the_readme_names_every_verdict_the_gate_writes():
+    from gates.model.verdicts import VERDICTS
+
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    assert [v for v in VERDICTS if f"`{v}`" not in readme] == []
