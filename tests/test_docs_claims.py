@@ -245,3 +245,13 @@ def test_constants_in_the_calibration_tables_are_the_codes():
                 wrong.append(f"calibration.md:{n}: {name} = {value.group()}, code {sorted(consts.get(name, ()))}")
     assert checked > 15
     assert not wrong, "\n".join(wrong)
+
+
+def test_economy_md_lists_the_built_in_always_and_ignore_paths():
+    from ci_register.planning.select import DEFAULT_ALWAYS, DEFAULT_IGNORE
+
+    doc = (REPO / "docs" / "economy.md").read_text(encoding="utf-8")
+    spelled = {"requirements*.txt": "requirements files", "**/requirements*.txt": "requirements files",
+               "**/*.md": "Markdown", "*.md": "Markdown", "**/*.rst": "reStructuredText",
+               "*.rst": "reStructuredText"}
+    assert [p for p in (*DEFAULT_ALWAYS, *DEFAULT_IGNORE) if spelled.get(p, f"`{p}`") not in doc] == []
