@@ -255,3 +255,10 @@ def test_economy_md_lists_the_built_in_always_and_ignore_paths():
                "**/*.md": "Markdown", "*.md": "Markdown", "**/*.rst": "reStructuredText",
                "*.rst": "reStructuredText"}
     assert [p for p in (*DEFAULT_ALWAYS, *DEFAULT_IGNORE) if spelled.get(p, f"`{p}`") not in doc] == []
+
+
+def test_gate_report_help_gives_the_exit_codes_it_returns():
+    # gate-report exits with the reported sessions' worst exit code (Report.exit_code):
+    # 143 for a run stopped by SIGTERM (tests/test_surfaces_agree.py), not only 0, 1, 2.
+    text = _run("-m", "gates.commands.cli", "--help")
+    assert "worst exit code of the reported sessions" in text and "128+N" in text
