@@ -201,7 +201,7 @@ def file_changes(base: dict, head: dict, noisy: set[str]) -> dict[str, str]:
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--repo", type=Path, default=HERE / ".git", help="git directory (default: this checkout's)")
     ap.add_argument("--rev", default="HEAD")
     ap.add_argument("--commits", type=int, default=62, help="changes to replay (one more run than this)")

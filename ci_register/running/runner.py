@@ -76,8 +76,8 @@ Anything else goes to pytest in order.
 
 exit codes: 0 passed; 1 a test or an enforced gate failed, a registered file ran
 no tests, the session executed no test, or pytest crashed or hung; 2 bad input or
-hardware; 128+N interrupted by signal N (the run is recorded `interrupted` with
-what finished)."""
+hardware, or pytest stopped early (a test file that fails to import); 128+N
+interrupted by signal N (the run is recorded `interrupted` with what finished)."""
 
 
 class UsageError(ValueError):

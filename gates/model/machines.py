@@ -98,6 +98,24 @@ class MachineModel:
         w = np.where(tau2 + v > 0, tau2 / np.where(tau2 + v > 0, tau2 + v, 1.0), 0.0)
         return centre + w * (mean - centre), (1.0 - w) * tau2 + (1.0 - w) ** 2 * cvar
 
+    def offsets(self, x: np.ndarray, labels: Sequence[str], centre: np.ndarray,
+                ) -> np.ndarray:
+        """Each run's machine offset about ``centre`` as the model predicts it from the
+        runs ``x`` (a row per metric, a column per run of ``labels``): w (mean_M -
+        centre), the shrinkage of ``own_level``, for every machine, a run that names
+        none being a machine of one run. Zero where tau^2 is unknown."""
+        x = np.asarray(x, dtype=float)
+        out = np.zeros(x.shape)
+        if self.tau2 is None:
+            return out
+        tau2 = np.asarray(self.tau2, dtype=float)
+        groups, _ = _machine_groups(tuple(labels))
+        for g in groups:
+            v = np.asarray(self.within2, dtype=float) / g.size
+            w = np.where(tau2 + v > 0, tau2 / np.where(tau2 + v > 0, tau2 + v, 1.0), 0.0)
+            out[:, g] = (w * (_row_mean(x, g) - centre))[:, None]
+        return out
+
     def window_extra(self, labels: Sequence[str]) -> np.ndarray | float:
         """Variance a window's runs add beyond k independent draws: runs of one machine
         share its offset, sum_M tau_M^2 (n_M / k)^2 - tau^2 / k (the iid part)."""
