@@ -65,7 +65,7 @@ def build(path: Path, total_samples: int, metrics_per_run: int, samples_per_metr
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--path", type=Path, help="history file (default: a temp file)")
     parser.add_argument("--samples", type=int, default=1_000_000)
     parser.add_argument("--metrics-per-run", type=int, default=200)

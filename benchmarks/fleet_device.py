@@ -1,6 +1,11 @@
 """Judge a device experiment's runs against the committed history: a host new to it.
 
     python benchmarks/fleet_device.py CLEAN_DB BAD_DB [--history history.db] [--out FILE.md]
+    python benchmarks/fleet_device.py --hosts DIR [DIR ...] [--history ...] [--out FILE.md]
+
+``--hosts``: replay every recorded host (each DIR holds its ``fleet_clean.db`` and
+``fleet_bad.db``, as ``benchmarks/data/fleet_h200*/``) in one report, a table a host;
+no device needed.
 
 ``tools/fleet_device.sh`` records, on a lent GPU, clean runs of the FlashInfer decode
 file (CLEAN_DB) and runs with every CUDA-timed sample made longer by a known share
@@ -20,6 +25,7 @@ slowdown. Read-only on every input.
 from __future__ import annotations
 
 import argparse
+import json
 import shutil
 import sqlite3
 import sys
@@ -31,10 +37,20 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from gates.gate import evaluate_run  # noqa: E402
 from gates.store.merge import merge_histories  # noqa: E402
 from gates.store.open import open_history  # noqa: E402
+from gates.store.provenance import host_key  # noqa: E402
 
 SHAPES = ("attn/decode/fa2/b8_kv32768/latency", "attn/decode/fa2/b32_kv8192/latency",
           "attn/decode/fa2/b64_kv32768/latency")
 CAUGHT = ("regression", "suspect")
+
+
+def _copy_db(src: Path, dst: Path) -> None:
+    """A copy of a history and its write-ahead log, if any: reading a WAL database in
+    place would leave a -shm file beside a committed one."""
+    shutil.copyfile(src, dst)
+    wal = src.with_name(src.name + "-wal")
+    if wal.is_file():
+        shutil.copyfile(wal, dst.with_name(dst.name + "-wal"))
 
 
 def _runs(db: Path) -> list[str]:
@@ -59,7 +75,6 @@ def _row(label: str, res) -> dict:
 
 
 def judge(history: Path, clean_db: Path, bad_db: Path) -> list[dict]:
-    clean, bad = _runs(clean_db), _runs(bad_db)
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         copy = Path(tmp) / "history.db"
@@ -67,9 +82,10 @@ def judge(history: Path, clean_db: Path, bad_db: Path) -> list[dict]:
         shards = []
         for db in (clean_db, bad_db):  # copies, brought to this code's schema
             shards.append(Path(tmp) / f"shard-{len(shards)}.db")
-            shutil.copyfile(db, shards[-1])
+            _copy_db(db, shards[-1])
             with open_history(shards[-1], create=False):
                 pass
+        clean, bad = _runs(shards[0]), _runs(shards[1])
         merge_histories(shards, copy)
         with open_history(copy) as h:
             h.set_trust(bad, trusted=False, reason="fleet_device: slowed runs, judged alone")
@@ -82,7 +98,17 @@ def judge(history: Path, clean_db: Path, bad_db: Path) -> list[dict]:
     return rows
 
 
-def render(rows: list[dict], cmd: str) -> str:
+def _tally(rows: list[dict]) -> tuple[int, int, int, int]:
+    """(clean runs with any alarm, clean runs, slowed runs with all shapes caught, slowed)."""
+    clean = [r for r in rows if r["label"].startswith("clean")]
+    bad = [r for r in rows if r["label"].startswith("slowed")]
+    fa = sum(bool(r["alarms"]) for r in clean)
+    caught = sum(all(r["shapes"][k] is not None and r["shapes"][k][0] in CAUGHT
+                     for k in SHAPES) for r in bad)
+    return fa, len(clean), caught, len(bad)
+
+
+def _table(rows: list[dict]) -> str:
     from tabulate import tabulate
 
     table = []
@@ -96,38 +122,81 @@ def render(rows: list[dict], cmd: str) -> str:
         other = [f"{k} {v}" for k, v in r["alarms"] if k not in SHAPES]
         table.append([r["label"], *cells, f"{len(other)}: " + "; ".join(other[:2])
                       + (" ..." if len(other) > 2 else "") if other else "none"])
-    clean = [r for r in rows if r["label"].startswith("clean")]
-    bad = [r for r in rows if r["label"].startswith("slowed")]
-    fa = sum(bool(r["alarms"]) for r in clean)
-    caught = sum(all(r["shapes"][k] is not None and r["shapes"][k][0] in CAUGHT
-                     for k in SHAPES) for r in bad)
+    fa, n_clean, caught, n_bad = _tally(rows)
     return "\n".join([
-        "# The gate on an H200 new to the history: clean and slowed decode runs\n",
-        f"Command: `{cmd}`\n",
-        "Rows: each clean run judged against the committed history and the clean runs "
-        "before it; each slowed run alone against the history and every clean run. "
-        "Cells: first-attempt verdict (change against the decider's reference, p). "
-        "`other alarms`: how many other metrics of the run are not `pass` (the first two).\n",
         tabulate(table, headers=["run", "fa2 b8 kv32k", "fa2 b32 kv8k", "fa2 b64 kv32k",
                                  "other alarms"], tablefmt="github"),
-        f"\nClean runs with any alarm: {fa} of {len(clean)}. Slowed runs with all three "
-        f"shapes caught: {caught} of {len(bad)}.\n"])
+        f"\nClean runs with any alarm: {fa} of {n_clean}. Slowed runs with all three "
+        f"shapes caught: {caught} of {n_bad}.\n"])
+
+
+_HEAD = ("Rows: each clean run judged against the committed history and the clean runs "
+         "before it; each slowed run alone against the history and every clean run. "
+         "Cells: first-attempt verdict (change against the decider's reference, p). "
+         "`other alarms`: how many other metrics of the run are not `pass` (the first two).\n")
+
+
+def render(rows: list[dict], cmd: str) -> str:
+    return "\n".join([
+        "# The gate on an H200 new to the history: clean and slowed decode runs\n",
+        f"Command: `{cmd}`\n", _HEAD, _table(rows)])
+
+
+def render_hosts(hosts: list[tuple[str, str, list[dict]]], cmd: str) -> str:
+    """Every host's table (``hosts``: its folder, its GPUs, its rows) and the target's tally:
+    a host meets it when no clean run alarms and every slowed run is caught on all three."""
+    out = ["# The gate on H200s new to the history: every recorded host replayed\n",
+           f"Command: `{cmd}`\n", _HEAD]
+    met = 0
+    for folder, gpu, rows in hosts:
+        fa, n_clean, caught, n_bad = _tally(rows)
+        met += fa == 0 and caught == n_bad
+        out += [f"## {folder} ({gpu})\n", _table(rows)]
+    out.append(f"Hosts with no clean alarm and every slowed run caught on all three shapes: "
+               f"{met} of {len(hosts)}.\n")
+    return "\n".join(out)
+
+
+def host_gpus(db: Path) -> str:
+    """The GPUs the runs of ``db`` name (their uuids), or "no GPU named"."""
+    with tempfile.TemporaryDirectory() as tmp:
+        _copy_db(db, Path(tmp) / "runs.db")
+        con = sqlite3.connect(f"file:{Path(tmp) / 'runs.db'}?mode=ro", uri=True)
+        try:
+            keys = {host_key(json.loads(r[0]) if r[0] else None)
+                    for r in con.execute("SELECT hardware FROM runs WHERE confirm_of IS NULL")}
+        finally:
+            con.close()
+    keys.discard(None)
+    return ", ".join(sorted(keys)) or "no GPU named"
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("clean_db")
-    ap.add_argument("bad_db")
+    ap.add_argument("clean_db", nargs="?")
+    ap.add_argument("bad_db", nargs="?")
+    ap.add_argument("--hosts", nargs="+", metavar="DIR",
+                    help="folders of recorded hosts, each with fleet_clean.db and fleet_bad.db")
     ap.add_argument("--history", default="history.db")
     ap.add_argument("--out", default=None)
     a = ap.parse_args(argv)
-    for p in (a.clean_db, a.bad_db, a.history):
-        if not Path(p).is_file():
+    if bool(a.hosts) == (a.clean_db is not None):
+        ap.error("give CLEAN_DB BAD_DB or --hosts DIR ..., not both")
+    if a.clean_db is not None and a.bad_db is None:
+        ap.error("give BAD_DB after CLEAN_DB")
+    pairs = ([(Path(a.clean_db), Path(a.bad_db))] if a.clean_db is not None else
+             [(Path(d) / "fleet_clean.db", Path(d) / "fleet_bad.db") for d in a.hosts])
+    for p in (*[x for pr in pairs for x in pr], Path(a.history)):
+        if not p.is_file():
             print(f"error: {p}: no such history file", file=sys.stderr)
             return 2
     cmd = "python benchmarks/fleet_device.py " + " ".join(
         argv if argv is not None else sys.argv[1:])
-    md = render(judge(Path(a.history), Path(a.clean_db), Path(a.bad_db)), cmd)
+    if a.hosts:
+        md = render_hosts([(d, host_gpus(c), judge(Path(a.history), c, b))
+                           for d, (c, b) in zip(a.hosts, pairs, strict=True)], cmd)
+    else:
+        md = render(judge(Path(a.history), *pairs[0]), cmd)
     print(md)
     if a.out:
         Path(a.out).write_text(md)

@@ -159,7 +159,7 @@ def render(rows: list[dict], change: float, cmd: str) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("history", nargs="?", default="history.db")
     ap.add_argument("--change", type=float, default=0.03)
     ap.add_argument("--out", default=None, help="also write the Markdown table here")

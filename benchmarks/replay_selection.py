@@ -373,7 +373,7 @@ def _show(repo: Path, rev: str, path: str) -> bytes | None:
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--repo", type=Path, default=HERE,
                     help="a git checkout, clone (of a bundle too) or git directory (default: this checkout)")
     ap.add_argument("--rev", default="HEAD")

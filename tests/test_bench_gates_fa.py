@@ -290,3 +290,18 @@ def test_gate_alarms_many_judges_each_series_as_alone():
             assert [(x["t"], x["path"], x["verdict"]) for x in tr] == [
                 (x["t"], x["path"], x["verdict"]) for x in alone]
         assert any(tr for tr in traces)
+
+
+def test_the_h200_noise_model_reads_measurements_the_repository_carries():
+    # The README's benchmark commands run from any clone: the measured H200 series are
+    # tracked files, not a folder beside one machine's checkout.
+    import subprocess
+
+    import series
+
+    repo = Path(__file__).resolve().parents[1]
+    tracked = subprocess.run(["git", "-C", str(repo), "ls-files", "--", str(series.DATA_DIR)],
+                             capture_output=True, text=True, check=True, timeout=60).stdout.split()
+    assert series.DATA_DIR.resolve().is_relative_to(repo) and len(tracked) >= 6
+    data = series.h200_data()
+    assert set(data) == set(series.H200_BENCHES) and all(len(s) >= 1 for s in data.values())

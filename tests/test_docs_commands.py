@@ -196,19 +196,3 @@ def test_the_extractor_reads_continuations_quotes_and_skips_output_blocks(tmp_pa
     cmds = fenced_commands(doc, root=tmp_path)
     assert [(c.line, c.words) for c in cmds] == [
         (4, ["a", "--flag"]), (6, ["b", "c"]), (17, ["sqlite-utils", "h.db", "select 1,\n    2", "--table"])]
-
-
-def test_examples_in_help_and_readme_name_suites_and_sessions_that_exist():
-    from ci_register.registered.catalog import load_catalog
-
-    r = subprocess.run([sys.executable, "-m", "nox", "-f", str(REPO / "noxfile.py"), "-l"],
-                       capture_output=True, text=True, timeout=120, cwd=REPO)
-    sessions = {line.split()[1] for line in r.stdout.splitlines() if line[:2] in ("* ", "- ")}
-    known = set(load_catalog(REPO / "suites" / "catalog.toml").suites) | sessions
-    texts = {"README.md": (REPO / "README.md").read_text()}
-    for cmd in (["-m", "gates.commands.cli", "--help"], ["-m", "ci_register", "--help"]):
-        texts[" ".join(cmd[1:])] = subprocess.run([sys.executable, *cmd], capture_output=True, text=True,
-                                                  timeout=60, cwd=REPO).stdout
-    named = {(where, m.group(1)) for where, text in texts.items()
-             for m in re.finditer(r"(?:--suite|nox -s) ([a-z][a-z0-9.-]*)", text)}
-    assert named and {n for _, n in named} <= known, sorted((w, n) for w, n in named if n not in known)

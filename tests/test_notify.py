@@ -94,12 +94,12 @@ def fake() -> Iterator[tuple[Fake, str]]:
 
 
 def _history(path: Path, *, branch: str, steps: int, start: int = 0,
-             rng=None) -> np.random.Generator:
+             rng=None, url: str = "https://ci.example/{i}") -> np.random.Generator:
     rng = rng or np.random.default_rng(5)
     with open_history(path) as h:
         for i in range(start, start + steps):
             rid = level_run(h, i, {"ttft": 1.0 if i < 30 else 1.15}, rng, commit=f"{i:07d}cafe",
-                            branch=branch, node=NODE, ci_url=f"https://ci.example/{i}")
+                            branch=branch, node=NODE, ci_url=url.format(i=i))
             evaluate_run(h, rid)
     return rng
 
@@ -154,6 +154,28 @@ def test_webhook_once_per_regressing_change(tmp_path, fake, capsys, monkeypatch)
     assert payload["regressions"][0]["key"] == "ttft"
     assert payload["regressions"][0]["commit"] == "0000030cafe"
     assert hooks[0][2] is None  # the GitHub token never goes to a webhook
+
+
+def test_a_credential_stored_in_a_run_url_goes_to_no_comment_or_webhook(tmp_path, fake, capsys,
+                                                                         monkeypatch):
+    # Runs stored before the URL was masked on the way in (or merged from such a shard)
+    # still hold the credential; the report masks it for every surface it feeds.
+    f, url = fake
+    db = tmp_path / "h.db"
+    _history(db, branch="main", steps=31, url="https://bot:hunter2@ci.example/{i}?token=tok9")
+    monkeypatch.setenv("GATES_WEBHOOK_URL", f"{url}/hook/x")
+    monkeypatch.setenv("GITHUB_TOKEN", TOKEN)
+    event = tmp_path / "event.json"
+    event.write_text(json.dumps({"pull_request": {"number": 5}}))
+    monkeypatch.setenv("GITHUB_EVENT_PATH", str(event))
+    assert cli(["notify", "--webhook", "--history", str(db)]) == 0
+    assert cli(["notify", "--pr-comment", "--history", str(db), "--repo", "o/r",
+                "--api-url", url, "--root", str(tmp_path)]) == 0
+    sent = json.dumps([c[3] for c in f.calls])
+    assert len(f.calls) == 3 and "ci.example/30" in sent  # the link itself still goes
+    assert "hunter2" not in sent and "tok9" not in sent
+    assert cli(["--history", str(db), "--format", "json"]) in (0, 1)
+    assert "hunter2" not in capsys.readouterr().out
 
 
 def test_pr_branch_regressions_do_not_go_to_the_webhook(tmp_path, fake, capsys, monkeypatch):

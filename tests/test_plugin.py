@@ -234,6 +234,24 @@ def test_unusable_history_is_a_usage_error_and_untouched(pytester: pytest.Pytest
     assert bad.read_text() == "not a database"
 
 
+def test_ci_variables_are_stored_without_credentials_or_refused(pytester: pytest.Pytester,
+                                                                monkeypatch):
+    pytester.makepyfile(test_ok="def test_ok(): pass\n")
+    monkeypatch.setenv("GATES_CI_URL", "https://bob:hunter2@ci.example/run/5?token=tok123")
+    assert inner(pytester, *args(pytester)).ret == pytest.ExitCode.OK
+    with open_history(pytester.path / "h.db") as h:
+        [run] = h.runs()
+    assert run["ci_url"] == "https://bob:***@ci.example/run/5?token=***"
+    # A newline in the commit would split every report line that names it: refused,
+    # with the variable named, before a run is opened.
+    monkeypatch.setenv("GATES_COMMIT", "abc\n::error::x")
+    result = inner(pytester, *args(pytester))
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*GATES_COMMIT: holds a control character*"])
+    with open_history(pytester.path / "h.db") as h:
+        assert len(h.runs()) == 1
+
+
 def test_parse_options_plan_fills_run_and_shard(tmp_path: Path):
     plan = tmp_path / "p.json"
     plan.write_text(json.dumps({"suite": "s", "shard": [2, 4], "run_id": "abc", "files": []}))

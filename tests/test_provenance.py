@@ -183,3 +183,28 @@ def test_fingerprint_detection_skips_the_version_probe_when_smi_names_the_gpus(m
     assert fingerprint_key(detect_hardware(versions=False)) == "nvidia-h200-x2-sm90" and calls == []
     detect_hardware()
     assert calls == [{"gpus": False}]
+
+
+def test_a_credential_in_the_ci_url_is_masked_before_it_is_stored():
+    got = ci_from_env({"GATES_CI_URL": "https://bob:hunter2@ci.example.com/run/5?token=tok123"})
+    assert got["ci_url"] == "https://bob:***@ci.example.com/run/5?token=***"
+    got = ci_from_env({"GITHUB_SERVER_URL": "https://x:pat_abc@ghe.example", "GITHUB_REPOSITORY":
+                       "o/r", "GITHUB_RUN_ID": "7"})
+    assert "pat_abc" not in got["ci_url"] and got["ci_url"].endswith("/o/r/actions/runs/7")
+
+
+@pytest.mark.parametrize(("name", "value", "words"), [
+    ("GATES_COMMIT", "abc\n::error::x", "control character"),
+    ("GITHUB_SHA", "f" * 65, "65 characters"),
+    ("GATES_BRANCH", "b" * 100_000, "100000 characters"),
+    ("GITHUB_HEAD_REF", "feature\r", "control character"),
+    ("GATES_CI_URL", "https://ci/" + "x" * 3000, "3011 characters"),
+])
+def test_a_ci_variable_no_run_should_store_is_refused_by_name(name, value, words):
+    from gates.store.provenance import ProvenanceError
+
+    with pytest.raises(ProvenanceError) as err:
+        ci_from_env({name: value})
+    message = str(err.value)
+    assert message.startswith(f"{name}: ") and words in message and "\n" not in message
+    assert value not in message  # the value itself may be the secret or the garbage

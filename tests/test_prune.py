@@ -82,6 +82,16 @@ def test_prune_by_age_and_bad_input(template, tmp_path, capsys):
     code, _, err = cli(["prune", "--history", path, "--keep", "soon"], capsys)
     assert code == 2 and err.count("\n") == 1
     assert "--keep 'soon'" in err and "--since" not in err  # the option the user gave
+    # A negative span: argparse reads `--keep -5d` as two options. Each spelling gets one
+    # line that says what to write instead, and nothing is deleted.
+    before = path.read_bytes()
+    code, _, err = cli(["prune", "--history", path, "--keep", "-5d", "--apply"], capsys)
+    assert code == 2 and err.count("\n") == 1
+    assert "'-5d' was read as an option" in err and "--keep=-5d" in err
+    code, _, err = cli(["prune", "--history", path, "--keep=-5d", "--apply"], capsys)
+    assert code == 2 and err.count("\n") == 1
+    assert "never negative" in err and "write --keep 5d" in err
+    assert path.read_bytes() == before
     notes = tmp_path / "notes.db"
     notes.write_text("not a history")
     code, _, err = cli(["prune", "--history", notes, "--keep", "90d", "--apply"], capsys)

@@ -5,6 +5,7 @@ import (seconds on a GPU image)."""
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -74,3 +75,21 @@ def test_a_one_run_report_imports_no_numpy_or_sqlite_utils(tmp_path):
     assert "no gate failed" in r.stdout
     code, heavy = json.loads(r.stdout.splitlines()[-1])
     assert code in (0, 1) and heavy == []
+
+
+def test_plan_only_commands_run_on_the_standard_library_alone(tmp_path):
+    # README: the plan-only commands install nothing and run in nox's own interpreter,
+    # which on a fresh machine holds nox and nothing else (no pytest, no numpy).
+    # `python -S` leaves site-packages out: only the standard library and this checkout.
+    shutil.copy(REPO / "history.db", tmp_path / "history.db")
+    env = {"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin", "GATES_HISTORY": str(tmp_path / "history.db")}
+    root = ["--root", str(REPO)]
+    for args in (["-m", "ci_register", "run", "cpu", "--dry-run", "--partition", "1/2", *root],
+                 ["-m", "ci_register", "run", "base-b-1gpu", "--dry-run", *root],
+                 ["-m", "ci_register", "rerun", "test_flashinfer_decode.py", *root],
+                 ["-m", "ci_register", "plan", *root],
+                 ["-m", "ci_register", "matrix", "--event", "pull_request", *root],
+                 ["-m", "gates.commands.planner", "matrix", "--event", "pull_request", *root]):
+        r = subprocess.run([sys.executable, "-S", *args], capture_output=True, text=True, timeout=120,
+                           env=env, cwd=tmp_path)
+        assert r.returncode == 0 and "Traceback" not in r.stderr, f"{' '.join(args)}:\n{r.stderr[-2000:]}"

@@ -931,3 +931,37 @@ def test_metrics_summarized_together_match_each_summarized_alone():
     alone = [stats.summarize(h, x) for h, x in items]
     assert [(list(s), v, e) for s, v, e in together] == [(list(s), v, e) for s, v, e in alone]
     assert any(e > 0 for _, _, e in together) and any(e == 0 for _, _, e in together)
+
+
+def _batched_machines() -> tuple[np.ndarray, list[str]]:
+    # 8 machines, 6 runs each in a row (CI pools hand out hosts in stretches), offsets
+    # spread 1%, runs 0.2% about their machine: no serial dependence beyond the machine.
+    rng = np.random.default_rng(3)
+    off = rng.normal(0, 0.01, 8)
+    hosts = [f"GPU-{i // 6}" for i in range(48)]
+    h = 1 + np.repeat(off, 6) + rng.normal(0, 0.002, 48)
+    return h, hosts
+
+
+def test_serial_dependence_is_read_within_machines_where_the_runs_name_them():
+    # The machine term already carries what runs of one machine share; read on the raw
+    # runs, a stretch per machine looks like AR(1) and counts the offset a second time,
+    # which turns off the suspect screen and widens the windows.
+    h, hosts = _batched_machines()
+    j = judge_summaries(h, h[-6:].mean(), sign=1, hosts=hosts, host=hosts[-1])
+    assert j.extras.rho_lo == 0.0 and j.extras.machines >= 2
+    # The same runs with no machine named: their stretches are all the gate can see.
+    assert judge_summaries(h, h[-6:].mean(), sign=1).extras.rho_lo > 0.0
+
+
+def test_a_run_on_a_known_machine_is_screened_as_suspect_despite_machine_stretches():
+    # A run 1.2% above its machine's own level whose samples are noisier than usual
+    # (its median's extra within-run SE 0.5%): short of the level, but the run alone
+    # earns a confirm rerun (the second device host's fa2 b64 kv32k, slowed run 1).
+    h, hosts = _batched_machines()
+    lvl = h[-6:].mean()
+    j = judge_summaries(h, lvl * 1.012, sign=1, hosts=hosts, host=hosts[-1],
+                        extra_var=(0.005 * lvl) ** 2)
+    assert j.extras.rho_lo == 0.0
+    assert D.decide(j, j.p_worse, level=DEFAULTS.level) == "pass"
+    assert D.is_suspect(j, j.p_worse)

@@ -8,9 +8,10 @@ Without ``--ci-plan`` it does nothing.
   its file's budget, so one hung test cannot eat a shard.
 - A planned file that collects zero tests fails the session: SGLang users have
   seen CI green while a registered file ran nothing.
-- A GPU suite's session fails, in one line saying why, when it executed no test or
-  skipped tests because torch here sees no GPU (a CPU-only torch in nox's Python on a
-  GPU host, or faked hardware): green would mean nothing was tested.
+- A session fails, in one line saying why, when it executed no test (every test
+  skipped, on any backend), and a GPU suite's when it skipped tests because torch here
+  sees no GPU (a CPU-only torch in nox's Python on a GPU host, or faked hardware):
+  green would mean nothing was tested.
 
 Both set pytest's exit status before the gates plugin records it (``tryfirst``), so
 the stored run says what the session said.
@@ -25,26 +26,11 @@ from pathlib import Path
 
 import pytest
 
+from ci_register.running.budget import file_timeout
+
 __all__ = ["NO_GPU_SKIP", "file_timeout", "suite_problem"]
 
 _PLAN_KEY = pytest.StashKey[dict]()
-
-
-DEFAULT_SLACK_S = 60.0
-
-
-def file_timeout(expected_s: float) -> float:
-    """Budget of one file: twice its expected time plus a minute of slack.
-
-    ``CI_REGISTER_FILE_SLACK_S`` overrides the minute (the framework's own fault
-    tests use 0 so that a budget runs out in seconds)."""
-    try:
-        slack = float(os.environ.get("CI_REGISTER_FILE_SLACK_S", DEFAULT_SLACK_S))
-    except ValueError:
-        slack = DEFAULT_SLACK_S
-    if not 0 <= slack < 86400:
-        slack = DEFAULT_SLACK_S
-    return 2.0 * expected_s + slack
 
 
 def _write_progress(path: Path | None, data: dict) -> None:

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ci_register.registered.collect import Collection, Registration
-from ci_register.running.pytest_plugin import file_timeout
+from ci_register.running.budget import file_timeout
 from ci_register.running.redact import mask_secrets
 
 __all__ = [

@@ -38,9 +38,9 @@ from ci_register.registered.catalog import (
     load_catalog,
 )
 from ci_register.registered.collect import Collection, Registration, collect
+from ci_register.running.budget import file_timeout
 from ci_register.running.executed import runner_entries
 from ci_register.running.hardware import check, detect_for
-from ci_register.running.pytest_plugin import file_timeout
 from ci_register.running.redact import mask_secrets
 from ci_register.running.runner_map import runner_files
 from ci_register.running.supervise import Supervised, die_with_parent, run_supervised
@@ -69,14 +69,16 @@ options:
   --confirm N           reruns of tripped tests, 0 to 4 (default 4)
   --nightly             include nightly-only files
   --file PATH[::TEST]   only this file (repeatable)
+  --labels A,B          only files without labels or with one of these (miles' PR gating)
   --results DIR         plan, JUnit and progress files (default results)
   --catalog FILE        suite catalog (default suites/catalog.toml)
   --root PATH           repository root (default .)
 Anything else goes to pytest in order.
 
-exit codes: 0 passed; 1 a test or an enforced gate failed, or pytest crashed or
-hung; 2 bad input or hardware; 128+N interrupted by signal N (the run is
-recorded `interrupted` with what finished)."""
+exit codes: 0 passed; 1 a test or an enforced gate failed, a registered file ran
+no tests, the session executed no test, or pytest crashed or hung; 2 bad input or
+hardware, or pytest stopped early (a test file that fails to import); 128+N
+interrupted by signal N (the run is recorded `interrupted` with what finished)."""
 
 
 class UsageError(ValueError):
@@ -377,6 +379,16 @@ def _settle(out: Supervised, plan: dict, opts: RunOptions) -> Ran:
         return Ran(1, unfinished=True)
     # pytest ended by itself: the plugin finished the run, unless a test ended the
     # process first (os._exit, a fatal error in C that exits).
+    if out.session_finished and rc == 3:
+        # pytest's internal error after a finished session: the gates recorder could not
+        # write the run (a full disk, a history made read-only; its "gates: run NOT
+        # recorded" line says why) or another plugin broke. Nothing can gate the run, and
+        # 3 means nothing to a CI reader: a crash, exit 1, the run marked if it still can be.
+        cause = ("pytest ended with an internal error (exit 3) after its session: the run "
+                 "was not recorded, so nothing was gated; the 'gates:' or INTERNALERROR "
+                 "lines above say why")
+        _finish(opts, plan["run_id"], "crashed", 1, cause)  # prints one line either way
+        return Ran(1, unfinished=True)
     if out.session_finished:
         return Ran(rc)
     if _finish(opts, plan["run_id"], "crashed", 1, f"pytest exited with code {rc} before finishing its session"):

@@ -90,9 +90,12 @@ def _render(report, fmt: str) -> str:
 
 def _anchor(root: Path) -> dict[str, str | None]:
     """What "the latest run" means here: this CI run's, else this checkout's commit's."""
-    from gates.store.provenance import ci_from_env, git_info  # noqa: PLC0415
+    from gates.store.provenance import ProvenanceError, ci_from_env, git_info  # noqa: PLC0415
 
-    ci = ci_from_env(os.environ)
+    try:
+        ci = ci_from_env(os.environ)
+    except ProvenanceError as exc:
+        raise UsageError(str(exc)) from None
     return {"ci_url": ci["ci_url"], "commit": ci["commit"] or git_info(root)["commit"]}
 
 
@@ -289,8 +292,10 @@ _EXAMPLES = """examples:
   gate-report snapshot --suite base-b-1gpu --out snap.db    what a shard gates against
   gate-report prune --keep 90d                  what would go; --apply deletes and compacts
 
-exit codes: 0 nothing regressed in what is reported; 1 a gate failed in it;
-2 usage or input error. With GITHUB_ACTIONS=true the Markdown also goes to
+exit codes: the worst exit code of the reported sessions, as their runners exited
+(0 passed; 1 a test or an enforced gate failed, or a run did not finish; 128+N a run
+interrupted by signal N), or 2: a usage or input error, or a reported run that was
+refused as bad input. With GITHUB_ACTIONS=true the Markdown also goes to
 $GITHUB_STEP_SUMMARY and failing gates become ::error annotations (at most 10)."""
 
 

@@ -27,7 +27,22 @@ class UsageError(Exception):
 class Parser(argparse.ArgumentParser):
     """argparse with one-line errors that name the fix, exit 2."""
 
+    _argv: list[str] = []
+
+    def parse_known_args(self, args=None, namespace=None):  # noqa: ANN001, ANN202 - argparse's
+        self._argv = list(sys.argv[1:] if args is None else args)  # for error() to quote
+        return super().parse_known_args(args, namespace)
+
     def error(self, message: str) -> NoReturn:
+        # argparse reads the value of `--keep -5d` as an option; say how to pass it.
+        dashed = re.fullmatch(r"argument (--[\w-]+)(?:/[^:]*)?: expected one argument", message)
+        if dashed:
+            option = dashed.group(1)
+            after = [self._argv[i + 1] for i, word in enumerate(self._argv[:-1])
+                     if word == option and self._argv[i + 1].startswith("-")]
+            if after:
+                message = (f"argument {option}: {after[0]!r} was read as an option; a value "
+                           f"that starts with '-' is written {option}={after[0]}")
         raise UsageError(f"{message}; see {self.prog} --help")
 
 
@@ -64,7 +79,7 @@ def add_history(p: argparse.ArgumentParser) -> None:
 
 def add_out(p: argparse.ArgumentParser) -> None:
     """``--out FILE`` and ``--force``; a command that has them calls :func:`check_out`."""
-    p.add_argument("--out", metavar="FILE", help="write here instead of stdout (never over "
+    p.add_argument("--out", metavar="FILE", help="write here instead of stdout (- is stdout; never over "
                    "a history or an input; over another file only with --force)")
     p.add_argument("--force", action="store_true",
                    help="let --out replace an existing file that is not a gate-report output")

@@ -448,14 +448,30 @@ class _Serial:
 def _serial(b: _Baseline) -> _Serial:
     """Serial dependence read from the baseline and the runs after it, each about its
     own centre: 9 more runs (on runs 30-38 the baseline has only 21-29), and a change
-    among the recent runs does not read as dependence (``lag1_autocorr``).
+    among the recent runs does not read as dependence (``lag1_autocorr``). Where the
+    runs name machines, each less its machine's predicted offset: a host's stretch of
+    runs is the machine term's, not AR(1) (``docs/gates/design.md``).
     Autocorrelated runs: the sample scale is biased low by about AR(rho, n) / n and
     worth fewer degrees of freedom (Bayley & Hammersley, JRSS B 8 (1946) 184-197)."""
-    rho, rho_hi, rho_lo = rho_bounds(b.base, b.c, b.s, b.tail)
+    base, tail = b.base, b.tail
+    off = _machine_offsets(b)
+    if off is not None:
+        base, tail = base - off[:, : b.n], None if tail is None else tail - off[:, b.n :]
+    rho, rho_hi, rho_lo = rho_bounds(base, b.c, b.s, tail)
     # Windows sum runs, so under-estimated autocorrelation makes them over-confident:
     # they use the cautious rho throughout.
     return _Serial(rho, rho_hi, rho_lo, *_ar1_scales(b.s, b.n, rho),
                    *_ar1_scales(b.s, b.n, rho_hi))
+
+
+def _machine_offsets(b: _Baseline) -> np.ndarray | None:
+    """Each run's machine offset (``MachineModel.offsets``) over the baseline and the runs
+    after it, a row per metric; None where no run is predicted off the centre."""
+    if b.mm is None or b.lab is None or b.mm.tau2 is None:
+        return None
+    first = b.base_end - b.n
+    off = b.mm.offsets(b.h[:, first:], b.lab[first : b.h.shape[1]], b.c)
+    return off if off.any() else None
 
 
 def _ar1_scales(s: np.ndarray, n: int, rho: np.ndarray) -> tuple[np.ndarray, ...]:

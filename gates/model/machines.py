@@ -2,10 +2,12 @@
 
 Model (one-way random effects; Searle, Casella & McCulloch, *Variance
 Components*, 1992, sec. 3.5): a run summary is x = mu + m_machine + e_run, with
-machine offsets m ~ (0, tau^2) and run noise e ~ (0, sigma_w^2). The gate
-centres every run on the baseline's centre, not on its machine's level, so a
-run's prediction variance is sigma_w^2 + tau^2 whatever its machine, and runs
-of one machine in a window share their offset (they are not independent).
+machine offsets m ~ (0, tau^2) and run noise e ~ (0, sigma_w^2). A run on a
+machine with runs before it is predicted from that machine's level, shrunk toward
+the baseline's centre (``MachineModel.own_level``, the best linear unbiased
+predictor); a run on a machine not seen before is centred on the baseline's centre
+with prediction variance sigma_w^2 + tau^2 (``MachineModel.run_var``). Runs of one
+machine in a window share their offset (they are not independent).
 
 Identity: a run names its machine by its GPUs (``provenance.host_key``). In a
 history where runs name their machines, a run that names none could have run
@@ -97,6 +99,24 @@ class MachineModel:
         v = np.asarray(self.within2, dtype=float) / n
         w = np.where(tau2 + v > 0, tau2 / np.where(tau2 + v > 0, tau2 + v, 1.0), 0.0)
         return centre + w * (mean - centre), (1.0 - w) * tau2 + (1.0 - w) ** 2 * cvar
+
+    def offsets(self, x: np.ndarray, labels: Sequence[str], centre: np.ndarray,
+                ) -> np.ndarray:
+        """Each run's machine offset about ``centre`` as the model predicts it from the
+        runs ``x`` (a row per metric, a column per run of ``labels``): w (mean_M -
+        centre), the shrinkage of ``own_level``, for every machine, a run that names
+        none being a machine of one run. Zero where tau^2 is unknown."""
+        x = np.asarray(x, dtype=float)
+        out = np.zeros(x.shape)
+        if self.tau2 is None:
+            return out
+        tau2 = np.asarray(self.tau2, dtype=float)
+        groups, _ = _machine_groups(tuple(labels))
+        for g in groups:
+            v = np.asarray(self.within2, dtype=float) / g.size
+            w = np.where(tau2 + v > 0, tau2 / np.where(tau2 + v > 0, tau2 + v, 1.0), 0.0)
+            out[:, g] = (w * (_row_mean(x, g) - centre))[:, None]
+        return out
 
     def window_extra(self, labels: Sequence[str]) -> np.ndarray | float:
         """Variance a window's runs add beyond k independent draws: runs of one machine

@@ -367,7 +367,7 @@ class _Recorder:
     def __init__(self, config: pytest.Config, options: GatesOptions) -> None:
         from gates.store.history import HistoryError
         from gates.store.open import open_history
-        from gates.store.provenance import collect_provenance
+        from gates.store.provenance import ProvenanceError, collect_provenance
 
         self.config = config
         self.options = options
@@ -386,8 +386,13 @@ class _Recorder:
         except HistoryError as exc:
             raise pytest.UsageError(str(exc)) from None
         self._history_error = HistoryError
-        self.provenance: Provenance = collect_provenance(
-            options.suite, run_id=options.run_id, shard=options.shard, root=config.rootpath)
+        try:
+            self.provenance: Provenance = collect_provenance(
+                options.suite, run_id=options.run_id, shard=options.shard,
+                root=config.rootpath)
+        except ProvenanceError as exc:  # a CI variable no run may store; nothing written yet
+            self.history.close()
+            raise pytest.UsageError(str(exc)) from None
         if options.plan:
             confirm_of = options.plan.get("confirm_of")
             self.provenance.confirm_of = confirm_of if isinstance(confirm_of, str) else None

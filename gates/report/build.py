@@ -20,6 +20,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from ci_register.running.redact import mask_secrets
 from gates.model.verdicts import (
     FAILING,
     chain_outcome,
@@ -455,7 +456,9 @@ def _run_info(row: Mapping[str, Any], data: ReportInput) -> RunInfo:
                                    row.get("fingerprint")),
         trusted=bool(row.get("trusted", 1)),
         trust_reason=row.get("trust_reason"),
-        ci_url=row.get("ci_url"),
+        # Masked here too: a run stored by an older version, or merged from one, may hold
+        # a credential, and this value reaches PR comments and webhooks.
+        ci_url=mask_secrets(str(row["ci_url"])) if row.get("ci_url") else None,
         counts=dict(data.counts.get(run_id) or {}),
         wall_s=_seconds_between(row.get("started_at"), row.get("finished_at")),
         test_s=float(data.test_seconds.get(run_id) or 0.0),

@@ -28,6 +28,7 @@ __all__ = [
 ]
 
 _SINCE = re.compile(r"^\s*(\d+)\s*([mhdw])\s*$")
+_NEGATIVE_SPAN = re.compile(r"^\s*-\s*(\d+\s*[mhdw])\s*$")
 _UNITS = {"m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
 
 
@@ -45,6 +46,10 @@ def parse_since(text: str, now: dt.datetime | None = None, option: str = "--sinc
             cutoff = now - dt.timedelta(seconds=int(match.group(1)) * _UNITS[match.group(2)])
         except OverflowError:  # further back than year 1: every run
             cutoff = dt.datetime.min.replace(tzinfo=dt.UTC)
+    elif _NEGATIVE_SPAN.match(text):
+        raise ReportInputError(
+            f"{option} {text!r}: a span counts back from now and is never negative; "
+            f"write {option} {_NEGATIVE_SPAN.match(text).group(1).replace(' ', '')}")
     else:
         try:
             cutoff = dt.datetime.fromisoformat(text.strip())

@@ -27,9 +27,11 @@ from ci_register.registered.machine import (
     run_probe,
     torch_probe,
 )
+from ci_register.running.redact import mask_secrets
 
 __all__ = [
     "Provenance",
+    "ProvenanceError",
     "ci_from_env",
     "collect_provenance",
     "detect_hardware",
@@ -91,21 +93,60 @@ class Provenance:
 # ---------------------------------------------------------------- pure helpers
 
 
+class ProvenanceError(ValueError):
+    """A CI variable that cannot be a run's commit, branch or URL; the message names it."""
+
+
+# Longest value each field takes from the environment: a SHA-256 object id is 64 hex
+# digits; GitHub refuses branch names past 255 bytes; browsers stop at about 2,000 URL
+# characters. A value past these is a mistake (a file's contents in the variable), and
+# it would be stored in every run and printed in every report row.
+_LIMITS = {"commit": 64, "branch": 255, "ci_url": 2048}
+
+
+def _from_env(env: Mapping[str, str], field_name: str, *names: str) -> str | None:
+    for name in names:
+        value = env.get(name)
+        if not value:
+            continue
+        limit = _LIMITS[field_name]
+        if len(value) > limit:
+            raise ProvenanceError(
+                f"{name}: {len(value)} characters; a run's {field_name.replace('_', ' ')} is at "
+                f"most {limit}: set {name} to the {_WHAT[field_name]}, or unset it")
+        if any(ord(c) < 0x20 or ord(c) == 0x7F for c in value):
+            raise ProvenanceError(
+                f"{name}: holds a control character (a newline?); set {name} to the "
+                f"{_WHAT[field_name]} alone, or unset it")
+        return value
+    return None
+
+
+_WHAT = {"commit": "commit id", "branch": "branch name", "ci_url": "CI run's URL"}
+
+
 def ci_from_env(env: Mapping[str, str]) -> dict[str, str | None]:
-    """Commit, branch and run URL from the environment: GATES_* overrides, then GitHub Actions."""
+    """Commit, branch and run URL from the environment: GATES_* overrides, then GitHub Actions.
+
+    Raises `ProvenanceError` for a value no run should store (too long, a control
+    character). The URL is stored with any credential in it masked
+    (`ci_register.running.redact.mask_secrets`): it reaches reports, PR comments and
+    webhooks."""
     url = None
-    server, repo, run = (env.get(k) for k in
+    server, repo, run = (_from_env(env, "ci_url", k) for k in
                          ("GITHUB_SERVER_URL", "GITHUB_REPOSITORY", "GITHUB_RUN_ID"))
     if server and repo and run:
         url = f"{server.rstrip('/')}/{repo}/actions/runs/{run}"
-        if env.get("GITHUB_RUN_ATTEMPT"):
-            url += f"/attempts/{env['GITHUB_RUN_ATTEMPT']}"
+        attempt = _from_env(env, "ci_url", "GITHUB_RUN_ATTEMPT")
+        if attempt:
+            url += f"/attempts/{attempt}"
     # GATES_COMMIT / GATES_BRANCH / GATES_CI_URL name the revision where there is no
     # git checkout (a copied tree on a GPU host) or another CI system.
+    url = _from_env(env, "ci_url", "GATES_CI_URL") or url
     return {
-        "commit": env.get("GATES_COMMIT") or env.get("GITHUB_SHA") or None,
-        "branch": env.get("GATES_BRANCH") or env.get("GITHUB_HEAD_REF") or env.get("GITHUB_REF_NAME") or None,
-        "ci_url": env.get("GATES_CI_URL") or url,
+        "commit": _from_env(env, "commit", "GATES_COMMIT", "GITHUB_SHA"),
+        "branch": _from_env(env, "branch", "GATES_BRANCH", "GITHUB_HEAD_REF", "GITHUB_REF_NAME"),
+        "ci_url": mask_secrets(url) if url else None,
     }
 
 

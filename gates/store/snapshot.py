@@ -131,7 +131,7 @@ def _files(path: Path) -> list[Path]:
 
 def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m gates.store.snapshot",
-                                 description=__doc__.splitlines()[0])
+                                 description=__doc__.split("\n\n")[0])
     sub = ap.add_subparsers(dest="command", required=True)
     sd = sub.add_parser("seed", help="start a shard's history from a snapshot")
     sd.add_argument("--snapshot", required=True, metavar="PATH")
