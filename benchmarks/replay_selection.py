@@ -246,8 +246,9 @@ def run_traced_suite(tree: Path, suite: str, work: Path, timeout_s: float) -> di
            "PYTEST_PLUGINS": "replay_plugin", DIR_ENV: str(folder), ROOT_ENV: str(tree),
            "REPLAY_TRACKER": str(HERE / "gates" / "record" / "import_map.py"), "REPLAY_OUT": str(out),
            "GATES_IMPORT_MAPS": "0", "GATES_COMMIT": "replay", "CI_REGISTER_FILE_SLACK_S": "60",
-           "CUDA_VISIBLE_DEVICES": ""}  # a CPU runner's view, also on a GPU host
-    for k in ("GATES_HISTORY", "CI_REGISTER_TRACE", "CI"):
+           "CUDA_VISIBLE_DEVICES": "",  # a CPU runner's view, also on a GPU host
+           "CI_REGISTER_TRACE": "1"}  # on Python <= 3.11 too (off there by default: its cost)
+    for k in ("GATES_HISTORY", "CI"):
         env.pop(k, None)
     t0 = time.perf_counter()
     r = subprocess.run([sys.executable, "-c", TRACED_RUN, suite, str(hist)], cwd=tree, capture_output=True, text=True,

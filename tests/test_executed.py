@@ -51,8 +51,8 @@ def traced_run(root: Path, program: str, **extra_env: str) -> tuple[Path, subpro
     folder = root / "exec"
     folder.mkdir(exist_ok=True)
     env = {**os.environ, executed.DIR_ENV: str(folder), executed.ROOT_ENV: str(root),
-           "PYTHONPATH": os.pathsep.join([str(executed.SITE_DIR), str(root)]), **extra_env}
-    env.pop(executed.TRACE_ENV, None) if executed.TRACE_ENV not in extra_env else None
+           "PYTHONPATH": os.pathsep.join([str(executed.SITE_DIR), str(root)]), executed.TRACE_ENV: "1",
+           **extra_env}
     r = subprocess.run([sys.executable, "-c", program], cwd=root, env=env, capture_output=True, text=True, timeout=120)
     return folder, r
 
@@ -114,6 +114,11 @@ def test_children_that_would_run_unseen_make_the_record_incomplete(argv, env, un
         env = dict(env)
     got = executed._unseen_child("subprocess.Popen", (None, argv, None, env), folder)
     assert bool(got) is unseen, got
+
+
+def test_tracing_is_on_by_default_only_where_it_is_cheap():
+    assert executed.tracing_wanted({}) is (sys.version_info >= (3, 12))
+    assert executed.tracing_wanted({executed.TRACE_ENV: "1"}) and not executed.tracing_wanted({executed.TRACE_ENV: "0"})
 
 
 def test_collect_marks_before_start_files_whole_and_problems_incomplete(tmp_path):
@@ -218,8 +223,9 @@ def recorded(tmp_path_factory):
     git(root, "add", "-A")
     git(root, "commit", "-qm", "A")
     sha = git(root, "rev-parse", "HEAD")
-    env = {**os.environ, "PYTHONPATH": str(root), "GATES_COMMIT": sha}
-    for k in ("PYTEST_PLUGINS", "GATES_HISTORY", executed.DIR_ENV, executed.ROOT_ENV, executed.TRACE_ENV):
+    # CI_REGISTER_TRACE=1: on by default on Python >= 3.12 only.
+    env = {**os.environ, "PYTHONPATH": str(root), "GATES_COMMIT": sha, executed.TRACE_ENV: "1"}
+    for k in ("PYTEST_PLUGINS", "GATES_HISTORY", executed.DIR_ENV, executed.ROOT_ENV):
         env.pop(k, None)
     r = subprocess.run([sys.executable, "-m", "ci_register", "run", "cpu", "--gate", "off", "--history",
                         str(root / "h.db"), "--root", str(root)], cwd=root, env=env, capture_output=True,

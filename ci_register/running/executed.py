@@ -31,7 +31,9 @@ How functions are seen: on Python >= 3.12, ``sys.monitoring``'s PY_START event, 
 code object (the callback returns DISABLE: a function costs one event in the whole run). On
 <= 3.11, ``sys.settrace``/``threading.settrace`` with a function that notes the code of each
 call and returns None (no line events); threads started before the tracer are not seen.
-``CI_REGISTER_TRACE=0`` turns tracing off (selection then uses the file-level rules).
+Tracing is on by default on Python >= 3.12 and off on <= 3.11 (its cost would skew timing
+metrics); ``CI_REGISTER_TRACE=1`` turns it on, ``CI_REGISTER_TRACE=0`` off (selection then
+uses the file-level rules).
 
 Stdlib only: ``sitecustomize`` and the selection benchmark load this file by path.
 """
@@ -55,7 +57,7 @@ __all__ = ["DIR_ENV", "EXECUTED_MAP_PATH", "MAX_ENTRIES", "TRACE_ENV", "Tracer",
 EXECUTED_MAP_PATH = "<executed>"
 DIR_ENV = "CI_REGISTER_EXECUTED_DIR"
 ROOT_ENV = "CI_REGISTER_EXECUTED_ROOT"
-TRACE_ENV = "CI_REGISTER_TRACE"  # "0": trace nothing
+TRACE_ENV = "CI_REGISTER_TRACE"  # "0": trace nothing; "1": trace on Python <= 3.11 too
 SITE_DIR = Path(__file__).resolve().parent / "_trace_site"
 MAX_ENTRIES = 100_000  # a bound on a stored record; a bigger one is stored as incomplete
 _MAX_FILES = 10_000  # processes' files read from one folder
@@ -67,10 +69,15 @@ _SHELLS = {"sh", "bash", "dash", "zsh", "ksh", "env", "xargs"}
 
 
 def tracing_wanted(env: Mapping[str, str] | None = None) -> bool:
-    """Off only with ``CI_REGISTER_TRACE=0``: on Python >= 3.12 tracing costs next to
-    nothing; on <= 3.11 it costs some wall time (docs/adopting.md has the figures)."""
+    """``CI_REGISTER_TRACE`` when it is 0 or 1, else whether Python is >= 3.12: there
+    ``sys.monitoring`` costs next to nothing; on <= 3.11 the call tracer slows call-heavy
+    code several times (benchmarks/results/bench_trace_overhead.md), which would skew the
+    timings a suite records, so it runs only where asked for (a record-only job)."""
     env = os.environ if env is None else env
-    return env.get(TRACE_ENV, "").strip() != "0"
+    got = env.get(TRACE_ENV, "").strip()
+    if got in ("0", "1"):
+        return got == "1"
+    return sys.version_info >= (3, 12)
 
 
 class Tracer:
