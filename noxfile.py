@@ -211,7 +211,7 @@ def jit_cache(session: nox.Session) -> None:
 
 @nox.session(name="history-browse", python=PYTHON)  # no tag: a server, never in `nox -t`
 def history_browse(session: nox.Session) -> None:
-    """Browse the metric history in datasette, read-only: -- [PATH] (default history.db)."""
+    """Browse the metric history in datasette, read-only: -- [PATH] (default $GATES_HISTORY, else history.db)."""
     path = session.posargs[0] if session.posargs else os.environ.get("GATES_HISTORY") or str(ROOT / "history.db")
     if path.lower().startswith(("postgresql://", "postgres://")):
         session.error("datasette browses SQLite files; for a PostgreSQL history use any SQL "

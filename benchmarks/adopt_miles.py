@@ -1,6 +1,6 @@
 """Our collector on miles' test tree, unchanged, against miles' own reading of it.
 
-    python benchmarks/adopt_miles.py --mirror /work/.mirror/radixark+miles/repo
+    python benchmarks/adopt_miles.py --mirror miles.git   # git clone --bare https://github.com/radixark/miles miles.git
     python benchmarks/adopt_miles.py --tree ../miles
 
 miles' side runs its own code from the tree (stdlib only): ``tests.ci.ci_register``'s

@@ -8,7 +8,9 @@ The figure per commit is the share of the registered est_time (enabled, per-comm
 files) the selection keeps; the report gives the median and the distribution, and why
 whole runs were kept.
 
-    python benchmarks/bench_selection.py --repo /work/.mirror/lightseekorg+tokenspeed/repo \
+    git clone --bare https://github.com/lightseekorg/tokenspeed tokenspeed.git
+    git -C tokenspeed.git update-ref --no-deref HEAD f4d8ec6e03   # the results' head
+    python benchmarks/bench_selection.py --repo tokenspeed.git \
         --catalog benchmarks/catalogs/tokenspeed.toml --commits 60 --out benchmarks/results/bench_selection.md \
         --path-filter "python/pyproject.toml" "python/tokenspeed/**" "tokenspeed-kernel/**" \
         "tokenspeed-kernel-amd/**" "tokenspeed-mla/**" "tokenspeed-scheduler/**" "test/**" \

@@ -17,7 +17,8 @@ Noise models (run-level / within-run):
   fresh-process FlashInfer decode of GPU-NOTES) / N(0, 0.5%).
 - ``ar1``: AR(1) run offsets, phi = 0.7, marginal sd 3% (a rerun shares the
   previous state) / N(0, 3%).
-- ``h200``: real H200 samples (``shared/data/h200-noise``), one benchmark per
+- ``h200``: real H200 samples (``benchmarks/data/h200-noise``: each sample the median
+  of 20 CUDA-event-timed iterations, 60 a series), one benchmark per
   series (matmul, flashinfer decode, SDPA decode in turn). Within-run noise is
   a contiguous block of the measured series (keeps the heavy tail, power-cap
   dips and lag-1 autocorrelation 0.7-0.9), normalised by its median; the run
@@ -60,7 +61,7 @@ H200_BETWEEN = {"matmul": 0.012, "fi_decode": 0.0045, "sdpa_decode": 0.0045}
 DRIFT_PER_RUN = 0.005
 SPIKE = 0.20
 AR_PHI, AR_SD = 0.7, 0.03  # AR(1) run offsets: lag-1 coefficient, marginal SD
-DATA_DIR = Path(__file__).resolve().parents[1] / ".." / "shared" / "data" / "h200-noise"
+DATA_DIR = Path(__file__).resolve().parent / "data" / "h200-noise"  # in the repository: any clone runs
 
 
 @dataclass(frozen=True)
@@ -97,17 +98,10 @@ def effect_size(effect: str) -> float:
     return 0.0
 
 
-def _data_dir() -> Path:
-    for cand in (DATA_DIR, Path("/work/shared/data/h200-noise")):
-        if cand.is_dir():
-            return cand
-    raise FileNotFoundError("shared/data/h200-noise not found next to the repository")
-
-
 @lru_cache(maxsize=1)
 def h200_data() -> dict[str, list[np.ndarray]]:
     """Measured series per benchmark, each divided by its median (relative deviations)."""
-    d = _data_dir()
+    d = DATA_DIR
     out: dict[str, list[np.ndarray]] = {b: [] for b in H200_BENCHES}
     single = {"matmul": "matmul.json", "fi_decode": "decode_flashinfer.json",
               "sdpa_decode": "decode_sdpa.json"}

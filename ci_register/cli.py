@@ -310,7 +310,7 @@ def build_parser() -> argparse.ArgumentParser:
             m.add_argument("--event", default=None, help="pull_request, push or schedule (nightly suites only for schedule); "
                            "default $GITHUB_EVENT_NAME, else pull_request with --changed-files/--base")
             m.add_argument("--suite", dest="suites", action="append", default=[], help="only this suite (repeatable)")
-            m.add_argument("--output", default=None, help="write the JSON here instead of stdout (never over a history or an input; over another file only with --force)")
+            m.add_argument("--output", default=None, help="write the JSON here instead of stdout (- is stdout; never over a history or an input; over another file only with --force)")
             m.add_argument("--force", action="store_true", help="let --output replace an existing file that is not a matrix")
             m.add_argument("--chunk", type=int, default=None, help="part I (1-based) of a matrix over GitHub's 256 jobs")
         m.add_argument("--fingerprint", default=None, help=fp_help)

@@ -309,3 +309,18 @@ def test_pool_series_in_stretches_hand_a_machine_several_runs_in_a_row():
             n = 1
     # a stretch may follow one on the same machine; the last may be cut at run 60
     assert min(runs) >= 2 and len(set(s.hosts[:3 * 8])) >= 3
+
+
+def test_the_h200_noise_model_reads_measurements_the_repository_carries():
+    # The README's benchmark commands run from any clone: the measured H200 series are
+    # tracked files, not a folder beside one machine's checkout.
+    import subprocess
+
+    import series
+
+    repo = Path(__file__).resolve().parents[1]
+    tracked = subprocess.run(["git", "-C", str(repo), "ls-files", "--", str(series.DATA_DIR)],
+                             capture_output=True, text=True, check=True, timeout=60).stdout.split()
+    assert series.DATA_DIR.resolve().is_relative_to(repo) and len(tracked) >= 6
+    data = series.h200_data()
+    assert set(data) == set(series.H200_BENCHES) and all(len(s) >= 1 for s in data.values())

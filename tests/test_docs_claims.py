@@ -192,3 +192,73 @@ def test_a_help_description_taken_from_a_docstring_is_a_whole_sentence():
             if not first.rstrip().endswith((".", ":", ")")):
                 cut.append(f"{path.relative_to(REPO)}: {first}")
     assert not cut, "\n".join(cut)
+
+
+def test_every_catalog_key_is_documented_in_the_adoption_guide():
+    from ci_register.planning import select
+    from ci_register.registered import catalog
+
+    guide = (REPO / "docs" / "adopting.md").read_text(encoding="utf-8")
+    keys = catalog._SUITE_KEYS | catalog._COLLECT_KEYS | catalog._HARDWARE_KEYS | select._KEYS
+    assert not sorted(k for k in keys if not any(f in guide for f in (f"`{k}`", f"{k} =", f".{k}]")))
+
+
+def test_the_readme_names_every_verdict_the_gate_writes():
+    from gates.model.verdicts import VERDICTS
+
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    assert [v for v in VERDICTS if f"`{v}`" not in readme] == []
+
+
+def _constants() -> dict[str, set[float]]:
+    """Every module-level numeric UPPER_CASE constant of gates/ and ci_register/."""
+    import importlib
+
+    out: dict[str, set[float]] = {}
+    for path in sorted([*(REPO / "gates").rglob("*.py"), *(REPO / "ci_register").rglob("*.py")]):
+        module = ".".join(path.relative_to(REPO).with_suffix("").parts).removesuffix(".__init__")
+        if module.endswith("__main__"):
+            continue
+        for name, value in vars(importlib.import_module(module)).items():
+            if name.isupper() and isinstance(value, int | float) and not isinstance(value, bool):
+                out.setdefault(name, set()).add(float(value))
+    return out
+
+
+def test_constants_in_the_calibration_tables_are_the_codes():
+    # Rows `| `NAME`, `NAME2` | v1, v2 | why |`: each value is that constant's, as the code has it.
+    consts, checked, wrong = _constants(), 0, []
+    path = REPO / "docs" / "gates" / "calibration.md"
+    for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) < 2 or not re.fullmatch(r"`[A-Z][A-Z0-9_]+`(, `[A-Z][A-Z0-9_]+`)*", cells[0]):
+            continue
+        names = re.findall(r"`([A-Z][A-Z0-9_]+)`", cells[0])
+        values = [re.match(r"[0-9][0-9.e-]*", v.strip()) for v in cells[1].split(", ")]
+        if len(values) != len(names):
+            continue
+        for name, value in zip(names, values, strict=True):
+            if value is None:
+                continue
+            checked += 1
+            if not any(abs(c - float(value.group())) <= 1e-4 * max(1.0, abs(c)) for c in consts.get(name, ())):
+                wrong.append(f"calibration.md:{n}: {name} = {value.group()}, code {sorted(consts.get(name, ()))}")
+    assert checked > 15
+    assert not wrong, "\n".join(wrong)
+
+
+def test_economy_md_lists_the_built_in_always_and_ignore_paths():
+    from ci_register.planning.select import DEFAULT_ALWAYS, DEFAULT_IGNORE
+
+    doc = (REPO / "docs" / "economy.md").read_text(encoding="utf-8")
+    spelled = {"requirements*.txt": "requirements files", "**/requirements*.txt": "requirements files",
+               "**/*.md": "Markdown", "*.md": "Markdown", "**/*.rst": "reStructuredText",
+               "*.rst": "reStructuredText"}
+    assert [p for p in (*DEFAULT_ALWAYS, *DEFAULT_IGNORE) if spelled.get(p, f"`{p}`") not in doc] == []
+
+
+def test_gate_report_help_gives_the_exit_codes_it_returns():
+    # gate-report exits with the reported sessions' worst exit code (Report.exit_code):
+    # 143 for a run stopped by SIGTERM (tests/test_surfaces_agree.py), not only 0, 1, 2.
+    text = _run("-m", "gates.commands.cli", "--help")
+    assert "worst exit code of the reported sessions" in text and "128+N" in text

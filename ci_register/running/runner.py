@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ci_register.planning import durations
+from ci_register.planning.history_value import history_problem
 from ci_register.planning.partition import (
     PartitionError,
     Shard,
@@ -76,8 +77,8 @@ Anything else goes to pytest in order.
 
 exit codes: 0 passed; 1 a test or an enforced gate failed, a registered file ran
 no tests, the session executed no test, or pytest crashed or hung; 2 bad input or
-hardware; 128+N interrupted by signal N (the run is recorded `interrupted` with
-what finished)."""
+hardware, or pytest stopped early (a test file that fails to import); 128+N
+interrupted by signal N (the run is recorded `interrupted` with what finished)."""
 
 
 class UsageError(ValueError):
@@ -156,10 +157,14 @@ def parse_run_args(suite: str, argv: list[str]) -> RunOptions:
         raise UsageError(f"--confirm {ns.confirm}: give 0 to {MAX_CONFIRM} (the gate's confirm "
                          f"reruns a tripped test at most {MAX_CONFIRM} times, each after the "
                          "first only while the reruns' mean is borderline)")
-    if ns.history is not None and not ns.history.strip():
-        # An unset CI variable (`--history "$SHARD_DB"`) fell through to the root's
-        # committed history.db, which a run must only write on purpose.
-        raise UsageError("--history '': give a history path (or leave --history out)")
+    # An unset CI variable (`--history "$SHARD_DB"`) fell through to the root's committed
+    # history.db, which a run must only write on purpose; a blank or padded one made a
+    # file named " " (ci_register.planning.history_value). An empty GATES_HISTORY is unset.
+    source, value = (("--history", ns.history) if ns.history is not None
+                     else ("GATES_HISTORY", os.environ.get("GATES_HISTORY") or None))
+    if value is not None and (problem := history_problem(value)):
+        leave_out = " (or leave --history out)" if source == "--history" and not value.strip() else ""
+        raise UsageError(f"{source} {mask_secrets(repr(value))}: {problem}{leave_out}")
     if problem := own_plugin_disabled(rest):
         raise UsageError(problem)
     try:
@@ -373,6 +378,16 @@ def _settle(out: Supervised, plan: dict, opts: RunOptions) -> Ran:
         return Ran(1, unfinished=True)
     # pytest ended by itself: the plugin finished the run, unless a test ended the
     # process first (os._exit, a fatal error in C that exits).
+    if out.session_finished and rc == 3:
+        # pytest's internal error after a finished session: the gates recorder could not
+        # write the run (a full disk, a history made read-only; its "gates: run NOT
+        # recorded" line says why) or another plugin broke. Nothing can gate the run, and
+        # 3 means nothing to a CI reader: a crash, exit 1, the run marked if it still can be.
+        cause = ("pytest ended with an internal error (exit 3) after its session: the run "
+                 "was not recorded, so nothing was gated; the 'gates:' or INTERNALERROR "
+                 "lines above say why")
+        _finish(opts, plan["run_id"], "crashed", 1, cause)  # prints one line either way
+        return Ran(1, unfinished=True)
     if out.session_finished:
         return Ran(rc)
     if _finish(opts, plan["run_id"], "crashed", 1, f"pytest exited with code {rc} before finishing its session"):

@@ -32,6 +32,7 @@ import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from ci_register.planning.history_value import history_problem
 from ci_register.running.redact import guarded_output, mask_secrets, raw_stream
 from gates.commands import after, fleet
 from gates.commands.common import (
@@ -222,6 +223,9 @@ def _merge(args: argparse.Namespace) -> int:
     into = args.into or os.environ.get("GATES_HISTORY")
     if not into:
         raise UsageError("ingest: no target; pass --into postgresql://... or set GATES_HISTORY")
+    if problem := history_problem(into):  # merge creates a missing target: refuse a non-path
+        source = "--into" if args.into else "GATES_HISTORY"
+        raise UsageError(f"{source} {mask_secrets(repr(into))}: {problem}")
     result = merge_histories(args.shards, into)
     print(result)
     for shard, n in result.per_shard.items():
@@ -292,8 +296,10 @@ _EXAMPLES = """examples:
   gate-report snapshot --suite base-b-1gpu --out snap.db    what a shard gates against
   gate-report prune --keep 90d                  what would go; --apply deletes and compacts
 
-exit codes: 0 nothing regressed in what is reported; 1 a gate failed in it;
-2 usage or input error. With GITHUB_ACTIONS=true the Markdown also goes to
+exit codes: the worst exit code of the reported sessions, as their runners exited
+(0 passed; 1 a test or an enforced gate failed, or a run did not finish; 128+N a run
+interrupted by signal N), or 2: a usage or input error, or a reported run that was
+refused as bad input. With GITHUB_ACTIONS=true the Markdown also goes to
 $GITHUB_STEP_SUMMARY and failing gates become ::error annotations (at most 10)."""
 
 

@@ -79,7 +79,7 @@ def add_history(p: argparse.ArgumentParser) -> None:
 
 def add_out(p: argparse.ArgumentParser) -> None:
     """``--out FILE`` and ``--force``; a command that has them calls :func:`check_out`."""
-    p.add_argument("--out", metavar="FILE", help="write here instead of stdout (never over "
+    p.add_argument("--out", metavar="FILE", help="write here instead of stdout (- is stdout; never over "
                    "a history or an input; over another file only with --force)")
     p.add_argument("--force", action="store_true",
                    help="let --out replace an existing file that is not a gate-report output")

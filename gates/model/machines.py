@@ -2,10 +2,12 @@
 
 Model (one-way random effects; Searle, Casella & McCulloch, *Variance
 Components*, 1992, sec. 3.5): a run summary is x = mu + m_machine + e_run, with
-machine offsets m ~ (0, tau^2) and run noise e ~ (0, sigma_w^2). The gate
-centres every run on the baseline's centre, not on its machine's level, so a
-run's prediction variance is sigma_w^2 + tau^2 whatever its machine, and runs
-of one machine in a window share their offset (they are not independent).
+machine offsets m ~ (0, tau^2) and run noise e ~ (0, sigma_w^2). A run on a
+machine with runs before it is predicted from that machine's level, shrunk toward
+the baseline's centre (``MachineModel.own_level``, the best linear unbiased
+predictor); a run on a machine not seen before is centred on the baseline's centre
+with prediction variance sigma_w^2 + tau^2 (``MachineModel.run_var``). Runs of one
+machine in a window share their offset (they are not independent).
 
 Identity: a run names its machine by its GPUs (``provenance.host_key``). In a
 history where runs name their machines, a run that names none could have run
