@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ci_register.planning import durations
+from ci_register.planning.history_value import history_problem
 from ci_register.planning.partition import (
     PartitionError,
     Shard,
@@ -157,10 +158,14 @@ def parse_run_args(suite: str, argv: list[str]) -> RunOptions:
         raise UsageError(f"--confirm {ns.confirm}: give 0 to {MAX_CONFIRM} (the gate's confirm "
                          f"reruns a tripped test at most {MAX_CONFIRM} times, each after the "
                          "first only while the reruns' mean is borderline)")
-    if ns.history is not None and not ns.history.strip():
-        # An unset CI variable (`--history "$SHARD_DB"`) fell through to the root's
-        # committed history.db, which a run must only write on purpose.
-        raise UsageError("--history '': give a history path (or leave --history out)")
+    # An unset CI variable (`--history "$SHARD_DB"`) fell through to the root's committed
+    # history.db, which a run must only write on purpose; a blank or padded one made a
+    # file named " " (ci_register.planning.history_value). An empty GATES_HISTORY is unset.
+    source, value = (("--history", ns.history) if ns.history is not None
+                     else ("GATES_HISTORY", os.environ.get("GATES_HISTORY") or None))
+    if value is not None and (problem := history_problem(value)):
+        leave_out = " (or leave --history out)" if source == "--history" and not value.strip() else ""
+        raise UsageError(f"{source} {mask_secrets(repr(value))}: {problem}{leave_out}")
     if problem := own_plugin_disabled(rest):
         raise UsageError(problem)
     try:

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from ci_register.planning.history_value import history_problem
 from gates.store.backend import display_location, history_location
 from gates.store.metrics import Metric, MetricBook, MetricError, validate_metric
 
@@ -158,6 +159,11 @@ def parse_options(
             run_id = plan_run
         if shard is None and isinstance(plan.get("shard"), list) and len(plan["shard"]) == 2:
             shard_t = (int(plan["shard"][0]), int(plan["shard"][1]))
+    source, given = (("--gates-history", history) if history is not None
+                     else ("GATES_HISTORY", env.get("GATES_HISTORY") or None))
+    if given is not None and (problem := history_problem(given)):
+        # A file nobody meant would be created (ci_register.planning.history_value).
+        raise pytest.UsageError(f"{source} {display_location(repr(given))}: {problem}")
     history_value = history or env.get("GATES_HISTORY") or None
     history_path = history_location(history_value) if history_value else rootdir / "history.db"
     if isinstance(history_path, Path) and history_path.is_dir():
