@@ -40,6 +40,7 @@ from ci_register.registered.catalog import (
 )
 from ci_register.registered.collect import Collection, Registration, collect
 from ci_register.running.budget import file_timeout
+from ci_register.running.executed import runner_entries
 from ci_register.running.hardware import check, detect_for
 from ci_register.running.redact import mask_secrets
 from ci_register.running.runner_map import runner_files
@@ -270,7 +271,8 @@ def plan_text(plan: Plan) -> str:
     return "\n".join(lines)
 
 
-def _plan_json(plan: Plan, run_id: str, root: Path, collection: Collection, confirm_of: str | None = None) -> dict:
+def _plan_json(plan: Plan, run_id: str, root: Path, collection: Collection, confirm_of: str | None = None,
+               whole: bool = False) -> dict:
     files = [
         {
             "path": path,
@@ -295,6 +297,10 @@ def _plan_json(plan: Plan, run_id: str, root: Path, collection: Collection, conf
         # The runner map (ci_register.running.runner_map): what nox and this process loaded;
         # the gates recorder stores it with pytest's plugins for test selection.
         "runner_files": runner_files(root),
+        # What nox and this process executed (ci_register.running.executed), for a run of the
+        # whole suite only (one shard, no --file): a part of it would say "not executed" of
+        # what the rest runs. Absent when this process is not traced (CI_REGISTER_TRACE=0).
+        **({"executed": ex} if whole and (ex := runner_entries()) is not None else {}),
     }
 
 
@@ -536,7 +542,7 @@ def run_suite(opts: RunOptions) -> int:
     targets = _targets(plan.mine.items, opts.files)
     run_id = uuid.uuid4().hex
     i, n = plan.index, len(plan.shards)
-    plan_data = _plan_json(plan, run_id, opts.root, collection)
+    plan_data = _plan_json(plan, run_id, opts.root, collection, whole=len(plan.shards) == 1 and not opts.files)
     plan_file = _write(opts.results / f"plan-{_tag(plan_data)}.json", plan_data)
     opts.suite_pytest_args = list(suite.pytest_args)
     started = time.monotonic()
@@ -568,6 +574,7 @@ def run_suite(opts: RunOptions) -> int:
         confirm_id = uuid.uuid4().hex
         # runner_files again: what this process loaded since (the gate step's code) counts too.
         confirm_plan = dict(plan_data, run_id=confirm_id, confirm_of=chain[-1], runner_files=runner_files(opts.root))
+        confirm_plan.pop("executed", None)  # it runs some tests only: no record of the suite
         cfile = _write(opts.results / f"plan-{_tag(confirm_plan)}-confirm{attempt}.json", confirm_plan)
         ran = _pytest(cfile, confirm_plan, opts, nodeids, [a for a in opts.pytest_args if a not in ("-x", "--exitfirst")])
         crc = ran.rc
