@@ -608,7 +608,9 @@ def render_fa(fa: dict[str, dict], *, seeds: Sequence[int], reps: int, elapsed: 
     return "\n".join(out)
 
 
-POOLS = ((3, 0.1), (2, 0.03))  # (machines at the start, chance a run lands on a new one)
+# (machines at the start, chance a run lands on a new one, most runs a machine takes in a
+# row: 1, each run draws its machine; 8, stretches of 2-8 runs, as CI pools hand out hosts)
+POOLS = ((3, 0.1, 1), (2, 0.03, 1), (3, 0.3, 8))
 
 
 def machines_benchmark(reps: int, *, seed: int = 0, log=print) -> dict:
@@ -620,10 +622,12 @@ def machines_benchmark(reps: int, *, seed: int = 0, log=print) -> dict:
     names (as a suite session gives it GPU uuids) and not given them.
     """
     out: dict = {}
-    for pool, p_new in POOLS:
-        rng = np.random.default_rng([seed, 100 + pool, int(p_new * 1000)])
-        more = _rerun_rngs([seed, 100 + pool, int(p_new * 1000)])
-        series = {e: [make_pool_series(e, rng, tau=TAU, pool=pool, p_new=p_new, rerun_rngs=more)
+    for pool, p_new, stretch in POOLS:
+        key = [seed, 100 + pool, int(p_new * 1000)] + ([stretch] if stretch > 1 else [])
+        rng = np.random.default_rng(key)
+        more = _rerun_rngs(key)
+        series = {e: [make_pool_series(e, rng, tau=TAU, pool=pool, p_new=p_new, rerun_rngs=more,
+                                       stretch=stretch)
                       for _ in range(reps)] for e in ("null", "step5", "step10")}
         for named in (True, False):
             t0 = time.perf_counter()
@@ -632,8 +636,9 @@ def machines_benchmark(reps: int, *, seed: int = 0, log=print) -> dict:
             det = {e: _detect_stats([_first(a) for a in gate_alarms_many(
                        series[e], AFTER, first_only=True, machines=named)])
                    for e in ("step5", "step10")}
-            out[(pool, p_new, named)] = {"fa": fa, "det": det}
-            log(f"  pool {pool}, new {p_new}, names {named}: {time.perf_counter() - t0:.1f} s")
+            out[(pool, p_new, stretch, named)] = {"fa": fa, "det": det}
+            log(f"  pool {pool}, new {p_new}, stretch {stretch}, names {named}: "
+                f"{time.perf_counter() - t0:.1f} s")
     return out
 
 
@@ -641,9 +646,10 @@ def render_machines(res: dict, *, reps: int, seed: int, elapsed: float) -> str:
     from tabulate import tabulate  # noqa: PLC0415 - as in render: only the report needs it
 
     rows = []
-    for (pool, p_new, named), r in res.items():
+    for (pool, p_new, stretch, named), r in res.items():
         d5, d10 = r["det"]["step5"], r["det"]["step10"]
-        rows.append([pool, p_new, "yes" if named else "no", _pct(r["fa"]),
+        rows.append([pool, p_new, "1" if stretch <= 1 else f"2-{stretch}",
+                     "yes" if named else "no", f"{100 * r['fa']:.1f}%",
                      f"{_pct(d5[0])} / {_pct(d5[2])}", f"{_pct(d10[0])} / {_pct(d10[2])}"])
     return "\n".join([
         "# The gate on a growing pool of machines\n",
@@ -652,11 +658,14 @@ def render_machines(res: dict, *, reps: int, seed: int, elapsed: float) -> str:
         "Series (`series.make_pool_series`): 60 runs of 5 samples, change at run 40, runs "
         "30-59 gated; each machine has an offset N(0, 1.5%), each run N(0, 0.5%) plus "
         "N(0, 0.5%) per sample; a run lands on a machine already seen, or with the given "
-        "chance on a new one; its confirm rerun runs on the same machine. `names`: the gate "
+        "chance on a new one (`runs in a row` 2-8: a machine, once drawn, takes that many "
+        "runs, as a CI pool hands a host several jobs); its confirm rerun runs on the same "
+        "machine. `names`: the gate "
         "is given each run's machine (GPU uuids in a suite session) and adds the "
         "between-machine variance (`stats.host_variance`) for a machine its baseline has "
         "not seen.\n",
-        tabulate(rows, headers=["machines at start", "P(new machine)", "names", "FA/series",
+        tabulate(rows, headers=["machines at start", "P(new machine)", "runs in a row",
+                                "names", "FA/series",
                                 "step 5%: first / within 10", "step 10%"],
                  tablefmt="github"),
         "",

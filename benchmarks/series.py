@@ -252,6 +252,7 @@ def make_pool_series(
     machine_sd: float = 0.015,
     run_sd: float = 0.005,
     rerun_rngs: Sequence[np.random.Generator] = (),
+    stretch: int = 1,
 ) -> Series:
     """Runs spread over a pool of machines that grows: the between-machine case.
 
@@ -260,16 +261,23 @@ def make_pool_series(
     rotate). Every machine has its own offset N(0, ``machine_sd``); runs add
     N(0, ``run_sd``) and within-run N(0, ``run_sd``) samples. A run's rerun
     (confirm on trip) runs on the same machine: same offset, fresh noise; so
-    do further reruns, one drawn from each of ``rerun_rngs``.
+    do further reruns, one drawn from each of ``rerun_rngs``. ``stretch`` > 1:
+    a machine, once drawn, takes 2 to ``stretch`` runs in a row (uniformly), as a
+    CI pool that hands a host several jobs does; the first ``pool`` stretches are
+    each on a new machine.
     """
     offsets: list[float] = []
     machine: list[int] = []
-    for i in range(n_runs):
+    i = 0
+    while len(machine) < n_runs:
+        run = 1 if stretch <= 1 else int(rng.integers(2, stretch + 1))
         if not offsets or i < pool or rng.random() < p_new:
             offsets.append(float(rng.normal(0, machine_sd)))
-            machine.append(len(offsets) - 1)
+            machine += [len(offsets) - 1] * run
         else:
-            machine.append(int(rng.integers(len(offsets))))
+            machine += [int(rng.integers(len(offsets)))] * run
+        i += 1
+    machine = machine[:n_runs]
     hosts = [f"GPU-{k}" for k in machine]
     off = np.array(offsets)[machine]
     runs = 1.0 + off[:, None] + rng.normal(0, run_sd, n_runs)[:, None] + rng.normal(

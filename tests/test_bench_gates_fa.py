@@ -292,6 +292,25 @@ def test_gate_alarms_many_judges_each_series_as_alone():
         assert any(tr for tr in traces)
 
 
+def test_pool_series_in_stretches_hand_a_machine_several_runs_in_a_row():
+    from series import make_pool_series
+
+    one = make_pool_series("null", np.random.default_rng(3), pool=3, p_new=0.3)
+    again = make_pool_series("null", np.random.default_rng(3), pool=3, p_new=0.3, stretch=1)
+    assert one.hosts == again.hosts and np.array_equal(one.runs, again.runs)
+    s = make_pool_series("null", np.random.default_rng(3), pool=3, p_new=0.3, stretch=8)
+    assert len(s.hosts) == 60
+    runs, n = [], 1
+    for a, b in zip(s.hosts[:-1], s.hosts[1:], strict=True):
+        if a == b:
+            n += 1
+        else:
+            runs.append(n)
+            n = 1
+    # a stretch may follow one on the same machine; the last may be cut at run 60
+    assert min(runs) >= 2 and len(set(s.hosts[:3 * 8])) >= 3
+
+
 def test_the_h200_noise_model_reads_measurements_the_repository_carries():
     # The README's benchmark commands run from any clone: the measured H200 series are
     # tracked files, not a folder beside one machine's checkout.

@@ -151,6 +151,18 @@ def test_usage_and_input_errors_are_one_line_exit_2(hist, capsys, argv, message)
     assert err.startswith("error: ") and message in err and err.count("\n") == 1
 
 
+@pytest.mark.parametrize("into", ["sqlite:///x.db", " ", "x.db\n"])
+def test_merge_into_a_value_that_is_no_path_creates_nothing(hist, capsys, tmp_path,
+                                                            monkeypatch, into):
+    path, _ = hist
+    monkeypatch.chdir(tmp_path)
+    before = sorted(tmp_path.iterdir())
+    code, out, err = run(["merge", path, "--into", into], capsys)
+    assert code == 2 and out == "" and err.count("\n") == 1
+    assert err.startswith(f"error: --into {into!r}: ")
+    assert sorted(tmp_path.iterdir()) == before  # no "sqlite:" folder, no file " "
+
+
 def test_a_file_that_is_not_a_history_is_an_input_error(tmp_path, capsys):
     bad = tmp_path / "notes.db"
     bad.write_text("not sqlite")

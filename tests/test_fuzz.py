@@ -173,38 +173,47 @@ def merge_base(tmp_path_factory):
     return target, shard
 
 
-@settings(max_examples=40, deadline=None,
-          suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
-@given(st.sampled_from(sorted(COLUMNS)), st.data())
+# Every (table, column) with every hostile value: 41 columns x 14 values, about 10 s of
+# CPU. Hypothesis drew 40 of these 574 cases at random, so a bug in one case failed
+# about one run in 14 and passed on rerun (a failure seen once in session 16 could not
+# be reproduced by 25 seeds, 12 concurrent runs or this enumeration at five commits of
+# that session); the space is small enough to walk whole, every time.
+MERGE_CASES = [(table, column) for table in sorted(COLUMNS) for column in COLUMNS[table]]
+
+
+@pytest.mark.parametrize(("table", "column"), MERGE_CASES,
+                         ids=[f"{t}.{c}" for t, c in MERGE_CASES])
 def test_merge_takes_a_mutated_shard_whole_and_sound_or_refuses_it(merge_base, tmp_path,
-                                                                   table, data):
+                                                                   table, column):
     target_src, shard_src = merge_base
-    case = Path(tempfile.mkdtemp(dir=tmp_path))
-    target, shard = case / "t.db", case / "s.db"
-    shutil.copy(target_src, target)
-    shutil.copy(shard_src, shard)
-    column = data.draw(st.sampled_from(COLUMNS[table]))
-    value = data.draw(st.sampled_from(HOSTILE_VALUES))
-    with sqlite3.connect(shard) as conn:
+    for value in HOSTILE_VALUES:
+        case = Path(tempfile.mkdtemp(dir=tmp_path))
+        target, shard = case / "t.db", case / "s.db"
+        shutil.copy(target_src, target)
+        shutil.copy(shard_src, shard)
+        conn = sqlite3.connect(shard)
         try:
             row = "(run_num, path_id)" if table == "plan_file_rows" else "rowid"  # WITHOUT ROWID
-            conn.execute(f"UPDATE {table} SET {column} = ? WHERE {row} IN "
-                         f"(SELECT {row.strip('()')} FROM {table} LIMIT 1)", (value,))
+            with conn:
+                conn.execute(f"UPDATE {table} SET {column} = ? WHERE {row} IN "
+                             f"(SELECT {row.strip('()')} FROM {table} LIMIT 1)", (value,))
         except sqlite3.IntegrityError:
-            return  # the schema itself refuses it
-    conn.close()
-    before = target.read_bytes()
-    try:
-        merge_histories([shard], target)
-    except HistoryError as exc:
-        assert "\n" not in str(exc)
-        assert target.read_bytes() == before
-        return
-    # Accepted: every report and gate input still reads it.
-    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
-        assert gate_report(["--history", str(target), "--no-health", "--format", "json"]) \
-            in (0, 1)
-        assert gate_report(["--history", str(target), "--since", "2000-01-01"]) in (0, 1)
+            continue  # the schema itself refuses it
+        finally:
+            conn.close()
+        before = target.read_bytes()
+        try:
+            merge_histories([shard], target)
+        except HistoryError as exc:
+            assert "\n" not in str(exc), value
+            assert target.read_bytes() == before, value
+            continue
+        # Accepted: every report and gate input still reads it.
+        with contextlib.redirect_stdout(io.StringIO()), \
+                contextlib.redirect_stderr(io.StringIO()) as err:
+            codes = (gate_report(["--history", str(target), "--no-health", "--format", "json"]),
+                     gate_report(["--history", str(target), "--since", "2000-01-01"]))
+        assert set(codes) <= {0, 1}, (value, codes, err.getvalue()[-300:])
 
 
 # ------------------------------------------------------------------ renderers

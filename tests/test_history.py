@@ -405,3 +405,17 @@ def test_baseline_near_reads_the_newest_runs_and_far_the_rest(h):
     assert list(far.samples[newest]) == [5.0, 6.0] and list(far.samples[firsts[0]]) == [2.0, 3.0]
     assert len(far.hardware) == 2 and all(far.hardware.values())
     assert h.baseline_far("s", "gpu-a", "run007", "", keys, ["k"], [], limit=2).rows.ids.size == 0
+
+
+@pytest.mark.parametrize(("sqlite_says", "fix"), [
+    ("database or disk is full", "free space on its filesystem"),
+    ("attempt to write a readonly database", "make it writable, or give another history"),
+    ("disk I/O error", "check its filesystem"),
+])
+def test_a_write_that_the_disk_refuses_names_the_file_and_the_fix(tmp_path, sqlite_says, fix):
+    # A full disk or a history on a read-only mount said only SQLite's words.
+    with open_history(tmp_path / "h.db") as h:
+        exc = h.backend._fail(sqlite3.OperationalError(sqlite_says))
+    message = str(exc)
+    assert message.startswith(f"{tmp_path / 'h.db'}: {sqlite_says}") and fix in message
+    assert "\n" not in message

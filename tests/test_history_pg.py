@@ -344,3 +344,21 @@ def test_a_password_in_the_url_or_query_never_reaches_an_error(pg_cluster, capsy
         code = main(["check", "--history", url])
         text = "".join(capsys.readouterr())
         assert code == 2 and "PWSECRET" not in text, text
+
+
+def test_every_exchange_with_the_server_has_a_deadline(pg_url):
+    # A server that vanishes mid-query (no reset ever arrives) blocked a read for ~15 min
+    # of retransmissions, or for good while idle; keepalives and tcp_user_timeout end it.
+    with open_history(pg_url) as h:
+        dsn = _conninfo(h)
+    assert dsn["keepalives"] == "1" and dsn["tcp_user_timeout"] == "60000"
+    assert dsn["keepalives_idle"] == "30" and dsn["connect_timeout"] == "10"
+    # The URL's own value wins.
+    with open_history(pg_url + "&tcp_user_timeout=5000") as h:
+        assert _conninfo(h)["tcp_user_timeout"] == "5000"
+
+
+def _conninfo(h) -> dict[str, str]:
+    from psycopg.conninfo import conninfo_to_dict  # noqa: PLC0415
+
+    return {k: str(v) for k, v in conninfo_to_dict(h.backend.conn.raw.info.dsn).items()}

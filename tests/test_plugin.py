@@ -286,3 +286,17 @@ def test_plugin_import_is_light():
 ])
 def test_outcome_of(when, outcome, xfail, expected):
     assert outcome_of(when, outcome, xfail) == expected
+
+
+@pytest.mark.parametrize(("history", "env", "message"), [
+    (" ", {}, "--gates-history ' ': is blank"),
+    ("sqlite:///x.db", {}, "--gates-history 'sqlite:///x.db': is a sqlite:// URL"),
+    (None, {"GATES_HISTORY": "h.db "}, "GATES_HISTORY 'h.db ': starts or ends with a space"),
+    (None, {"GATES_HISTORY": "a\nb.db"}, "GATES_HISTORY 'a\\nb.db': holds a control character"),
+])
+def test_a_history_value_that_is_no_path_is_a_usage_error(tmp_path: Path, history, env, message):
+    with pytest.raises(pytest.UsageError) as err:
+        parse_options(suite="s", shard=None, run_id=None, plan_path=None, history=history,
+                      rootdir=tmp_path, env=env)
+    assert str(err.value).startswith(message)
+    assert list(tmp_path.iterdir()) == []

@@ -131,6 +131,33 @@ def test_os_exit_inside_a_test_is_a_crash_not_a_pass(tmp_path, code):
     assert report_exit(tree / "h.db") == 1
 
 
+@pytest.mark.parametrize("gate", ["off", "enforce"])
+def test_a_history_that_fills_up_at_the_end_is_a_crash_exit_1_not_3(tmp_path, gate):
+    # The recorder's last write fails the way SQLite fails on a full disk (a tmpfs filled
+    # mid-run did this for real). pytest then exits 3 (INTERNALERROR), which the runner
+    # used to hand on silently: an exit code no CI reader knows, nothing gated, and the
+    # run left `incomplete`.
+    tree = make_tree(tmp_path, """
+        def test_b_ok():
+            pass
+        """)
+    (tree / "conftest.py").write_text(textwrap.dedent("""
+        import sqlite3
+        from gates.store.history import History
+
+        def record_run(self, record, attempt=None):
+            raise self.backend._fail(sqlite3.OperationalError("database or disk is full"))
+
+        History.record_run = record_run
+        """))
+    rc, out = finish(start(tree, "--gate", gate))
+    assert rc == 1, out
+    assert "database or disk is full; free space on its filesystem" in out, out
+    assert "internal error (exit 3)" in out and "gate - (the run did not finish)" in out, out
+    assert the_run(tree / "h.db")[1:] == ("crashed", 1)
+    assert report_exit(tree / "h.db") == 1
+
+
 def test_a_crash_with_the_gate_on_exits_1_like_any_crash_not_2(tmp_path):
     # The gate refuses an unfinished run as bad input (2); the runner must not ask it, or a
     # crash reads as "bad input or hardware" (README's exit codes).

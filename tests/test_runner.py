@@ -95,12 +95,34 @@ def test_bad_partition_is_usage_error(tree, spec):
     (["-x", "-pno:ci_register.running.pytest_plugin"], "-p no:ci_register.running.pytest_plugin:"),
     (["-p", "no:junitxml"], "-p no:junitxml: a suite run needs"),
     # An empty --history (an unset CI variable) recorded into the root's history.db.
-    (["--history", ""], "--history '': give a history path"),
-    (["--history= "], "--history '': give a history path"),
+    (["--history", ""], "--history '': is blank: give a history file path"),
+    (["--history= "], "--history ' ': is blank: give a history file path"),
+    # Each of these made a file nobody meant: " h.db", a folder "sqlite:", a name with a
+    # line break in it.
+    (["--history", " h.db"], "--history ' h.db': starts or ends with a space"),
+    (["--history", "sqlite:///x.db"], "only postgresql:// URLs name a database"),
+    (["--history", "h\n.db"], "--history 'h\\n.db': holds a control character"),
+    (["--history", " postgresql://u:pw@db/h"], "--history ' postgresql://u:***@db/h': starts"),
 ])
 def test_bad_run_options_are_usage_errors(args, message):
     with pytest.raises(UsageError, match=re.escape(message)):
         parse_run_args("cpu", args)
+
+
+@pytest.mark.parametrize("value", [" ", "sqlite:///x.db", "h.db\n"])
+def test_a_gates_history_that_is_no_path_is_refused_and_creates_nothing(tree, value):
+    e = dict(os.environ, PYTHONPATH=str(REPO), GATES_HISTORY=value)
+    e.pop("CI_REGISTER_FAKE_HARDWARE", None)
+    r = subprocess.run([sys.executable, "-m", "ci_register", "run", "cpu", "--gate", "off"],
+                       cwd=tree, env=e, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert r.stderr.startswith(f"error: GATES_HISTORY {value!r}: ") and r.stderr.count("\n") == 1
+    assert sorted(p.name for p in tree.iterdir()) == ["suites"]  # no file, no folder, no results
+    # An empty GATES_HISTORY is an unset one, as before: the root's history.db.
+    e["GATES_HISTORY"] = ""
+    r = subprocess.run([sys.executable, "-m", "ci_register", "run", "cpu", "--dry-run"],
+                       cwd=tree, env=e, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
 
 
 def test_catalog_pytest_args_cannot_disable_the_recorder(catalog_tree):

@@ -965,3 +965,17 @@ def test_a_run_on_a_known_machine_is_screened_as_suspect_despite_machine_stretch
     assert j.extras.rho_lo == 0.0
     assert D.decide(j, j.p_worse, level=DEFAULTS.level) == "pass"
     assert D.is_suspect(j, j.p_worse)
+
+
+def test_quantile_test_stays_off_where_the_baselines_machines_differ():
+    # A slow machine (+3%) seen early in the baseline takes the last runs again: against
+    # runs of several machines its stretch ranks high by its offset alone. A rank test has
+    # no room for a machine offset; the judged run is at its machine's own level.
+    rng = np.random.default_rng(5)
+    offs = [0.0, 0.01, -0.005, 0.03, 0.004, -0.008, 0.002, 0.006]
+    hosts = [f"GPU-{i // 6}" for i in range(48)] + ["GPU-3"] * 7
+    h = np.concatenate([1 + np.repeat(offs, 6) + rng.normal(0, 0.002, 48),
+                        1.03 + rng.normal(0, 0.002, 7)])
+    j = judge_summaries(h, 1.032, sign=1, hosts=hosts, host="GPU-3")
+    assert j.extras.heavy and j.extras.rho_lo <= QUANTILE_RHO and not j.extras.quantile
+    assert decide(j, j.p_worse, level=DEFAULTS.level) == "pass"

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ci_register.planning import durations
+from ci_register.planning.history_value import history_problem
 from ci_register.planning.partition import (
     PartitionError,
     Shard,
@@ -39,6 +40,7 @@ from ci_register.registered.catalog import (
 )
 from ci_register.registered.collect import Collection, Registration, collect
 from ci_register.running.budget import file_timeout
+from ci_register.running.executed import runner_entries
 from ci_register.running.hardware import check, detect_for
 from ci_register.running.redact import mask_secrets
 from ci_register.running.runner_map import runner_files
@@ -156,10 +158,14 @@ def parse_run_args(suite: str, argv: list[str]) -> RunOptions:
         raise UsageError(f"--confirm {ns.confirm}: give 0 to {MAX_CONFIRM} (the gate's confirm "
                          f"reruns a tripped test at most {MAX_CONFIRM} times, each after the "
                          "first only while the reruns' mean is borderline)")
-    if ns.history is not None and not ns.history.strip():
-        # An unset CI variable (`--history "$SHARD_DB"`) fell through to the root's
-        # committed history.db, which a run must only write on purpose.
-        raise UsageError("--history '': give a history path (or leave --history out)")
+    # An unset CI variable (`--history "$SHARD_DB"`) fell through to the root's committed
+    # history.db, which a run must only write on purpose; a blank or padded one made a
+    # file named " " (ci_register.planning.history_value). An empty GATES_HISTORY is unset.
+    source, value = (("--history", ns.history) if ns.history is not None
+                     else ("GATES_HISTORY", os.environ.get("GATES_HISTORY") or None))
+    if value is not None and (problem := history_problem(value)):
+        leave_out = " (or leave --history out)" if source == "--history" and not value.strip() else ""
+        raise UsageError(f"{source} {mask_secrets(repr(value))}: {problem}{leave_out}")
     if problem := own_plugin_disabled(rest):
         raise UsageError(problem)
     try:
@@ -265,7 +271,8 @@ def plan_text(plan: Plan) -> str:
     return "\n".join(lines)
 
 
-def _plan_json(plan: Plan, run_id: str, root: Path, collection: Collection, confirm_of: str | None = None) -> dict:
+def _plan_json(plan: Plan, run_id: str, root: Path, collection: Collection, confirm_of: str | None = None,
+               whole: bool = False) -> dict:
     files = [
         {
             "path": path,
@@ -290,6 +297,10 @@ def _plan_json(plan: Plan, run_id: str, root: Path, collection: Collection, conf
         # The runner map (ci_register.running.runner_map): what nox and this process loaded;
         # the gates recorder stores it with pytest's plugins for test selection.
         "runner_files": runner_files(root),
+        # What nox and this process executed (ci_register.running.executed), for a run of the
+        # whole suite only (one shard, no --file): a part of it would say "not executed" of
+        # what the rest runs. Absent when this process is not traced (CI_REGISTER_TRACE=0).
+        **({"executed": ex} if whole and (ex := runner_entries()) is not None else {}),
     }
 
 
@@ -373,6 +384,16 @@ def _settle(out: Supervised, plan: dict, opts: RunOptions) -> Ran:
         return Ran(1, unfinished=True)
     # pytest ended by itself: the plugin finished the run, unless a test ended the
     # process first (os._exit, a fatal error in C that exits).
+    if out.session_finished and rc == 3:
+        # pytest's internal error after a finished session: the gates recorder could not
+        # write the run (a full disk, a history made read-only; its "gates: run NOT
+        # recorded" line says why) or another plugin broke. Nothing can gate the run, and
+        # 3 means nothing to a CI reader: a crash, exit 1, the run marked if it still can be.
+        cause = ("pytest ended with an internal error (exit 3) after its session: the run "
+                 "was not recorded, so nothing was gated; the 'gates:' or INTERNALERROR "
+                 "lines above say why")
+        _finish(opts, plan["run_id"], "crashed", 1, cause)  # prints one line either way
+        return Ran(1, unfinished=True)
     if out.session_finished:
         return Ran(rc)
     if _finish(opts, plan["run_id"], "crashed", 1, f"pytest exited with code {rc} before finishing its session"):
@@ -512,7 +533,7 @@ def run_suite(opts: RunOptions) -> int:
     targets = _targets(plan.mine.items, opts.files)
     run_id = uuid.uuid4().hex
     i, n = plan.index, len(plan.shards)
-    plan_data = _plan_json(plan, run_id, opts.root, collection)
+    plan_data = _plan_json(plan, run_id, opts.root, collection, whole=len(plan.shards) == 1 and not opts.files)
     plan_file = _write(opts.results / f"plan-{_tag(plan_data)}.json", plan_data)
     opts.suite_pytest_args = list(suite.pytest_args)
     started = time.monotonic()
@@ -544,6 +565,7 @@ def run_suite(opts: RunOptions) -> int:
         confirm_id = uuid.uuid4().hex
         # runner_files again: what this process loaded since (the gate step's code) counts too.
         confirm_plan = dict(plan_data, run_id=confirm_id, confirm_of=chain[-1], runner_files=runner_files(opts.root))
+        confirm_plan.pop("executed", None)  # it runs some tests only: no record of the suite
         cfile = _write(opts.results / f"plan-{_tag(confirm_plan)}-confirm{attempt}.json", confirm_plan)
         ran = _pytest(cfile, confirm_plan, opts, nodeids, [a for a in opts.pytest_args if a not in ("-x", "--exitfirst")])
         crc = ran.rc

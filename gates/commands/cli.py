@@ -32,6 +32,7 @@ import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from ci_register.planning.history_value import history_problem
 from ci_register.running.redact import guarded_output, mask_secrets, raw_stream
 from gates.commands import after, fleet
 from gates.commands.common import (
@@ -222,6 +223,9 @@ def _merge(args: argparse.Namespace) -> int:
     into = args.into or os.environ.get("GATES_HISTORY")
     if not into:
         raise UsageError("ingest: no target; pass --into postgresql://... or set GATES_HISTORY")
+    if problem := history_problem(into):  # merge creates a missing target: refuse a non-path
+        source = "--into" if args.into else "GATES_HISTORY"
+        raise UsageError(f"{source} {mask_secrets(repr(into))}: {problem}")
     result = merge_histories(args.shards, into)
     print(result)
     for shard, n in result.per_shard.items():

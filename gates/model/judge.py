@@ -594,12 +594,15 @@ def _test_weights(b: _Baseline, sr: _Serial, heavy: np.ndarray) -> tuple[np.ndar
     """The Bonferroni weights of the new run and the windows (a row per metric), and
     where the quantile test runs: where the baseline has a heavy tail or a second mode
     (and looks at most mildly autocorrelated: under AR(1) an excursion keeps several
-    runs high), and every run it reads is on a machine the baseline knows (a rank test
-    has no room for a machine offset)."""
+    runs high), its runs are on machines that show no spread between them, and every
+    run it reads is on a machine the baseline knows (a rank test has no room for a
+    machine offset: a stretch of runs on a slow machine is its least bad run's rank)."""
     w0 = _weights(len(b.ks) + 1)
     new_m = b.mm is not None and b.lab is not None and any(
         x not in b.mm.known for x in b.lab[-QUANTILE_K:])
-    quant = (sr.rho_lo <= QUANTILE_RHO) & heavy & (bool(b.ks) and not new_m)
+    spread = (np.asarray(b.mm.tau2) > 0 if b.mm is not None and b.mm.tau2 is not None
+              else np.zeros(b.c.size, dtype=bool))
+    quant = (sr.rho_lo <= QUANTILE_RHO) & heavy & ~spread & (bool(b.ks) and not new_m)
     w = np.empty((b.c.size, len(w0)))
     w[:] = w0
     w[quant, 1:] = [x * (1.0 - QUANTILE_WEIGHT / (1.0 - w0[0])) for x in w0[1:]]

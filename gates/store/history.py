@@ -1507,6 +1507,16 @@ def _corrupt(path: Path, exc: BaseException) -> HistoryError:
     if any(word in str(exc).lower() for word in ("locked", "busy")):
         return HistoryError(f"{path}: {exc}; another process holds the file for too long, "
                             "retry later")
+    text = str(exc).lower()
+    if "disk is full" in text:
+        return HistoryError(f"{path}: {exc}; free space on its filesystem (or give another "
+                            f"history file, {HISTORY_OPTION}), then run again")
+    if "disk i/o error" in text:
+        return HistoryError(f"{path}: {exc}; the disk refused a read or write (full, failing "
+                            "or gone): check its filesystem, then run again")
+    if "readonly database" in text or "read-only file system" in text:
+        return HistoryError(f"{path}: {exc}; the file or its folder cannot be written: make "
+                            f"it writable, or give another history file ({HISTORY_OPTION})")
     if isinstance(exc, (sqlite3.OperationalError, sqlite3.ProgrammingError,
                         sqlite3.IntegrityError)):
         # A bad query or constraint, not a damaged file.

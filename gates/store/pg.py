@@ -46,6 +46,7 @@ from gates.store.schema import BY_NUM, BY_RUN_ID, TEXT_REFS, pack_samples
 try:
     import psycopg
     from psycopg import errors as pg_errors
+    from psycopg.conninfo import conninfo_to_dict
 except ImportError:  # pragma: no cover - exercised where the extra is not installed
     psycopg = None  # type: ignore[assignment]
 
@@ -55,6 +56,14 @@ _T = TypeVar("_T")
 _NAMED = re.compile(r"(?<![:\w]):([A-Za-z_]\w*)")
 _LOCK = "SELECT pg_advisory_xact_lock(hashtext('gates-history:' || current_schema()))"
 _CONNECT_TIMEOUT_S = 10
+# A deadline on every exchange after the connect: a server that vanishes mid-query (a
+# network partition, a host powered off: no reset ever arrives) ended a blocking recv
+# only after the kernel gave up, ~15 minutes for unacknowledged data and never for an
+# idle wait. TCP keepalives (probes after 30 s idle, every 10 s, 3 misses) and
+# tcp_user_timeout (data unacknowledged for 60 s) end it with an error within ~60 s.
+# Waiting on another writer stays bounded by lock_timeout. The URL's own values win.
+_TCP_DEADLINES = {"keepalives": "1", "keepalives_idle": "30", "keepalives_interval": "10",
+                  "keepalives_count": "3", "tcp_user_timeout": "60000"}
 _IGNORE = " ON CONFLICT DO NOTHING"
 # INSERT INTO table (columns) VALUES (?, ...) [ON CONFLICT DO NOTHING], no RETURNING.
 _INSERT_VALUES = re.compile(r"^\s*INSERT\s+INTO\s+(\w+)\s*\(([^)]*)\)\s*"
@@ -159,7 +168,10 @@ class PgBackend:
         self.db = None  # type: ignore[assignment]
         self._db_errors = (psycopg.Error,)
         try:
-            raw = psycopg.connect(url, autocommit=True, connect_timeout=_CONNECT_TIMEOUT_S)
+            given = conninfo_to_dict(url)
+            deadlines = {k: v for k, v in _TCP_DEADLINES.items() if k not in given}
+            raw = psycopg.connect(url, autocommit=True, connect_timeout=_CONNECT_TIMEOUT_S,
+                                  **deadlines)
         except psycopg.Error as exc:
             raise HistoryError(
                 f"{self.path}: cannot connect ({_first_line(exc)}); check the URL and that "

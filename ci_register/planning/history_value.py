@@ -1,0 +1,36 @@
+"""Whether a value given as a history location can be one (stdlib only).
+
+The runner (`--history`, ``GATES_HISTORY``), the gates pytest plugin (``--gates-history``)
+and ``gate-report merge --into`` write the history they are given, creating the file when
+it is missing. A value that only looks like a location made a file nobody meant: a blank
+or space-padded CI variable made a file named " " in the checkout, ``sqlite:///x.db`` a
+folder ``sqlite:`` holding ``x.db``, a newline a file name with a line break in it. Each
+is refused before anything is written, with what to give instead. ci_register never
+imports gates, so the rule lives here and gates imports it.
+"""
+
+from __future__ import annotations
+
+import re
+
+__all__ = ["history_problem"]
+
+_URL = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://")
+_DATABASE_SCHEMES = ("postgresql", "postgres")
+
+
+def history_problem(value: str) -> str | None:
+    """Why ``value`` cannot be a history location, in words that name the fix; or None."""
+    if not value.strip():
+        return "is blank: give a history file path or a postgresql:// URL"
+    if value != value.strip():
+        return ("starts or ends with a space (a padded CI variable?): give the path "
+                "without it")
+    if any(ord(c) < 0x20 or ord(c) == 0x7F for c in value):
+        return "holds a control character (a newline?): give the path alone"
+    scheme = _URL.match(value)
+    if scheme and scheme.group(1).lower() not in _DATABASE_SCHEMES:
+        return (f"is a {scheme.group(1)}:// URL, and only postgresql:// URLs name a "
+                "database: give an SQLite history as a plain file path (x.db, not "
+                "sqlite:///x.db)")
+    return None
