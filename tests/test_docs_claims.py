@@ -269,4 +269,4 @@ def test_every_test_the_docs_cite_exists():
     defined = {m.group(1) for folder in ("tests", "suites") for p in (REPO / folder).rglob("*.py")
                for m in re.finditer(r"^\s*def (test_\w+)", p.read_text(encoding="utf-8"), re.M)}
     tables = {"test_rows"}  # the history's table, not a test
-    assert len(cited) > 3 and sorted(cited - defined - tables) == []
+    assert len(cited) >= 3 and sorted(cited - defined - tables) == []
