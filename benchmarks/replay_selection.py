@@ -196,6 +196,7 @@ except ImportError:  # a host without nox: enough of it for a noxfile to define 
     nox.session, nox.options, nox.Session = session, types.SimpleNamespace(), StandIn
     nox.command = types.SimpleNamespace(CommandFailed=type("CommandFailed", (Exception,), {}))
     nox.parametrize = lambda *a, **k: (lambda f: f)
+    nox.__getattr__ = lambda name: types.SimpleNamespace()  # anything else a noxfile reads
     sys.modules["nox"] = nox
 session = StandIn(suite)
 try:
@@ -438,7 +439,15 @@ def main(argv: list[str] | None = None) -> int:
                 if w is None or list(w)[2] != list(v)[2]:
                     noisy.add(key.split("|", 1)[1])
         t0 = time.perf_counter()
-        rows = [analyse(repo, commits, i, runs_l, catalog, config, Path(tmp)) for i in range(1, len(commits))]
+        if a.jobs == 1:
+            rows = [analyse(repo, commits, i, runs_l, catalog, config, Path(tmp)) for i in range(1, len(commits))]
+        else:  # each change's selection is independent: spread them too (a worker gets the runs it reads)
+            import concurrent.futures  # noqa: PLC0415
+
+            with concurrent.futures.ProcessPoolExecutor(max_workers=a.jobs) as pool:
+                futs = [pool.submit(analyse, repo, commits, i, {i - 1: runs_l[i - 1], i: runs_l[i]}, catalog, config,
+                                    Path(tmp)) for i in range(1, len(commits))]
+                rows = [f.result() for f in futs]
         print(f"selection decided for {len(rows)} changes in {time.perf_counter() - t0:.0f} s", file=sys.stderr)
     for r in rows:
         base, head = runs_l[r["base_i"]], runs_l[r["base_i"] + 1]
@@ -462,7 +471,7 @@ def main(argv: list[str] | None = None) -> int:
 _SCAN_CACHE: dict = {}
 
 
-def analyse(repo: Path, commits: list[str], i: int, runs: list[dict], catalog, config, tmp: Path) -> dict:
+def analyse(repo: Path, commits: list[str], i: int, runs, catalog, config, tmp: Path) -> dict:
     """One change (commits[i-1] -> commits[i]): what selection keeps with the static graph,
     with the recorded maps, and with the executed-functions records of the parent's run."""
     c, parent = commits[i], commits[i - 1]

@@ -281,3 +281,47 @@ def test_selection_by_what_the_run_executed(recorded):
     assert s.keeps("cpu", "suites/test_core.py")
     assert "pkg/core.py, which it loaded, changed since" in s.maps
     git(root, "checkout", "-q", "main")
+
+
+def test_the_nox_session_hands_its_tracer_to_the_runner(monkeypatch, tmp_path):
+    """nox's process traces itself (begin at import, in nox) and gives the runner's command
+    alone the folder and the sitecustomize path (not its pip installs)."""
+    from ci_register.registered.catalog import load_catalog
+    from ci_register.running import nox_sessions
+
+    handed = {executed.DIR_ENV: str(tmp_path), executed.ROOT_ENV: str(REPO),
+              "PYTHONPATH": os.pathsep.join([str(executed.SITE_DIR), "/elsewhere"])}
+    monkeypatch.setattr(nox_sessions, "_TRACE_ENV", handed)
+    monkeypatch.setenv("PYTHONPATH", "/mine")
+    monkeypatch.setenv("CI", "1")  # no local history path
+    seen: list[tuple[list[str], dict]] = []
+
+    class Session:
+        posargs: list[str] = []
+        env: dict = {}
+
+        def run(self, *args, **kwargs):
+            seen.append(([str(a) for a in args], dict(self.env)))
+
+        def install(self, *args, **kwargs):
+            seen.append((["install", *args], dict(self.env)))
+
+        def log(self, *args):
+            pass
+
+        def error(self, *args):
+            raise AssertionError(args)
+
+    def prepare(session, suite):
+        session.install("pkg")
+
+    suite = load_catalog(REPO / "suites" / "catalog.toml").suites["cpu"]
+    fn = nox_sessions._session(suite, REPO / "suites" / "catalog.toml", REPO, None, prepare)
+    fn(Session())
+    (install, install_env), (cmd, env) = seen
+    assert executed.DIR_ENV not in install_env
+    assert cmd[1:4] == ["-m", "ci_register", "run"]
+    assert env[executed.DIR_ENV] == str(tmp_path) and env[executed.ROOT_ENV] == str(REPO)
+    assert env["PYTHONPATH"].split(os.pathsep)[:2] == [str(executed.SITE_DIR), "/mine"]
+    # Only nox's own process starts that tracer (a test importing the module does not).
+    assert nox_sessions.in_nox(["/usr/bin/nox", "-s", "cpu"]) and not nox_sessions.in_nox(["pytest"])
