@@ -213,7 +213,11 @@ def _selection(args: argparse.Namespace, catalog, col):
         raise SelectError("pass --changed-files or --base, not both")
     root = Path(args.root)
     changed = args.changed_files if args.changed_files is not None else changed_since(args.base, root)
-    return select_in_tree(root, catalog, [r.path for r in col.registrations], changed, args.history)
+    suites: dict[str, set[str]] = {}
+    for r in col.registrations:
+        suites.setdefault(r.suite, set()).add(r.path)
+    return select_in_tree(root, catalog, [r.path for r in col.registrations], changed, args.history,
+                          suites=suites, base=args.base)
 
 
 def _rerun(args: argparse.Namespace, rest: list[str]) -> int:

@@ -35,6 +35,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import sqlite3
 import sys
 from collections.abc import Mapping, Sequence
@@ -689,7 +690,10 @@ def verdict_table(result: GateResult) -> str:
 def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m gates.gate",
                                  description="Judge a run's metrics against their history.")
-    ap.add_argument("--history", required=True, help="history SQLite file")
+    # A database URL comes in GATES_HISTORY, never on a command line (ci_register.planning.history_value.history_argv).
+    ap.add_argument("--history", default=os.environ.get("GATES_HISTORY") or None,
+                    required=not os.environ.get("GATES_HISTORY"), metavar="PATH",
+                    help="history file or database URL (default $GATES_HISTORY)")
     ap.add_argument("--run-id", required=True)
     ap.add_argument("--plan", help="plan JSON (its 'gates' list holds register_ci_gate calls)")
     ap.add_argument("--mode", default="enforce", choices=("enforce", "warn", "off"))

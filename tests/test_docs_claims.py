@@ -262,3 +262,11 @@ def test_gate_report_help_gives_the_exit_codes_it_returns():
     # 143 for a run stopped by SIGTERM (tests/test_surfaces_agree.py), not only 0, 1, 2.
     text = _run("-m", "gates.commands.cli", "--help")
     assert "worst exit code of the reported sessions" in text and "128+N" in text
+
+
+def test_every_test_the_docs_cite_exists():
+    cited = {m.group(1) for p in DOCS for m in re.finditer(r"`(test_[a-z0-9_]+)`", p.read_text(encoding="utf-8"))}
+    defined = {m.group(1) for folder in ("tests", "suites") for p in (REPO / folder).rglob("*.py")
+               for m in re.finditer(r"^\s*def (test_\w+)", p.read_text(encoding="utf-8"), re.M)}
+    tables = {"test_rows"}  # the history's table, not a test
+    assert len(cited) >= 3 and sorted(cited - defined - tables) == []

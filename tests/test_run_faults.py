@@ -694,3 +694,35 @@ def test_a_history_password_is_never_echoed_by_the_runner(tmp_path, how):
     text = r.stdout + r.stderr
     assert r.returncode != 0 and "PWSECRET" not in text, text
     assert "ci:***@127.0.0.1" in text  # the echo is there, masked
+
+
+@pytest.mark.parametrize("how", ["--history", "GATES_HISTORY"])
+def test_a_database_url_reaches_no_child_command_line(tmp_path, pg_url, how):
+    # Every user of a host can read every command line (ps, /proc/PID/cmdline); the URL,
+    # password and all, went to pytest, the gate and the other children as --history.
+    # Each child now gets it in GATES_HISTORY. A sitecustomize logs every Python child's
+    # argv; the password is a query parameter the test server's trust auth ignores.
+    tree = make_tree(tmp_path, "def test_b():\n    pass\n")
+    url = pg_url + "&password=PWSECRET9"
+    spy = tmp_path / "spy"
+    spy.mkdir()
+    log = tmp_path / "argv.log"
+    (spy / "sitecustomize.py").write_text(
+        f"import sys\nwith open({str(log)!r}, 'a') as f:\n    f.write(repr(sys.argv) + '\\n')\n")
+    args = ["--history", url] if how == "--history" else []
+    e = env()
+    e["PYTHONPATH"] = os.pathsep.join([str(spy), str(REPO)])
+    if how == "GATES_HISTORY":
+        e["GATES_HISTORY"] = url
+    r = subprocess.run([sys.executable, "-m", "ci_register", "run", "cpu", "--gate", "enforce",
+                        *args], cwd=tree, env=e, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stdout + r.stderr
+    argvs = log.read_text().splitlines()
+    children = [a for a in argvs if "gates.gate" in a or "pytest" in a]
+    assert len(children) >= 2, argvs  # pytest and the gate ran, and were seen
+    leaked = [a for a in argvs[1:] if "PWSECRET9" in a or "postgresql://" in a]
+    assert leaked == [], leaked  # argvs[0] is the runner itself, as the caller wrote it
+    from gates.store.open import open_history  # noqa: PLC0415
+
+    with open_history(url, create=False, readonly=True) as h:
+        assert [r["status"] for r in h.runs()] == ["complete"]

@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
+from ci_register.planning.history_value import history_argv
 from ci_register.registered.machine import FINGERPRINT_ENV, this_fingerprint
 
 if TYPE_CHECKING:  # types only: the report's health section imports this module
@@ -169,11 +170,12 @@ def read_by_process(path: Path | DatabaseUrl, suites: Sequence[str], fingerprint
                     ) -> dict[str, dict[str, object]]:
     """{suite: reply} of one ``python -m gates.store.durations`` for every suite (its module doc);
     raises ValueError with its one-line reason when the history cannot be read."""
-    cmd = [sys.executable, "-m", "gates.store.durations", "--history", str(path),
+    history_args, history_env = history_argv("--history", str(path))
+    cmd = [sys.executable, "-m", "gates.store.durations", *history_args,
            *(a for s in suites for a in ("--suite", s)),
            "--fingerprint", fingerprint, "--limit", str(limit),
            "--lock-wait", str(lock_wait_s)]
-    env = dict(os.environ)
+    env = dict(os.environ, **history_env)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(_REPO), env.get("PYTHONPATH")) if p)
     try:
         done = subprocess.run(cmd, capture_output=True, text=True, env=env,

@@ -13,7 +13,9 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["history_problem"]
+__all__ = ["HISTORY_ENV", "history_argv", "history_problem", "is_database_url"]
+
+HISTORY_ENV = "GATES_HISTORY"
 
 _URL = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://")
 _DATABASE_SCHEMES = ("postgresql", "postgres")
@@ -34,3 +36,20 @@ def history_problem(value: str) -> str | None:
                 "database: give an SQLite history as a plain file path (x.db, not "
                 "sqlite:///x.db)")
     return None
+
+
+def is_database_url(value: str) -> bool:
+    """A ``postgresql://`` (or ``postgres://``) URL: a database, not a file."""
+    return value.lower().startswith(tuple(f"{s}://" for s in _DATABASE_SCHEMES))
+
+
+def history_argv(flag: str, value: str) -> tuple[list[str], dict[str, str]]:
+    """How a child process gets the history ``value``: (its arguments, its environment).
+
+    A file path goes on the command line (``[flag, value]``). A database URL, which may
+    carry a password, goes in ``GATES_HISTORY`` instead: a command line is readable by
+    every user of the host (``ps``, ``/proc/PID/cmdline``), an environment only by the
+    process's owner. Every child that takes ``--history`` falls back to ``GATES_HISTORY``."""
+    if is_database_url(value):
+        return [], {HISTORY_ENV: value}
+    return [flag, value], {}

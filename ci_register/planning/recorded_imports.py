@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 
 from ci_register.planning.durations import history_path
+from ci_register.planning.history_value import history_argv
 
 __all__ = ["recorded_maps"]
 
@@ -26,10 +27,11 @@ def recorded_maps(history: str | os.PathLike[str] | None, root: Path | None = No
     path = history_path(history, root)
     if not path.exists():
         return [], None
-    env = dict(os.environ)
+    history_args, history_env = history_argv("--history", str(path))
+    env = dict(os.environ, **history_env)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(_REPO), env.get("PYTHONPATH")) if p)
     try:
-        done = subprocess.run([sys.executable, "-m", "gates.store.recorded_imports", "--history", str(path)],
+        done = subprocess.run([sys.executable, "-m", "gates.store.recorded_imports", *history_args],
                               capture_output=True, text=True, env=env, timeout=_READ_TIMEOUT_S, check=False)
     except (OSError, subprocess.SubprocessError) as exc:
         return [], f"{path}: cannot read import maps ({exc})"

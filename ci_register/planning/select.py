@@ -31,6 +31,11 @@ recorded (:mod:`ci_register.running.runner_map`, the ``<runner>`` row of the imp
 then only a changed file the map holds runs everything, and the others are judged like
 any module (by the static graph and the per-file maps). A changed file the runner map
 holds runs everything whether declared or not.
+
+Function-level evidence (:func:`select_by_suite`, :mod:`ci_register.planning.evidence`):
+with a base revision, a changed Python file whose syntax tree is equal affects nothing,
+and a change to function bodies only counts, per suite, only when one of those functions
+ran in that suite's recorded run (the ``<executed>`` row); else the rules above decide.
 """
 
 from __future__ import annotations
@@ -41,6 +46,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
+from ci_register.planning.evidence import Evidence, not_executed
 from ci_register.planning.imports import Graph, module_names
 
 __all__ = [
@@ -53,6 +59,7 @@ __all__ = [
     "parse_select",
     "fresh_maps",
     "fresh_runner_map",
+    "select_by_suite",
     "select_in_tree",
     "select_tests",
 ]
@@ -156,12 +163,24 @@ class Selection:
     always_suites: tuple[str, ...] = ()
     notes: list[str] = field(default_factory=list)  # changed paths that affect no test, and why
     maps: str = ""  # which recorded import maps the selection used (or why none)
+    # Per suite, where function-level evidence (ci_register.planning.evidence) made suites
+    # differ: then every registered suite has its own selection here.
+    by_suite: dict[str, Selection] = field(default_factory=dict)
 
     def keeps(self, suite: str, path: str) -> bool:
-        return bool(self.everything) or suite in self.always_suites or path in self.files
+        if suite in self.always_suites:
+            return True
+        if suite in self.by_suite:
+            return self.by_suite[suite].keeps(suite, path)
+        return bool(self.everything) or path in self.files
 
     def summary(self) -> str:
         """One line for stderr beside the matrix."""
+        if self.by_suite:
+            parts = [f"{s}: " + (f"everything ({sel.everything[:80]})" if sel.everything else f"{len(sel.files)} file(s)")
+                     for s, sel in sorted(self.by_suite.items())]
+            maps = f"; {self.maps}" if self.maps else ""
+            return f"selection by suite (function-level evidence): {'; '.join(parts)}{maps}"
         if self.everything:
             return f"selection: everything runs: {self.everything}"
         more = f"; {len(self.notes)} changed path(s) affect no test" if self.notes else ""
@@ -170,6 +189,8 @@ class Selection:
         return f"selection: {len(self.files)} registered file(s) can reach the {len(self.changed)} changed path(s){suites}{more}{maps}"
 
     def why(self, suite: str, path: str) -> str:
+        if suite in self.by_suite and suite not in self.always_suites:
+            return self.by_suite[suite].why(suite, path)
         if self.everything:
             return f"everything runs: {self.everything}"
         if suite in self.always_suites:
@@ -320,6 +341,50 @@ def select_tests(graph: Graph, tests: Iterable[str], changed: Sequence[str], con
     return sel
 
 
+def select_by_suite(graph: Graph, suites: Mapping[str, Iterable[str]], changed: Sequence[str], config: SelectConfig,
+                    maps: Mapping[str, Iterable[str]] | None = None, runner: RunnerMap | None = None,
+                    evidence: Evidence | None = None) -> Selection:
+    """:func:`select_tests` with function-level evidence (:mod:`ci_register.planning.evidence`):
+    a changed file whose syntax tree is equal affects nothing, and for a suite whose record
+    is usable, a bodies-only change none of whose changed functions ran in that suite's
+    recorded run counts as no change. ``suites``: {suite: its registered paths}."""
+    tests = sorted({p for paths in suites.values() for p in paths})
+    changed = tuple(dict.fromkeys(Path(c).as_posix().removeprefix("./") for c in changed))
+    if evidence is None:
+        return select_tests(graph, tests, changed, config, maps, runner)
+    # Declared paths (CI configuration, the catalog) stay as the catalog says.
+    declared = {p for p in changed if _match(p, config.declared_always) or _match(p, config.always)}
+    equal = evidence.equal - declared
+    bodies = {p: u for p, u in evidence.bodies.items() if p not in declared}
+    notes = [f"{p}: the syntax tree is unchanged (comments or layout only); affects nothing" for p in changed
+             if p in equal]
+    rest = [p for p in changed if p not in equal]
+    base = select_tests(graph, tests, rest, config, maps, runner)
+    base.changed, base.notes = changed, notes + base.notes
+    dropped = {s: not_executed(bodies, rec) for s, rec in evidence.records.items() if s in suites}
+    if not any(dropped.values()):
+        return base
+    out = Selection(changed, always_suites=config.always_suites, notes=list(base.notes))
+    cache: dict[frozenset[str], Selection] = {frozenset(): base}
+    for suite, paths in sorted(suites.items()):
+        why = dropped.get(suite, {})
+        key = frozenset(why)
+        if key not in cache:
+            sel = select_tests(graph, sorted(paths), [p for p in rest if p not in why], config, maps, runner)
+            sel.changed = changed
+            sel.notes = [*notes, *(f"{p}: {w}" for p, w in sorted(why.items())), *sel.notes]
+            cache[key] = sel
+        out.by_suite[suite] = cache[key]
+        for p, w in sorted(why.items()):
+            note = f"{p}: {w}"
+            if note not in out.notes:
+                out.notes.append(note)
+    everything = {sel.everything for sel in out.by_suite.values()}
+    out.everything = everything.pop() if len(everything) == 1 else ""  # all suites alike, else per suite
+    out.files = {p: w for sel in out.by_suite.values() for p, w in sel.files.items()}
+    return out
+
+
 def declare_dynamic(graph: Graph, config: SelectConfig) -> None:
     """Close the files ``[select.dynamic]`` declares: their computed imports load only the
     files its globs match (a person read the code; the catalog says so)."""
@@ -373,7 +438,7 @@ def fresh_maps(rows: Iterable[Mapping], now: datetime, max_age_days: float) -> t
     stale: set[str] = set()
     for r in rows:
         path, files, at = r.get("path"), r.get("files"), r.get("recorded_at")
-        if not isinstance(path, str) or not isinstance(files, list) or path == RUNNER_MAP_PATH:
+        if not isinstance(path, str) or not isinstance(files, list) or path.startswith("<"):  # <runner>, <executed>
             continue
         try:
             when = datetime.fromisoformat(str(at).replace("Z", "+00:00"))
@@ -426,10 +491,14 @@ def fresh_runner_map(rows: Iterable[Mapping], now: datetime, max_age_days: float
 
 
 def select_in_tree(root: Path, catalog, tests: Iterable[str], changed: Sequence[str],
-                   history: str | None = None, *, now: datetime | None = None) -> Selection:
+                   history: str | None = None, *, now: datetime | None = None,
+                   suites: Mapping[str, Iterable[str]] | None = None, base: str | None = None) -> Selection:
     """Scan the tree at ``root`` with the catalog's ``[select]`` and select ``tests``,
     with the import maps the history (``--history``, else ``GATES_HISTORY``, else
-    ``ROOT/history.db``) recorded."""
+    ``ROOT/history.db``) recorded. With ``base`` (a git ref; the change is its merge base
+    with HEAD to HEAD) and ``suites`` ({suite: registered paths}), function-level evidence
+    too (:func:`select_by_suite`)."""
+    from ci_register.planning.evidence import executed_records, gather  # noqa: PLC0415
     from ci_register.planning.imports import scan  # noqa: PLC0415
     from ci_register.planning.recorded_imports import recorded_maps  # noqa: PLC0415
 
@@ -444,10 +513,31 @@ def select_in_tree(root: Path, catalog, tests: Iterable[str], changed: Sequence[
     maps, notes = fresh_maps(rows, now, config.map_max_age_days)
     runner, runner_notes = fresh_runner_map(rows, now, config.map_max_age_days)
     tests = list(tests)
-    sel = select_tests(scan(root, config.package_roots), tests, changed, config, maps, runner)
+    graph = scan(root, config.package_roots)
+    evidence = None
+    ev_notes: list[str] = []
+    if base is not None and suites is not None:
+        merge_base = _merge_base(base, root)
+        records, ev_notes = executed_records(rows, now, config.map_max_age_days)
+        if merge_base:
+            evidence = gather(root, merge_base, "HEAD", changed, records, config.ignore)
+            ev_notes += evidence.notes
+        sel = select_by_suite(graph, suites, changed, config, maps, runner, evidence)
+    else:
+        sel = select_tests(graph, tests, changed, config, maps, runner)
     used = len(set(tests) & set(maps))
     held = f"a runner map ({runner.source}, {len(runner.files)} files)" if runner else "no runner map"
+    held_ex = (f"executed-functions records of suite(s) {', '.join(sorted(evidence.records)) or '(none usable)'}"
+               if evidence is not None else "")
     sel.maps = "; ".join([f"recorded import maps for {used} of {len(set(tests))} registered file(s), {held}",
-                          *notes, *runner_notes,
+                          *([held_ex] if held_ex else []), *notes, *runner_notes, *ev_notes,
                           *([f"no recorded import maps read ({problem}): the static graph alone"] if problem else [])])
     return sel
+
+
+def _merge_base(base: str, root: Path) -> str | None:
+    import subprocess  # noqa: PLC0415 - the git edge of this module
+
+    r = subprocess.run(["git", "merge-base", "--end-of-options", base, "HEAD"], cwd=root, capture_output=True, text=True,
+                       timeout=120, check=False)
+    return r.stdout.strip() or None if r.returncode == 0 else None

@@ -52,8 +52,15 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from ci_register.registered.catalog import Catalog, Suite, load_catalog
-from ci_register.running.runner_map import SESSION_FILES_ENV, loaded_files
+from ci_register.running.executed import begin, in_nox
+
+# Before this module's own imports: what the nox session executes is recorded for test
+# selection (ci_register.running.executed); nox runs in the noxfile's folder, the root. Only
+# the runner's command gets the environment that traces it (pip installs stay untraced).
+_TRACE_ENV = begin(Path.cwd(), watch_spawns=False, set_environ=False) if in_nox(sys.argv) else {}
+
+from ci_register.registered.catalog import Catalog, Suite, load_catalog  # noqa: E402 - after the tracer
+from ci_register.running.runner_map import SESSION_FILES_ENV, loaded_files  # noqa: E402
 
 __all__ = ["DIST", "EXIT_INPUT", "LOCAL_HISTORY", "RUN_NEEDS", "install", "default_sessions",
            "distribution_spec", "history_env", "install_hint", "mark_exit", "missing_message",
@@ -249,6 +256,10 @@ def _session(suite: Suite, catalog_path: Path, root: Path, python: str | None,
         # The runner map: what this nox process loaded (the noxfile and its imports) goes
         # with the runner's own files into the recorded map that test selection reads.
         session.env[SESSION_FILES_ENV] = json.dumps(loaded_files(root))
+        if _TRACE_ENV:  # the runner, pytest and what they start trace into this process's folder
+            paths = (session.env.get("PYTHONPATH") or os.environ.get("PYTHONPATH") or "").split(os.pathsep)
+            session.env.update(_TRACE_ENV, PYTHONPATH=os.pathsep.join(
+                dict.fromkeys([_TRACE_ENV["PYTHONPATH"].split(os.pathsep)[0], *filter(None, paths)])))
         cmd = [interpreter, "-m", "ci_register", "run", suite.name, "--catalog", str(catalog_path),
                "--root", str(root), *session.posargs]
         try:

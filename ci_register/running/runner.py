@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ci_register.planning import durations
-from ci_register.planning.history_value import history_problem
+from ci_register.planning.history_value import HISTORY_ENV, history_argv, history_problem
 from ci_register.planning.partition import (
     PartitionError,
     Shard,
@@ -40,6 +40,7 @@ from ci_register.registered.catalog import (
 )
 from ci_register.registered.collect import Collection, Registration, collect
 from ci_register.running.budget import file_timeout
+from ci_register.running.executed import runner_entries
 from ci_register.running.hardware import check, detect_for
 from ci_register.running.redact import mask_secrets
 from ci_register.running.runner_map import runner_files
@@ -270,7 +271,8 @@ def plan_text(plan: Plan) -> str:
     return "\n".join(lines)
 
 
-def _plan_json(plan: Plan, run_id: str, root: Path, collection: Collection, confirm_of: str | None = None) -> dict:
+def _plan_json(plan: Plan, run_id: str, root: Path, collection: Collection, confirm_of: str | None = None,
+               whole: bool = False) -> dict:
     files = [
         {
             "path": path,
@@ -295,11 +297,24 @@ def _plan_json(plan: Plan, run_id: str, root: Path, collection: Collection, conf
         # The runner map (ci_register.running.runner_map): what nox and this process loaded;
         # the gates recorder stores it with pytest's plugins for test selection.
         "runner_files": runner_files(root),
+        # What nox and this process executed (ci_register.running.executed), for a run of the
+        # whole suite only (one shard, no --file): a part of it would say "not executed" of
+        # what the rest runs. Absent when this process is not traced (CI_REGISTER_TRACE=0).
+        **({"executed": ex} if whole and (ex := runner_entries()) is not None else {}),
     }
 
 
 def _history_path(opts: RunOptions) -> str:
     return opts.history or os.environ.get("GATES_HISTORY") or str(opts.root / "history.db")
+
+
+def _history_args(opts: RunOptions, flag: str) -> list[str]:
+    """The history on a child's command line: a file path; never a database URL, which
+    `main_run` has put in GATES_HISTORY for every child (history_value.history_argv)."""
+    args, env = history_argv(flag, _history_path(opts))
+    if env and os.environ.get(HISTORY_ENV) != env[HISTORY_ENV]:
+        os.environ.update(env)  # a caller other than main_run: the children still get it
+    return args
 
 
 STARTUP_S = 300.0  # start-up, collection and recording, on top of the files' budgets
@@ -329,7 +344,7 @@ def _pytest(plan_file: Path, plan: dict, opts: RunOptions, targets: list[str], e
     progress = (opts.results / f"progress-{_tag(plan)}.json").resolve()
     plan_file = plan_file.resolve()
     cmd = [sys.executable, "-m", "pytest", "-p", "ci_register.running.pytest_plugin", "--ci-plan", str(plan_file), "--ci-progress", str(progress), f"--junitxml={junit}", "-o", "junit_family=xunit2"]
-    cmd += ["-p", "gates.record.plugin", "--gates-suite", plan["suite"], "--gates-shard", f"{i}/{n}", "--gates-run-id", plan["run_id"], "--gates-plan", str(plan_file), "--gates-history", _history_path(opts)]
+    cmd += ["-p", "gates.record.plugin", "--gates-suite", plan["suite"], "--gates-shard", f"{i}/{n}", "--gates-run-id", plan["run_id"], "--gates-plan", str(plan_file), *_history_args(opts, "--gates-history")]
     cmd += [*opts.suite_pytest_args, *targets, *extra]
     print("+ " + mask_secrets(" ".join(cmd)), flush=True)
     deadline = sum(file_timeout(float(f["expected"])) for f in plan["files"]) + STARTUP_S
@@ -407,7 +422,7 @@ def _finish(opts: RunOptions, run_id: str, status: str, rc: int, cause: str) -> 
 
 def _finish_cmd(opts: RunOptions, run_id: str, status: str, rc: int | None,
                 cause: str) -> list[str]:
-    return [sys.executable, "-m", "gates.record.finish", "--history", _history_path(opts), "--run-id",
+    return [sys.executable, "-m", "gates.record.finish", *_history_args(opts, "--history"), "--run-id",
             run_id, "--status", status, "--cause", cause,
             *(["--exit-status", str(rc)] if rc is not None else [])]
 
@@ -432,7 +447,7 @@ def _gate(opts: RunOptions, run_id: str, plan_file: Path, confirm_of: str | None
     """Gate one run; None with ``--gate off``. ``attempts_left``: confirm reruns that may still follow."""
     if opts.gate == "off":
         return None
-    cmd = [sys.executable, "-m", "gates.gate", "--history", _history_path(opts), "--run-id", run_id, "--plan", str(plan_file), "--mode", opts.gate, "--tripped-out", str(tripped_out), "--attempts-left", str(attempts_left)]
+    cmd = [sys.executable, "-m", "gates.gate", *_history_args(opts, "--history"), "--run-id", run_id, "--plan", str(plan_file), "--mode", opts.gate, "--tripped-out", str(tripped_out), "--attempts-left", str(attempts_left)]
     if confirm_of:
         cmd += ["--confirm-of", confirm_of]
     tripped_out.unlink(missing_ok=True)  # a gate that dies before writing it leaves no stale list
@@ -527,7 +542,7 @@ def run_suite(opts: RunOptions) -> int:
     targets = _targets(plan.mine.items, opts.files)
     run_id = uuid.uuid4().hex
     i, n = plan.index, len(plan.shards)
-    plan_data = _plan_json(plan, run_id, opts.root, collection)
+    plan_data = _plan_json(plan, run_id, opts.root, collection, whole=len(plan.shards) == 1 and not opts.files)
     plan_file = _write(opts.results / f"plan-{_tag(plan_data)}.json", plan_data)
     opts.suite_pytest_args = list(suite.pytest_args)
     started = time.monotonic()
@@ -559,6 +574,7 @@ def run_suite(opts: RunOptions) -> int:
         confirm_id = uuid.uuid4().hex
         # runner_files again: what this process loaded since (the gate step's code) counts too.
         confirm_plan = dict(plan_data, run_id=confirm_id, confirm_of=chain[-1], runner_files=runner_files(opts.root))
+        confirm_plan.pop("executed", None)  # it runs some tests only: no record of the suite
         cfile = _write(opts.results / f"plan-{_tag(confirm_plan)}-confirm{attempt}.json", confirm_plan)
         ran = _pytest(cfile, confirm_plan, opts, nodeids, [a for a in opts.pytest_args if a not in ("-x", "--exitfirst")])
         crc = ran.rc
@@ -638,5 +654,5 @@ def main_run(suite: str, argv: list[str]) -> int:
 
 def _snapshot(opts: RunOptions, command: str, *args: str) -> int:
     """`python -m gates.store.snapshot seed|strip` on this run's history; its exit status."""
-    cmd = [sys.executable, "-m", "gates.store.snapshot", command, *args, "--history", _history_path(opts)]
+    cmd = [sys.executable, "-m", "gates.store.snapshot", command, *args, *_history_args(opts, "--history")]
     return subprocess.run(cmd, cwd=opts.root, check=False).returncode

@@ -14,6 +14,7 @@ when the run had finished, 2 when the history cannot be written.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Sequence
 
@@ -41,7 +42,10 @@ def close_run(history_path: str, run_id: str, status: str, exit_status: int | No
 def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m gates.record.finish",
                                  description="Mark a run whose pytest did not finish.")
-    ap.add_argument("--history", required=True)
+    # A database URL comes in GATES_HISTORY, never on a command line (ci_register.planning.history_value.history_argv).
+    ap.add_argument("--history", default=os.environ.get("GATES_HISTORY") or None,
+                    required=not os.environ.get("GATES_HISTORY"), metavar="PATH",
+                    help="history file or database URL (default $GATES_HISTORY)")
     ap.add_argument("--run-id", required=True)
     ap.add_argument("--status", required=True, choices=("crashed", "interrupted"))
     ap.add_argument("--exit-status", type=int, default=None)

@@ -43,11 +43,13 @@ from pathlib import Path
 
 import pytest
 
-__all__ = ["RUNNER_MAP_PATH", "ImportMapPlugin", "ImportTracker"]
+__all__ = ["EXECUTED_MAP_PATH", "RUNNER_MAP_PATH", "ImportMapPlugin", "ImportTracker"]
 
 # The runner map's row in import_maps (ci_register.running.runner_map holds the same literal):
 # what the nox session, the runner and pytest's plugins loaded, for every test at once.
 RUNNER_MAP_PATH = "<runner>"
+# What a suite run executed, by function (ci_register.running.executed.EXECUTED_MAP_PATH).
+EXECUTED_MAP_PATH = "<executed>"
 
 _SKIP_PARTS = {"site-packages", "dist-packages", "__pycache__", "node_modules"}
 

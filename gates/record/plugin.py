@@ -75,6 +75,41 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="history file (default: $GATES_HISTORY, else history.db in the rootdir)")
 
 
+def _partial_run(session: pytest.Session, deselected: int) -> str | None:
+    """Why this session ran less than its files' every test (a record of what it executed
+    would then miss what the rest runs), else None."""
+    if deselected:
+        return f"{deselected} test(s) deselected (-k, -m, --deselect)"
+    if session.shouldfail or session.shouldstop:
+        return "the session stopped early (-x, --maxfail)"
+    if any("::" in str(a) for a in session.config.args):
+        return "node ids named on the command line"
+    if int(session.exitstatus) not in (0, 1):
+        return f"pytest exit {int(session.exitstatus)}"
+    return None
+
+
+def _executed_record(from_plan: object, partial: str | None = None) -> list[str] | None:
+    """The ``<executed>`` record (``ci_register.running.executed``): what nox, the runner,
+    this process and their children executed; None when the runner traced nothing (pytest
+    run by hand, ``CI_REGISTER_TRACE=0``, a partial run of the suite). Taken at the end of
+    the session, once every test and teardown ran: what runs later cannot change what was
+    recorded."""
+    if from_plan is not True:
+        return None
+    if partial:
+        return [f"<incomplete: {partial}>"]
+    from ci_register.running.executed import DIR_ENV, ROOT_ENV, collect, process_tracer  # noqa: PLC0415
+
+    folder, root = os.environ.get(DIR_ENV), os.environ.get(ROOT_ENV)
+    if not folder or not root:
+        return ["<incomplete: pytest's process was not traced (no CI_REGISTER_EXECUTED_DIR)>"]
+    tracer = process_tracer()
+    if tracer is not None:
+        tracer.check()
+    return collect(folder, Path(root), need_pid=os.getpid())
+
+
 def _usage(option: str, value: object, what: str) -> pytest.UsageError:
     return pytest.UsageError(f"{option} {value!r}: {what}")
 
@@ -369,6 +404,7 @@ class _Recorder:
             self.provenance.confirm_of = confirm_of if isinstance(confirm_of, str) else None
         self.import_maps = None  # the run-time import tracker (`gates.record.import_map`), from start()
         self.maps_problem: str | None = None
+        self.deselected = 0  # tests -k/-m/--deselect left out: the run is not the whole suite
 
     def start(self) -> None:
         try:
@@ -390,17 +426,20 @@ class _Recorder:
             self.import_maps = ImportMapPlugin(tracker)
             self.config.pluginmanager.register(self.import_maps, "gates-import-maps")
 
-    def _save_import_maps(self, exitstatus: int) -> None:
+    def _save_import_maps(self, exitstatus: int, partial: str | None = None) -> None:
         """The newest import map of each file that ran (test selection reads them); an
         interrupted session records none: its files may not have run whole."""
         if self.import_maps is None or int(exitstatus) == int(pytest.ExitCode.INTERRUPTED):
             return
         maps = self.import_maps.maps()
         runner = self.import_maps.runner_map((self.options.plan or {}).get("runner_files"))
-        if runner is not None:  # run by `ci_register run`: what it and pytest's plugins loaded
-            from gates.record.import_map import RUNNER_MAP_PATH
+        from gates.record.import_map import EXECUTED_MAP_PATH, RUNNER_MAP_PATH
 
+        if runner is not None:  # run by `ci_register run`: what it and pytest's plugins loaded
             maps[RUNNER_MAP_PATH] = runner
+        executed = _executed_record((self.options.plan or {}).get("executed"), partial)
+        if executed is not None:  # what nox, the runner and this process executed (selection)
+            maps[EXECUTED_MAP_PATH] = executed
         try:
             self.history.record_import_maps(self.options.suite or "", self.provenance.run_id,
                                             self.provenance.commit, maps)
@@ -443,6 +482,9 @@ class _Recorder:
             return
         if not running:
             self.saved.update(nodeids)
+
+    def pytest_deselected(self, items: list) -> None:
+        self.deselected += len(items)
 
     @pytest.hookimpl
     def pytest_collectreport(self, report: pytest.CollectReport) -> None:
@@ -528,7 +570,7 @@ class _Recorder:
         try:
             self.history.record_run(record, attempt=self.attempt)
             self.written = self.provenance.run_id
-            self._save_import_maps(exitstatus)
+            self._save_import_maps(exitstatus, _partial_run(session, self.deselected))
         except self._history_error as exc:
             # The run happened but is not in history: nothing can gate it, so fail.
             self.problem = str(exc)

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sqlite3
 import sys
 from collections.abc import Sequence
@@ -60,7 +61,10 @@ def suites_durations(path: Path | str, suites: Sequence[str], fingerprint: str, 
 def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m gates.store.durations",
                                  description=__doc__.splitlines()[0])
-    ap.add_argument("--history", required=True, metavar="PATH")
+    # A database URL comes in GATES_HISTORY, never on a command line (ci_register.planning.history_value.history_argv).
+    ap.add_argument("--history", default=os.environ.get("GATES_HISTORY") or None,
+                    required=not os.environ.get("GATES_HISTORY"), metavar="PATH",
+                    help="history file or database URL (default $GATES_HISTORY)")
     ap.add_argument("--suite", required=True, action="append", help="repeat for several suites")
     ap.add_argument("--fingerprint", required=True,
                     help=f"a hardware fingerprint, or {LATEST!r}: the suite's newest trusted run's")

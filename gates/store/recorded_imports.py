@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sqlite3
 import sys
 from collections.abc import Sequence
@@ -29,7 +30,10 @@ __all__ = ["main"]
 
 def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m gates.store.recorded_imports", description=__doc__.splitlines()[0])
-    ap.add_argument("--history", required=True, metavar="PATH")
+    # A database URL comes in GATES_HISTORY, never on a command line (ci_register.planning.history_value.history_argv).
+    ap.add_argument("--history", default=os.environ.get("GATES_HISTORY") or None,
+                    required=not os.environ.get("GATES_HISTORY"), metavar="PATH",
+                    help="history file or database URL (default $GATES_HISTORY)")
     ap.add_argument("--lock-wait", type=float, default=2.0, metavar="S", help="seconds to wait on another process's lock")
     a = ap.parse_args(argv)
     path = history_location(a.history)

@@ -135,9 +135,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     sub = ap.add_subparsers(dest="command", required=True)
     sd = sub.add_parser("seed", help="start a shard's history from a snapshot")
     sd.add_argument("--snapshot", required=True, metavar="PATH")
-    sd.add_argument("--history", required=True, metavar="PATH")
+    # A database URL comes in GATES_HISTORY, never on a command line
+    # (ci_register.planning.history_value.history_argv).
+    env_history = os.environ.get("GATES_HISTORY") or None
+    sd.add_argument("--history", default=env_history, required=not env_history, metavar="PATH")
     st = sub.add_parser("strip", help="drop the snapshot's runs from a shard's history")
-    st.add_argument("--history", required=True, metavar="PATH")
+    st.add_argument("--history", default=env_history, required=not env_history, metavar="PATH")
     a = ap.parse_args(argv)
     try:
         if a.command == "seed":
