@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import resource
+import signal
+import sqlite3
 import subprocess
 import sys
 from pathlib import Path
@@ -158,3 +161,29 @@ def test_health_and_est_time_check_give_one_answer(catalog_tree, history_factory
     health_stale = [s["path"] for s in json.loads(health.stdout)[0]["stale"]]
     assert (f"{path}:1: est_time 100 s" in check.stdout) is stale, check.stdout + check.stderr
     assert health_stale == ([path] if stale else [])
+
+
+def test_a_write_cut_short_leaves_the_test_file_whole(make_tree):
+    # A full disk mid-write, made by a file-size limit: the rewrite is one byte longer
+    # (est_time=60 -> 295), so the write fails at its last byte. The file used to be
+    # truncated and rewritten in place, so the limit left it cut off.
+    tree = make_tree()
+    slow = tree / "suites" / "test_slow.py"
+    before = slow.read_bytes()
+    # A rollback-journal history is read without writing a -shm index under the limit.
+    with sqlite3.connect(tree / "history.db") as conn:
+        conn.execute("PRAGMA journal_mode=DELETE")
+    conn.close()
+
+    def limit() -> None:
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a failed write, not a killed process
+        resource.setrlimit(resource.RLIMIT_FSIZE, (len(before), len(before)))
+
+    r = subprocess.run([sys.executable, "-m", "ci_register", "est-time", "--write"], cwd=tree,
+                       capture_output=True, text=True, timeout=60, preexec_fn=limit,
+                       env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin"})
+    assert r.returncode == 2 and r.stderr.count("\n") == 1, r.stdout + r.stderr
+    assert r.stderr.startswith("error: suites/test_slow.py: cannot write (File too large); the "
+                               "file is unchanged")
+    assert slow.read_bytes() == before
+    assert [p.name for p in slow.parent.iterdir() if p.name.endswith(".tmp")] == []

@@ -75,18 +75,18 @@ def test_a_slowdown_on_a_host_new_to_the_history_is_caught_after_clean_runs(tmp_
     assert "Clean runs with any alarm: 0 of 5. Slowed runs with all three shapes caught: 2 of 2" in md
 
 
-def test_both_recorded_device_hosts_meet_the_new_host_target(capsys):
-    # The committed device runs of two H200s new to the history, replayed (no device):
+def test_every_recorded_device_host_meets_the_new_host_target(capsys):
+    # The committed device runs of three H200s new to the history, replayed (no device):
     # on the second, fa2 b64 kv32k's slowed run 1 (+3.1% against its machine, its samples
     # noisier than usual) passed while the runs' machine stretches read as AR(1).
     data = ROOT / "benchmarks" / "data"
-    dirs = [str(data / "fleet_h200"), str(data / "fleet_h200_2")]
+    dirs = [str(data / d) for d in ("fleet_h200", "fleet_h200_2", "fleet_h200_3")]
     assert fleet_device.main(["--hosts", *dirs, "--history", str(ROOT / "history.db")]) == 0
     out = capsys.readouterr().out
     assert out.count("Clean runs with any alarm: 0 of 6. Slowed runs with all three shapes "
-                     "caught: 4 of 4.") == 2
+                     "caught: 4 of 4.") == 3
     assert "GPU-449044e5-bb54-20c8-7b7e-ff74e6f2b5f8" in out
-    assert out.rstrip().endswith("every slowed run caught on all three shapes: 2 of 2.")
+    assert out.rstrip().endswith("every slowed run caught on all three shapes: 3 of 3.")
 
 
 def test_replay_refuses_a_host_folder_without_its_runs(tmp_path, capsys):

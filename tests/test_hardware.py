@@ -83,6 +83,11 @@ def test_visible_indices_follow_cuda_rules():
     assert visible_indices("1, 7", 2) == [1]  # an index past the last GPU is ignored
     assert visible_indices("", 4) == []  # empty hides every GPU, as in CUDA
     assert visible_indices("GPU-1a2b,GPU-3c4d", 4) is None  # UUIDs: left to the caller
+    # CUDA stops at the first entry that is not a GPU: the ones after it are hidden.
+    assert visible_indices("-1", 4) == []
+    assert visible_indices("0,-1,1", 4) == [0]
+    assert visible_indices("7,0", 4) == []
+    assert visible_indices("1,1,2", 4) == [1]
 
 
 def test_nvidia_smi_path_keeps_gpus_named_by_uuid(tmp_path, monkeypatch):
@@ -129,3 +134,18 @@ def test_fake_hardware_is_what_the_check_the_planner_and_the_record_see(monkeypa
     assert detect_hardware()["source"] == "fake"
     monkeypatch.delenv(FAKE_ENV)
     assert this_fingerprint() == "cpu" and detect().gpus == ()
+
+
+@pytest.mark.parametrize(("visible", "count"), [("0,-1,1", 1), ("-1", 0), ("1,0", 2)])
+def test_a_cuda_device_list_cut_short_is_what_the_suite_check_counts(tmp_path, monkeypatch,
+                                                                     visible, count):
+    from ci_register.running import hardware
+
+    smi = tmp_path / "nvidia-smi"
+    smi.write_text("#!/bin/sh\nprintf 'NVIDIA H200, 143771, 580.159.04, 9.0\\n"
+                   "NVIDIA H200, 143771, 580.159.04, 9.0\\n'\n")
+    smi.chmod(0o755)
+    monkeypatch.setenv("PATH", str(tmp_path))
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", visible)
+    monkeypatch.delenv(FAKE_ENV, raising=False)
+    assert len(hardware.detect(use_torch=False).gpus) == count

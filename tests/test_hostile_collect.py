@@ -149,8 +149,27 @@ def test_a_catalog_with_a_bom_or_that_is_a_folder(tmp_path):
     (tmp_path / "c.toml").write_bytes(b"\xef\xbb\xbf" + CATALOG_TEXT.encode())
     assert list(load_catalog(tmp_path / "c.toml").suites) == ["cpu"]
     (tmp_path / "d.toml").mkdir()
-    with pytest.raises(CatalogError, match="cannot read the catalog"):
+    with pytest.raises(CatalogError, match="not a regular file"):
         load_catalog(tmp_path / "d.toml")
+
+
+def test_a_catalog_that_is_a_fifo_a_device_or_huge_is_one_line_not_a_hang(tmp_path):
+    # `--catalog /dev/zero` read until memory ran out; a FIFO blocked forever.
+    from ci_register.registered.catalog import MAX_CATALOG_BYTES, load_catalog
+
+    fifo = tmp_path / "c.toml"
+    os.mkfifo(fifo)
+    for path in (fifo, Path("/dev/zero")):
+        with pytest.raises(CatalogError, match=r"not a regular file \(a FIFO, device or folder\)"):
+            load_catalog(path)
+    big = tmp_path / "big.toml"
+    big.write_bytes(CATALOG_TEXT.encode() + b"#" * MAX_CATALOG_BYTES)
+    with pytest.raises(CatalogError, match="MiB, not a catalog"):
+        load_catalog(big)
+    r = subprocess.run([sys.executable, "-m", "ci_register", "run", "cpu", "--catalog",
+                        "/dev/zero"], cwd=tmp_path, capture_output=True, text=True, timeout=60,
+                       env=dict(os.environ, PYTHONPATH=str(REPO)))
+    assert r.returncode == 2 and r.stderr.startswith("error: /dev/zero: not a regular file")
 
 
 def test_a_tiny_budget_or_a_huge_partition_is_one_line():

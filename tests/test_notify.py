@@ -225,3 +225,21 @@ def test_unreachable_webhook_and_missing_settings(tmp_path, capsys, monkeypatch)
     assert "needs $GITHUB_TOKEN" in capsys.readouterr().err
     assert cli(["notify", "--webhook", "--history", str(db)]) == 2
     assert "needs $GATES_WEBHOOK_URL" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(("payload", "number"), [
+    ({"pull_request": {"number": 5}}, 5),
+    ({"pull_request": {"number": True}}, None),  # JSON true named PR "True"
+    ({"pull_request": {"number": 0}}, None),
+    ({"pull_request": {"number": -3}}, None),
+    ({"pull_request": "x"}, None),
+    ([], None),
+])
+def test_the_pr_number_from_the_event_is_a_positive_whole_number(tmp_path, monkeypatch,
+                                                                  payload, number):
+    from gates.commands.after import pr_number  # noqa: PLC0415
+
+    event = tmp_path / "event.json"
+    event.write_text(json.dumps(payload))
+    monkeypatch.setenv("GITHUB_EVENT_PATH", str(event))
+    assert pr_number(None) == number

@@ -207,6 +207,9 @@ def test_broken_conftest_is_recorded_as_a_session_error(pytester: pytest.Pyteste
     ("--gates-run-id", "bad id", "--gates-run-id 'bad id'"),
     ("--gates-suite", "-x", "--gates-suite '-x'"),
     ("--gates-plan", "missing.json", "--gates-plan 'missing.json': cannot read"),
+    # /dev/zero was read until memory ran out.
+    ("--gates-plan", "/dev/zero", "--gates-plan '/dev/zero': cannot read the plan JSON (*not "
+     "a regular file"),
 ])
 def test_bad_options_are_usage_errors(pytester: pytest.Pytester, option, value, message):
     pytester.makepyfile(test_ok="def test_ok(): pass\n")

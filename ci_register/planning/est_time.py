@@ -18,12 +18,13 @@ from __future__ import annotations
 import ast
 import math
 import os
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ci_register.planning.durations import LATEST, Figure, lookup
+from ci_register.planning.outfile import OutputError, write_output
 
 if TYPE_CHECKING:  # types only: the report's health section imports this module
     from ci_register.registered.catalog import Catalog
@@ -151,12 +152,15 @@ def rewrite(data: bytes, edits: Iterable[tuple[tuple[int, int, int, int], str]])
     return out
 
 
-def write_drifts(drifts: Sequence[Drift], root: Path) -> list[str]:
-    """Rewrite the drifted literals in place; returns one line per change."""
+def write_drifts(drifts: Sequence[Drift], root: Path) -> Iterator[str]:
+    """Rewrite the drifted literals in place, file by file; yields one line per change as
+    soon as its file is written (an error at a later file leaves the lines said true).
+
+    Each file is replaced whole through a temporary file beside it (``os.replace``): a
+    full disk or an interrupt mid-write left a truncated test file behind."""
     by_file: dict[str, list[Drift]] = {}
     for d in drifts:
         by_file.setdefault(d.registration.path, []).append(d)
-    done: list[str] = []
     for path, items in sorted(by_file.items()):
         file = root / path
         data = file.read_bytes()
@@ -164,6 +168,10 @@ def write_drifts(drifts: Sequence[Drift], root: Path) -> list[str]:
         edits = [(literal_span(source, d.registration.line, d.registration.marker, path), str(d.new)) for d in items]
         new = rewrite(data, edits)
         ast.parse(new.decode("utf-8"), filename=path)  # never leave a broken file behind
-        file.write_bytes(new)
-        done += [f"{path}:{d.registration.line}: est_time {d.registration.est_time:g} -> {d.new}" for d in items]
-    return done
+        try:
+            write_output(file, new.decode("utf-8"), option=path)
+        except OutputError as exc:
+            reason = getattr(exc.__context__, "strerror", None) or str(exc)
+            raise EstTimeError(f"{path}: cannot write ({reason}); the file is unchanged: free "
+                               "space or make it writable, then run est-time --write again") from None
+        yield from (f"{path}:{d.registration.line}: est_time {d.registration.est_time:g} -> {d.new}" for d in items)

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ci_register.registered.gate_options import GATE_OPTIONS, MILES_GATE_KEYS, miles_options
+from ci_register.registered.paths import NotRegularFile, read_regular
 
 __all__ = [
     "BACKENDS",
@@ -437,14 +438,26 @@ def _gate_defaults(raw: object, path: Path, text: str) -> dict[str, dict]:
     return out
 
 
+# A catalog of every SGLang suite is about 20 kB; `--catalog /dev/zero` read until memory
+# ran out, and a FIFO blocked forever.
+MAX_CATALOG_BYTES = 4 * 1024 * 1024
+
+
 def load_catalog(path: str | Path) -> Catalog:
     path = Path(path)
     try:
-        text = path.read_text(encoding="utf-8-sig")  # an editor's BOM is not an error
+        data = read_regular(path, MAX_CATALOG_BYTES + 1)
+        text = data.decode("utf-8-sig")  # an editor's BOM is not an error
     except FileNotFoundError:
         raise CatalogError(f"{path}: catalog not found; pass --catalog PATH") from None
     except UnicodeDecodeError:
         raise CatalogError(f"{path}:1: catalog is not UTF-8 text") from None
+    except NotRegularFile:
+        raise CatalogError(f"{path}: not a regular file (a FIFO, device or folder); pass "
+                           "--catalog PATH of a TOML file") from None
     except OSError as exc:
         raise CatalogError(f"{path}: cannot read the catalog ({exc.strerror or exc}); pass --catalog PATH") from None
+    if len(data) > MAX_CATALOG_BYTES:
+        raise CatalogError(f"{path}: over {MAX_CATALOG_BYTES // (1024 * 1024)} MiB, not a "
+                           "catalog; pass --catalog PATH of the suite catalog")
     return parse_catalog(text, path)

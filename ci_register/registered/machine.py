@@ -63,13 +63,24 @@ def visible_indices(value: str | None, count: int) -> list[int] | None:
 
     None when the variable is unset or names GPUs by UUID or MIG id (not mapped here:
     the list is left as it is); an empty value hides every GPU, as in CUDA.
+
+    CUDA reads the list in order and stops at the first entry that is not a GPU (a
+    negative, past the last GPU, or repeated): only the GPUs before it are visible.
+    ``-1`` hides every GPU and ``0,-1,1`` leaves one, where reading on past the bad
+    entry counted two (or all, for ``-1``), and a 2-GPU suite passed the hardware
+    check on a host where CUDA showed it one.
     """
     if value is None:
         return None
     parts = [p.strip() for p in value.split(",") if p.strip()]
-    if not all(p.isdigit() for p in parts):
+    if not all(re.fullmatch(r"-?\d+", p) for p in parts):
         return None
-    return [i for i in map(int, parts) if i < count]
+    seen: list[int] = []
+    for i in map(int, parts):
+        if not 0 <= i < count or i in seen:
+            break
+        seen.append(i)
+    return seen
 
 
 def parse_nvidia_smi(csv_text: str) -> list[dict[str, object]]:

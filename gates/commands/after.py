@@ -174,7 +174,9 @@ def pr_number(explicit: int | None) -> int | None:
             "pull_request", {}).get("number")
     except (OSError, ValueError, AttributeError):
         return None
-    return number if isinstance(number, int) else None
+    # JSON true is a Python int: it named PR "True" (/issues/True/comments); 0 and
+    # negatives name no pull request either.
+    return number if type(number) is int and number > 0 else None
 
 
 def notify(args: argparse.Namespace) -> int:

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from ci_register.planning.history_value import history_problem
+from ci_register.registered.paths import read_regular
 from gates.store.backend import display_location, history_location
 from gates.store.metrics import Metric, MetricBook, MetricError, validate_metric
 
@@ -110,6 +111,9 @@ def _executed_record(from_plan: object, partial: str | None = None) -> list[str]
     return collect(folder, Path(root), need_pid=os.getpid())
 
 
+_MAX_PLAN_BYTES = 64 << 20  # the runner's plan of a 1,000-file suite is under 1 MB
+
+
 def _usage(option: str, value: object, what: str) -> pytest.UsageError:
     return pytest.UsageError(f"{option} {value!r}: {what}")
 
@@ -139,8 +143,12 @@ def parse_options(
     plan = None
     if plan_path is not None:
         try:
-            plan = json.loads(Path(plan_path).read_text(encoding="utf-8"))
-        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+            # A regular file, bounded: /dev/zero read until memory ran out, a FIFO hung.
+            data = read_regular(plan_path, _MAX_PLAN_BYTES + 1)
+            if len(data) > _MAX_PLAN_BYTES:
+                raise ValueError(f"over {_MAX_PLAN_BYTES >> 20} MiB")
+            plan = json.loads(data.decode("utf-8"))
+        except (OSError, ValueError) as exc:  # UnicodeDecodeError, JSONDecodeError too
             raise _usage("--gates-plan", plan_path, f"cannot read the plan JSON ({exc})") from None
         if not isinstance(plan, dict) or not isinstance(plan.get("files", []), list) \
                 or not isinstance(plan.get("gates", []), list):
