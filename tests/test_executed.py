@@ -158,6 +158,11 @@ def test_a_body_change_not_executed_in_a_suite_selects_nothing_there(tmp_path):
     assert not sel.keeps("cpu", "tests/test_a.py")
     assert sel.keeps("gpu", "tests/test_b.py")  # no record: the file-level rules
     assert "bodies of unused changed; not executed in suite cpu's run at abc1234567" in " ".join(sel.notes)
+    # Two suites with the same record share one selection, each keeping its own files.
+    both = {"cpu": rec, "gpu": ExecutedRecord("gpu", rec.entries, "abc1234567")}
+    ev = Evidence(set(), {"pkg/core.py": ("unused",)}, both, [])
+    sel = select_by_suite(graph, SUITES, ["pkg/core.py", "tests/test_b.py"], config, evidence=ev)
+    assert sel.keeps("gpu", "tests/test_b.py") and not sel.keeps("cpu", "tests/test_a.py")
     # A changed function that ran: the file-level rules for that suite too.
     ev = Evidence(set(), {"pkg/core.py": ("used", "unused")}, {"cpu": rec}, [])
     sel = select_by_suite(graph, SUITES, ["pkg/core.py"], config, evidence=ev)

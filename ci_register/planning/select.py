@@ -366,11 +366,11 @@ def select_by_suite(graph: Graph, suites: Mapping[str, Iterable[str]], changed: 
         return base
     out = Selection(changed, always_suites=config.always_suites, notes=list(base.notes))
     cache: dict[frozenset[str], Selection] = {frozenset(): base}
-    for suite, paths in sorted(suites.items()):
+    for suite in sorted(suites):
         why = dropped.get(suite, {})
         key = frozenset(why)
-        if key not in cache:
-            sel = select_tests(graph, sorted(paths), [p for p in rest if p not in why], config, maps, runner)
+        if key not in cache:  # over every registered file: suites with the same drops share it
+            sel = select_tests(graph, tests, [p for p in rest if p not in why], config, maps, runner)
             sel.changed = changed
             sel.notes = [*notes, *(f"{p}: {w}" for p, w in sorted(why.items())), *sel.notes]
             cache[key] = sel
