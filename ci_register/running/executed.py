@@ -113,6 +113,16 @@ class Tracer:
         if self.watch_spawns:
             sys.addaudithook(self._audit)  # audit hooks cannot be removed: it checks self.active
         prefix, fd, write = self.prefix, self._fd, os.write
+
+        def note_code(code):  # a project code object: its file and first line, one line
+            f = code.co_filename
+            if f.startswith(prefix):
+                line = 0 if code.co_name == "<module>" else code.co_firstlineno
+                try:
+                    write(fd, f"{f}\t{line}\n".encode("utf-8", "surrogateescape"))
+                except OSError:
+                    pass
+
         mon = getattr(sys, "monitoring", None)
         if mon is not None:
             self._tool = _free_tool(mon)
@@ -122,13 +132,7 @@ class Tracer:
             disable = mon.DISABLE
 
             def started(code, offset):
-                f = code.co_filename
-                if f.startswith(prefix):
-                    line = 0 if code.co_name == "<module>" else code.co_firstlineno
-                    try:
-                        write(fd, f"{f}\t{line}\n".encode("utf-8", "surrogateescape"))
-                    except OSError:
-                        pass
+                note_code(code)
                 return disable  # once per code object: the event is off for it from now on
 
             mon.register_callback(self._tool, mon.events.PY_START, started)
@@ -141,13 +145,7 @@ class Tracer:
             if code in seen:
                 return
             seen.add(code)
-            f = code.co_filename
-            if f.startswith(prefix):
-                line = 0 if code.co_name == "<module>" else code.co_firstlineno
-                try:
-                    write(fd, f"{f}\t{line}\n".encode("utf-8", "surrogateescape"))
-                except OSError:
-                    pass
+            note_code(code)
 
         self._trace_fn = on_call
         threading.settrace(on_call)
