@@ -4,13 +4,13 @@
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import sys
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
+from own_runner import own_runner_tree, run_cpu_suite, write
 
 from ci_register.planning.evidence import (
     EXECUTED_MAP_PATH,
@@ -29,12 +29,6 @@ from gates.record import import_map
 
 REPO = Path(__file__).resolve().parents[1]
 MODULE = "def used():\n    return 1\n\n\ndef unused():\n    return 2\n\n\ndef in_child():\n    return 3\n"
-
-
-def write(root: Path, files: dict[str, str]) -> None:
-    for rel, text in files.items():
-        (root / rel).parent.mkdir(parents=True, exist_ok=True)
-        (root / rel).write_text(text)
 
 
 # A process traced as a suite run's processes are: through sitecustomize (CI_REGISTER_EXECUTED_DIR).
@@ -209,15 +203,9 @@ def git(root: Path, *args: str) -> str:
 
 @pytest.fixture(scope="module")
 def recorded(tmp_path_factory):
-    """A tree holding its own runner (copies of ci_register and gates), its suite run once
-    by `python -m ci_register run` at commit A: the `<executed>` row is stored."""
-    root = tmp_path_factory.mktemp("executed_e2e")
-    for pkg in ("ci_register", "gates"):
-        shutil.copytree(REPO / pkg, root / pkg, ignore=shutil.ignore_patterns("__pycache__"))
-    write(root, {
-        "suites/catalog.toml": '[select]\nrunner = ["ci_register/**"]\n\n[suites.cpu]\nbackend = "cpu"\n'
-                               'description = "CPU"\nschedule = "per-commit"\nrunner_labels = ["ubuntu-latest"]\n'
-                               'shard_budget_s = 1800\n[suites.cpu.hardware]\ngpu_count = 0\n',
+    """A tree holding its own runner (tests/own_runner.py), its suite run once at commit A:
+    the `<executed>` row is stored."""
+    root = own_runner_tree(tmp_path_factory.mktemp("executed_e2e"), {
         "pkg/__init__.py": "",
         "pkg/core.py": MODULE,
         "suites/test_core.py": ('from ci_register import register_cpu_ci\nregister_cpu_ci(est_time=5, suite="cpu")\n'
@@ -229,13 +217,7 @@ def recorded(tmp_path_factory):
     git(root, "commit", "-qm", "A")
     sha = git(root, "rev-parse", "HEAD")
     # CI_REGISTER_TRACE=1: on by default on Python >= 3.12 only.
-    env = {**os.environ, "PYTHONPATH": str(root), "GATES_COMMIT": sha, executed.TRACE_ENV: "1"}
-    for k in ("PYTEST_PLUGINS", "GATES_HISTORY", executed.DIR_ENV, executed.ROOT_ENV):
-        env.pop(k, None)
-    r = subprocess.run([sys.executable, "-m", "ci_register", "run", "cpu", "--gate", "off", "--history",
-                        str(root / "h.db"), "--root", str(root)], cwd=root, env=env, capture_output=True,
-                       text=True, timeout=300)
-    assert r.returncode == 0, r.stdout + r.stderr
+    run_cpu_suite(root, GATES_COMMIT=sha, **{executed.TRACE_ENV: "1"})
     return root, sha
 
 

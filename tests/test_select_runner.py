@@ -3,14 +3,11 @@
 from __future__ import annotations
 
 import json
-import os
-import shutil
-import subprocess
-import sys
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
+from own_runner import own_runner_tree, run_cpu_suite, write
 
 from ci_register.planning.imports import scan
 from ci_register.planning.recorded_imports import recorded_maps
@@ -26,8 +23,6 @@ from ci_register.planning.select import (
 from ci_register.registered.catalog import load_catalog
 from ci_register.running import runner_map
 from gates.record import import_map
-
-REPO = Path(__file__).resolve().parents[1]
 
 TREE = {
     "pkg/__init__.py": "",
@@ -45,12 +40,6 @@ TREE = {
 }
 TESTS = ["tests/test_core.py", "tests/test_gpu.py"]
 RAW = {"runner": ["ci/**"], "ignore": ["tools/**"]}
-
-
-def write(root: Path, files: dict[str, str]) -> None:
-    for rel, text in files.items():
-        (root / rel).parent.mkdir(parents=True, exist_ok=True)
-        (root / rel).write_text(text)
 
 
 def sel(root: Path, changed: list[str], runner: RunnerMap | None, maps=None):
@@ -131,15 +120,9 @@ def test_loaded_files_and_the_session_files_env(tmp_path):
 
 @pytest.fixture(scope="module")
 def recorded(tmp_path_factory):
-    """A tree holding its own runner (copies of ci_register and gates, as this repository
-    does), run once by `python -m ci_register run` as a nox session would start it."""
-    root = tmp_path_factory.mktemp("own_runner")
-    for pkg in ("ci_register", "gates"):
-        shutil.copytree(REPO / pkg, root / pkg, ignore=shutil.ignore_patterns("__pycache__"))
-    write(root, {
-        "suites/catalog.toml": '[select]\nrunner = ["ci_register/**"]\n\n[suites.cpu]\nbackend = "cpu"\n'
-                               'description = "CPU"\nschedule = "per-commit"\nrunner_labels = ["ubuntu-latest"]\n'
-                               'shard_budget_s = 1800\n[suites.cpu.hardware]\ngpu_count = 0\n',
+    """A tree holding its own runner (tests/own_runner.py), run once as a nox session would
+    start it."""
+    root = own_runner_tree(tmp_path_factory.mktemp("own_runner"), {
         "suites/conftest.py": "",
         "noxfile.py": "",
         "pkg/__init__.py": "",
@@ -147,14 +130,7 @@ def recorded(tmp_path_factory):
         "suites/test_core.py": ('from ci_register import register_cpu_ci\nregister_cpu_ci(est_time=5, suite="cpu")\n'
                                 "import pkg.core\n\ndef test_x():\n    assert pkg.core.X == 1\n"),
     })
-    env = {**os.environ, "PYTHONPATH": str(root), "GATES_COMMIT": "c0ffee",
-           runner_map.SESSION_FILES_ENV: json.dumps(["noxfile.py"])}
-    env.pop("PYTEST_PLUGINS", None)
-    env.pop("GATES_HISTORY", None)
-    r = subprocess.run([sys.executable, "-m", "ci_register", "run", "cpu", "--gate", "off", "--history",
-                        str(root / "h.db"), "--root", str(root)], cwd=root, env=env, capture_output=True,
-                       text=True, timeout=300)
-    assert r.returncode == 0, r.stdout + r.stderr
+    run_cpu_suite(root, GATES_COMMIT="c0ffee", **{runner_map.SESSION_FILES_ENV: json.dumps(["noxfile.py"])})
     return root
 
 
