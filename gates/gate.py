@@ -46,6 +46,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from ci_register.registered.paths import MAX_PLAN_BYTES, read_json
 from gates.attempts import (
     Chain,
     ChainError,
@@ -714,9 +715,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         plan = None
         if a.plan:
             try:
-                plan = json.loads(Path(a.plan).read_text(encoding="utf-8"))
+                # A regular file, bounded: /dev/zero read until memory ran out, a FIFO hung.
+                plan = read_json(a.plan, MAX_PLAN_BYTES)
             except (OSError, ValueError) as e:
-                raise GateInputError(f"--plan {a.plan}: cannot read the plan JSON ({e})") from None
+                raise GateInputError(f"--plan {a.plan}: cannot read the plan JSON ({e}); pass the "
+                                     "plan.json `python -m ci_register run` wrote") from None
             if not isinstance(plan, dict) or not isinstance(plan.get("gates", []), list):
                 raise GateInputError(f"--plan {a.plan}: not a plan (an object with a 'gates' list)")
         if not is_database_url(a.history) and not Path(a.history).exists():

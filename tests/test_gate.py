@@ -4,6 +4,7 @@ trip, the CLI."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -644,3 +645,22 @@ def test_a_rerun_beyond_a_heavy_baseline_is_corroborated_by_the_next(h):
     c2 = add_run(h, 103, {"lat": _const(1.21)}, confirm_of=b)
     [vc2] = evaluate_run(h, c2, save=False).verdicts
     assert vc2.verdict == "regression" and evaluate_run(h, c2, save=False).exit_code == 1
+
+
+def test_cli_plan_is_a_bounded_regular_file(tmp_path, monkeypatch, capsys):
+    # `--plan FIFO` blocked forever and `--plan /dev/zero` read until memory ran out.
+    fifo = tmp_path / "plan.fifo"
+    os.mkfifo(fifo)
+    p = subprocess.run([sys.executable, "-m", "gates.gate", "--history", str(tmp_path / "h.db"),
+                        "--run-id", "r1", "--plan", str(fifo)], cwd=ROOT, capture_output=True,
+                       text=True, timeout=60)
+    assert p.returncode == 2
+    assert p.stderr.startswith(f"error: --plan {fifo}: cannot read the plan JSON (")
+    assert "not a regular file" in p.stderr and "ci_register run" in p.stderr
+    assert len(p.stderr.strip().splitlines()) == 1
+    import gates.gate as gate_mod  # noqa: PLC0415
+    monkeypatch.setattr(gate_mod, "MAX_PLAN_BYTES", 64)
+    big = tmp_path / "big.json"
+    big.write_text(json.dumps({"gates": [], "pad": "x" * 100}))
+    assert main(["--history", str(tmp_path / "h.db"), "--run-id", "r1", "--plan", str(big)]) == 2
+    assert f"--plan {big}: cannot read the plan JSON (over 64 bytes)" in capsys.readouterr().err

@@ -359,3 +359,22 @@ def test_confirm_chain_ends_on_a_rerun_that_did_not_finish():
     done = confirm_chain(Attempt(0, 1), 4, lambda: ["t::a"],
                          lambda attempt, nodeids: Attempt(0, 0))
     assert not done.crashed and done.exit_code == 0
+
+
+@pytest.mark.parametrize("kind", ["fifo", "list", "bad-files"])
+def test_ci_plan_that_is_not_a_plan_is_a_usage_error(tmp_path, kind):
+    # A FIFO blocked forever, /dev/zero read until memory ran out, and a JSON list
+    # or a file entry without "expected" crashed with an internal error.
+    (tmp_path / "test_ok.py").write_text("def test_ok():\n    pass\n")
+    plan = tmp_path / "plan.json"
+    if kind == "fifo":
+        os.mkfifo(plan)
+    else:
+        plan.write_text(json.dumps([] if kind == "list" else {"files": [{"path": "test_ok.py"}]}))
+    r = subprocess.run(
+        [sys.executable, "-m", "pytest", "-p", "ci_register.running.pytest_plugin", "--ci-plan", "plan.json", "test_ok.py", "-q", "-p", "no:cacheprovider"],
+        cwd=tmp_path, env=dict(os.environ, PYTHONPATH=str(REPO)), capture_output=True, text=True, timeout=60,
+    )
+    assert r.returncode == 4, r.stdout + r.stderr  # pytest's usage error
+    assert "--ci-plan plan.json: " in r.stderr and "rerun through `python -m ci_register run`" in r.stderr
+    assert "Traceback" not in r.stderr + r.stdout

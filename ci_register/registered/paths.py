@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import errno
 import functools
+import json
 import os
 import re
 import stat
@@ -23,7 +24,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 __all__ = ["NotRegularFile", "find_test_files", "glob_match", "glob_regex", "py_files",
-           "read_regular", "selected"]
+           "read_json", "read_regular", "selected"]
 
 _SKIP_DIRS = {"__pycache__", ".git", ".nox", ".venv", "node_modules"}
 
@@ -51,6 +52,21 @@ def read_regular(path: str | os.PathLike[str], limit: int | None = None) -> byte
     finally:
         if fd >= 0:
             os.close(fd)
+
+
+# The runner's plan of a 1,000-file suite is under 1 MB.
+MAX_PLAN_BYTES = 64 << 20
+
+
+def read_json(path: str | os.PathLike[str], limit: int = MAX_PLAN_BYTES) -> object:
+    """The JSON value of a regular UTF-8 file of at most ``limit`` bytes.
+
+    `OSError` (`NotRegularFile` for a FIFO, device or folder) or `ValueError` (too big, not
+    UTF-8, not JSON), each with a message fit to follow the path in a one-line error."""
+    data = read_regular(path, limit + 1)
+    if len(data) > limit:
+        raise ValueError(f"over {limit >> 20} MiB" if limit >= 1 << 20 else f"over {limit} bytes")
+    return json.loads(data.decode("utf-8"))
 
 
 def _excluded(rel: str, patterns: Iterable[str]) -> bool:

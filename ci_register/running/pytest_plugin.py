@@ -26,6 +26,7 @@ from pathlib import Path
 
 import pytest
 
+from ci_register.registered.paths import MAX_PLAN_BYTES, read_json
 from ci_register.running.budget import file_timeout
 
 __all__ = ["NO_GPU_SKIP", "file_timeout", "suite_problem"]
@@ -74,12 +75,21 @@ def pytest_configure(config: pytest.Config) -> None:
     if not path:
         return
     try:
-        plan = json.loads(Path(path).read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError) as exc:
+        # A regular file, bounded: /dev/zero read until memory ran out, a FIFO hung.
+        plan = read_json(path, MAX_PLAN_BYTES)
+    except (OSError, ValueError) as exc:  # UnicodeDecodeError, JSONDecodeError too
         raise pytest.UsageError(f"--ci-plan {path}: cannot read the plan ({exc}); rerun through `python -m ci_register run`") from None
-    root = Path(plan.get("root") or config.rootpath)
+    if not isinstance(plan, dict) or not isinstance(plan.get("files", []), list):
+        raise pytest.UsageError(f"--ci-plan {path}: not a plan (a JSON object with a 'files' list); "
+                                "rerun through `python -m ci_register run`")
     progress = config.getoption("--ci-progress")
-    config.stash[_PLAN_KEY] = _PlanState(plan, root, Path(progress) if progress else None)
+    try:
+        root = Path(plan.get("root") or config.rootpath)
+        state = _PlanState(plan, root, Path(progress) if progress else None)
+    except (KeyError, TypeError, ValueError) as exc:
+        raise pytest.UsageError(f"--ci-plan {path}: not a plan the runner wrote ({type(exc).__name__}: "
+                                f"{exc}); rerun through `python -m ci_register run`") from None
+    config.stash[_PLAN_KEY] = state
 
 
 def _state(config: pytest.Config) -> _PlanState | None:

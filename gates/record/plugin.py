@@ -12,7 +12,6 @@ Options (group "gates"): ``--gates-suite NAME``, ``--gates-shard I/N``,
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import sys
@@ -24,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from ci_register.planning.history_value import history_problem
-from ci_register.registered.paths import read_regular
+from ci_register.registered.paths import MAX_PLAN_BYTES, read_json
 from gates.store.backend import display_location, history_location
 from gates.store.metrics import Metric, MetricBook, MetricError, validate_metric
 
@@ -111,7 +110,6 @@ def _executed_record(from_plan: object, partial: str | None = None) -> list[str]
     return collect(folder, Path(root), need_pid=os.getpid())
 
 
-_MAX_PLAN_BYTES = 64 << 20  # the runner's plan of a 1,000-file suite is under 1 MB
 
 
 def _usage(option: str, value: object, what: str) -> pytest.UsageError:
@@ -144,10 +142,7 @@ def parse_options(
     if plan_path is not None:
         try:
             # A regular file, bounded: /dev/zero read until memory ran out, a FIFO hung.
-            data = read_regular(plan_path, _MAX_PLAN_BYTES + 1)
-            if len(data) > _MAX_PLAN_BYTES:
-                raise ValueError(f"over {_MAX_PLAN_BYTES >> 20} MiB")
-            plan = json.loads(data.decode("utf-8"))
+            plan = read_json(plan_path, MAX_PLAN_BYTES)
         except (OSError, ValueError) as exc:  # UnicodeDecodeError, JSONDecodeError too
             raise _usage("--gates-plan", plan_path, f"cannot read the plan JSON ({exc})") from None
         if not isinstance(plan, dict) or not isinstance(plan.get("files", []), list) \
