@@ -19,6 +19,7 @@ from typing import Any, Literal
 
 import requests
 
+from serving.deadline import DEFAULT_DEADLINE_S, attach, deadline, fetch
 from serving.sse import DONE, SSEParser, parse_openai_chunk
 from serving.stats import summarize
 
@@ -122,10 +123,11 @@ class LoadResult:
 def new_session() -> requests.Session:
     """A session that ignores proxy and netrc settings from the environment: benchmark
     traffic goes straight to the server (loopback here), and the per-request proxy
-    lookup (about 1 ms of CPU) stays out of the timings."""
+    lookup (about 1 ms of CPU) stays out of the timings. Its requests obey an enclosing
+    `serving.deadline.deadline`."""
     session = requests.Session()
     session.trust_env = False
-    return session
+    return attach(session)
 
 
 def make_prompts(n: int, *, seed: int = 0, words: int = 24) -> list[str]:
@@ -175,56 +177,73 @@ def stream_request(
     connect_timeout_s: float = 5.0,
 ) -> RequestResult:
     """Send one streaming request and time it. Never raises for server or network errors:
-    they come back as ``RequestResult.error`` so the caller counts them."""
+    they come back as ``RequestResult.error`` so the caller counts them. The whole request,
+    headers included, ends within ``timeout_s`` (`serving.deadline`)."""
     result = RequestResult()
     url = base_url.rstrip("/") + _PATHS[endpoint]
+    attach(session)
     # Encode and prepare before the clock starts, as a raw reader builds its bytes first.
     prepared = session.prepare_request(requests.Request("POST", url, json=payload))
-    start = time.perf_counter()
-    deadline = start + timeout_s
-    last: float | None = None
-    usage_tokens: int | None = None
-    chunks = 0
-    texts: list[str] = []
-    parser = SSEParser()
+    start = time.perf_counter()  # before the watchdog's clock: it fires after deadline_at
     try:
-        with session.send(prepared, stream=True, timeout=(connect_timeout_s, timeout_s)) as resp:
-            if resp.status_code != 200:
-                result.error = f"HTTP {resp.status_code}: {resp.text[:200]}"
-                return result
-            done = False
-            for data in resp.iter_content(chunk_size=None):
-                now = time.perf_counter()
-                for event in parser.feed(data):
-                    if event == DONE:
-                        done = True
-                        continue
-                    chunk = parse_openai_chunk(event)
-                    if chunk.error is not None:
-                        result.error = f"stream error: {chunk.error}"
-                        return result
-                    if chunk.completion_tokens is not None:
-                        usage_tokens = chunk.completion_tokens
-                    if chunk.text:
-                        chunks += 1
-                        texts.append(chunk.text)
-                        result.arrivals.append(now)
-                        if last is None:
-                            result.ttft_s = now - start
-                        else:
-                            result.itl_s.append(now - last)
-                        last = now
-                if now > deadline:
-                    result.error = f"timeout: stream still open after {timeout_s:g} s"
-                    return result
-            if not done:
-                result.error = "stream ended without [DONE]"
-                return result
+        with deadline(timeout_s):
+            return _stream(session, prepared, result, start, timeout_s, connect_timeout_s)
     except (requests.RequestException, ValueError) as exc:
         # A read timeout mid-stream surfaces as a ConnectionError from iter_content.
         timed_out = isinstance(exc, requests.Timeout) or "timed out" in str(exc)
         result.error = f"{'timeout' if timed_out else type(exc).__name__}: {exc}"
         return result
+
+
+def _stream(
+    session: requests.Session,
+    prepared: requests.PreparedRequest,
+    result: RequestResult,
+    start: float,
+    timeout_s: float,
+    connect_timeout_s: float,
+) -> RequestResult:
+    deadline_at = start + timeout_s
+    last: float | None = None
+    usage_tokens: int | None = None
+    chunks = 0
+    texts: list[str] = []
+    parser = SSEParser()
+    with session.send(prepared, stream=True, timeout=(connect_timeout_s, timeout_s)) as resp:
+        if resp.status_code != 200:
+            head = next(resp.iter_content(chunk_size=200), b"")[:200]  # never the whole body
+            result.error = f"HTTP {resp.status_code}: {head.decode('utf-8', 'replace')}"
+            return result
+        done = False
+        for data in resp.iter_content(chunk_size=None):
+            now = time.perf_counter()
+            for event in parser.feed(data):
+                if event == DONE:
+                    done = True
+                    continue
+                chunk = parse_openai_chunk(event)
+                if chunk.error is not None:
+                    result.error = f"stream error: {chunk.error}"
+                    return result
+                if chunk.completion_tokens is not None:
+                    usage_tokens = chunk.completion_tokens
+                if chunk.text:
+                    chunks += 1
+                    texts.append(chunk.text)
+                    result.arrivals.append(now)
+                    if last is None:
+                        result.ttft_s = now - start
+                    else:
+                        result.itl_s.append(now - last)
+                    last = now
+            if now > deadline_at:
+                result.error = f"timeout: stream still open after {timeout_s:g} s"
+                return result
+        if not done:
+            cut = time.perf_counter() > deadline_at  # the deadline's watchdog closed it
+            result.error = (f"timeout: stream still open after {timeout_s:g} s" if cut
+                            else "stream ended without [DONE]")
+            return result
     result.e2e_s = time.perf_counter() - start
     result.text = "".join(texts)
     result.output_tokens = usage_tokens if usage_tokens is not None else chunks
@@ -289,8 +308,11 @@ def complete(
     stop: Sequence[str] = (),
     seed: int = 0,
     timeout_s: float = 60.0,
+    deadline_s: float = DEFAULT_DEADLINE_S,
 ) -> str:
-    """One greedy, non-streamed /v1/completions call; raises on HTTP or network errors."""
+    """One greedy, non-streamed /v1/completions call; raises on HTTP or network errors.
+    ``timeout_s`` bounds each socket operation, ``deadline_s`` the whole call
+    (`serving.deadline.DeadlineExceeded`, a `requests.Timeout`)."""
     body = build_payload(
         "completions",
         model,
@@ -301,6 +323,7 @@ def complete(
         ignore_eos=False,
         extra={"stop": list(stop)} if stop else None,
     )
-    resp = session.post(base_url.rstrip("/") + "/v1/completions", json=body, timeout=timeout_s)
+    resp = fetch(session, "POST", base_url.rstrip("/") + "/v1/completions", json=body,
+                 timeout=timeout_s, deadline_s=deadline_s)
     resp.raise_for_status()
     return str(resp.json()["choices"][0]["text"])

@@ -26,6 +26,8 @@ from typing import Any
 
 import requests
 
+from serving.deadline import fetch
+
 __all__ = [
     "ENGINE_COMMANDS",
     "ServerConfig",
@@ -226,8 +228,13 @@ class Server:
         return self.process is not None
 
     def healthy(self, timeout_s: float = 2.0) -> bool:
+        """Whether the health path answers 200 within ``timeout_s`` in all: a server that
+        trickles its answer is not healthy (and does not hold `wait_healthy` past its end)."""
         try:
-            return requests.get(self.url + self.health_path, timeout=timeout_s).status_code == 200
+            with requests.Session() as session:
+                resp = fetch(session, "GET", self.url + self.health_path, timeout=timeout_s,
+                             deadline_s=timeout_s, max_bytes=1 << 20)
+            return resp.status_code == 200
         except requests.RequestException:
             return False
 

@@ -15,6 +15,8 @@ from typing import Any
 
 import requests
 
+from serving.deadline import DEFAULT_DEADLINE_S, fetch
+
 __all__ = [
     "Message",
     "check_server",
@@ -106,12 +108,17 @@ def tokenize_chat(
     messages: Sequence[Message],
     *,
     timeout_s: float = 30.0,
+    deadline_s: float = DEFAULT_DEADLINE_S,
 ) -> list[int]:
-    """Tokens of ``messages`` rendered by the server's chat template (vLLM /tokenize)."""
-    resp = session.post(
+    """Tokens of ``messages`` rendered by the server's chat template (vLLM /tokenize);
+    ``timeout_s`` bounds each socket operation, ``deadline_s`` the whole call."""
+    resp = fetch(
+        session,
+        "POST",
         base_url.rstrip("/") + "/tokenize",
         json={"model": model, "messages": list(messages), "add_generation_prompt": False},
         timeout=timeout_s,
+        deadline_s=deadline_s,
     )
     resp.raise_for_status()
     return [int(t) for t in resp.json()["tokens"]]
