@@ -378,3 +378,37 @@ def test_ci_plan_that_is_not_a_plan_is_a_usage_error(tmp_path, kind):
     assert r.returncode == 4, r.stdout + r.stderr  # pytest's usage error
     assert "--ci-plan plan.json: " in r.stderr and "rerun through `python -m ci_register run`" in r.stderr
     assert "Traceback" not in r.stderr + r.stdout
+
+
+def test_a_gate_past_its_time_limit_fails_the_session(tmp_path, monkeypatch, capsys):
+    # The gate ran as a child with no limit: one waiting on a locked database held the job.
+    import time  # noqa: PLC0415
+
+    from ci_register.running import runner  # noqa: PLC0415
+
+    hang = tmp_path / "python"
+    hang.write_text("#!/bin/sh\nexec sleep 30\n")
+    hang.chmod(0o755)
+    monkeypatch.setattr(sys, "executable", str(hang))
+    monkeypatch.setenv("GATES_STEP_TIMEOUT_S", "1")
+    opts = parse_run_args("cpu", ["--history", str(tmp_path / "h.db"), "--root", str(tmp_path)])
+    assert opts.step_timeout_s == 1.0
+    start = time.monotonic()
+    rc = runner._gate(opts, "r1", tmp_path / "plan.json", None, tmp_path / "tripped.json")
+    assert time.monotonic() - start < 15
+    err = capsys.readouterr().err
+    assert rc == 1  # a failure, never a pass (0) nor "not gated" (None)
+    assert "the gate of run r1 (python -m gates.gate) ran past its 1 s limit" in err
+    assert "GATES_STEP_TIMEOUT_S=SECONDS" in err and "run r1 was not gated" in err
+    # The confirm protocol turns that into the session's exit 1.
+    done = runner.confirm_chain(runner.Attempt(0, rc), 4, lambda: [], lambda a, n: None)
+    assert done.exit_code == 1
+    # Marking an unfinished run that hangs fails the session too (True: exit 1).
+    assert runner._finish(opts, "r1", "crashed", 1, "pytest exited with code 0 early") is True
+
+
+@pytest.mark.parametrize("value", ["0", "-5", "soon", "inf", "nan"])
+def test_a_bad_step_timeout_is_a_usage_error(monkeypatch, value):
+    monkeypatch.setenv("GATES_STEP_TIMEOUT_S", value)
+    with pytest.raises(UsageError, match="GATES_STEP_TIMEOUT_S=.*give seconds > 0"):
+        parse_run_args("cpu", [])

@@ -52,6 +52,11 @@ GATE_MODES = ("enforce", "warn", "off")
 DEFAULT_CONFIRM = 4  # confirm reruns at most: each after the first only while the reruns'
 # mean is borderline (gates.model.stats.DEFAULTS.confirm_attempts; the sequential confirm)
 MAX_CONFIRM = 4  # the sequential confirm's boundaries are set for at most 4 reruns
+# The steps after pytest (the gate, marking an unfinished run, the baseline snapshot)
+# each end within this many seconds: a gate waiting on a locked database or a hung
+# PostgreSQL server would otherwise hold the CI job until the job's own limit, silent.
+STEP_TIMEOUT_ENV = "GATES_STEP_TIMEOUT_S"
+DEFAULT_STEP_TIMEOUT_S = 1800.0
 
 
 RUN_HELP = """usage: python -m ci_register run SUITE [options] [pytest args...]
@@ -79,7 +84,10 @@ Anything else goes to pytest in order.
 exit codes: 0 passed; 1 a test or an enforced gate failed, a registered file ran
 no tests, the session executed no test, or pytest crashed or hung; 2 bad input or
 hardware, or pytest stopped early (a test file that fails to import); 128+N
-interrupted by signal N (the run is recorded `interrupted` with what finished)."""
+interrupted by signal N (the run is recorded `interrupted` with what finished).
+
+The gate and the other steps after pytest each end within $GATES_STEP_TIMEOUT_S seconds
+(default 1800); one that runs past it is killed and the session fails (exit 1)."""
 
 
 class UsageError(ValueError):
@@ -108,6 +116,7 @@ class RunOptions:
     root: Path = Path(".")
     pytest_args: list[str] = field(default_factory=list)
     suite_pytest_args: list[str] = field(default_factory=list)  # from the catalog
+    step_timeout_s: float = DEFAULT_STEP_TIMEOUT_S  # each step after pytest ($GATES_STEP_TIMEOUT_S)
 
 
 # The pytest plugins a run cannot do without: the recorder (no history, nothing to gate),
@@ -173,6 +182,7 @@ def parse_run_args(suite: str, argv: list[str]) -> RunOptions:
     except PartitionError as exc:
         raise UsageError(str(exc)) from None
     return RunOptions(
+        step_timeout_s=step_timeout(os.environ),
         suite=suite,
         partition=part,
         dry_run=ns.dry_run,
@@ -188,6 +198,34 @@ def parse_run_args(suite: str, argv: list[str]) -> RunOptions:
         root=Path(ns.root),
         pytest_args=rest,
     )
+
+
+def step_timeout(env: os._Environ[str] | dict[str, str]) -> float:
+    """Seconds each step after pytest may run, from ``$GATES_STEP_TIMEOUT_S``."""
+    raw = env.get(STEP_TIMEOUT_ENV, "").strip()
+    if not raw:
+        return DEFAULT_STEP_TIMEOUT_S
+    try:
+        value = float(raw)
+    except ValueError:
+        value = float("nan")
+    if not 0 < value < float("inf"):
+        raise UsageError(f"{STEP_TIMEOUT_ENV}={mask_secrets(repr(raw))}: give seconds > 0 "
+                         f"(default {DEFAULT_STEP_TIMEOUT_S:g}), or unset it")
+    return value
+
+
+def _step(opts: RunOptions, cmd: list[str], what: str, **kwargs: object) -> int | None:
+    """Run one step after pytest; its exit status, or None when it ran past
+    ``opts.step_timeout_s`` (then it is killed and one line names it and the setting)."""
+    try:
+        return subprocess.run(cmd, cwd=opts.root, check=False, timeout=opts.step_timeout_s,
+                              **kwargs).returncode  # type: ignore[call-overload]
+    except subprocess.TimeoutExpired:
+        print(f"error: {what} ran past its {opts.step_timeout_s:g} s limit and was killed; "
+              f"{STEP_TIMEOUT_ENV}=SECONDS sets the limit (default {DEFAULT_STEP_TIMEOUT_S:g})",
+              file=sys.stderr, flush=True)
+        return None
 
 
 @dataclass
@@ -414,10 +452,13 @@ def _finish(opts: RunOptions, run_id: str, status: str, rc: int, cause: str) -> 
     """Mark an unfinished run (`gates.record.finish`); True when it was unfinished."""
     cmd = _finish_cmd(opts, run_id, status, rc, cause)
     with _ignoring_interrupts():
-        done = subprocess.run(cmd, cwd=opts.root, check=False, start_new_session=True)
-    if done.returncode not in (0, 3):
+        rc = _step(opts, cmd, f"marking run {run_id} {status} (python -m gates.record.finish)",
+                   start_new_session=True)
+    if rc is None:
+        return True  # not known to be marked: fail the session (exit 1), never pass it
+    if rc not in (0, 3):
         print(f"error: {cause}; the run {run_id} could not be marked {status}", file=sys.stderr)
-    return done.returncode == 3
+    return rc == 3
 
 
 def _finish_cmd(opts: RunOptions, run_id: str, status: str, rc: int | None,
@@ -451,7 +492,12 @@ def _gate(opts: RunOptions, run_id: str, plan_file: Path, confirm_of: str | None
     if confirm_of:
         cmd += ["--confirm-of", confirm_of]
     tripped_out.unlink(missing_ok=True)  # a gate that dies before writing it leaves no stale list
-    return subprocess.run(cmd, cwd=opts.root, check=False).returncode
+    rc = _step(opts, cmd, f"the gate of run {run_id} (python -m gates.gate)")
+    if rc is None:
+        print(f"error: run {run_id} was not gated: a gate that did not finish fails the session",
+              file=sys.stderr, flush=True)
+        return 1
+    return rc
 
 
 _IMPORT_ERROR = re.compile(r"^E\s+((?:ModuleNotFoundError|ImportError): .+)$", re.M)
@@ -655,4 +701,5 @@ def main_run(suite: str, argv: list[str]) -> int:
 def _snapshot(opts: RunOptions, command: str, *args: str) -> int:
     """`python -m gates.store.snapshot seed|strip` on this run's history; its exit status."""
     cmd = [sys.executable, "-m", "gates.store.snapshot", command, *args, *_history_args(opts, "--history")]
-    return subprocess.run(cmd, cwd=opts.root, check=False).returncode
+    rc = _step(opts, cmd, f"the baseline snapshot's {command} step (python -m gates.store.snapshot)")
+    return 1 if rc is None else rc
