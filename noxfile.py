@@ -141,7 +141,7 @@ def lint(session: nox.Session) -> None:
 @nox.session(venv_backend="none", tags=["cpu", "framework"])
 def registry(session: nox.Session) -> None:
     """List every suite and its registered files (static; nothing imported)."""
-    session.run(sys.executable, "-m", "ci_register", "list", *session.posargs, external=True)
+    _run_keeping_exit(session, sys.executable, "-m", "ci_register", "list", *session.posargs)
 
 
 # matrix and rerun read the history (sqlite-utils): they run in a venv with the package
@@ -154,7 +154,22 @@ def _plan_only(session: nox.Session, *args: str, module: str = "ci_register") ->
     sqlite-utils to migrate it warns and plans with est_time). Building a venv for it took
     75-261 s."""
     session.env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
-    session.run(sys.executable, "-m", module, *args, external=True)
+    _run_keeping_exit(session, sys.executable, "-m", module, *args)
+
+
+def _run_keeping_exit(session: nox.Session, *cmd: str) -> None:
+    """``session.run`` of a command whose exit status says what happened: nox reduces a
+    failed session to 1, so any other failing status (2 bad input or wrong hardware,
+    128+N interrupted, from a suite ``rerun --run`` started too) becomes nox's own exit
+    status once its summary is printed (`mark_exit`), as the suite sessions do."""
+    try:
+        session.run(*cmd, external=True)
+    except nox.command.CommandFailed as exc:
+        if exc.return_code not in (None, 0, 1):
+            mark_exit(exc.return_code)
+            session.error(f"{session.name}: exit {exc.return_code} (the command's own status: 2 is "
+                          "bad input or wrong hardware, 128+N a signal); its error line above says why")
+        raise
 
 
 @nox.session(venv_backend="none", tags=["cpu", "framework"])
@@ -169,6 +184,7 @@ def matrix(session: nox.Session) -> None:
 def rerun(session: nox.Session) -> None:
     """The suite command for the files a SPEC names (path, name, glob, folder[::test]); --run runs it."""
     if not session.posargs:
+        mark_exit(EXIT_INPUT)
         session.error("usage: nox -s rerun -- SPEC [--suite NAME] [--run] [pytest args]")
     # Without --run it prints the command; with --run it starts `nox -s SUITE`, which
     # prepares the suite's own environment.
@@ -186,8 +202,9 @@ def est_time(session: nox.Session) -> None:
 def bisect(session: nox.Session) -> None:
     """Find the commit that moved a metric: -- KEY --good C1 --bad C2 [--suite S] [--repo PATH]."""
     if not session.posargs:
+        mark_exit(EXIT_INPUT)
         session.error("usage: nox -s bisect -- KEY --good C1 --bad C2 [--suite S]")
-    session.run(sys.executable, "-m", "gates.commands.cli", "bisect", *session.posargs, external=True)
+    _run_keeping_exit(session, sys.executable, "-m", "gates.commands.cli", "bisect", *session.posargs)
 
 
 @nox.session(name="jit-cache", venv_backend="none", tags=["framework"])

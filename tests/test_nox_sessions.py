@@ -269,3 +269,19 @@ def test_a_suite_session_records_what_the_noxfile_loaded_in_the_runner_map(adopt
     runner = next(x for x in rows if x["path"] == "<runner>")
     assert {"noxfile.py", "ci/helpers.py", "ci/__init__.py"} <= set(runner["files"])
     assert not any(f.startswith("ci_register/") or f.endswith("conftest.py") for f in runner["files"])
+
+
+@pytest.mark.parametrize("posargs,line", [
+    (["no_such_test_file_xyz.py", "--run"], "no_such_test_file_xyz.py"),
+    ([], "usage: nox -s rerun -- SPEC"),
+    # A GPU file on this GPU-less machine: the suite session it starts exits 2 (hardware).
+    (["test_flashinfer_decode.py", "--run"], "base-b-1gpu"),
+])
+def test_rerun_keeps_the_exit_code_of_what_happened(tmp_path, posargs, line):
+    # nox reduced the rerun's exit 2 (bad input, wrong hardware) to its own 1.
+    env = {k: v for k, v in os.environ.items() if k not in ("GATES_HISTORY", "CI", "PYTEST_ADDOPTS")}
+    r = subprocess.run([sys.executable, "-m", "nox", "-f", str(REPO / "noxfile.py"), "--envdir", str(tmp_path),
+                        "-s", "rerun", "--", *posargs], cwd=REPO, capture_output=True,
+                       text=True, timeout=240, env=env)
+    assert r.returncode == 2, r.stdout[-2000:] + r.stderr[-2000:]
+    assert line in r.stdout + r.stderr
