@@ -129,3 +129,11 @@ def test_cli_runs_exactly_the_named_test(tree):
     r = cli(tree, "kernels/test_prefill.py::test_b", "--suite", "cpu", "--run", "--no-nox", "--gate", "off")
     assert r.returncode == 0, r.stdout + r.stderr
     assert "suites/kernels/test_prefill.py::test_b" in r.stdout and "1 passed" in r.stdout
+
+
+def test_a_rerun_killed_by_a_signal_is_never_a_pass(tmp_path):
+    # proc.wait() reads -9 for SIGKILL (an OOM kill), and max(0, -9) made the rerun exit 0.
+    from ci_register.running.rerun import execute  # noqa: PLC0415
+
+    assert execute(["sh", "-c", "kill -KILL $$"], 30, tmp_path) == 137
+    assert execute(["sh", "-c", "exit 2"], 30, tmp_path) == 2

@@ -213,11 +213,14 @@ def describe(target: Target, extra: Sequence[str] = ()) -> str:
 
 
 def execute(argv: list[str], timeout_s: float, cwd: Path) -> int:
-    """Run a command in its own process group; on timeout stop the whole group, exit 1."""
+    """Run a command in its own process group; its exit status (128+N when signal N
+    killed it); on timeout stop the whole group, exit 1."""
     print("+ " + mask_secrets(shlex.join(argv)), flush=True)
     proc = subprocess.Popen(argv, cwd=cwd, start_new_session=True)
     try:
-        return proc.wait(timeout=timeout_s)
+        rc = proc.wait(timeout=timeout_s)
+        # Killed by signal N reads -N, which max() over the targets took for a pass.
+        return 128 - rc if rc < 0 else rc
     except subprocess.TimeoutExpired:
         print(f"error: rerun exceeded its {timeout_s:.0f} s limit (2 x expected + 60 s per file + {SETUP_S} s); stopping it", file=sys.stderr)
         for sig, wait in ((signal.SIGTERM, 15), (signal.SIGKILL, 5)):
