@@ -62,7 +62,7 @@ from gates.model.verdicts import FAILING, VERDICTS, gate_exit, interval_contradi
 from gates.record import accept
 from gates.record.declarations import DeclarationError, Gate, gate_for, parse_plan_gates
 from gates.record.unit_check import UnitMismatch, unit_conflicts
-from gates.store.backend import is_database_url
+from gates.store.backend import display_location, is_database_url
 from gates.store.baselines import baseline_runs, bulk_baselines, hosts_of
 from gates.store.history import History
 from gates.store.provenance import host_key
@@ -738,8 +738,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"error: {e}", file=sys.stderr)
         return 2
     except (TypeError, ValueError, ArithmeticError) as e:  # a row no writer of ours makes
-        print(f"error: {a.history}: holds a row the gate cannot read ({type(e).__name__}: "
-              f"{e}); `gate-report check --history {a.history}` names the runs", file=sys.stderr)
+        where = display_location(a.history)  # a database URL's password stays out of logs
+        print(f"error: {where}: holds a row the gate cannot read ({type(e).__name__}: "
+              f"{e}); `gate-report check --history {where}` names the runs", file=sys.stderr)
         return 2
     if a.tripped_out:
         Path(a.tripped_out).parent.mkdir(parents=True, exist_ok=True)

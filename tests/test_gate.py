@@ -664,3 +664,23 @@ def test_cli_plan_is_a_bounded_regular_file(tmp_path, monkeypatch, capsys):
     big.write_text(json.dumps({"gates": [], "pad": "x" * 100}))
     assert main(["--history", str(tmp_path / "h.db"), "--run-id", "r1", "--plan", str(big)]) == 2
     assert f"--plan {big}: cannot read the plan JSON (over 64 bytes)" in capsys.readouterr().err
+
+
+def test_an_unreadable_row_error_keeps_the_database_password_out(monkeypatch, capsys):
+    # The "holds a row the gate cannot read" line printed GATES_HISTORY's URL whole.
+    import contextlib  # noqa: PLC0415
+
+    import gates.gate as gate_mod  # noqa: PLC0415
+    import gates.store.open as store_open  # noqa: PLC0415
+
+    monkeypatch.setattr(store_open, "open_history", lambda *a, **k: contextlib.nullcontext(None))
+
+    def bad_row(*a, **k):
+        raise ValueError("could not convert string to float: 'x'")
+
+    monkeypatch.setattr(gate_mod, "evaluate_run", bad_row)
+    url = "postgresql://ci:hunter2@db.example/history"
+    assert main(["--history", url, "--run-id", "r1"]) == 2
+    err = capsys.readouterr().err
+    assert "holds a row the gate cannot read" in err and "db.example" in err
+    assert "hunter2" not in err
