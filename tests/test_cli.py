@@ -140,6 +140,12 @@ def test_out_dash_is_stdout_not_a_file_named_dash(hist, capsys, tmp_path):
     (["trust", "--reason", "fixed"], "give --run ID (repeatable) or --commit SHA"),
     (["untrust", "--run", "nosuchrun", "--reason", "r"], "no run matches run id(s) nosuchrun"),
     (["merge", "nope.db", "--into", "x.db"], "shard history nope.db does not exist"),
+    # `--run "$RUN_ID"` with the variable unset reported the latest run instead.
+    (["--run", ""], "--run '': empty (an unset variable?)"),
+    (["--run="], "--run '': empty (an unset variable?)"),
+    (["--suite", " "], "--suite ' ': empty (an unset variable?)"),
+    (["notify", "--run", "", "--pr-comment"], "--run '': empty"),
+    (["health", "--suite", ""], "--suite '': empty"),
 ])
 def test_usage_and_input_errors_are_one_line_exit_2(hist, capsys, argv, message):
     path, _ = hist

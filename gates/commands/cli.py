@@ -449,9 +449,36 @@ def _input_errors() -> tuple[type[BaseException], ...]:
                  if mod in sys.modules)
 
 
+# Options that pick what a command reads or changes. Given empty (`--run "$RUN_ID"` with
+# the variable unset) argparse stored "" and the command fell back to its default: the
+# latest run, every suite. A CI summary or PR comment then showed another run's verdict.
+_SELECTORS = ("--run", "--suite", "--since", "--commit", "--from", "--fingerprint", "--test",
+              "--good", "--bad", "--keep")
+
+
+def _blank_selector(argv: Sequence[str]) -> str | None:
+    """One line for a selector option given a blank value, else None."""
+    for i, tok in enumerate(argv):
+        if tok == "--":
+            return None
+        name, eq, value = tok.partition("=")
+        if name not in _SELECTORS:
+            continue
+        if not eq:
+            if i + 1 >= len(argv):
+                continue  # argparse says "expected one argument"
+            value = argv[i + 1]
+        if not value.strip():
+            return (f"{name} {value!r}: empty (an unset variable?); give a value, or leave "
+                    f"{name} out for the default")
+    return None
+
+
 def _main(argv: Sequence[str]) -> int:
     parser = build_parser()
     try:
+        if problem := _blank_selector(argv):
+            raise UsageError(problem)
         args = parser.parse_args(_with_default_command(argv))
         return COMMANDS[args.command](args)
     except KeyboardInterrupt:  # a write is one transaction: nothing is half-done
