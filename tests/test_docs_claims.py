@@ -270,3 +270,44 @@ def test_every_test_the_docs_cite_exists():
                for m in re.finditer(r"^\s*def (test_\w+)", p.read_text(encoding="utf-8"), re.M)}
     tables = {"test_rows"}  # the history's table, not a test
     assert len(cited) >= 3 and sorted(cited - defined - tables) == []
+
+
+
+# A figure a doc states and the results file that measured it (command and machine are
+# there): (doc, the figure in the doc, results file, the same figure there). The groups
+# of the two regexes are compared in order: a doc edited past its measurement, or a
+# rerun whose figures the doc does not follow, fails here.
+_TRAINED = "benchmarks/results/serving_trained_model.md"
+_SERVING = "benchmarks/results/serving_cpu.md"
+_TRAINING_CPU = r"step 399 loss [\d.]+ wall \d+ s cpu (\d+) s"
+FIGURES = [
+    ("README.md", r"\((\d+) CPU-seconds on one thread", _TRAINED, _TRAINING_CPU),
+    ("docs/serving.md", r"trained in (\d+) CPU-seconds", _TRAINED, _TRAINING_CPU),
+    ("docs/serving.md", r"scored (0\.\d+) on the 500\s+held problems in transformers", _TRAINED,
+     r"held accuracy (0\.\d+) on 500 problems"),
+    ("docs/serving.md", r"it scored (0\.\d+) \(n = 500\) in the eval", _SERVING,
+     r"evals/tiny-arith-held/accuracy\s*\|\s*(0\.\d+)\s*\|\s*500\b"),
+    ("docs/serving.md", r"bf16 (0\.\d+), fp8", _SERVING, r"swap/bf16/accuracy\s*\|\s*(0\.\d+)\s*\|\s*500\b"),
+    ("docs/serving.md", r"fp8 (0\.\d+)\s+\(floor (0\.\d+), passes\)", _SERVING,
+     r"swap/fp8/accuracy\s*\|\s*(0\.\d+)\s*\|\s*500\s*\|\s*ratio\s*\|\s*(0\.\d\d\d)"),
+    ("docs/serving.md", r"broken (0\.\d+)\s+\(18\.6 points down", _SERVING,
+     r"swap/broken/accuracy\s*\|\s*(0\.\d+)\s*\|\s*500\b"),
+    ("docs/serving.md", r"Start to healthy took (\d+)-(\d+) s", _SERVING,
+     r"\(`start_s`\): (\d+)\.\d, [\d.]+ and (\d+)\.\d s"),
+    ("docs/adopting.md", r"31f1ca96: (\d+) registrations \((\d+) implicit\) and (\d+) gates, all equal",
+     "benchmarks/results/adopt_miles.md",
+     r"registrations: miles (\d+) \((\d+) implicit\), ours \1 \(\2 implicit\); suites differing: 0\n"
+     r"register_ci_gate: miles (\d+) .*ours \3 .*True"),
+    ("docs/economy.md", r"took ([\d.]+) s for the first commit\s+and a median ([\d.]+) s after",
+     "benchmarks/results/bench_selection.md", r"graph \+ selection time: ([\d.]+) s for the first commit.*?median ([\d.]+) s"),
+]
+
+
+@pytest.mark.parametrize(("doc", "said", "results", "measured"), FIGURES,
+                         ids=[f"{doc}:{said[:30]}" for doc, said, _, _ in FIGURES])
+def test_a_figure_the_docs_state_is_the_one_its_results_file_holds(doc, said, results, measured):
+    in_doc = re.search(said, (REPO / doc).read_text(encoding="utf-8"))
+    in_results = re.search(measured, (REPO / results).read_text(encoding="utf-8"))
+    assert in_doc, f"{doc} no longer states {said!r}: update FIGURES with the doc"
+    assert in_results, f"{results} holds no {measured!r}: rerun its command, or correct the doc"
+    assert in_doc.groups() == in_results.groups(), f"{doc} says {in_doc.groups()}, {results} measured {in_results.groups()}"
