@@ -132,6 +132,24 @@ def test_os_exit_inside_a_test_is_a_crash_not_a_pass(tmp_path, code):
 
 
 @pytest.mark.parametrize("gate", ["off", "enforce"])
+def test_a_conftest_that_exits_0_before_the_run_began_is_never_a_pass(tmp_path, gate):
+    # pytest stopped before the plugin began the run, so no run was recorded and
+    # gates.record.finish found nothing to mark: the runner took pytest's 0, and with
+    # --gate off the session passed (with the gate on it exited 2, "bad input").
+    tree = make_tree(tmp_path, """
+        def test_b_fails():
+            assert False
+        """)
+    rc, out = finish(start(tree, "--gate", "off"))  # a first run creates the history
+    assert rc == 1, out
+    (tree / "conftest.py").write_text("import os\nos._exit(0)\n")
+    rc, out = finish(start(tree, "--gate", gate))
+    assert rc == 1, out
+    assert "pytest exited with code 0 before finishing its session" in out, out
+    assert "was recorded (pytest stopped before its session began)" in out, out
+
+
+@pytest.mark.parametrize("gate", ["off", "enforce"])
 def test_a_history_that_fills_up_at_the_end_is_a_crash_exit_1_not_3(tmp_path, gate):
     # The recorder's last write fails the way SQLite fails on a full disk (a tmpfs filled
     # mid-run did this for real). pytest then exits 3 (INTERNALERROR), which the runner

@@ -449,7 +449,9 @@ def _settle(out: Supervised, plan: dict, opts: RunOptions) -> Ran:
 
 
 def _finish(opts: RunOptions, run_id: str, status: str, rc: int, cause: str) -> bool:
-    """Mark an unfinished run (`gates.record.finish`); True when it was unfinished."""
+    """Mark an unfinished run (`gates.record.finish`); False only when the history shows
+    the run finished. A run it could not mark, or that was never recorded (a conftest
+    that exits 0 at import), is unfinished: such a session never passes."""
     cmd = _finish_cmd(opts, run_id, status, rc, cause)
     with _ignoring_interrupts():
         rc = _step(opts, cmd, f"marking run {run_id} {status} (python -m gates.record.finish)",
@@ -458,7 +460,7 @@ def _finish(opts: RunOptions, run_id: str, status: str, rc: int, cause: str) -> 
         return True  # not known to be marked: fail the session (exit 1), never pass it
     if rc not in (0, 3):
         print(f"error: {cause}; the run {run_id} could not be marked {status}", file=sys.stderr)
-    return rc == 3
+    return rc != 0
 
 
 def _finish_cmd(opts: RunOptions, run_id: str, status: str, rc: int | None,

@@ -8,7 +8,7 @@ The plugin writes each test as it starts and finishes (`History.record_tests`), 
 what finished is already in the history; this marks the run (never a baseline) and
 appends the cause to the test that was running. A run the plugin did finish is left
 alone and nothing is printed. Prints one line; exit 3 when it marked the run, 0
-when the run had finished, 2 when the history cannot be written.
+when the run had finished, 2 when the history cannot be written or holds no such run.
 """
 
 from __future__ import annotations
@@ -28,8 +28,13 @@ MARKED = 3  # exit status: the run was unfinished and is now marked
 
 def close_run(history_path: str, run_id: str, status: str, exit_status: int | None,
               cause: str) -> str | None:
-    """Mark the run and return the line to print (None when the run had finished)."""
+    """Mark the run and return the line to print (None when the run had finished).
+    `HistoryError` when the history holds no such run: pytest stopped before the
+    plugin began it (a conftest that exits at import), and nothing of it is recorded."""
     with open_history(history_path, create=False) as history:
+        if not history.has_run(run_id):
+            raise HistoryError(f"{cause}: no run {run_id} was recorded (pytest stopped "
+                               "before its session began); nothing ran that a report can show")
         result = history.close_unfinished(run_id, status, exit_status, cause)
     if result is None:
         return None
