@@ -298,6 +298,7 @@ FIGURES = [
      "benchmarks/results/adopt_miles.md",
      r"registrations: miles (\d+) \((\d+) implicit\), ours \1 \(\2 implicit\); suites differing: 0\n"
      r"register_ci_gate: miles (\d+) .*ours \3 .*True"),
+    ("README.md", r"xz -9e: (\d+) MiB,", "benchmarks/results/device_carry.md", r"\.dev holds (\d+) MiB \(15 wheels"),
     ("docs/economy.md", r"took ([\d.]+) s for the first commit\s+and a median ([\d.]+) s after",
      "benchmarks/results/bench_selection.md", r"graph \+ selection time: ([\d.]+) s for the first commit.*?median ([\d.]+) s"),
 ]
