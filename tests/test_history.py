@@ -104,6 +104,20 @@ def test_interrupted_session_is_kept_but_not_a_baseline(h):
     assert h.file_durations("s", "gpu-a") == {}
 
 
+def test_credentials_in_a_test_failure_or_skip_are_never_stored(h):
+    # A failing test's traceback held the URL it connected to, password included, and a
+    # skip reason a token: both went into test_rows as they were, then into every report.
+    p = prov(1)
+    h.record_run(RunRecord(p, [
+        TestResult("t.py::a", "t.py", "failed", 1.0,
+                   error='E  requests.get("https://ci:hunter2@db.example/x")'),
+        TestResult("t.py::b", "t.py", "skipped", 0.0, skip_reason="no access: token=ghp_abc123")],
+        [], None, exit_status=1))
+    stored = repr(h._rows("SELECT * FROM tests"))
+    assert "hunter2" not in stored and "ghp_abc123" not in stored
+    assert "https://ci:***@db.example/x" in stored and "token=***" in stored
+
+
 def test_reads_return_dicts_and_wrap_errors(h):
     record(h, 1)
     assert h._rows("SELECT run_id, status FROM runs") == [

@@ -83,6 +83,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
+from gates.store.backend import mask_secrets
 from gates.store.baseline_reads import BaselineReads
 from gates.store.dialect import DIALECTS, Dialect
 from gates.store.fleet_sql import FleetSQL
@@ -173,6 +174,14 @@ class TestResult:
     duration: float = 0.0
     skip_reason: str | None = None
     error: str | None = None
+
+    def __post_init__(self) -> None:
+        # A test's failure or skip text can hold a credential (the URL it connected to,
+        # a token it printed); the history is uploaded, merged and reported: none is kept.
+        if self.error:
+            self.error = mask_secrets(self.error)
+        if self.skip_reason:
+            self.skip_reason = mask_secrets(self.skip_reason)
 
 
 @dataclass
