@@ -309,8 +309,8 @@ def confirm(history: np.ndarray, rerun: float, *, sign: int, first: float | None
     if first is not None and j.extras.rho_lo <= QUANTILE_RHO and j.status == "ok":
         jf = judge_summaries(history, first, **kw)
         if jf.extras.p_q_worse / QUANTILE_WEIGHT <= params.level:
-            return j, _outlier_check(j, _quantile_step(j, params), another, params.level,
-                                     lambda: jf)
+            return j, _outlier_check(j, _quantile_step(j, params), another, params,
+                                     lambda: jf, suspect)
         if j.extras.rho_lo == 0.0:
             k = jf.window
             p_conf = min(p_conf, (j.extras.p_run_worse if k == 1
@@ -331,8 +331,9 @@ def confirm(history: np.ndarray, rerun: float, *, sign: int, first: float | None
         if step == "suspect" or (step == "regression" and v != "regression"):
             v = "suspect"
     return j, _outlier_check(
-        j, v, another, params.level,
-        lambda: jf if jf is not None or first is None else judge_summaries(history, first, **kw))
+        j, v, another, params,
+        lambda: jf if jf is not None or first is None else judge_summaries(history, first, **kw),
+        suspect)
 
 
 def split_p(first: float, reruns: Sequence[float], *, sign: int, scale: float,
@@ -399,30 +400,47 @@ def _reference(history: np.ndarray, window: int = DEFAULTS.window) -> np.ndarray
     return h[np.isfinite(h)][-window:]
 
 
-def _outlier_check(j: Judgement, v: str, another: bool, level: float,
-                   first_judged: Callable[[], Judgement | None]) -> str:
+def _outlier_check(j: Judgement, v: str, another: bool, params: GateParams,
+                   first_judged: Callable[[], Judgement | None], suspect: bool) -> str:
     """A held rerun beyond every baseline run, where another rerun may follow, is
     ``suspect`` with ``extras.corroborate`` (the next rerun decides, ``corroborate``)
     on a heavy-tailed baseline, or on one with 0 < ``rho_lo`` <= ``QUANTILE_RHO``
     (no sequential confirm there): its p rests on the fitted tail alone. Unless the
-    rerun's own p and its first attempt's (``first_judged``: judged on the same
-    baseline, where it is asked for), tail bound included, lie far beyond the fitted
+    two attempts (``first_judged``: the first judged on the same baseline, where it is
+    asked for; ``suspect``: it was screened, not tripped) lie far beyond the fitted
     tail (``_far_beyond``): two draws that far out hold at once."""
     rho_lo = j.extras.rho_lo
     if (another and v == "regression" and j.extras.beyond
             and (j.extras.heavy or 0.0 < rho_lo <= QUANTILE_RHO)
-            and not _far_beyond(j, first_judged(), level)):
+            and not _far_beyond(j, first_judged(), params.level,
+                                params.screen_level if suspect else params.level)):
         j.extras.corroborate = True
         return "suspect"
     return v
 
 
-def _far_beyond(j: Judgement, jf: Judgement | None, level: float) -> bool:
-    """Both attempts beyond the fitted tail at the one-rerun boundary (``mixture_hold_p``):
-    on a two-mode baseline the tail fitted above its far mode (``JudgeExtras.p_run_far``)."""
+def _far_beyond(j: Judgement, jf: Judgement | None, level: float, selected: float) -> bool:
+    """Two attempts far beyond the fitted tail, at the one-rerun boundary
+    (``mixture_hold_p`` at ``level``).
+
+    Where both lie beyond the far mode of a two-mode baseline, their tail p's
+    (``JudgeExtras.p_run_far``) are fitted above that mode's centre, on the mode's own
+    upper half, where the mean excess has settled (Coles 2001, sec. 4.3); two draws of
+    one regime are then pooled: the first attempt's p given that it was picked at
+    ``selected`` (under no change a first attempt tripped at level a has p uniform on
+    [0, a]) and the rerun's, by Fisher's product (P(U1 U2 <= c) = c (1 - ln c); Fisher,
+    *Statistical Methods for Research Workers*, 1932, sec. 21.1). Elsewhere the tail is
+    fitted over a few outliers (a GEMM's power-cap dips), which an exponential
+    understates far out (null pairs of real H200 GEMM samples reach p 1e-12 both), so
+    each attempt must reach the boundary alone."""
+    if jf is None or jf.status != "ok":
+        return False
     b = mixture_hold_p(level)
-    return (jf is not None and jf.status == "ok" and j.extras.p_run_far <= b
-            and jf.extras.p_run_far <= b)
+    p1, p2 = jf.extras.p_run_far, j.extras.p_run_far
+    if j.extras.far_mode and jf.extras.far_mode:
+        c = min(1.0, p1 / selected) * p2
+        return c <= 0.0 or c * (1.0 - math.log(c)) <= b
+    return p1 <= b and p2 <= b
 
 
 def corroborate(history: np.ndarray, rerun: float, *, sign: int, params: GateParams = DEFAULTS,
