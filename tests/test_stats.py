@@ -764,7 +764,8 @@ def test_a_change_of_ten_sds_on_a_two_mode_baseline_settles_in_one_rerun():
     # +0.83 (10 run-to-run SDs of this baseline): both attempts lie far beyond the slow
     # mode, but an exponential fitted to the slow mode as if it were a tail (mean excess
     # ~ its whole width) put them at p ~1e-4: the next rerun was asked to corroborate
-    # in ~3 of 4 such changes. Fitted above the slow mode's centre, the pair holds.
+    # in ~3 of 4 such changes. Fitted above the slow mode's centre, the pair holds; the
+    # two attempts' p's pooled (the first given its trip, Fisher's product) hold 37 of 40.
     rng = np.random.default_rng(9)
     held = 0
     for seed in range(40):
@@ -772,7 +773,8 @@ def test_a_change_of_ten_sds_on_a_two_mode_baseline_settles_in_one_rerun():
         first, rerun = _two_mode_baseline(200 + seed, 2) + 0.83
         j, v = confirm(h, rerun, sign=1, first=first, another=True)
         held += v == "regression" and not j.extras.corroborate
-    assert held >= 30, held  # 10 of 40 with the tail fitted to the whole slow mode
+    assert held >= 36, held  # 10 of 40 with the tail fitted to the whole slow mode, 33
+    # with each attempt held to the boundary alone
     # Two attempts just past the baseline's largest run, where a fitted tail is least
     # sure, hold at once no more often than before (2 of 200; pooled into one two-draw
     # mixture boundary instead, 11 held).
@@ -782,6 +784,15 @@ def test_a_change_of_ten_sds_on_a_two_mode_baseline_settles_in_one_rerun():
         first, rerun = h.max() + rng.uniform(0.002, 0.01, 2)
         at_once += confirm(h, rerun, sign=1, first=first, another=True)[1] == "regression"
     assert at_once <= 3, at_once
+    # Pooling lets a far first attempt carry a rerun just past the largest run only where
+    # the two are one regime: a glitch (first far out, rerun near the baseline) is a
+    # transient and never holds at once.
+    at_once = 0
+    for seed in range(200):
+        h = _two_mode_baseline(300 + seed)
+        at_once += confirm(h, h.max() + 0.01, sign=1, first=h.max() + 0.5,
+                           another=True)[1] == "regression"
+    assert at_once == 0, at_once
 
 
 def test_a_fast_mode_shift_under_a_slow_mode_trips_within_seven_runs():
