@@ -299,6 +299,12 @@ FIGURES = [
      r"registrations: miles (\d+) \((\d+) implicit\), ours \1 \(\2 implicit\); suites differing: 0\n"
      r"register_ci_gate: miles (\d+) .*ours \3 .*True"),
     ("README.md", r"xz -9e: (\d+) MiB,", "benchmarks/results/device_carry.md", r"\.dev holds (\d+) MiB \(15 wheels"),
+    ("README.md", r"names the culprit in (\d+)% of 200 simulated trials \((\d+)\s+test executions on average\) and says "
+     r"\"no isolable change\" in (\d+)%", "benchmarks/results/bench_bisect.md",
+     r"step\s+(\d+)\.0%[^\n]*?\s(\d+)\.\d / \d+ / \d+[\s\S]*?\nnull\s+(\d+)\.0%"),
+    ("README.md", r"flag (\d+), (\d+), (\d+) times without acceptance \(seeds 0-2,\s+no confirm; (\d+), (\d+), (\d+) with "
+     r"the default confirm\)", "benchmarks/results/bench_accept.md",
+     r"(?=[\s\S]*confirm 0\)\nmode[^\n]*\nnone\s+(\d+)\s+(\d+)\s+(\d+))confirm 4\)\nmode[^\n]*\nnone\s+(\d+)\s+(\d+)\s+(\d+)"),
     ("docs/economy.md", r"runner map \| ([\d.]+)% \|\n\| static graph alone \(`ci_register/\*\*` runs everything\) \| ([\d.]+)%",
      "benchmarks/results/replay_selection.md",
      r"static graph \+ recorded maps: ([\d.]+)%\*\* \(median [\d.]+%\); static graph alone: mean ([\d.]+)%"),
