@@ -412,3 +412,12 @@ def test_a_bad_step_timeout_is_a_usage_error(monkeypatch, value):
     monkeypatch.setenv("GATES_STEP_TIMEOUT_S", value)
     with pytest.raises(UsageError, match="GATES_STEP_TIMEOUT_S=.*give seconds > 0"):
         parse_run_args("cpu", [])
+
+
+@pytest.mark.parametrize("flag", ["--fixtures", "--fixtures-per-test"])
+def test_pytest_options_that_run_no_test_never_pass(tree, flag):
+    # pytest returns 0 after --fixtures whatever its session's status: the suite ran no
+    # test, said so ("no test executed"), recorded exit 1, and the session exited 0.
+    r = run(tree, "cpu", "--gate", "off", flag)
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert "no test executed" in r.stdout + r.stderr

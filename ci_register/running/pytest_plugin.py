@@ -62,6 +62,7 @@ class _PlanState:
         self.started: dict[str, float] = {}
         self.suite = str(plan.get("suite") or "")
         self.gpu = bool(plan.get("gpu"))
+        self.exitstatus: int | None = None  # the session's, as this plugin left it
 
     def rel(self, fspath: str | Path) -> str:
         try:
@@ -195,3 +196,16 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         if problem:
             tr.write_line(f"ERROR {problem}", red=True, bold=True)
             session.exitstatus = pytest.ExitCode.TESTS_FAILED
+    state.exitstatus = int(session.exitstatus)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_cmdline_main(config: pytest.Config):  # noqa: ANN201 - pytest's own result type
+    # `--fixtures` and `--fixtures-per-test` run a session that executes no test, which the
+    # check above fails, then return 0 whatever the session's status: the suite ran
+    # nothing and exited 0. The session's status wins over a 0.
+    result = yield
+    state = _state(config)
+    if state is not None and result == 0 and state.exitstatus:
+        return state.exitstatus
+    return result
