@@ -722,6 +722,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                                      "plan.json `python -m ci_register run` wrote") from None
             if not isinstance(plan, dict) or not isinstance(plan.get("gates", []), list):
                 raise GateInputError(f"--plan {a.plan}: not a plan (an object with a 'gates' list)")
+            if not isinstance(plan.get("root") or "", str):
+                raise GateInputError(f"--plan {a.plan}: its 'root' is not a path string; pass "
+                                     "the plan.json `python -m ci_register run` wrote")
         if not is_database_url(a.history) and not Path(a.history).exists():
             raise GateInputError(f"--history {a.history}: no such file; run a suite first")
         with open_history(a.history, create=False) as h:

@@ -684,3 +684,13 @@ def test_an_unreadable_row_error_keeps_the_database_password_out(monkeypatch, ca
     err = capsys.readouterr().err
     assert "holds a row the gate cannot read" in err and "db.example" in err
     assert "hunter2" not in err
+
+
+def test_cli_plan_with_a_root_that_is_no_path_is_bad_input_not_a_bad_row(tmp_path, capsys):
+    # {"root": 5} raised TypeError inside the gate, reported as a history row it
+    # cannot read (sending the user to `gate-report check` for a bad plan).
+    plan = tmp_path / "plan.json"
+    plan.write_text(json.dumps({"root": 5, "gates": []}))
+    assert main(["--history", str(tmp_path / "h.db"), "--run-id", "r1", "--plan", str(plan)]) == 2
+    err = capsys.readouterr().err
+    assert f"--plan {plan}: its 'root' is not a path string" in err and "row" not in err
