@@ -157,13 +157,14 @@ def _plan_only(session: nox.Session, *args: str, module: str = "ci_register") ->
     _run_keeping_exit(session, sys.executable, "-m", module, *args)
 
 
-def _run_keeping_exit(session: nox.Session, *cmd: str) -> None:
+def _run_keeping_exit(session: nox.Session, *cmd: str, external: bool = True) -> None:
     """``session.run`` of a command whose exit status says what happened: nox reduces a
     failed session to 1, so any other failing status (2 bad input or wrong hardware,
     128+N interrupted, from a suite ``rerun --run`` started too) becomes nox's own exit
-    status once its summary is printed (`mark_exit`), as the suite sessions do."""
+    status once its summary is printed (`mark_exit`), as the suite sessions do.
+    ``external=False``: the command is the session's own venv's."""
     try:
-        session.run(*cmd, external=True)
+        session.run(*cmd, external=external)
     except nox.command.CommandFailed as exc:
         if exc.return_code not in (None, 0, 1):
             mark_exit(exc.return_code)
@@ -195,7 +196,8 @@ def rerun(session: nox.Session) -> None:
 def est_time(session: nox.Session) -> None:
     """est_time literals that drifted from the history: -- --check | --write [--suite S]."""
     _install_project(session)
-    session.run("python", "-m", "ci_register", "est-time", *session.posargs)
+    _run_keeping_exit(session, "python", "-m", "ci_register", "est-time", *session.posargs,
+                      external=False)
 
 
 @nox.session(venv_backend="none", tags=["framework"])
@@ -245,7 +247,7 @@ def history_browse(session: nox.Session) -> None:
 def gate_report(session: nox.Session) -> None:
     """Report runs from the history: -- [--suite S] [--since 30d] [--format text|md|json|html]."""
     _install_project(session)  # no torch: reports need sqlite-utils, numpy, tabulate only
-    session.run("gate-report", *session.posargs)
+    _run_keeping_exit(session, "gate-report", *session.posargs, external=False)
 
 
 @nox.session(name="bench-gates", python=PYTHON, reuse_venv=True, tags=["bench"])

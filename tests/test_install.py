@@ -204,3 +204,31 @@ def test_cpu_sessions_check_the_torch_they_installed(monkeypatch):
     plan_only = Session("")
     nf._install_project(plan_only)  # no torch, no check
     assert [c[0] for c in plan_only.calls] == ["install"]
+
+
+@pytest.mark.parametrize(("code", "marked"), [(2, [2]), (130, [130]), (1, [])])
+def test_gate_report_session_keeps_the_commands_exit_status(monkeypatch, code, marked):
+    # nox reduces a failed session to 1: `nox -s gate-report -- --run ""` (bad input, 2)
+    # read as a failing report (1).
+    import nox.command  # noqa: PLC0415
+
+    nf = _noxfile()
+    calls: list[tuple] = []
+
+    class Session:
+        name, posargs = "gate-report", ["--run", ""]
+
+        def run(self, *args, **kwargs):
+            calls.append(("run", args, kwargs))
+            raise nox.command.CommandFailed(f"exit {code}", return_code=code)
+
+        def error(self, msg):
+            raise RuntimeError(msg)
+
+    got: list[int] = []
+    monkeypatch.setattr(nf, "_install_project", lambda session, *extras: None)
+    monkeypatch.setattr(nf, "mark_exit", got.append)
+    with pytest.raises((RuntimeError, nox.command.CommandFailed)):
+        nf.gate_report(Session())
+    assert got == marked
+    assert calls[0][1][:3] == ("gate-report", "--run", "") and calls[0][2] == {"external": False}
