@@ -11,16 +11,19 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["DONE", "SSEParser", "StreamChunk", "parse_openai_chunk"]
+__all__ = ["DONE", "MAX_EVENT_BYTES", "SSEParser", "StreamChunk", "parse_openai_chunk"]
 
 DONE = "[DONE]"
+# One chunk of an OpenAI stream is a few hundred bytes; a 1 MiB event is a broken server.
+MAX_EVENT_BYTES = 1 << 20
 
 
 class SSEParser:
     """Split a byte stream into SSE events; return each event's joined ``data`` field.
 
     Events end at a blank line (``\\n\\n``, ``\\r\\n\\r\\n`` or ``\\r\\r``); bytes of an
-    unfinished event stay buffered until the next :meth:`feed`.
+    unfinished event stay buffered until the next :meth:`feed`, at most
+    ``max_event_bytes`` of them (more raises ``ValueError``).
 
     Linear in the bytes fed: each read's line endings are normalised once as it arrives
     (a '\\r' that ends a read is a line end already; a '\\n' that starts the next read
@@ -29,9 +32,10 @@ class SSEParser:
     over many reads rescans the buffer.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, max_event_bytes: int = MAX_EVENT_BYTES) -> None:
         self._buf = bytearray()  # normalised: '\n' line ends only
         self._cr = False  # the last read ended in '\r': a '\n' next completes it
+        self._max = max_event_bytes
 
     def feed(self, data: bytes) -> list[str]:
         if self._cr and data:
@@ -53,6 +57,9 @@ class SSEParser:
             start = search = end + 2
         if start:
             del self._buf[:start]
+        if len(self._buf) > self._max:
+            # A stream that never ends its event buffered until memory ran out.
+            raise ValueError(f"an SSE event over {self._max} bytes without its blank line")
         return events
 
     @property
@@ -85,12 +92,20 @@ class StreamChunk:
 def parse_openai_chunk(data: str) -> StreamChunk:
     """Parse the JSON of one ``data:`` event of /v1/completions or /v1/chat/completions.
 
-    Raises ``ValueError`` on malformed JSON; an ``{"error": ...}`` event becomes a chunk
-    with ``error`` set so the caller counts it instead of dropping it.
+    Raises ``ValueError`` on malformed JSON or a chunk of another shape (a choice, delta
+    or usage that is not an object); an ``{"error": ...}`` event becomes a chunk with
+    ``error`` set so the caller counts it instead of dropping it.
     """
     obj: Any = json.loads(data)
     if not isinstance(obj, dict):
         raise ValueError(f"stream chunk is not a JSON object: {data[:80]!r}")
+    try:
+        return _chunk(obj)
+    except (AttributeError, TypeError) as exc:  # a list where an object belongs, ...
+        raise ValueError(f"stream chunk of an unexpected shape ({exc}): {data[:80]!r}") from None
+
+
+def _chunk(obj: dict[str, Any]) -> StreamChunk:
     if "error" in obj:
         err = obj["error"]
         msg = err.get("message", str(err)) if isinstance(err, dict) else str(err)

@@ -121,3 +121,26 @@ def test_body_over_the_bound_is_an_error_and_a_fast_answer_passes():
             fetch(session, "GET", url, timeout=5.0, max_bytes=1000)
         resp = fetch(session, "GET", url, timeout=5.0, deadline_s=5.0)
     assert len(resp.json()["pad"]) == 5000
+
+
+def test_a_stream_of_another_shape_is_a_counted_error():
+    # run_load counted a malformed chunk only when it raised ValueError; a list where an
+    # object belongs raised AttributeError out of stream_request.
+    listener = socket.create_server(("127.0.0.1", 0))
+
+    def serve() -> None:
+        conn, _ = listener.accept()
+        with conn:
+            conn.recv(65536)
+            conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
+                         b"Connection: close\r\n\r\ndata: {\"choices\": [\"x\"]}\n\n")
+
+    t = threading.Thread(target=serve, daemon=True)
+    t.start()
+    payload = build_payload("completions", "m", "p", max_tokens=4, seed=0)
+    with new_session() as session:
+        r = stream_request(session, f"http://127.0.0.1:{listener.getsockname()[1]}",
+                           "completions", payload, timeout_s=5.0)
+    t.join(5)
+    listener.close()
+    assert r.error is not None and "unexpected shape" in r.error, r.error

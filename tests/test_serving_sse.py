@@ -106,8 +106,27 @@ def test_many_events_in_one_read_take_linear_time() -> None:
 
 
 def test_one_event_over_many_reads_takes_linear_time() -> None:
-    p, t = SSEParser(), time.process_time()
+    p, t = SSEParser(max_event_bytes=4 << 20), time.process_time()  # a 1.5 MB event
     for _ in range(50_000):
         assert p.feed(b"data: xxxxxxxxxxxxxxxxxxxxxxxx\r") == []
     assert p.feed(b"\n\r\n") == ["\n".join(["xxxxxxxxxxxxxxxxxxxxxxxx"] * 50_000)]
     assert time.process_time() - t < 3.0
+
+
+def test_an_event_that_never_ends_is_bounded():
+    # A stream without a blank line was buffered until memory ran out.
+    p = SSEParser(max_event_bytes=1000)
+    assert p.feed(b"data: {}\n\n" + b"data: " + b"x" * 500) == ["{}"]
+    with pytest.raises(ValueError, match="SSE event over 1000 bytes"):
+        p.feed(b"x" * 600)
+
+
+@pytest.mark.parametrize("chunk", [
+    {"choices": ["text"]}, {"choices": 5}, {"choices": [{"delta": "hi"}]},
+    {"choices": [{"text": ["a"]}]}, {"usage": [1]}, {"usage": {"completion_tokens": {}}},
+])
+def test_a_chunk_of_another_shape_is_a_value_error_not_a_crash(chunk):
+    # An AttributeError or TypeError escaped stream_request (it counts ValueError) and
+    # ended run_load with a traceback.
+    with pytest.raises(ValueError, match="unexpected shape"):
+        parse_openai_chunk(json.dumps(chunk))
