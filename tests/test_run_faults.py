@@ -744,3 +744,19 @@ def test_a_database_url_reaches_no_child_command_line(tmp_path, pg_url, how):
 
     with open_history(url, create=False, readonly=True) as h:
         assert [r["status"] for r in h.runs()] == ["complete"]
+
+
+def test_the_watchdogs_marking_of_a_dead_runners_run_is_bounded(monkeypatch, capsys):
+    # After the runner died, the watchdog ran gates.record.finish with no limit: a locked
+    # or unreachable history kept this orphan process waiting forever.
+    import io  # noqa: PLC0415
+
+    from ci_register.running import watchdog  # noqa: PLC0415
+
+    monkeypatch.setenv("GATES_STEP_TIMEOUT_S", "0.5")
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(b"")))  # the runner is gone
+    monkeypatch.setattr(watchdog, "group_members", lambda pgid: [])
+    began = time.monotonic()
+    assert watchdog.main(["999999", "1", "sleep", "30"]) == 1
+    assert time.monotonic() - began < 10
+    assert "marking its run ran past 0.5 s (GATES_STEP_TIMEOUT_S)" in capsys.readouterr().err

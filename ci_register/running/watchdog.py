@@ -33,6 +33,7 @@ from ci_register.running.procs import _proc_stats, group_members
 __all__ = ["Watchdog", "main"]
 
 _DONE = b"done"
+_THEN_TIMEOUT_S = 1800.0  # the runner's DEFAULT_STEP_TIMEOUT_S
 
 
 class Watchdog:
@@ -126,7 +127,19 @@ def main(argv: Sequence[str] | None = None) -> int:
             _killpg(pgid, signal.SIGKILL)
             _wait_empty(pgid, 10)  # nothing of pytest writes after gates.record.finish
     if then:
-        subprocess.run(then, check=False)
+        # Marking the run (gates.record.finish) is bounded as the runner's own steps are:
+        # a locked or unreachable history left this orphan waiting forever.
+        try:
+            limit = float(os.environ.get("GATES_STEP_TIMEOUT_S") or _THEN_TIMEOUT_S)
+        except ValueError:
+            limit = _THEN_TIMEOUT_S
+        try:
+            subprocess.run(then, check=False, timeout=limit if limit > 0 else _THEN_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            print(f"error: the suite runner died and marking its run ran past {limit:g} s "
+                  "(GATES_STEP_TIMEOUT_S); the run stays incomplete (never a baseline)",
+                  file=sys.stderr)
+            return 1
     return 0
 
 
