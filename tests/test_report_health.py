@@ -135,3 +135,13 @@ def test_registrations_come_from_static_collection():
     assert regs and all(r["suite"] == "cpu" and r["est_time"] > 0 for r in regs)
     assert load_registrations(root, "no-such-suite") is None
     assert load_registrations(root / "tests", "cpu") is None  # no catalog there
+
+
+def test_a_stored_skip_reason_with_a_credential_is_shown_masked():
+    # Rows stored before the history masked them on write still held the token; the
+    # health table (md, html, PR comment) showed it.
+    tests = [t(f"r{i}", "a.py::x", "skipped", skip_reason="403 for token=ghp_abc123")
+             for i in range(3)]
+    report = analyse({"suite": "s", "runs": runs(3), "tests": tests,
+                      "registrations": [{"path": "a.py", "line": 1, "est_time": 5}]})
+    assert [s.reason for s in report.always_skipped] == ["403 for token=***"]

@@ -14,6 +14,7 @@ from typing import Any
 from ci_register.planning.durations import MIN_RUNS, QUANTILE, WINDOW, choose
 from ci_register.planning.est_time import drifted, suggest
 from ci_register.planning.partition import lpt
+from ci_register.running.redact import mask_secrets
 
 __all__ = [
     "FlakyTest",
@@ -213,7 +214,8 @@ def _always_skipped(tests: Iterable[Mapping[str, Any]], registered: set[str],
             continue
         if len(rows) >= MIN_SKIPPED_RUNS and all(r["outcome"] == "skipped" for r in rows):
             reasons = [r.get("skip_reason") for r in rows if r.get("skip_reason")]
-            out.append(SkippedTest(nodeid, len(rows), reasons[0] if reasons else None))
+            # Masked here too: rows written before the store masked them on write.
+            out.append(SkippedTest(nodeid, len(rows), mask_secrets(reasons[0]) if reasons else None))
     return sorted(out, key=lambda s: s.nodeid)
 
 
