@@ -817,6 +817,24 @@ def test_a_fast_mode_shift_under_a_slow_mode_trips_within_seven_runs():
     assert trips(0.0, 300) <= 8
 
 
+def test_the_quantile_guard_reads_a_slow_mode_as_skew_not_dependence():
+    # About its median, an iid two-mode baseline reads as autocorrelated: with 30% of runs
+    # in a slow mode, (x_t - m)(x_t-1 - m) averages (mean - m)^2 > 0. The guard reads the
+    # lag-1 bound about the mean: the quantile test ran on 170 of 200 such baselines when
+    # the guard was rho_lo, on 196 now; AR(1) runs at phi 0.7 still keep it off.
+    def runs(seed: int) -> np.ndarray:
+        rng = np.random.default_rng(seed)
+        return 1 + rng.normal(0, 0.01, 50) + (rng.random(50) < 0.3) * rng.uniform(0.03, 0.28, 50)
+
+    js = [judge_summaries(runs(s), 1.0, sign=1) for s in range(200)]
+    assert sum(j.extras.quantile for j in js) >= 190
+    assert sum(j.extras.rho_lo > QUANTILE_RHO for j in js) >= 20  # the windows' reading
+    assert sum(j.extras.rho_q > QUANTILE_RHO for j in js) <= 8
+    ar = [judge_summaries(100 + _ar1_offsets(np.random.default_rng(s), 50, phi=0.7, sd=1.0),
+                          100.0, sign=1) for s in range(100)]
+    assert sum(j.extras.rho_q > QUANTILE_RHO for j in ar) >= 95
+
+
 def test_the_first_attempt_counts_for_the_one_rerun_hold_on_a_two_mode_baseline_read_as_ar1():
     # Two-mode baselines read as autocorrelated by chance (rho_lo > QUANTILE_RHO); the
     # first attempt was judged again only below that, so both far out still asked for a

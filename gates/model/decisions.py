@@ -305,8 +305,9 @@ def confirm(history: np.ndarray, rerun: float, *, sign: int, first: float | None
     p_conf = j.p_worse
     jf = None
     # The first attempt is judged again where its quantile test may have run (the same
-    # baseline, so the same rho_lo guard as ``judge_summaries``) or its window matters.
-    if first is not None and j.extras.rho_lo <= QUANTILE_RHO and j.status == "ok":
+    # baseline, so the same guard as ``judge_summaries``) or its window matters.
+    if (first is not None and min(j.extras.rho_q, j.extras.rho_lo) <= QUANTILE_RHO
+            and j.status == "ok"):
         jf = judge_summaries(history, first, **kw)
         if jf.extras.p_q_worse / QUANTILE_WEIGHT <= params.level:
             return j, _outlier_check(j, _quantile_step(j, params), another, params,

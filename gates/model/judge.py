@@ -93,6 +93,7 @@ class JudgeExtras:
     far_mode: bool = False  # ... where it is so fitted (not the usual tail's p)
     w_run: float = 1.0  # its Bonferroni weight among the windows
     rho_lo: float = 0.0  # cautious lower bound of the lag-1 autocorrelation (> 0: predicted one step ahead)
+    rho_q: float = 0.0  # ... read about the mean: the quantile test runs where it is <= QUANTILE_RHO
     s1: float = 0.0  # run-to-run scale corrected for autocorrelation
     s1c: float = 0.0  # scale of the k = 1 prediction (conditional; of a mean of mean_of)
     mu1: float = float("nan")  # the k = 1 prediction of the new run
@@ -288,7 +289,7 @@ def _judge_rows(H: np.ndarray, cs: list[Case], standin: np.ndarray,
     new_host = b.mm is not None and not no_host and b.lab_new not in b.mm.known
     extras = {
         "p_run_worse": rt.pw, "p_run_far": rt.pf, "far_mode": rt.far,
-        "w_run": w[:, 0], "rho_lo": sr.rho_lo, "s1": sr.s1,
+        "w_run": w[:, 0], "rho_lo": sr.rho_lo, "rho_q": sr.rho_q, "s1": sr.s1,
         "s1c": rt.s1c, "mu1": rt.mu1, "heavy": rt.heavy,
         # The value beyond every baseline run: on a heavy-tailed baseline
         # a confirm rerun this far out is corroborated (decisions.corroborate).
@@ -437,6 +438,7 @@ class _Serial:
     rho: np.ndarray  # lag-1 autocorrelation, bias-corrected
     rho_hi: np.ndarray  # cautious upper bound (the windows use it)
     rho_lo: np.ndarray  # cautious lower bound (> 0: the new run is predicted one step ahead)
+    rho_q: np.ndarray  # ... read about the mean (the quantile test's guard)
     s1: np.ndarray  # run-to-run scale, corrected for autocorrelation
     cvar: np.ndarray  # variance of the centre
     df: np.ndarray  # t degrees of freedom of the scale
@@ -458,9 +460,15 @@ def _serial(b: _Baseline) -> _Serial:
     if off is not None:
         base, tail = base - off[:, : b.n], None if tail is None else tail - off[:, b.n :]
     rho, rho_hi, rho_lo = rho_bounds(base, b.c, b.s, tail)
+    # The quantile test ranks runs as exchangeable: its guard asks whether they are
+    # dependent at all, read about the mean, so a skewed iid baseline (a slow mode:
+    # what the test is for) does not pass for a dependent one. Everything else keeps
+    # the median-centred reading, biased up on skewed runs, which is the cautious side
+    # for windows, the one-step prediction and the sequential confirm.
+    rho_q = rho_bounds(base, b.c, b.s, tail, demean=True)[2]
     # Windows sum runs, so under-estimated autocorrelation makes them over-confident:
     # they use the cautious rho throughout.
-    return _Serial(rho, rho_hi, rho_lo, *_ar1_scales(b.s, b.n, rho),
+    return _Serial(rho, rho_hi, rho_lo, rho_q, *_ar1_scales(b.s, b.n, rho),
                    *_ar1_scales(b.s, b.n, rho_hi))
 
 
@@ -602,7 +610,7 @@ def _test_weights(b: _Baseline, sr: _Serial, heavy: np.ndarray) -> tuple[np.ndar
         x not in b.mm.known for x in b.lab[-QUANTILE_K:])
     spread = (np.asarray(b.mm.tau2) > 0 if b.mm is not None and b.mm.tau2 is not None
               else np.zeros(b.c.size, dtype=bool))
-    quant = (sr.rho_lo <= QUANTILE_RHO) & heavy & ~spread & (bool(b.ks) and not new_m)
+    quant = (sr.rho_q <= QUANTILE_RHO) & heavy & ~spread & (bool(b.ks) and not new_m)
     w = np.empty((b.c.size, len(w0)))
     w[:] = w0
     w[quant, 1:] = [x * (1.0 - QUANTILE_WEIGHT / (1.0 - w0[0])) for x in w0[1:]]
