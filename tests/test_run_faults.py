@@ -3,6 +3,7 @@ the process group, leaked children. Nothing finished is lost; the run says what 
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import sqlite3
@@ -760,3 +761,66 @@ def test_the_watchdogs_marking_of_a_dead_runners_run_is_bounded(monkeypatch, cap
     assert watchdog.main(["999999", "1", "sleep", "30"]) == 1
     assert time.monotonic() - began < 10
     assert "marking its run ran past 0.5 s (GATES_STEP_TIMEOUT_S)" in capsys.readouterr().err
+
+
+# The gate step ends without finishing: a signal, a crash's exit before its verdicts are
+# written, or past GATES_STEP_TIMEOUT_S. Injected into the real `python -m gates.gate`
+# child by a sitecustomize that only that command line triggers.
+GATE_FAULTS = {
+    "killed": "os.kill(os.getpid(), signal.SIGKILL)",
+    "crashed": "os._exit(1)",
+    "timed-out": "time.sleep(60)",
+}
+
+
+@pytest.mark.parametrize("fault", sorted(GATE_FAULTS))
+def test_a_gate_that_did_not_finish_reads_failed_on_every_report(tmp_path, fault):
+    # No verdicts were saved, so every report said "passed: no gate failed" of a session
+    # that exited 1 (and a SIGKILLed gate made the session itself exit 0).
+    shim = tmp_path / "shim"
+    shim.mkdir()
+    (shim / "sitecustomize.py").write_text(
+        "import os, signal, sys, time\n"
+        "if sys.orig_argv[1:3] == ['-m', 'gates.gate']:\n"
+        f"    {GATE_FAULTS[fault]}\n")
+    (tmp_path / "tree").mkdir()
+    tree = make_tree(tmp_path / "tree", "def test_b():\n    pass\n")
+    e = env(GATES_STEP_TIMEOUT_S="3")
+    e["PYTHONPATH"] = f"{shim}{os.pathsep}{REPO}"
+    db = tree / "h.db"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "ci_register", "run", "cpu", "--history", str(db),
+         "--gate", "enforce"], cwd=tree, env=e, stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE, text=True, start_new_session=True)
+    rc, out = finish(proc)
+    assert rc == 1, out
+    assert "was not gated: the gate " in out and "marked gate-unfinished" in out, out
+    assert the_run(db)[1:] == ("gate-unfinished", 0)
+    assert rows(db, "SELECT count(*) FROM verdicts") == [(0,)]
+    from gates.commands.cli import main as gate_report  # noqa: PLC0415
+
+    reports = {}
+    for fmt in ("text", "md", "json", "html"):
+        path = tree / f"report.{fmt}"
+        assert gate_report(["--history", str(db), "--no-health", "--format", fmt,
+                            "--out", str(path)]) == 1, fmt
+        reports[fmt] = path.read_text(encoding="utf-8")
+    for fmt in ("text", "md"):
+        assert "no gate failed" not in reports[fmt], reports[fmt]
+        assert "FAILED (exit 1)" in reports[fmt], reports[fmt]
+        assert "the gate of 1 run(s) did not finish" in reports[fmt], reports[fmt]
+    assert "❌" in reports["md"] and "✅" not in reports["md"].split("\n", 1)[0]
+    data = json.loads(reports["json"])
+    assert data["exit_code"] == 1
+    assert [r["status"] for r in data["runs"]] == ["gate-unfinished"], data["runs"]
+    assert "badge b-fail" in reports["html"]
+    # The PR comment is built from the same Markdown.
+    from gates.report import notify  # noqa: PLC0415
+
+    assert notify.comment_body(reports["md"], None).splitlines()[1].startswith("## ❌")
+    # The shard's history merges into the fleet's with the run's status, never refused.
+    from gates.store.merge import check_history, merge_histories  # noqa: PLC0415
+
+    assert check_history(db) == []
+    merge_histories([db], tmp_path / "fleet.db")
+    assert rows(tmp_path / "fleet.db", "SELECT status FROM runs") == [("gate-unfinished",)]

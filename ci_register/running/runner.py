@@ -495,11 +495,19 @@ def _gate(opts: RunOptions, run_id: str, plan_file: Path, confirm_of: str | None
         cmd += ["--confirm-of", confirm_of]
     tripped_out.unlink(missing_ok=True)  # a gate that dies before writing it leaves no stale list
     rc = _step(opts, cmd, f"the gate of run {run_id} (python -m gates.gate)")
-    if rc is None:
-        print(f"error: run {run_id} was not gated: a gate that did not finish fails the session",
-              file=sys.stderr, flush=True)
-        return 1
-    return rc
+    # A gate that judged the run exits 0 or 1 after writing the tripped list; 2 is its
+    # bad input. Anything else (past the limit, killed by a signal, a crash's traceback
+    # before the list) did not finish: its verdicts are missing or partial.
+    if rc == 2 or (rc in (0, 1) and tripped_out.exists()):
+        return rc
+    how = ("ran past its limit" if rc is None else f"was killed by {_signame(-rc)}" if rc < 0
+           else f"exited with code {rc} before it finished")
+    print(f"error: run {run_id} was not gated: the gate {how}; a gate that did not finish "
+          "fails the session", file=sys.stderr, flush=True)
+    # The history says so too (status gate-unfinished): every report reads the run as
+    # failed, as this session is, never as "no gate failed" for want of verdicts.
+    _finish(opts, run_id, "gate-unfinished", None, f"the gate {how}")
+    return 1
 
 
 _IMPORT_ERROR = re.compile(r"^E\s+((?:ModuleNotFoundError|ImportError): .+)$", re.M)

@@ -209,11 +209,16 @@ def headline(report: Report) -> str:
     # a crash mid-suite records no verdicts at all); say which of them it was.
     failed_tests = sum(r.counts.get("failed", 0) + r.counts.get("error", 0)
                        for r in report.runs)
-    incomplete = sum(r.status != "complete" for r in report.runs)
+    # A run whose gate was killed, crashed or timed out holds no (or partial) verdicts:
+    # "no gate failed" would be a false green; its status (gate-unfinished) fails it.
+    gate_unfinished = sum(r.status == "gate-unfinished" for r in report.runs)
+    incomplete = sum(r.status not in ("complete", "gate-unfinished") for r in report.runs)
     if failed_tests:
         text += f"; {failed_tests} test(s) failed"
     if incomplete:
         text += f"; {incomplete} run(s) incomplete"
+    if gate_unfinished:
+        text += f"; the gate of {gate_unfinished} run(s) did not finish, so it was not judged"
     # A confirm rerun that crashed or was interrupted left the trip unconfirmed; the
     # exit code is that rerun's (1, 128 + N), not the gate's.
     unfinished = [s for r in report.runs for s in r.confirm_statuses if s != "complete"]

@@ -22,7 +22,9 @@ Tables (browse them with ``sqlite-utils tables history.db --counts``):
 
 - ``runs``: one row per run id: suite, shard_index/shard_count, status
   (incomplete: started, never finished; complete; interrupted: pytest exit 2-4 or
-  a signal to the run; crashed: pytest died, exited early or hung and was killed),
+  a signal to the run; crashed: pytest died, exited early or hung and was killed;
+  gate-unfinished: recorded complete, then its gate was killed, crashed or ran past
+  GATES_STEP_TIMEOUT_S, so its verdicts are missing and its session failed),
   exit_status (pytest's), confirm_of (the run a confirm-on-trip rerun re-checks),
   commit_sha, branch, ci_url, started_at/finished_at (UTC ISO), host, python,
   fingerprint (hardware key that baselines match on), hardware (JSON),
@@ -121,6 +123,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "BUSY_TIMEOUT_S",
+    "GATE_UNFINISHED",
     "OUTCOMES",
     "SCHEMA_VERSION",
     "VERDICT_COLUMNS",
@@ -142,7 +145,12 @@ FAILING = ("failed", "error")
 # The error text of a test row written as the test starts: still there, the test never
 # finished (its process crashed, hung or was killed); see `History.record_tests`.
 UNFINISHED = "did not finish"
-STATUSES = ("incomplete", "complete", "interrupted", "crashed")
+# ``gate-unfinished``: pytest finished and the run was recorded, but its gate was killed,
+# crashed or ran past its limit before it finished (`History.mark_gate_unfinished`): its
+# verdicts are missing or partial, the session failed (exit 1), and the run is never a
+# baseline and never reads as passed.
+STATUSES = ("incomplete", "complete", "interrupted", "crashed", "gate-unfinished")
+GATE_UNFINISHED = "gate-unfinished"
 BUSY_TIMEOUT_S = 60.0
 STALE_NOTE = ("its writer died without closing the run (closed as crashed by the next "
               "writer on this host)")
@@ -634,6 +642,19 @@ class History:
             return {"unfinished": unfinished, "finished": finished, "metrics": n_metrics}
 
         return self._write(write)
+
+    def mark_gate_unfinished(self, run_id: str) -> bool:
+        """Mark a complete run whose gate did not finish (killed, crashed, or past its
+        time limit) ``gate-unfinished``: every report reads it as not passed, as the
+        session was. True when the run changed; False when it does not exist or is not
+        ``complete`` (a run that never finished keeps its own status)."""
+
+        def write() -> bool:
+            cur = self.conn.execute("UPDATE runs SET status = ? WHERE run_id = ? AND "
+                                    "status = 'complete'", (GATE_UNFINISHED, run_id))
+            return bool(cur.rowcount)
+
+        return bool(self._write(write))
 
     def record_run(self, record: RunRecord, attempt: int | None = None) -> int:
         """Write a run's tests, metrics, samples and plan in one transaction; mark it complete.

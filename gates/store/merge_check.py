@@ -32,7 +32,7 @@ __all__ = ["FUTURE_SLACK", "ShardRejected", "check_bundle"]
 FUTURE_SLACK = dt.timedelta(hours=1)  # clock skew between runners, no more
 _RUN_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
 _SUITE = re.compile(r"[a-z0-9][a-z0-9_.-]{0,127}")
-_STATUSES = ("incomplete", "complete", "interrupted", "crashed")
+_STATUSES = ("incomplete", "complete", "interrupted", "crashed", "gate-unfinished")
 _OUTCOMES = ("passed", "failed", "skipped", "error", "xfailed", "xpassed")
 _TEXT_CAP = 100_000
 
