@@ -13,30 +13,141 @@ import sys
 __all__ = ["GuardedStream", "clean_text", "guarded_output", "mask_secrets", "neutralise_line",
            "raw_stream"]
 
-# user:password@ in any URL; password= (and the like) in a query string or a libpq
-# conninfo, quoted or not. No nested quantifiers: linear on any text.
-_USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://[^\s/?#@:]*):[^\s/?#@]*@")
-_SECRET_KEYS = ("password|passwd|pwd|sslpassword|sslkey_password|token|access_token|"
-                "secret|api_key|apikey|auth")
-_KEY_VALUE = re.compile(rf"(?i)(?<![a-z0-9_])({_SECRET_KEYS})(\s*=\s*)"
-                        r"('(?:[^'\\]|\\.)*'?|[^\s&;#'\"]+)")
-_PERCENT_KEY = re.compile(rf"(?i)({_SECRET_KEYS})(%3D)([^\s&;#%]+)")
+# A URL's scheme; its userinfo is read by `_mask_userinfo` (no regex backtracking).
+_SCHEME = re.compile(r"(?i)\b[a-z][a-z0-9+.-]*://")
+_URL_END = re.compile(r"[\s\"'<>`]|$")
+# A user name alone that is a credential (``https://TOKEN@github.com``): a known token
+# shape, or a long run of token characters.
+_TOKEN_USER = re.compile(r"[A-Za-z0-9_-]{24,}")
+# password= (and the like) in a query string, a libpq conninfo, an environment dump
+# (``PGPASSWORD=``, ``GITHUB_TOKEN=``, ``OPENAI_API_KEY=``), a JSON or dict text
+# (``"password": "..."``) or a header (``Authorization: Bearer ...``), quoted or not. A
+# key is read whole (possessively, from its start only: linear on any text) and judged
+# by `_secret_key`.
+_SECRET_WORDS = ("password|passwd|pwd|sslpassword|sslkey_password|token|access_token|"
+                 "secret|api_key|apikey|auth")
+_KEY = re.compile(r"(?<![A-Za-z0-9_.%-])-*+[A-Za-z][A-Za-z0-9_.-]*+['\"]?\s*+([=:])")
+_VALUE = re.compile(r"""\s*+('(?:[^'\\]|\\.)*+'?|"(?:[^"\\]|\\.)*+"?|"""
+                        r"""(?:(?i:bearer|token|basic|bot)\s++)?[^\s&;#'",}\]]++)""")
+_BARE_WORDS = frozenset(_SECRET_WORDS.split("|"))
+# Words that make a key a secret's wherever they stand in it (``db_password``,
+# ``AWS_SECRET_ACCESS_KEY``, ``x-api-key``), and the keys ending in ``token`` that are
+# credentials (a lower-case ``pad_token=``, ``eos_token=`` is a tokenizer's).
+_SECRET_PARTS = ("password", "passwd", "secret", "api_key", "apikey", "private_key",
+                 "credential", "authorization")
+_TOKEN_OWNERS = frozenset(
+    "access refresh auth api bearer id hf huggingface github gh gitlab session bot oauth "
+    "personal_access slack discord webhook npm pypi deploy ci x_auth x_api private "
+    "secret".split())
+_NOT_CREDENTIAL_TOKENS = frozenset("max min num n total new pad eos bos unk sep cls mask "
+                                   "start end stop special image audio video".split())
+
+
+def _secret_key(key: str, sep: str) -> bool:
+    name = key.strip("-'\"").lower().replace("-", "_").replace(".", "_")
+    if name in _BARE_WORDS:
+        return sep == "=" or name not in ("token", "auth", "pwd", "secret")
+    if any(part in name for part in _SECRET_PARTS) or name.endswith(("_auth", "_pwd")):
+        return True
+    if name.endswith("_token"):
+        owner = name[:-len("_token")]
+        if key.strip("-'\"").isupper():  # an environment variable: GITHUB_TOKEN, HF_TOKEN
+            return owner.rsplit("_", 1)[-1] not in _NOT_CREDENTIAL_TOKENS
+        return owner in _TOKEN_OWNERS or owner.rsplit("_", 1)[-1] in _TOKEN_OWNERS
+    return key.strip("-'\"").isupper() and name.endswith(("_pass", "pgpassword"))
+
+
+def _mask_keys(text: str) -> str:
+    out: list[str] = []
+    pos = 0
+    for key in _KEY.finditer(text):
+        if key.start() < pos:
+            continue
+        if not _secret_key(key.group()[:key.start(1) - key.start()].rstrip(), key.group(1)):
+            continue
+        value = _VALUE.match(text, key.end())
+        if value is None:
+            continue
+        out.append(text[pos:value.start(1)] + "***")
+        pos = value.end()
+    out.append(text[pos:])
+    return "".join(out)
+
+
+_PERCENT_KEY = re.compile(rf"(?i)({_SECRET_WORDS})(%3D)([^\s&;#%]+)")
+# Credentials that are recognisable by their shape wherever they stand: an HTTP
+# ``Bearer`` value, GitHub, GitLab, Hugging Face, OpenAI-style and Slack
+# tokens, and the secret part of Slack and Discord webhook URLs.
+_SHAPES = re.compile(
+    r"\b(?i:(bearer)\s++)[A-Za-z0-9._~+/=-]{8,}"
+    r"|\b(?:gh[pousr]_[A-Za-z0-9]{20,}|github_pat_[A-Za-z0-9_]{20,}|glpat-[A-Za-z0-9_-]{20,}"
+    r"|hf_[A-Za-z0-9]{20,}|sk-[A-Za-z0-9_-]{20,}|xox[abposr]-[A-Za-z0-9-]{10,})"
+    r"|(hooks\.slack\.com/(?:services|workflows|triggers)/|"
+    r"discord(?:app)?\.com/api/webhooks/\d+/|webhook\.office\.com/webhookb2/)[^\s\"'<>?#]+")
+
+
+def _shape(match: re.Match[str]) -> str:
+    if match.group(1):
+        return f"{match.group(1)} ***"
+    if match.group(2):
+        return f"{match.group(2)}***"
+    return "***"
+
+
+def _mask_userinfo(text: str) -> str:
+    """Every ``scheme://user:password@`` with the password masked, also where the password
+    holds ``@``, ``/``, ``?`` or ``#`` unencoded (the userinfo ends at the URL's last
+    ``@``), and a user name alone that is a token (``https://TOKEN@host``)."""
+    out: list[str] = []
+    pos = 0
+    scheme = _SCHEME.search(text)
+    while scheme is not None:
+        begin = scheme.end()
+        end = _URL_END.search(text, begin).start()
+        scheme = _SCHEME.search(text, end)  # a scheme inside this URL is this URL's
+        url = text[begin:end]
+        at = url.rfind("@")
+        if at < 0:
+            continue
+        info = url[:at]
+        cut = min((i for i in (info.find(c) for c in "/?#") if i >= 0), default=len(info))
+        colon = info.find(":")
+        if 0 <= colon < cut:
+            tail = info[colon + 1:]
+            head = tail[:min((i for i in (tail.find(c) for c in "/?#") if i >= 0),
+                             default=len(tail))]
+            if head.isdigit() and len(head) < len(tail):
+                # host:port/path...@: the "@" is the path's (``u@host:5432/p@x``).
+                continue
+            out.append(text[pos:begin] + info[:colon] + ":***")
+            pos = begin + at
+        elif cut == len(info) and _TOKEN_USER.fullmatch(info):
+            out.append(text[pos:begin] + "***")
+            pos = begin + at
+    out.append(text[pos:])
+    return "".join(out)
 
 
 def mask_secrets(text: str) -> str:
     """`text` with every credential in it replaced by ``***``: the password of
-    ``scheme://user:password@host`` and the value of ``password=`` (``passwd``, ``token``,
-    ``secret``...) in a URL query, a libpq conninfo or an option (``%3D`` encoded too).
+    ``scheme://user:password@host`` (special characters unencoded too) and a token as its
+    user name, the value of ``password=`` (``passwd``, ``token``, ``secret``...) in a URL
+    query, a libpq conninfo or an option (``%3D`` encoded too), an environment variable
+    named for a secret (``PGPASSWORD``, ``GITHUB_TOKEN``, ``OPENAI_API_KEY``...), a JSON
+    or dict entry (``"api_key": "..."``), an ``Authorization: Bearer`` value, and tokens
+    of a known shape (GitHub, GitLab, Hugging Face, OpenAI, Slack; Slack, Discord and
+    Teams webhook URLs).
 
     Every print, log, exception and stored text that may hold a history location or a
     command line goes through this (`gates.store.backend.display_location`, the runner's echo, `gate-report`'s
     output streams)."""
     if "@" in text and "://" in text:
-        text = _USERINFO.sub(r"\1:***@", text)
-    if "=" in text:
-        text = _KEY_VALUE.sub(r"\1\2***", text)
+        text = _mask_userinfo(text)
+    if "=" in text or ":" in text:
+        text = _mask_keys(text)
     if "%3d" in text.lower():
         text = _PERCENT_KEY.sub(r"\1\2***", text)
+    text = _SHAPES.sub(_shape, text)
     return text
 
 
