@@ -362,3 +362,54 @@ def _conninfo(h) -> dict[str, str]:
     from psycopg.conninfo import conninfo_to_dict  # noqa: PLC0415
 
     return {k: str(v) for k, v in conninfo_to_dict(h.backend.conn.raw.info.dsn).items()}
+
+
+# ------------------------------------------------------------- server-side deadlines
+
+
+def test_every_session_has_a_statement_deadline_and_keeps_the_urls_own(pg_url):
+    with open_history(pg_url, busy_timeout_s=7) as h:
+        got = h.conn.execute("SELECT current_setting('statement_timeout'), "
+                             "current_setting('idle_in_transaction_session_timeout'), "
+                             "current_setting('lock_timeout')").fetchone()
+    assert tuple(got) == ("10min", "7s", "7s")
+    own = pg_url + "%20-cstatement_timeout%3D5s%20-cidle_in_transaction_session_timeout%3D9s"
+    with open_history(own, busy_timeout_s=7) as h:
+        got = h.conn.execute("SELECT current_setting('statement_timeout'), "
+                             "current_setting('idle_in_transaction_session_timeout')").fetchone()
+    assert tuple(got) == ("5s", "9s")
+
+
+@pytest.mark.timeout(120)
+def test_a_writer_frozen_inside_its_write_frees_the_lock_for_the_fleet(pg_url):
+    # A shard whose process froze (or whose host went away) in the middle of a write held
+    # the history's write lock until the server noticed, hours later: every other writer
+    # failed on the lock. The server now ends a session idle in its transaction past the
+    # busy timeout, rolls it back and the lock is free.
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    open_history(pg_url).close()
+    child = subprocess.Popen([sys.executable, "-c", (
+        "import time\n"
+        "from gates.store.open import open_history\n"
+        f"h = open_history({pg_url!r}, busy_timeout_s=1)\n"
+        "def stall():\n"
+        "    print('locked', flush=True)\n"
+        "    time.sleep(600)\n"
+        "h.backend._write(stall)\n")], stdout=subprocess.PIPE, text=True)
+    try:
+        assert child.stdout.readline().strip() == "locked"
+        os.kill(child.pid, signal.SIGSTOP)
+        began = time.monotonic()
+        with open_history(pg_url, busy_timeout_s=30) as h:
+            record(h, 1)
+            assert [r[0] for r in h.conn.execute("SELECT run_id FROM runs")] == \
+                ["run001"]
+        assert time.monotonic() - began < 20
+    finally:
+        os.kill(child.pid, signal.SIGKILL)
+        child.wait()

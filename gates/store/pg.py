@@ -62,6 +62,13 @@ _CONNECT_TIMEOUT_S = 10
 # idle wait. TCP keepalives (probes after 30 s idle, every 10 s, 3 misses) and
 # tcp_user_timeout (data unacknowledged for 60 s) end it with an error within ~60 s.
 # Waiting on another writer stays bounded by lock_timeout. The URL's own values win.
+# On the server's side (`_SESSION_DEADLINES`): a statement ends after statement_timeout,
+# and a session that sits idle inside its transaction past the busy timeout (its
+# process frozen, its host gone before the server's keepalives notice, ~2 hours) is
+# ended by the server, which rolls it back and frees the write lock it held: without it
+# every other writer of the fleet failed on the lock until then. A value set for the
+# URL (options=-c...), the role or the database is kept.
+_STATEMENT_TIMEOUT_MS = 600_000
 _TCP_DEADLINES = {"keepalives": "1", "keepalives_idle": "30", "keepalives_interval": "10",
                   "keepalives_count": "3", "tcp_user_timeout": "60000"}
 _IGNORE = " ON CONFLICT DO NOTHING"
@@ -144,6 +151,21 @@ class PgConnection:
         self.raw.close()
 
 
+def _session_deadlines(busy_timeout_s: float) -> str:
+    """The statement that bounds a session's waits on the server (`_STATEMENT_TIMEOUT_MS`):
+    lock_timeout is the busy timeout; statement_timeout and
+    idle_in_transaction_session_timeout are set where nothing set them (0)."""
+    busy_ms = max(1, int(busy_timeout_s * 1000))
+
+    def unless_set(name: str, ms: int) -> str:
+        return (f"set_config('{name}', CASE current_setting('{name}') WHEN '0' THEN '{ms}' "
+                f"ELSE current_setting('{name}') END, false)")
+
+    return (f"SELECT set_config('lock_timeout', '{busy_ms}', false), "
+            f"{unless_set('statement_timeout', _STATEMENT_TIMEOUT_MS)}, "
+            f"{unless_set('idle_in_transaction_session_timeout', busy_ms)}")
+
+
 def _first_line(exc: BaseException) -> str:
     return (str(exc).strip().splitlines() or [type(exc).__name__])[0]
 
@@ -179,7 +201,7 @@ class PgBackend:
                 "with gate-report ingest (docs/fleet.md)") from None
         self.conn = PgConnection(raw)  # type: ignore[assignment]
         try:
-            raw.execute(f"SET lock_timeout = {int(busy_timeout_s * 1000)}")
+            raw.execute(_session_deadlines(busy_timeout_s))
             if readonly:
                 raw.execute("SET default_transaction_read_only = on")
             self._refuse_temporary_schema()
