@@ -739,11 +739,14 @@ def main(argv: Sequence[str] | None = None) -> int:
                                attempts_left=a.attempts_left, acceptances=entries)
     except (GateInputError, HistoryError) as e:
         print(f"error: {e}", file=sys.stderr)
+        _mark_gate_error(a.history, a.run_id, str(e))
         return 2
     except (TypeError, ValueError, ArithmeticError) as e:  # a row no writer of ours makes
         where = display_location(a.history)  # a database URL's password stays out of logs
-        print(f"error: {where}: holds a row the gate cannot read ({type(e).__name__}: "
-              f"{e}); `gate-report check --history {where}` names the runs", file=sys.stderr)
+        line = (f"{where}: holds a row the gate cannot read ({type(e).__name__}: {e}); "
+                f"`gate-report check --history {where}` names the runs")
+        print(f"error: {line}", file=sys.stderr)
+        _mark_gate_error(a.history, a.run_id, line)
         return 2
     if a.tripped_out:
         Path(a.tripped_out).parent.mkdir(parents=True, exist_ok=True)
@@ -755,6 +758,27 @@ def main(argv: Sequence[str] | None = None) -> int:
     for v in res.errors:
         print(f"error: {v.key}: {v.message}", file=sys.stderr)
     return res.exit_code
+
+
+def _mark_gate_error(history: str, run_id: str, why: str) -> None:
+    """A run this gate refused to judge (exit 2) is marked ``gate-error`` with ``why``, so
+    every report reads it as failed, as its session is, never as "no gate failed" for
+    want of verdicts. Where the history cannot be opened or written, nothing is marked
+    here: the runner tries again (`gates.record.finish`) and says so."""
+    from gates.store.history import GATE_ERROR
+    from gates.store.open import open_history
+
+    if not is_database_url(history) and not Path(history).exists():
+        return
+    try:
+        with open_history(history, create=False) as h:
+            marked = h.mark_not_judged(run_id, GATE_ERROR, f"the gate refused its input: {why}",
+                                       if_no_verdicts=True)
+    except Exception:  # noqa: BLE001 - on an error path: the exit 2 and its line stand,
+        return  # never a traceback; the runner marks the run or says it could not
+    if marked:
+        print(f"error: run {run_id} is marked {GATE_ERROR}: it was not judged, and every "
+              "report reads it as failed", file=sys.stderr)
 
 
 if __name__ == "__main__":

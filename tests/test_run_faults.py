@@ -824,3 +824,70 @@ def test_a_gate_that_did_not_finish_reads_failed_on_every_report(tmp_path, fault
     assert check_history(db) == []
     merge_histories([db], tmp_path / "fleet.db")
     assert rows(tmp_path / "fleet.db", "SELECT status FROM runs") == [("gate-unfinished",)]
+
+
+# The gate refuses its input (exit 2) and saves no verdicts: a plan it cannot read (it
+# marks the run itself, with its error line), or an exit 2 before it could say why (the
+# runner marks it).
+GATE_INPUT_FAULTS = {
+    "unreadable-plan": ("open(sys.orig_argv[sys.orig_argv.index('--plan') + 1], 'w')"
+                        ".write('{not json')",
+                        "the gate refused its input: --plan "),
+    "exit-2": ("os._exit(2)", "the gate refused its input (exit 2"),
+}
+
+
+@pytest.mark.parametrize("fault", sorted(GATE_INPUT_FAULTS))
+def test_a_gate_that_refused_its_input_reads_failed_with_its_reason(tmp_path, fault):
+    # The session exited 2, but the run stayed `complete` with no verdicts: gate-report
+    # text, md, json, html, the PR comment and the fleet merge read it as passed.
+    inject, reason = GATE_INPUT_FAULTS[fault]
+    shim = tmp_path / "shim"
+    shim.mkdir()
+    (shim / "sitecustomize.py").write_text(
+        "import os, sys\n"
+        "if sys.orig_argv[1:3] == ['-m', 'gates.gate']:\n"
+        f"    {inject}\n")
+    (tmp_path / "tree").mkdir()
+    tree = make_tree(tmp_path / "tree", "def test_b():\n    pass\n")
+    e = env()
+    e["PYTHONPATH"] = f"{shim}{os.pathsep}{REPO}"
+    db = tree / "h.db"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "ci_register", "run", "cpu", "--history", str(db),
+         "--gate", "enforce"], cwd=tree, env=e, stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE, text=True, start_new_session=True)
+    rc, out = finish(proc)
+    assert rc == 2, out
+    assert "is marked gate-error" in out, out
+    assert the_run(db)[1:] == ("gate-error", 0)
+    assert rows(db, "SELECT count(*) FROM verdicts") == [(0,)]
+    (note,) = rows(db, "SELECT gate_note FROM runs")[0]
+    assert reason in note, note
+    from gates.commands.cli import main as gate_report  # noqa: PLC0415
+
+    reports = {}
+    for fmt in ("text", "md", "json", "html"):
+        path = tree / f"report.{fmt}"
+        assert gate_report(["--history", str(db), "--no-health", "--format", fmt,
+                            "--out", str(path)]) == 2, fmt
+        reports[fmt] = path.read_text(encoding="utf-8")
+    for fmt in ("text", "md"):
+        assert "no gate failed" not in reports[fmt], reports[fmt]
+        assert "FAILED (exit 2)" in reports[fmt], reports[fmt]
+        assert "was not judged: " in reports[fmt] and reason in reports[fmt], reports[fmt]
+    assert "❌" in reports["md"] and "✅" not in reports["md"].split("\n", 1)[0]
+    data = json.loads(reports["json"])
+    assert data["exit_code"] == 2
+    assert [(r["status"], reason in r["gate_note"]) for r in data["runs"]] == \
+        [("gate-error", True)], data["runs"]
+    assert "badge b-fail" in reports["html"]
+    from gates.report import notify  # noqa: PLC0415
+
+    assert notify.comment_body(reports["md"], None).splitlines()[1].startswith("## ❌")
+    from gates.store.merge import check_history, merge_histories  # noqa: PLC0415
+
+    assert check_history(db) == []
+    merge_histories([db], tmp_path / "fleet.db")
+    assert rows(tmp_path / "fleet.db", "SELECT status, gate_note FROM runs") == \
+        [("gate-error", note)]

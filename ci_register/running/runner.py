@@ -498,8 +498,14 @@ def _gate(opts: RunOptions, run_id: str, plan_file: Path, confirm_of: str | None
     # A gate that judged the run exits 0 or 1 after writing the tripped list; 2 is its
     # bad input. Anything else (past the limit, killed by a signal, a crash's traceback
     # before the list) did not finish: its verdicts are missing or partial.
-    if rc == 2 or (rc in (0, 1) and tripped_out.exists()):
+    if rc in (0, 1, 2) and tripped_out.exists():
         return rc
+    if rc == 2:
+        # Bad input (a register_ci_gate value, an unreadable plan): nothing was judged.
+        # The gate marks the run gate-error with its line; where it could not, this does.
+        _finish(opts, run_id, "gate-error", None,
+                "the gate refused its input (exit 2; its error line above says why)")
+        return 2
     how = ("ran past its limit" if rc is None else f"was killed by {_signame(-rc)}" if rc < 0
            else f"exited with code {rc} before it finished")
     print(f"error: run {run_id} was not gated: the gate {how}; a gate that did not finish "

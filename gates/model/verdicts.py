@@ -107,8 +107,11 @@ def _exit_status(value: Any) -> int | None:
 def pytest_exit(status: str | None, exit_status: Any) -> int:
     """What one attempt's pytest adds to the session's exit code (``runner._settle``):
     0 when it passed; 1 for failed tests or none collected (pytest 1, 5); 2 for
-    pytest's usage error (4); an unfinished run or any other status at least 1."""
+    pytest's usage error (4); a run whose gate refused its input (``gate-error``) 2,
+    as the gate exited; an unfinished run or any other status at least 1."""
     code = _exit_status(exit_status)
+    if status == "gate-error":
+        return max(2, code or 0)
     if status not in (None, "complete"):
         return max(1, code or 0) if code != 4 else 2
     if code in (None, 0):

@@ -3,11 +3,14 @@ a crash, a hang it killed, or a signal; or mark a run whose gate never finished.
 
     python -m gates.record.finish --history PATH --run-id ID --status crashed|interrupted
         --exit-status N --cause "pytest killed by SIGSEGV"
-    python -m gates.record.finish --history PATH --run-id ID --status gate-unfinished
+    python -m gates.record.finish --history PATH --run-id ID --status gate-unfinished|gate-error
         --cause "the gate was killed by SIGKILL"
 
 ``gate-unfinished`` marks a complete run whose gate was killed, crashed or ran past its
 limit: its verdicts are missing, and every report reads it as not passed (exit 1).
+``gate-error`` marks one whose gate refused its input (exit 2) and judged nothing; the
+gate marks it itself with its error line, this is the runner's fallback. The cause is
+kept in the run's ``gate_note``, which the reports show.
 
 The plugin writes each test as it starts and finishes (`History.record_tests`), so
 what finished is already in the history; this marks the run (never a baseline) and
@@ -23,7 +26,7 @@ import os
 import sys
 from collections.abc import Sequence
 
-from gates.store.history import GATE_UNFINISHED, HistoryError
+from gates.store.history import GATE_ERROR, GATE_UNFINISHED, HistoryError
 from gates.store.open import open_history
 
 __all__ = ["MARKED", "close_run", "main"]
@@ -40,10 +43,11 @@ def close_run(history_path: str, run_id: str, status: str, exit_status: int | No
         if not history.has_run(run_id):
             raise HistoryError(f"{cause}: no run {run_id} was recorded (pytest stopped "
                                "before its session began); nothing ran that a report can show")
-        if status == GATE_UNFINISHED:
-            if not history.mark_gate_unfinished(run_id):
+        if status in (GATE_UNFINISHED, GATE_ERROR):
+            if not history.mark_not_judged(run_id, status, cause,
+                                           if_no_verdicts=status == GATE_ERROR):
                 return None
-            return (f"{cause}; run {run_id} is marked {GATE_UNFINISHED}: its verdicts are "
+            return (f"{cause}; run {run_id} is marked {status}: its verdicts are "
                     "missing, it is never a baseline, and reports read it as failed")
         result = history.close_unfinished(run_id, status, exit_status, cause)
     if result is None:
@@ -62,7 +66,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                     required=not os.environ.get("GATES_HISTORY"), metavar="PATH",
                     help="history file or database URL (default $GATES_HISTORY)")
     ap.add_argument("--run-id", required=True)
-    ap.add_argument("--status", required=True, choices=("crashed", "interrupted", GATE_UNFINISHED))
+    ap.add_argument("--status", required=True, choices=("crashed", "interrupted", GATE_UNFINISHED,
+                                                        GATE_ERROR))
     ap.add_argument("--exit-status", type=int, default=None)
     ap.add_argument("--cause", required=True)
     args = ap.parse_args(argv)

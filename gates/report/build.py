@@ -158,6 +158,7 @@ class RunInfo:
     planned_files: int
     confirm_runs: list[str] = field(default_factory=list)  # the chain's reruns, in order
     confirm_statuses: list[str] = field(default_factory=list)  # their run statuses, same order
+    gate_note: str | None = None  # why the gate did not judge it (gate-error, gate-unfinished)
     exit_code: int = 0  # the session's (``verdicts.session_exit`` of the whole chain)
 
     @property
@@ -468,6 +469,7 @@ def _run_info(row: Mapping[str, Any], data: ReportInput) -> RunInfo:
         confirm_runs=[str(c["run_id"]) for c in data.confirms.get(run_id) or ()],
         confirm_statuses=[str(c.get("status") or "complete")
                           for c in data.confirms.get(run_id) or ()],
+        gate_note=mask_secrets(str(row["gate_note"])) if row.get("gate_note") else None,
     )
 
 

@@ -192,6 +192,9 @@ def health_findings(report: Report) -> int:
                for h in report.health)
 
 
+_NOTE_CHARS = 400  # of a run's gate note in the headline (a bad plan's line is ~200)
+
+
 def headline(report: Report) -> str:
     if report.scope == "health":  # no runs or verdicts of its own: what health found
         n = health_findings(report)
@@ -212,13 +215,21 @@ def headline(report: Report) -> str:
     # A run whose gate was killed, crashed or timed out holds no (or partial) verdicts:
     # "no gate failed" would be a false green; its status (gate-unfinished) fails it.
     gate_unfinished = sum(r.status == "gate-unfinished" for r in report.runs)
-    incomplete = sum(r.status not in ("complete", "gate-unfinished") for r in report.runs)
+    # A gate that refused its input (exit 2) judged nothing either; its line says why.
+    gate_error = [r for r in report.runs if r.status == "gate-error"]
+    incomplete = sum(r.status not in ("complete", "gate-unfinished", "gate-error")
+                     for r in report.runs)
     if failed_tests:
         text += f"; {failed_tests} test(s) failed"
     if incomplete:
         text += f"; {incomplete} run(s) incomplete"
     if gate_unfinished:
         text += f"; the gate of {gate_unfinished} run(s) did not finish, so it was not judged"
+    if gate_error:
+        why = gate_error[0].gate_note or "the gate refused its input"
+        more = f" (and {len(gate_error) - 1} more run(s))" if len(gate_error) > 1 else ""
+        text += (f"; run {gate_error[0].run_id[:12]}{more} was not judged: "
+                 f"{why[:_NOTE_CHARS]}{'...' if len(why) > _NOTE_CHARS else ''}")
     # A confirm rerun that crashed or was interrupted left the trip unconfirmed; the
     # exit code is that rerun's (1, 128 + N), not the gate's.
     unfinished = [s for r in report.runs for s in r.confirm_statuses if s != "complete"]

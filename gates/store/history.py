@@ -24,12 +24,15 @@ Tables (browse them with ``sqlite-utils tables history.db --counts``):
   (incomplete: started, never finished; complete; interrupted: pytest exit 2-4 or
   a signal to the run; crashed: pytest died, exited early or hung and was killed;
   gate-unfinished: recorded complete, then its gate was killed, crashed or ran past
-  GATES_STEP_TIMEOUT_S, so its verdicts are missing and its session failed),
+  GATES_STEP_TIMEOUT_S, so its verdicts are missing and its session failed;
+  gate-error: recorded complete, then its gate refused its input (exit 2: a bad
+  register_ci_gate value, an unreadable plan) and judged nothing; its session exited 2),
   exit_status (pytest's), confirm_of (the run a confirm-on-trip rerun re-checks),
   commit_sha, branch, ci_url, started_at/finished_at (UTC ISO), host, python,
   fingerprint (hardware key that baselines match on), hardware (JSON),
   trusted (1/0), trust_reason, trust_changed_at, num (the run's integer in this
-  file; a merged or copied run may get another).
+  file; a merged or copied run may get another), gate_note (m009: why the gate did
+  not judge a gate-error or gate-unfinished run).
 - ``tests``: one row per test and attempt: run_id, attempt, nodeid, path (relative
   to the rootdir, posix), outcome (passed/failed/skipped/error/xfailed/xpassed),
   duration (setup + call + teardown, seconds), skip_reason, error (trimmed).
@@ -123,6 +126,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "BUSY_TIMEOUT_S",
+    "GATE_ERROR",
     "GATE_UNFINISHED",
     "OUTCOMES",
     "SCHEMA_VERSION",
@@ -149,8 +153,11 @@ UNFINISHED = "did not finish"
 # crashed or ran past its limit before it finished (`History.mark_gate_unfinished`): its
 # verdicts are missing or partial, the session failed (exit 1), and the run is never a
 # baseline and never reads as passed.
-STATUSES = ("incomplete", "complete", "interrupted", "crashed", "gate-unfinished")
+# ``gate-error``: the same, but the gate refused its input (exit 2) and judged nothing.
+STATUSES = ("incomplete", "complete", "interrupted", "crashed", "gate-unfinished",
+            "gate-error")
 GATE_UNFINISHED = "gate-unfinished"
+GATE_ERROR = "gate-error"
 BUSY_TIMEOUT_S = 60.0
 STALE_NOTE = ("its writer died without closing the run (closed as crashed by the next "
               "writer on this host)")
@@ -643,15 +650,25 @@ class History:
 
         return self._write(write)
 
-    def mark_gate_unfinished(self, run_id: str) -> bool:
-        """Mark a complete run whose gate did not finish (killed, crashed, or past its
-        time limit) ``gate-unfinished``: every report reads it as not passed, as the
-        session was. True when the run changed; False when it does not exist or is not
-        ``complete`` (a run that never finished keeps its own status)."""
+    def mark_not_judged(self, run_id: str, status: str, note: str, *,
+                        if_no_verdicts: bool = False) -> bool:
+        """Mark a complete run whose gate did not judge it: ``gate-unfinished`` (killed,
+        crashed, or past its time limit) or ``gate-error`` (it refused its input), with
+        ``note`` (why; credentials masked) in ``gate_note``. Every report reads it as
+        not passed, as the session was. ``if_no_verdicts``: only while no verdict of the
+        run is saved (a gate run by hand on bad input never unmarks a judged run). True
+        when the run changed; False when it does not exist or is not ``complete`` (a run
+        that never finished keeps its own status)."""
+        if status not in (GATE_UNFINISHED, GATE_ERROR):
+            raise HistoryError(f"mark_not_judged: status {status!r}; use {GATE_UNFINISHED} "
+                               f"or {GATE_ERROR}")
+        guard = (" AND NOT EXISTS (SELECT 1 FROM verdict_rows v WHERE v.run_num = runs.num)"
+                 if if_no_verdicts else "")
 
         def write() -> bool:
-            cur = self.conn.execute("UPDATE runs SET status = ? WHERE run_id = ? AND "
-                                    "status = 'complete'", (GATE_UNFINISHED, run_id))
+            cur = self.conn.execute("UPDATE runs SET status = ?, gate_note = ? WHERE run_id = ? "
+                                    f"AND status = 'complete'{guard}",
+                                    (status, mask_secrets(note)[:2000], run_id))
             return bool(cur.rowcount)
 
         return bool(self._write(write))

@@ -32,7 +32,8 @@ __all__ = ["FUTURE_SLACK", "ShardRejected", "check_bundle"]
 FUTURE_SLACK = dt.timedelta(hours=1)  # clock skew between runners, no more
 _RUN_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
 _SUITE = re.compile(r"[a-z0-9][a-z0-9_.-]{0,127}")
-_STATUSES = ("incomplete", "complete", "interrupted", "crashed", "gate-unfinished")
+_STATUSES = ("incomplete", "complete", "interrupted", "crashed", "gate-unfinished",
+             "gate-error")
 _OUTCOMES = ("passed", "failed", "skipped", "error", "xfailed", "xpassed")
 _TEXT_CAP = 100_000
 
@@ -101,7 +102,7 @@ def _check_run(run: Mapping[str, Any], fail, now: dt.datetime) -> None:
     if not isinstance(run.get("fingerprint"), str) or not run["fingerprint"]:
         raise fail("fingerprint is empty")
     for name in ("commit_sha", "branch", "ci_url", "host", "python", "hardware",
-                 "trust_reason", "trust_changed_at", "confirm_of", "finished_at"):
+                 "trust_reason", "trust_changed_at", "confirm_of", "finished_at", "gate_note"):
         if not _text(run.get(name)):
             raise fail(f"{name} is not text")
 

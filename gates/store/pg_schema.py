@@ -252,6 +252,9 @@ _M009 = [
     "ALTER TABLE verdict_rows DROP COLUMN verdict, DROP COLUMN mode, DROP COLUMN stage",
 ]
 
+# Why the gate did not judge a run (SQLite's m009): its bad-input line or how it stopped.
+_M010 = [f"ALTER TABLE runs ADD COLUMN gate_note {_T}"]
+
 PG_MIGRATIONS: tuple[tuple[str, list[str]], ...] = (
     ("m001_initial", _M001),
     ("m002_after_verdict", _M002),
@@ -262,5 +265,6 @@ PG_MIGRATIONS: tuple[tuple[str, list[str]], ...] = (
     ("m006_import_maps", _M007),
     ("m007_verdict_ci_conf", _M008),
     ("m008_compact_plans_verdicts", _M009),
+    ("m009_gate_note", _M010),
 )
 PG_KNOWN_MIGRATIONS = tuple(name for name, _ in PG_MIGRATIONS)

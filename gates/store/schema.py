@@ -437,6 +437,13 @@ def _m008_compact_plans_verdicts(db: Database) -> None:
     db.execute(f"CREATE VIEW verdicts AS {VERDICTS_VIEW}")
 
 
+@_migration("m009_gate_note")
+def _m009_gate_note(db: Database) -> None:
+    # Why the gate did not judge a run (`History.mark_not_judged`): its bad-input line
+    # (status gate-error) or how it stopped (gate-unfinished). NULL on every other run.
+    db.execute("ALTER TABLE runs ADD COLUMN gate_note TEXT")
+
+
 # Tables of per-run rows keyed by ``runs.num``, those keyed by run id text, and every
 # reference to a ``texts`` id (what a snapshot copies, what a delete keeps).
 BY_NUM = ("metric_rows", "test_rows", "verdict_rows", "plan_file_rows")
