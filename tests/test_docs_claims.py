@@ -305,6 +305,13 @@ FIGURES = [
     ("README.md", r"flag (\d+), (\d+), (\d+) times without acceptance \(seeds 0-2,\s+no confirm; (\d+), (\d+), (\d+) with "
      r"the default confirm\)", "benchmarks/results/bench_accept.md",
      r"(?=[\s\S]*confirm 0\)\nmode[^\n]*\nnone\s+(\d+)\s+(\d+)\s+(\d+))confirm 4\)\nmode[^\n]*\nnone\s+(\d+)\s+(\d+)\s+(\d+)"),
+    ("README.md", r"\+([\d.]+)% on a\s+decode step\) in (\d+) test executions, about (\d+)-(\d+) s each",
+     "benchmarks/results/gpu_bisect_h200.md",
+     r"(?=[\s\S]*The step is \+([\d.]+)%)[\s\S]*?(\d+) test executions[\s\S]*?about (\d+)-(\d+) s on that machine"),
+    ("README.md", r"compiles its kernels at first use \((\d+) s of a cold `base-b-1gpu` run's (\d+) s",
+     "benchmarks/results/bench_jit_cache.md",
+     r"(?=[\s\S]*?RUN cold: rc=0 wall=[\d.]+ s; JIT builds \d+, of which \d+ compiled \(>= 1 s\) for (\d+)\.\d s)"
+     r"[\s\S]*?RUN cold: rc=0 wall=(\d+)\.\d s"),
     ("docs/economy.md", r"runner map \| ([\d.]+)% \|\n\| static graph alone \(`ci_register/\*\*` runs everything\) \| ([\d.]+)%",
      "benchmarks/results/replay_selection.md",
      r"static graph \+ recorded maps: ([\d.]+)%\*\* \(median [\d.]+%\); static graph alone: mean ([\d.]+)%"),

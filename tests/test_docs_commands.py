@@ -86,9 +86,9 @@ HOW: list[tuple[str, How]] = [
     ("pip install -e", How(run="pip install --dry-run --no-deps --no-build-isolation --no-index {rest}",
                            out=r"Would install gpu-ci-gates",
                            why="resolves and builds the package's metadata; installs nothing")),
-    ("python -m ci_register list --root ../sglang", How(
-        setup="python -m ci_register sglang-catalog ../sglang --out ../sglang/ci/catalog.toml",
-        out=r'"base-a-test-cpu"', why="../sglang is a small SGLang-shaped tree beside the copy")),
+    ("python -m ci_register sglang-catalog ../sglang", How(
+        out=r"wrote", why="../sglang is a small SGLang-shaped tree beside the copy")),
+    ("python -m ci_register list --root ../sglang", How(out=r'"base-a-test-cpu"')),
     ("nox -s stage-c-4gpu", How(run="{} --dry-run", env=(("CI_REGISTER_FAKE_HARDWARE", H200_4),),
                                 out=r"shard 2/3", why="a GPU suite: the plan only, on four faked H200s")),
     ("nox -s base-b-1gpu -- --dry-run", How(env=(("CI_REGISTER_FAKE_HARDWARE", H200),), out=r"base-b-1gpu")),
