@@ -144,6 +144,37 @@ def test_out_to_a_device_or_through_a_symlink_never_replaces_it(hist, tmp_path, 
     assert code in (0, 1) and alias.is_symlink() and "Runs" in real.read_text()
 
 
+@pytest.mark.timeout(120)
+def test_output_to_a_fifo_or_a_pipe_is_written_not_waited_on(tree, hist):
+    # check_output read the head of an existing output to see whether it was an earlier
+    # one: on a FIFO (or /dev/stdout piped into tee) that open waited for a writer that
+    # was the command itself, so `matrix --output fifo` and `--out /dev/stdout | cat`
+    # hung until the job's timeout.
+    import os
+    import threading
+
+    fifo = tree / "matrix.fifo"
+    os.mkfifo(fifo)
+    got: list[str] = []
+    reader = threading.Thread(target=lambda: got.append(fifo.read_text()), daemon=True)
+    reader.start()
+    try:
+        r = _matrix(tree, "--output", str(fifo))
+    except subprocess.TimeoutExpired:
+        r = None
+    finally:
+        if reader.is_alive():  # unblock the reader of a run that never wrote
+            os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
+        reader.join(10)
+    assert r is not None and r.returncode == 0, r and r.stderr
+    assert got and '"include"' in got[0]
+    piped = subprocess.run(
+        f"{sys.executable} -m gates.commands.cli --history {hist} --format md "
+        "--out /dev/stdout | cat", shell=True, capture_output=True, text=True, timeout=60,
+        cwd=tree, env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin"})
+    assert piped.returncode == 0 and "|" in piped.stdout, piped.stderr
+
+
 def test_bisect_refuses_out_onto_the_history_before_any_work(hist, capsys):
     before = hist.read_bytes()
     code, err = _report(["bisect", "some/key", "--good", "a" * 7, "--bad", "b" * 7,

@@ -49,7 +49,9 @@ def check_output(path: Path, *, inputs: Iterable[Path] = (), option: str = "--ou
         if _same(path, Path(source)):
             raise OutputError(f"{option} {path}: is an input of this command ({source}); "
                               "write the output to another file")
-    if not path.exists():
+    if not path.exists() or not path.is_file():
+        # Nothing there, or a FIFO, a pipe (/dev/stdout) or a device, written in place:
+        # reading its head would wait for a writer or eat what a reader is to get.
         return
     try:
         with path.open("rb") as handle:
@@ -80,8 +82,10 @@ def write_output(path: Path, text: str, *, option: str = "--out") -> None:
     A symlink is followed (the link stays a link); a device or pipe (``/dev/stdout``,
     a FIFO) is written in place, never replaced by a regular file.
     """
-    path = Path(os.path.realpath(path))
+    path = Path(path)
     if path.exists() and not path.is_file():
+        # Opened by the name given: the real path of /dev/stdout on a pipe is
+        # /proc/N/fd/pipe:[...], no name anything can open.
         try:
             with path.open("w", encoding="utf-8") as handle:
                 handle.write(text)
@@ -89,6 +93,7 @@ def write_output(path: Path, text: str, *, option: str = "--out") -> None:
             raise OutputError(f"{option} {path}: cannot write ({exc.strerror or exc}); choose a "
                               "writable path") from None
         return
+    path = Path(os.path.realpath(path))
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
