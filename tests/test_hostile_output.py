@@ -233,6 +233,9 @@ def test_mask_secrets_covers_tokens_env_dumps_and_special_characters(text):
     "postgres://u@h/d", "https://registry.npmjs.org/@types/node", "author=Bob",
     "https://github.com/o/r/actions/runs/1/attempts/2", "user=ci host=db dbname=h",
     "email: a@b.com", "basic tokenization", "FATAL:  password authentication failed",
+    # File names, nodeids and lines that hold a secret's word are no key and value.
+    "../../etc/passwd: not a test file the catalog collects",
+    "suites/test_password_reset.py::test_x failed", "test_api_key.py:42: AssertionError",
 ])
 def test_mask_secrets_leaves_words_that_are_no_credential(text):
     assert mask_secrets(text) == text

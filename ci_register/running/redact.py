@@ -26,9 +26,10 @@ _TOKEN_USER = re.compile(r"[A-Za-z0-9_-]{24,}")
 # by `_secret_key`.
 _SECRET_WORDS = ("password|passwd|pwd|sslpassword|sslkey_password|token|access_token|"
                  "secret|api_key|apikey|auth")
-_KEY = re.compile(r"(?<![A-Za-z0-9_.%-])-*+[A-Za-z][A-Za-z0-9_.-]*+['\"]?\s*+([=:])")
+_KEY = re.compile(r"(?<![A-Za-z0-9_.%/\\-])-*+[A-Za-z][A-Za-z0-9_.-]*+['\"]?\s*+([=:])")
 _VALUE = re.compile(r"""\s*+('(?:[^'\\]|\\.)*+'?|"(?:[^"\\]|\\.)*+"?|"""
                         r"""(?:(?i:bearer|token|basic|bot)\s++)?[^\s&;#'",}\]]++)""")
+_AFTER_COLON = frozenset(" \t'\"")  # "key: value", "'key': 'value'"
 _BARE_WORDS = frozenset(_SECRET_WORDS.split("|"))
 # Words that make a key a secret's wherever they stand in it (``db_password``,
 # ``AWS_SECRET_ACCESS_KEY``, ``x-api-key``), and the keys ending in ``token`` that are
@@ -63,7 +64,10 @@ def _mask_keys(text: str) -> str:
     for key in _KEY.finditer(text):
         if key.start() < pos:
             continue
-        if not _secret_key(key.group()[:key.start(1) - key.start()].rstrip(), key.group(1)):
+        name = key.group()[:key.start(1) - key.start()].rstrip()
+        if key.group(1) == ":" and ("." in name or text[key.end():key.end() + 1] not in _AFTER_COLON):
+            continue  # test_password.py:42:, a nodeid's ::, host:port: no key and value
+        if not _secret_key(name, key.group(1)):
             continue
         value = _VALUE.match(text, key.end())
         if value is None:
