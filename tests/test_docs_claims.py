@@ -31,6 +31,8 @@ NOT_HERE = {
     "tests/ci": "miles' tree", "tests/test_configs.py": "a catalog example's tree",
     "serving/ttft_ms*": "a metric key, not a path",
     ".github/workflows/release-*.yml": "a catalog example's tree",
+    ".github/workflows/pr-test-*.yml": "tokenspeed's tree (economy.md's --path-filter)",
+    ".github/workflows/run-pr-test-stage.yml": "tokenspeed's tree (economy.md's --path-filter)",
     "serving/vllm-cpu/tiny-arith/swap/VARIANT/accuracy": "a metric key, not a path",
 }
 # The README's generated dry run plans a five-file example suite (tools/sync_docs.py).
@@ -312,6 +314,17 @@ FIGURES = [
      "benchmarks/results/bench_jit_cache.md",
      r"(?=[\s\S]*?RUN cold: rc=0 wall=[\d.]+ s; JIT builds \d+, of which \d+ compiled \(>= 1 s\) for (\d+)\.\d s)"
      r"[\s\S]*?RUN cold: rc=0 wall=(\d+)\.\d s"),
+    ("docs/fleet.md", r"gives a snapshot of (\d+) runs, ([\d.]+) MB", "benchmarks/results/bench_fleet.md",
+     r"Snapshot of the 1,000-run history: (\d+) runs, ([\d.]+) MB"),
+    ("docs/fleet.md", r"run\s+and its confirm reruns: (\d+) kB", "benchmarks/results/bench_fleet.md",
+     r"each shard file after\s+the strip: (\d+) kB"),
+    ("docs/fleet.md", r"32 one-run shards into a\s+1,000-run history: ([\d.]+) s", "benchmarks/results/bench_fleet.md",
+     r"\| 32 x 1000 \| [^|]* \| ([\d.]+) s \|"),
+    ("docs/fleet.md", r"with its verdicts takes ([\d.]+) kB after VACUUM", "benchmarks/results/bench_fleet.md",
+     r"\| m008[^|]*\| ([\d.]+) kB \|"),
+    ("docs/gates/surfaces.md", r"(\d),(\d{3}) sessions \(\d+ with reruns, \d+ with two or more\), (\d+) exit-code and "
+     r"(\d+) verdict", "benchmarks/results/bench_surfaces.md",
+     r"Sessions: (\d)(\d{3}); failed: \d+; report exit-code mismatches: (\d+); verdict mismatches: (\d+)"),
     ("docs/economy.md", r"runner map \| ([\d.]+)% \|\n\| static graph alone \(`ci_register/\*\*` runs everything\) \| ([\d.]+)%",
      "benchmarks/results/replay_selection.md",
      r"static graph \+ recorded maps: ([\d.]+)%\*\* \(median [\d.]+%\); static graph alone: mean ([\d.]+)%"),
