@@ -386,6 +386,33 @@ def test_merge_refuses_target_as_shard_and_missing_shard(tmp_path):
         merge_histories([tmp_path / "missing.db"], tmp_path / "h.db")
 
 
+def test_a_shard_of_an_older_schema_merges_and_stays_as_it_was(tmp_path, store_location):
+    # A shard artifact written before an upgrade (the saving report job merges main's
+    # last 20 runs' artifacts) was refused: "schema is older than this code's; open it
+    # once read-write (e.g. gate-report)", which gate-report, only reading, never did.
+    from old_schema import to_m007
+
+    import shutil
+
+    current = shard(tmp_path, "current.db", 1, 2)
+    old = tmp_path / "old.db"
+    shutil.copy(current, old)
+    conn = sqlite3.connect(old)
+    to_m007(conn)
+    conn.commit()
+    conn.close()
+    before = old.read_bytes()
+    report = merge_histories([old], store_location)
+    assert sorted(report.added) == ["run001", "run002"]
+    assert old.read_bytes() == before
+    # The migrated copy's runs are the runs the current code wrote: no conflict.
+    assert merge_histories([current], store_location).unchanged == ["run001", "run002"]
+    with open_history(store_location) as h:
+        assert h.metrics("run002")[0]["samples"] == [1.0, 2.0, 3.0]
+        assert h.plan_files("run001")[0]["path"] == "suites/a/test_a.py"
+        assert len(h.verdicts("run001")) == 1
+
+
 def test_baseline_near_reads_the_newest_runs_and_far_the_rest(h):
     import numpy as np
 

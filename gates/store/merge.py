@@ -117,7 +117,9 @@ def merge_histories(shards: Sequence[str | os.PathLike[str]],
                     and shard_path.samefile(target):
                 raise HistoryError(f"{shard_path}: is the merge target itself; pass shard "
                                    "files other than --into")
-            with open_history(shard_path, create=False, readonly=True) as source:
+            # A shard written before this code's last migration (an artifact from
+            # before an upgrade) is read through a migrated copy, never written.
+            with open_for_reading(shard_path) as source:
                 orphans = source.orphan_rows()
                 if orphans:
                     raise HistoryError(f"{shard_path}: {orphans[0]}; the shard was not merged "
