@@ -390,9 +390,9 @@ def test_a_shard_of_an_older_schema_merges_and_stays_as_it_was(tmp_path, store_l
     # A shard artifact written before an upgrade (the saving report job merges main's
     # last 20 runs' artifacts) was refused: "schema is older than this code's; open it
     # once read-write (e.g. gate-report)", which gate-report, only reading, never did.
-    from old_schema import to_m007
-
     import shutil
+
+    from old_schema import to_m007
 
     current = shard(tmp_path, "current.db", 1, 2)
     old = tmp_path / "old.db"
