@@ -232,6 +232,33 @@ def test_untrust_and_trust_by_run_and_commit(hist, capsys):
             "broken runner gpu-17", "trusted again (gate-report trust)"]
 
 
+def test_an_argument_that_is_not_utf8_is_named_not_blamed_on_the_history(hist, capsys,
+                                                                        tmp_path):
+    # A byte that is not UTF-8 in an argument reaches Python as a lone surrogate
+    # ("bad\udcff"); storing or matching it failed to encode, and the error said "the
+    # history holds a row this report cannot read", sending the user to `gate-report
+    # check`, which finds every row sound.
+    path, ids = hist
+    before = path.read_bytes()
+    code, _, err = run(["untrust", "--history", path, "--run", ids[3], "--reason",
+                        "bad\udcff"], capsys)
+    assert code == 2 and err.startswith("error: --reason 'bad\\udcff': not UTF-8 text "
+                                        "(byte 0xff); give it as UTF-8"), err
+    assert "history holds" not in err and err.count("\n") == 1
+    with open_history(path, readonly=True) as h:
+        assert h.run(ids[3])["trusted"] == 1
+    code, _, err = run(["--history", path, "--suite=\udcfe"], capsys)
+    assert code == 2 and err.startswith("error: --suite '\\udcfe': not UTF-8 text"), err
+    # A file name may hold such bytes: it is opened, and the bad selector is named.
+    odd = tmp_path / "h\udcff.db"
+    shutil.copy(path, odd)
+    code, _, err = run(["--history", odd, "--run", "\udcfe" * 6], capsys)
+    assert code == 2 and err.startswith("error: --run "), err
+    code, _, err = run(["--history", odd, "--no-health"], capsys)
+    assert code in (0, 1), err
+    assert path.read_bytes() == before
+
+
 def h_commit(path: Path, run_id: str) -> str:
     with open_history(path, readonly=True) as h:
         return h.run(run_id)["commit_sha"]

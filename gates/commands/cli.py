@@ -474,6 +474,25 @@ def _blank_selector(argv: Sequence[str]) -> str | None:
     return None
 
 
+def _undecodable_argument(argv: Sequence[str], text: str) -> str | None:
+    """One line for an argument holding bytes that are not UTF-8 (Python keeps them as
+    lone surrogates; a file name may hold them, a stored or matched text cannot), else
+    None: the one whose value is in `text`, what failed to encode. Without it, `--reason`
+    or `--suite` given such a byte read as a broken history row, and `gate-report check`
+    then found every row sound."""
+    for i, tok in enumerate(argv):
+        name, eq, value = tok.partition("=")
+        value = value if eq and name.startswith("--") else tok
+        bad = [c for c in value if "\udc80" <= c <= "\udcff"]
+        if not bad or value not in text:
+            continue
+        shown = f"{name} {value!r}" if eq and name.startswith("--") else (
+            f"{argv[i - 1]} {tok!r}" if i and argv[i - 1].startswith("--") else repr(tok))
+        return (f"{shown}: not UTF-8 text (byte 0x{ord(bad[0]) - 0xDC00:02x}); give it as "
+                "UTF-8 (check the terminal's or the script's encoding)")
+    return None
+
+
 def _main(argv: Sequence[str]) -> int:
     parser = build_parser()
     try:
@@ -494,6 +513,10 @@ def _main(argv: Sequence[str]) -> int:
     except Exception as exc:
         if isinstance(exc, _input_errors()):
             print(f"error: {exc}", file=sys.stderr)
+            return 2
+        if isinstance(exc, UnicodeEncodeError) and \
+                (problem := _undecodable_argument(argv, exc.object)):
+            print(f"error: {problem}", file=sys.stderr)
             return 2
         if isinstance(exc, (TypeError, ValueError, ArithmeticError)):  # a row no writer of ours makes
             print(f"error: the history holds a row this report cannot read ({type(exc).__name__}: "
