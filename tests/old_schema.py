@@ -42,6 +42,7 @@ def to_m007(conn: sqlite3.Connection) -> None:
     conn.execute("DROP TABLE verdict_rows_m008")
     conn.execute("CREATE INDEX verdict_rows_run ON verdict_rows (run_num, attempt)")
     conn.execute(f"CREATE VIEW verdicts AS {VERDICTS_VIEW_M007}")
-    conn.execute("ALTER TABLE runs DROP COLUMN gate_note")
+    for column in ("gate_note", "gate_mode", "gated_at"):
+        conn.execute(f"ALTER TABLE runs DROP COLUMN {column}")
     conn.execute("DELETE FROM _sqlite_migrations WHERE name IN "
-                 "('m008_compact_plans_verdicts', 'm009_gate_note')")
+                 "('m008_compact_plans_verdicts', 'm009_gate_note', 'm010_gate_mode')")

@@ -891,3 +891,81 @@ def test_a_gate_that_refused_its_input_reads_failed_with_its_reason(tmp_path, fa
     merge_histories([db], tmp_path / "fleet.db")
     assert rows(tmp_path / "fleet.db", "SELECT status, gate_note FROM runs") == \
         [("gate-error", note)]
+
+
+# The gate never saved a result and nobody could mark the run: the runner's mark failed
+# (the history locked past its limit), or the runner itself was SIGKILLed mid-gate.
+NEVER_JUDGED = {
+    "mark-failed": ("os.kill(os.getpid(), signal.SIGKILL)",
+                    "if sys.orig_argv[1:3] == ['-m', 'gates.record.finish']:\n    os._exit(1)\n"),
+    "runner-killed": ("os.kill(os.getppid(), signal.SIGKILL); os._exit(1)", ""),
+}
+
+
+@pytest.mark.parametrize("fault", sorted(NEVER_JUDGED))
+def test_a_run_whose_gate_never_saved_a_result_reads_failed(tmp_path, fault):
+    # The run stayed `complete` with no verdicts and no mark: every report read it as
+    # "passed: no gate failed", though the session failed (1) or died (SIGKILL).
+    in_gate, elsewhere = NEVER_JUDGED[fault]
+    shim = tmp_path / "shim"
+    shim.mkdir()
+    (shim / "sitecustomize.py").write_text(
+        "import os, signal, sys\n"
+        "if sys.orig_argv[1:3] == ['-m', 'gates.gate']:\n"
+        f"    {in_gate}\n{elsewhere}")
+    (tmp_path / "tree").mkdir()
+    tree = make_tree(tmp_path / "tree", "def test_b():\n    pass\n")
+    e = env()
+    e["PYTHONPATH"] = f"{shim}{os.pathsep}{REPO}"
+    db = tree / "h.db"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "ci_register", "run", "cpu", "--history", str(db),
+         "--gate", "enforce"], cwd=tree, env=e, stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE, text=True, start_new_session=True)
+    rc, out = finish(proc)
+    assert rc == (1 if fault == "mark-failed" else -signal.SIGKILL), out
+    assert rows(db, "SELECT status, gate_mode, gated_at FROM runs") == \
+        [("complete", "enforce", None)]
+    assert rows(db, "SELECT count(*) FROM verdicts") == [(0,)]
+    from gates.commands.cli import main as gate_report  # noqa: PLC0415
+
+    reports = {}
+    for fmt in ("text", "md", "json", "html"):
+        path = tree / f"report.{fmt}"
+        assert gate_report(["--history", str(db), "--no-health", "--format", fmt,
+                            "--out", str(path)]) == 1, fmt
+        reports[fmt] = path.read_text(encoding="utf-8")
+    for fmt in ("text", "md"):
+        assert "no gate failed" not in reports[fmt], reports[fmt]
+        assert "the gate did not record a result for 1 run(s)" in reports[fmt], reports[fmt]
+    assert json.loads(reports["json"])["exit_code"] == 1
+    assert "badge b-fail" in reports["html"]
+    from gates.report import notify  # noqa: PLC0415
+
+    assert notify.comment_body(reports["md"], None).splitlines()[1].startswith("## ❌")
+    from gates.store.merge import check_history, merge_histories  # noqa: PLC0415
+
+    assert check_history(db) == []
+    merge_histories([db], tmp_path / "fleet.db")
+    assert report_exit(tmp_path / "fleet.db") == 1
+
+
+@pytest.mark.parametrize("gate", ["enforce", "warn", "off"])
+def test_a_judged_or_ungated_run_still_reads_passed(tmp_path, gate):
+    # The other side of "never judged": a gate that saved (no metric failing, or none
+    # at all) marks the run, and a run with its gate off needs no mark.
+    tree = make_tree(tmp_path, "def test_b():\n    pass\n")
+    db = tree / "h.db"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "ci_register", "run", "cpu", "--history", str(db),
+         "--gate", gate], cwd=tree, env=env(), stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE, text=True, start_new_session=True)
+    rc, out = finish(proc)
+    assert rc == 0, out
+    ((status, mode, gated_at),) = rows(db, "SELECT status, gate_mode, gated_at FROM runs")
+    assert (status, mode, gated_at is None) == ("complete", gate, gate == "off")
+    assert report_exit(db) == 0
+    # A row written before gate_mode existed (NULL) reads as it did: passed.
+    with sqlite3.connect(db) as conn:
+        conn.execute("UPDATE runs SET gate_mode = NULL, gated_at = NULL")
+    assert report_exit(db) == 0

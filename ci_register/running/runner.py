@@ -605,6 +605,9 @@ def run_suite(opts: RunOptions) -> int:
     run_id = uuid.uuid4().hex
     i, n = plan.index, len(plan.shards)
     plan_data = _plan_json(plan, run_id, opts.root, collection, whole=len(plan.shards) == 1 and not opts.files)
+    # Recorded with the run as pytest starts: a run with its gate on reads as failed in
+    # every report until its gate saves a result, however this process ends.
+    plan_data["gate_mode"] = opts.gate
     plan_file = _write(opts.results / f"plan-{_tag(plan_data)}.json", plan_data)
     opts.suite_pytest_args = list(suite.pytest_args)
     started = time.monotonic()

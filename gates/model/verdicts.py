@@ -17,8 +17,13 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-__all__ = ["FAILING", "VERDICTS", "chain_outcome", "fails", "gate_exit",
-           "interval_contradicts", "pytest_exit", "session_exit", "shown_verdict"]
+__all__ = ["FAILING", "GATE_MODES", "VERDICTS", "attempt_exit", "chain_outcome", "fails",
+           "gate_exit", "interval_contradicts", "never_judged", "pytest_exit", "session_exit",
+           "shown_verdict"]
+
+# A session's --gate. A run records its mode as pytest starts (``runs.gate_mode``); with
+# enforce or warn its gate must save a result (``runs.gated_at``) before it reads passed.
+GATE_MODES = ("enforce", "warn", "off")
 
 # Verdicts that fail a session when their gate is enforced: a confirmed regression,
 # a declared threshold crossed, a gated metric that was not recorded.
@@ -119,6 +124,22 @@ def pytest_exit(status: str | None, exit_status: Any) -> int:
     if code in (1, 5):
         return 1
     return 2 if code == 4 else code
+
+
+def never_judged(run: Mapping[str, Any]) -> bool:
+    """A ``complete`` run recorded with its gate on (``gate_mode`` enforce or warn) whose
+    gate never saved a result (no ``gated_at``, written in the transaction of its
+    verdicts): killed with its runner, or marked by nobody. It never reads as passed.
+    A run without a recorded mode (older, or pytest run by hand) reads as it always did."""
+    return (run.get("status") == "complete" and run.get("gate_mode") in ("enforce", "warn")
+            and not run.get("gated_at"))
+
+
+def attempt_exit(run: Mapping[str, Any]) -> int:
+    """What one attempt's run row adds to the session's exit code: its pytest's
+    (`pytest_exit`), and 1 where its gate never recorded a result (`never_judged`)."""
+    code = pytest_exit(run.get("status"), run.get("exit_status"))
+    return max(code, 1) if never_judged(run) else code
 
 
 def session_exit(gate: int, pytest_codes: Sequence[int]) -> int:

@@ -24,6 +24,7 @@ import pytest
 
 from ci_register.planning.history_value import history_problem
 from ci_register.registered.paths import MAX_PLAN_BYTES, read_json
+from gates.model.verdicts import GATE_MODES
 from gates.store.backend import display_location, history_location
 from gates.store.metrics import Metric, MetricBook, MetricError, validate_metric
 
@@ -405,6 +406,9 @@ class _Recorder:
         if options.plan:
             confirm_of = options.plan.get("confirm_of")
             self.provenance.confirm_of = confirm_of if isinstance(confirm_of, str) else None
+            # The runner's --gate: with it on, the run reads as failed until its gate saves.
+            gate_mode = options.plan.get("gate_mode")
+            self.provenance.gate_mode = gate_mode if gate_mode in GATE_MODES else None
         self.import_maps = None  # the run-time import tracker (`gates.record.import_map`), from start()
         self.maps_problem: str | None = None
         self.deselected = 0  # tests -k/-m/--deselect left out: the run is not the whole suite

@@ -23,11 +23,12 @@ from typing import Any
 from ci_register.running.redact import mask_secrets
 from gates.model.verdicts import (
     FAILING,
+    attempt_exit,
     chain_outcome,
     fails,
     gate_exit,
     interval_contradicts,
-    pytest_exit,
+    never_judged,
     session_exit,
     shown_verdict,
 )
@@ -159,6 +160,8 @@ class RunInfo:
     confirm_runs: list[str] = field(default_factory=list)  # the chain's reruns, in order
     confirm_statuses: list[str] = field(default_factory=list)  # their run statuses, same order
     gate_note: str | None = None  # why the gate did not judge it (gate-error, gate-unfinished)
+    # Attempts of its chain recorded with the gate on whose gate saved no result.
+    never_judged: list[str] = field(default_factory=list)
     exit_code: int = 0  # the session's (``verdicts.session_exit`` of the whole chain)
 
     @property
@@ -512,8 +515,8 @@ def build_report(data: ReportInput, *, title: str | None = None,
 def _verdict_rows(data: ReportInput, runs: Sequence[RunInfo]) -> list[VerdictRow]:
     """One row per metric of each run: its final verdict (a confirm run's replaces the
     first one's), or ``not-judged`` for a metric the gate did not judge."""
-    status = {str(r["run_id"]): (r.get("status"), r.get("exit_status"))
-              for r in [*data.runs, *(c for cs in data.confirms.values() for c in cs)]}
+    by_id = {str(r["run_id"]): r
+             for r in [*data.runs, *(c for cs in data.confirms.values() for c in cs)]}
     verdicts_by_run: dict[str, list[Mapping[str, Any]]] = {}
     for v in data.verdicts:
         verdicts_by_run.setdefault(str(v["run_id"]), []).append(v)
@@ -532,10 +535,10 @@ def _verdict_rows(data: ReportInput, runs: Sequence[RunInfo]) -> list[VerdictRow
             v, i = outcome.get(k, ({}, 0))
             rows.append(_verdict_row(run, k, v, metrics.get(k) or {}, chain[i] if i else None))
         failed_tests = run.counts.get("failed", 0) + run.counts.get("error", 0)
+        run.never_judged = [rid for rid in chain if never_judged(by_id.get(rid) or {})]
         run.exit_code = session_exit(gate_exit([v for v, _ in outcome.values()]),
                                      [int(failed_tests > 0)]
-                                     + [pytest_exit(*status.get(rid, ("complete", 0)))
-                                        for rid in chain])
+                                     + [attempt_exit(by_id.get(rid) or {}) for rid in chain])
     return rows
 
 

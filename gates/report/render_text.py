@@ -225,6 +225,11 @@ def headline(report: Report) -> str:
         text += f"; {incomplete} run(s) incomplete"
     if gate_unfinished:
         text += f"; the gate of {gate_unfinished} run(s) did not finish, so it was not judged"
+    # Recorded with the gate on, and no gate saved a result for it (its runner killed
+    # mid-gate, a mark nobody could write): never judged, never "no gate failed".
+    never = sum(len(r.never_judged) for r in report.runs)
+    if never:
+        text += f"; the gate did not record a result for {never} run(s)"
     if gate_error:
         why = gate_error[0].gate_note or "the gate refused its input"
         more = f" (and {len(gate_error) - 1} more run(s))" if len(gate_error) > 1 else ""

@@ -32,7 +32,10 @@ Tables (browse them with ``sqlite-utils tables history.db --counts``):
   fingerprint (hardware key that baselines match on), hardware (JSON),
   trusted (1/0), trust_reason, trust_changed_at, num (the run's integer in this
   file; a merged or copied run may get another), gate_note (m009: why the gate did
-  not judge a gate-error or gate-unfinished run).
+  not judge a gate-error or gate-unfinished run), gate_mode (m010: the session's --gate,
+  written as pytest starts; NULL: unknown) and gated_at (m010: when its gate saved its
+  verdicts, in their transaction; a complete run with gate_mode enforce or warn and no
+  gated_at was never judged and reads as failed).
 - ``tests``: one row per test and attempt: run_id, attempt, nodeid, path (relative
   to the rootdir, posix), outcome (passed/failed/skipped/error/xfailed/xpassed),
   duration (setup + call + teardown, seconds), skip_reason, error (trimmed).
@@ -662,8 +665,8 @@ class History:
         if status not in (GATE_UNFINISHED, GATE_ERROR):
             raise HistoryError(f"mark_not_judged: status {status!r}; use {GATE_UNFINISHED} "
                                f"or {GATE_ERROR}")
-        guard = (" AND NOT EXISTS (SELECT 1 FROM verdict_rows v WHERE v.run_num = runs.num)"
-                 if if_no_verdicts else "")
+        guard = (" AND gated_at IS NULL AND NOT EXISTS (SELECT 1 FROM verdict_rows v "
+                 "WHERE v.run_num = runs.num)" if if_no_verdicts else "")
 
         def write() -> bool:
             cur = self.conn.execute("UPDATE runs SET status = ?, gate_note = ? WHERE run_id = ? "
@@ -701,9 +704,11 @@ class History:
                 _insert(self.conn, "runs", [row])
                 run = row
             else:
+                # A new attempt under the run's id is not judged yet: no gate mark stands.
                 self.conn.execute(
-                    "UPDATE runs SET status = ?, finished_at = ?, exit_status = ? "
-                    "WHERE run_id = ?", (status, finished, record.exit_status, prov.run_id))
+                    "UPDATE runs SET status = ?, finished_at = ?, exit_status = ?, "
+                    "gated_at = NULL, gate_note = NULL WHERE run_id = ?",
+                    (status, finished, record.exit_status, prov.run_id))
                 run = self._rows("SELECT * FROM runs WHERE run_id = ?", (prov.run_id,))[0]
             this = attempt if attempt is not None else self._next_attempt(prov.run_id)
             _put_tests(self.conn, prov.run_id, this, run, record.tests, record.metrics)
@@ -812,6 +817,9 @@ class History:
                 self.conn.execute("DELETE FROM verdict_rows WHERE run_num = (SELECT num FROM "
                                   "runs WHERE run_id = ?) AND attempt = ?", (run_id, attempt))
             _insert_verdicts(self.conn, prepared)
+            # The gate's "finished" mark, in the verdicts' transaction: a run recorded with
+            # its gate on reads as failed until this commits (`verdicts.never_judged`).
+            self.conn.execute("UPDATE runs SET gated_at = ? WHERE run_id = ?", (now, run_id))
             return len(prepared)
 
         return self._write(write)
@@ -1583,6 +1591,7 @@ def _run_row(prov: Provenance, *, status: str, exit_status: int | None) -> dict[
         "host": prov.host, "python": prov.python, "fingerprint": prov.fingerprint,
         "hardware": json.dumps(prov.hardware, sort_keys=True, default=str),
         "trusted": int(untrusted is None), "trust_reason": untrusted, "trust_changed_at": None,
+        "gate_mode": prov.gate_mode,
     }
 
 

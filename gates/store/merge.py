@@ -47,7 +47,8 @@ class MergeReport:
 
 # Trust is a judgement made after the fact, and verdicts are derived: neither
 # makes two copies of a run "different content".
-_VOLATILE_RUN_COLUMNS = ("trusted", "trust_reason", "trust_changed_at")
+# The gate's mark (gated_at) is the verdicts' time, derived the same way.
+_VOLATILE_RUN_COLUMNS = ("trusted", "trust_reason", "trust_changed_at", "gated_at")
 
 
 def run_digest(bundle: Mapping[str, Any]) -> str:

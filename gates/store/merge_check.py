@@ -97,6 +97,10 @@ def _check_run(run: Mapping[str, Any], fail, now: dt.datetime) -> None:
     if not (_int(run.get("shard_index"), 1, nullable=True)
             and _int(run.get("shard_count"), 1, nullable=True)):
         raise fail("shard_index / shard_count are not positive integers")
+    if run.get("gate_mode") not in (None, "enforce", "warn", "off"):
+        raise fail(f"gate_mode {run.get('gate_mode')!r} is not enforce, warn or off")
+    if run.get("gated_at") is not None and _when(run["gated_at"]) is None:
+        raise fail(f"gated_at {run.get('gated_at')!r} is not an ISO time")
     if not _int(run.get("exit_status"), -255, nullable=True):
         raise fail(f"exit_status {run.get('exit_status')!r} is not an integer")
     if not isinstance(run.get("fingerprint"), str) or not run["fingerprint"]:

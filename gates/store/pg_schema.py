@@ -255,6 +255,10 @@ _M009 = [
 # Why the gate did not judge a run (SQLite's m009): its bad-input line or how it stopped.
 _M010 = [f"ALTER TABLE runs ADD COLUMN gate_note {_T}"]
 
+# The session's gate mode, written as pytest starts, and when its gate saved its verdicts
+# (SQLite's m010): a complete run with its gate on and no gated_at was never judged.
+_M011 = [f"ALTER TABLE runs ADD COLUMN gate_mode {_T}, ADD COLUMN gated_at {_T}"]
+
 PG_MIGRATIONS: tuple[tuple[str, list[str]], ...] = (
     ("m001_initial", _M001),
     ("m002_after_verdict", _M002),
@@ -266,5 +270,6 @@ PG_MIGRATIONS: tuple[tuple[str, list[str]], ...] = (
     ("m007_verdict_ci_conf", _M008),
     ("m008_compact_plans_verdicts", _M009),
     ("m009_gate_note", _M010),
+    ("m010_gate_mode", _M011),
 )
 PG_KNOWN_MIGRATIONS = tuple(name for name, _ in PG_MIGRATIONS)

@@ -85,6 +85,7 @@ class Provenance:
     fingerprint: str = "cpu"
     hardware: dict[str, Any] = field(default_factory=dict)
     confirm_of: str | None = None  # run id re-checked by this confirm-on-trip run
+    gate_mode: str | None = None  # the session's --gate (enforce, warn, off); None: unknown
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -129,6 +129,9 @@ class RunRow(TypedDict, total=False):
     trusted: int
     trust_reason: str | None
     trust_changed_at: str | None
+    gate_note: str | None  # m009: why the gate did not judge it
+    gate_mode: str | None  # m010: the session's --gate; None: unknown
+    gated_at: str | None  # m010: when its gate saved its verdicts
 
 
 class HealthRunRow(TypedDict):

@@ -444,6 +444,16 @@ def _m009_gate_note(db: Database) -> None:
     db.execute("ALTER TABLE runs ADD COLUMN gate_note TEXT")
 
 
+@_migration("m010_gate_mode")
+def _m010_gate_mode(db: Database) -> None:
+    # The session's gate mode (enforce, warn, off), written with the run as pytest starts,
+    # and the time its gate saved its verdicts (`History.save_verdicts`, in the same
+    # transaction). A complete run recorded with its gate on and no ``gated_at`` was never
+    # judged: it reads as failed. Older rows hold NULL in both and read as they did.
+    db.execute("ALTER TABLE runs ADD COLUMN gate_mode TEXT")
+    db.execute("ALTER TABLE runs ADD COLUMN gated_at TEXT")
+
+
 # Tables of per-run rows keyed by ``runs.num``, those keyed by run id text, and every
 # reference to a ``texts`` id (what a snapshot copies, what a delete keeps).
 BY_NUM = ("metric_rows", "test_rows", "verdict_rows", "plan_file_rows")
