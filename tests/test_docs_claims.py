@@ -322,6 +322,12 @@ FIGURES = [
      r"\| 32 x 1000 \| [^|]* \| ([\d.]+) s \|"),
     ("docs/fleet.md", r"with its verdicts takes ([\d.]+) kB after VACUUM", "benchmarks/results/bench_fleet.md",
      r"\| m008[^|]*\| ([\d.]+) kB \|"),
+    ("docs/internals.md", r"A 73-metric run with its verdicts takes ([\d.]+) kB", "benchmarks/results/bench_fleet.md",
+     r"\| m008[^|]*\| ([\d.]+) kB \|"),
+    ("docs/internals.md", r"names cut false alarms from ([\d.]+)% / ([\d.]+)% to ([\d.]+)% / ([\d.]+)% a series",
+     "benchmarks/results/bench_gates_machines.md",
+     r"(?=[\s\S]*?\| no\s+\| ([\d.]+)%)(?=[\s\S]*?\| no[\s\S]*?\| no\s+\| ([\d.]+)%)"
+     r"(?=[\s\S]*?\| yes\s+\| ([\d.]+)%)(?=[\s\S]*?\| yes[\s\S]*?\| yes\s+\| ([\d.]+)%)"),
     ("docs/gates/surfaces.md", r"(\d),(\d{3}) sessions \(\d+ with reruns, \d+ with two or more\), (\d+) exit-code and "
      r"(\d+) verdict", "benchmarks/results/bench_surfaces.md",
      r"Sessions: (\d)(\d{3}); failed: \d+; report exit-code mismatches: (\d+); verdict mismatches: (\d+)"),
