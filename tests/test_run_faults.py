@@ -969,3 +969,36 @@ def test_a_judged_or_ungated_run_still_reads_passed(tmp_path, gate):
     with sqlite3.connect(db) as conn:
         conn.execute("UPDATE runs SET gate_mode = NULL, gated_at = NULL")
     assert report_exit(db) == 0
+
+
+@pytest.mark.parametrize(("call", "line"), [
+    ('register_ci_gate(metric_key="lat", min_change=-1)',
+     "register_ci_gate(metric_key='lat'): min_change=-1 is relative (0.05 = 5%); "
+     "use a value in [0, 10]"),
+    ('register_ci_gate(metric_key="lat", mode="strict")',
+     "register_ci_gate(metric_key='lat'): mode='strict'; use one of enforce, warn, off"),
+])
+def test_a_bad_gate_value_stops_the_session_before_any_test_runs(tmp_path, call, line):
+    # It was refused only by the gate, after every test had run (GPU minutes spent on a
+    # session that could only exit 2).
+    ran = tmp_path / "ran"
+    (tmp_path / "suites").mkdir()
+    (tmp_path / "suites" / "catalog.toml").write_text(CATALOG)
+    (tmp_path / "suites" / "test_a.py").write_text(
+        "from ci_register import register_cpu_ci, register_ci_gate\n"
+        'register_cpu_ci(est_time=10, suite="cpu")\n'
+        f"{call}\n\n"
+        "def test_a(metrics):\n"
+        f"    open({str(ran)!r}, 'w').close()\n"
+        '    metrics.record("lat", [1.0, 1.1], unit="s", better="lower")\n')
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "ci_register", "run", "cpu", "--history", str(tmp_path / "h.db"),
+         "--gate", "enforce"], cwd=tmp_path, env=env(), stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE, text=True, start_new_session=True)
+    rc, out = finish(proc)
+    assert rc == 2, out
+    assert not ran.exists(), out  # no test ran
+    assert [ln for ln in out.splitlines() if "test_a.py:3:" in ln] == \
+        [f"ERROR: suites/test_a.py:3: {line}"], out
+    assert not (tmp_path / "h.db").exists() or rows(tmp_path / "h.db",
+                                                    "SELECT count(*) FROM runs") == [(0,)]

@@ -617,10 +617,11 @@ def run_suite(opts: RunOptions) -> int:
         print(f"error: suite {suite.name} shard {i}/{n}: pytest collected no tests from {len(targets)} registered file(s)", file=sys.stderr)
         rc = 1
     if rc == 4:
-        # pytest's usage error: bad arguments or a history the gates plugin refused (its
-        # one line is above). Bad input, so exit 2, as every other bad input.
+        # pytest's usage error: bad arguments, a history or a register_ci_gate value the
+        # gates plugin refused (its one line is above), before any test ran. Bad input,
+        # so exit 2, as every other bad input.
         print(f"error: suite {suite.name} shard {i}/{n}: pytest refused to start (exit 4): its arguments, "
-              "the history, or a conftest.py that failed to import; pytest's error is above", file=sys.stderr)
+              "the history, a register_ci_gate value, or a conftest.py that failed to import; pytest's error is above", file=sys.stderr)
         return 2
     if rc not in (0, 1):
         if rc == 2:  # pytest stopped: say why, and what ran, from its JUnit file

@@ -163,6 +163,16 @@ def parse_options(
             run_id = plan_run
         if shard is None and isinstance(plan.get("shard"), list) and len(plan["shard"]) == 2:
             shard_t = (int(plan["shard"][0]), int(plan["shard"][1]))
+        if plan.get("gates"):
+            # A register_ci_gate value the gate would refuse (min_change=-1, mode="strict")
+            # stops the session here, before any test runs, not after them at the gate.
+            # Lazily: the declarations pull the statistics model (numpy, scipy).
+            from gates.record.declarations import DeclarationError, parse_plan_gates  # noqa: PLC0415
+
+            try:
+                parse_plan_gates(plan["gates"])
+            except DeclarationError as exc:
+                raise pytest.UsageError(str(exc)) from None
     source, given = (("--gates-history", history) if history is not None
                      else ("GATES_HISTORY", env.get("GATES_HISTORY") or None))
     if given is not None and (problem := history_problem(given)):
