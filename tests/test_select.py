@@ -137,6 +137,21 @@ def test_deleted_file_selects_its_importers(tree):
     assert "imports pkg/gone.py, deleted" in s.files["tests/b/test_c.py"]
 
 
+def test_a_change_past_the_bound_runs_everything_and_says_why(tree):
+    # Every changed path was read, each deleted or new Python file with a pass over
+    # every file's imports (~11 ms on this repository's tree): a 100,000-file change took
+    # over 5 minutes before the selection said anything. Past the bound everything runs.
+    from ci_register.planning.select import MAX_CHANGED_PATHS
+
+    docs = [f"docs/page{i}.md" for i in range(MAX_CHANGED_PATHS)]
+    s = sel(tree, docs)
+    assert not s.everything and s.files == {}  # at the bound: read as ever
+    s = sel(tree, [*docs, "pkg/new_module.py"])
+    assert s.everything == (f"{MAX_CHANGED_PATHS + 1} paths changed, more than the "
+                            f"{MAX_CHANGED_PATHS} a selection reads; everything runs")
+    assert sel(tree, [*docs, *docs]).everything == ""  # repeats count once
+
+
 def test_src_layout_and_test_folder_on_sys_path(tmp_path):
     write(tmp_path, {
         "src/lib/__init__.py": "", "src/lib/ops.py": "", "src/lib/other.py": "",
@@ -208,6 +223,21 @@ def test_matrix_runs_only_affected_files_and_says_why(repo):
     r = matrix(repo, "--changed-files", "lib/b.py", "suites/catalog.toml")  # the catalog: everything
     got = {e["name"]: e for e in json.loads(r.stdout)["include"]}
     assert "--file" not in got["cpu 1/3"]["command"] and "suites/catalog.toml changed" in got["cpu 1/3"]["why"]
+
+
+@pytest.mark.timeout(120)
+def test_matrix_with_a_huge_change_plans_everything_quickly(repo):
+    from ci_register.planning.select import MAX_CHANGED_PATHS
+
+    listing = repo / "changed.txt"
+    listing.write_text("".join(f"vendor/pkg{i}/mod.py\n" for i in range(MAX_CHANGED_PATHS * 4)))
+    r = subprocess.run(f"{sys.executable} -m ci_register matrix --event pull_request "
+                       "--changed-files $(cat changed.txt)", shell=True, cwd=repo,
+                       capture_output=True, text=True, timeout=100,
+                       env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin"})
+    assert r.returncode == 0, r.stderr[-500:]
+    got = {e["name"]: e for e in json.loads(r.stdout)["include"]}
+    assert f"{MAX_CHANGED_PATHS * 4} paths changed" in got["cpu 1/3"]["why"]
 
 
 def test_matrix_base_reads_git(repo):
