@@ -172,6 +172,25 @@ def test_a_catalog_that_is_a_fifo_a_device_or_huge_is_one_line_not_a_hang(tmp_pa
     assert r.returncode == 2 and r.stderr.startswith("error: /dev/zero: not a regular file")
 
 
+def test_toml_nested_past_the_parsers_depth_is_one_line(tmp_path):
+    # tomllib recurses per nested array: a catalog, an accept file or a tree's
+    # pyproject.toml of 100,000 nested arrays raised RecursionError, a traceback.
+    from ci_register.planning.imports import scan
+    from gates.record import accept
+
+    deep = "x = " + "[" * 100_000 + "]" * 100_000 + "\n"
+    with pytest.raises(CatalogError, match="^suites/catalog.toml: malformed catalog: arrays or "
+                                           "tables nested too deeply"):
+        parse_catalog(CATALOG_TEXT + deep, Path("suites/catalog.toml"))
+    (tmp_path / accept.ACCEPT_FILE).write_text("[[accept]]\nkey = " + deep[4:])
+    with pytest.raises(accept.AcceptFileError, match="nested too deeply"):
+        accept.read_accept_file(tmp_path)
+    (tmp_path / "pyproject.toml").write_text("[tool.x]\n" + deep)
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "__init__.py").write_text("")
+    assert "pkg/__init__.py" in scan(tmp_path, (".",)).files  # read without it, as ever
+
+
 def test_a_tiny_budget_or_a_huge_partition_is_one_line():
     from ci_register.planning.partition import PartitionError, parse_partition
     from ci_register.planning.schedule import ScheduleError, plan_schedule

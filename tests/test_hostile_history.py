@@ -219,6 +219,19 @@ def test_a_shard_with_a_key_in_another_unit_is_refused(template, tmp_path, capsy
     assert into.read_bytes() == before
 
 
+def test_json_nested_past_the_decoders_depth_is_a_bad_row_not_a_traceback(template, tmp_path,
+                                                                         capsys):
+    # A hardware text of 100,000 nested arrays: json.loads raised RecursionError, which
+    # no handler took; gate-report printed a traceback.
+    path = tmp_path / "history.db"
+    shutil.copy(template, path)
+    _force(path, "UPDATE runs SET hardware = ? WHERE num = (SELECT max(num) FROM runs)",
+           ("[" * 100_000 + "]" * 100_000,))
+    code, _, err = cli(["--history", path, "--no-health"], capsys)
+    assert code == 2 and err.count("\n") == 1 and "gate-report check" in err, err
+    assert "Traceback" not in err
+
+
 def test_a_history_poisoned_before_merge_checked_is_exit_2_and_named(template, tmp_path, capsys):
     from gates.gate import main as gate_main
 

@@ -506,8 +506,8 @@ def _declared_roots(root: Path) -> tuple[list[str], list[str]]:
                     if "=" in line:
                         plugins.append(line.partition("=")[2].partition(":")[0].strip())
                 roots.append(here.as_posix())
-        except (OSError, ValueError, configparser.Error, AttributeError, TypeError):
-            continue  # a packaging file we cannot read: the import-derived roots still apply
+        except (OSError, ValueError, configparser.Error, AttributeError, TypeError, RecursionError):
+            continue  # a packaging file we cannot read (or nested past the parser's depth): the import-derived roots still apply
         roots += [(here / d).as_posix() for d in dirs if d and isinstance(d, str) and not Path(d).is_absolute() and ".." not in Path(d).parts]
     return roots, plugins
 

@@ -378,6 +378,9 @@ def parse_catalog(text: str, path: Path) -> Catalog:
         m = re.search(r"at line (\d+)", str(exc))
         line = m.group(1) if m else "1"
         raise CatalogError(f"{path}:{line}: malformed catalog: {exc}; fix the TOML (a suite defined twice is a duplicate table)") from None
+    except RecursionError:  # tomllib recurses per nested array or inline table
+        raise CatalogError(f"{path}: malformed catalog: arrays or tables nested too deeply to read; "
+                           "fix the TOML (a catalog nests a few levels)") from None
     unknown = sorted(set(data) - {"collect", "markers", "suites", "implicit", "select", "gate_defaults"})
     if unknown:
         raise CatalogError(f"{path}:{_line_of(text, unknown[0])}: unknown table {unknown[0]!r}; known: collect, gate_defaults, implicit, markers, select, suites")

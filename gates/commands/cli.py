@@ -518,7 +518,8 @@ def _main(argv: Sequence[str]) -> int:
                 (problem := _undecodable_argument(argv, exc.object)):
             print(f"error: {problem}", file=sys.stderr)
             return 2
-        if isinstance(exc, (TypeError, ValueError, ArithmeticError)):  # a row no writer of ours makes
+        # A row no writer of ours makes (RecursionError: JSON nested past the decoder's depth).
+        if isinstance(exc, (TypeError, ValueError, ArithmeticError, RecursionError)):
             print(f"error: the history holds a row this report cannot read ({type(exc).__name__}: "
                   f"{exc}); `gate-report check` names the runs", file=sys.stderr)
             return 2

@@ -101,6 +101,9 @@ def read_accept_file(root: Path) -> list[dict[str, Any]]:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise AcceptFileError(f"{path}: {exc}; fix the TOML syntax") from None
+    except RecursionError:  # tomllib recurses per nested array or inline table
+        raise AcceptFileError(f"{path}: arrays or tables nested too deeply to read; fix the "
+                              "TOML (an entry holds strings)") from None
     heads = [i + 1 for i, line in enumerate(text.splitlines())
              if line.strip().startswith("[[accept]]")]
     extra = sorted(set(data) - {"accept"})
