@@ -769,7 +769,7 @@ NOTES = """\
 
 
 # What was tried on the detection side, round by round: a document of its own, rendered
-# into the report (the harnesses it names are at tag gate-lab-2026-12).
+# into the report (the harnesses it names are at commit 703120f).
 ATTEMPTS_FILE = Path(__file__).resolve().parent / "results" / "attempts.md"
 
 
