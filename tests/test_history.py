@@ -280,6 +280,20 @@ def test_newer_schema_is_refused_and_untouched(tmp_path):
     assert path.read_bytes() == before
 
 
+@pytest.mark.parametrize("location", ["host=db password=PWSECRET dbname=gates",
+                                      "mysql://u:PWSECRET@db/h", "sqlite:///x.db"])
+def test_a_location_that_is_no_path_creates_no_file_named_after_it(tmp_path, monkeypatch,
+                                                                   location):
+    # Given to the store directly (not through a CLI's check), each of these opened an
+    # SQLite file or folders named after it, the password in the name.
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(HistoryError, match="^history location: a .*not a history file path") \
+            as err:
+        open_history(location)
+    assert "PWSECRET" not in str(err.value)
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_foreign_sqlite_database_is_refused(tmp_path):
     path = tmp_path / "other.db"
     conn = sqlite3.connect(path)

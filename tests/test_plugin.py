@@ -294,6 +294,10 @@ def test_outcome_of(when, outcome, xfail, expected):
 @pytest.mark.parametrize(("history", "env", "message"), [
     (" ", {}, "--gates-history ' ': is blank"),
     ("sqlite:///x.db", {}, "--gates-history 'sqlite:///x.db': is a sqlite:// URL"),
+    # libpq's keyword/value form became a file named after it, password and all.
+    (None, {"GATES_HISTORY": "host=db password=S dbname=g"}, "GATES_HISTORY 'host=db "
+     "password=*** dbname=g': is a key=value connection string, not a file path: write it as "
+     "a URL"),
     (None, {"GATES_HISTORY": "h.db "}, "GATES_HISTORY 'h.db ': starts or ends with a space"),
     (None, {"GATES_HISTORY": "a\nb.db"}, "GATES_HISTORY 'a\\nb.db': holds a control character"),
 ])

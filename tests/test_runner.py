@@ -109,14 +109,17 @@ def test_bad_run_options_are_usage_errors(args, message):
         parse_run_args("cpu", args)
 
 
-@pytest.mark.parametrize("value", [" ", "sqlite:///x.db", "h.db\n"])
+@pytest.mark.parametrize("value", [" ", "sqlite:///x.db", "h.db\n",
+                                   "host=db password=PWSECRET dbname=gates"])
 def test_a_gates_history_that_is_no_path_is_refused_and_creates_nothing(tree, value):
     e = dict(os.environ, PYTHONPATH=str(REPO), GATES_HISTORY=value)
     e.pop("CI_REGISTER_FAKE_HARDWARE", None)
     r = subprocess.run([sys.executable, "-m", "ci_register", "run", "cpu", "--gate", "off"],
                        cwd=tree, env=e, capture_output=True, text=True, timeout=120)
     assert r.returncode == 2, r.stdout + r.stderr
-    assert r.stderr.startswith(f"error: GATES_HISTORY {value!r}: ") and r.stderr.count("\n") == 1
+    assert r.stderr.startswith(f"error: GATES_HISTORY {value!r}: ".replace("PWSECRET", "***")) \
+        and r.stderr.count("\n") == 1
+    assert "PWSECRET" not in r.stdout + r.stderr
     assert sorted(p.name for p in tree.iterdir()) == ["suites"]  # no file, no folder, no results
     # An empty GATES_HISTORY is an unset one, as before: the root's history.db.
     e["GATES_HISTORY"] = ""

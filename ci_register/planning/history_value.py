@@ -4,7 +4,7 @@ The runner (`--history`, ``GATES_HISTORY``), the gates pytest plugin (``--gates-
 and ``gate-report merge --into`` write the history they are given, creating the file when
 it is missing. A value that only looks like a location made a file nobody meant: a blank
 or space-padded CI variable made a file named " " in the checkout, ``sqlite:///x.db`` a
-folder ``sqlite:`` holding ``x.db``, a newline a file name with a line break in it. Each
+folder ``sqlite:`` holding ``x.db``, ``host=db password=...`` a file named after it, a newline a file name with a line break in it. Each
 is refused before anything is written, with what to give instead. ci_register never
 imports gates, so the rule lives here and gates imports it.
 """
@@ -13,12 +13,16 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["HISTORY_ENV", "history_argv", "history_problem", "is_database_url"]
+__all__ = ["HISTORY_ENV", "history_argv", "history_problem", "is_conninfo", "is_database_url"]
 
 HISTORY_ENV = "GATES_HISTORY"
 
 _URL = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://")
 _DATABASE_SCHEMES = ("postgresql", "postgres")
+# libpq's keyword/value form (``host=db password=... dbname=gates``): taken as a path it
+# became an SQLite file named after it, password included, on the children's command line.
+_CONNINFO = re.compile(r"(?i)(?:^|\s)(?:host|hostaddr|dbname|user|password|port|sslmode|"
+                       r"service|options|connect_timeout)\s*=")
 
 
 def history_problem(value: str) -> str | None:
@@ -35,7 +39,15 @@ def history_problem(value: str) -> str | None:
         return (f"is a {scheme.group(1)}:// URL, and only postgresql:// URLs name a "
                 "database: give an SQLite history as a plain file path (x.db, not "
                 "sqlite:///x.db)")
+    if is_conninfo(value):
+        return ("is a key=value connection string, not a file path: write it as a URL, "
+                "postgresql://USER:PASSWORD@HOST:PORT/DBNAME")
     return None
+
+
+def is_conninfo(value: str) -> bool:
+    """A libpq keyword/value connection string (``host=db dbname=gates ...``)."""
+    return bool(_CONNINFO.search(value))
 
 
 def is_database_url(value: str) -> bool:

@@ -82,6 +82,7 @@ import datetime as dt
 import json
 import os
 import random
+import re
 import shutil
 import sqlite3
 import tempfile
@@ -91,6 +92,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
+from ci_register.planning.history_value import is_conninfo
 from gates.store.backend import mask_secrets
 from gates.store.baseline_reads import BaselineReads
 from gates.store.dialect import DIALECTS, Dialect
@@ -1504,9 +1506,32 @@ class History:
 # ------------------------------------------------------------------- helpers
 
 
+# A location that is no file path, reaching the store without the entry points' check
+# (`ci_register.planning.history_value.history_problem`): a URL of another scheme (Path
+# folds its "//"), or a libpq key=value string. Taken as a path, it became an SQLite file
+# (or folders) named after it, password included, and nothing reached the database meant.
+_URL_LIKE = re.compile(r"(?i)^([a-z][a-z0-9+.-]+):/")
+
+
+def _not_a_path(text: str) -> str | None:
+
+    url = _URL_LIKE.match(text)
+    if url:
+        return (f"a {url.group(1)}: URL, not a history file path; a history is a file path or "
+                f"a postgresql:// URL ({HISTORY_OPTION})")
+    if is_conninfo(text):
+        return ("a key=value connection string, not a history file path; write it as a URL: "
+                f"postgresql://USER:PASSWORD@HOST:PORT/DBNAME ({HISTORY_OPTION})")
+    return None
+
+
 def check_file(path: Path, *, create: bool) -> None:
     """Raise ``HistoryError`` (naming the fix) unless ``path`` can be a history file:
-    missing (unless ``create``), a directory, a FIFO or device, unreadable, or not SQLite."""
+    a URL or connection string given for one, missing (unless ``create``), a directory,
+    a FIFO or device, unreadable, or not SQLite."""
+    problem = _not_a_path(os.fspath(path))
+    if problem:
+        raise HistoryError(f"history location: {problem}")
     if not path.exists():
         if not create:
             raise HistoryError(f"{path}: no such history; check the path ({HISTORY_OPTION}) "
