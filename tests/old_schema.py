@@ -42,7 +42,8 @@ def to_m007(conn: sqlite3.Connection) -> None:
     conn.execute("DROP TABLE verdict_rows_m008")
     conn.execute("CREATE INDEX verdict_rows_run ON verdict_rows (run_num, attempt)")
     conn.execute(f"CREATE VIEW verdicts AS {VERDICTS_VIEW_M007}")
-    for column in ("gate_note", "gate_mode", "gated_at"):
+    for column in ("gate_note", "gate_mode", "gated_at", "planned_shards"):
         conn.execute(f"ALTER TABLE runs DROP COLUMN {column}")
     conn.execute("DELETE FROM _sqlite_migrations WHERE name IN "
-                 "('m008_compact_plans_verdicts', 'm009_gate_note', 'm010_gate_mode')")
+                 "('m008_compact_plans_verdicts', 'm009_gate_note', 'm010_gate_mode', "
+                 "'m011_planned_shards')")

@@ -1002,3 +1002,53 @@ def test_a_bad_gate_value_stops_the_session_before_any_test_runs(tmp_path, call,
         [f"ERROR: suites/test_a.py:3: {line}"], out
     assert not (tmp_path / "h.db").exists() or rows(tmp_path / "h.db",
                                                     "SELECT count(*) FROM runs") == [(0,)]
+
+
+def test_a_planned_shard_that_recorded_no_run_fails_the_commits_report(tmp_path):
+    # Shard 2/3's job died before pytest began (or its history never reached the merge):
+    # the commit's report, its PR comment and the fleet read "passed" on shard 1 alone.
+    (tmp_path / "suites").mkdir()
+    (tmp_path / "suites" / "catalog.toml").write_text(CATALOG)
+    for name, t in (("a", 10), ("b", 5)):
+        (tmp_path / "suites" / f"test_{name}.py").write_text(
+            REG.format(t=t) + f"def test_{name}():\n    pass\n")
+    db = tmp_path / "h.db"
+
+    def shard(part: str) -> int:
+        e = env(GATES_COMMIT="c0ffee" * 6 + "c0ff", GATES_BRANCH="main")
+        done = subprocess.run(
+            [sys.executable, "-m", "ci_register", "run", "cpu", "--history", str(db),
+             "--gate", "enforce", "--partition", part], cwd=tmp_path, env=e,
+            capture_output=True, text=True, timeout=120)
+        return done.returncode
+
+    from gates.commands.cli import main as gate_report  # noqa: PLC0415
+    from gates.report import notify  # noqa: PLC0415
+
+    def reports() -> dict[str, str]:
+        out = {}
+        for fmt in ("text", "md", "json", "html"):
+            path = tmp_path / f"report.{fmt}"
+            out[fmt] = str(gate_report(["--history", str(db), "--root", str(tmp_path),
+                                        "--no-health", "--format", fmt, "--out", str(path)]))
+            out[fmt] += "\n" + path.read_text(encoding="utf-8")
+        return out
+
+    # Two files, three shards: shards 1 and 2 get a file each, shard 3 none.
+    assert shard("1/3") == 0 and shard("3/3") == 0  # the empty shard records nothing
+    assert rows(db, "SELECT shard_index, planned_shards FROM runs") == [(1, "[1, 2]")]
+    got = reports()
+    for fmt in ("text", "md"):
+        assert got[fmt].startswith("1\n"), got[fmt]
+        assert "shard(s) cpu 2/3 recorded no run" in got[fmt], got[fmt]
+        assert "3/3" not in got[fmt].split("\n")[1], got[fmt]  # the empty shard is not missing
+    data = json.loads(got["json"].split("\n", 1)[1])
+    assert data["exit_code"] == 1
+    assert [(r["shard"], r["status"]) for r in data["runs"]] == \
+        [("1/3", "complete"), ("2/3", "not-recorded")]
+    assert "badge b-fail" in got["html"]
+    md = got["md"].split("\n", 1)[1]
+    assert notify.comment_body(md, None).splitlines()[1].startswith("## ❌")
+    # Once shard 2 reports, the commit reads as its shards say.
+    assert shard("2/3") == 0
+    assert reports()["text"].startswith("0\n")

@@ -59,11 +59,12 @@ def test_an_m002_history_migrates_in_place_with_nothing_lost(old):
     before = _old_content(old)
     assert len(before["metrics"]) == 48 and len(before["verdicts"]) == 42
     with open_history(old) as h:
-        assert h.schema_version == SCHEMA_VERSION == 10
+        assert h.schema_version == SCHEMA_VERSION == 11
         runs = _rows(h.conn, "SELECT * FROM runs ORDER BY rowid")
-        # m009's gate_note, m010's gate_mode and gated_at: NULL, so they read as before
-        assert {r[-3:] for r in runs} == {(None, None, None)}
-        assert [r[:-4] for r in runs] == before["runs"]  # - num and those
+        # m009's gate_note, m010's gate_mode and gated_at, m011's planned_shards: NULL,
+        # so they read as before
+        assert {r[-4:] for r in runs} == {(None, None, None, None)}
+        assert [r[:-5] for r in runs] == before["runs"]  # - num and those
         for table in _KEEP[1:]:
             assert _rows(h.conn, f"SELECT * FROM {table} ORDER BY {_order(table)}") == before[table]
         for view in ("metrics", "tests", "verdicts"):
@@ -141,7 +142,7 @@ def test_an_m007_history_reads_the_same_after_m008(tmp_path):
     conn.close()
     assert before["plan_files"] and before["verdicts"]
     with open_history(path) as h:
-        assert h.schema_version == SCHEMA_VERSION == 10
+        assert h.schema_version == SCHEMA_VERSION == 11
         assert _views(h.conn) == before
         assert h.orphan_rows() == [] and h.check() is None
     # A read-only open of the old file reads the same through a migrated copy, and

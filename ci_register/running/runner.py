@@ -608,6 +608,9 @@ def run_suite(opts: RunOptions) -> int:
     # Recorded with the run as pytest starts: a run with its gate on reads as failed in
     # every report until its gate saves a result, however this process ends.
     plan_data["gate_mode"] = opts.gate
+    # The shards this plan gave files: a report of the commit names one that recorded
+    # no run (an empty shard records none and is not missing).
+    plan_data["planned_shards"] = [s.index for s in plan.shards if s.items]
     plan_file = _write(opts.results / f"plan-{_tag(plan_data)}.json", plan_data)
     opts.suite_pytest_args = list(suite.pytest_args)
     started = time.monotonic()

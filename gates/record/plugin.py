@@ -12,6 +12,7 @@ Options (group "gates"): ``--gates-suite NAME``, ``--gates-shard I/N``,
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import sys
@@ -27,6 +28,7 @@ from ci_register.registered.paths import MAX_PLAN_BYTES, read_json
 from gates.model.verdicts import GATE_MODES
 from gates.store.backend import display_location, history_location
 from gates.store.metrics import Metric, MetricBook, MetricError, validate_metric
+from gates.store.rows import planned_shards
 
 if TYPE_CHECKING:
     from gates.store.history import History, TestResult
@@ -419,6 +421,8 @@ class _Recorder:
             # The runner's --gate: with it on, the run reads as failed until its gate saves.
             gate_mode = options.plan.get("gate_mode")
             self.provenance.gate_mode = gate_mode if gate_mode in GATE_MODES else None
+            shards = planned_shards(json.dumps(options.plan.get("planned_shards")))
+            self.provenance.planned_shards = sorted(set(shards)) if shards else None
         self.import_maps = None  # the run-time import tracker (`gates.record.import_map`), from start()
         self.maps_problem: str | None = None
         self.deselected = 0  # tests -k/-m/--deselect left out: the run is not the whole suite

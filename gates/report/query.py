@@ -10,15 +10,18 @@ from __future__ import annotations
 
 import datetime as dt
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
 from gates.report.build import ReportInput
 from gates.store.history import History
+from gates.store.rows import planned_shards
 
 __all__ = [
+    "NOT_RECORDED",
+    "not_recorded_shards",
     "ReportInputError",
     "load_health_input",
     "load_registrations",
@@ -131,7 +134,40 @@ def select_runs(h: History, *, run: str | None = None, suite: str | None = None,
     for r in h.top_level_runs(suite=suite, commit=head["commit_sha"]):
         newest.setdefault((r["suite"], r.get("shard_index"), r.get("shard_count")), dict(r))
     out = sorted(newest.values(), key=lambda r: (r["suite"], r.get("shard_index") or 1))
-    return out, "run"
+    return out + not_recorded_shards(out), "run"
+
+
+NOT_RECORDED = "not-recorded"  # the status of a planned shard's stand-in (no such run)
+
+
+def not_recorded_shards(runs: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """A stand-in run (status ``not-recorded``) for each shard that the plans of a
+    commit's runs gave files (``runs.planned_shards``) but that recorded no run: its job
+    died before pytest began, or its history never reached the merge. Every surface
+    then reads the commit as failed, never as passed on the shards that did report.
+    A shard its plan gave no files records no run and is not one of these."""
+    groups: dict[tuple[str, int], list[Mapping[str, Any]]] = {}
+    for r in runs:
+        groups.setdefault((str(r["suite"]), int(r.get("shard_count") or 1)), []).append(r)
+    out: list[dict[str, Any]] = []
+    for (suite, n), group in sorted(groups.items()):
+        planned = {i for r in group for i in planned_shards(r.get("planned_shards")) or ()
+                   if i <= n}
+        present = {int(r.get("shard_index") or 1) for r in group}
+        like = group[0]
+        for i in sorted(planned - present):
+            out.append({
+                "run_id": f"{NOT_RECORDED}-{suite}-{i}-of-{n}", "suite": suite,
+                "shard_index": i, "shard_count": n, "status": NOT_RECORDED,
+                "exit_status": None, "confirm_of": None, "commit_sha": like.get("commit_sha"),
+                "branch": like.get("branch"), "ci_url": like.get("ci_url"),
+                "started_at": like["started_at"], "finished_at": None, "host": None,
+                "python": None, "fingerprint": like.get("fingerprint") or "",
+                "hardware": like.get("hardware") or {}, "trusted": 1, "trust_reason": None,
+                "gate_note": (f"shard {i}/{n} of {suite} was planned with files, but no run "
+                              "of it is recorded for this commit"),
+            })
+    return out
 
 
 def load_report_input(h: History, runs: list[dict[str, Any]], *, scope: str = "run",

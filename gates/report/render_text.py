@@ -217,12 +217,16 @@ def headline(report: Report) -> str:
     gate_unfinished = sum(r.status == "gate-unfinished" for r in report.runs)
     # A gate that refused its input (exit 2) judged nothing either; its line says why.
     gate_error = [r for r in report.runs if r.status == "gate-error"]
-    incomplete = sum(r.status not in ("complete", "gate-unfinished", "gate-error")
-                     for r in report.runs)
+    # A planned shard that recorded no run (gates.report.query.not_recorded_shards).
+    missing = [f"{r.suite} {r.shard}" for r in report.runs if r.status == "not-recorded"]
+    incomplete = sum(r.status not in ("complete", "gate-unfinished", "gate-error",
+                                      "not-recorded") for r in report.runs)
     if failed_tests:
         text += f"; {failed_tests} test(s) failed"
     if incomplete:
         text += f"; {incomplete} run(s) incomplete"
+    if missing:
+        text += f"; shard(s) {', '.join(missing[:8])} recorded no run"
     if gate_unfinished:
         text += f"; the gate of {gate_unfinished} run(s) did not finish, so it was not judged"
     # Recorded with the gate on, and no gate saved a result for it (its runner killed

@@ -35,7 +35,8 @@ Tables (browse them with ``sqlite-utils tables history.db --counts``):
   not judge a gate-error or gate-unfinished run), gate_mode (m010: the session's --gate,
   written as pytest starts; NULL: unknown) and gated_at (m010: when its gate saved its
   verdicts, in their transaction; a complete run with gate_mode enforce or warn and no
-  gated_at was never judged and reads as failed).
+  gated_at was never judged and reads as failed), planned_shards (m011: JSON list of
+  the suite's shards its plan gave files; a commit's report names one with no run).
 - ``tests``: one row per test and attempt: run_id, attempt, nodeid, path (relative
   to the rootdir, posix), outcome (passed/failed/skipped/error/xfailed/xpassed),
   duration (setup + call + teardown, seconds), skip_reason, error (trimmed).
@@ -1617,6 +1618,8 @@ def _run_row(prov: Provenance, *, status: str, exit_status: int | None) -> dict[
         "hardware": json.dumps(prov.hardware, sort_keys=True, default=str),
         "trusted": int(untrusted is None), "trust_reason": untrusted, "trust_changed_at": None,
         "gate_mode": prov.gate_mode,
+        "planned_shards": (json.dumps(prov.planned_shards)
+                           if prov.planned_shards is not None else None),
     }
 
 

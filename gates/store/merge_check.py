@@ -26,6 +26,7 @@ from gates.store.metrics import (
     check_unit,
     median,
 )
+from gates.store.rows import planned_shards
 
 __all__ = ["FUTURE_SLACK", "ShardRejected", "check_bundle"]
 
@@ -101,6 +102,9 @@ def _check_run(run: Mapping[str, Any], fail, now: dt.datetime) -> None:
         raise fail(f"gate_mode {run.get('gate_mode')!r} is not enforce, warn or off")
     if run.get("gated_at") is not None and _when(run["gated_at"]) is None:
         raise fail(f"gated_at {run.get('gated_at')!r} is not an ISO time")
+    if run.get("planned_shards") is not None and planned_shards(run["planned_shards"]) is None:
+        raise fail(f"planned_shards {str(run.get('planned_shards'))[:80]!r} is not a JSON "
+                   "list of shard numbers")
     if not _int(run.get("exit_status"), -255, nullable=True):
         raise fail(f"exit_status {run.get('exit_status')!r} is not an integer")
     if not isinstance(run.get("fingerprint"), str) or not run["fingerprint"]:

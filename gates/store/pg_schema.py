@@ -259,6 +259,9 @@ _M010 = [f"ALTER TABLE runs ADD COLUMN gate_note {_T}"]
 # (SQLite's m010): a complete run with its gate on and no gated_at was never judged.
 _M011 = [f"ALTER TABLE runs ADD COLUMN gate_mode {_T}, ADD COLUMN gated_at {_T}"]
 
+# The shards its plan gave files, as a JSON list (SQLite's m011).
+_M012 = [f"ALTER TABLE runs ADD COLUMN planned_shards {_T}"]
+
 PG_MIGRATIONS: tuple[tuple[str, list[str]], ...] = (
     ("m001_initial", _M001),
     ("m002_after_verdict", _M002),
@@ -271,5 +274,6 @@ PG_MIGRATIONS: tuple[tuple[str, list[str]], ...] = (
     ("m008_compact_plans_verdicts", _M009),
     ("m009_gate_note", _M010),
     ("m010_gate_mode", _M011),
+    ("m011_planned_shards", _M012),
 )
 PG_KNOWN_MIGRATIONS = tuple(name for name, _ in PG_MIGRATIONS)

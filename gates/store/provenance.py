@@ -86,6 +86,7 @@ class Provenance:
     hardware: dict[str, Any] = field(default_factory=dict)
     confirm_of: str | None = None  # run id re-checked by this confirm-on-trip run
     gate_mode: str | None = None  # the session's --gate (enforce, warn, off); None: unknown
+    planned_shards: list[int] | None = None  # the suite's shards its plan gave files
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)

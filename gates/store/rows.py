@@ -8,9 +8,12 @@ so a row stays a dict at run time and its keys are still named.
 
 from __future__ import annotations
 
+import json
 from typing import Any, NamedTuple, TypedDict
 
 __all__ = [
+    "MAX_SHARDS",
+    "planned_shards",
     "BaselineFar",
     "BaselineNear",
     "BaselineRows",
@@ -132,6 +135,7 @@ class RunRow(TypedDict, total=False):
     gate_note: str | None  # m009: why the gate did not judge it
     gate_mode: str | None  # m010: the session's --gate; None: unknown
     gated_at: str | None  # m010: when its gate saved its verdicts
+    planned_shards: str | None  # m011: JSON list of the shards its plan gave files
 
 
 class HealthRunRow(TypedDict):
@@ -207,3 +211,22 @@ class VerdictRow(TypedDict, total=False):
     nodeid: str | None
     verdict: str
     detail: Any
+
+
+MAX_SHARDS = 1024  # shards of one suite a plan may name (a bound on a row's list)
+
+
+def planned_shards(value: object) -> list[int] | None:
+    """``runs.planned_shards`` decoded: the shard numbers (1..MAX_SHARDS) the run's plan
+    gave files, or None where the value is absent or not such a JSON list."""
+    if not isinstance(value, str) or len(value) > 8 * MAX_SHARDS:
+        return None
+    try:
+        got = json.loads(value)
+    except ValueError:
+        return None
+    if not isinstance(got, list) or len(got) > MAX_SHARDS or not all(
+            isinstance(i, int) and not isinstance(i, bool) and 1 <= i <= MAX_SHARDS
+            for i in got):
+        return None
+    return got

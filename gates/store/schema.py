@@ -454,6 +454,14 @@ def _m010_gate_mode(db: Database) -> None:
     db.execute("ALTER TABLE runs ADD COLUMN gated_at TEXT")
 
 
+@_migration("m011_planned_shards")
+def _m011_planned_shards(db: Database) -> None:
+    # The shards of the run's suite that its plan gave files (a JSON list of indexes,
+    # written as pytest starts): a commit's report names a planned shard that recorded
+    # no run, and an empty shard (nothing to run, no run) is not one. NULL on older rows.
+    db.execute("ALTER TABLE runs ADD COLUMN planned_shards TEXT")
+
+
 # Tables of per-run rows keyed by ``runs.num``, those keyed by run id text, and every
 # reference to a ``texts`` id (what a snapshot copies, what a delete keeps).
 BY_NUM = ("metric_rows", "test_rows", "verdict_rows", "plan_file_rows")
