@@ -132,6 +132,21 @@ def test_readonly_and_missing_history(pg_url, pg_cluster):
     assert "\n" not in str(info.value) and "pw" not in str(info.value)
 
 
+@pytest.mark.parametrize("url", ["postgresql://...", "postgresql://gates:pw@a..b/gates"])
+def test_a_url_whose_host_cannot_be_encoded_is_a_connect_error_not_a_bad_row(url, tmp_path, capsys):
+    # The docs' placeholder `postgresql://...` raised UnicodeError (IDNA, empty label) while
+    # psycopg resolved the host; gate-report read that as "a row this report cannot read".
+    with pytest.raises(HistoryError, match=r"cannot connect \(bad host name in the URL") as info:
+        open_history(url)
+    assert "\n" not in str(info.value) and "pw" not in str(info.value)
+    shard = tmp_path / "run-1.db"
+    with open_history(shard) as h:
+        record(h, 1)
+    assert main(["ingest", str(shard), "--into", url]) == 2
+    err = capsys.readouterr().err
+    assert "cannot connect (bad host name in the URL" in err and "cannot read" not in err
+
+
 def _run_file(tmp_path: Path, name: str, i: int, **kw) -> Path:
     """What an offline GPU host writes: a history file holding only its own run."""
     path = tmp_path / name

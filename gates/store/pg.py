@@ -194,9 +194,12 @@ class PgBackend:
             deadlines = {k: v for k, v in _TCP_DEADLINES.items() if k not in given}
             raw = psycopg.connect(url, autocommit=True, connect_timeout=_CONNECT_TIMEOUT_S,
                                   **deadlines)
-        except psycopg.Error as exc:
+        except (psycopg.Error, UnicodeError) as exc:
+            # UnicodeError: a host name IDNA cannot encode (an empty label, as in the docs'
+            # placeholder `postgresql://...`), raised while resolving it, before any server.
+            why = _first_line(exc) if isinstance(exc, psycopg.Error) else f"bad host name in the URL: {exc}"
             raise HistoryError(
-                f"{self.path}: cannot connect ({_first_line(exc)}); check the URL and that "
+                f"{self.path}: cannot connect ({why}); check the URL and that "
                 "this host reaches the server, or write a history file here and load it "
                 "with gate-report ingest (docs/fleet.md)") from None
         self.conn = PgConnection(raw)  # type: ignore[assignment]
