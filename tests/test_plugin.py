@@ -189,6 +189,38 @@ def test_collection_error_is_recorded_against_the_file(pytester: pytest.Pytester
         assert "not_a_module_anywhere" in test["error"]
 
 
+def test_a_token_in_a_traceback_skip_or_output_stays_out_of_the_log_and_xml(
+        pytester: pytest.Pytester):
+    # The history masked a failing test's text on write, but pytest printed the same
+    # traceback, skip reason and captured output to the CI log and the JUnit XML unmasked.
+    token = "hf_" + "S3CRET" * 6
+    pytester.makepyfile(test_leak=(
+        "import pytest\n"
+        f"TOKEN = {token!r}\n"
+        "def test_fails():\n"
+        "    print('HF_TOKEN=' + TOKEN)\n"
+        "    assert False, 'Authorization: Bearer ' + TOKEN\n"
+        "def test_skips():\n"
+        "    pytest.skip('no access with GITHUB_TOKEN=ghp_' + 'S3CRET' * 6)\n"
+        "@pytest.mark.xfail(reason='PGPASSWORD=S3CRETPW')\n"
+        "def test_xfails():\n"
+        "    assert False\n"
+        "def test_passes():\n"
+        "    pass\n"))
+    pytester.makepyfile(test_broken="raise RuntimeError('postgresql://ci:S3CRETPW@db/h')\n")
+    xml = pytester.path / "junit.xml"
+    result = inner(pytester, *args(pytester), "-rA", f"--junitxml={xml}",
+                   "--continue-on-collection-errors")
+    out = result.stdout.str() + result.stderr.str()
+    assert "test_fails" in out and "AssertionError" in out and "1 passed" in out
+    assert "S3CRET" not in out
+    assert "S3CRET" not in xml.read_text() and "AssertionError: Authorization: ***" in xml.read_text()
+    with open_history(pytester.path / "h.db") as h:
+        [run] = h.runs()
+        texts = [str(t) for t in h.tests(run["run_id"])]
+    assert texts and not any("S3CRET" in t for t in texts)
+
+
 def test_broken_conftest_is_recorded_as_a_session_error(pytester: pytest.Pytester):
     pytester.makepyfile(test_ok="def test_ok(): pass\n")
     pytester.mkdir("sub").joinpath("conftest.py").write_text("raise RuntimeError('bad conftest')\n")

@@ -26,9 +26,11 @@ _TOKEN_USER = re.compile(r"[A-Za-z0-9_-]{24,}")
 # by `_secret_key`.
 _SECRET_WORDS = ("password|passwd|pwd|sslpassword|sslkey_password|token|access_token|"
                  "secret|api_key|apikey|auth")
-_KEY = re.compile(r"(?<![A-Za-z0-9_.%/\\-])-*+[A-Za-z][A-Za-z0-9_.-]*+['\"]?\s*+([=:])")
-_VALUE = re.compile(r"""\s*+('(?:[^'\\]|\\.)*+'?|"(?:[^"\\]|\\.)*+"?|"""
-                        r"""(?:(?i:bearer|token|basic|bot)\s++)?[^\s&;#'",}\]]++)""")
+_KEY = re.compile(r"(?<![A-Za-z0-9_.%/\\-])-*+[A-Za-z][A-Za-z0-9_.-]*+['\"]?[ \t]*+([=:])")
+# A quoted value ends at its quote or at the line's end: in a traceback's source line
+# (``print('HF_TOKEN=' + t)``) the quote after ``=`` closes a literal, not a value.
+_VALUE = re.compile(r"""[ \t]*+('(?:[^'\\\n]|\\.)*+'?|"(?:[^"\\\n]|\\.)*+"?|"""
+                    r"""(?:(?i:bearer|token|basic|bot)[ \t]++)?[^\s&;#'",}\]]++)""")
 _AFTER_COLON = frozenset(" \t'\"")  # "key: value", "'key': 'value'"
 _BARE_WORDS = frozenset(_SECRET_WORDS.split("|"))
 # Words that make a key a secret's wherever they stand in it (``db_password``,

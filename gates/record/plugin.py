@@ -26,7 +26,7 @@ import pytest
 from ci_register.planning.history_value import history_problem
 from ci_register.registered.paths import MAX_PLAN_BYTES, read_json
 from gates.model.verdicts import GATE_MODES
-from gates.store.backend import display_location, history_location
+from gates.store.backend import display_location, history_location, mask_secrets
 from gates.store.metrics import Metric, MetricBook, MetricError, validate_metric
 from gates.store.rows import planned_shards
 
@@ -324,6 +324,27 @@ def _skip_reason(report: pytest.TestReport | pytest.CollectReport) -> str | None
     return str(longrepr) if longrepr else None
 
 
+def mask_report(report: pytest.TestReport | pytest.CollectReport) -> None:
+    """`report` with credentials masked in what pytest prints and writes of it: the
+    traceback or skip reason (``longrepr``), an xfail reason and the captured output
+    sections. A traceback that held one becomes its masked text (the terminal prints it
+    plain, the JUnit XML takes it as it is); one that held none is left untouched."""
+    longrepr = report.longrepr
+    if isinstance(longrepr, tuple) and len(longrepr) == 3:
+        reason = str(longrepr[2])
+        if mask_secrets(reason) != reason:
+            report.longrepr = (longrepr[0], longrepr[1], mask_secrets(reason))
+    elif longrepr is not None:
+        text = str(longrepr)
+        masked = mask_secrets(text)
+        if masked != text:
+            report.longrepr = masked
+    wasxfail = getattr(report, "wasxfail", None)
+    if isinstance(wasxfail, str) and wasxfail:
+        report.wasxfail = mask_secrets(wasxfail)
+    report.sections = [(title, mask_secrets(content)) for title, content in report.sections]
+
+
 def _error_text(report: pytest.TestReport | pytest.CollectReport) -> str:
     text = report.longreprtext or ""
     return text[-ERROR_CHARS:]
@@ -503,6 +524,21 @@ class _Recorder:
             return
         if not running:
             self.saved.update(nodeids)
+
+    # The history masks what it stores; pytest's own output of the same report (the CI
+    # log, the JUnit XML the runner writes and CI uploads) is masked before anything
+    # reads the report.
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_makereport(self, item: pytest.Item, call: Any) -> Iterator[Any]:
+        report = yield
+        mask_report(report)
+        return report
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_make_collect_report(self, collector: Any) -> Iterator[Any]:
+        report = yield
+        mask_report(report)
+        return report
 
     def pytest_deselected(self, items: list) -> None:
         self.deselected += len(items)
