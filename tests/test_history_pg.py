@@ -428,3 +428,17 @@ def test_a_writer_frozen_inside_its_write_frees_the_lock_for_the_fleet(pg_url):
     finally:
         os.kill(child.pid, signal.SIGKILL)
         child.wait()
+
+
+@pytest.mark.parametrize("url", [
+    "postgresql://ci:p%zzPWSECRET@127.0.0.1:1/h",     # libpq echoes the bad token
+    "postgresql://ci:pw@PWSECRET@127.0.0.1:1/h",      # libpq reads PWSECRET@127.0.0.1 as the host
+    'postgresql://ci:PW"SECRET@[::1/h',               # libpq echoes the whole URL
+    "postgresql://ci:pw PWSECRET@127.0.0.1:1/h",      # a blank: the display's mask stopped at it
+    "postgresql://ci:pa/PWSECRET@127.0.0.1:1/h",
+])
+def test_a_password_with_unencoded_characters_stays_out_of_connect_errors(url):
+    with pytest.raises(HistoryError, match="cannot connect") as err:
+        open_history(url)
+    assert "SECRET" not in str(err.value) and "ci:***@" in str(err.value), str(err.value)
+    assert "SECRET" not in display_location(url)

@@ -16,11 +16,12 @@ from __future__ import annotations
 import os
 import re
 from pathlib import Path
+from urllib.parse import unquote
 
 from ci_register.running.redact import mask_secrets
 
-__all__ = ["PG_SCHEMES", "display_location", "history_location", "is_database_url",
-           "mask_secrets"]
+__all__ = ["PG_SCHEMES", "display_location", "hide_url_secrets", "history_location",
+           "is_database_url", "mask_secrets"]
 
 
 PG_SCHEMES = ("postgresql://", "postgres://")
@@ -46,6 +47,45 @@ def history_location(value: str | os.PathLike[str]) -> str | Path:
     return text
 
 
+def _userinfo_end(rest: str) -> int:
+    """Where the userinfo of a URL's part after ``://`` ends (its last ``@`` before the
+    query, else its last ``@``), or -1: a password may hold ``@ / ? #``, spaces or
+    quotes unencoded, and libpq and Python split such a URL differently."""
+    at = rest.rfind("@", 0, len(rest.partition("?")[0]))
+    return at if at >= 0 else rest.rfind("@")
+
+
 def display_location(location: str | os.PathLike[str]) -> str:
     """The location for messages: a URL without its credentials, a path as it is."""
-    return mask_secrets(os.fspath(location))
+    text = os.fspath(location)
+    if is_database_url(text) and "://" in text:
+        scheme, rest = text.split("://", 1)
+        at = _userinfo_end(rest)
+        if at >= 0 and ":" in rest[:at]:
+            text = f"{scheme}://{rest[:rest.index(':')]}:***{rest[at:]}"
+    return mask_secrets(text)
+
+
+def url_secrets(url: str) -> list[str]:
+    """Every piece of a database URL that is or may be part of its password, as written
+    and percent-decoded, longest first: the password as Python splits the URL, its parts
+    between ``: @ /`` (where libpq splits it: it reads a password with an ``@`` as part
+    host), and ``password=`` values of the query."""
+    rest = url.split("://", 1)[-1]
+    pieces: list[str] = []
+    at = _userinfo_end(rest)
+    if at >= 0:
+        password = rest[:at].partition(":")[2]
+        pieces += [rest[:at], password, *re.split(r"[:@/?#\s\"']", password)]
+    pieces += re.findall(r"(?i)(?:[?&]|^)(?:ssl)?password=([^&]*)", rest)
+    out = {p for piece in pieces if len(piece) >= 2 for p in (piece, unquote(piece))}
+    return sorted(out, key=len, reverse=True)
+
+
+def hide_url_secrets(text: str, url: str) -> str:
+    """`text` (a driver's error about `url`) with every piece of the URL's password in it
+    replaced by ``***``, then `mask_secrets`: libpq echoes a malformed URL or part of it
+    (``invalid percent-encoded token: "p%zzPASSWORD"``)."""
+    for piece in url_secrets(url):
+        text = text.replace(piece, "***")
+    return mask_secrets(text)

@@ -32,7 +32,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from functools import lru_cache
 from typing import Any, TypeVar
 
-from gates.store.backend import display_location, history_location
+from gates.store.backend import display_location, hide_url_secrets, history_location
 from gates.store.history import BUSY_TIMEOUT_S, HISTORY_OPTION, History, HistoryError
 from gates.store.pg_schema import (
     MIGRATIONS_TABLE,
@@ -185,6 +185,7 @@ class PgBackend:
                                "pip install 'psycopg[binary]==3.2.13' (the postgres extra)")
         url = str(history_location(path))
         self.path = display_location(url)  # type: ignore[assignment]
+        self._url = url  # for hide_url_secrets: errors never echo its password
         self.readonly = readonly
         self.busy_timeout_s = busy_timeout_s
         self.db = None  # type: ignore[assignment]
@@ -197,7 +198,8 @@ class PgBackend:
         except (psycopg.Error, UnicodeError) as exc:
             # UnicodeError: a host name IDNA cannot encode (an empty label, as in the docs'
             # placeholder `postgresql://...`), raised while resolving it, before any server.
-            why = _first_line(exc) if isinstance(exc, psycopg.Error) else f"bad host name in the URL: {exc}"
+            why = hide_url_secrets(_first_line(exc) if isinstance(exc, psycopg.Error)
+                                   else f"bad host name in the URL: {exc}", url)
             raise HistoryError(
                 f"{self.path}: cannot connect ({why}); check the URL and that "
                 "this host reaches the server, or write a history file here and load it "
@@ -321,12 +323,15 @@ class PgBackend:
         if isinstance(exc, HistoryError):
             return exc
         if isinstance(exc, pg_errors.LockNotAvailable):
-            return HistoryError(f"{self.path}: {_first_line(exc)}; another process holds the "
+            return HistoryError(f"{self.path}: {self._why(exc)}; another process holds the "
                                 "history's write lock for too long, retry later")
         if isinstance(exc, pg_errors.ReadOnlySqlTransaction):
             return HistoryError(f"{self.path}: opened read-only; open it without readonly "
                                 "to write")
-        return HistoryError(f"{self.path}: {_first_line(exc)}")
+        return HistoryError(f"{self.path}: {self._why(exc)}")
+
+    def _why(self, exc: BaseException) -> str:
+        return hide_url_secrets(_first_line(exc), self._url)
 
     def _retry(self, fn: Callable[[], _T]) -> _T:
         deadline = time.monotonic() + self.busy_timeout_s
