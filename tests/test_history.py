@@ -223,6 +223,19 @@ def test_file_durations_sum_tests_of_a_file(h):
     assert h.file_durations("s", "gpu-a") == {"f.py": [2.0]}
 
 
+def test_file_durations_leave_out_a_run_where_every_test_of_the_file_skipped(h):
+    # A run that skipped the whole file (a missing GPU stack, say) measured its setup only:
+    # three such runs gave est-time and the planners a 0 s figure for a 60 s file.
+    for i in range(1, 7):
+        p = prov(i)
+        outcome, seconds = ("skipped", 0.01) if i % 2 else ("passed", 60.0)
+        tests = [TestResult(f"f.py::t{j}", "f.py", outcome, seconds / 2,
+                            skip_reason="no gpu" if outcome == "skipped" else None) for j in range(2)]
+        tests.append(TestResult("g.py::t", "g.py", "skipped", 0.0, skip_reason="sm100 only"))
+        h.record_run(RunRecord(p, tests))
+    assert h.file_durations("s", "gpu-a") == {"f.py": [60.0, 60.0, 60.0]}
+
+
 def test_verdicts_roundtrip_and_replace(h):
     record(h, 1)
     rows = [{"key": "k", "nodeid": "n", "verdict": "regression", "baseline": 1.0, "new": 1.2,

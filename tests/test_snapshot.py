@@ -129,3 +129,25 @@ def test_a_bisection_run_on_a_snapshot_merges_as_its_evidence_alone(history, tmp
         b.in_transaction(lambda: b.conn.execute("UPDATE bisects SET evidence = 'x{'"))
     with pytest.raises(HistoryError, match="bisection 1 has no valid evidence"):
         merge_histories([snap], main)
+
+
+def test_a_snapshot_keeps_the_runs_that_measured_a_file_behind_runs_that_skipped_it(tmp_path):
+    # The durations leave out runs where every test of a file skipped; the snapshot's
+    # selection must too, or 15 newer skip-only runs crowd out the runs the planner reads.
+    from test_history import prov
+
+    from gates.store.history import RunRecord, TestResult
+
+    full = tmp_path / "history.db"
+    with open_history(full) as h:
+        for i in range(1, 21):
+            outcome, seconds = ("passed", 60.0) if i <= 5 else ("skipped", 0.01)
+            h.record_run(RunRecord(prov(i), [TestResult("f.py::t", "f.py", outcome, seconds,
+                                                         skip_reason="no gpu" if i > 5 else None)]))
+        want = h.file_durations("s", "gpu-a")
+    assert want == {"f.py": [60.0] * 5}
+    snap, shard = tmp_path / "snap.db", tmp_path / "shard.db"
+    make_snapshot(full, snap, ["s"], "gpu-a")
+    seed_shard(snap, shard)
+    with open_history(shard) as h:
+        assert h.file_durations("s", "gpu-a") == want

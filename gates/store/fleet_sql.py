@@ -71,13 +71,14 @@ class FleetSQL:
             params))
         picked.update(r[0] for r in self.conn.execute(
             "WITH per AS (SELECT r.num, r.fingerprint, r.started_at, r.run_id, t.path_id, "
-            "sum(CASE WHEN t.outcome IN ('failed', 'error') THEN 1 ELSE 0 END) AS bad "
+            "sum(CASE WHEN t.outcome IN ('failed', 'error') THEN 1 ELSE 0 END) AS bad, "
+            "sum(CASE WHEN t.outcome = 'skipped' THEN 0 ELSE 1 END) AS ran "
             "FROM runs r JOIN test_rows t "
             "ON t.run_num = r.num AND t.attempt = 1 WHERE r.suite = :suite "
             f"AND r.status = 'complete' AND r.trusted = 1 AND t.path_id IS NOT NULL{fp_clause} "
             "GROUP BY r.run_id, t.path_id), ranked AS (SELECT num, row_number() OVER ("
             "PARTITION BY fingerprint, path_id ORDER BY started_at DESC, run_id) AS rn "
-            "FROM per WHERE bad = 0) SELECT DISTINCT num FROM ranked WHERE rn <= :files",
+            "FROM per WHERE bad = 0 AND ran > 0) SELECT DISTINCT num FROM ranked WHERE rn <= :files",
             params))
         picked.update(r[0] for r in self.conn.execute(
             "SELECT num FROM runs WHERE suite = :suite AND status = 'complete' AND trusted = 1 "

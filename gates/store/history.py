@@ -952,14 +952,17 @@ class History:
 
         Over complete, trusted runs of `suite` on `fingerprint`, first attempts only,
         counting a run for a file only when none of that file's tests failed or
-        errored (a crash cut short is not a duration). At most `limit` per file.
+        errored (a crash cut short is not a duration) and at least one was not
+        skipped (a file that ran nothing measured nothing: its seconds are setup
+        only). At most `limit` per file.
         """
         rows = self.conn.execute(
             """
             WITH per AS (
                 SELECT t.path, max(r.started_at) AS started_at, t.run_id,
                        sum(t.duration) AS seconds,
-                       sum(CASE WHEN t.outcome IN ('failed', 'error') THEN 1 ELSE 0 END) AS bad
+                       sum(CASE WHEN t.outcome IN ('failed', 'error') THEN 1 ELSE 0 END) AS bad,
+                       sum(CASE WHEN t.outcome = 'skipped' THEN 0 ELSE 1 END) AS ran
                 FROM runs r JOIN tests t ON t.run_id = r.run_id AND t.attempt = 1
                 WHERE r.suite = ? AND r.fingerprint = ? AND r.status = 'complete'
                       AND r.trusted = 1 AND t.path IS NOT NULL
@@ -967,7 +970,7 @@ class History:
             ), ranked AS (
                 SELECT path, seconds, row_number() OVER (
                     PARTITION BY path ORDER BY started_at DESC, run_id) AS rn
-                FROM per WHERE bad = 0
+                FROM per WHERE bad = 0 AND ran > 0
             )
             SELECT path, seconds FROM ranked WHERE rn <= ? ORDER BY path, rn
             """, (suite, fingerprint, limit)).fetchall()
