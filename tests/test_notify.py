@@ -243,3 +243,48 @@ def test_the_pr_number_from_the_event_is_a_positive_whole_number(tmp_path, monke
     event.write_text(json.dumps(payload))
     monkeypatch.setenv("GITHUB_EVENT_PATH", str(event))
     assert pr_number(None) == number
+
+
+def _ci(monkeypatch, tmp_path, run: str, sha: str) -> None:
+    """This process as a GitHub Actions job of CI run ``run`` on commit ``sha``, PR 5."""
+    monkeypatch.setenv("GITHUB_SERVER_URL", "https://github.example")
+    monkeypatch.setenv("GITHUB_REPOSITORY", "o/r")
+    monkeypatch.setenv("GITHUB_RUN_ID", run)
+    monkeypatch.setenv("GITHUB_RUN_ATTEMPT", "1")
+    monkeypatch.setenv("GITHUB_SHA", sha)
+    monkeypatch.setenv("GITHUB_TOKEN", TOKEN)
+    event = tmp_path / "event.json"
+    event.write_text(json.dumps({"pull_request": {"number": 5}}))
+    monkeypatch.setenv("GITHUB_EVENT_PATH", str(event))
+
+
+def test_the_pr_comment_speaks_of_this_ci_runs_runs_not_the_newest(tmp_path, fake, capsys,
+                                                                   monkeypatch):
+    # It took the newest run of the history: main's (restored with it), or another PR's in
+    # a shared one, and said "passed" of a PR whose own run had regressed.
+    f, url = fake
+    db = tmp_path / "h.db"
+    rng = _history(db, branch="main", steps=30, url="https://github.example/o/r/actions/"
+                   "runs/{i}/attempts/1")
+    rng = _history(db, branch="feat", steps=1, start=30, rng=rng,
+                   url="https://github.example/o/r/actions/runs/{i}/attempts/1")
+    with open_history(db) as h:  # main moves on after the PR's run: a clean run, newer
+        evaluate_run(h, level_run(h, 31, {"ttft": 1.0}, rng, commit="0000031cafe",
+                                  branch="main", node=NODE, ci_url="https://github.example/"
+                                  "o/r/actions/runs/31/attempts/1"))
+    _ci(monkeypatch, tmp_path, "30", "0000030cafe")
+    args = ["notify", "--pr-comment", "--history", str(db), "--api-url", url,
+            "--root", str(tmp_path)]
+    assert cli(args) == 0
+    body = next(c["body"] for c in f.comments.values() if MARKER in c["body"])
+    assert body.splitlines()[1].startswith("## ❌") and "0000030caf" in body, body
+    # A CI run that recorded no run at all (every shard failed its hardware check):
+    # the comment says so, where it kept the earlier push's, and nothing reads passed.
+    _ci(monkeypatch, tmp_path, "32", "0000032cafe")
+    capsys.readouterr()
+    assert cli(args) == 2
+    out, err = capsys.readouterr()
+    assert "no run of CI run https://github.example/o/r/actions/runs/32" in err, err
+    body = next(c["body"] for c in f.comments.values() if MARKER in c["body"])
+    assert body.splitlines()[1].startswith("## ❌ ") and "no run of CI run" in body, body
+    assert cli(["--history", str(db), "--no-health", "--root", str(tmp_path)]) == 2

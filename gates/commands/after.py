@@ -26,6 +26,7 @@ from gates.commands.common import (
     emit,
     now,
     open_history_arg,
+    report_anchor,
 )
 from gates.record.accept import ACCEPT_FILE
 
@@ -190,8 +191,12 @@ def notify(args: argparse.Namespace) -> int:
         upsert_pr_comment,
         webhook_payload,
     )
-    from gates.report.query import load_report_input, select_runs  # noqa: PLC0415
-    from gates.report.render_md import render_md  # noqa: PLC0415
+    from gates.report.query import (  # noqa: PLC0415
+        ReportInputError,
+        load_report_input,
+        select_runs,
+    )
+    from gates.report.render_md import md_text, render_md  # noqa: PLC0415
 
     if not args.pr_comment and not args.webhook:
         raise UsageError("give --pr-comment and/or --webhook")
@@ -210,7 +215,22 @@ def notify(args: argparse.Namespace) -> int:
     if args.webhook and not hook:
         raise UsageError("--webhook needs $GATES_WEBHOOK_URL (keep it in a CI secret)")
     with open_history_arg(args.history, write=args.webhook) as history:
-        runs, scope = select_runs(history, run=args.run, suite=args.suite)
+        # The PR comment and the webhook speak of this CI run (else this commit): the newest
+        # run in a shared history may be another branch's, or main's restored with it.
+        anchor = report_anchor(Path(args.root))
+        try:
+            runs, scope = select_runs(history, run=args.run, suite=args.suite, anchor=anchor,
+                                      fall_back=not anchor["ci_url"])
+        except ReportInputError as exc:
+            if args.pr_comment and anchor["ci_url"]:
+                # Nothing of this CI run was recorded: the comment says so, rather than
+                # keep what an earlier push's runs said (it may say passed).
+                api = args.api_url or os.environ.get("GITHUB_API_URL") or "https://api.github.com"
+                done = upsert_pr_comment(comment_body(f"## ❌ {md_text(str(exc))}\n",
+                                                      anchor["ci_url"]), api_url=api,
+                                         repo=str(repo), pr=int(pr or 0), token=str(token))
+                print(f"PR #{pr}: gate comment {done}")
+            raise
         report = build_report(load_report_input(history, runs, scope=scope,
                                                 generated_at=now()))
         assign_owners(history, report, Path(args.root))

@@ -46,6 +46,7 @@ from gates.commands.common import (
     emit,
     now,
     open_history_arg,
+    report_anchor,
 )
 
 __all__ = ["COMMANDS", "FORMATS", "build_parser", "main"]
@@ -89,17 +90,6 @@ def _render(report, fmt: str) -> str:
     return render_text(report)
 
 
-def _anchor(root: Path) -> dict[str, str | None]:
-    """What "the latest run" means here: this CI run's, else this checkout's commit's."""
-    from gates.store.provenance import ProvenanceError, ci_from_env, git_info  # noqa: PLC0415
-
-    try:
-        ci = ci_from_env(os.environ)
-    except ProvenanceError as exc:
-        raise UsageError(str(exc)) from None
-    return {"ci_url": ci["ci_url"], "commit": ci["commit"] or git_info(root)["commit"]}
-
-
 def _report(args: argparse.Namespace) -> int:
     from gates.report.build import build_report  # noqa: PLC0415
     from gates.report.query import load_report_input, parse_since, select_runs  # noqa: PLC0415
@@ -109,8 +99,11 @@ def _report(args: argparse.Namespace) -> int:
     since = parse_since(args.since) if args.since else None
     check_out(args)
     with open_history_arg(args.history) as history:
+        anchor = report_anchor(Path(args.root))
+        # In CI, "the latest run" is this CI run's or its commit's, never another's.
         runs, scope = select_runs(history, run=args.run, suite=args.suite, since=since,
-                                  limit=args.limit, anchor=_anchor(Path(args.root)))
+                                  limit=args.limit, anchor=anchor,
+                                  fall_back=not anchor["ci_url"])
         data = load_report_input(history, runs, scope=scope, since=since,
                                  trend_points=args.points, generated_at=now())
         report = build_report(data, all_rows=args.all)
@@ -156,7 +149,7 @@ def _health(args: argparse.Namespace) -> int:
     with open_history_arg(args.history) as history:
         # The suites of "the latest run" as the report means it (this CI run's, else this
         # commit's; never a run merged with a clock ahead), each up to that run.
-        runs, _ = select_runs(history, suite=args.suite, anchor=_anchor(Path(args.root)))
+        runs, _ = select_runs(history, suite=args.suite, anchor=report_anchor(Path(args.root)))
         until: dict[str, str] = {}
         for r in runs:
             until[r["suite"]] = max(until.get(r["suite"], ""), r["started_at"])

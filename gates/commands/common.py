@@ -109,6 +109,18 @@ def open_history_arg(path: str | None, *, write: bool = False):
         return open_history(target, create=False)
 
 
+def report_anchor(root: Path) -> dict[str, str | None]:
+    """What "the latest run" means here: this CI run's (``ci_url``, set in CI), else this
+    checkout's commit's (``gates.report.query.select_runs``)."""
+    from gates.store.provenance import ProvenanceError, ci_from_env, git_info  # noqa: PLC0415
+
+    try:
+        ci = ci_from_env(os.environ)
+    except ProvenanceError as exc:
+        raise UsageError(str(exc)) from None
+    return {"ci_url": ci["ci_url"], "commit": ci["commit"] or git_info(root)["commit"]}
+
+
 def now() -> str:
     import datetime as dt  # noqa: PLC0415
 

@@ -72,7 +72,8 @@ def _known_suites(h: History) -> str:
 def select_runs(h: History, *, run: str | None = None, suite: str | None = None,
                 since: str | None = None, limit: int = 200,
                 anchor: Mapping[str, str | None] | None = None,
-                now: str | None = None) -> tuple[list[dict[str, Any]], str]:
+                now: str | None = None, fall_back: bool = True,
+                ) -> tuple[list[dict[str, Any]], str]:
     """The runs a report covers, newest first, and the scope ("run" or "range").
 
     `run`: one run id (or a unique prefix of at least 6 characters). `since`: every
@@ -83,7 +84,10 @@ def select_runs(h: History, *, run: str | None = None, suite: str | None = None,
     "Newest" is anchored, not the largest timestamp (a run merged with a clock a month
     ahead must not stay "latest" for a month): with `anchor` {"ci_url", "commit"}, the
     newest run of this CI run, else of this commit; else the newest run started no
-    later than `now` (UTC ISO; default the current time) plus an hour.
+    later than `now` (UTC ISO; default the current time) plus an hour. ``fall_back=False``
+    (in CI): no run of the anchor's CI run or commit is `ReportInputError`, never
+    another commit's runs read as this one's (its shards recorded nothing: a hardware
+    mismatch, runners lost).
     """
     if run:
         if len(run) < 6:
@@ -115,6 +119,14 @@ def select_runs(h: History, *, run: str | None = None, suite: str | None = None,
                           ("commit", (anchor or {}).get("commit"))):
         if value and not newest_run:
             newest_run = h.top_level_runs(suite=suite, limit=1, **{column: value})
+    if not newest_run and anchor and not fall_back:
+        where = " or ".join(f"{name} {str(value)[:80]}" for name, value in
+                            (("CI run", anchor.get("ci_url")),
+                             ("commit", (anchor.get("commit") or "")[:10] or None)) if value)
+        raise ReportInputError(
+            f"{h.path}: no run of {where}{' of suite ' + repr(suite) if suite else ''}: "
+            "its suite jobs recorded none (see their logs), so nothing here can be "
+            "reported as passed; merge their shard files first, or give --run RUN_ID")
     if not newest_run:
         limit_at = (dt.datetime.fromisoformat(now) if now else dt.datetime.now(dt.UTC)) \
             + dt.timedelta(hours=1)
