@@ -1052,3 +1052,42 @@ def test_a_planned_shard_that_recorded_no_run_fails_the_commits_report(tmp_path)
     # Once shard 2 reports, the commit reads as its shards say.
     assert shard("2/3") == 0
     assert reports()["text"].startswith("0\n")
+
+
+@pytest.mark.parametrize("fault", ["none", "gate-refused", "never-judged"])
+def test_the_gates_marks_on_postgresql(tmp_path, pg_url, fault):
+    # The same marks in a fleet's database: gate_mode with the run, gated_at with the
+    # verdicts, gate-error with the gate's line; each read by gate-report as on SQLite.
+    shim = tmp_path / "shim"
+    shim.mkdir()
+    inject = {"none": "pass",
+              "gate-refused": "open(sys.orig_argv[sys.orig_argv.index('--plan') + 1], 'w')"
+                              ".write('{not json')",
+              "never-judged": "os.kill(os.getpid(), signal.SIGKILL)"}[fault]
+    (shim / "sitecustomize.py").write_text(
+        "import os, signal, sys\n"
+        "if sys.orig_argv[1:3] == ['-m', 'gates.gate']:\n"
+        f"    {inject}\n"
+        "if sys.orig_argv[1:3] == ['-m', 'gates.record.finish']:\n"
+        "    os._exit(1)\n")
+    (tmp_path / "tree").mkdir()
+    tree = make_tree(tmp_path / "tree", "def test_b():\n    pass\n")
+    e = env()
+    e["PYTHONPATH"], e["GATES_HISTORY"] = f"{shim}{os.pathsep}{REPO}", pg_url
+    proc = subprocess.Popen([sys.executable, "-m", "ci_register", "run", "cpu", "--gate",
+                             "enforce"], cwd=tree, env=e, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, start_new_session=True)
+    rc, out = finish(proc)
+    assert rc == {"none": 0, "gate-refused": 2, "never-judged": 1}[fault], out
+    from gates.commands.cli import main as gate_report  # noqa: PLC0415
+    from gates.store.open import open_history  # noqa: PLC0415
+
+    with open_history(pg_url, create=False, readonly=True) as h:
+        (run,) = h.runs()
+    assert run["gate_mode"] == "enforce"
+    assert (run["status"], run["gated_at"] is not None) == {
+        "none": ("complete", True), "gate-refused": ("gate-error", False),
+        "never-judged": ("complete", False)}[fault]
+    assert run["planned_shards"] == "[1]"
+    assert gate_report(["--history", pg_url, "--no-health", "--format", "json",
+                        "--out", str(tmp_path / "r.json")]) == rc
