@@ -26,6 +26,7 @@ from typing import Any
 
 import requests
 
+from ci_register.running.redact import mask_secrets
 from serving.deadline import fetch
 
 __all__ = [
@@ -343,7 +344,8 @@ def start_server(config: ServerConfig, log_dir: Path) -> Server:
     # it when this process goes away by any means: it reads EOF on a pipe only we hold.
     read_end, write_end = os.pipe()
     with open(log_path, "ab") as log:
-        log.write(f"$ {shlex.join(argv)}\n".encode())
+        # The log is kept and uploaded: an --api-key or a token in the command stays out.
+        log.write(f"$ {mask_secrets(shlex.join(argv))}\n".encode())
         log.flush()
         try:
             proc = subprocess.Popen(

@@ -215,6 +215,8 @@ def test_mask_secrets_covers_every_credential_form(text):
     '{"password": "S3CRET"}', "password: S3CRET", "{'api_key': 'S3CRET'}",
     "db_password=S3CRET", "client_secret=S3CRET", "hf_token=S3CRET", "--password=S3CRET",
     "a=password=S3CRET", "Authorization: Bearer S3CRET",
+    # A command line's options: vllm serve --api-key, a CLI's --password.
+    "vllm serve m --api-key S3CRET --port 8000", "cmd --password S3CRET", "--hf-token S3CRET",
     "{'Authorization': 'Bearer S3CRETabc', 'x-api-key': 'S3CRET'}",
     "curl -H 'Authorization: token S3CRET' https://api.github.com",
     # Tokens by their shape, and webhook URLs whose path is the secret.
@@ -230,6 +232,7 @@ def test_mask_secrets_covers_tokens_env_dumps_and_special_characters(text):
 
 @pytest.mark.parametrize("text", [
     "pad_token=</s>", "eos_token=2", "max_tokens=128", "MAX_TOKENS=512", "token: 'the'",
+    "vllm serve m --max-tokens 128 --token-budget 5 -p no:cacheprovider",
     "postgres://u@h/d", "https://registry.npmjs.org/@types/node", "author=Bob",
     "https://github.com/o/r/actions/runs/1/attempts/2", "user=ci host=db dbname=h",
     "email: a@b.com", "basic tokenization", "FATAL:  password authentication failed",
@@ -257,7 +260,8 @@ def test_mask_secrets_is_linear_on_hostile_text():
                  "password='" + "\\'" * 50_000, "a://b:" + "c" * 100_000,
                  "password%3D" * 10_000, "x:" * 50_000, "a://b:" * 20_000 + " @",
                  "x=" * 50_000, "a.a" * 50_000 + "=", "A_PASSWORD" * 10_000,
-                 "Bearer " * 20_000, "'a':" * 30_000):
+                 "Bearer " * 20_000, "'a':" * 30_000, "--a " * 30_000,
+                 "-" * 100_000 + "a b", "--password " * 20_000):
         began = time.perf_counter()
         mask_secrets(text)
         assert time.perf_counter() - began < 5.0, text[:20]

@@ -76,6 +76,17 @@ def test_start_health_log_and_group_stop(tmp_path: Path) -> None:
     assert not srv.healthy(timeout_s=0.5)
 
 
+def test_the_logged_command_line_keeps_an_api_key_out(tmp_path: Path) -> None:
+    # The server log (kept, uploaded with the results) began with the command line as
+    # run: a --api-key given to the engine was in it.
+    with pytest.raises(ServerStartError):
+        with start_server(fake_config("--api-key S3CRETKEY", timeout=10), tmp_path):
+            pass
+    [log] = tmp_path.glob("server-*.log")
+    first = log.read_text().splitlines()[0]
+    assert first.startswith("$ ") and "--api-key ***" in first and "S3CRET" not in first
+
+
 def test_never_healthy_fails_with_log_tail_and_cleans_up(tmp_path: Path) -> None:
     t0 = time.monotonic()
     with pytest.raises(

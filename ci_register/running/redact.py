@@ -26,7 +26,8 @@ _TOKEN_USER = re.compile(r"[A-Za-z0-9_-]{24,}")
 # by `_secret_key`.
 _SECRET_WORDS = ("password|passwd|pwd|sslpassword|sslkey_password|token|access_token|"
                  "secret|api_key|apikey|auth")
-_KEY = re.compile(r"(?<![A-Za-z0-9_.%/\\-])-*+[A-Za-z][A-Za-z0-9_.-]*+['\"]?[ \t]*+([=:])")
+_KEY = re.compile(r"(?<![A-Za-z0-9_.%/\\-])(?:(-++[A-Za-z][A-Za-z0-9_.-]*+)[ \t]++(?=[^\s=:-])|"
+                  r"-*+[A-Za-z][A-Za-z0-9_.-]*+['\"]?[ \t]*+([=:]))")
 # A quoted value ends at its quote or at the line's end: in a traceback's source line
 # (``print('HF_TOKEN=' + t)``) the quote after ``=`` closes a literal, not a value.
 _VALUE = re.compile(r"""[ \t]*+('(?:[^'\\\n]|\\.)*+'?|"(?:[^"\\\n]|\\.)*+"?|"""
@@ -66,10 +67,13 @@ def _mask_keys(text: str) -> str:
     for key in _KEY.finditer(text):
         if key.start() < pos:
             continue
-        name = key.group()[:key.start(1) - key.start()].rstrip()
-        if key.group(1) == ":" and ("." in name or text[key.end():key.end() + 1] not in _AFTER_COLON):
+        if key.group(1):  # a command line's option and its value: --api-key KEY
+            name, sep = key.group(1), "="
+        else:
+            name, sep = key.group()[:key.start(2) - key.start()].rstrip(), key.group(2)
+        if sep == ":" and ("." in name or text[key.end():key.end() + 1] not in _AFTER_COLON):
             continue  # test_password.py:42:, a nodeid's ::, host:port: no key and value
-        if not _secret_key(name, key.group(1)):
+        if not _secret_key(name, sep):
             continue
         value = _VALUE.match(text, key.end())
         if value is None:
@@ -149,7 +153,7 @@ def mask_secrets(text: str) -> str:
     output streams)."""
     if "@" in text and "://" in text:
         text = _mask_userinfo(text)
-    if "=" in text or ":" in text:
+    if "=" in text or ":" in text or "-" in text:
         text = _mask_keys(text)
     if "%3d" in text.lower():
         text = _PERCENT_KEY.sub(r"\1\2***", text)
