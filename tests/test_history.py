@@ -215,6 +215,25 @@ def test_file_durations_skip_failing_runs_and_limit(h):
     assert h.file_durations("s", "gpu-b") == {}
 
 
+def test_file_durations_skip_a_run_whose_durations_are_not_seconds(tmp_path):
+    # A text duration summed as 0 on SQLite: est-time --check said "measured 0 s
+    # (p90 of 15 runs); set est_time=5" from a hand-edited history, and --write would
+    # have written it into the test files.
+    path = tmp_path / "h.db"
+    with open_history(path) as h:
+        for i in range(1, 5):
+            record(h, i)
+    with sqlite3.connect(path) as conn:
+        for i, bad in ((2, "abc"), (3, -1.0), (4, 1e308 * 10)):
+            conn.execute("UPDATE test_rows SET duration = ? WHERE run_num = "
+                         "(SELECT num FROM runs WHERE run_id = ?) AND path_id = "
+                         "(SELECT id FROM texts WHERE text = 'suites/a/test_a.py')",
+                         (bad, f"run{i:03d}"))
+    with open_history(path) as h:
+        assert h.file_durations("s", "gpu-a")["suites/a/test_a.py"] == [1.0]
+        assert h.file_durations("s", "gpu-a")["suites/b/test_b.py"] == [2.0] * 4
+
+
 def test_file_durations_sum_tests_of_a_file(h):
     p = prov(1)
     tests = [TestResult(f"f.py::t{i}", "f.py", "passed", 0.5) for i in range(4)]

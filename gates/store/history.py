@@ -952,9 +952,11 @@ class History:
 
         Over complete, trusted runs of `suite` on `fingerprint`, first attempts only,
         counting a run for a file only when none of that file's tests failed or
-        errored (a crash cut short is not a duration) and at least one was not
+        errored (a crash cut short is not a duration), at least one was not
         skipped (a file that ran nothing measured nothing: its seconds are setup
-        only). At most `limit` per file.
+        only), and every duration is a number of seconds (0 to 1e9; a text, NULL, NaN or
+        infinite one, which only a hand-edited row holds, summed as 0 on SQLite and
+        planned shards and est_time from nothing). At most `limit` per file.
         """
         rows = self.conn.execute(
             """
@@ -962,7 +964,9 @@ class History:
                 SELECT t.path, max(r.started_at) AS started_at, t.run_id,
                        sum(t.duration) AS seconds,
                        sum(CASE WHEN t.outcome IN ('failed', 'error') THEN 1 ELSE 0 END) AS bad,
-                       sum(CASE WHEN t.outcome = 'skipped' THEN 0 ELSE 1 END) AS ran
+                       sum(CASE WHEN t.outcome = 'skipped' THEN 0 ELSE 1 END) AS ran,
+                       sum(CASE WHEN t.duration >= 0 AND t.duration < 1e9 THEN 0 ELSE 1 END)
+                           AS odd
                 FROM runs r JOIN tests t ON t.run_id = r.run_id AND t.attempt = 1
                 WHERE r.suite = ? AND r.fingerprint = ? AND r.status = 'complete'
                       AND r.trusted = 1 AND t.path IS NOT NULL
@@ -970,7 +974,7 @@ class History:
             ), ranked AS (
                 SELECT path, seconds, row_number() OVER (
                     PARTITION BY path ORDER BY started_at DESC, run_id) AS rn
-                FROM per WHERE bad = 0 AND ran > 0
+                FROM per WHERE bad = 0 AND ran > 0 AND odd = 0
             )
             SELECT path, seconds FROM ranked WHERE rn <= ? ORDER BY path, rn
             """, (suite, fingerprint, limit)).fetchall()
