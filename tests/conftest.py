@@ -10,8 +10,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import scipy.special  # noqa: F401  (see below)
 from catalog_seed import catalog_text
 
+# pytester's in-process runs (`pytester.runpytest`) drop from sys.modules whatever a run
+# imported, but numpy.fft (which scipy.special loads) cannot load twice in one process: a
+# later test importing scipy.special then failed "cannot load module more than once per
+# process". Imported here, before any pytester fixture, it stays.
 pytest_plugins = ["pytester"]
 
 
