@@ -55,6 +55,27 @@ def test_a_utf8_bom_file_is_read(tmp_path):
     assert col.issues == [] and [r.path for r in col.registrations] == ["suites/test_bom.py"]
 
 
+def test_a_test_file_named_in_bytes_or_with_a_newline_is_one_line_each(tmp_path):
+    # A name that is not UTF-8 crashed every planning command (RE2 cannot encode it: a
+    # UnicodeEncodeError traceback); a newline split the file's error line in two.
+    (tmp_path / "suites").mkdir()
+    os.close(os.open(os.fsencode(tmp_path / "suites") + b"/test_\xff.py", os.O_CREAT | os.O_WRONLY))
+    (tmp_path / "suites" / "test_a\nb.py").write_text(REG.format(5))
+    (tmp_path / "suites" / "test_ok.py").write_text(REG.format(5))
+    (tmp_path / "suites" / "catalog.toml").write_text(CATALOG_TEXT)
+    cat = parse_catalog(CATALOG_TEXT, tmp_path / "suites" / "catalog.toml")
+    col = collect(cat, base=tmp_path)
+    assert sorted(str(i) for i in col.issues) == [
+        "suites/test_\\xff.py:1: file name is not UTF-8 (byte 0xff); rename it in UTF-8",
+        "suites/test_a\\nb.py:1: file name holds a control character (a newline?); rename it"]
+    assert [r.path for r in col.registrations] == ["suites/test_ok.py"]
+    r = subprocess.run([sys.executable, "-m", "ci_register", "matrix", "--event", "push"],
+                       cwd=tmp_path, capture_output=True, text=True, timeout=60,
+                       env=dict(os.environ, PYTHONPATH=str(REPO)))
+    assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr
+    assert "test_\\xff.py:1: file name is not UTF-8" in r.stderr
+
+
 def test_a_looping_symlink_is_not_told_to_be_utf8(tmp_path):
     (tmp_path / "suites").mkdir()
     loop = tmp_path / "suites" / "test_loop.py"

@@ -549,6 +549,18 @@ def tests_root(catalog: Catalog, base: Path) -> Path:
     return base / catalog.tests if catalog.tests else catalog.root
 
 
+def _name_problem(rel: str) -> str | None:
+    """Why a test file's name cannot name a test, or None. pytest, the history, the
+    matrix and every report name a file in UTF-8 on one line: a byte that is not UTF-8
+    cannot be stored or matched, and a newline split each error about the file in two."""
+    bad = next((c for c in rel if "\udc80" <= c <= "\udcff"), None)
+    if bad is not None:
+        return f"file name is not UTF-8 (byte 0x{ord(bad) - 0xDC00:02x}); rename it in UTF-8"
+    if any(ord(c) < 0x20 or ord(c) == 0x7F for c in rel):
+        return "file name holds a control character (a newline?); rename it"
+    return None
+
+
 def collect(catalog: Catalog, root: Path | None = None, base: Path | None = None) -> Collection:
     """Collect every registration under ``root`` (default: :func:`tests_root`).
 
@@ -573,6 +585,11 @@ def collect(catalog: Catalog, root: Path | None = None, base: Path | None = None
     base_s = str(base)
     for full, rel_root in chosen:
         rel = os.path.relpath(full, base_s).replace(os.sep, "/") if full.startswith(base_s + os.sep) else full
+        if problem := _name_problem(rel):
+            shown = rel.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+            shown = "".join(repr(c)[1:-1] if ord(c) < 0x20 or ord(c) == 0x7F else c for c in shown)
+            out.issues.append(CollectIssue(shown, 1, problem))
+            continue
         out.files.append(rel)
         source = _read(Path(full), rel, out.issues)
         if source is None:

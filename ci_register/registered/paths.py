@@ -117,7 +117,20 @@ def _glob_regex(glob: str):
 
 def glob_match(rel: str, glob: str) -> bool:
     """Whether a posix path relative to the test folder matches a [collect] glob."""
-    return _glob_regex(glob[2:] if glob.startswith("./") else glob).fullmatch(rel) is not None
+    glob = glob[2:] if glob.startswith("./") else glob
+    if not rel.isascii() and not _utf8(rel):
+        # A file name of bytes that are not UTF-8 (lone surrogates here): RE2 cannot take
+        # it; the pattern is linear on it anyway.
+        return re.compile(glob_regex(glob) + r"\Z").match(rel) is not None
+    return _glob_regex(glob).fullmatch(rel) is not None
+
+
+def _utf8(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def py_files(root: Path) -> list[tuple[str, str]]:
