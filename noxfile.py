@@ -23,6 +23,7 @@ from ci_register.running.nox_sessions import (  # noqa: E402  # noqa: E402
     mark_exit,
     venv_lock,
 )
+from ci_register.running.redact import mask_secrets  # noqa: E402
 
 nox.options.default_venv_backend = "venv"
 nox.options.error_on_external_run = True
@@ -39,9 +40,20 @@ TORCH_INDEX = "https://download.pytorch.org/whl/cpu"
 
 def cpu_torch_args() -> list[str]:
     """pip arguments that install the pinned CPU torch. An index this machine cannot reach
-    costs one retry with a 30 s socket timeout, not pip's default five retries."""
+    costs one retry with a 30 s socket timeout, not pip's default five retries. An index
+    URL holding a credential (https://user:TOKEN@mirror/simple) goes in pip's environment
+    instead (`cpu_torch_env`): nox prints every command line it runs."""
     index = os.environ.get(TORCH_INDEX_ENV, TORCH_INDEX)
-    return [CPU_TORCH, *(["--extra-index-url", index, "--retries", "1", "--timeout", "30"] if index else [])]
+    if not index:
+        return [CPU_TORCH]
+    where = ["--extra-index-url", index] if mask_secrets(index) == index else []
+    return [CPU_TORCH, *where, "--retries", "1", "--timeout", "30"]
+
+
+def cpu_torch_env() -> dict[str, str]:
+    """pip's environment for `cpu_torch_args`: the index, where it holds a credential."""
+    index = os.environ.get(TORCH_INDEX_ENV, TORCH_INDEX)
+    return {"PIP_EXTRA_INDEX_URL": index} if index and mask_secrets(index) != index else {}
 
 
 # What the virtualenv's torch is, read from its torch/version.py (importing torch takes
@@ -66,7 +78,7 @@ def cpu_torch_problem(report: str, index: str) -> str | None:
     if cuda == "None" and hip in ("None", "?") or version.endswith("+cpu"):
         return None
     built = f"CUDA {cuda}" if cuda not in ("None", "?") else f"ROCm {hip}" if hip not in ("None", "?") else "non-CPU"
-    why = (f"PyTorch's CPU index {index} was not reached" if index else
+    why = (f"PyTorch's CPU index {mask_secrets(index)} was not reached" if index else
            f"{TORCH_INDEX_ENV} is empty and the default indexes gave no CPU build")
     return (f"torch {version} is a {built} build, not the CPU one: {why}; set {TORCH_INDEX_ENV} "
             f"to a CPU wheel index this machine reaches (default {TORCH_INDEX}) and rerun with -r")
@@ -88,7 +100,8 @@ def _install_project(session: nox.Session, *extras: str) -> None:
     # CPU torch first, so nothing later resolves "torch" to a CUDA build.
     with venv_lock(session):
         if "cpu" in extras:
-            session.install(*cpu_torch_args())
+            env = cpu_torch_env()
+            session.install(*cpu_torch_args(), **({"env": env} if env else {}))
             _check_cpu_torch(session)
         if os.environ.get("GATES_HISTORY", "").lower().startswith(("postgresql:", "postgres:")):
             extras = (*extras, "postgres")  # a fleet's shared history: psycopg to reach it

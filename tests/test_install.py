@@ -172,6 +172,20 @@ def test_a_cuda_torch_in_a_cpu_session_fails_in_one_line():
     assert "ROCm 6.4" in nf.cpu_torch_problem("2.13.0+rocm6.4 None 6.4", "")
 
 
+def test_a_torch_index_with_a_token_stays_off_the_command_line(monkeypatch):
+    # nox prints each command it runs: a private mirror's token in
+    # GPU_CI_TORCH_INDEX=https://ci:TOKEN@mirror/simple was in every CPU session's log.
+    nf = _noxfile()
+    private = "https://ci:PWSECRET@mirror.internal/simple"
+    monkeypatch.setenv(nf.TORCH_INDEX_ENV, private)
+    assert "PWSECRET" not in " ".join(nf.cpu_torch_args())
+    assert nf.cpu_torch_args() == ["torch==2.13.0", "--retries", "1", "--timeout", "30"]
+    assert nf.cpu_torch_env() == {"PIP_EXTRA_INDEX_URL": private}  # pip reads it there
+    assert "PWSECRET" not in nf.cpu_torch_problem("2.13.0 12.8 None", private)
+    monkeypatch.setenv(nf.TORCH_INDEX_ENV, "https://download.pytorch.org/whl/cpu")
+    assert nf.cpu_torch_env() == {} and "--extra-index-url" in nf.cpu_torch_args()
+
+
 def test_cpu_sessions_check_the_torch_they_installed(monkeypatch):
     nf = _noxfile()
 
