@@ -103,7 +103,8 @@ def _install_project(session: nox.Session, *extras: str) -> None:
             env = cpu_torch_env()
             session.install(*cpu_torch_args(), **({"env": env} if env else {}))
             _check_cpu_torch(session)
-        if os.environ.get("GATES_HISTORY", "").lower().startswith(("postgresql:", "postgres:")):
+        history = session.env.get("GATES_HISTORY") or os.environ.get("GATES_HISTORY", "")
+        if history.lower().startswith(("postgresql:", "postgres:")):
             extras = (*extras, "postgres")  # a fleet's shared history: psycopg to reach it
         extras = tuple(dict.fromkeys(extras))
         spec = f".[{','.join(extras)}]" if extras else "."

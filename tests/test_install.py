@@ -192,6 +192,7 @@ def test_cpu_sessions_check_the_torch_they_installed(monkeypatch):
     class Session:
         def __init__(self, report: str | None) -> None:
             self.report, self.calls, self.virtualenv = report, [], type("V", (), {"location": None})()
+            self.env: dict[str, str] = {}  # nox.Session.env: what the session sets for its commands
 
         def install(self, *args):
             self.calls.append(("install", *args))

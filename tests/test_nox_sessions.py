@@ -120,6 +120,22 @@ def test_bad_history_reaches_ci_as_exit_2(adopter):
     assert "not an SQLite database" in r.stdout + r.stderr
 
 
+def test_a_history_url_with_a_password_stays_out_of_noxs_log(adopter):
+    # nox prints the command it runs: `nox -s S -- --history postgresql://ci:PW@...` put
+    # the password in the CI log (and on the runner's command line, for `ps`).
+    from ci_register.running.nox_sessions import history_url_to_env
+
+    url = "postgresql://ci:PWSECRET@127.0.0.1:1/h"
+    assert history_url_to_env(["-k", "x", "--history", url, "--partition", "1/2"]) == (
+        ["-k", "x", "--partition", "1/2"], url)
+    assert history_url_to_env([f"--history={url}"]) == ([], url)
+    assert history_url_to_env(["--history", "h.db"]) == (["--history", "h.db"], None)
+    r = nox(adopter, "-s", "h200-one", "--", "--history", url)
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert "PWSECRET" not in r.stdout + r.stderr
+    assert "ci:***@127.0.0.1:1/h" in r.stdout + r.stderr  # the runner still got the URL
+
+
 def test_gpu_sessions_name_what_their_interpreter_lacks():
     from ci_register.running.nox_sessions import RUN_NEEDS, missing_modules
 

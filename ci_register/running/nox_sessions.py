@@ -218,6 +218,30 @@ def history_env(env: dict[str, str], args: list[str], root: Path) -> Path | None
     return root / LOCAL_HISTORY
 
 
+def history_url_to_env(args: list[str]) -> tuple[list[str], str | None]:
+    """``args`` without a ``--history`` that names a database URL, and that URL (or None).
+
+    nox prints each command it runs, and a command line is readable by every user of the
+    host: a URL's password given as ``nox -s S -- --history postgresql://...`` was in the
+    CI log. The session hands it to the runner in ``GATES_HISTORY`` instead."""
+    from ci_register.planning.history_value import is_database_url  # noqa: PLC0415
+
+    out: list[str] = []
+    url = None
+    i = 0
+    while i < len(args):
+        arg = args[i]
+        if arg == "--history" and i + 1 < len(args) and is_database_url(args[i + 1]):
+            url, i = args[i + 1], i + 2
+            continue
+        if arg.startswith("--history=") and is_database_url(arg.partition("=")[2]):
+            url, i = arg.partition("=")[2], i + 1
+            continue
+        out.append(arg)
+        i += 1
+    return out, url
+
+
 def default_sessions(catalog: Catalog) -> list[str]:
     """The CPU per-commit suites: what a bare ``nox`` should run (never a missing name)."""
     return [s.name for s in catalog.suites.values() if not s.is_gpu and not s.nightly]
@@ -232,6 +256,9 @@ def _session(suite: Suite, catalog_path: Path, root: Path, python: str | None,
         # history: nox's own interpreter does it, with nothing installed (a CPU suite's
         # install took minutes before the plan printed).
         plan_only = "--dry-run" in session.posargs
+        posargs, url = history_url_to_env(list(session.posargs))
+        if url is not None:
+            session.env["GATES_HISTORY"] = url  # prepare (the postgres extra) reads it too
         if plan_only:
             session.env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(_PACKAGE_PARENT), os.environ.get("PYTHONPATH")]))
             interpreter = sys.executable
@@ -248,7 +275,7 @@ def _session(suite: Suite, catalog_path: Path, root: Path, python: str | None,
         else:
             prepare(session, suite)
             interpreter = "python"
-        local = history_env(dict(os.environ), list(session.posargs), root)
+        local = history_env({**os.environ, **session.env}, posargs, root)
         if local is not None:
             local.parent.mkdir(parents=True, exist_ok=True)
             session.env["GATES_HISTORY"] = str(local)
@@ -261,7 +288,7 @@ def _session(suite: Suite, catalog_path: Path, root: Path, python: str | None,
             session.env.update(_TRACE_ENV, PYTHONPATH=os.pathsep.join(
                 dict.fromkeys([_TRACE_ENV["PYTHONPATH"].split(os.pathsep)[0], *filter(None, paths)])))
         cmd = [interpreter, "-m", "ci_register", "run", suite.name, "--catalog", str(catalog_path),
-               "--root", str(root), *session.posargs]
+               "--root", str(root), *posargs]
         try:
             # On Ctrl-C nox waits this long for the runner, which forwards the interrupt to
             # pytest and records the run `interrupted` (nox's default kills it after 0.3 s).
