@@ -212,6 +212,23 @@ def test_toml_nested_past_the_parsers_depth_is_one_line(tmp_path):
     assert "pkg/__init__.py" in scan(tmp_path, (".",)).files  # read without it, as ever
 
 
+def test_a_plan_json_nested_past_the_decoders_depth_is_one_line(tmp_path):
+    # read_json (the gate's --plan, the plugins' plans) let json's RecursionError out:
+    # `python -m gates.gate --plan deep.json` printed a traceback, exit 1.
+    from ci_register.registered.paths import read_json
+
+    deep = tmp_path / "plan.json"
+    deep.write_text("[" * 100_000 + "]" * 100_000)
+    with pytest.raises(ValueError, match="nested too deeply"):
+        read_json(deep)
+    r = subprocess.run([sys.executable, "-m", "gates.gate", "--history", str(tmp_path / "h.db"),
+                        "--run-id", "r1", "--plan", str(deep)], cwd=tmp_path, capture_output=True,
+                       text=True, timeout=60, env=dict(os.environ, PYTHONPATH=str(REPO)))
+    assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr
+    assert r.stderr.startswith(f"error: --plan {deep}: cannot read the plan JSON (arrays or "
+                               "objects nested too deeply")
+
+
 def test_a_tiny_budget_or_a_huge_partition_is_one_line():
     from ci_register.planning.partition import PartitionError, parse_partition
     from ci_register.planning.schedule import ScheduleError, plan_schedule

@@ -66,7 +66,10 @@ def read_json(path: str | os.PathLike[str], limit: int = MAX_PLAN_BYTES) -> obje
     data = read_regular(path, limit + 1)
     if len(data) > limit:
         raise ValueError(f"over {limit >> 20} MiB" if limit >= 1 << 20 else f"over {limit} bytes")
-    return json.loads(data.decode("utf-8"))
+    try:
+        return json.loads(data.decode("utf-8"))
+    except RecursionError:  # json recurses per nested array or object
+        raise ValueError("arrays or objects nested too deeply to read") from None
 
 
 def _excluded(rel: str, patterns: Iterable[str]) -> bool:
