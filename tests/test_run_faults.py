@@ -1091,3 +1091,25 @@ def test_the_gates_marks_on_postgresql(tmp_path, pg_url, fault):
     assert run["planned_shards"] == "[1]"
     assert gate_report(["--history", pg_url, "--no-health", "--format", "json",
                         "--out", str(tmp_path / "r.json")]) == rc
+
+
+def test_a_gate_run_by_hand_on_bad_input_never_fails_an_ungated_or_judged_run(tmp_path):
+    # `python -m gates.gate --attempts-left -1` (a typo) on a run its session recorded with
+    # --gate off marked it gate-error: a green session's run then read as failed.
+    from gates.gate import main as gate  # noqa: PLC0415
+
+    for mode in ("off", "enforce"):
+        tree = tmp_path / mode
+        tree.mkdir()
+        make_tree(tree, "def test_b():\n    pass\n")
+        rc, out = finish(subprocess.Popen(
+            [sys.executable, "-m", "ci_register", "run", "cpu", "--history",
+             str(tree / "h.db"), "--gate", mode], cwd=tree, env=env(),
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            start_new_session=True))
+        assert rc == 0, out
+        run_id = the_run(tree / "h.db")[0]
+        assert gate(["--history", str(tree / "h.db"), "--run-id", run_id,
+                     "--attempts-left", "-1"]) == 2
+        assert the_run(tree / "h.db")[1] == "complete", mode
+        assert report_exit(tree / "h.db") == 0

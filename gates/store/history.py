@@ -661,15 +661,18 @@ class History:
         """Mark a complete run whose gate did not judge it: ``gate-unfinished`` (killed,
         crashed, or past its time limit) or ``gate-error`` (it refused its input), with
         ``note`` (why; credentials masked) in ``gate_note``. Every report reads it as
-        not passed, as the session was. ``if_no_verdicts``: only while no verdict of the
-        run is saved (a gate run by hand on bad input never unmarks a judged run). True
+        not passed, as the session was. ``if_no_verdicts``: only while the run is not
+        judged (no verdict saved, no ``gated_at``) and was not recorded with its gate off
+        (a gate run by hand on bad input never fails a judged or ungated run). True
         when the run changed; False when it does not exist or is not ``complete`` (a run
         that never finished keeps its own status)."""
         if status not in (GATE_UNFINISHED, GATE_ERROR):
             raise HistoryError(f"mark_not_judged: status {status!r}; use {GATE_UNFINISHED} "
                                f"or {GATE_ERROR}")
-        guard = (" AND gated_at IS NULL AND NOT EXISTS (SELECT 1 FROM verdict_rows v "
-                 "WHERE v.run_num = runs.num)" if if_no_verdicts else "")
+        # A run recorded with its gate off is never the gate's to fail (a gate run by hand).
+        guard = (" AND gated_at IS NULL AND coalesce(gate_mode, '') != 'off' AND NOT EXISTS "
+                 "(SELECT 1 FROM verdict_rows v WHERE v.run_num = runs.num)"
+                 if if_no_verdicts else "")
 
         def write() -> bool:
             cur = self.conn.execute("UPDATE runs SET status = ?, gate_note = ? WHERE run_id = ? "
