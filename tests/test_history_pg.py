@@ -442,3 +442,44 @@ def test_a_password_with_unencoded_characters_stays_out_of_connect_errors(url):
         open_history(url)
     assert "SECRET" not in str(err.value) and "ci:***@" in str(err.value), str(err.value)
     assert "SECRET" not in display_location(url)
+
+
+@pytest.mark.timeout(60)
+def test_a_server_that_answers_nothing_ends_at_the_client_deadline(monkeypatch):
+    # A proxy whose server died keeps the connection and its keepalives alive and
+    # answers nothing: the first statement after the handshake waited forever.
+    import subprocess
+    import sys
+    import time
+
+    import gates.store.pg as pg
+
+    monkeypatch.setattr(pg, "_STATEMENT_TIMEOUT_MS", 1000)
+    monkeypatch.setattr(pg, "_CLIENT_SLACK_S", 1.0)
+    server = subprocess.Popen([sys.executable, str(Path(__file__).with_name("wedged_pg.py"))],
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        port = int(server.stdout.readline())
+        began = time.monotonic()
+        with pytest.raises(HistoryError, match=r"no answer from the server within 2 s") as err:
+            open_history(f"postgresql://ci:PWSECRET@127.0.0.1:{port}/h?sslmode=disable")
+        assert time.monotonic() - began < 20 and "PWSECRET" not in str(err.value)
+    finally:
+        server.kill()
+        server.wait()
+
+
+def test_every_exchange_ends_at_the_client_deadline(pg_url):
+    # Past the session's statement timeout plus the slack, the socket is shut down.
+    import time
+
+    with open_history(pg_url) as h:
+        assert h.conn.deadline_s == 600 + 60  # statement_timeout 10 min, plus the slack
+        h.conn.deadline_s = 1.0
+        began = time.monotonic()
+        with pytest.raises(psycopg.OperationalError):
+            h.conn.execute("SELECT pg_sleep(30)")
+        assert time.monotonic() - began < 10 and h.conn.cut
+    own = pg_url + "%20-cstatement_timeout%3D5s"
+    with open_history(own) as h:
+        assert h.conn.deadline_s == 5 + 60  # the URL's own statement timeout, plus the slack

@@ -24,10 +24,15 @@ psycopg 3 is an optional dependency (the package's ``postgres`` extra: ``pip ins
 
 from __future__ import annotations
 
+import contextlib
 import itertools
+import os
 import re
+import socket
 import sqlite3
+import threading
 import time
+import weakref
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from functools import lru_cache
 from typing import Any, TypeVar
@@ -69,6 +74,13 @@ _CONNECT_TIMEOUT_S = 10
 # every other writer of the fleet failed on the lock until then. A value set for the
 # URL (options=-c...), the role or the database is kept.
 _STATEMENT_TIMEOUT_MS = 600_000
+# And on this side: a server, or a proxy before it, that keeps the connection and its
+# keepalives alive but answers nothing (a proxy whose server died, a wedged backend)
+# held a read forever. Each exchange has a client deadline, the session's statement
+# timeout plus `_CLIENT_SLACK_S`: past it the socket is shut down and the call fails
+# (`PgConnection`). A statement_timeout of 0 (no limit) counts as unset: 10 minutes.
+_CLIENT_SLACK_S = 60.0
+_WATCH_S = 0.5
 _TCP_DEADLINES = {"keepalives": "1", "keepalives_idle": "30", "keepalives_interval": "10",
                   "keepalives_count": "3", "tcp_user_timeout": "60000"}
 _IGNORE = " ON CONFLICT DO NOTHING"
@@ -106,18 +118,54 @@ class PgConnection:
     """The slice of `sqlite3.Connection` the store uses, over a psycopg connection in
     autocommit mode (transactions are explicit: `PgBackend._write`)."""
 
-    def __init__(self, raw: Any) -> None:
+    def __init__(self, raw: Any, deadline_s: float | None = None) -> None:
         self.raw = raw
+        self.deadline_s = deadline_s  # each exchange's client deadline (None: none)
+        self.cut = False  # a deadline passed and the socket was shut down
+        self._until: float | None = None  # when the exchange under way must have ended
+        self._watching = False
+
+    @contextlib.contextmanager
+    def bounded(self) -> Any:
+        """The exchange inside ends within `deadline_s`: past it the socket is shut down,
+        which ends the wait on it with an error (a blocked read gets end of file). One
+        watcher thread per connection looks twice a second (a timer per statement cost
+        0.5 ms each on a loaded machine; this costs a clock read)."""
+        if self.deadline_s is None:
+            yield
+            return
+        if not self._watching:
+            self._watching = True
+            threading.Thread(target=_watch, args=(weakref.ref(self),), daemon=True,
+                             name="gates-pg-deadline").start()
+        self._until = time.monotonic() + self.deadline_s
+        try:
+            yield
+        finally:
+            self._until = None
+
+    def _cut(self) -> None:
+        self.cut = True
+        try:
+            with socket.socket(fileno=os.dup(self.raw.pgconn.socket)) as sock:
+                sock.shutdown(socket.SHUT_RDWR)
+        except (OSError, psycopg.Error):
+            pass  # closed meanwhile: nothing left to end
 
     def execute(self, sql: str, params: Sequence[Any] | Mapping[str, Any] = ()) -> Any:
         cursor = psycopg.RawCursor(self.raw)
         if isinstance(params, Mapping):  # SQLite's :name parameters
             sql, names = _positional(sql)
             params = [params[name] for name in names]
-        cursor.execute(translate(sql, bool(params)), params or None)
+        with self.bounded():  # a client-side cursor: the rows are here when it returns
+            cursor.execute(translate(sql, bool(params)), params or None)
         return cursor
 
     def executemany(self, sql: str, rows: Iterable[Sequence[Any]]) -> Any:
+        with self.bounded():
+            return self._executemany(sql, rows)
+
+    def _executemany(self, sql: str, rows: Iterable[Sequence[Any]]) -> Any:
         cursor = psycopg.RawCursor(self.raw)
         rows = list(rows)
         if not rows:
@@ -149,6 +197,20 @@ class PgConnection:
 
     def close(self) -> None:
         self.raw.close()
+
+
+def _watch(ref: Any) -> None:
+    """`PgConnection.bounded`'s watcher: ends when its connection is closed or gone."""
+    while True:
+        time.sleep(_WATCH_S)
+        conn = ref()
+        if conn is None or conn.raw.closed:
+            return
+        until = conn._until
+        if until is not None and time.monotonic() > until:
+            conn._until = None
+            conn._cut()
+        del conn
 
 
 def _session_deadlines(busy_timeout_s: float) -> str:
@@ -204,11 +266,18 @@ class PgBackend:
                 f"{self.path}: cannot connect ({why}); check the URL and that "
                 "this host reaches the server, or write a history file here and load it "
                 "with gate-report ingest (docs/fleet.md)") from None
-        self.conn = PgConnection(raw)  # type: ignore[assignment]
+        self.conn = PgConnection(raw, _STATEMENT_TIMEOUT_MS / 1000 + _CLIENT_SLACK_S)  # type: ignore[assignment]
         try:
-            raw.execute(_session_deadlines(busy_timeout_s))
-            if readonly:
-                raw.execute("SET default_transaction_read_only = on")
+            try:
+                with self.conn.bounded():
+                    raw.execute(_session_deadlines(busy_timeout_s))
+                    limit_ms = int(raw.execute("SELECT setting FROM pg_settings "
+                                               "WHERE name = 'statement_timeout'").fetchone()[0])
+                    if readonly:
+                        raw.execute("SET default_transaction_read_only = on")
+            except psycopg.Error as exc:
+                raise self._fail(exc) from None
+            self.conn.deadline_s = limit_ms / 1000 + _CLIENT_SLACK_S if limit_ms > 0 else None
             self._refuse_temporary_schema()
             self._prepare_pg(create)
         except BaseException:
@@ -331,6 +400,9 @@ class PgBackend:
         return HistoryError(f"{self.path}: {self._why(exc)}")
 
     def _why(self, exc: BaseException) -> str:
+        if self.conn.cut:
+            return (f"no answer from the server within {self.conn.deadline_s:g} s (a proxy "
+                    "whose server is gone, or a server that hangs); check the server")
         return hide_url_secrets(_first_line(exc), self._url)
 
     def _retry(self, fn: Callable[[], _T]) -> _T:
