@@ -378,3 +378,18 @@ def test_a_commit_or_tag_the_docs_check_out_is_in_this_repository():
                if subprocess.run(["git", "cat-file", "-e", f"{rev}^{{commit}}"], cwd=REPO, capture_output=True,
                                  timeout=60).returncode]
     assert missing == []
+
+
+def test_economy_mds_share_of_the_changes_that_run_no_declared_path_is_the_replays():
+    # A figure derived from replay_selection.md's per-change table (no line states it):
+    # the mean "maps" share over the changes with no "why everything", and how many keep 0%.
+    doc = (REPO / "docs" / "economy.md").read_text(encoding="utf-8")
+    said = re.search(r"\| the (\d+) changes that touch no declared path and no file the runner loads "
+                     r"\| ([\d.]+)% \((\d+) keep 0%\) \|", doc)
+    assert said, "economy.md no longer states the replay's no-declared-path share: drop this test"
+    rows = [[c.strip() for c in line.split("|")[1:-1]]
+            for line in (REPO / "benchmarks/results/replay_selection.md").read_text(encoding="utf-8").splitlines()
+            if re.match(r"\| [0-9a-f]{10} \|", line)]
+    rest = [float(r[4].rstrip("%")) for r in rows if not r[7]]
+    assert rest and said.groups() == (str(len(rest)), f"{sum(rest) / len(rest):.1f}",
+                                      str(sum(1 for m in rest if m == 0)))
