@@ -232,6 +232,17 @@ def test_json_nested_past_the_decoders_depth_is_a_bad_row_not_a_traceback(templa
     assert "Traceback" not in err
 
 
+def test_a_shard_count_past_an_integer_is_a_bad_row_not_a_traceback(template, tmp_path,
+                                                                   capsys):
+    # 99999999999999999999 is stored as a REAL; it reached a LIMIT as 1e20 and SQLite
+    # raised "datatype mismatch" (sqlite3.IntegrityError), a traceback from a report.
+    path = tmp_path / "history.db"
+    shutil.copy(template, path)
+    _force(path, "UPDATE runs SET shard_count = 99999999999999999999")
+    code, _, err = cli(["--history", path, "--no-health"], capsys)
+    assert code == 2 and err.count("\n") == 1 and "gate-report check" in err, err
+
+
 def test_a_history_poisoned_before_merge_checked_is_exit_2_and_named(template, tmp_path, capsys):
     from gates.gate import main as gate_main
 

@@ -229,7 +229,7 @@ def load_report_input(h: History, runs: list[dict[str, Any]], *, scope: str = "r
             series.update(_series(h, suite, fp, wanted, upper=max(r["started_at"] for r in
                                                                   group_runs),
                                   lower=since or "", points=trend_points,
-                                  shards=max(r.get("shard_count") or 1 for r in group_runs)))
+                                  shards=max(int(r.get("shard_count") or 1) for r in group_runs)))
     return ReportInput(runs=runs, counts=counts, test_seconds=seconds, plans=plans,
                        metrics=metrics, verdicts=verdicts, confirms=confirms, series=series,
                        scope=scope, since=since, generated_at=generated_at)
