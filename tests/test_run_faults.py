@@ -1113,3 +1113,31 @@ def test_a_gate_run_by_hand_on_bad_input_never_fails_an_ungated_or_judged_run(tm
                      "--attempts-left", "-1"]) == 2
         assert the_run(tree / "h.db")[1] == "complete", mode
         assert report_exit(tree / "h.db") == 0
+
+
+STOPS = {
+    "in-a-test": ("", "def test_b_stop():\n    pytest.exit('enough', returncode=0)\n"),
+    "in-a-hook": ("import pytest\ndef pytest_runtest_setup(item):\n"
+                  "    if 'test_b_stop' in item.nodeid:\n"
+                  "        pytest.exit('stop', returncode=0)\n",
+                  "def test_b_stop():\n    pass\n"),
+    "between-tests": ("import pytest\ndef pytest_runtest_logfinish(nodeid):\n"
+                      "    if 'test_a_first' in nodeid:\n"
+                      "        pytest.exit('stop', returncode=0)\n",
+                      "def test_b_stop():\n    pass\n"),
+}
+
+
+@pytest.mark.parametrize("where", sorted(STOPS))
+def test_a_session_stopped_with_exit_0_before_its_tests_ran_is_not_green(tmp_path, where):
+    # pytest.exit(returncode=0) after a first test passed: the session exited 0, the run
+    # was `complete` with exit 0, and the tests after it never ran.
+    conftest, body = STOPS[where]
+    tree = make_tree(tmp_path, "import pytest\n" + body + "def test_c_after():\n    assert 0\n")
+    if conftest:
+        (tree / "suites" / "conftest.py").write_text(conftest)
+    rc, out = finish(start(tree))
+    assert rc == 2, out
+    assert "the session ended with exit 0 before" in out and "never passes" in out, out
+    assert the_run(tree / "h.db")[1:] == ("interrupted", 2)
+    assert report_exit(tree / "h.db") == 2

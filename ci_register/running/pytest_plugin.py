@@ -12,6 +12,9 @@ Without ``--ci-plan`` it does nothing.
   skipped, on any backend), and a GPU suite's when it skipped tests because torch here
   sees no GPU (a CPU-only torch in nox's Python on a GPU host, or faked hardware):
   green would mean nothing was tested.
+- A session that ends with exit 0 before every selected test ran to its end
+  (``pytest.exit(returncode=0)`` in a test or a hook, a plugin's ``shouldstop``) exits 2,
+  interrupted: a suite that stops early never passes.
 
 Both set pytest's exit status before the gates plugin records it (``tryfirst``), so
 the stored run says what the session said.
@@ -60,6 +63,7 @@ class _PlanState:
         self.collected: dict[str, int] = dict.fromkeys(self.budget, 0)
         self.skipped_modules: set[str] = set()
         self.started: dict[str, float] = {}
+        self.ran: set[str] = set()  # nodeids whose run protocol ended (not cut short)
         self.suite = str(plan.get("suite") or "")
         self.gpu = bool(plan.get("gpu"))
         self.exitstatus: int | None = None  # the session's, as this plugin left it
@@ -123,8 +127,10 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None):
             started = time.time() - (time.monotonic() - start)
             progress = {"path": rel, "started": started, "deadline": started + state.budget[rel]}
         _write_progress(state.progress, {**progress, "nodeid": item.nodeid})
-    yield
+    outcome = yield
     if state is not None:
+        if outcome.excinfo is None:  # pytest.exit() or Ctrl-C inside it: it never ended
+            state.ran.add(item.nodeid)
         _write_progress(state.progress, progress)
 
 
@@ -196,6 +202,19 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         if problem:
             tr.write_line(f"ERROR {problem}", red=True, bold=True)
             session.exitstatus = pytest.ExitCode.TESTS_FAILED
+    if int(session.exitstatus) == 0 and not session.config.option.collectonly:
+        # pytest.exit(returncode=0) in a test or a hook, or a plugin's shouldstop: the
+        # session ended "passed" with tests of the plan never run. Stopped early: exit 2.
+        left = [i.nodeid for i in session.items if i.nodeid not in state.ran]
+        if left:
+            msg = (f"the session ended with exit 0 before {len(left)} test(s) ran to their "
+                   f"end (first: {left[0]}): pytest.exit() or a hook stopped it; a suite "
+                   "that stops early never passes")
+            if tr is not None:
+                tr.write_line(f"ERROR {msg}", red=True, bold=True)
+            else:
+                print(f"ERROR {msg}")
+            session.exitstatus = pytest.ExitCode.INTERRUPTED
     state.exitstatus = int(session.exitstatus)
 
 
