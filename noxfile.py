@@ -15,6 +15,7 @@ import nox
 ROOT = Path(__file__).parent
 sys.path.insert(0, str(ROOT))  # ci_register.registered.catalog is stdlib-only: safe before any venv
 
+from ci_register.planning.history_value import history_problem  # noqa: E402
 from ci_register.registered.catalog import CatalogError, Suite  # noqa: E402
 from ci_register.running.nox_sessions import (  # noqa: E402  # noqa: E402
     EXIT_INPUT,
@@ -249,9 +250,13 @@ def history_browse(session: nox.Session) -> None:
     if path.lower().startswith(("postgresql://", "postgres://")):
         session.error("datasette browses SQLite files; for a PostgreSQL history use any SQL "
                       "dashboard on its report_* views (docs/fleet.md, section PostgreSQL)")
+    # Before anything is installed or run: nox prints its commands and errors as they are,
+    # and GATES_HISTORY may be a connection string with its password.
+    problem = history_problem(path)
+    if problem or not Path(path).is_file():
+        session.error(mask_secrets(f"{path!r}: {problem}" if problem else
+                                   f"no history at {path}; run a suite first or pass -- PATH"))
     session.install("datasette", "sqlite-utils>=4.2,<5")
-    if not Path(path).is_file():
-        session.error(f"no history at {path}; run a suite first or pass -- PATH")
     # -i (immutable) skips the write-ahead log: fold it into the file first.
     session.run("sqlite-utils", path, "PRAGMA wal_checkpoint(TRUNCATE)", silent=True)
     session.run("datasette", "-i", path)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -40,3 +41,16 @@ def test_default_sessions_are_cpu_safe():
     r = subprocess.run([sys.executable, "-m", "nox", "-f", str(REPO / "noxfile.py"), "-l"], capture_output=True, text=True, timeout=60)
     selected = [line.split()[1] for line in r.stdout.splitlines() if line.startswith("* ")]
     assert selected and all(not s.startswith(("base-", "stage-", "gb300", "rocm")) for s in selected)
+
+
+def test_history_browse_names_a_history_that_is_no_path_without_its_password(tmp_path):
+    # The session installed datasette first and then printed "no history at host=db
+    # password=..." as given: nox prints errors as they are.
+    env = {k: v for k, v in os.environ.items() if k != "CI"}
+    env["GATES_HISTORY"] = "host=db password=PWSECRET dbname=gates"
+    r = subprocess.run([sys.executable, "-m", "nox", "-f", str(REPO / "noxfile.py"), "-s",
+                        "history-browse", "--envdir", str(tmp_path / "envs")],
+                       capture_output=True, text=True, timeout=240, env=env)
+    out = r.stdout + r.stderr
+    assert r.returncode != 0 and "is a key=value connection string" in out, out[-2000:]
+    assert "PWSECRET" not in out and "pip install" not in out
