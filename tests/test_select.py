@@ -152,6 +152,24 @@ def test_a_change_past_the_bound_runs_everything_and_says_why(tree):
     assert sel(tree, [*docs, *docs]).everything == ""  # repeats count once
 
 
+def test_a_module_too_deep_or_too_big_to_parse_is_not_a_crash(tree, monkeypatch):
+    # The import scan parsed every Python file of the tree unbounded: a 200,000-term
+    # expression anywhere crashed `matrix --changed-files` (RecursionError), and a large
+    # generated module took ~440 times its size in memory (a 50 MB literal: 22 GB).
+    import ci_register.planning.imports as imports
+
+    write(tree, {"pkg/deep.py": "x = " + "+".join(["1"] * 200_000) + "\n",
+                 "tests/b/test_f.py": "import pkg.deep\nimport pkg.big\n",
+                 "pkg/big.py": "import pkg.util\n" + "# padding\n" * 200})
+    tests = [*TESTS, "tests/b/test_f.py"]
+    assert "nested too deeply to parse" in sel(tree, ["pkg/deep.py"], tests=tests).everything
+    monkeypatch.setattr(imports, "MAX_SCAN_BYTES", 1000)
+    assert "over 0 MB, not parsed" in sel(tree, ["pkg/big.py"], tests=tests).everything
+    # Unchanged, its imports unknown: the test reaching it runs on any Python change.
+    s = sel(tree, ["pkg/lonely.py"], tests=tests)
+    assert "tests/b/test_f.py" in s.files and not s.everything
+
+
 def test_src_layout_and_test_folder_on_sys_path(tmp_path):
     write(tmp_path, {
         "src/lib/__init__.py": "", "src/lib/ops.py": "", "src/lib/other.py": "",
