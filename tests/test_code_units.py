@@ -104,3 +104,14 @@ def test_code_objects_map_to_their_units_by_first_line():
     # Module-level code and class bodies are no unit.
     assert unit_at(units, 4) is None
     assert unit_at(units, OLD.splitlines().index("    size = 2") + 1) is None
+
+
+def test_a_file_nested_past_the_parsers_depth_is_structural_not_a_crash():
+    # A 2,000-term expression parses, but ast.dump recursed past Python's limit; a
+    # 200,000-term one does not parse (RecursionError, not SyntaxError): each raised
+    # through `matrix --base` (a traceback).
+    for n in (2_000, 200_000):
+        src = "x = " + "+".join(["1"] * n) + "\n"
+        change = diff_source(src, src + "y = 2\n")
+        assert change.kind == "structural" and "nested too deeply" in change.why
+    assert units_in_source("x = " + "+".join(["1"] * 200_000) + "\n") is None

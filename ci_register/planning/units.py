@@ -79,7 +79,7 @@ def units_in_source(source: str | bytes) -> list[Unit] | None:
     """The units of a file's text; None when it does not parse."""
     try:
         return module_units(ast.parse(source))
-    except (SyntaxError, ValueError):
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
         return None
 
 
@@ -103,6 +103,15 @@ def _blank(tree: ast.Module) -> dict[str, list[str]]:
 
 def diff_source(old: str | bytes, new: str | bytes) -> Change:
     """What changed between two versions of one file (see the module docstring)."""
+    try:
+        return _diff_source(old, new)
+    except (RecursionError, MemoryError):
+        # ast.dump recurses per level: a 2,000-term expression parses, and its dump
+        # raised RecursionError through the matrix (a traceback).
+        return Change("structural", why="nested too deeply to compare")
+
+
+def _diff_source(old: str | bytes, new: str | bytes) -> Change:
     try:
         a, b = ast.parse(old), ast.parse(new)
     except (SyntaxError, ValueError) as exc:
