@@ -297,3 +297,14 @@ def test_a_hostile_glob_matches_in_linear_time():
     assert time.perf_counter() - began < 1.0
     assert glob_match("suites/x/test_y.py", "suites/**/test_*.py")
     assert not glob_match("test_y.py\n", "test_*.py")  # no trailing-newline slack
+
+
+@pytest.mark.parametrize("text", ["X = 1\x00\n", "x = " + "+".join(["1"] * 200_000) + "\n"])
+def test_an_sglang_run_suite_that_cannot_be_parsed_is_one_line(tmp_path, text):
+    # A 200,000-term expression raised RecursionError (a traceback); ast's ValueError
+    # (a NUL byte) was not taken either.
+    from ci_register.registered.sglang_catalog import SglangCatalogError, read_lists
+
+    (tmp_path / "run_suite.py").write_text(text)
+    with pytest.raises(SglangCatalogError, match="cannot be read as Python"):
+        read_lists(tmp_path / "run_suite.py")

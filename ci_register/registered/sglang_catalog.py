@@ -79,7 +79,8 @@ def read_lists(run_suite: Path) -> dict[str, dict[str, list[str]]]:
                                  "(its test/run_suite.py lists the suites)")
     try:
         tree = ast.parse(run_suite.read_text(encoding="utf-8"), filename=str(run_suite))
-    except (SyntaxError, UnicodeDecodeError, OSError) as exc:
+    except (SyntaxError, ValueError, OSError, RecursionError, MemoryError) as exc:
+        # ValueError: not UTF-8, a NUL byte; RecursionError: nested past the parser's depth.
         where = f":{exc.lineno}" if isinstance(exc, SyntaxError) and exc.lineno else ""
         raise SglangCatalogError(f"{run_suite}{where}: cannot be read as Python "
                                  f"({exc.__class__.__name__}); pass an SGLang checkout") from None
