@@ -9,7 +9,7 @@ import pytest
 
 from gates.model import decisions as D
 from gates.model import robust, stats
-from gates.model.judge import QUANTILE_K, QUANTILE_RHO
+from gates.model.judge import QUANTILE_KS, QUANTILE_RHO
 from gates.model.robust import far_mode_threshold
 from gates.model.stats import (
     DEFAULTS,
@@ -298,19 +298,22 @@ def test_quantile_p_is_exact_and_valid():
             assert np.mean(ps <= alpha) <= alpha + 2.5 * np.sqrt(alpha / 4000)
 
 
+K7 = QUANTILE_KS[0]
+
+
 def _bimodal_then_shift(seed: int) -> tuple[np.ndarray, float]:
     # 45 runs: main mode 0 +/- 1%, 30% in a slow mode 3-28% above; then the main mode
-    # moves +10% for the last QUANTILE_K runs (the newest is returned apart).
+    # moves +10% for the last K = 7 runs (the newest is returned apart).
     rng = np.random.default_rng(seed)
     h = 1 + rng.normal(0, 0.01, 45) + (rng.random(45) < 0.3) * rng.uniform(0.03, 0.28, 45)
-    new = 1.10 + rng.normal(0, 0.01, QUANTILE_K)
+    new = 1.10 + rng.normal(0, 0.01, K7)
     return np.r_[h, new[:-1]], float(new[-1])
 
 
 def test_quantile_test_sees_a_main_mode_shift_through_a_slow_mode():
     hist, value = _bimodal_then_shift(0)
     j = judge_summaries(hist, value, sign=1)
-    assert j.statistic == f"robust-t/quantile-{QUANTILE_K}" and j.window == QUANTILE_K
+    assert j.statistic == "robust-t/quantile-7" and j.window == K7
     assert decide(j, j.p_worse, level=DEFAULTS.level) == "regression"
     assert 0.07 < j.rel_change < 0.12 and j.ci[0] < j.rel_change < j.ci[1]
     # Confirm: a rerun in the shifted mode holds, a clean one does not.
@@ -318,7 +321,29 @@ def test_quantile_test_sees_a_main_mode_shift_through_a_slow_mode():
     assert confirm(hist, 1.0, sign=1, first=value)[1] == "pass"
     # Higher is better: the mirror image.
     jm = judge_summaries(2 - hist, 2 - value, sign=-1)
-    assert jm.statistic == f"robust-t/quantile-{QUANTILE_K}" and jm.p_worse == pytest.approx(j.p_worse)
+    assert jm.statistic == "robust-t/quantile-7" and jm.p_worse == pytest.approx(j.p_worse)
+
+
+def test_ten_runs_beyond_a_slow_mode_that_holds_almost_half_the_baseline_are_caught():
+    # FlashInfer-like: a tight fast mode (0.45%) and 18 of 40 baseline runs in a slow mode
+    # 5-28% up; the fast mode moves +5%, under most of the slow runs. The least of the last
+    # 7 ranks among 18 baseline runs: p C(25, 7) / C(47, 7) = 0.0076, short of the level at
+    # any weight the windows leave it. All of the last 10 beyond them: C(28, 10) / C(50, 10)
+    # = 0.0013.
+    rng = np.random.default_rng(3)
+    slow = np.zeros(40, dtype=bool)
+    slow[rng.choice(40, 18, replace=False)] = True
+    base = 1 + rng.normal(0, 0.0045, 40) + slow * rng.uniform(0.055, 0.28, 40)
+    new = 1.05 + rng.normal(0, 0.0045, 10)
+    j = judge_summaries(np.r_[base, new[:-1]], float(new[-1]), sign=1)
+    assert j.extras.quantile and j.statistic == "robust-t/quantile-10"
+    assert decide(j, j.p_worse, level=DEFAULTS.level) == "regression"
+    # Seven runs in, only the 7-run test can see it, and it cannot yet.
+    j7 = judge_summaries(np.r_[base, new[:6]], float(new[6]), sign=1)
+    assert decide(j7, j7.p_worse, level=DEFAULTS.level) == "pass"
+    # A rerun in the moved mode holds; one back in the old fast mode does not.
+    assert confirm(np.r_[base, new[:-1]], 1.05, sign=1, first=float(new[-1]))[1] == "regression"
+    assert confirm(np.r_[base, new[:-1]], 1.0, sign=1, first=float(new[-1]))[1] == "pass"
 
 
 def test_quantile_test_skips_windows_with_a_machine_the_baseline_has_not_seen():
@@ -351,7 +376,7 @@ def test_quantile_trip_confirms_where_the_rho_bound_is_above_0_by_chance():
     hist, value = _bimodal_then_shift(10)
     j = judge_summaries(hist, value, sign=1)
     assert 0 < j.extras.rho_lo <= QUANTILE_RHO
-    assert j.statistic == f"robust-t/quantile-{QUANTILE_K}"
+    assert j.statistic == "robust-t/quantile-7"
     assert decide(j, j.p_worse, level=DEFAULTS.level) == "regression"
     assert confirm(hist, 1.10, sign=1, first=value)[1] == "regression"
     assert confirm(hist, 1.0, sign=1, first=value)[1] == "pass"
@@ -798,23 +823,26 @@ def test_a_change_of_ten_sds_on_a_two_mode_baseline_settles_in_one_rerun():
 def test_a_fast_mode_shift_under_a_slow_mode_trips_within_seven_runs():
     # +5% on a two-mode baseline (FlashInfer decode at small batch): the fast mode moves
     # 5 of its SDs, but the slow mode's 12 runs stay above it, so only the quantile test
-    # (the least bad of the last 7 runs) sees it. At a tenth of the level it tripped on
-    # the 7th shifted run in 46 of 60 series; at a quarter, 52. Null series: 6 of 300
-    # either way.
+    # (the least bad of the last 7 runs, then of the last 10) sees it. With the 7-run test
+    # alone at a tenth of the level it tripped on the 7th shifted run in 46 of 60 series;
+    # alone at a quarter, 57 (52 before its guard was read about the mean); beside the
+    # 10-run test at an eighth, 55, and 60 by the 10th run (58 with the 7-run test alone).
+    # Null series: 5 and 4 of 300 (6 and 4 with the 7-run test alone).
     def runs(rng, n):
         return 1 + rng.normal(0, 0.01, n) + (rng.random(n) < 0.3) * rng.uniform(0.03, 0.28, n)
 
-    def trips(shift: float, n: int) -> int:
+    def trips(shift: float, n: int, k: int) -> int:
         hit = 0
         for seed in range(n):
             rng = np.random.default_rng(seed)
-            h = np.r_[runs(rng, 50), (1 + shift) * runs(rng, 7)]
+            h = np.r_[runs(rng, 50), (1 + shift) * runs(rng, k)]
             j = judge_summaries(h[:-1], float(h[-1]), sign=1)
             hit += decide(j, j.p_worse, level=0.02) == "regression"
         return hit
 
-    assert trips(0.05, 60) >= 50
-    assert trips(0.0, 300) <= 8
+    assert trips(0.05, 60, 7) >= 54
+    assert trips(0.05, 60, 10) >= 60
+    assert trips(0.0, 300, 7) <= 8 and trips(0.0, 300, 10) <= 8
 
 
 def test_the_quantile_guard_reads_a_slow_mode_as_skew_not_dependence():

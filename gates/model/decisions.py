@@ -309,7 +309,9 @@ def confirm(history: np.ndarray, rerun: float, *, sign: int, first: float | None
     if (first is not None and min(j.extras.rho_q, j.extras.rho_lo) <= QUANTILE_RHO
             and j.status == "ok"):
         jf = judge_summaries(history, first, **kw)
-        if jf.extras.p_q_worse / QUANTILE_WEIGHT <= params.level:
+        # A quantile trip is a change where its least bad run is one (``decide``'s floor).
+        if (jf.extras.p_q_worse / QUANTILE_WEIGHT <= params.level
+                and not jf.extras.q_change <= jf.floor):
             return j, _outlier_check(j, _quantile_step(j, params), another, params,
                                      lambda: jf, suspect)
         if j.extras.rho_lo == 0.0:

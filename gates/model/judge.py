@@ -41,15 +41,22 @@ from gates.model.robust import (
 )
 
 __all__ = [
-    "PAIR_TAIL", "QUANTILE_K", "QUANTILE_WEIGHT", "GateParams", "DEFAULTS", "Case", "Decider",
+    "PAIR_TAIL", "QUANTILE_KS", "QUANTILE_SHARES", "QUANTILE_WEIGHT", "GateParams", "DEFAULTS", "Case", "Decider",
     "Judgement", "JudgeExtras", "judge_many", "judge_summaries",
 ]
 
 
 PAIR_TAIL = 2.0  # 3+ baseline runs this many scales on the bad side: a heavy tail or second mode
 TAIL_SCALES = 3.0  # where the run test's exponential tail bound starts, in its scales
-QUANTILE_K = 7  # runs whose minimum (bad direction) the quantile test judges
-QUANTILE_WEIGHT = 0.25  # its share of the level, taken from the windows, where it applies
+# The quantile test: the least bad run (bad direction) of the last K runs, for each K here
+# (at most the longest window) at its share of the level, taken from the windows where it
+# applies. All K runs beyond a slow mode that holds a share q of the baseline has p about
+# q^K: 7 runs reach q ~ 0.4, 10 runs q ~ 0.55 (a 40-run baseline of a 30% slow mode shows
+# 17+ slow runs in 6% of cases). The 7-run test decides three runs sooner, so it keeps its
+# whole share and the 10-run test adds half as much (docs/gates/calibration.md).
+QUANTILE_SHARES = ((7, 0.25), (10, 0.125))
+QUANTILE_KS = tuple(k for k, _ in QUANTILE_SHARES)
+QUANTILE_WEIGHT = sum(w for _, w in QUANTILE_SHARES)  # the family's share of the level
 # (0.1 left a fast-mode shift under a slow mode short of the level: calibration.md)
 QUANTILE_RHO = 0.2  # ... on baselines whose cautious lag-1 autocorrelation (rho_lo) is at most
 # this (two-mode baselines read as autocorrelated by chance; docs/gates/calibration.md)
@@ -104,7 +111,8 @@ class JudgeExtras:
     rank_worse: float = 1.0  # its rank p among them: (1 + #{as bad or worse}) / (n + 1)
     p_window_worse: dict[int, float] = field(default_factory=dict)  # k-run window -> its p, bad side
     quantile: bool = False  # the quantile test ran
-    p_q_worse: float = 1.0  # its p, bad direction
+    p_q_worse: float = 1.0  # its p, bad direction (its family's: p / QUANTILE_WEIGHT is weighted)
+    q_change: float = 0.0  # ... the least bad run's relative change, bad direction (that test's)
     # The good direction's weighted p without the new run alone (the windows and the
     # quantile test): an improvement is announced on this (``decisions.decide``)
     p_better_sustained: float = 1.0
@@ -232,7 +240,7 @@ def judge_many(cases: Sequence[Case]) -> list[Judgement]:
     the baseline is clearly autocorrelated (Box, Jenkins & Reinsel, *Time Series
     Analysis*, 4th ed., 2008, sec. 5.2); the Huber location of the last 3 and 10
     runs; on heavy-tailed or two-mode baselines the least bad of the last
-    ``QUANTILE_K`` runs. Each is a robust predictive t-test (centre median,
+    7 and 10 runs (``QUANTILE_SHARES``). Each is a robust predictive t-test (centre median,
     scale Qn, df 0.82 (n - 1)), its variance inflated for lag-1 autocorrelation,
     its p bounded below by the rank p and an exponential tail where the baseline
     already produced a value as extreme: a level the noise has produced before
@@ -282,10 +290,16 @@ def _judge_rows(H: np.ndarray, cs: list[Case], standin: np.ndarray,
     for i, k in enumerate(b.ks, start=1):
         cand, p_win[k] = _window_test(b, sr, k, w[:, i])
         cands.append(cand)
-    pq_w = np.ones(b.c.size)
+    pq_w, q_change = np.ones(b.c.size), np.zeros(b.c.size)
     if quant.any():
-        cand, pq_w = _quantile_test(b, sr, quant)
-        cands.append(cand)
+        for kq, share in _quantile_shares(b.ks):
+            cand, pw_k = _quantile_test(b, sr, quant, kq, share)
+            cands.append(cand)
+            # The family's p, scaled so that p_q_worse / QUANTILE_WEIGHT is its weighted p,
+            # and the least bad run's change of the test that gave it.
+            pw_k = pw_k * (QUANTILE_WEIGHT / share)
+            q_change = np.where(pw_k < pq_w, b.sign * (cand.est - b.c) / np.abs(b.c), q_change)
+            pq_w = np.minimum(pq_w, pw_k)
     new_host = b.mm is not None and not no_host and b.lab_new not in b.mm.known
     extras = {
         "p_run_worse": rt.pw, "p_run_far": rt.pf, "far_mode": rt.far,
@@ -296,7 +310,7 @@ def _judge_rows(H: np.ndarray, cs: list[Case], standin: np.ndarray,
         "beyond": rt.worse == 0,
         # ... and its rank among them: (1 + #{as bad or worse}) / (n + 1).
         "rank_worse": (rt.worse + 1) / (rt.n_ref + 1),
-        "quantile": quant, "p_q_worse": pq_w,
+        "quantile": quant, "p_q_worse": pq_w, "q_change": q_change,
         "p_better_sustained": _sustained_better(cands if mean_of > 1 else cands[1:],
                                                 b.c.size),
         "host_var": (b.mm.run_var(b.lab_new) - b.mm.within2 if new_host and b.mm is not None
@@ -607,7 +621,7 @@ def _test_weights(b: _Baseline, sr: _Serial, heavy: np.ndarray) -> tuple[np.ndar
     machine offset: a stretch of runs on a slow machine is its least bad run's rank)."""
     w0 = _weights(len(b.ks) + 1)
     new_m = b.mm is not None and b.lab is not None and any(
-        x not in b.mm.known for x in b.lab[-QUANTILE_K:])
+        x not in b.mm.known for x in b.lab[-max(QUANTILE_KS):])
     spread = (np.asarray(b.mm.tau2) > 0 if b.mm is not None and b.mm.tau2 is not None
               else np.zeros(b.c.size, dtype=bool))
     quant = (sr.rho_q <= QUANTILE_RHO) & heavy & ~spread & (bool(b.ks) and not new_m)
@@ -657,12 +671,23 @@ def _window_test(b: _Baseline, sr: _Serial, k: int,
                       z, sr.df_w, f"huber-{k}", weight), pw
 
 
-def _quantile_test(b: _Baseline, sr: _Serial,
-                   quant: np.ndarray) -> tuple[_Candidate, np.ndarray]:
-    """The least bad of the last ``QUANTILE_K`` runs against the baseline (exact under
-    exchangeability), on the rows ``quant``: its candidate and its unweighted p, bad
-    direction (rows without the test: p inf in the candidate, 1 returned)."""
-    c, kq, sign = b.c, QUANTILE_K, b.sign
+def _quantile_shares(ks: Sequence[int]) -> list[tuple[int, float]]:
+    """The quantile tests' windows and shares: ``QUANTILE_SHARES`` within the longest
+    evidence window (the baseline ends before the last max(ks) runs), shares summed
+    where two windows meet there."""
+    out: dict[int, float] = {}
+    for k, w in QUANTILE_SHARES:
+        out[min(k, max(ks))] = out.get(min(k, max(ks)), 0.0) + w
+    return sorted(out.items())
+
+
+def _quantile_test(b: _Baseline, sr: _Serial, quant: np.ndarray, kq: int,
+                   share: float) -> tuple[_Candidate, np.ndarray]:
+    """The least bad of the last ``kq`` runs against the baseline (exact under
+    exchangeability), on the rows ``quant``, at ``share`` of the level: its candidate and
+    its unweighted p, bad direction (rows without the test: p inf in the candidate, 1
+    returned)."""
+    c, sign = b.c, b.sign
     dev_base = sign[:, None] * (b.base - c[:, None])
     last = sign[:, None] * (b.full[:, -kq:] - c[:, None])
     pw, pb = np.ones(c.size), np.ones(c.size)
@@ -674,9 +699,8 @@ def _quantile_test(b: _Baseline, sr: _Serial,
     least = np.where(pw <= pb, c + sign * np.min(last, axis=1),
                      c - sign * np.min(-last, axis=1))
     off = np.where(quant, 1.0, np.inf)
-    weight = np.full(c.size, QUANTILE_WEIGHT)
-    cand = _Candidate(off * np.minimum(pw, pb) / QUANTILE_WEIGHT, off * pw / QUANTILE_WEIGHT,
-                      off * pb / QUANTILE_WEIGHT, kq, c, least, sr.s1,
+    weight = np.full(c.size, share)
+    cand = _Candidate(off * np.minimum(pw, pb) / share, off * pw / share, off * pb / share, kq, c, least, sr.s1,
                       sign * (least - c) / sr.s1, sr.df, f"quantile-{kq}", weight)
     return cand, pw
 
