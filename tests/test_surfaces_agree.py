@@ -142,3 +142,40 @@ def test_a_confirm_rerun_that_does_not_finish_reads_as_the_runner_exited(
     assert report_to_json(report)["exit_code"] == rc
     capsys.readouterr()
     assert gate_report(["--history", str(tree / "h.db"), "--root", str(tree), "--no-health"]) == rc
+
+
+# A confirm rerun that collects nothing (pytest exit 5: every tripped test deselected) is
+# a failure, exit 1, on every surface: the runner exited 5 while the reports said 1.
+DESELECTING_CONFTEST = '''
+import os
+from pathlib import Path
+
+
+def pytest_collection_modifyitems(config, items):
+    count = Path(os.environ["LAT_COUNT"])
+    i = int(count.read_text()) if count.exists() else 0
+    if os.environ["LAT_VALUES"].split()[i] == "none":
+        config.hook.pytest_deselected(items=list(items))
+        items[:] = []
+'''
+
+
+def test_a_confirm_rerun_that_collects_nothing_exits_1_on_every_surface(
+        make_tree, tmp_path, capsys):
+    tree = make_tree({"test_lat.py": LAT_TEST, "conftest.py": DESELECTING_CONFTEST})
+    _baseline(tree / "h.db")
+    # Without pytest's terminal plugin, the runner's "a suite that runs nothing fails"
+    # check cannot count what ran: the rerun ends as pytest says, exit 5.
+    session = run(tree, "cpu", "--gate", "enforce", "-p", "no:terminal",
+                  env={"LAT_VALUES": "1.05 none", "LAT_COUNT": str(tmp_path / "count")})
+    assert session.returncode == 1, session.stdout + session.stderr
+    assert (tmp_path / "count").read_text() == "1"  # the rerun ran no test
+    assert "confirm attempt 1 collected none of the 1 tripped test(s)" in session.stderr, session.stdout
+    with open_history(tree / "h.db", create=False) as h:
+        runs, scope = select_runs(h)
+        report = build_report(load_report_input(h, runs, scope=scope))
+    assert len(report.runs[0].confirm_runs) == 1 and report.exit_code == 1
+    assert report_to_json(report)["exit_code"] == 1
+    assert render_md(report).startswith("## ❌")
+    capsys.readouterr()
+    assert gate_report(["--history", str(tree / "h.db"), "--root", str(tree), "--no-health"]) == 1

@@ -371,6 +371,7 @@ class Ran:
 
     rc: int
     unfinished: bool = False
+    no_tests: bool = False  # pytest collected nothing (its exit 5): rc is 1, a failure
 
 
 def _pytest(plan_file: Path, plan: dict, opts: RunOptions, targets: list[str], extra: list[str]) -> Ran:
@@ -442,7 +443,9 @@ def _settle(out: Supervised, plan: dict, opts: RunOptions) -> Ran:
         _finish(opts, plan["run_id"], "crashed", 1, cause)  # prints one line either way
         return Ran(1, unfinished=True)
     if out.session_finished:
-        return Ran(rc)
+        # pytest's exit 5 (no tests collected) is a failure, exit 1: the rule every report
+        # reads the stored run with (gates.model.verdicts.pytest_exit).
+        return Ran(1, no_tests=True) if rc == 5 else Ran(rc)
     if _finish(opts, plan["run_id"], "crashed", 1, f"pytest exited with code {rc} before finishing its session"):
         return Ran(1, unfinished=True)  # a crash is exit 1 whatever code the test exited with
     return Ran(rc)
@@ -616,9 +619,8 @@ def run_suite(opts: RunOptions) -> int:
     started = time.monotonic()
     ran = _pytest(plan_file, plan_data, opts, targets, opts.pytest_args)
     rc = ran.rc
-    if rc == 5:
+    if ran.no_tests:
         print(f"error: suite {suite.name} shard {i}/{n}: pytest collected no tests from {len(targets)} registered file(s)", file=sys.stderr)
-        rc = 1
     if rc == 4:
         # pytest's usage error: bad arguments, a history or a register_ci_gate value the
         # gates plugin refused (its one line is above), before any test ran. Bad input,
@@ -647,6 +649,12 @@ def run_suite(opts: RunOptions) -> int:
         cfile = _write(opts.results / f"plan-{_tag(confirm_plan)}-confirm{attempt}.json", confirm_plan)
         ran = _pytest(cfile, confirm_plan, opts, nodeids, [a for a in opts.pytest_args if a not in ("-x", "--exitfirst")])
         crc = ran.rc
+        if ran.no_tests:
+            # Nothing to confirm the trip with: the session ends failed (exit 1), the
+            # rerun stored ungated, so every report reads it as failed too.
+            print(f"error: suite {suite.name} shard {i}/{n}: confirm attempt {attempt} collected none "
+                  f"of the {len(nodeids)} tripped test(s); the trip stays unconfirmed", file=sys.stderr)
+            return Attempt(crc, None, crashed=True)
         if crc not in (0, 1) or ran.unfinished:
             return Attempt(crc, None, crashed=True)
         gate = _gate(opts, confirm_id, cfile, chain[-1], tripped, opts.confirm - attempt)
