@@ -1014,8 +1014,10 @@ def test_a_planned_shard_that_recorded_no_run_fails_the_commits_report(tmp_path)
             REG.format(t=t) + f"def test_{name}():\n    pass\n")
     db = tmp_path / "h.db"
 
-    def shard(part: str) -> int:
-        e = env(GATES_COMMIT="c0ffee" * 6 + "c0ff", GATES_BRANCH="main")
+    def shard(part: str, ci: bool = True) -> int:
+        # A CI run's shards carry its URL: they promise their siblings.
+        e = env(GATES_COMMIT="c0ffee" * 6 + "c0ff", GATES_BRANCH="main",
+                **({"GATES_CI_URL": "https://ci.example/runs/7"} if ci else {}))
         done = subprocess.run(
             [sys.executable, "-m", "ci_register", "run", "cpu", "--history", str(db),
              "--gate", "enforce", "--partition", part], cwd=tmp_path, env=e,
@@ -1034,6 +1036,11 @@ def test_a_planned_shard_that_recorded_no_run_fails_the_commits_report(tmp_path)
             out[fmt] += "\n" + path.read_text(encoding="utf-8")
         return out
 
+    # Outside CI one shard is run by choice (the adoption guide's `--partition 1/2`):
+    # the others are not missing, and the report reads as that shard says.
+    assert shard("1/3", ci=False) == 0
+    assert reports()["text"].startswith("0\n")
+    db.unlink()
     # Two files, three shards: shards 1 and 2 get a file each, shard 3 none.
     assert shard("1/3") == 0 and shard("3/3") == 0  # the empty shard records nothing
     assert rows(db, "SELECT shard_index, planned_shards FROM runs") == [(1, "[1, 2]")]

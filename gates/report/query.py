@@ -157,10 +157,13 @@ def not_recorded_shards(runs: Sequence[Mapping[str, Any]]) -> list[dict[str, Any
     commit's runs gave files (``runs.planned_shards``) but that recorded no run: its job
     died before pytest began, or its history never reached the merge. Every surface
     then reads the commit as failed, never as passed on the shards that did report.
-    A shard its plan gave no files records no run and is not one of these."""
+    A shard its plan gave no files records no run and is not one of these. Only runs a
+    CI run made (``ci_url``) promise their siblings: outside CI a shard is run by
+    choice (``--partition 1/2`` to try one), and the others are not missing."""
     groups: dict[tuple[str, int], list[Mapping[str, Any]]] = {}
     for r in runs:
-        groups.setdefault((str(r["suite"]), int(r.get("shard_count") or 1)), []).append(r)
+        if r.get("ci_url"):
+            groups.setdefault((str(r["suite"]), int(r.get("shard_count") or 1)), []).append(r)
     out: list[dict[str, Any]] = []
     for (suite, n), group in sorted(groups.items()):
         planned = {i for r in group for i in planned_shards(r.get("planned_shards")) or ()
