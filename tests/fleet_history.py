@@ -16,10 +16,10 @@ ENTRY = {"pattern": "k4*", "entry_id": "accept-k4", "reason": "new kernel", "sou
 
 
 def record(h, i: int, *, fp: str = FP, keys=KEYS, shift: float = 1.0, confirm_of=None,
-            run_id: str | None = None, seed: int = 0) -> str:
+            run_id: str | None = None, seed: int = 0, gate_mode: str | None = None) -> str:
     rng = random.Random(i * 7919 + seed)
     prov = Provenance(run_id=run_id or f"run{i:04d}{fp}", suite=SUITE, fingerprint=fp,
-                      commit=f"{i:07d}" + "c" * 33, confirm_of=confirm_of,
+                      commit=f"{i:07d}" + "c" * 33, confirm_of=confirm_of, gate_mode=gate_mode,
                       started_at=f"2026-03-{1 + i // 24:02d}T{i % 24:02d}:00:00+00:00")
     paths = [f"suites/b/test_{j}.py" for j in range(3)]
     tests = [TestResult(f"{p}::t", p, "passed", 10.0 + j + rng.random())

@@ -25,11 +25,11 @@ NODE2 = "suites/a/test_a.py::test_acc"
 
 
 def add_run(h, i: int, metrics: dict, *, fp="gpu-a", confirm_of=None, run_id=None,
-            trusted=True) -> str:
+            trusted=True, gate_mode=None) -> str:
     rid = run_id or f"run{i:03d}"
     p = Provenance(run_id=rid, suite="s", commit=f"{i:07d}abc", branch="main",
                    started_at=f"2026-01-01T{i // 3600:02d}:{i // 60 % 60:02d}:{i % 60:02d}+00:00",
-                   fingerprint=fp, confirm_of=confirm_of)
+                   fingerprint=fp, confirm_of=confirm_of, gate_mode=gate_mode)
     h.start_run(p)
     ms = []
     for key, (samples, kw) in metrics.items():
@@ -694,3 +694,34 @@ def test_cli_plan_with_a_root_that_is_no_path_is_bad_input_not_a_bad_row(tmp_pat
     assert main(["--history", str(tmp_path / "h.db"), "--run-id", "r1", "--plan", str(plan)]) == 2
     err = capsys.readouterr().err
     assert f"--plan {plan}: its 'root' is not a path string" in err and "row" not in err
+
+
+def test_a_run_its_gate_never_judged_is_no_baseline_on_either_path(h):
+    # A complete run recorded with its gate on and no gated_at reads failed
+    # (verdicts.never_judged): no later gate compares against it. Runs without a recorded
+    # mode, gated ones and ones run with the gate off still serve.
+    from gates.store import baselines
+
+    rng = np.random.default_rng(5)
+    for i in range(30):
+        add_run(h, i, {"lat": lat(rng)})
+    judged = add_run(h, 30, {"lat": lat(rng)}, gate_mode="enforce")
+    h.save_verdicts(judged, [{"key": "lat", "verdict": "pass"}])
+    off = add_run(h, 31, {"lat": lat(rng)}, gate_mode="off")
+    never = [add_run(h, 32 + j, {"lat": lat(rng, level=1.3)}, gate_mode=mode)
+             for j, mode in enumerate(["enforce", "warn"] * 6)]
+    # The never-judged confirm rerun of a run that served: no stand-in, no chain link.
+    add_run(h, 44, {"lat": lat(rng, level=1.3)}, confirm_of="run029", run_id="c029",
+            gate_mode="enforce")
+    new = add_run(h, 50, {"lat": lat(rng, level=1.3)})
+    run = h.run(new)
+    base = baselines.baseline_runs(h, "s", "lat", run["fingerprint"], run, {new})
+    ids = [r["run_id"] for r in base]
+    assert ids[-2:] == [judged, off] and len(ids) == 32 and not set(ids) & set(never)
+    need = stats.DEFAULTS.window + max(stats.DEFAULTS.windows)
+    bulk = baselines.bulk_baselines(h, run, {"lat"}, {new}, need, ids_out=(got := {}))
+    assert got["lat"] == ids[-need:]
+    assert isinstance(bulk["lat"], stats.Summarized)
+    assert [r.run_id for r in h.confirm_links("s", ["run029"])] == []
+    verdicts = _same_both_ways(h, new)
+    assert [(v.verdict, v.n_baseline) for v in verdicts] == [("regression", 32)]

@@ -151,3 +151,23 @@ def test_a_snapshot_keeps_the_runs_that_measured_a_file_behind_runs_that_skipped
     seed_shard(snap, shard)
     with open_history(shard) as h:
         assert h.file_durations("s", "gpu-a") == want
+
+
+def test_runs_their_gate_never_judged_crowd_no_baseline_out_of_the_snapshot(tmp_path):
+    # A gate never compares against a run recorded with its gate on that its gate never
+    # judged (no gated_at); the snapshot's selection must leave them out too, or newer
+    # never-judged runs take the rows_per_key places of the baselines the gate reads.
+    full = tmp_path / "history.db"
+    with open_history(full) as h:
+        judged = [record(h, i) for i in range(10)]
+        for i in range(10, 16):
+            record(h, i, gate_mode="enforce")
+    snap, shard = tmp_path / "snap.db", tmp_path / "shard.db"
+    # per_file=1: the planner's durations bring the newest run only.
+    make_snapshot(full, snap, [SUITE], FP, rows_per_key=5, per_file=1)
+    seed_shard(snap, shard)
+    with open_history(shard) as h:
+        assert set(judged[-5:]) <= set(h.run_ids())
+        rid = record(h, 200, shift=1.08, seed=3)
+        got = {v.key: v.n_baseline for v in evaluate_run(h, rid, save=False).verdicts}
+    assert got == {k: 5 for k in KEYS}

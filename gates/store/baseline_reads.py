@@ -24,7 +24,7 @@ from gates.store.rows import (
     ConfirmLink,
     KeyVerdict,
 )
-from gates.store.schema import unpack_samples
+from gates.store.schema import JUDGED, unpack_samples
 
 if TYPE_CHECKING:
     import numpy as np
@@ -35,6 +35,7 @@ if TYPE_CHECKING:
 
 __all__ = ["BaselineReads"]
 
+_JUDGED, _JUDGED_R = JUDGED.format(r=""), JUDGED.format(r="r.")  # never-judged runs: no baseline
 _CHUNK = 500  # bound parameters per IN (...) list: under SQLite's limit on old builds
 _FEW_KEYS = 64  # up to this many keys, the near read filters rows by key in SQL
 
@@ -157,7 +158,7 @@ class BaselineReads:
                        CASE WHEN confirm_of IS NULL AND (:started = '' OR started_at <= :started)
                             AND run_id NOT IN ({self._json_list("exclude")}) THEN 1 ELSE 0 END AS ok
                 FROM runs WHERE suite = :suite AND status = 'complete' AND trusted = 1
-                AND run_id != :run_id{fp}),
+                AND {_JUDGED} AND run_id != :run_id{fp}),
             cand AS (
                 SELECT num, run_id, started_at, confirm_of, hardware, ok,
                        CASE WHEN ok = 1 AND rank() OVER (PARTITION BY ok ORDER BY started_at DESC)
@@ -173,7 +174,7 @@ class BaselineReads:
                 FROM runs r JOIN verdict_rows v ON v.run_num = r.num
                 JOIN texts d ON d.id = v.detail_id
                 WHERE r.suite = :suite AND r.confirm_of IS NOT NULL AND r.status = 'complete'
-                AND d.text LIKE '%"transient": true%' AND v.key_id IN (SELECT id FROM want))
+                AND {_JUDGED_R} AND d.text LIKE '%"transient": true%' AND v.key_id IN (SELECT id FROM want))
             SELECT 'r', num, ok, recent, CAST(NULL AS double precision), run_id,
                    CAST(NULL AS bytea) FROM cand
             UNION ALL SELECT 'a', num, NULL, NULL, NULL, started_at, NULL FROM cand
@@ -230,7 +231,7 @@ class BaselineReads:
             WITH short AS (SELECT id, text FROM texts WHERE text IN ({self._json_list("short")})),
             cand AS (
                 SELECT num, started_at FROM runs WHERE suite = :suite AND status = 'complete'
-                AND trusted = 1 AND run_id != :run_id{fp} AND started_at < :edge),
+                AND trusted = 1 AND {_JUDGED} AND run_id != :run_id{fp} AND started_at < :edge),
             far AS (
                 SELECT m.id, m.run_num, m.key_id, m.median, m.unit, m.samples,
                        row_number() OVER (PARTITION BY m.key_id
@@ -266,7 +267,7 @@ class BaselineReads:
         return _transients(row for row in self.conn.execute(
             "SELECT r.confirm_of, v.key, v.run_id, v.detail FROM verdicts v "
             "JOIN runs r ON r.run_id = v.run_id WHERE r.suite = ? "
-            "AND r.confirm_of IS NOT NULL AND r.status = 'complete' "
+            f"AND r.confirm_of IS NOT NULL AND r.status = 'complete' AND {_JUDGED_R} "
             "AND v.detail LIKE '%\"transient\": true%' ORDER BY r.started_at, v.id", (suite,))
             if row[1] in keys)
 
@@ -276,7 +277,7 @@ class BaselineReads:
         for part in _chunks(list(parents)):
             out.extend(map(ConfirmLink._make, self.conn.execute(
                 f"SELECT run_id, confirm_of FROM runs WHERE confirm_of IN ({_marks(part)}) "
-                "AND suite = ? AND status = 'complete' ORDER BY started_at, run_id",
+                f"AND suite = ? AND status = 'complete' AND {_JUDGED} ORDER BY started_at, run_id",
                 [*part, suite])))
         return out
 

@@ -16,6 +16,7 @@ from typing import Any, TypeVar
 
 from gates.store.schema import BY_NUM as _BY_NUM
 from gates.store.schema import BY_RUN_ID as _BY_RUN_ID
+from gates.store.schema import JUDGED
 from gates.store.schema import TEXT_REFS as _TEXT_REFS
 
 __all__ = ["BISECT_COLUMNS", "FleetSQL"]
@@ -54,11 +55,12 @@ class FleetSQL:
         (None: each fingerprint of the suite) and the planner's durations read.
 
         The newest ``rows_per_key`` metric rows of each key among complete trusted runs
-        (``gates.store.baselines``), the newest ``per_file`` clean first attempts of each file
-        (`History.file_durations`), the suite's newest trusted run (``--fingerprint
-        latest``), the confirm reruns of all of those (transient stand-ins, sequential
-        confirms), and the runs that date each acceptance that may apply (the first run
-        of a ``from_commit``, the first run carrying a file entry).
+        that may serve as baselines (``gates.store.baselines``, ``schema.JUDGED``), the
+        newest ``per_file`` clean first attempts of each file (`History.file_durations`),
+        the suite's newest trusted run (``--fingerprint latest``), the confirm reruns of
+        all of those (transient stand-ins, sequential confirms), and the runs that date
+        each acceptance that may apply (the first run of a ``from_commit``, the first run
+        carrying a file entry).
         """
         fp_clause = "" if fingerprint is None else " AND r.fingerprint = :fp"
         params = {"suite": suite, "fp": fingerprint, "rows": rows_per_key, "files": per_file}
@@ -67,7 +69,8 @@ class FleetSQL:
             "SELECT DISTINCT run_num FROM (SELECT m.run_num, row_number() OVER (PARTITION BY "
             "r.fingerprint, m.key_id ORDER BY r.started_at DESC, m.id DESC) AS rn "
             "FROM metric_rows m JOIN runs r ON r.num = m.run_num WHERE r.suite = :suite "
-            f"AND r.status = 'complete' AND r.trusted = 1{fp_clause}) AS ranked WHERE rn <= :rows",
+            f"AND r.status = 'complete' AND r.trusted = 1 AND {JUDGED.format(r='r.')}{fp_clause}) "
+            "AS ranked WHERE rn <= :rows",
             params))
         picked.update(r[0] for r in self.conn.execute(
             "WITH per AS (SELECT r.num, r.fingerprint, r.started_at, r.run_id, t.path_id, "

@@ -117,6 +117,7 @@ from gates.store.rows import (
     VerdictRow,
 )
 from gates.store.schema import (
+    JUDGED,
     KNOWN_MIGRATIONS,
     MIGRATION_SET,
     SCHEMA_VERSION,
@@ -923,14 +924,15 @@ class History:
                       exclude_run_id: str | None = None) -> list[dict[str, Any]]:
         """The last `limit` values of one metric on one suite and hardware, NEWEST FIRST.
 
-        Only complete runs; with `trusted_only`, only trusted ones (baselines).
+        Only complete runs, never one whose gate never judged it (`schema.JUDGED`); with
+        `trusted_only`, only trusted ones (baselines).
         `fingerprint=None` matches any hardware; `exclude_run_id` leaves out the
         run being judged. Each row: id (metric row id), run_id, attempt, commit,
         branch, started_at, nodeid, unit, better, n, min_value, max_value, count,
         median, trusted, fingerprint, confirm_of (run id this run re-checked, when
         it is a confirm-on-trip rerun), samples (list of floats in recording order).
         """
-        clauses = ["m.suite = ?", "m.key = ?", "r.status = 'complete'"]
+        clauses = ["m.suite = ?", "m.key = ?", "r.status = 'complete'", JUDGED.format(r="r.")]
         params: list[Any] = [suite, key]
         if fingerprint is not None:
             clauses.append("m.fingerprint = ?")

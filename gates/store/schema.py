@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from gates.store.sqlite_lib import Database, Migrations
 
-__all__ = ["BY_NUM", "BY_RUN_ID", "IMPORT_MAPS_TABLE", "MIGRATION_SET", "PLAN_FILES_VIEW",
+__all__ = ["BY_NUM", "BY_RUN_ID", "IMPORT_MAPS_TABLE", "JUDGED", "MIGRATION_SET", "PLAN_FILES_VIEW",
            "SCHEMA_VERSION", "TEXT_REFS", "VERDICT_COLUMNS", "VERDICTS_VIEW", "MigrationRefused",
            "migrations", "pack_samples", "unpack_samples"]
 
@@ -464,6 +464,15 @@ def _m011_planned_shards(db: Database) -> None:
 
 # Tables of per-run rows keyed by ``runs.num``, those keyed by run id text, and every
 # reference to a ``texts`` id (what a snapshot copies, what a delete keeps).
+# A run that may serve as a baseline is not one whose gate never judged it: a complete run
+# recorded with its gate on (gate_mode enforce or warn) and no gated_at reads failed
+# (gates.model.verdicts.never_judged), so no gate compares against it. A run without a
+# recorded mode (older, or pytest by hand) serves as before. ``{r}``: the runs table's
+# alias with its dot ("r.") or "". Every baseline read (bulk and reference) and the
+# snapshot's selection use it.
+JUDGED = ("(coalesce({r}gate_mode, '') NOT IN ('enforce', 'warn') "
+          "OR coalesce({r}gated_at, '') != '')")
+
 BY_NUM = ("metric_rows", "test_rows", "verdict_rows", "plan_file_rows")
 BY_RUN_ID = ("plan_gates", "trust_log", "run_acceptances", "snapshot_runs")
 TEXT_REFS = (("metric_rows", "nodeid_id"), ("metric_rows", "key_id"),
