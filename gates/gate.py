@@ -741,7 +741,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"error: {e}", file=sys.stderr)
         _mark_gate_error(a.history, a.run_id, str(e))
         return 2
-    except (TypeError, ValueError, ArithmeticError) as e:  # a row no writer of ours makes
+    # A row no writer of ours makes (RecursionError: JSON nested past the decoder's depth).
+    except (TypeError, ValueError, ArithmeticError, RecursionError) as e:
         where = display_location(a.history)  # a database URL's password stays out of logs
         line = (f"{where}: holds a row the gate cannot read ({type(e).__name__}: {e}); "
                 f"`gate-report check --history {where}` names the runs")

@@ -261,3 +261,55 @@ def test_a_history_poisoned_before_merge_checked_is_exit_2_and_named(template, t
     shutil.copy(template, path)
     code, out, _ = cli(["check", "--history", path], capsys)
     assert code == 0 and "every row is sound" in out
+
+
+
+def test_the_gate_on_json_nested_past_the_decoders_depth_is_exit_2_and_one_line(
+        template, tmp_path, capsys):
+    # gate-report said one line and exit 2 for this row; `python -m gates.gate` let json's
+    # RecursionError out: a traceback and exit 1 (a regression, not bad input).
+    from gates.gate import main as gate_main
+
+    path = tmp_path / "history.db"
+    shutil.copy(template, path)
+    with open_history(path) as h:
+        newest = h.run_ids()[-1]
+    # The run as its session left it for its gate: recorded with the gate on, not judged.
+    _force(path, "DELETE FROM verdict_rows WHERE run_num = (SELECT num FROM runs "
+                 "WHERE run_id = ?)", (newest,))
+    _force(path, "UPDATE runs SET hardware = ?, gate_mode = 'enforce', gated_at = NULL "
+                 "WHERE run_id = ?", ("[" * 10_000 + "]" * 10_000, newest))
+    capsys.readouterr()
+    assert gate_main(["--history", str(path), "--run-id", newest]) == 2
+    err = capsys.readouterr().err
+    assert "Traceback" not in err, err
+    lines = err.splitlines()
+    assert f"run {newest}: its runs.hardware is JSON nested past the decoder's depth" \
+        in lines[0] and f"`gate-report check --history {path}` names the runs" in lines[0], err
+    # The gate refused its input: the run is marked so, and every report reads it failed.
+    assert lines[1:] == [f"error: run {newest} is marked gate-error: it was not judged, "
+                         "and every report reads it as failed"], err
+    with sqlite3.connect(path) as conn:
+        assert conn.execute("SELECT status FROM runs WHERE run_id = ?",
+                            (newest,)).fetchone() == ("gate-error",)
+    code, out, _ = cli(["check", "--history", path], capsys)
+    assert code == 2 and f"run '{newest}'" in out, out
+
+
+def test_a_baseline_whose_hardware_is_nested_past_the_decoders_depth_has_no_host(
+        template, tmp_path, capsys):
+    # provenance.host_key reads unreadable hardware as no host, never an error; JSON nested
+    # past the decoder's depth raised RecursionError there: the gate's traceback, exit 1.
+    from gates.gate import main as gate_main
+
+    path = tmp_path / "history.db"
+    shutil.copy(template, path)
+    with open_history(path) as h:
+        newest, baseline = h.run_ids()[-1], h.run_ids()[-3]
+    capsys.readouterr()
+    clean = gate_main(["--history", str(path), "--run-id", newest, "--json"])
+    want = capsys.readouterr().out
+    _force(path, "UPDATE runs SET hardware = ? WHERE run_id = ?",
+           ("[" * 10_000 + "]" * 10_000, baseline))
+    assert gate_main(["--history", str(path), "--run-id", newest, "--json"]) == clean == 1
+    assert capsys.readouterr().out == want

@@ -148,7 +148,7 @@ def host_key(hardware: Mapping[str, Any] | str | None) -> str | None:
     if isinstance(hardware, str):
         try:
             hardware = json.loads(hardware)
-        except ValueError:
+        except (ValueError, RecursionError):  # RecursionError: nested past json's depth
             return None
     if not isinstance(hardware, Mapping):
         return None

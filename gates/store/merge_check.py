@@ -10,6 +10,7 @@ the field. Pure: takes exported bundles (`History.export_run`), does no I/O.
 from __future__ import annotations
 
 import datetime as dt
+import json
 import math
 import numbers
 import re
@@ -113,6 +114,17 @@ def _check_run(run: Mapping[str, Any], fail, now: dt.datetime) -> None:
                  "trust_reason", "trust_changed_at", "confirm_of", "finished_at", "gate_note"):
         if not _text(run.get(name)):
             raise fail(f"{name} is not text")
+    if run.get("hardware") and not _decodes(run["hardware"]):
+        raise fail("hardware is not JSON, or is nested past the decoder's depth")
+
+
+def _decodes(text: str) -> bool:
+    """Whether a JSON column's text reads back (RecursionError: nested past json's depth)."""
+    try:
+        json.loads(text)
+    except (ValueError, RecursionError):
+        return False
+    return True
 
 
 def _check_metric(m: Mapping[str, Any], run: Mapping[str, Any], fail) -> None:
