@@ -171,3 +171,32 @@ def test_runs_their_gate_never_judged_crowd_no_baseline_out_of_the_snapshot(tmp_
         rid = record(h, 200, shift=1.08, seed=3)
         got = {v.key: v.n_baseline for v in evaluate_run(h, rid, save=False).verdicts}
     assert got == {k: 5 for k in KEYS}
+
+
+def test_a_snapshot_keeps_the_runs_that_measured_a_file_behind_runs_whose_seconds_are_odd(
+        tmp_path):
+    # file_durations leaves out a run whose durations are not seconds (a text, NULL, NaN,
+    # out of range: a hand-edited row); the snapshot's selection counted them, so 15 newer
+    # such runs crowded out the runs the planner reads and the shard planned from nothing.
+    import sqlite3
+
+    from test_history import prov
+
+    from gates.store.history import RunRecord, TestResult
+
+    full = tmp_path / "history.db"
+    with open_history(full) as h:
+        for i in range(1, 21):
+            h.record_run(RunRecord(prov(i), [TestResult("f.py::t", "f.py", "passed", 60.0)]))
+    with sqlite3.connect(full) as conn:
+        for i in range(6, 21):
+            conn.execute("UPDATE test_rows SET duration = ? WHERE run_num = (SELECT num FROM "
+                         "runs WHERE run_id = ?)", (("abc", None, -1.0)[i % 3], f"run{i:03d}"))
+    with open_history(full) as h:
+        want = h.file_durations("s", "gpu-a")
+    assert want == {"f.py": [60.0] * 5}
+    snap, shard = tmp_path / "snap.db", tmp_path / "shard.db"
+    make_snapshot(full, snap, ["s"], "gpu-a")
+    seed_shard(snap, shard)
+    with open_history(shard) as h:
+        assert h.file_durations("s", "gpu-a") == want

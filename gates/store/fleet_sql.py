@@ -16,7 +16,7 @@ from typing import Any, TypeVar
 
 from gates.store.schema import BY_NUM as _BY_NUM
 from gates.store.schema import BY_RUN_ID as _BY_RUN_ID
-from gates.store.schema import JUDGED
+from gates.store.schema import CLEAN_DURATION, DURATION_TALLIES, JUDGED
 from gates.store.schema import TEXT_REFS as _TEXT_REFS
 
 __all__ = ["BISECT_COLUMNS", "FleetSQL"]
@@ -74,14 +74,12 @@ class FleetSQL:
             params))
         picked.update(r[0] for r in self.conn.execute(
             "WITH per AS (SELECT r.num, r.fingerprint, r.started_at, r.run_id, t.path_id, "
-            "sum(CASE WHEN t.outcome IN ('failed', 'error') THEN 1 ELSE 0 END) AS bad, "
-            "sum(CASE WHEN t.outcome = 'skipped' THEN 0 ELSE 1 END) AS ran "
-            "FROM runs r JOIN test_rows t "
+            f"{DURATION_TALLIES} FROM runs r JOIN test_rows t "
             "ON t.run_num = r.num AND t.attempt = 1 WHERE r.suite = :suite "
             f"AND r.status = 'complete' AND r.trusted = 1 AND t.path_id IS NOT NULL{fp_clause} "
             "GROUP BY r.run_id, t.path_id), ranked AS (SELECT num, row_number() OVER ("
             "PARTITION BY fingerprint, path_id ORDER BY started_at DESC, run_id) AS rn "
-            "FROM per WHERE bad = 0 AND ran > 0) SELECT DISTINCT num FROM ranked WHERE rn <= :files",
+            f"FROM per WHERE {CLEAN_DURATION}) SELECT DISTINCT num FROM ranked WHERE rn <= :files",
             params))
         picked.update(r[0] for r in self.conn.execute(
             "SELECT num FROM runs WHERE suite = :suite AND status = 'complete' AND trusted = 1 "

@@ -117,6 +117,8 @@ from gates.store.rows import (
     VerdictRow,
 )
 from gates.store.schema import (
+    CLEAN_DURATION,
+    DURATION_TALLIES,
     JUDGED,
     KNOWN_MIGRATIONS,
     MIGRATION_SET,
@@ -964,14 +966,10 @@ class History:
         planned shards and est_time from nothing). At most `limit` per file.
         """
         rows = self.conn.execute(
-            """
+            f"""
             WITH per AS (
                 SELECT t.path, max(r.started_at) AS started_at, t.run_id,
-                       sum(t.duration) AS seconds,
-                       sum(CASE WHEN t.outcome IN ('failed', 'error') THEN 1 ELSE 0 END) AS bad,
-                       sum(CASE WHEN t.outcome = 'skipped' THEN 0 ELSE 1 END) AS ran,
-                       sum(CASE WHEN t.duration >= 0 AND t.duration < 1e9 THEN 0 ELSE 1 END)
-                           AS odd
+                       sum(t.duration) AS seconds, {DURATION_TALLIES}
                 FROM runs r JOIN tests t ON t.run_id = r.run_id AND t.attempt = 1
                 WHERE r.suite = ? AND r.fingerprint = ? AND r.status = 'complete'
                       AND r.trusted = 1 AND t.path IS NOT NULL
@@ -979,7 +977,7 @@ class History:
             ), ranked AS (
                 SELECT path, seconds, row_number() OVER (
                     PARTITION BY path ORDER BY started_at DESC, run_id) AS rn
-                FROM per WHERE bad = 0 AND ran > 0 AND odd = 0
+                FROM per WHERE {CLEAN_DURATION}
             )
             SELECT path, seconds FROM ranked WHERE rn <= ? ORDER BY path, rn
             """, (suite, fingerprint, limit)).fetchall()

@@ -17,7 +17,8 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from gates.store.sqlite_lib import Database, Migrations
 
-__all__ = ["BY_NUM", "BY_RUN_ID", "IMPORT_MAPS_TABLE", "JUDGED", "MIGRATION_SET", "PLAN_FILES_VIEW",
+__all__ = ["BY_NUM", "BY_RUN_ID", "CLEAN_DURATION", "DURATION_TALLIES", "IMPORT_MAPS_TABLE",
+           "JUDGED", "MIGRATION_SET", "PLAN_FILES_VIEW",
            "SCHEMA_VERSION", "TEXT_REFS", "VERDICT_COLUMNS", "VERDICTS_VIEW", "MigrationRefused",
            "migrations", "pack_samples", "unpack_samples"]
 
@@ -472,6 +473,17 @@ def _m011_planned_shards(db: Database) -> None:
 # snapshot's selection use it.
 JUDGED = ("(coalesce({r}gate_mode, '') NOT IN ('enforce', 'warn') "
           "OR coalesce({r}gated_at, '') != '')")
+
+# A file's duration in a run (first attempt, grouped per run and file over ``t``, a test
+# row) is a measurement only when none of its tests failed or errored (a crash cut short),
+# one did not skip (setup only), and every duration is seconds in [0, 1e9) (a text, NULL,
+# NaN or infinite one, only a hand-edited row, summed as 0 on SQLite). One rule for
+# `History.file_durations` and the snapshot's selection (`FleetSQL.gate_read_runs`).
+DURATION_TALLIES = (
+    "sum(CASE WHEN t.outcome IN ('failed', 'error') THEN 1 ELSE 0 END) AS bad, "
+    "sum(CASE WHEN t.outcome = 'skipped' THEN 0 ELSE 1 END) AS ran, "
+    "sum(CASE WHEN t.duration >= 0 AND t.duration < 1e9 THEN 0 ELSE 1 END) AS odd")
+CLEAN_DURATION = "bad = 0 AND ran > 0 AND odd = 0"
 
 BY_NUM = ("metric_rows", "test_rows", "verdict_rows", "plan_file_rows")
 BY_RUN_ID = ("plan_gates", "trust_log", "run_acceptances", "snapshot_runs")
