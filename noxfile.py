@@ -229,18 +229,20 @@ def jit_cache(session: nox.Session) -> None:
     """FlashInfer's compiled kernels: -- key | path | pin | build [SUITE ...] (default base-b-1gpu)."""
     # In the interpreter that runs the GPU suites (their FlashInfer); suitelib/flashinfer_cache.py
     # says what a cached kernel depends on and why pinning file times keeps it valid.
+    # Each step keeps its command's exit status (2: bad input, a suite's own code), not
+    # nox's 1 (`_run_keeping_exit`).
     args = session.posargs or ["key"]
     if args[0] != "build":
-        session.run(sys.executable, "-m", "suitelib.flashinfer_cache", *args, external=True)
+        _run_keeping_exit(session, sys.executable, "-m", "suitelib.flashinfer_cache", *args)
         return
     # Build once: pin, then run each suite (a scratch history), which compiles exactly the
     # kernels it uses into the folder `path` prints; CI caches that folder under `key`.
-    session.run(sys.executable, "-m", "suitelib.flashinfer_cache", "pin", external=True)
+    _run_keeping_exit(session, sys.executable, "-m", "suitelib.flashinfer_cache", "pin")
     scratch = Path(session.create_tmp()) / "jit-cache-build.db"
     for suite in args[1:] or ["base-b-1gpu"]:
-        session.run(sys.executable, "-m", "nox", "-f", str(ROOT / "noxfile.py"), "-s", suite, "--",
-                    "--history", str(scratch), external=True)
-    session.run(sys.executable, "-m", "suitelib.flashinfer_cache", "path", external=True)
+        _run_keeping_exit(session, sys.executable, "-m", "nox", "-f", str(ROOT / "noxfile.py"),
+                          "-s", suite, "--", "--history", str(scratch))
+    _run_keeping_exit(session, sys.executable, "-m", "suitelib.flashinfer_cache", "path")
 
 
 @nox.session(name="history-browse", python=PYTHON)  # no tag: a server, never in `nox -t`

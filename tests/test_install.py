@@ -247,3 +247,38 @@ def test_gate_report_session_keeps_the_commands_exit_status(monkeypatch, code, m
         nf.gate_report(Session())
     assert got == marked
     assert calls[0][1][:3] == ("gate-report", "--run", "") and calls[0][2] == {"external": False}
+
+
+@pytest.mark.parametrize(("args", "code", "marked"), [
+    (["build", "base-b-1gpu"], 2, [2]), (["build"], 130, [130]), (["build"], 1, []),
+    (["key"], 2, [2])])
+def test_jit_cache_session_keeps_the_commands_exit_status(monkeypatch, tmp_path, args, code,
+                                                          marked):
+    # `nox -s jit-cache -- build` on bad input (a suite session's 2, flashinfer_cache's 2)
+    # exited 1: nox reduces a failed session to 1 unless the session marks the code.
+    import nox.command  # noqa: PLC0415
+
+    nf = _noxfile()
+    calls: list[tuple] = []
+
+    class Session:
+        name, posargs = "jit-cache", args
+
+        def create_tmp(self):
+            return str(tmp_path)
+
+        def run(self, *cmd, **kwargs):
+            calls.append((cmd, kwargs))
+            if len(calls) == (2 if args[0] == "build" else 1):  # build: pin passes, the suite fails
+                raise nox.command.CommandFailed(f"exit {code}", return_code=code)
+
+        def error(self, msg):
+            raise RuntimeError(msg)
+
+    got: list[int] = []
+    monkeypatch.setattr(nf, "mark_exit", got.append)
+    with pytest.raises((RuntimeError, nox.command.CommandFailed)):
+        nf.jit_cache(Session())
+    assert got == marked and all(kw == {"external": True} for _, kw in calls)
+    assert calls[-1][0][1:3] == (("-m", "nox") if args[0] == "build" else
+                                 ("-m", "suitelib.flashinfer_cache"))
