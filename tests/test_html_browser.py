@@ -66,6 +66,8 @@ class _Recorder(socketserver.BaseRequestHandler):
 
     def handle(self) -> None:
         data = self.request.recv(4096)
+        if not data:  # a connection closed before any request (Chromium preconnects)
+            return
         self.server.requests.append(data.split(b"\r\n", 1)[0].decode("latin-1"))  # type: ignore[attr-defined]
         self.request.sendall(b"HTTP/1.1 502 Bad Gateway\r\nContent-Length: 0\r\n\r\n")
 
