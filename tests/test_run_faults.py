@@ -773,26 +773,38 @@ GATE_FAULTS = {
 }
 
 
+def shimmed_session(tmp_path: Path, shim: str, *, history: str | None = None,
+                    **extra: str) -> tuple[int, str, Path]:
+    """A real `ci_register run cpu --gate enforce` session of one passing test, its
+    child processes started with ``shim`` as their sitecustomize (to fault the gate or
+    the runner's mark); history ``tree/h.db`` unless a URL is given. Returns (exit
+    code, output, tree)."""
+    (tmp_path / "shim").mkdir()
+    (tmp_path / "shim" / "sitecustomize.py").write_text(shim)
+    (tmp_path / "tree").mkdir()
+    tree = make_tree(tmp_path / "tree", "def test_b():\n    pass\n")
+    e = env(**extra)
+    e["PYTHONPATH"] = f"{tmp_path / 'shim'}{os.pathsep}{REPO}"
+    where = ["--history", str(tree / "h.db")] if history is None else []
+    if history is not None:
+        e["GATES_HISTORY"] = history
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "ci_register", "run", "cpu", *where, "--gate", "enforce"],
+        cwd=tree, env=e, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        start_new_session=True)
+    rc, out = finish(proc)
+    return rc, out, tree
+
+
 @pytest.mark.parametrize("fault", sorted(GATE_FAULTS))
 def test_a_gate_that_did_not_finish_reads_failed_on_every_report(tmp_path, fault):
     # No verdicts were saved, so every report said "passed: no gate failed" of a session
     # that exited 1 (and a SIGKILLed gate made the session itself exit 0).
-    shim = tmp_path / "shim"
-    shim.mkdir()
-    (shim / "sitecustomize.py").write_text(
-        "import os, signal, sys, time\n"
+    rc, out, tree = shimmed_session(
+        tmp_path, "import os, signal, sys, time\n"
         "if sys.orig_argv[1:3] == ['-m', 'gates.gate']:\n"
-        f"    {GATE_FAULTS[fault]}\n")
-    (tmp_path / "tree").mkdir()
-    tree = make_tree(tmp_path / "tree", "def test_b():\n    pass\n")
-    e = env(GATES_STEP_TIMEOUT_S="3")
-    e["PYTHONPATH"] = f"{shim}{os.pathsep}{REPO}"
+        f"    {GATE_FAULTS[fault]}\n", GATES_STEP_TIMEOUT_S="3")
     db = tree / "h.db"
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "ci_register", "run", "cpu", "--history", str(db),
-         "--gate", "enforce"], cwd=tree, env=e, stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE, text=True, start_new_session=True)
-    rc, out = finish(proc)
     assert rc == 1, out
     assert "was not gated: the gate " in out and "marked gate-unfinished" in out, out
     assert the_run(db)[1:] == ("gate-unfinished", 0)
@@ -842,22 +854,11 @@ def test_a_gate_that_refused_its_input_reads_failed_with_its_reason(tmp_path, fa
     # The session exited 2, but the run stayed `complete` with no verdicts: gate-report
     # text, md, json, html, the PR comment and the fleet merge read it as passed.
     inject, reason = GATE_INPUT_FAULTS[fault]
-    shim = tmp_path / "shim"
-    shim.mkdir()
-    (shim / "sitecustomize.py").write_text(
-        "import os, sys\n"
+    rc, out, tree = shimmed_session(
+        tmp_path, "import os, sys\n"
         "if sys.orig_argv[1:3] == ['-m', 'gates.gate']:\n"
         f"    {inject}\n")
-    (tmp_path / "tree").mkdir()
-    tree = make_tree(tmp_path / "tree", "def test_b():\n    pass\n")
-    e = env()
-    e["PYTHONPATH"] = f"{shim}{os.pathsep}{REPO}"
     db = tree / "h.db"
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "ci_register", "run", "cpu", "--history", str(db),
-         "--gate", "enforce"], cwd=tree, env=e, stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE, text=True, start_new_session=True)
-    rc, out = finish(proc)
     assert rc == 2, out
     assert "is marked gate-error" in out, out
     assert the_run(db)[1:] == ("gate-error", 0)
@@ -907,22 +908,11 @@ def test_a_run_whose_gate_never_saved_a_result_reads_failed(tmp_path, fault):
     # The run stayed `complete` with no verdicts and no mark: every report read it as
     # "passed: no gate failed", though the session failed (1) or died (SIGKILL).
     in_gate, elsewhere = NEVER_JUDGED[fault]
-    shim = tmp_path / "shim"
-    shim.mkdir()
-    (shim / "sitecustomize.py").write_text(
-        "import os, signal, sys\n"
+    rc, out, tree = shimmed_session(
+        tmp_path, "import os, signal, sys\n"
         "if sys.orig_argv[1:3] == ['-m', 'gates.gate']:\n"
         f"    {in_gate}\n{elsewhere}")
-    (tmp_path / "tree").mkdir()
-    tree = make_tree(tmp_path / "tree", "def test_b():\n    pass\n")
-    e = env()
-    e["PYTHONPATH"] = f"{shim}{os.pathsep}{REPO}"
     db = tree / "h.db"
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "ci_register", "run", "cpu", "--history", str(db),
-         "--gate", "enforce"], cwd=tree, env=e, stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE, text=True, start_new_session=True)
-    rc, out = finish(proc)
     assert rc == (1 if fault == "mark-failed" else -signal.SIGKILL), out
     assert rows(db, "SELECT status, gate_mode, gated_at FROM runs") == \
         [("complete", "enforce", None)]
@@ -1065,26 +1055,16 @@ def test_a_planned_shard_that_recorded_no_run_fails_the_commits_report(tmp_path)
 def test_the_gates_marks_on_postgresql(tmp_path, pg_url, fault):
     # The same marks in a fleet's database: gate_mode with the run, gated_at with the
     # verdicts, gate-error with the gate's line; each read by gate-report as on SQLite.
-    shim = tmp_path / "shim"
-    shim.mkdir()
     inject = {"none": "pass",
               "gate-refused": "open(sys.orig_argv[sys.orig_argv.index('--plan') + 1], 'w')"
                               ".write('{not json')",
               "never-judged": "os.kill(os.getpid(), signal.SIGKILL)"}[fault]
-    (shim / "sitecustomize.py").write_text(
-        "import os, signal, sys\n"
+    rc, out, _ = shimmed_session(
+        tmp_path, "import os, signal, sys\n"
         "if sys.orig_argv[1:3] == ['-m', 'gates.gate']:\n"
         f"    {inject}\n"
         "if sys.orig_argv[1:3] == ['-m', 'gates.record.finish']:\n"
-        "    os._exit(1)\n")
-    (tmp_path / "tree").mkdir()
-    tree = make_tree(tmp_path / "tree", "def test_b():\n    pass\n")
-    e = env()
-    e["PYTHONPATH"], e["GATES_HISTORY"] = f"{shim}{os.pathsep}{REPO}", pg_url
-    proc = subprocess.Popen([sys.executable, "-m", "ci_register", "run", "cpu", "--gate",
-                             "enforce"], cwd=tree, env=e, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, start_new_session=True)
-    rc, out = finish(proc)
+        "    os._exit(1)\n", history=pg_url)
     assert rc == {"none": 0, "gate-refused": 2, "never-judged": 1}[fault], out
     from gates.commands.cli import main as gate_report  # noqa: PLC0415
     from gates.store.open import open_history  # noqa: PLC0415

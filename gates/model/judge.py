@@ -41,8 +41,8 @@ from gates.model.robust import (
 )
 
 __all__ = [
-    "PAIR_TAIL", "QUANTILE_KS", "QUANTILE_SHARES", "QUANTILE_WEIGHT", "GateParams", "DEFAULTS", "Case", "Decider",
-    "Judgement", "JudgeExtras", "judge_many", "judge_summaries",
+    "PAIR_TAIL", "QUANTILE_KS", "QUANTILE_SHARES", "QUANTILE_WEIGHT", "GateParams", "DEFAULTS",
+    "Case", "Decider", "Judgement", "JudgeExtras", "judge_many", "judge_summaries",
 ]
 
 
@@ -675,9 +675,9 @@ def _quantile_shares(ks: Sequence[int]) -> list[tuple[int, float]]:
     """The quantile tests' windows and shares: ``QUANTILE_SHARES`` within the longest
     evidence window (the baseline ends before the last max(ks) runs), shares summed
     where two windows meet there."""
-    out: dict[int, float] = {}
+    top, out = max(ks), {}
     for k, w in QUANTILE_SHARES:
-        out[min(k, max(ks))] = out.get(min(k, max(ks)), 0.0) + w
+        out[min(k, top)] = out.get(min(k, top), 0.0) + w
     return sorted(out.items())
 
 
@@ -700,8 +700,9 @@ def _quantile_test(b: _Baseline, sr: _Serial, quant: np.ndarray, kq: int,
                      c - sign * np.min(-last, axis=1))
     off = np.where(quant, 1.0, np.inf)
     weight = np.full(c.size, share)
-    cand = _Candidate(off * np.minimum(pw, pb) / share, off * pw / share, off * pb / share, kq, c, least, sr.s1,
-                      sign * (least - c) / sr.s1, sr.df, f"quantile-{kq}", weight)
+    cand = _Candidate(off * np.minimum(pw, pb) / share, off * pw / share, off * pb / share,
+                      kq, c, least, sr.s1, sign * (least - c) / sr.s1, sr.df,
+                      f"quantile-{kq}", weight)
     return cand, pw
 
 
