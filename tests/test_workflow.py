@@ -4,6 +4,10 @@ concurrency group that keeps a nightly queued behind a push."""
 
 from __future__ import annotations
 
+import json
+import os
+import re
+import subprocess
 import sys
 from pathlib import Path
 
@@ -203,3 +207,67 @@ def test_a_failed_plan_fails_the_required_report_instead_of_skipping_it(wf):
     assert "exit 1" in first["run"] and "::error::" in first["run"]
     # The gate step's own check of the shards' result is still there.
     assert 'SUITE_RESULT" != "success"' in _run(report)
+
+
+def _noxfile():
+    sys.path.insert(0, str(WORKFLOW.parents[2]))
+    try:
+        import noxfile
+    finally:
+        sys.path.pop(0)
+    return noxfile
+
+
+def test_every_shipped_workflow_pins_each_action_by_full_commit_sha():
+    # A tag moves (and `@v4` ran node20, which GitHub retires): a full commit SHA with its
+    # release in a comment is what runs, and what the next bump reviews.
+    workflows = _noxfile().shipped_workflows()
+    assert WORKFLOW in workflows
+    loose = []
+    for path in workflows:
+        for n, line in enumerate(path.read_text().splitlines(), 1):
+            uses = re.match(r"^\s*(?:- )?uses:\s*(\S+)(.*)$", line)
+            if uses and not uses.group(1).startswith("./") and not (
+                    re.fullmatch(r"[\w.-]+/[\w./-]+@[0-9a-f]{40}", uses.group(1))
+                    and re.fullmatch(r"\s+# v\d+\.\d+\.\d+", uses.group(2))):
+                loose.append(f"{path.name}:{n}: {line.strip()}")
+    assert not loose, "\n".join(loose)
+
+
+def test_the_snapshot_step_names_each_planned_suite_once(wf, tmp_path):
+    (step,) = [s for s in wf["jobs"]["matrix"]["steps"] if s.get("name") == "Write the baseline snapshot"]
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "gate-report").write_text('#!/bin/sh\nprintf "%s\\n" "$@" > args.txt\n')
+    (bin_dir / "python").write_text(f'#!/bin/sh\n[ "$2" = pip ] && exit 0\nexec {sys.executable} "$@"\n')
+    for f in bin_dir.iterdir():
+        f.chmod(0o755)
+    (tmp_path / "history.db").write_text("")
+    env = {"PATH": f"{bin_dir}:/usr/bin:/bin"}
+    for include, want in (([{"suite": "cpu"}, {"suite": "base-b-1gpu"}, {"suite": "cpu"}],
+                           ["--suite", "base-b-1gpu", "--suite", "cpu"]), ([], None)):
+        (tmp_path / "matrix.json").write_text(json.dumps({"include": include}))
+        (tmp_path / "args.txt").unlink(missing_ok=True)
+        r = subprocess.run(["bash", "-e", "-c", step["run"]], cwd=tmp_path, env=env, capture_output=True,
+                           text=True, timeout=60)
+        assert r.returncode == 0, r.stderr
+        args = (tmp_path / "args.txt").read_text().split("\n")[:-1] if want else None
+        assert args == (["snapshot", "--history", "history.db", *want, "--out", "snapshot.db"] if want else None)
+
+
+def test_the_lint_session_runs_actionlint_over_every_shipped_workflow_and_fails_on_a_finding(tmp_path):
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    for name in ("ruff", "lint-imports"):  # the session's other steps: passing, not under test
+        (bin_dir / name).write_text("#!/bin/sh\nexit 0\n")
+    found = tmp_path / "args.txt"
+    (bin_dir / "actionlint").write_text(f'#!/bin/sh\nprintf "%s\\n" "$@" > {found}\necho "x.yml:1:1: finding"\nexit 1\n')
+    for f in bin_dir.iterdir():
+        f.chmod(0o755)
+    root = WORKFLOW.parents[2]
+    env = {k: v for k, v in os.environ.items() if k not in ("CI", "PYTEST_ADDOPTS")}
+    env.update(PATH=f"{bin_dir}:{env['PATH']}", ACTIONLINT=str(bin_dir / "actionlint"))
+    r = subprocess.run([sys.executable, "-m", "nox", "-f", str(root / "noxfile.py"), "--no-venv", "--no-install",
+                        "-s", "lint"], cwd=root, env=env, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert found.read_text().split() == [str(p.relative_to(root)) for p in _noxfile().shipped_workflows()]
