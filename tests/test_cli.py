@@ -4,15 +4,19 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from doc_commands import REPO, Shell
 from report_history import FILE_A, LAT, SUITE, make_history, regression_verdicts, write_run
 
+from ci_register.running import nox_sessions
 from gates.commands.cli import COMMANDS, build_parser, main
+from gates.commands.common import LOCAL_HISTORY
 from gates.store.open import open_history
 
 
@@ -340,3 +344,55 @@ def test_latest_run_is_every_suite_shard_of_the_newest_commit(tmp_path, capsys):
     assert data["title"] == "nightly-x, stage-x @ 0001c0ffee"
     code, out, _ = run(["--history", path, "--no-health", "--suite", "other"], capsys)
     assert code == 0 and "oooooooo" in out
+
+
+# ------------------------------------------------- --help and the default history
+
+COMMITTED = Path(__file__).resolve().parents[1] / "history.db"
+
+
+def _help_examples() -> list[str]:
+    """The commands of ``gate-report --help``'s examples (the prose after them dropped)."""
+    block = build_parser().epilog.split("\n\n")[0].splitlines()[1:]
+    return [re.split(r"\s{2,}", line.strip())[0] for line in block]
+
+
+def test_every_help_example_runs_on_the_committed_history(tmp_path):
+    examples = _help_examples()
+    assert len(examples) >= 10 and all(e.startswith("gate-report") for e in examples)
+    for n, example in enumerate(examples):
+        work = tmp_path / str(n)
+        work.mkdir()
+        shutil.copy(COMMITTED, work / "history.db")
+        sh = Shell(work, REPO)
+        if " merge shard-" in example:  # the shard files CI's suite jobs upload
+            made = sh("gate-report snapshot --suite base-b-2gpu --out shard-base-b-2gpu-1-of-1.db")
+            assert made.returncode == 0, made.stderr
+        done = sh(example, timeout=300)
+        # 1 is a report's or a comparison's verdict (the committed range holds regressions);
+        # 2 (bad input) is an example that does not run.
+        assert done.returncode in (0, 1) and "error:" not in done.stderr, \
+            f"`{example}` exited {done.returncode}: {done.stderr[-2000:]}"
+        assert done.stdout.strip() or any(p.name != "history.db" for p in work.iterdir()), example
+
+
+def test_outside_ci_a_plain_report_reads_the_history_this_checkouts_runs_made(tmp_path):
+    assert LOCAL_HISTORY == nox_sessions.LOCAL_HISTORY  # where the suite sessions record
+    shutil.copy(COMMITTED, tmp_path / "history.db")
+    sh = Shell(tmp_path, REPO)
+    committed = sh("gate-report --format json --no-health")
+    assert committed.returncode in (0, 1) and "note:" not in committed.stderr, committed.stderr
+    (tmp_path / ".gates").mkdir()
+    made = sh("gate-report snapshot --suite base-b-2gpu --out .gates/local-history.db")
+    assert made.returncode == 0, made.stderr
+    local = sh("gate-report --format json --no-health")
+    assert local.returncode in (0, 1), local.stderr
+    suites = {json.loads(r.stdout)["runs"][0]["suite"] for r in (committed, local)}
+    assert suites == {"base-b-1gpu", "base-b-2gpu"}  # the newest run of each file differs
+    assert json.loads(local.stdout)["runs"][0]["suite"] == "base-b-2gpu"
+    assert local.stderr.startswith("note: reading .gates/local-history.db (this checkout's runs outside CI)")
+    # In CI, or with GATES_HISTORY or --history, the default is not consulted.
+    for env, argv in (({"CI": "true"}, ""), ({}, " --history history.db"),
+                      ({"GATES_HISTORY": "history.db"}, "")):
+        again = sh(f"gate-report --format json --no-health{argv}", **env)
+        assert json.loads(again.stdout)["runs"][0]["suite"] == "base-b-1gpu" and "note:" not in again.stderr

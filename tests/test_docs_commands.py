@@ -98,13 +98,16 @@ HOW: list[tuple[str, How]] = [
                                why="minutes of simulation; the benchmark session's script answers")),
     ("python benchmarks/", How(run="argcheck", out=r"arguments ok", why="minutes of simulation")),
     ("gate-report ingest", How(run="argcheck", out=r"arguments ok", why="needs a PostgreSQL server")),
-    ("gate-report --suite base-b-1gpu --since 30d --format md > summary.md", How(
+    ("gate-report --history history.db --suite base-b-1gpu --since 30d --format md > summary.md", How(
         rc=1, setup="rm -f summary.md", out=r"", why="the committed history's range holds regressions: exit 1")),
-    ("gate-report --run RUN_ID", How(out=r'"run_id"')),
+    ("gate-report --history history.db --run RUN_ID", How(out=r'"run_id"')),
     ("gate-report merge shard-*.db", How(setup="cp .gates/local-history.db shard-cpu-1-of-1.db",
                                          out=r"1 new run", why="the shard: the CPU run recorded above")),
-    ("gate-report health --suite base-b-1gpu", How(out=r"CI health of base-b-1gpu")),
-    ("gate-report --suite base-b-1gpu --format html", How(out=r"")),
+    ("gate-report health --history history.db --suite base-b-1gpu", How(out=r"CI health of base-b-1gpu")),
+    ("gate-report --history history.db --suite base-b-1gpu --format html", How(out=r"")),
+    ("gate-report --history history.db  ", How(out=r"^base-b-1gpu @ ", why="the committed history's latest run")),
+    ("gate-report  ", How(out=r"^cpu @ [\s\S]*note: reading \.gates/local-history\.db",
+                         why="after `nox -s cpu` outside CI: the run it just recorded, and which file")),
     ("nox -s rerun -- suites/kernels/test_flashinfer_decode.py::", How(
         run="{without --run}", out=r"timeout \d+ nox -s base-b-1gpu",
         why="--run would run a GPU suite; tests/test_rerun.py runs --run on a CPU suite")),

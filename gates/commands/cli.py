@@ -36,6 +36,7 @@ from ci_register.planning.history_value import history_problem
 from ci_register.running.redact import guarded_output, mask_secrets, raw_stream
 from gates.commands import after, fleet
 from gates.commands.common import (
+    LOCAL_HISTORY,
     Parser,
     UsageError,
     add_history,
@@ -275,17 +276,17 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
 
 # -------------------------------------------------------------------- parser
 
-_EXAMPLES = """examples:
+_EXAMPLES = """examples (each runs on this repository's committed history.db):
   gate-report                                   latest run: every suite shard of the newest commit
-  gate-report --suite stage-c-4gpu --since 30d --format md > summary.md
-  gate-report --run 4f2c1a --format json
+  gate-report --suite base-b-1gpu --since 2026-11-01 --format md > summary.md    or --since 30d
+  gate-report --run 2b5001d66847 --format json  a run id, or a unique prefix of >= 6 chars
   gate-report --suite base-b-1gpu --format html --out report.html
-  gate-report health --suite cpu
-  gate-report merge shard-*.db --into history.db
+  gate-report health --suite base-b-1gpu
+  gate-report merge shard-*.db --into history.db    the shard histories CI uploaded
   gate-report check                             rows reports and gates cannot read
-  gate-report untrust --commit abc1234 --reason "broken runner gpu-17"
-  gate-report compare main my-branch --format md
-  gate-report accept 'serving/ttft_ms*' --from abc1234 --reason "chunked prefill, #1234"
+  gate-report untrust --commit 1467c42 --reason "broken runner gpu-17"
+  gate-report compare 5ddb66a 53ac0d3 --format md    commits, branches, run ids or fingerprints
+  gate-report accept 'attn/decode/fa2/*' --from 53ac0d3 --reason "new kernel, #1234"
   gate-report snapshot --suite base-b-1gpu --out snap.db    what a shard gates against
   gate-report prune --keep 90d                  what would go; --apply deletes and compacts
 
@@ -492,6 +493,11 @@ def _main(argv: Sequence[str]) -> int:
         if problem := _blank_selector(argv):
             raise UsageError(problem)
         args = parser.parse_args(_with_default_command(argv))
+        if getattr(args, "history", "") is None:
+            args.history = default_history()
+            if args.history == str(LOCAL_HISTORY):  # say so: the committed history is another file
+                print(f"note: reading {LOCAL_HISTORY} (this checkout's runs outside CI); "
+                      "--history history.db reads the committed history", file=sys.stderr)
         return COMMANDS[args.command](args)
     except KeyboardInterrupt:  # a write is one transaction: nothing is half-done
         print("interrupted; nothing half-written (each write is one transaction)",

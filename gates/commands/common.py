@@ -16,7 +16,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import NoReturn
 
-__all__ = ["MAX_COUNT", "Parser", "UsageError", "add_history", "add_out", "check_out", "count",
+__all__ = ["LOCAL_HISTORY", "MAX_COUNT", "Parser", "UsageError", "add_history", "add_out", "check_out", "count",
            "default_history", "emit", "is_report", "now", "open_history_arg"]
 
 
@@ -67,14 +67,26 @@ def count(minimum: int) -> Callable[[str], int]:
     return parse
 
 
+# Where a suite run outside CI records (ci_register.running.nox_sessions.LOCAL_HISTORY):
+# a laptop's run never becomes the committed history.db's baseline by accident.
+LOCAL_HISTORY = Path(".gates") / "local-history.db"
+
+
 def default_history() -> str:
-    return os.environ.get("GATES_HISTORY") or "history.db"
+    """The history a command reads without --history: $GATES_HISTORY; else, outside CI,
+    the one this checkout's suite runs record into once a run made it (so a report after
+    `nox -s cpu` shows that run, not the committed history's newest); else history.db."""
+    if env := os.environ.get("GATES_HISTORY"):
+        return env
+    if not os.environ.get("CI") and LOCAL_HISTORY.is_file():
+        return str(LOCAL_HISTORY)
+    return "history.db"
 
 
 def add_history(p: argparse.ArgumentParser) -> None:
     p.add_argument("--history", default=None, metavar="PATH",
-                   help="history file or postgresql:// URL (default: $GATES_HISTORY, else "
-                        "./history.db)")
+                   help="history file or postgresql:// URL (default: $GATES_HISTORY; else, "
+                        f"outside CI, {LOCAL_HISTORY} where a suite run made it; else ./history.db)")
 
 
 def add_out(p: argparse.ArgumentParser) -> None:
