@@ -221,8 +221,9 @@ def test_cpu_sessions_check_the_torch_they_installed(monkeypatch):
     assert [c[0] for c in plan_only.calls] == ["install"]
 
 
+@pytest.mark.parametrize("in_nox", [False, True])
 @pytest.mark.parametrize(("code", "marked"), [(2, [2]), (130, [130]), (1, [])])
-def test_gate_report_session_keeps_the_commands_exit_status(monkeypatch, code, marked):
+def test_gate_report_session_keeps_the_commands_exit_status(monkeypatch, code, marked, in_nox):
     # nox reduces a failed session to 1: `nox -s gate-report -- --run ""` (bad input, 2)
     # read as a failing report (1).
     import nox.command  # noqa: PLC0415
@@ -232,6 +233,7 @@ def test_gate_report_session_keeps_the_commands_exit_status(monkeypatch, code, m
 
     class Session:
         name, posargs = "gate-report", ["--run", ""]
+        env: dict[str, str] = {}
 
         def run(self, *args, **kwargs):
             calls.append(("run", args, kwargs))
@@ -241,12 +243,18 @@ def test_gate_report_session_keeps_the_commands_exit_status(monkeypatch, code, m
             raise RuntimeError(msg)
 
     got: list[int] = []
-    monkeypatch.setattr(nf, "_install_project", lambda session, *extras: None)
+    monkeypatch.setattr(nf, "_install_project", lambda session, *extras: calls.append(("install",)))
     monkeypatch.setattr(nf, "mark_exit", got.append)
+    monkeypatch.setattr(nf, "REPORT_IN_NOX", in_nox)
     with pytest.raises((RuntimeError, nox.command.CommandFailed)):
         nf.gate_report(Session())
     assert got == marked
-    assert calls[0][1][:3] == ("gate-report", "--run", "") and calls[0][2] == {"external": False}
+    if in_nox:  # nox's own Python has the package's dependencies: nothing installed
+        assert calls[0][1][:5] == (sys.executable, "-m", "gates.commands.cli", "--run", "")
+        assert calls[0][2] == {"external": True}
+    else:
+        assert calls[0] == ("install",)
+        assert calls[1][1][:3] == ("gate-report", "--run", "") and calls[1][2] == {"external": False}
 
 
 @pytest.mark.parametrize(("args", "code", "marked"), [
