@@ -17,7 +17,7 @@ from catalog_seed import catalog_text
 # imported, but numpy.fft (which scipy.special loads) cannot load twice in one process: a
 # later test importing scipy.special then failed "cannot load module more than once per
 # process". Imported here, before any pytester fixture, it stays.
-pytest_plugins = ["pytester"]
+pytest_plugins = ["pytester", "still_running"]  # still_running: a line while one test runs long
 
 
 @pytest.hookimpl(trylast=True)
