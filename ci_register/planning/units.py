@@ -122,4 +122,63 @@ def _diff_source(old: str | bytes, new: str | bytes) -> Change:
     if ast.dump(a) != ast.dump(b):
         return Change("structural", why="more than function bodies changed")
     changed = tuple(sorted(n for n in bodies_a if bodies_a[n] != bodies_b.get(n)))
+    read = _source_read(b, set(changed))
+    if read:
+        return Change("structural", why=read)
     return Change("bodies", changed)
+
+
+# Decorators known to call the function they wrap as Python (its body runs, so a run that
+# did not record it did not run it). Any other (``@triton.jit``, ``@numba.njit``,
+# ``@torch.compile``, a project's own) may compile the function from its source instead.
+KNOWN_DECORATORS = frozenset({
+    "staticmethod", "classmethod", "property", "abstractmethod", "abc.abstractmethod", "overload", "typing.overload",
+    "override", "typing.override", "typing_extensions.override", "wraps", "functools.wraps", "lru_cache",
+    "functools.lru_cache", "cache", "functools.cache", "cached_property", "functools.cached_property",
+    "singledispatch", "functools.singledispatch", "singledispatchmethod", "functools.singledispatchmethod",
+    "total_ordering", "functools.total_ordering", "contextmanager", "contextlib.contextmanager",
+    "asynccontextmanager", "contextlib.asynccontextmanager", "atexit.register", "fixture", "pytest.fixture",
+    "pytest_asyncio.fixture", "hookimpl", "pytest.hookimpl", "hookspec", "pytest.hookspec", "patch", "mock.patch",
+    "unittest.mock.patch", "patch.object", "mock.patch.object", "unittest.mock.patch.object", "patch.dict",
+    "mock.patch.dict", "unittest.mock.patch.dict", "torch.no_grad", "torch.inference_mode", "torch.enable_grad",
+    "dataclass", "dataclasses.dataclass", "nox.session", "session",
+})
+_KNOWN_PREFIXES = ("pytest.mark.",)
+_KNOWN_SUFFIXES = (".setter", ".getter", ".deleter", ".register")
+
+
+def _dotted(node: ast.AST) -> str:
+    if isinstance(node, ast.Call):
+        return _dotted(node.func)
+    if isinstance(node, ast.Name):
+        return node.id
+    if isinstance(node, ast.Attribute):
+        inner = _dotted(node.value)
+        return f"{inner}.{node.attr}" if inner else ""
+    return ""
+
+
+def known_decorator(node: ast.AST) -> bool:
+    name = _dotted(node)
+    return bool(name) and (name in KNOWN_DECORATORS or name.startswith(_KNOWN_PREFIXES) or name.endswith(_KNOWN_SUFFIXES))
+
+
+def _source_read(tree: ast.Module, changed: set[str]) -> str:
+    """Why a changed unit's body may be read rather than run (then a record that did not
+    see it run says nothing), else "": a decorator not known to call it as Python, or the
+    function handed to a call outside any function (``kernel = triton.jit(_kernel)``)."""
+    for name, node in _walk_units(tree.body, ""):
+        if name not in changed:
+            continue
+        unknown = next((d for d in node.decorator_list if not known_decorator(d)), None)
+        if unknown is not None:
+            return (f"the body of {name} changed under @{_dotted(unknown) or 'an expression'}, which may compile "
+                    "it from its source rather than run it")
+    tops = {n for n in changed if "." not in n}
+    for node in ast.walk(tree):  # the units' bodies are blanked: what is left is module and class code
+        if isinstance(node, ast.Call):
+            for arg in [*node.args, *(k.value for k in node.keywords)]:
+                if isinstance(arg, ast.Name) and arg.id in tops:
+                    return (f"the body of {arg.id} changed and module code hands it to {_dotted(node) or 'a call'}, "
+                            "which may read its source rather than run it")
+    return ""

@@ -23,9 +23,24 @@ shard, no ``--file``, nothing deselected, not stopped early, not a confirm rerun
 Entries of a record: ``path`` for each project file that ran code (its import counts), and
 ``path::qualname`` for each unit that ran; ``path::*`` when any function of a file may have
 run unseen (loaded before the tracer started, or unparsable at the end). A record that
-cannot be trusted is the one entry ``<incomplete: why>``: a traced process started a Python
-with ``-I``/``-E``/``-S`` or an environment without the folder, a child could not start its
-tracer, or the tracer was replaced (a debugger or coverage's tracer on Python <= 3.11).
+cannot be trusted is the one entry ``<incomplete: why>``; any escape makes it so (the rule: a
+record is evidence only when complete):
+
+- a child that may run Python without the tracer (:func:`unseen_argv`): a Python with
+  ``-I``/``-E``/``-S`` (``-X utf8 -I`` too) or an environment without the folder or the
+  sitecustomize path, and the same behind ``env`` (``-i``, ``-u``, assignments), wrappers
+  (``timeout``, ``nice``, ``taskset``, ...), ``sudo`` (a fresh environment), a shell's ``-c``
+  text or script (its ``export``/``unset`` followed), or a script's ``#!`` line;
+- a child whose tracer could not start;
+- on <= 3.11, ``sys.settrace`` called by anything but this tracer and ``threading`` handing
+  a new thread this tracer (a test's ``sys.settrace(None)``, a debugger, coverage);
+- on >= 3.12, a program that sets the events or callbacks of the tracer's tool id, or frees
+  it; a program that claims the tracer's tool id gets it (the tracer frees it first).
+
+The tracer leaves the program alone: the program's own ``sitecustomize`` (module or package)
+runs as ``sitecustomize`` (``_trace_site/sitecustomize.py`` hands over to it), and a thread
+started by ``_thread.start_new_thread`` on <= 3.11 is traced (its function runs as given).
+Why this tracer and not coverage.py: ``benchmarks/results/bench_recorder_choice.md``.
 
 How functions are seen: on Python >= 3.12, ``sys.monitoring``'s PY_START event, once per
 code object (the callback returns DISABLE: a function costs one event in the whole run). On
@@ -51,7 +66,7 @@ from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 
 __all__ = ["DIR_ENV", "EXECUTED_MAP_PATH", "MAX_ENTRIES", "TRACE_ENV", "Tracer", "argv_root", "begin", "collect",
-           "in_nox", "process_tracer", "runner_entries", "start_from_env", "tracing_wanted"]
+           "in_nox", "process_tracer", "runner_entries", "start_from_env", "tracing_wanted", "unseen_argv"]
 
 # The record's "file" in the import_maps table; gates.record.import_map holds the same literal.
 EXECUTED_MAP_PATH = "<executed>"
@@ -65,7 +80,6 @@ _MAX_BYTES = 64 << 20  # bytes read from one process's file
 _TOOL_NAME = "ci_register.executed"
 _SKIP_PARTS = {"site-packages", "dist-packages", "__pycache__", "node_modules"}
 _PYTHON = re.compile(r"(python|pypy)[0-9.]*[a-z]?(\.exe)?$")
-_SHELLS = {"sh", "bash", "dash", "zsh", "ksh", "env", "xargs"}
 
 
 def tracing_wanted(env: Mapping[str, str] | None = None) -> bool:
@@ -95,6 +109,7 @@ class Tracer:
         self._fd = -1
         self._tool: int | None = None
         self._trace_fn = None
+        self._own_code: set = set()  # this tracer's functions that call sys.settrace
 
     def _write(self, text: str) -> None:
         try:
@@ -110,8 +125,14 @@ class Tracer:
         before = [getattr(m, "__file__", None) for m in list(sys.modules.values())]
         self._write("".join(f"{f}\t*\n" for f in before if isinstance(f, str) and f.startswith(self.prefix)))
         self.active = True
-        if self.watch_spawns:
-            sys.addaudithook(self._audit)  # audit hooks cannot be removed: it checks self.active
+        audit = self._audit
+
+        def hook(event, args):  # called for every audited event: on <= 3.11 each traced call's frame.f_code is one
+            if event != "object.__getattr__":
+                audit(event, args)
+
+        sys.addaudithook(hook)  # audit hooks cannot be removed: _audit checks self.active
+        atexit.register(self.check)  # a process that exits normally checks its tracer was left alone
         prefix, fd, write = self.prefix, self._fd, os.write
 
         def note_code(code):  # a project code object: its file and first line, one line
@@ -137,6 +158,7 @@ class Tracer:
 
             mon.register_callback(self._tool, mon.events.PY_START, started)
             mon.set_events(self._tool, mon.events.PY_START)
+            self._guard_monitoring(mon)
             return
         seen: set = set()
 
@@ -148,19 +170,86 @@ class Tracer:
             note_code(code)
 
         self._trace_fn = on_call
+        self._own_code.add(sys._getframe().f_code)
         threading.settrace(on_call)
         sys.settrace(on_call)
+        self._trace_raw_threads(on_call)
+
+    def _trace_raw_threads(self, fn) -> None:
+        """A thread started by ``_thread.start_new_thread`` (not ``threading``) gets no
+        trace function from ``threading.settrace``: give it this one, then run it as asked."""
+        import _thread  # noqa: PLC0415
+
+        real = _thread.start_new_thread
+
+        def run(function, args, kwargs):
+            sys.settrace(fn)
+            return function(*args, **kwargs)
+
+        def start_new_thread(function, args, kwargs=None, /):
+            if not isinstance(args, tuple) or (kwargs is not None and not isinstance(kwargs, dict)):
+                return real(function, args, kwargs)  # its own TypeError, as without the tracer
+            return real(run, (function, args, kwargs or {}))
+
+        self._own_code.add(run.__code__)
+        _thread.start_new_thread = _thread.start_new = start_new_thread
+
+    def _guard_monitoring(self, mon) -> None:
+        """``sys.monitoring`` shared with the program: a program that claims the tracer's
+        tool id gets it (the tracer frees it, and its record becomes incomplete); one that
+        sets that id's events or callbacks, or frees it, makes the record incomplete."""
+        tracer = self
+
+        def guard(name, on_ours):
+            real = getattr(mon, name, None)
+            if real is None:
+                return
+
+            def call(tool_id, *args):
+                if tracer._tool is not None and tool_id == tracer._tool:
+                    on_ours(real)
+                return real(tool_id, *args)
+
+            call.__name__ = call.__qualname__ = name
+            call.__doc__ = real.__doc__
+            setattr(mon, name, call)
+
+        free = getattr(mon, "free_tool_id", None)
+
+        def give_up(_real):
+            tool, tracer._tool = tracer._tool, None
+            tracer.note(f"the program claimed sys.monitoring tool id {tool}: the tracer gave its sys.monitoring "
+                        "tool id up, so later functions ran unseen")
+            if free is not None:
+                free(tool)
+
+        def touched(_real):
+            tracer.note("the program set the events or callbacks of the tracer's sys.monitoring tool id")
+
+        guard("use_tool_id", give_up)
+        for name in ("free_tool_id", "clear_tool_id", "set_events", "set_local_events", "register_callback"):
+            guard(name, touched)
 
     def check(self) -> None:
-        """Note it when another tool replaced this tracer (its record would have gaps)."""
+        """Note it when another tool replaced this tracer or switched it off (its record
+        would have gaps)."""
         mon = getattr(sys, "monitoring", None)
-        if self._tool is not None and mon is not None and mon.get_tool(self._tool) != _TOOL_NAME:
-            self.note("another tool took the sys.monitoring id")
+        if self._tool is not None and mon is not None:
+            if mon.get_tool(self._tool) != _TOOL_NAME:
+                self.note("another tool took the sys.monitoring id")
+            elif mon.get_events(self._tool) != mon.events.PY_START:
+                self.note("the tracer's sys.monitoring events were switched off")
         elif self._trace_fn is not None and sys.gettrace() is not self._trace_fn:
             self.note("another tracer (a debugger, coverage) replaced the call tracer")
 
     def _audit(self, event: str, args: tuple) -> None:
-        if not self.active or not event.startswith(("subprocess.Popen", "os.posix_spawn", "os.exec", "os.spawn")):
+        if not self.active:
+            return
+        if event == "sys.settrace":
+            if self._trace_fn is not None:
+                self._settrace_called()
+            return
+        if not self.watch_spawns or not event.startswith(("subprocess.Popen", "os.posix_spawn", "os.exec", "os.spawn")):
             return
         try:
             why = _unseen_child(event, args, self.folder)
@@ -168,6 +257,23 @@ class Tracer:
             why = f"{event}: cannot tell what it runs ({type(exc).__name__})"
         if why:
             self.note(why)
+
+    def _settrace_called(self) -> None:
+        """``sys.settrace`` from anything but this tracer (or ``threading`` handing a new
+        thread this tracer's function) replaces or removes the call tracer of that thread:
+        what runs there next is unseen."""
+        try:
+            caller = sys._getframe(3)  # 0: this, 1: _audit, 2: the hook, 3: the caller of sys.settrace
+        except ValueError:
+            caller = None
+        code = caller.f_code if caller is not None else None
+        if code in self._own_code:
+            return
+        if code is not None and code.co_filename == threading.__file__ and getattr(threading, "_trace_hook", None) is self._trace_fn:
+            return
+        where = f"{code.co_filename}:{caller.f_lineno}" if code is not None else "native code"
+        self.note(f"sys.settrace was called at {where} (a test switching tracing off, a debugger, coverage): "
+                  "what ran after it is unseen")
 
 
 def _free_tool(mon) -> int | None:
@@ -181,10 +287,7 @@ def _free_tool(mon) -> int | None:
 
 
 def _unseen_child(event: str, args: tuple, folder: str) -> str | None:
-    """Why a child process may run Python that no tracer sees, else None: a Python (or a
-    script or shell that may start one) with an environment that drops the folder or
-    ``PYTHONPATH``'s tracer, or with ``-I``/``-E``/``-S``. A native program (git,
-    nvidia-smi) runs no project Python."""
+    """Why a child process may run Python that no tracer sees, else None (see :func:`unseen_argv`)."""
     if event == "subprocess.Popen":
         executable, argv, env = args[0], args[1], args[3]
     elif event in ("os.posix_spawn", "os.exec"):
@@ -194,28 +297,210 @@ def _unseen_child(event: str, args: tuple, folder: str) -> str | None:
     if isinstance(argv, str | bytes | os.PathLike):
         argv = [argv]
     argv = [os.fsdecode(a) for a in (argv or ())]
-    first = os.fsdecode(executable) if executable is not None else (argv[0] if argv else "")
-    name = Path(first).name
-    pythonish = bool(_PYTHON.match(name)) or name in _SHELLS
-    if not pythonish:
-        path = first if os.sep in first else shutil.which(first, path=(env or {}).get("PATH") if isinstance(env, Mapping) else None)
-        try:
-            with open(path or "", "rb") as f:
-                pythonish = f.read(2) == b"#!"  # a script: its interpreter may be Python
-        except OSError:
-            return None  # not found or unreadable: it will not start
-    if not pythonish:
+    if executable is not None:
+        argv = [os.fsdecode(executable), *argv[1:]] if argv else [os.fsdecode(executable)]
+    if not argv:
         return None
-    if isinstance(env, Mapping):
-        env = {os.fsdecode(k): os.fsdecode(v) for k, v in env.items()}
-        if env.get(DIR_ENV) != folder or str(SITE_DIR) not in env.get("PYTHONPATH", "").split(os.pathsep):
-            return f"started {name} with an environment that drops the tracer"
-    if _PYTHON.match(name):
-        for a in argv[1:]:
-            if not a.startswith("-") or a.startswith("--") or a in ("-m", "-c"):
+    env = os.environ if env is None else env  # None: the child inherits this process's (maybe edited) environment
+    env = {os.fsdecode(k): os.fsdecode(v) for k, v in env.items()} if isinstance(env, Mapping) else dict(os.environ)
+    return unseen_argv(argv, env, folder)
+
+
+# Programs that run the rest of their command line as a command (their own options first).
+_WRAPPERS = {"timeout", "nice", "nohup", "stdbuf", "setsid", "taskset", "numactl", "ionice", "chrt", "time",
+             "xargs", "exec", "command", "flock", "unbuffer", "catchsegv", "strace", "ltrace", "valgrind",
+             "mpirun", "mpiexec", "torchrun", "srun", "parallel"}
+_CLEARS_ENV = {"sudo", "su", "doas", "runuser", "systemd-run"}  # they give the command a fresh environment
+_SHELL_NAMES = {"sh", "bash", "dash", "zsh", "ksh", "ash", "busybox"}
+_TRACE_VARS = (DIR_ENV, ROOT_ENV, "PYTHONPATH", TRACE_ENV)
+_MAX_SCRIPT = 1 << 16  # bytes of a script read to see what it starts
+_MAX_DEPTH = 8
+
+
+def _traced_env(env: Mapping[str, str], folder: str) -> str | None:
+    """Why a Python started with ``env`` would not start the tracer, else None."""
+    if env.get(DIR_ENV) != folder or not env.get(ROOT_ENV):
+        return "an environment that drops the tracer's folder"
+    if env.get(TRACE_ENV, "").strip() == "0":
+        return "tracing switched off (CI_REGISTER_TRACE=0)"
+    if not any(Path(d).name == SITE_DIR.name for d in env.get("PYTHONPATH", "").split(os.pathsep) if d):
+        return "a PYTHONPATH without the tracer's sitecustomize"
+    return None
+
+
+def _python_flags(argv: list[str]) -> str | None:
+    """The option of a Python command line that skips sitecustomize or PYTHONPATH
+    (``-I``, ``-E``, ``-S``, alone or combined, after ``-X``/``-W`` arguments), else None."""
+    i = 1
+    while i < len(argv):
+        a = argv[i]
+        if a == "--check-hash-based-pycs":
+            i += 2
+            continue
+        if a == "--" or not a.startswith("-") or a == "-" or a.startswith("--"):
+            return None
+        for j, ch in enumerate(a[1:], 1):
+            if ch in "IES":
+                return f"-{ch}"
+            if ch in "cm":
+                return None  # the rest is the command or the module's arguments
+            if ch in "XW":
+                i += 0 if a[j + 1:] else 1  # `-X utf8` takes the next word; `-Xutf8` does not
                 break
-            if set(a[1:]) & set("IES") and not a.startswith(("-X", "-W")):
-                return f"started {name} {a} (no sitecustomize: its code runs unseen)"
+        i += 1
+    return None
+
+
+def _shell_commands(text: str) -> list[list[str]] | None:
+    """The simple commands of a shell text (split at ; & | ( ) and newlines); None when it
+    does not split (then what it runs is unknown)."""
+    import shlex  # noqa: PLC0415 - only for a traced process that starts a shell
+
+    lex = shlex.shlex(text.replace("\\\n", " "), posix=True, punctuation_chars=True)
+    lex.whitespace = " \t\r"
+    lex.commenters = "#"
+    out, cur = [], []
+    try:
+        for tok in lex:
+            if tok == "\n" or (tok and set(tok) <= set(";&|()")):
+                if cur:
+                    out.append(cur)
+                cur = []
+            elif tok in ("{", "}", "then", "do", "else", "elif", "fi", "done", "if", "while", "until", "!"):
+                continue
+            else:
+                cur.append(tok)
+    except ValueError:
+        return None
+    if cur:
+        out.append(cur)
+    return out
+
+
+def _read_script(path: str, env: Mapping[str, str]) -> str | None:
+    found = path if os.sep in path else shutil.which(path, path=env.get("PATH"))
+    try:
+        with open(found or "", "rb") as f:
+            return f.read(_MAX_SCRIPT).decode("utf-8", "replace")
+    except OSError:
+        return None
+
+
+def _shell_text(text: str, env: dict[str, str], folder: str, depth: int) -> str | None:
+    """Why a shell running ``text`` may start Python unseen, else None: each simple command
+    with the environment its assignments, ``export`` and ``unset`` leave."""
+    cmds = _shell_commands(text)
+    if cmds is None:
+        return "a shell command that cannot be read"
+    for cmd in cmds:
+        local = dict(env)
+        while cmd and "=" in cmd[0] and cmd[0].split("=", 1)[0].isidentifier():
+            k, v = cmd.pop(0).split("=", 1)
+            local[k] = _expand(v, env)
+        if not cmd:
+            env.update(local)  # `X=1` alone sets a shell variable; exported ones matter only through `export`
+            continue
+        if cmd[0] in ("export", "declare", "typeset", "readonly"):
+            for a in cmd[1:]:
+                if "=" in a:
+                    k, v = a.split("=", 1)
+                    env[k] = _expand(v, env)
+            continue
+        if cmd[0] == "unset":
+            for a in cmd[1:]:
+                env.pop(a, None)
+            continue
+        if cmd[0] in ("source", "."):
+            continue
+        why = unseen_argv(cmd, local, folder, depth + 1)
+        if why:
+            return why
+    return None
+
+
+def _expand(value: str, env: Mapping[str, str]) -> str:
+    """``$NAME``/``${NAME}`` of the shell's environment in an assignment's value."""
+    return re.sub(r"\$\{?([A-Za-z_][A-Za-z0-9_]*)\}?", lambda m: env.get(m.group(1), ""), value)
+
+
+def unseen_argv(argv: list[str], env: dict[str, str], folder: str, depth: int = 0) -> str | None:
+    """Why the command ``argv``, started with ``env``, may run Python that no tracer sees,
+    else None. A Python: its options and environment. A wrapper (``timeout``, ``nice``, ...,
+    ``env`` with its ``-i``, ``-u`` and assignments): the command it runs. A shell: the
+    commands of its ``-c`` text or of its script. A script: its ``#!`` line, then as a
+    shell's. A native program (git, nvidia-smi) runs no project Python."""
+    if depth > _MAX_DEPTH or not argv:
+        return "a command nested too deeply to read" if argv else None
+    name = Path(argv[0]).name
+    shown = " ".join(argv[:4])[:120]
+    if _PYTHON.match(name):
+        flag = _python_flags(argv)
+        if flag:
+            return f"started {name} {flag} (no sitecustomize: its code runs unseen): {shown}"
+        why = _traced_env(env, folder)
+        return f"started {name} with {why}: {shown}" if why else None
+    if name == "env":
+        env = dict(env)
+        i = 1
+        while i < len(argv):
+            a = argv[i]
+            if a in ("-i", "--ignore-environment", "-"):
+                env = {}
+            elif a in ("-u", "--unset"):
+                i += 1
+                env.pop(argv[i] if i < len(argv) else "", None)
+            elif a.startswith("--unset="):
+                env.pop(a.split("=", 1)[1], None)
+            elif a.startswith("-u") and len(a) > 2:
+                env.pop(a[2:], None)
+            elif a in ("-C", "--chdir", "-S", "--split-string"):
+                if a in ("-S", "--split-string") and i + 1 < len(argv):
+                    return unseen_argv([*argv[i + 1].split(), *argv[i + 2:]], env, folder, depth + 1)
+                i += 1
+            elif a.startswith("-"):
+                pass
+            elif "=" in a:
+                k, v = a.split("=", 1)
+                env[k] = v
+            else:
+                return unseen_argv(argv[i:], env, folder, depth + 1)
+            i += 1
+        return None
+    if name in _CLEARS_ENV:
+        rest = [a for a in argv[1:] if not a.startswith("-")]
+        return unseen_argv(rest, {"PATH": env.get("PATH", "")}, folder, depth + 1) if rest else None
+    if name in _WRAPPERS:
+        for i in range(1, len(argv)):
+            a = argv[i]
+            if a.startswith("-") or a.replace(".", "").replace(",", "").isdigit() or a[:-1].isdigit():
+                continue
+            if _PYTHON.match(Path(a).name) or Path(a).name in _SHELL_NAMES | _WRAPPERS | _CLEARS_ENV | {"env"} or (
+                    shutil.which(a, path=env.get("PATH")) or os.sep in a):
+                return unseen_argv(argv[i:], env, folder, depth + 1)
+        return None
+    if name in _SHELL_NAMES:
+        args = argv[1:]
+        if name == "busybox" and args:
+            args = args[1:]
+        for i, a in enumerate(args):
+            if a == "-c" or (a.startswith("-") and not a.startswith("--") and "c" in a[1:] and "o" not in a[1:]):
+                return _shell_text(args[i + 1], dict(env), folder, depth) if i + 1 < len(args) else None
+            if not a.startswith("-"):
+                text = _read_script(a, env)
+                return None if text is None else _shell_text(text, dict(env), folder, depth)
+        return None  # a shell reading its stdin: what it runs is unknown, but only an interactive one does
+    text = _read_script(argv[0], env)
+    if text is None or not text.startswith("#!"):
+        return None  # not found (it will not start) or a native program
+    shebang = text[2:].splitlines()[0].split() if text[2:].strip() else []
+    if not shebang:
+        return None
+    if Path(shebang[0]).name == "env" or _PYTHON.match(Path(shebang[0]).name) or Path(shebang[0]).name in _SHELL_NAMES:
+        why = unseen_argv([*shebang, *argv], env, folder, depth + 1)
+        if why or Path(shebang[-1]).name not in _SHELL_NAMES:
+            return why
+    if Path(shebang[-1]).name in _SHELL_NAMES or Path(shebang[0]).name in _SHELL_NAMES:
+        return _shell_text("\n".join(text.splitlines()[1:]), dict(env), folder, depth)
     return None
 
 

@@ -4,12 +4,19 @@
 ``CI_REGISTER_EXECUTED_DIR``; Python imports ``sitecustomize`` at start-up, before the
 program's own code, so pytest, a test's server and its workers are traced from their first
 line. The tracer's module is loaded by path (importing the ``ci_register`` package here
-would run its code before the tracer starts). Then the next ``sitecustomize`` on the path
-(a distribution's own) runs as it would have.
+would run its code before the tracer starts).
+
+Then the program's own ``sitecustomize`` (a module or a package further along ``sys.path``)
+runs *as* ``sitecustomize``: it replaces this module in ``sys.modules``, so ``import
+sitecustomize`` gives the program its own module, as it would without the tracer. Another
+copy of this folder on the path (an older checkout's runner puts its own first) is passed
+over: one tracer a process, and no copy hands over to another.
 """
 
 import os
 import sys
+
+_MARK = "_trace_site"  # the folder name every copy of this module lives in
 
 
 def _start() -> None:
@@ -17,7 +24,7 @@ def _start() -> None:
 
     here = os.path.dirname(os.path.abspath(__file__))
     folder = os.environ.get("CI_REGISTER_EXECUTED_DIR")
-    if not folder:
+    if not folder or "_ci_register_executed" in sys.modules:  # off, or another copy already traces
         return
     try:
         spec = importlib.util.spec_from_file_location("_ci_register_executed", os.path.join(os.path.dirname(here), "executed.py"))
@@ -34,20 +41,20 @@ def _start() -> None:
             pass
 
 
-def _chain() -> None:
+def _hand_over() -> None:
+    """Run the program's own ``sitecustomize`` in this module's place (site.py reports an
+    error in it as it would have: the exception goes up to site's import)."""
+    import importlib.machinery
     import importlib.util
 
-    here = os.path.dirname(os.path.abspath(__file__))
-    for d in sys.path:
-        if os.path.abspath(d or ".") == here:
-            continue
-        cand = os.path.join(d or ".", "sitecustomize.py")
-        if os.path.isfile(cand):
-            spec = importlib.util.spec_from_file_location("_next_sitecustomize", cand)
-            mod = importlib.util.module_from_spec(spec)
-            spec.loader.exec_module(mod)
-            return
+    path = [d for d in sys.path if os.path.basename(os.path.abspath(d or ".")) != _MARK]
+    spec = importlib.machinery.PathFinder.find_spec("sitecustomize", path)
+    if spec is None:
+        return
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules["sitecustomize"] = mod  # the import that ran this file returns what sys.modules holds
+    spec.loader.exec_module(mod)
 
 
 _start()
-_chain()
+_hand_over()

@@ -1,0 +1,349 @@
+"""Mutation replay: plant a fault in every function a commit changed and check that every
+test that then fails is in the selection computed for that commit.
+
+A replay of unchanged history cannot catch a miss when no test changes its outcome. Here
+each change (parent -> commit) of the newest ``--commits`` first-parent commits gets faults:
+in the commit's tree, every function (``def``, a unit of :mod:`ci_register.planning.units`:
+a module's functions and class methods) whose source differs from the parent's, or that the
+commit added, starts with ``raise RuntimeError("planted fault")``. All of a commit's faults
+are planted at once (one run per commit). The planted tree runs as
+``benchmarks/replay_selection.py`` runs a commit: each CPU suite through the tree's own
+runner, the GPU suites' files (they skip on a CPU host, but a fault at import fails them)
+under one pytest. A test that fails there and did not fail in the parent's run is *caused by
+the change*; each must be in the selection for its suite (a failure outside a registered
+file, or a suite run that produced no outcomes, needs the whole suite kept).
+
+The selection is this checkout's, decided as ``replay_selection.analyse`` decides it: static
+graph, the parent's import maps and runner map, and the parent's executed-functions records
+(function-level evidence). Runs that cannot change the answer are not made: a change with
+no planted fault (nothing can fail because of it) needs no planted run; a change whose
+selection keeps every (suite, file) cannot leave a failure out; a parent run is made only
+for changes that plant faults and that no declared path (CI configuration) sends to
+everything. The share of est_time kept is reported for all changes and with the changes
+to declared CI configuration apart.
+
+    nohup timeout 5400 python benchmarks/replay_mutation.py --rev main --commits 62 \
+        --json /tmp/mut.json --out benchmarks/results/replay_mutation.md &
+
+``--runs-from`` reuses the runs of an earlier ``--json`` (an interrupted replay resumes; the
+selection is always decided afresh).
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(HERE / "benchmarks"))
+sys.path.insert(0, str(HERE))
+
+import replay_selection as rs  # noqa: E402
+from bench_selection import registrations  # noqa: E402
+
+from ci_register.planning.imports import scan  # noqa: E402
+from ci_register.planning.select import _match, parse_select, select_tests  # noqa: E402
+from ci_register.planning.units import _walk_units  # noqa: E402
+from ci_register.registered.catalog import load_catalog  # noqa: E402
+
+FAULT = "planted fault"
+_FAILED = ("failed", "error", "collect-error")
+
+
+# ---------------------------------------------------------------------- the faults (pure)
+
+def _units(source: bytes | str) -> dict[str, list[ast.AST]] | None:
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError):
+        return None
+    out: dict[str, list[ast.AST]] = {}
+    for name, node in _walk_units(tree.body, ""):
+        out.setdefault(name, []).append(node)
+    return out
+
+
+def changed_units(old: bytes | str | None, new: bytes | str) -> list[str]:
+    """Qualnames of the units of ``new`` whose source (decorators, arguments, body) differs
+    from ``old``'s, or that ``old`` lacks; [] when ``new`` does not parse."""
+    nu = _units(new)
+    if nu is None:
+        return []
+    ou = (_units(old) if old is not None else None) or {}
+    return sorted(q for q, nodes in nu.items()
+                  if [ast.dump(n) for n in nodes] != [ast.dump(n) for n in ou.get(q, [])])
+
+
+def plant(source: str, qualnames: list[str], label: str) -> str:
+    """``source`` with ``raise RuntimeError(...)`` as the first statement (after a
+    docstring) of each unit named in ``qualnames``."""
+    tree = ast.parse(source)
+    lines = [ln.encode("utf-8") for ln in source.splitlines(keepends=True)]
+    edits: list[tuple[int, int, bytes, bool]] = []  # (0-based line, byte col, text, as a new line)
+    want = set(qualnames)
+    for name, node in _walk_units(tree.body, ""):
+        if name not in want:
+            continue
+        stmt = f'raise RuntimeError("{FAULT}: {label}::{name}")'.encode()
+        body = node.body
+        doc = isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant) and isinstance(body[0].value.value, str)
+        if doc and len(body) == 1:  # only a docstring: the fault goes after it
+            d = body[0]
+            if not lines[d.lineno - 1][:d.col_offset].strip():
+                edits.append((d.end_lineno, d.col_offset, stmt, True))
+            else:
+                edits.append((d.end_lineno - 1, d.end_col_offset, b"; " + stmt, False))
+            continue
+        first = body[1] if doc else body[0]
+        if not lines[first.lineno - 1][:first.col_offset].strip():  # the statement starts its line
+            edits.append((first.lineno - 1, first.col_offset, stmt, True))
+        else:  # `def f(): return 1`, or `x; y`
+            edits.append((first.lineno - 1, first.col_offset, stmt + b"; ", False))
+    for line, col, text, new_line in sorted(edits, reverse=True):
+        if new_line:
+            lines.insert(line, b" " * col + text + b"\n")
+        else:
+            lines[line] = lines[line][:col] + text + lines[line][col:]
+    out = b"".join(lines).decode("utf-8")
+    ast.parse(out)  # a planted file that does not parse would be a fault of this tool, not the change
+    return out
+
+
+def fault_plan(repo: Path, parent: str, commit: str, changed: list[str]) -> dict[str, list[str]]:
+    """{path: changed units} for the commit's Python files."""
+    plan = {}
+    for p in changed:
+        if not p.endswith(".py"):
+            continue
+        new = rs._show(repo, commit, p)
+        if new is None:
+            continue
+        units = changed_units(rs._show(repo, parent, p), new)
+        if units:
+            plan[p] = units
+    return plan
+
+
+# ---------------------------------------------------------------------- runs
+
+def planted_run(repo: str, commit: str, i: int, plan: dict[str, list[str]], catalog_path: str, timeout_s: float,
+                work_root: str) -> dict:
+    """The commit's tree with every planted fault, its suites run: per suite, the failing
+    test ids (``*`` when the suite's run produced no outcomes) and the exit."""
+    work = Path(work_root) / f"m{i}"
+    tree = work / "tree"
+    shutil.rmtree(work, ignore_errors=True)
+    work.mkdir(parents=True)
+    rs.export(Path(repo), commit, tree)
+    planted = 0
+    for path, units in plan.items():
+        f = tree / path
+        f.write_text(plant(f.read_text(encoding="utf-8"), units, path), encoding="utf-8")
+        planted += len(units)
+    catalog = load_catalog(Path(catalog_path))
+    regs, _ = registrations(tree, catalog)
+    by_suite: dict[str, set[str]] = {}
+    for s_, p_, _ in regs:
+        by_suite.setdefault(s_, set()).add(p_)
+    out: dict = {"commit": commit, "planted": planted, "suites": {}, "seconds": 0.0}
+    t0 = time.perf_counter()
+    for suite in sorted(s_ for s_ in by_suite if not catalog.suites[s_].is_gpu):
+        try:
+            got = rs.run_traced_suite(tree, suite, work, timeout_s)
+            failed = sorted(n for n, o in got["outcomes"].items() if o in _FAILED)
+            if got["exit"] not in (0, 5) and not failed:
+                failed = ["*"]
+            out["suites"][suite] = {"failed": failed, "exit": got["exit"]}
+        except (RuntimeError, subprocess.TimeoutExpired) as exc:
+            out["suites"][suite] = {"failed": ["*"], "exit": None, "why": str(exc)[:300]}
+    gpu_files = sorted({p for s_, ps in by_suite.items() if catalog.suites[s_].is_gpu for p in ps})
+    if gpu_files:
+        try:
+            got = rs.run_commit(tree, gpu_files, work, timeout_s)
+            failed = sorted(n for n, o in got["outcomes"].items() if o in _FAILED)
+            if got["exit"] not in (0, 5) and not failed:
+                failed = ["*"]
+        except (RuntimeError, subprocess.TimeoutExpired):
+            failed, got = ["*"], {"exit": None}
+        out["suites"]["<gpu>"] = {"failed": failed, "exit": got["exit"],
+                                  "files": {p: sorted(s_ for s_, ps in by_suite.items() if p in ps) for p in gpu_files}}
+    out["seconds"] = time.perf_counter() - t0
+    out["by_suite"] = {s_: sorted(ps) for s_, ps in by_suite.items()}
+    shutil.rmtree(work, ignore_errors=True)
+    return out
+
+
+def base_run(repo: str, commit: str, i: int, catalog_path: str, timeout_s: float, work_root: str) -> dict:
+    return rs.do_commit((repo, commit, i, catalog_path, timeout_s, work_root, False))
+
+
+def failures_outside(planted: dict, base: dict, left: set[tuple[str, str]]) -> tuple[list[str], list[str]]:
+    """(failures caused by the change outside the selection, pre-existing ones outside it):
+    ``suite file: test id``."""
+    before = {n for n, o in base.get("outcomes", {}).items() if o in _FAILED}
+    by_suite = planted["by_suite"]
+    new, old = [], []
+    for suite, got in planted["suites"].items():
+        for nodeid in got["failed"]:
+            path = nodeid.split("::")[0]
+            if suite == "<gpu>":
+                owners = got["files"].get(path)
+                pairs = [(s_, path) for s_ in owners] if owners else [(s_, p) for s_, ps in by_suite.items() for p in ps
+                                                                      if s_ not in planted["suites"]]
+            elif path in by_suite.get(suite, ()):
+                pairs = [(suite, path)]
+            else:  # outside a registered file (a conftest, the session, no outcomes): the whole suite
+                pairs = [(suite, p) for p in by_suite.get(suite, ())]
+            miss = sorted(f"{s_} {p}" for s_, p in pairs if (s_, p) in left)
+            if miss:
+                (old if nodeid in before else new).append(f"{miss[0]}: {nodeid}")
+    return new, old
+
+
+# ---------------------------------------------------------------------- the replay
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--repo", type=Path, default=HERE)
+    ap.add_argument("--rev", default="HEAD")
+    ap.add_argument("--commits", type=int, default=62)
+    ap.add_argument("--catalog", type=Path, default=HERE / "suites" / "catalog.toml")
+    ap.add_argument("--timeout", type=float, default=900)
+    ap.add_argument("--json", type=Path, default=None)
+    ap.add_argument("--out", type=Path, default=None)
+    ap.add_argument("--runs-from", type=Path, default=None)
+    ap.add_argument("--plan-only", action="store_true", help="print which runs each change needs and stop")
+    a = ap.parse_args(argv)
+    where = a.repo.parent if a.repo.name == ".git" else a.repo
+    got_dir = subprocess.run(["git", "-C", str(where), "rev-parse", "--git-common-dir"], capture_output=True, text=True,
+                             check=False)
+    if got_dir.returncode != 0:
+        ap.error(f"--repo {a.repo}: not a git repository")
+    repo = Path(got_dir.stdout.strip())
+    repo = repo if repo.is_absolute() else (where / repo).resolve()
+    commits = rs.git(repo, "rev-list", "--first-parent", f"-n{a.commits + 1}", a.rev).split()[::-1]
+    catalog = load_catalog(a.catalog)
+    config = parse_select(catalog.select, str(a.catalog), catalog_path="suites/catalog.toml", suites=catalog.suites)
+    store: dict = {"base": {}, "planted": {}}
+    if a.runs_from and a.runs_from.exists():
+        got = json.loads(a.runs_from.read_text())
+        store["base"].update(got.get("base", {}))
+        store["planted"].update(got.get("planted", {}))
+
+    def save() -> None:
+        if a.json:
+            a.json.write_text(json.dumps(store, default=str))
+
+    changes = []
+    for i in range(1, len(commits)):
+        c, parent = commits[i], commits[i - 1]
+        changed = [p for p in rs.git(repo, "diff-tree", "--no-commit-id", "-r", "--name-only", "--no-renames", parent,
+                                     c).split("\n") if p]
+        declared = next((p for p in changed if _match(p, config.declared_always) or _match(p, config.always)), None)
+        plan = fault_plan(repo, parent, c, changed)
+        changes.append({"i": i, "commit": c, "parent": parent, "changed": changed, "declared": declared, "plan": plan})
+    for ch in changes:
+        need = "planted faults" if ch["plan"] and not ch["declared"] else ("declared: " + ch["declared"] if ch["declared"]
+                                                                           else "no fault to plant")
+        print(f"{ch['commit'][:10]} {len(ch['changed'])} paths, {sum(map(len, ch['plan'].values()))} faults: {need}",
+              file=sys.stderr)
+    if a.plan_only:
+        return 0
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for ch in changes:
+            i, c, parent = ch["i"], ch["commit"], ch["parent"]
+            row = {"commit": c[:10], "subject": rs.git(repo, "log", "-1", "--format=%s", c).strip()[:60],
+                   "changed": len(ch["changed"]), "faults": sum(map(len, ch["plan"].values())),
+                   "declared": ch["declared"] or "", "new_outside": [], "old_outside": [], "planted_run": ""}
+            if ch["plan"] and not ch["declared"]:
+                if parent not in store["base"]:
+                    t0 = time.perf_counter()
+                    store["base"][parent] = base_run(str(repo), parent, i - 1, str(a.catalog), a.timeout, tmp)
+                    save()
+                    print(f"base {parent[:10]} in {time.perf_counter() - t0:.0f} s", file=sys.stderr)
+                base = store["base"][parent]
+                sel = rs.analyse(repo, commits, i, {i - 1: base, i: {"suites": {}}}, catalog, config, Path(tmp))
+                row.update(share=sel["func_share"], everything=str(sel["func_everything"])[:100])
+                left = {(s_, p) for s_, p in sel["func_left"]}
+                if not left:
+                    row["planted_run"] = "not needed: every (suite, file) kept"
+                else:
+                    if c not in store["planted"]:
+                        store["planted"][c] = planted_run(str(repo), c, i, ch["plan"], str(a.catalog), a.timeout, tmp)
+                        save()
+                    got = store["planted"][c]
+                    row["planted_run"] = f"{got['planted']} faults, {got['seconds']:.0f} s, " + ", ".join(
+                        f"{s_}: {len(v['failed'])} failing" for s_, v in sorted(got["suites"].items()))
+                    row["new_outside"], row["old_outside"] = failures_outside(got, base, left)
+                    row["failing"] = sum(len(v["failed"]) for v in got["suites"].values())
+                print(f"{c[:10]} share {row['share']:.0%} {row['planted_run']} outside: {row['new_outside'][:3]}",
+                      file=sys.stderr)
+            else:
+                tree = Path(tmp) / f"s{i}"
+                rs.export(repo, c, tree)
+                regs, _ = registrations(tree, catalog)
+                est = {(s_, p): e for s_, p, e in regs}
+                sel = select_tests(scan(tree, config.package_roots), sorted({p for _, p, _ in regs}), ch["changed"],
+                                   config)
+                total = sum(est.values())
+                row.update(share=sum(e for (s_, p), e in est.items() if sel.keeps(s_, p)) / total if total else 1.0,
+                           everything=sel.everything[:100],
+                           planted_run="not needed: " + ("declared CI configuration" if ch["declared"] else "no fault"))
+                shutil.rmtree(tree, ignore_errors=True)
+            rows.append(row)
+    store["rows"] = rows
+    save()
+    text = report(rows, commits, argv)
+    if a.out:
+        a.out.write_text(text, encoding="utf-8")
+    print(text)
+    return 0
+
+
+def report(rows: list[dict], commits: list[str], argv: list[str]) -> str:
+    shares = [r["share"] for r in rows]
+    apart = [r["share"] for r in rows if not r["declared"]]
+    new = [(r["commit"], x) for r in rows for x in r["new_outside"]]
+    old = [(r["commit"], x) for r in rows for x in r["old_outside"]]
+    ran = [r for r in rows if r["planted_run"] and not r["planted_run"].startswith("not needed")]
+    lines = [
+        "# Mutation replay: planted faults against the selection",
+        "",
+        f"Commits `{commits[1][:10]}`..`{commits[-1][:10]}` (first-parent; {len(rows)} changes).",
+        f"Command: `python benchmarks/replay_mutation.py {' '.join(argv)}`",
+        f"Machine: {os.cpu_count()} CPU cores, no GPU (GPU files skip, as on a CPU runner), Python {sys.version.split()[0]}.",
+        "",
+        f"- faults planted: {sum(r['faults'] for r in rows)} functions in {sum(bool(r['faults']) for r in rows)} changes; "
+        f"planted runs made: {len(ran)} (the others could not leave a failure out: see the table)",
+        f"- **failing tests outside the selection, caused by the change: {len(new)}**"
+        + (f" ({'; '.join(f'{c} {x}' for c, x in new[:8])})" if new else ""),
+        f"- failing outside the selection that failed in the parent's run too: {len(old)}"
+        + (f" ({'; '.join(f'{c} {x}' for c, x in old[:5])})" if old else ""),
+        f"- failing tests in the planted runs: {sum(r.get('failing', 0) for r in ran)}",
+        f"- **mean share of est_time kept: {statistics.fmean(shares):.1%}** over all {len(rows)} changes; "
+        f"**{statistics.fmean(apart):.1%} over the {len(apart)} changes that touch no declared CI configuration** "
+        f"({len(rows) - len(apart)} do: they run everything)",
+        "",
+        "| commit | subject | paths | faults | kept | planted run | outside |",
+        "| --- | --- | ---: | ---: | ---: | --- | --- |",
+    ]
+    for r in rows:
+        lines.append(f"| {r['commit']} | {r['subject'].replace('|', '/')} | {r['changed']} | {r['faults']} | "
+                     f"{r['share']:.0%} | {r['planted_run'].replace('|', '/')[:90]} | "
+                     f"{len(r['new_outside'])} |")
+    return "\n".join(lines) + "\n"
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
