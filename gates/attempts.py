@@ -1,9 +1,10 @@
-"""One metric's attempt in the confirm protocol, read from the history and judged.
+"""One metric's attempt in the confirm protocol, judged from what the gate read.
 
 A confirm attempt (a rerun of tripped tests, ``confirm_of`` its previous attempt)
-knows its chain: ``read_chain`` reads the earlier attempts' verdict rows and run
-summaries and gives each metric the stage it is judged at now
-(``decisions.next_stage`` of its previous stage and verdict).
+knows its chain: ``chain_of`` takes the earlier attempts' verdict rows and metric
+rows (read with the gate's inputs, ``gates.store.gate_inputs``) and gives each
+metric the stage it is judged at now (``decisions.next_stage`` of its previous
+stage and verdict).
 ``judge_at_stage`` judges one metric at its stage (``decisions.Stage``) and writes
 what decided into the verdict's message. The protocol itself: ``docs/gates/design.md``.
 """
@@ -31,28 +32,15 @@ from gates.model.decisions import (
 )
 from gates.model.verdicts import FAILING
 from gates.record.declarations import Gate
-from gates.store.baselines import unheld_chains
+from gates.store.gate_inputs import ChainRead, latest_rows, read_chain_rows
 from gates.store.history import History
 
-__all__ = ["Chain", "Inputs", "read_chain", "judge_at_stage", "latest_rows", "samples_of",
-           "summaries_of"]
+__all__ = ["Chain", "ChainError", "Inputs", "chain_of", "read_chain", "judge_at_stage",
+           "samples_of", "summaries_of"]
 
 
 class ChainError(ValueError):
     """A confirm chain the history cannot give (an unknown run, a loop)."""
-
-
-def latest_rows(rows: Sequence[Mapping[str, Any]]) -> dict[str, list[Mapping[str, Any]]]:
-    """Metric rows by key, last pytest attempt only (a test retried in-run counts once)."""
-    by: dict[tuple[str, str], Mapping[str, Any]] = {}
-    for r in rows:
-        k = (r["key"], r["nodeid"])
-        if k not in by or (r.get("attempt") or 1) >= (by[k].get("attempt") or 1):
-            by[k] = r
-    out: dict[str, list[Mapping[str, Any]]] = {}
-    for (key, _), r in sorted(by.items()):
-        out.setdefault(key, []).append(r)
-    return out
 
 
 def samples_of(rows: Sequence[Mapping[str, Any]]) -> list[float]:
@@ -60,10 +48,10 @@ def samples_of(rows: Sequence[Mapping[str, Any]]) -> list[float]:
     return [float(x) for r in rows for x in (r.get("samples") or [r["median"]])]
 
 
-def summaries_of(history: History, run_id: str) -> dict[str, float]:
-    """Each metric's run summary in ``run_id`` (its newest rows)."""
+def summaries_of(metric_rows: Sequence[Mapping[str, Any]]) -> dict[str, float]:
+    """Each metric's run summary in a run of these metric rows (its newest rows)."""
     out: dict[str, float] = {}
-    for key, rows in latest_rows(history.metrics(run_id)).items():
+    for key, rows in latest_rows(metric_rows).items():
         vals = samples_of(rows)
         if vals:
             out[key] = stats.run_summary(vals)
@@ -97,22 +85,6 @@ class Chain:
         return [k for k in keys if k in self.stages] + sorted(set(self.stages) - set(keys))
 
 
-def _attempt_runs(history: History, run_id: str) -> list[dict[str, Any]]:
-    """``run_id``'s run and the attempts it re-checks, back to the first attempt."""
-    chain: list[dict[str, Any]] = []
-    rid: str | None = run_id
-    while rid:
-        r = history.run(rid)
-        if r is None:
-            raise ChainError(f"--confirm-of {rid}: no such run in {history.path}")
-        if any(c["run_id"] == rid for c in chain) or len(chain) > 16:
-            raise ChainError(f"run {run_id}: its confirm_of chain loops at {rid}; "
-                             "check the runs' confirm_of column")
-        chain.append(r)
-        rid = r.get("confirm_of")
-    return chain
-
-
 def _last_rows(rows: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
     """A run's verdict rows of its last gated attempt."""
     last = max((r["attempt"] for r in rows), default=0)
@@ -120,17 +92,33 @@ def _last_rows(rows: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
 
 
 def read_chain(history: History, confirm_of: str) -> Chain:
-    """The chain a confirm attempt of ``confirm_of`` belongs to, and each metric's stage.
+    """The chain a confirm attempt of ``confirm_of`` belongs to, read from ``history``
+    (the gate reads it with its other inputs: ``gates.store.gate_inputs``)."""
+    read = read_chain_rows(history, confirm_of)
+    return chain_of(read, {r["run_id"]: tuple(history.metrics(r["run_id"]))
+                           for r in read.runs}, confirm_of, str(history.path))
+
+
+def chain_of(read: ChainRead | None, run_metrics: Mapping[str, Sequence[Mapping[str, Any]]],
+             confirm_of: str, where: str) -> Chain:
+    """The chain a confirm attempt of ``confirm_of`` belongs to, and each metric's stage,
+    from its runs' verdict rows (``read``) and metric rows (``run_metrics``, by run id).
 
     The metrics judged are those whose previous verdict ``next_stage`` sends on;
     failures an earlier rerun held are final (``held``: shown again, not saved).
     """
-    runs = _attempt_runs(history, confirm_of)  # the previous attempt back to the first
-    prev_rows = history.verdicts(confirm_of)
+    if read is None or read.broken:
+        kind, rid = read.broken if read is not None and read.broken else ("missing", confirm_of)
+        if kind == "missing":
+            raise ChainError(f"--confirm-of {rid}: no such run in {where}")
+        raise ChainError(f"run {confirm_of}: its confirm_of chain loops at {rid}; "
+                         "check the runs' confirm_of column")
+    runs = read.runs  # the previous attempt back to the first
+    prev_rows = list(read.verdicts[confirm_of])
     last = _last_rows(prev_rows)
     # The attempt before the previous one: a row saved without a stage reads its stage
     # from it (``stage_of``).
-    before = ({r["key"]: r for r in _last_rows(history.verdicts(runs[1]["run_id"]))}
+    before = ({r["key"]: r for r in _last_rows(read.verdicts[runs[1]["run_id"]])}
               if len(runs) > 2 else {})
     attempt = max((r["attempt"] for r in prev_rows), default=0)
     chain = Chain(attempt=attempt + 1 if attempt else 2, runs=[r["run_id"] for r in runs],
@@ -146,14 +134,13 @@ def read_chain(history: History, confirm_of: str) -> Chain:
                 chain.from_suspect.add(r["key"])
     earlier = [r["run_id"] for r in reversed(runs[:-1])]  # the reruns so far, oldest first
     for rid in earlier:
-        rows = prev_rows if rid == confirm_of else history.verdicts(rid)
-        chain.held += [(r, r["attempt"]) for r in _last_rows(rows)
+        chain.held += [(r, r["attempt"]) for r in _last_rows(read.verdicts[rid])
                        if r["verdict"] in FAILING and r.get("mode") == "enforce"]
-    chain.previous = summaries_of(history, confirm_of)
+    chain.previous = summaries_of(run_metrics[confirm_of])
     if earlier:
-        chain.reruns = [chain.previous if rid == confirm_of else summaries_of(history, rid)
+        chain.reruns = [chain.previous if rid == confirm_of else summaries_of(run_metrics[rid])
                         for rid in earlier]
-        chain.root = summaries_of(history, runs[-1]["run_id"])
+        chain.root = summaries_of(run_metrics[runs[-1]["run_id"]])
     return chain
 
 
@@ -227,14 +214,16 @@ def _at_corroborate(x: Inputs, v: Verdict, chain: Chain, key: str) -> stats.Judg
     return j
 
 
-def _unheld_reruns(history: History, suite: str, key: str, ids: Sequence[str],
-                   w: int) -> tuple[list[float], list[str]]:
-    """``key``'s values in the unheld sequential confirms of the last ``w`` baseline
-    runs (``baselines.unheld_chains``), oldest first, and those runs' ids."""
+def _unheld_reruns(unheld: Sequence[tuple[str, Sequence[str]]],
+                   run_metrics: Mapping[str, Sequence[Mapping[str, Any]]],
+                   key: str) -> tuple[list[float], list[str]]:
+    """``key``'s values in the unheld sequential confirms of its newest baseline runs
+    (``baselines.unheld_chains``, read with the gate's inputs), oldest first, and
+    those runs' ids."""
     vals: list[float] = []
     roots: list[str] = []
-    for first, runs in unheld_chains(history, suite, key, list(ids)[-w:]):
-        got = [summaries_of(history, rid).get(key) for rid in runs]
+    for first, runs in unheld:
+        got = [summaries_of(run_metrics[rid]).get(key) for rid in runs]
         if all(x is not None for x in got):
             vals += [float(x) for x in got]
             roots.append(first)
@@ -242,13 +231,14 @@ def _unheld_reruns(history: History, suite: str, key: str, ids: Sequence[str],
 
 
 def _at_reruns(x: Inputs, v: Verdict, chain: Chain, key: str, another: bool,
-               history: History, suite: str, ids: Sequence[str]) -> stats.Judgement:
+               unheld: Sequence[tuple[str, Sequence[str]]],
+               run_metrics: Mapping[str, Sequence[Mapping[str, Any]]]) -> stats.Judgement:
     earlier = [e.get(key) for e in chain.reruns]
     if any(e is None for e in earlier):
         raise ValueError("an earlier confirm rerun recorded no such metric")
     reruns = [*earlier, x.value]
     root = chain.root.get(key)
-    carried, roots = _unheld_reruns(history, suite, key, ids, max(x.params.windows, default=1))
+    carried, roots = _unheld_reruns(unheld, run_metrics, key)
     j, v.verdict = stats.confirm_reruns(x.summaries, reruns, final=not another,
                                         carried=carried, first=root, **x.kw())
     prev = ", ".join(f"{_num(e):.6g}" for e in earlier)
@@ -266,8 +256,9 @@ def _at_reruns(x: Inputs, v: Verdict, chain: Chain, key: str, another: bool,
 
 
 def judge_at_stage(stage: Stage, x: Inputs, v: Verdict, key: str, *, chain: Chain | None,
-                   another: bool, history: History, suite: str,
-                   ids: Sequence[str]) -> stats.Judgement:
+                   another: bool, unheld: Sequence[tuple[str, Sequence[str]]] = (),
+                   run_metrics: Mapping[str, Sequence[Mapping[str, Any]]] | None = None,
+                   ) -> stats.Judgement:
     """Judge one metric at ``stage``; the verdict of a rerun stage is set on ``v``
     (a first attempt's waits for the run's BH step)."""
     if stage is Stage.FIRST or chain is None:
@@ -276,5 +267,5 @@ def judge_at_stage(stage: Stage, x: Inputs, v: Verdict, key: str, *, chain: Chai
     if stage is Stage.CORROBORATE:
         return _at_corroborate(x, v, chain, key)
     if stage is Stage.RERUNS:
-        return _at_reruns(x, v, chain, key, another, history, suite, ids)
+        return _at_reruns(x, v, chain, key, another, unheld, run_metrics or {})
     return _at_rerun(x, v, chain, key, another)

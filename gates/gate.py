@@ -36,7 +36,6 @@ import argparse
 import json
 import math
 import os
-import sqlite3
 import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
@@ -51,9 +50,8 @@ from gates.attempts import (
     Chain,
     ChainError,
     Inputs,
+    chain_of,
     judge_at_stage,
-    latest_rows,
-    read_chain,
     samples_of,
 )
 from gates.model import stats
@@ -61,9 +59,9 @@ from gates.model.decisions import Stage, Verdict
 from gates.model.verdicts import FAILING, VERDICTS, gate_exit, interval_contradicts
 from gates.record import accept
 from gates.record.declarations import DeclarationError, Gate, gate_for, parse_plan_gates
-from gates.record.unit_check import UnitMismatch, unit_conflicts
+from gates.record.unit_check import UnitMismatch, conflicts
 from gates.store.backend import display_location, is_database_url
-from gates.store.baselines import baseline_runs, bulk_baselines, hosts_of
+from gates.store.gate_inputs import Cut, GateInputs, latest_rows, read_gate_inputs
 from gates.store.history import History
 from gates.store.provenance import host_key
 
@@ -74,6 +72,7 @@ __all__ = [
     "Verdict",
     "GateResult",
     "evaluate_run",
+    "judge",
     "verdict_table",
     "main",
 ]
@@ -139,11 +138,12 @@ def _threshold(gate: Gate, value: float) -> str | None:
     return None
 
 
-def _locate(series: Sequence[Mapping[str, Any]], new_value: float, run_id: str,
+def _locate(series: Sequence[tuple[str, str | None, float]], new_value: float, run_id: str,
             commit: str | None) -> dict[str, Any] | None:
-    vals = [stats.run_summary(r["samples"]) if r.get("samples") else r["median"]
-            for r in series[-60:]] + [new_value]
-    ids = [(r["run_id"], r.get("commit")) for r in series[-60:]] + [(run_id, commit)]
+    """Where a tripped metric changed: a Pettitt split over its newest baseline runs
+    (``series``: (run id, commit, run summary), oldest first) and the new run."""
+    vals = [x for _, _, x in series[-60:]] + [new_value]
+    ids = [(rid, com) for rid, com, _ in series[-60:]] + [(run_id, commit)]
     cp = stats.pettitt(np.asarray(vals, dtype=float))
     if cp is None or cp.p > 0.05:
         # No significant split inside the history: the judged run itself is the change.
@@ -156,26 +156,17 @@ def _locate(series: Sequence[Mapping[str, Any]], new_value: float, run_id: str,
 
 @dataclass
 class _Run:
-    """What every metric of the judged run shares: the run, its chain and baselines."""
+    """What every metric of the judged run shares: its inputs, chain and settings."""
 
-    history: History
+    inputs: GateInputs
     run: Mapping[str, Any]
     params: stats.GateParams
     mode: str
-    exclude: set[str]
-    cuts: dict[str, Any]
+    cuts: Mapping[str, Cut]
     chain: Chain | None = None
     attempts_left: int = 0
-    pre: dict[str, Any] | None = None  # bulk baselines by key (None: key by key)
-    base_ids: dict[str, list[str]] = field(default_factory=dict)
-    hosts: dict[str, str | None] = field(default_factory=dict)
-    standins: set[str] = field(default_factory=set)
     this_host: str | None = None
-    base: dict[str, list[Mapping[str, Any]]] = field(default_factory=dict)  # read key by key
     mixed: dict[str, Any] = field(default_factory=dict)  # keys whose units disagree
-
-    def excluded(self, key: str) -> set[str]:
-        return self.exclude | self.cuts[key].drop if key in self.cuts else self.exclude
 
 
 def evaluate_run(
@@ -192,6 +183,10 @@ def evaluate_run(
     acceptances: Sequence[Mapping[str, Any]] = (),
 ) -> GateResult:
     """Judge every gated metric of ``run_id`` against its history; save the verdicts.
+
+    Read, judge, save: one read of everything the judgement needs
+    (``gates.store.gate_inputs.read_gate_inputs``), `judge` over it (reads nothing),
+    one write of its verdicts (``History.save_verdicts``; not with ``save=False``).
 
     ``plan``: the runner's plan JSON (its ``gates`` list); without it, the
     gates stored with the run (``History.plan_gates``) are used.
@@ -212,93 +207,76 @@ def evaluate_run(
     """
     if mode not in ("enforce", "warn", "off"):
         raise GateInputError(f"--mode {mode!r}; use enforce, warn or off")
-    run = _complete_run(history, run_id)
-    confirm_of = confirm_of or run.get("confirm_of")
-    result = GateResult(run_id, run["suite"], mode, confirm_of=confirm_of)
+    inputs = read_gate_inputs(history, run_id, confirm_of=confirm_of,
+                              with_plan=plan is not None, judge=mode != "off",
+                              acceptances=acceptances, carry=save, bulk=bulk, params=params)
+    result, rows = judge(inputs, plan=plan, mode=mode, params=params,
+                         attempts_left=attempts_left)
+    if save and rows is not None:
+        history.save_verdicts(run_id, rows)
+    return result
+
+
+def judge(inputs: GateInputs, *, plan: Mapping[str, Any] | None = None,
+          mode: str = "enforce", params: stats.GateParams = stats.DEFAULTS,
+          attempts_left: int = 0) -> tuple[GateResult, list[dict[str, Any]] | None]:
+    """The run's verdicts from its inputs, and the verdict rows to save (None: nothing
+    judged, gates off). Reads nothing: everything it needs is in ``inputs``."""
+    run = _complete_run(inputs)
+    confirm_of = inputs.confirm_of
+    result = GateResult(run["run_id"], run["suite"], mode, confirm_of=confirm_of)
     if mode == "off":
         result.note = "gates off"
-        return result
-    declared = _declared(history, run_id, plan)
-    recorded = latest_rows(history.metrics(run_id))
-    ctx = _Run(history, run, params, mode, {run_id},
-               _cutoffs(history, run, recorded, acceptances, save), attempts_left=attempts_left)
+        return result, None
+    declared = _declared(inputs, plan)
+    recorded = latest_rows(inputs.metrics)
+    ctx = _Run(inputs, run, params, mode, inputs.cuts, attempts_left=attempts_left,
+               this_host=host_key(run.get("hardware")))
     keys = sorted(set(recorded) | {k for k, g in declared.items() if g.mode != "off"})
     held: list[Verdict] = []
     if confirm_of:
         try:
-            ctx.chain = read_chain(history, confirm_of)
+            ctx.chain = chain_of(inputs.chain, inputs.run_metrics, confirm_of, inputs.where)
         except ChainError as e:
             raise GateInputError(str(e)) from None
-        ctx.exclude.update(ctx.chain.runs)  # the first attempt was selected for being high
         result.attempt = ctx.chain.attempt
         held = [_carried(r, a) for r, a in ctx.chain.held]
         keys = ctx.chain.order(keys)
-    _read_baselines(ctx, {k: {r["unit"] for r in recorded[k]} for k in keys if recorded.get(k)},
-                    bulk)
+    if inputs.unreadable is not None:
+        raise GateInputError(f"{inputs.where}: cannot read baselines ({inputs.unreadable}); "
+                             "check the file with `History.check`")
+    units = {k: {r["unit"] for r in recorded[k]} for k in keys if recorded.get(k)}
+    ctx.mixed = conflicts(units, inputs.units_seen, inputs.unit_counts)
     judged = _judge_keys(ctx, keys, recorded, declared)
     _decide(ctx, judged)
     result.verdicts = [v for v, _, _ in judged]
     if not result.verdicts and not held:
         result.note = "no gated metrics in this run"
-    if save:
-        history.save_verdicts(run_id, [v.row(result.attempt, confirm_of)
-                                       for v in result.verdicts])
+    rows = [v.row(result.attempt, confirm_of) for v in result.verdicts]
     result.verdicts += held
-    return result
+    return result, rows
 
 
-def _complete_run(history: History, run_id: str) -> Mapping[str, Any]:
-    run = history.run(run_id)
+def _complete_run(inputs: GateInputs) -> Mapping[str, Any]:
+    run = inputs.run
     if run is None:
-        raise GateInputError(f"no run {run_id!r} in {history.path}; check --run-id")
+        raise GateInputError(f"no run {inputs.run_id!r} in {inputs.where}; check --run-id")
     if run.get("status") != "complete":
-        raise GateInputError(f"run {run_id} is {run.get('status')!r}, not complete; "
+        raise GateInputError(f"run {run['run_id']} is {run.get('status')!r}, not complete; "
                              "only a recorded run can be gated")
     return run
 
 
-def _declared(history: History, run_id: str, plan: Mapping[str, Any] | None) -> dict[str, Gate]:
+def _declared(inputs: GateInputs, plan: Mapping[str, Any] | None) -> dict[str, Gate]:
     """The run's declared gates, from its plan or, without one, the stored ones."""
     try:
         decls = (plan.get("gates") if plan is not None
                  else [{"path": g.get("path"), "line": g.get("line"),
                         "metric_key": g.get("metric_key"), "options": g.get("options")}
-                       for g in history.plan_gates(run_id)])
+                       for g in inputs.plan_gates or ()])
         return parse_plan_gates(decls)
     except DeclarationError as e:
         raise GateInputError(str(e)) from None
-
-
-def _cutoffs(history: History, run: Mapping[str, Any], recorded: Mapping[str, list],
-             acceptances: Sequence[Mapping[str, Any]], save: bool) -> dict[str, Any]:
-    """Each accepted key's runs before its new level (``gates.record.accept.cutoffs``)."""
-    # A file entry's "who" is the first commit that carried it (the reviewed PR's).
-    at = (run.get("commit_sha") or run["run_id"])[:10]
-    entries = [{**e, "who": e.get("who") or f"first run at {at}"} for e in acceptances]
-    carried = history.carry_acceptances(run["run_id"], entries) if save and entries else []
-    return accept.cutoffs(history, run, {k: rows[0]["nodeid"] for k, rows in recorded.items()},
-                          carried)
-
-
-def _read_baselines(ctx: _Run, units: dict[str, set[str]], bulk: bool) -> None:
-    """Every key's baseline in one or two statements (``bulk``), with its runs' machines and
-    the keys whose units disagree across this run and its baseline (``gates.record.unit_check``)."""
-    keys = set(units)
-    ctx.this_host = host_key(ctx.run.get("hardware"))
-    if not bulk:
-        return
-    p = ctx.params
-    try:
-        seen: dict[str, set[str] | None] = {}
-        ctx.pre = bulk_baselines(ctx.history, ctx.run, keys, ctx.exclude,
-                                 p.window + max(p.windows, default=1), ids_out=ctx.base_ids,
-                                 standins_out=ctx.standins,
-                                 drop={k: c.drop for k, c in ctx.cuts.items()},
-                                 hosts_out=ctx.hosts, units_out=seen)
-        ctx.mixed = unit_conflicts(ctx.history, ctx.run["suite"], units, ctx.base_ids, seen)
-    except sqlite3.DatabaseError as e:
-        raise GateInputError(f"{ctx.history.path}: cannot read baselines ({e}); check the "
-                             "file with `History.check`") from None
 
 
 Judged = tuple[Verdict, stats.Judgement | None, Gate]
@@ -385,30 +363,25 @@ def _judge_key(ctx: _Run, key: str, rows: list[Mapping[str, Any]] | None,
         raw = _read_inputs(ctx, key, rows, gate)
         if stage is Stage.FIRST or ctx.chain is None:
             try:
-                _check_units(ctx, key, rows)
+                _check_units(ctx, key)
             except Exception as e:  # noqa: BLE001 - after the judgement, as for a rerun
                 return _First(v, gate, raw, e)
             return _First(v, gate, raw, None)
         x = _inputs(ctx, [raw])[0]
         j = judge_at_stage(stage, x, v, key, chain=ctx.chain, another=ctx.attempts_left >= 1,
-                           history=ctx.history, suite=ctx.run["suite"],
-                           ids=ctx.base_ids.get(key) or ())
+                           unheld=ctx.inputs.unheld.get(key, ()),
+                           run_metrics=ctx.inputs.run_metrics)
         _fill(ctx, v, j)
-        _check_units(ctx, key, rows)
+        _check_units(ctx, key)
     except Exception as e:  # noqa: BLE001 - one bad metric must not hide the others
         v.verdict, v.message, j = "error", f"{type(e).__name__}: {e}", None
     return v, j, gate
 
 
-def _check_units(ctx: _Run, key: str, rows: Sequence[Mapping[str, Any]]) -> None:
+def _check_units(ctx: _Run, key: str) -> None:
     """A key whose unit differs from its baseline's cannot be judged (``UnitMismatch``)."""
-    mixed = ctx.mixed
-    if ctx.pre is None:  # the reference path read this key's series itself
-        need = ctx.params.window + max(ctx.params.windows, default=1)  # what stats read
-        mixed = unit_conflicts(ctx.history, ctx.run["suite"], {key: {r["unit"] for r in rows}},
-                               {key: [r["run_id"] for r in (ctx.base.get(key) or [])[-need:]]})
-    if key in mixed:
-        raise UnitMismatch(mixed[key])
+    if key in ctx.mixed:
+        raise UnitMismatch(ctx.mixed[key])
 
 
 def _decide(ctx: _Run, judged: list[tuple[Verdict, stats.Judgement | None, Gate]]) -> None:
@@ -436,10 +409,7 @@ def _decide(ctx: _Run, judged: list[tuple[Verdict, stats.Judgement | None, Gate]
             if interval_contradicts(v.verdict, v.better, v.ci_low, v.ci_high):
                 _not_the_decider(v, j)
             if v.verdict in ("regression", "improvement"):
-                base = ctx.base.get(v.key)
-                if base is None:  # bulk path: the full series only for the few that tripped
-                    base = _full_series(ctx, v.key)
-                v.change_point = _locate_safe(base, ctx.run, v)
+                v.change_point = _locate_safe(ctx.inputs.located.get(v.key), ctx.run, v)
         elif j is not None:
             v.verdict = j.status  # insufficient-history
             if v.key in ctx.cuts:
@@ -518,15 +488,6 @@ def _not_the_decider(v: Verdict, j: stats.Judgement) -> None:
         + "; the t-interval of the change spans 0 at that level, so none is shown")
 
 
-def _full_series(ctx: _Run, key: str) -> list[Mapping[str, Any]] | None:
-    """The full baseline of a key that tripped (the bulk path reads only what it judges)."""
-    try:
-        return baseline_runs(ctx.history, ctx.run["suite"], key, ctx.run.get("fingerprint"),
-                             ctx.run, ctx.excluded(key))
-    except Exception:  # noqa: BLE001 - localisation never decides a verdict
-        return None
-
-
 def _carried(row: Mapping[str, Any], attempt: int) -> Verdict:
     """A failure an earlier confirm attempt held: final, shown again at the next one."""
     d = row.get("detail") or {}
@@ -561,26 +522,18 @@ class _Raw(NamedTuple):
 
 
 def _read_inputs(ctx: _Run, key: str, rows: Sequence[Mapping[str, Any]], gate: Gate) -> _Raw:
-    """The key's baseline (bulk, or read key by key) and this run's samples."""
+    """The key's baseline, as read, and this run's samples."""
     samples = samples_of(rows)
     if not samples or not all(math.isfinite(x) for x in samples):
         raise ValueError("the run recorded no finite samples")
     if gate.better not in ("higher", "lower"):
         raise ValueError("no direction: record better= or declare it")
-    ids, hosts, standin_last = ctx.base_ids.get(key), ctx.hosts, key in ctx.standins
-    if ctx.pre is not None:
-        hist: Any = ctx.pre.get(key, [])
-    else:
-        base = baseline_runs(ctx.history, ctx.run["suite"], key, ctx.run.get("fingerprint"),
-                             ctx.run, ctx.excluded(key))
-        ctx.base[key] = base
-        hist = [r.get("samples") or [r["median"]] for r in base]
-        ids = [r["run_id"] for r in base]
-        standin_last = bool(base and base[-1].get("standin"))
-        hosts = hosts_of(ctx.history, ids)
-        ctx.base_ids[key] = ids
-    return _Raw(hist, samples, ids, hosts, standin_last,
-                _params_for(ctx.params, gate.level, gate.min_change), gate)
+    x = ctx.inputs
+    if key in x.errors:
+        raise x.errors[key]  # the reference path's read of this key failed
+    ids = x.base_ids.get(key)
+    return _Raw(x.baselines.get(key, []), samples, None if ids is None else list(ids), x.hosts,
+                key in x.standins, _params_for(ctx.params, gate.level, gate.min_change), gate)
 
 
 def _inputs(ctx: _Run, raws: list[_Raw]) -> list[Inputs]:
@@ -635,7 +588,8 @@ def _new_host_message(j: stats.Judgement) -> str:
     return f"first run on this machine: between-machine spread {tau:.3g} allowed for"
 
 
-def _locate_safe(base: Sequence[Mapping[str, Any]] | None, run: Mapping[str, Any],
+def _locate_safe(base: Sequence[tuple[str, str | None, float]] | None,
+                 run: Mapping[str, Any],
                  v: Verdict) -> dict[str, Any] | None:
     if not base or v.new is None:
         return None

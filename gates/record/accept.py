@@ -19,23 +19,24 @@ Two homes, one table (``acceptances`` in the history):
   in force for the runs of COMMIT and every run started after its first run.
 
 A judged run's key under an acceptance is compared only with baseline runs
-inside it (``cutoffs``): the runs before stay in history, untouched. Until
+inside it (``gates.store.gate_inputs``): the runs before stay in history, untouched. Until
 ``min_history`` such runs exist the verdict is ``insufficient-history`` with a
 message naming the acceptance; it never fails.
 """
 
 from __future__ import annotations
 
-import fnmatch
 import hashlib
 import json
 import re
 import shlex
 import tomllib
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
+
+# What a key is judged under is read with the gate's inputs (gates.store.gate_inputs).
+from gates.store.gate_inputs import Cut, applies_to
 
 __all__ = [
     "ACCEPT_FILE",
@@ -44,7 +45,6 @@ __all__ = [
     "Cut",
     "accept_command",
     "applies_to",
-    "cutoffs",
     "entry_id",
     "held_since",
     "read_accept_file",
@@ -58,22 +58,6 @@ _SHA = re.compile(r"^[0-9a-fA-F]{7,40}$")
 
 class AcceptFileError(ValueError):
     """A bad ``gates-accept.toml``; the message names file, line and fix."""
-
-
-@dataclass(frozen=True)
-class Cut:
-    """The acceptance a key of a run is judged under, and the baseline runs it drops."""
-
-    acceptance: Mapping[str, Any]
-    drop: frozenset[str] = field(default_factory=frozenset)
-
-    def message(self, kept: int, need: int) -> str:
-        a = self.acceptance
-        where = (f"from {str(a['from_commit'])[:10]}" if a.get("from_commit")
-                 else f"by {a.get('source') or ACCEPT_FILE}")
-        who = f" ({a['who']})" if a.get("who") else ""
-        return (f"accepted {where}{who}: {a['reason']}; insufficient history after "
-                f"acceptance: {kept} run(s) since, {need} needed")
 
 
 def entry_id(entry: Mapping[str, Any]) -> str:
@@ -135,60 +119,6 @@ def read_accept_file(root: Path) -> list[dict[str, Any]]:
                     "reason": e["reason"], "from_commit": e.get("from"),
                     "entry_id": entry_id(e), "source": f"{ACCEPT_FILE}:{line}",
                     "who": None})
-    return out
-
-
-def applies_to(acc: Mapping[str, Any], key: str, suite: str, nodeid: str | None) -> bool:
-    """Whether an acceptance names this metric (key glob, suite, test glob)."""
-    if not fnmatch.fnmatchcase(key, acc["pattern"]):
-        return False
-    if acc.get("suite") and acc["suite"] != suite:
-        return False
-    test = acc.get("test")
-    if test:
-        if not nodeid:
-            return False
-        path = nodeid.split("::", 1)[0]
-        return fnmatch.fnmatchcase(nodeid, test) or fnmatch.fnmatchcase(path, test)
-    return True
-
-
-def cutoffs(history: Any, run: Mapping[str, Any], nodeids: Mapping[str, str | None],
-            carried: Iterable[int] = ()) -> dict[str, Cut]:
-    """{key: Cut} for the keys of ``run`` under an acceptance (``nodeids``: key -> the
-    test that recorded it). ``carried``: acceptance ids the run's checkout carried.
-
-    A command acceptance (``from_commit``) is in force from the first run of that
-    commit; a file entry without ``from`` in the runs that carried it. Where
-    several are in force for a key, the newest start wins (the latest level).
-    """
-    accs = history.acceptances(run["suite"])
-    if not accs:
-        return {}
-    carried = set(carried)
-    started = run.get("started_at") or ""
-    fp = run.get("fingerprint")
-    live: list[tuple[str, Mapping[str, Any], frozenset[str]]] = []
-    for a in accs:
-        if a.get("from_commit"):
-            start = history.commit_start(a["from_commit"])
-            if start is None or start > started:
-                continue  # that commit has not run yet: not in force for this run
-            drop = frozenset(history.suite_runs_before(run["suite"], fp, start))
-        elif a["id"] in carried:
-            inside = history.acceptance_runs(a["id"])
-            start = min(inside.values(), default=started)
-            drop = frozenset(history.suite_run_ids(run["suite"], fp) - set(inside))
-        else:
-            continue
-        live.append((start, a, drop))
-    live.sort(key=lambda t: (t[0], t[1]["id"]))
-    out: dict[str, Cut] = {}
-    for key, nodeid in nodeids.items():
-        for _start, a, drop in reversed(live):
-            if applies_to(a, key, run["suite"], nodeid):
-                out[key] = Cut(a, drop)
-                break
     return out
 
 

@@ -15,10 +15,12 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
+from gates.store.gate_inputs import unit_facts
+
 if TYPE_CHECKING:
     from gates.store.history import History
 
-__all__ = ["UnitMismatch", "unit_conflicts"]
+__all__ = ["UnitMismatch", "conflicts", "unit_conflicts"]
 
 
 class UnitMismatch(ValueError):
@@ -34,19 +36,28 @@ def unit_conflicts(history: History, suite: str, run_units: Mapping[str, Iterabl
     ``seen``: each key's units over its baseline runs as the baseline read found them
     (``baselines.bulk_baselines(units_out=...)``; None: not all read). Without it, one
     grouped read over every baseline run at once. A key that shows another unit there
-    (or was not read whole) is read again over its own runs only: the message's counts.
+    (or was not read whole) is read again over its own runs only: the message's counts
+    (``gates.store.gate_inputs.unit_facts``).
     """
     wide = (seen if seen is not None else
             history.units_of_keys([r for ids in base_ids.values() for r in ids], suite,
                                   list(run_units)))
+    return conflicts(run_units, wide, unit_facts(history, suite, run_units, base_ids, wide))
+
+
+def conflicts(run_units: Mapping[str, Iterable[str]],
+              seen: Mapping[str, Iterable[str] | None],
+              counts: Mapping[str, Mapping[str, tuple[int, str]]]) -> dict[str, str]:
+    """{key: why} from what was read: ``seen`` (key -> its baseline's units, None: not all
+    read) and ``counts`` (key -> unit -> (baseline runs in it, the newest), for the keys
+    whose units may disagree)."""
     out: dict[str, str] = {}
     for key, units in run_units.items():
         mine = set(units)
-        ids = base_ids.get(key) or ()
-        known = wide.get(key, set())
+        known = seen.get(key, set())
         if len(mine) == 1 and known is not None and set(known) <= mine:
             continue
-        base = history.unit_counts(ids, suite, key) if ids else {}
+        base = counts.get(key, {})
         if len(mine | set(base)) > 1:
             out[key] = _why(key, mine, base)
     return out

@@ -154,13 +154,13 @@ class BaselineReads:
         rows = self.conn.execute(f"""
             WITH want AS (SELECT id, text FROM texts WHERE text IN ({self._json_list("keys")})),
             base AS (
-                SELECT num, run_id, started_at, confirm_of, hardware,
+                SELECT num, run_id, started_at, confirm_of, hardware, commit_sha,
                        CASE WHEN confirm_of IS NULL AND (:started = '' OR started_at <= :started)
                             AND run_id NOT IN ({self._json_list("exclude")}) THEN 1 ELSE 0 END AS ok
                 FROM runs WHERE suite = :suite AND status = 'complete' AND trusted = 1
                 AND {_JUDGED} AND run_id != :run_id{fp}),
             cand AS (
-                SELECT num, run_id, started_at, confirm_of, hardware, ok,
+                SELECT num, run_id, started_at, confirm_of, hardware, commit_sha, ok,
                        CASE WHEN ok = 1 AND rank() OVER (PARTITION BY ok ORDER BY started_at DESC)
                                  <= :recent THEN 1 ELSE 0 END AS recent
                 FROM base),
@@ -182,6 +182,8 @@ class BaselineReads:
             WHERE confirm_of IS NOT NULL
             UNION ALL SELECT 'h', num, NULL, NULL, NULL, hardware, NULL FROM cand
             WHERE ok = 1 AND started_at >= (SELECT at FROM edge) AND hardware IS NOT NULL
+            UNION ALL SELECT 'g', num, NULL, NULL, NULL, commit_sha, NULL FROM cand
+            WHERE ok = 1 AND started_at >= (SELECT at FROM edge) AND commit_sha IS NOT NULL
             UNION ALL SELECT 'e', NULL, NULL, NULL, NULL, at, NULL FROM edge
             UNION ALL SELECT 'k', id, NULL, NULL, NULL, text, NULL FROM want
             UNION ALL SELECT 'm', m.id, m.run_num, m.key_id, m.median, m.unit,
@@ -200,17 +202,17 @@ class BaselineReads:
              "skip": max(need - 1, 0), "recent": recent}).fetchall()
         # Seven columns whatever the row (each value costs; most rows are metric rows):
         # a run's text columns come as rows of their own kinds, keyed by runs.num.
-        by_kind: dict[str, list[tuple]] = {kind: [] for kind in "rachekmtfuws"}
+        by_kind: dict[str, list[tuple]] = {kind: [] for kind in "rachgekmtfuws"}
         for row in rows:
             by_kind[row[0]].append(row)
-        of = {kind: {r[1]: r[5] for r in by_kind[kind]} for kind in "achfuw"}
+        of = {kind: {r[1]: r[5] for r in by_kind[kind]} for kind in "achgfuw"}
         text_of = {row[1]: row[5] for row in by_kind["k"]}
         where = {key: i for i, key in enumerate(keys)}
         newest = [r[1] for r in by_kind["r"] if r[3]]
         trans = sorted(by_kind["t"], key=lambda r: (of["w"][r[1]], r[1]))  # oldest first
         return BaselineNear(
-            runs=[BaselineRun(r[1], r[5], of["a"][r[1]], of["c"].get(r[1]), of["h"].get(r[1]))
-                  for r in by_kind["r"]],
+            runs=[BaselineRun(r[1], r[5], of["a"][r[1]], of["c"].get(r[1]), of["h"].get(r[1]),
+                              of["g"].get(r[1])) for r in by_kind["r"]],
             edge=by_kind["e"][0][5] if by_kind["e"] else "",
             rows=_baseline_rows(by_kind["m"], {kid: where[t] for kid, t in text_of.items()}),
             samples=_samples(_fetched(by_kind["m"], text_of, newest)
@@ -243,18 +245,21 @@ class BaselineReads:
             UNION ALL SELECT 'x', id, NULL, NULL, NULL, NULL, samples FROM metric_rows
             WHERE id IN ({self._json_list("ids", numbers=True)})
             UNION ALL SELECT 'h', num, NULL, NULL, NULL, hardware, NULL FROM runs
+            WHERE num IN (SELECT run_num FROM far WHERE rn <= :limit)
+            UNION ALL SELECT 'g', num, NULL, NULL, NULL, commit_sha, NULL FROM runs
             WHERE num IN (SELECT run_num FROM far WHERE rn <= :limit)""",
             {"short": json.dumps(list(short)), "suite": suite, "run_id": run_id,
              "fp": fingerprint, "edge": edge, "limit": limit,
              "ids": json.dumps([int(i) for i in sample_ids])}).fetchall()
-        by_kind: dict[str, list[tuple]] = {kind: [] for kind in "mkxh"}
+        by_kind: dict[str, list[tuple]] = {kind: [] for kind in "mkxhg"}
         for row in rows:
             by_kind[row[0]].append(row)
         where = {key: i for i, key in enumerate(keys)}
         return BaselineFar(
             rows=_baseline_rows(by_kind["m"], {r[1]: where[r[5]] for r in by_kind["k"]}),
             samples=_samples([(r[1], r[6]) for r in by_kind["m"] + by_kind["x"]]),
-            hardware={r[1]: r[5] for r in by_kind["h"]})
+            hardware={r[1]: r[5] for r in by_kind["h"]},
+            commits={r[1]: r[5] for r in by_kind["g"]})
 
     def _json_list(self, name: str, *, numbers: bool = False) -> str:
         """A subquery over the values of the JSON array parameter ``:name``: one bound

@@ -115,7 +115,10 @@ def bulk_baselines(history: History, run: Mapping[str, Any], keys: set[str], exc
                    standins_out: set[str] | None = None,
                    drop: Mapping[str, frozenset[str]] | None = None,
                    hosts_out: dict[str, str | None] | None = None,
-                   units_out: dict[str, set[str] | None] | None = None) -> dict[str, Any]:
+                   units_out: dict[str, set[str] | None] | None = None,
+                   units_need: int | None = None,
+                   located_out: dict[str, list[float]] | None = None,
+                   commits_out: dict[str, str | None] | None = None) -> dict[str, Any]:
     """Baseline runs of every key in ``keys`` at once, oldest first, for ``stats.summarize``.
 
     Each value is a ``stats.Summarized`` when every run has one row of the key
@@ -138,7 +141,9 @@ def bulk_baselines(history: History, run: Mapping[str, Any], keys: set[str], exc
     a transient first attempt (``stats.judge_summaries(standin_last=True)``);
     ``hosts_out`` the machine of each of those runs (as ``hosts_of``); ``units_out``
     each key's units in those runs (None where the read may not hold all its rows
-    there: ``unit_check.unit_conflicts`` then reads them).
+    there: ``unit_check.unit_conflicts`` then reads them), over its newest ``units_need``
+    runs when given; ``located_out`` each key's run summaries in ``ids_out``'s order
+    (what change-point localisation reads) and ``commits_out`` those runs' commits.
     """
     if not keys:
         return {}
@@ -148,6 +153,7 @@ def bulk_baselines(history: History, run: Mapping[str, Any], keys: set[str], exc
     runs = _Runs.of(near.runs, run, exclude)
     rows, samples = near.rows, dict(near.samples)
     hardware = {r.num: r.hardware for r in near.runs}
+    commit = {r.num: r.commit for r in near.runs}
     medians: dict[int, float | None] = {}
     done, short = _newest_rows(runs, rows, names, need, medians, drop)
     short = short if near.edge else np.zeros(0, dtype=np.intp)  # every run was read
@@ -164,6 +170,7 @@ def bulk_baselines(history: History, run: Mapping[str, Any], keys: set[str], exc
         rows = _concat(rows, far.rows)
         samples.update(far.samples)
         hardware.update(far.hardware)
+        commit.update(far.commits)
         capped = set(np.flatnonzero(np.bincount(far.rows.keys, minlength=len(names))
                                     >= SERIES_LIMIT).tolist())
         medians = {}
@@ -180,13 +187,29 @@ def bulk_baselines(history: History, run: Mapping[str, Any], keys: set[str], exc
     if ids_out is not None:
         for key, kept in done.items():
             ids_out[key] = kept.rids[::-1]  # oldest first
+    serving = {rid for kept in done.values() for rid in kept.rids}
     if hosts_out is not None:
-        serving = {rid for kept in done.values() for rid in kept.rids}
         hosts_out.update({rid: host_key(hardware.get(runs.num_of[runs.pos[rid]]))
                           for rid in serving})
+    if commits_out is not None:
+        commits_out.update({rid: commit.get(runs.num_of[runs.pos[rid]]) for rid in serving})
     if units_out is not None:
-        units_out.update(_units(runs, rows, names, done, capped))
-    return _summarised(done, medians, {m: a for m, a in samples.items() if a is not None})
+        units_out.update(_units(runs, rows, names, done if units_need is None else
+                                {k: _head(kept, units_need) for k, kept in done.items()},
+                                capped))
+    out = _summarised(done, medians, {m: a for m, a in samples.items() if a is not None})
+    if located_out is not None:
+        for key, base in out.items():
+            located_out[key] = (base.summaries.tolist() if isinstance(base, stats.Summarized)
+                                else [stats.run_summary(a) for a in base])
+    return out
+
+
+def _head(kept: _Single | _Pooled, n: int) -> _Single | _Pooled:
+    """A key's newest ``n`` baseline runs."""
+    if isinstance(kept, _Single):
+        return _Single(kept.rids[:n], kept.mids[:n], kept.medians[:n])
+    return _Pooled(kept.rids[:n], kept.mids[:n])
 
 
 @dataclass

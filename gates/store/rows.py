@@ -41,6 +41,7 @@ class BaselineRun(NamedTuple):
     started_at: str
     confirm_of: str | None
     hardware: str | None  # JSON text; read only where the run's rows were read and may serve
+    commit: str | None = None  # commit_sha; read where hardware is
 
 
 # One metric row's stored median (``metrics.median``, the median of its samples):
@@ -76,6 +77,7 @@ class BaselineFar(NamedTuple):
     rows: BaselineRows  # older rows of the keys asked for, with their samples
     samples: dict[int, Any]  # {row id: samples}
     hardware: dict[int, str | None]  # {runs.num: hardware} of the runs of ``rows``
+    commits: dict[int, str | None]  # {runs.num: commit_sha} of those runs
 
 
 class ConfirmLink(NamedTuple):
