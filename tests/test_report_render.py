@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import shutil
 from pathlib import Path
 
 import pytest
@@ -14,7 +15,7 @@ from gates.report.health import analyse
 from gates.report.query import load_health_input, load_report_input, select_runs
 from gates.report.render_html import render_html, spark_svg
 from gates.report.render_md import md_code, md_text, render_md
-from gates.report.render_text import render_text, sparkline
+from gates.report.render_text import FOLD_INDENT, TEXT_WIDTH, grid, render_text, sparkline
 from gates.store.open import open_history
 
 
@@ -36,6 +37,12 @@ def test_sparkline():
     assert len(sparkline(list(range(100)))) == 24
 
 
+def folded_row(lines: list[str], i: int) -> str:
+    """Line ``i`` of a text table and the indented lines that carry on its row."""
+    end = next((j for j in range(i + 1, len(lines)) if not lines[j].startswith(FOLD_INDENT)), len(lines))
+    return " ".join(lines[i:end])
+
+
 def test_text_has_runs_verdicts_trends_and_health(report):
     text = render_text(report)
     assert text.startswith("stage-x @ 0015c0ffee: FAILED: 1 gate(s) failed")
@@ -44,8 +51,9 @@ def test_text_has_runs_verdicts_trends_and_health(report):
     lat = next(i for i, line in enumerate(lines) if LAT in line)
     bw = next(i for i, line in enumerate(lines) if BW in line)
     assert lat < bw and "FAIL regression" in lines[lat]
-    assert "+30.0% [+22.0, +38.0]" in lines[lat] and "q=2.0e-06" in lines[lat]
-    assert "0009c0ffee..0010c0ffee" in lines[lat] and "▁▁▁" in lines[lat]
+    row = folded_row(lines, lat)  # a row wider than the terminal goes on over indented lines
+    assert "+30.0% [+22.0, +38.0]" in row and "q=2.0e-06" in row
+    assert "0009c0ffee..0010c0ffee" in row and "▁▁▁" in row
     for section in ("Stale est_time", "Flaky tests", "Always skipped", "never ran",
                     "Slowest files"):
         assert section in text
@@ -173,3 +181,40 @@ def test_headline_of_a_run_without_a_commit_says_so(tmp_path: Path):
         rows, scope = select_runs(h)
         report = build_report(load_report_input(h, rows, scope=scope))
     assert render_text(report).splitlines()[0].startswith(f"{report.runs[0].suite} @ no commit:")
+
+
+def test_a_wide_table_folds_into_the_width_and_keeps_every_cell():
+    head = ["verdict", "metric", "test", "change", "command"]
+    rows = [["FAIL regression", "k/" + "x" * 60, "test_" + "y" * 50, "+3.0% [+1.0, +5.0] 99%",
+             "gate-report accept " + "k/" + "x" * 60 + " --from abc1234 --reason 'intended: say why'"],
+            ["pass", "short", "test_s", "+0.1%", "-"]]
+    assert len(grid(rows, head).splitlines()[2]) > 200  # unfolded: one line a row
+    lines = grid(rows, head, TEXT_WIDTH).splitlines()
+    assert max(map(len, lines)) <= TEXT_WIDTH
+    starts = [i for i, line in enumerate(lines) if not line.startswith(" ")]
+    assert [lines[i].split("  ")[0] for i in starts] == ["verdict", "-" * 15, "FAIL regression", "pass"]
+    for row, i in zip(rows, starts[2:], strict=True):  # every cell of each row, in order, on its lines
+        text = folded_row(lines, i)
+        words = [w for cell in row for w in cell.split()]
+        assert text.split() == words or "".join(text.split()) == "".join(words), text
+    assert grid(rows[1:], head, TEXT_WIDTH) == grid(rows[1:], head)  # a narrow table is as it was
+
+
+def test_the_committed_historys_reports_fit_120_columns_with_a_ranges_verdicts_first(tmp_path, capsys,
+                                                                                     monkeypatch):
+    from gates.commands.cli import main  # noqa: PLC0415
+
+    monkeypatch.delenv("GATES_HISTORY", raising=False)
+    monkeypatch.delenv("GITHUB_ACTIONS", raising=False)
+    shutil.copy(Path(__file__).resolve().parents[1] / "history.db", tmp_path / "history.db")
+    texts = []
+    for argv in ([], ["--since", "2000-01-01"]):
+        assert main(["--history", str(tmp_path / "history.db"), *argv]) in (0, 1)
+        texts.append(capsys.readouterr().out)
+    one, many = texts
+    for text in texts:
+        assert len(text.splitlines()) > 50 and max(map(len, text.splitlines())) <= TEXT_WIDTH
+    titles = [line for line in many.splitlines() if line == "Runs" or line.startswith("Verdicts (")]
+    assert titles[0].startswith("Verdicts (") and titles[1] == "Runs"  # a range: verdicts first
+    titles = [line for line in one.splitlines() if line == "Runs" or line.startswith("Verdicts (")]
+    assert titles[0] == "Runs"  # one run: its one-row table, then its verdicts

@@ -3,6 +3,7 @@ Markdown renderer shares. Pure: returns a string."""
 
 from __future__ import annotations
 
+import textwrap
 from collections.abc import Sequence
 
 from gates.report.build import Report, RunInfo, VerdictRow
@@ -61,7 +62,14 @@ def neutralise_commands(text: str) -> str:
     return "\n".join(lines)
 
 
-def grid(rows: Sequence[Sequence[str]], head: Sequence[str]) -> str:
+# A terminal report fits this many columns: a table wider than that is folded, each row
+# on as many lines as its columns need (the later ones indented), and a heading or a
+# single cell wider than a line wraps.
+TEXT_WIDTH = 120
+FOLD_INDENT = "    "
+
+
+def grid(rows: Sequence[Sequence[str]], head: Sequence[str], width: int | None = None) -> str:
     """A plain table in tabulate's "simple" style (header, dashes, two-space gaps).
 
     Formatted directly rather than through tabulate (which the gate's own verdict
@@ -72,6 +80,11 @@ def grid(rows: Sequence[Sequence[str]], head: Sequence[str]) -> str:
     function's time, 2.4x with ``disable_numparse``; and it pads every header by 2,
     which would widen each column of the golden outputs. Cells are text already;
     widths are len().
+
+    With ``width``, a table wider than that is folded: its columns go, in order, into
+    groups that each fit a line, and every row (the header too) takes one line per
+    group, the later groups indented, so each group stays aligned down the table.
+    A cell wider than its line wraps onto lines of its own.
     """
     rows = [[one_line(c) for c in row] for row in rows]
     widths = [len(h) for h in head]
@@ -79,15 +92,50 @@ def grid(rows: Sequence[Sequence[str]], head: Sequence[str]) -> str:
         for i, cell in enumerate(row):
             if len(cell) > widths[i]:
                 widths[i] = len(cell)
-    last = len(widths) - 1
-
-    def line(cells: Sequence[str]) -> str:
-        return "  ".join(c if i == last else c.ljust(widths[i])
-                         for i, c in enumerate(cells)).rstrip()
-
-    out = [line(head), "  ".join("-" * w for w in widths)]
-    out.extend(line(row) for row in rows)
+    if width is None or sum(widths) + 2 * (len(widths) - 1) <= width:
+        groups = [list(range(len(widths)))]
+    else:
+        groups = _fold(widths, width)
+    out: list[str] = []
+    for g, cols in enumerate(groups):
+        out += _group_lines([head[i] for i in cols], [widths[i] for i in cols], g, width)
+    for g, cols in enumerate(groups):
+        dashes = (FOLD_INDENT if g else "") + "  ".join("-" * widths[i] for i in cols)
+        out.append(dashes[:width] if width else dashes)
+    for row in rows:
+        for g, cols in enumerate(groups):
+            out += _group_lines([row[i] for i in cols], [widths[i] for i in cols], g, width)
     return "\n".join(out)
+
+
+def _fold(widths: Sequence[int], width: int) -> list[list[int]]:
+    """Consecutive column groups, each fitting ``width`` (the later ones after the indent)."""
+    groups: list[list[int]] = [[]]
+    used = 0
+    for i, w in enumerate(widths):
+        indent = len(FOLD_INDENT) if len(groups) > 1 else 0
+        need = w if not groups[-1] else w + 2
+        if groups[-1] and indent + used + need > width:
+            groups.append([])
+            used, need = 0, w
+        groups[-1].append(i)
+        used += need
+    return groups
+
+
+def _group_lines(cells: Sequence[str], widths: Sequence[int], group: int,
+                 width: int | None) -> list[str]:
+    indent = FOLD_INDENT if group else ""
+    last = len(cells) - 1
+    line = indent + "  ".join(c if i == last else c.ljust(widths[i]) for i, c in enumerate(cells))
+    line = line.rstrip()
+    if width is None or len(line) <= width:
+        return [line]
+    # One cell wider than a line (a long key or command): the others as they are, that
+    # cell broken at spaces where it can be, else at the line's end.
+    room = max(width - len(indent), 20)
+    return [indent + part for part in textwrap.wrap(line[len(indent):], room, break_on_hyphens=False,
+                                                    subsequent_indent="  ")] or [line]
 
 
 def sparkline(values: Sequence[float], width: int = SPARK_WIDTH) -> str:
@@ -375,38 +423,44 @@ def where_changed(report: Report) -> list[list[str]]:
 
 def _runs_and_verdicts(report: Report) -> list[str]:
     head, rows = run_table(report)
-    parts = ["Runs", grid(rows, head), ""]
+    runs = ["Runs", grid(rows, head, TEXT_WIDTH), ""]
+    parts = [] if report.scope == "range" else runs  # a range's many runs come after its verdicts
     head, rows = verdict_table(report)
     title = f"Verdicts ({len(rows)})"
     if report.omitted:
         title += f"; {report.omitted} older passing row(s) not listed (--all lists them)"
     parts.append(title)
-    parts.append(grid(rows, head)
+    parts.append(grid(rows, head, TEXT_WIDTH)
                  if rows else "  no metrics recorded")
     parts.append("")
     nxt = next_steps(report)
     if nxt:
-        parts += ["Owners and next steps", grid(nxt, NEXT_STEPS_HEAD), ""]
+        parts += ["Owners and next steps", grid(nxt, NEXT_STEPS_HEAD, TEXT_WIDTH), ""]
     changed = where_changed(report)
     if changed:
-        parts += ["Where metrics changed", grid(changed, WHERE_CHANGED_HEAD), ""]
-    return parts
+        parts += ["Where metrics changed", grid(changed, WHERE_CHANGED_HEAD, TEXT_WIDTH), ""]
+    return parts + (runs if report.scope == "range" else [])
+
+
+def _wrapped(text: str) -> str:
+    """A heading or a headline within TEXT_WIDTH: its start stays on the first line."""
+    return "\n".join(textwrap.wrap(text, TEXT_WIDTH, subsequent_indent="  ", break_on_hyphens=False)) or text
 
 
 def render_text(report: Report) -> str:
-    parts = [headline(report), ""]
+    parts = [_wrapped(one_line(headline(report))), ""]
     if report.scope != "health":
         parts += _runs_and_verdicts(report)
     for h in report.health:
-        parts.append(f"CI health: {h.suite} (last {h.runs} run(s), hardware "
-                     f"{h.fingerprint or '-'})")
+        parts.append(_wrapped(one_line(f"CI health: {h.suite} (last {h.runs} run(s), hardware "
+                                       f"{h.fingerprint or '-'})")))
         sections = health_tables(h)
         if not sections:
             parts += ["  nothing to report", ""]
         for title, head, rows, note in sections:
-            parts += [f"  {title}", grid(rows, head)]
+            parts += [f"  {title}", grid(rows, head, TEXT_WIDTH)]
             if note:
-                parts.append(f"  {note}")
+                parts.append(_wrapped(one_line(f"  {note}")))
             parts.append("")
     return neutralise_commands("\n".join(one_line(p) if "\n" not in p else p
                                           for p in parts).rstrip() + "\n")
