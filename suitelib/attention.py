@@ -11,7 +11,7 @@ from __future__ import annotations
 import contextlib
 import math
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import torch
 
@@ -25,6 +25,8 @@ __all__ = [
     "nan_filled_outputs",
     "PAD_K",
     "PAD_V",
+    "POOL_SPARE_SHARE",
+    "time_decode_blocks",
 ]
 
 # Filler for cache slots no request owns. Finite (a masked NaN can still poison a
@@ -91,6 +93,20 @@ class PagedKV:
         kv = pages.transpose(0, 1).reshape(2, -1, *self.cache.shape[3:])
         n = self.lengths[i]
         return kv[0, :n], kv[1, :n]
+
+    def reseated(self, seed: int) -> PagedKV:
+        """The same requests on other pages of the same cache: a fresh random page table
+        drawn from all of its pages (spare ones too), the data left where it is.
+
+        For timing only: a request's K/V become whatever those pages hold (pad pages
+        included), so compare outputs with :meth:`request_kv` of the reseated cache.
+        Each draw moves every request's pages to other places in device memory, as a
+        new allocation would, without allocating (``suitelib.blocks``).
+        """
+        need = int(self.indptr[-1])
+        g = torch.Generator(device="cpu").manual_seed(seed)
+        perm = torch.randperm(self.cache.shape[0], generator=g)[:need].to(torch.int32)
+        return replace(self, indices=perm.to(self.indices.device))
 
     def decode_wrapper(self, fi, workspace: torch.Tensor, num_qo_heads: int, *,
                        tensor_cores: bool = False):
@@ -195,3 +211,37 @@ def nan_filled_outputs(
         yield
     finally:
         torch.empty, torch.empty_like = empty, empty_like
+
+
+# Block timing of batch decode (suitelib.blocks): the pool holds this share more pages
+# than the requests need, so each block's page table also reaches pages the last one
+# left unused.
+POOL_SPARE_SHARE = 8  # spare pages: 1/8 of the requests' pages
+
+
+def time_decode_blocks(fi, workspace: torch.Tensor, lengths: Sequence[int], num_qo_heads: int,
+                       num_kv_heads: int, head_dim: int, *, page_size: int = 16,
+                       tensor_cores: bool = False, blocks: int = 8, iters: int = 20,
+                       warmup: int = 3, reference=None):
+    """Batch decode timed in blocks, each on a fresh page table over one pool (a
+    :class:`suitelib.blocks.BlockTiming`): the requests of ``lengths`` move to other
+    pages every block, so where one page table's pages landed in device memory is one
+    block of the run, not the run. Block ``b`` uses ``PagedKV.reseated(b + 1)``: the
+    same page tables in every process, only their placement in memory differs."""
+    from suitelib.blocks import time_cuda_blocks  # local: CUDA work only
+
+    need = sum(math.ceil(n / page_size) for n in lengths)
+    pool = build_paged_kv(lengths, num_kv_heads=num_kv_heads, head_dim=head_dim,
+                          page_size=page_size, device=workspace.device,
+                          spare_pages=max(1, need // POOL_SPARE_SHARE))
+    q = torch.randn(len(lengths), num_qo_heads, head_dim, dtype=pool.cache.dtype,
+                    device=workspace.device)
+    out = torch.empty_like(q)
+
+    def setup(b: int):
+        p = pool.reseated(b + 1)
+        w = p.decode_wrapper(fi, workspace, num_qo_heads, tensor_cores=tensor_cores)
+        return lambda: w.run(q, p.cache, out=out)
+
+    return time_cuda_blocks(setup, reference=reference, blocks=blocks, iters=iters,
+                            warmup=warmup)

@@ -14,6 +14,7 @@ from suitelib.attention import (
     nan_filled_outputs,
     reference_attention,
     sdpa_attention,
+    time_decode_blocks,
 )
 from suitelib.quant import relative_error
 from suitelib.report import note
@@ -39,6 +40,7 @@ FA2_SHAPES = {
     (1, 4096): 0.93,
     (8, 32768): 2.86,
     (32, 8192): None,
+    (32, 32768): 2.88,
     (64, 32768): 2.88,
 }
 TC_SHAPES = {(1, 4096): None, (8, 32768): 4.09, (64, 32768): 4.43}
@@ -54,6 +56,23 @@ def fi():
 @pytest.fixture(scope="module")
 def workspace() -> torch.Tensor:
     return torch.zeros(128 << 20, dtype=torch.uint8, device="cuda")
+
+
+@pytest.fixture(scope="module")
+def copy_ref():
+    """The reference every block-timed decode shape is divided by: one 256 MiB
+    device-to-device copy, allocated once (suitelib.blocks)."""
+    from suitelib.blocks import copy_reference
+
+    return copy_reference()
+
+
+# Block timing (suitelib.blocks, issue 56) for the memory-bound shapes: each block a fresh
+# page table, a copy interleaved; recorded beside the suite's first measurement under
+# <key>/blocks/latency and <key>/blocks/vs_copy. benchmarks/results/gpu_noise.md has
+# the spread of each across fresh processes.
+BLOCKS_MIN_BATCH = 8
+BLOCKS = {"blocks": 8, "iters": 20, "warmup": 3}
 
 
 def _check_bandwidth(bw: list[float], floor_tb_s: float | None, what: str) -> None:
@@ -126,13 +145,30 @@ def _perf_record(metrics, key: str, t, nbytes: int, floor, request) -> None:
 
 
 @pytest.mark.parametrize("shape", list(FA2_SHAPES), ids=lambda s: f"b{s[0]}_kv{s[1]}")
-def test_batch_decode_fa2_perf(fi, workspace, shape, metrics, request) -> None:
+def test_batch_decode_fa2_perf(fi, workspace, copy_ref, shape, metrics, request) -> None:
     _decode_perf(fi, workspace, shape, False, FA2_SHAPES[shape], metrics, request)
+    _decode_blocks(fi, workspace, copy_ref, shape, False, metrics, request)
 
 
 @pytest.mark.parametrize("shape", list(TC_SHAPES), ids=lambda s: f"b{s[0]}_kv{s[1]}")
-def test_batch_decode_tensor_cores_perf(fi, workspace, shape, metrics, request) -> None:
+def test_batch_decode_tensor_cores_perf(fi, workspace, copy_ref, shape, metrics, request) -> None:
     _decode_perf(fi, workspace, shape, True, TC_SHAPES[shape], metrics, request)
+    _decode_blocks(fi, workspace, copy_ref, shape, True, metrics, request)
+
+
+def _decode_blocks(fi, workspace, copy_ref, shape, tensor_cores, metrics, request) -> None:
+    """The shape again in blocks on fresh page tables, a copy interleaved: the raw block
+    medians and their ratio to the copy, each a metric of its own."""
+    batch, kv_len = shape
+    if batch < BLOCKS_MIN_BATCH:
+        return
+    t = time_decode_blocks(fi, workspace, [kv_len] * batch, HQ, HKV, D, page_size=PAGE,
+                           tensor_cores=tensor_cores, reference=copy_ref, **BLOCKS)
+    key = f"attn/decode/{'tensor_cores' if tensor_cores else 'fa2'}/b{batch}_kv{kv_len}/blocks"
+    metrics.record(f"{key}/latency", t.samples, unit="s", better="lower")
+    metrics.record(f"{key}/vs_copy", t.ratios, unit="ratio", better="lower")
+    note(request, f"{key}/copy_median_s", sorted(t.reference)[len(t.reference) // 2])
+    _check_bandwidth(t.rate(decode_bytes(batch, kv_len, HKV, D)), None, f"{key}/latency")
 
 
 def _decode_perf(fi, workspace, shape, tensor_cores, floor, metrics, request) -> None:

@@ -1,0 +1,419 @@
+"""Run-to-run noise of FlashInfer fa2 batch decode: the suite's timing against block timing.
+
+    python benchmarks/gpu_noise.py proc --out procs.jsonl --index I [--diag]   # on a GPU
+    python benchmarks/gpu_noise.py summarize procs.jsonl [--json J] [--md M] [--skip N]
+
+``proc`` is one fresh process: it appends one JSON line to ``--out``. It times each decode
+shape (GQA 32/8, head dim 128, bf16, pages of 16, kv 32768 at batch 8, 32 and 64)
+
+- ``old``: as ``suites/kernels/test_flashinfer_decode.py`` did before block timing
+  (``time_cuda``, 5 samples of 20 iterations, one allocation, the suite's page table);
+- ``perm``: ``suitelib.blocks.time_cuda_blocks``, each block a fresh page table over a
+  pool with an eighth more pages than the requests need (``PagedKV.reseated``), a
+  256 MiB copy interleaved as the reference; what the suite now records beside ``old``.
+
+With ``--diag`` it also times, per shape, ``same`` (blocks on one page table: what a block
+cancels without moving the inputs), ``alloc`` (blocks on a fresh allocation each, the
+previous one still held so the new one lands elsewhere; the workspace, queries and output
+too), ``perm_fa2ref`` (``perm`` with the same kernel on a pinned shape, batch 8 kv 8192, as
+the reference instead of the copy), ``old`` again at the end (is a
+slow allocation slow for the process's life?), and for batch 1 and 8 eager calls without
+the L2 flush and CUDA-graph replays; and reads the GPU's clocks, power, temperature and
+clock-event reasons (NVML) around each part. Odd ``--index`` values take the shapes in
+reverse order (launch order).
+
+``summarize`` reads the lines (skipping the first ``--skip``, the process that compiled the
+kernels) and writes, per shape and method, the per-process medians, their standard deviation
+relative to their median (the run-to-run spread a gate sees), the within-process spread, and
+for the diagnostics the correlation of each method's per-process medians with ``old``'s.
+``tools/gpu_noise.sh`` runs the whole experiment on a lent GPU.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+HQ, HKV, D, PAGE = 32, 8, 128, 16
+SHAPES = ((8, 32768), (32, 32768), (64, 32768))
+LAUNCH_SHAPES = ((1, 1024), (8, 32768))  # the launch diagnostics (--diag)
+PINNED = (8, 8192)  # the reference shape of perm_fa2ref (--diag)
+OLD = {"samples": 5, "iters": 20, "warmup": 3}  # the suite's time_cuda arguments
+BLOCKS = {"blocks": 8, "iters": 20, "warmup": 3}
+
+
+def _key(shape: tuple[int, int]) -> str:
+    return f"b{shape[0]}_kv{shape[1]}"
+
+
+# ------------------------------------------------------------------ on the GPU
+
+
+class _Clocks:
+    """NVML readings (None where NVML is missing): SM and memory clock, power, temperature,
+    clock-event reasons."""
+
+    def __init__(self) -> None:
+        try:
+            import pynvml
+
+            pynvml.nvmlInit()
+            self.nv = pynvml
+            self.h = pynvml.nvmlDeviceGetHandleByIndex(0)
+        except Exception as e:  # noqa: BLE001 - diagnostics only: the timing goes on
+            self.nv, self.error = None, repr(e)
+
+    def read(self, where: str) -> dict[str, Any]:
+        if self.nv is None:
+            return {"where": where, "error": self.error}
+        nv, h = self.nv, self.h
+        out: dict[str, Any] = {"where": where, "t": time.time()}
+        for name, f in (("sm_mhz", lambda: nv.nvmlDeviceGetClockInfo(h, nv.NVML_CLOCK_SM)),
+                        ("mem_mhz", lambda: nv.nvmlDeviceGetClockInfo(h, nv.NVML_CLOCK_MEM)),
+                        ("power_w", lambda: nv.nvmlDeviceGetPowerUsage(h) / 1e3),
+                        ("temp_c", lambda: nv.nvmlDeviceGetTemperature(h, nv.NVML_TEMPERATURE_GPU)),
+                        ("reasons", lambda: getattr(
+                            nv, "nvmlDeviceGetCurrentClocksEventReasons",
+                            getattr(nv, "nvmlDeviceGetCurrentClocksThrottleReasons", None))(h))):
+            try:
+                out[name] = f()
+            except Exception as e:  # noqa: BLE001
+                out[name] = repr(e)
+        return out
+
+
+def _proc(out: Path, index: int, diag: bool) -> None:
+    import torch
+
+    from suitelib import hardware as hw
+    from suitelib.attention import POOL_SPARE_SHARE as SPARE
+    from suitelib.attention import build_paged_kv, time_decode_blocks
+    from suitelib.blocks import copy_reference, time_cuda_blocks
+    from suitelib.timing import time_cuda
+
+    t_start = time.time()
+    fi = hw.import_flashinfer()
+    clocks = _Clocks()
+    rec: dict[str, Any] = {"index": index, "pid": os.getpid(), "gpu": torch.cuda.get_device_name(0),
+                           "diag": diag, "clocks": [clocks.read("start")], "errors": [],
+                           "old": {}, "perm": {}, "ptr": {}}
+    workspace = torch.zeros(128 << 20, dtype=torch.uint8, device="cuda")
+    ref = copy_reference()
+
+    def build(shape, spare: int, seed: int = 0):
+        b, kv = shape
+        return build_paged_kv([kv] * b, num_kv_heads=HKV, head_dim=D, page_size=PAGE,
+                              device="cuda", spare_pages=spare, seed=seed)
+
+    pinned_call: list[Any] = []
+
+    def pinned():
+        """The same kernel on a pinned shape (batch 8, kv 8192, one allocation), built
+        once a process: the reference of ``perm_fa2ref``."""
+        if not pinned_call:
+            p = build(PINNED, 0)
+            qp = torch.randn(PINNED[0], HQ, D, dtype=torch.bfloat16, device="cuda")
+            op = torch.empty_like(qp)
+            wp = p.decode_wrapper(fi, workspace, HQ)
+            pinned_call.append(lambda: wp.run(qp, p.cache, out=op))
+        return pinned_call[0]
+
+    def old(shape) -> dict[str, Any]:
+        paged = build(shape, 0)
+        q = torch.randn(shape[0], HQ, D, dtype=torch.bfloat16, device="cuda")
+        w = paged.decode_wrapper(fi, workspace, HQ)
+        o = torch.empty_like(q)
+        t = time_cuda(lambda: w.run(q, paged.cache, out=o), **OLD)
+        return {"samples": t.samples, "ptr": paged.cache.data_ptr()}
+
+    def blocks(shape, mode: str) -> dict[str, Any]:
+        b, kv = shape
+        q = torch.randn(b, HQ, D, dtype=torch.bfloat16, device="cuda")
+        o = torch.empty_like(q)
+        need = b * (kv // PAGE)
+        held: list[Any] = []
+        pool = build(shape, need // SPARE) if mode == "same" else None
+        ptrs: list[int] = []
+
+        def setup(i: int):
+            if mode == "same":
+                p = pool
+            else:  # alloc: new cache, workspace, q and out, the last ones held (elsewhere)
+                p = build(shape, need // SPARE, seed=i + 1).reseated(i + 1)
+                ws = torch.zeros(128 << 20, dtype=torch.uint8, device="cuda")
+                qa = torch.randn(b, HQ, D, dtype=torch.bfloat16, device="cuda")
+                oa = torch.empty_like(qa)
+                held[:] = held[-1:] + [(p, ws, qa, oa)]
+                ptrs.append(p.cache.data_ptr())
+                wa = p.decode_wrapper(fi, ws, HQ)
+                return lambda: wa.run(qa, p.cache, out=oa)
+            ptrs.append(p.cache.data_ptr())
+            w = p.decode_wrapper(fi, workspace, HQ)
+            return lambda: w.run(q, p.cache, out=o)
+
+        if mode in ("perm", "perm_fa2ref"):  # what the suite records: suitelib's own helper
+            t = time_decode_blocks(fi, workspace, [kv] * b, HQ, HKV, D, page_size=PAGE,
+                                   reference=ref if mode == "perm" else pinned(), **BLOCKS)
+        else:
+            t = time_cuda_blocks(setup, reference=ref, **BLOCKS)
+        return {"samples": t.samples, "reference": t.reference, "ptrs": ptrs}
+
+    # The suite's measurement first, in the suite's order, as a suite process starts.
+    for shape in SHAPES:
+        try:
+            rec["old"][_key(shape)] = old(shape)
+        except Exception as e:  # noqa: BLE001 - one failed part must not lose the rest
+            rec["errors"].append(f"old {shape}: {e!r}")
+        torch.cuda.empty_cache()
+    rec["clocks"].append(clocks.read("after old"))
+    order = list(SHAPES)[::-1] if (diag and index % 2) else list(SHAPES)
+    rec["order"] = [_key(s) for s in order]
+    modes = ("perm", "same", "alloc", "perm_fa2ref") if diag else ("perm",)
+    for mode in modes:
+        rec.setdefault(mode, {})
+        for shape in order:
+            try:
+                rec[mode][_key(shape)] = blocks(shape, mode)
+            except Exception as e:  # noqa: BLE001
+                rec["errors"].append(f"{mode} {shape}: {e!r}")
+            torch.cuda.empty_cache()
+        rec["clocks"].append(clocks.read(f"after {mode}"))
+    if diag:
+        rec["old_again"] = {}
+        for shape in SHAPES:
+            try:
+                rec["old_again"][_key(shape)] = old(shape)
+            except Exception as e:  # noqa: BLE001
+                rec["errors"].append(f"old_again {shape}: {e!r}")
+            torch.cuda.empty_cache()
+        rec["clocks"].append(clocks.read("after old_again"))
+        rec["launch"] = _launch_diag(fi, workspace, build)
+        rec["clocks"].append(clocks.read("end"))
+    rec["wall_s"] = time.time() - t_start
+    with out.open("a") as f:
+        f.write(json.dumps(rec) + "\n")
+    print(f"proc {index}: " + " ".join(
+        f"{k} old {1e3 * statistics.median(v['samples']):.4f} ms"
+        f" perm {1e3 * statistics.median(rec['perm'][k]['samples']):.4f} ms"
+        for k, v in rec["old"].items() if k in rec["perm"]), f"errors {len(rec['errors'])}",
+        f"{rec['wall_s']:.1f} s", flush=True)
+
+
+def _launch_diag(fi, workspace, build) -> dict[str, Any]:
+    """Batch 1 (kv 1024) and 8 (kv 32768): eager with and without the L2 flush, and 20
+    calls replayed from one CUDA graph (per call), each the median of 5 samples."""
+    res: dict[str, Any] = {}
+    for shape in LAUNCH_SHAPES:
+        try:
+            _launch_one(fi, workspace, build, shape, res)
+        except Exception as e:  # noqa: BLE001 - diagnostics only
+            res[f"{_key(shape)}/error"] = repr(e)
+    return res
+
+
+def _launch_one(fi, workspace, build, shape, res: dict[str, Any]) -> None:
+    import torch
+
+    from suitelib.timing import time_cuda
+
+    k = _key(shape)
+    paged = build(shape, 0)
+    q = torch.randn(shape[0], HQ, D, dtype=torch.bfloat16, device="cuda")
+    o = torch.empty_like(q)
+    w = paged.decode_wrapper(fi, workspace, HQ)
+
+    def run() -> None:
+        w.run(q, paged.cache, out=o)
+
+    res[f"{k}/flush"] = time_cuda(run, **OLD).samples
+    res[f"{k}/noflush"] = time_cuda(run, flush_l2=False, **OLD).samples
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        for _ in range(3):
+            run()
+    torch.cuda.current_stream().wait_stream(s)
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        for _ in range(20):
+            run()
+    torch.cuda.synchronize()
+    t = time_cuda(g.replay, samples=5, iters=5, warmup=2, flush_l2=False)
+    res[f"{k}/graph20_per_call"] = [x / 20 for x in t.samples]
+
+
+# ------------------------------------------------------------------ analysis
+
+
+def _cv(xs: list[float]) -> float:
+    """Sample standard deviation relative to the median (a share)."""
+    return statistics.stdev(xs) / statistics.median(xs) if len(xs) > 1 else float("nan")
+
+
+def _corr(a: list[float], b: list[float]) -> float:
+    if len(a) < 3 or statistics.pstdev(a) == 0 or statistics.pstdev(b) == 0:
+        return float("nan")
+    return statistics.correlation(a, b)
+
+
+def _values(part: dict[str, Any], ratio: bool) -> list[float] | None:
+    if not part or "samples" not in part:
+        return None
+    if ratio:
+        ref = part.get("reference") or []
+        if len(ref) != len(part["samples"]):
+            return None
+        return [s / r for s, r in zip(part["samples"], ref, strict=True)]
+    return part["samples"]
+
+
+METHODS = (("old", "old", False), ("perm", "perm", False), ("perm/copy", "perm", True),
+           ("same", "same", False), ("same/copy", "same", True), ("alloc", "alloc", False),
+           ("alloc/copy", "alloc", True), ("perm/fa2 b8_kv8192", "perm_fa2ref", True),
+           ("copy (perm blocks)", "perm", "ref"), ("fa2 b8_kv8192 (ref)", "perm_fa2ref", "ref"),
+           ("old_again", "old_again", False))
+
+
+def summarize(recs: list[dict[str, Any]]) -> dict[str, Any]:
+    """Per shape and method: per-process medians, their relative SD, the median
+    within-process relative SD, and the correlation with ``old`` across processes."""
+    shapes: dict[str, Any] = {}
+    keys = sorted({k for r in recs for k in r.get("old", {})}, key=lambda k: int(k[1:k.index("_")]))
+    for k in keys:
+        row: dict[str, Any] = {}
+        olds = None
+        for name, field, ratio in METHODS:
+            meds, within = [], []
+            for r in recs:
+                part = r.get(field, {}).get(k)
+                v = part.get("reference") if (part and ratio == "ref") else _values(part, bool(ratio))
+                if not v:
+                    meds.append(None)
+                    continue
+                meds.append(statistics.median(v))
+                within.append(_cv(v))
+            ok = [m for m in meds if m is not None]
+            if len(ok) < 2:
+                continue
+            cell = {"n": len(ok), "median": statistics.median(ok), "sd_rel": _cv(ok),
+                    "min": min(ok), "max": max(ok),
+                    "within_sd_rel": statistics.median(within), "per_process": meds}
+            if name == "old":
+                olds = meds
+            elif olds is not None:
+                pairs = [(a, b) for a, b in zip(olds, meds, strict=True)
+                         if a is not None and b is not None]
+                cell["corr_with_old"] = _corr([a for a, _ in pairs], [b for _, b in pairs])
+            row[name] = cell
+        shapes[k] = row
+    return shapes
+
+
+def _launch_table(recs: list[dict[str, Any]]) -> list[str]:
+    names = sorted({k for r in recs for k in r.get("launch", {}) if not k.endswith("/error")})
+    if not names:
+        return []
+    lines = ["| launch diagnostic | processes | median of medians | run-to-run SD |",
+             "| --- | ---: | ---: | ---: |"]
+    for n in names:
+        meds = [statistics.median(r["launch"][n]) for r in recs if n in r.get("launch", {})]
+        lines.append(f"| {n} | {len(meds)} | {1e3 * statistics.median(meds):.4f} ms | "
+                     f"{100 * _cv(meds):.3f}% |")
+    errs = sorted({f"{k}: {v}" for r in recs for k, v in r.get("launch", {}).items()
+                   if k.endswith("/error")})
+    return lines + [f"- {e}" for e in errs]
+
+
+def _clock_lines(recs: list[dict[str, Any]]) -> list[str]:
+    seen: dict[str, set] = {}
+    for r in recs:
+        for c in r.get("clocks", []):
+            for f in ("sm_mhz", "mem_mhz", "reasons"):
+                if f in c:
+                    seen.setdefault(f, set()).add(c[f] if not isinstance(c[f], float) else round(c[f]))
+    return [f"- {f}: {sorted(map(str, v))}" for f, v in seen.items()]
+
+
+def render(summary: dict[str, Any], recs: list[dict[str, Any]], title: str) -> str:
+    lines = [f"# {title}", "",
+             f"Processes: {len(recs)} on {recs[0]['gpu'] if recs else '?'}; wall per process "
+             f"{statistics.median(r.get('wall_s', 0) for r in recs):.1f} s (median).", "",
+             "| shape | method | processes | median | run-to-run SD (of per-process medians) "
+             "| within-process SD | corr. with old |",
+             "| --- | --- | ---: | ---: | ---: | ---: | ---: |"]
+    for k, row in summary.items():
+        for name, c in row.items():
+            unit = (f"{c['median']:.4f}" if "/" in name else f"{1e3 * c['median']:.4f} ms")
+            corr = c.get("corr_with_old")
+            lines.append(f"| {k} | {name} | {c['n']} | {unit} | {100 * c['sd_rel']:.3f}% | "
+                         f"{100 * c['within_sd_rel']:.3f}% | "
+                         f"{'' if corr is None else f'{corr:.2f}'} |")
+    lines += ["", *_launch_table(recs), "", "Clock readings seen (NVML):", *_clock_lines(recs)]
+    errs = [e for r in recs for e in r.get("errors", [])]
+    if errs:
+        lines += ["", f"Errors ({len(errs)}):", *(f"- {e}" for e in errs[:20])]
+    return "\n".join(lines) + "\n"
+
+
+def _read(path: Path, skip: int) -> list[dict[str, Any]]:
+    recs = []
+    for i, line in enumerate(path.read_text().splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            recs.append(json.loads(line))
+        except json.JSONDecodeError as e:
+            raise ValueError(f"{path}:{i}: not a JSON line ({e.msg}); drop the line") from None
+    return recs[skip:]
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    p = sub.add_parser("proc", help="one fresh process's measurements (needs a GPU)")
+    p.add_argument("--out", type=Path, required=True)
+    p.add_argument("--index", type=int, default=0)
+    p.add_argument("--diag", action="store_true")
+    s = sub.add_parser("summarize", help="spread across processes")
+    s.add_argument("lines", type=Path)
+    s.add_argument("--skip", type=int, default=0, help="first processes to leave out")
+    s.add_argument("--json", type=Path, default=None)
+    s.add_argument("--md", type=Path, default=None)
+    s.add_argument("--title", default="fa2 decode: run-to-run spread across fresh processes")
+    a = ap.parse_args(argv)
+    if a.cmd == "proc":
+        _proc(a.out, a.index, a.diag)
+        return 0
+    if not a.lines.is_file():
+        print(f"error: {a.lines}: no such file; give the proc lines (--out of proc)", file=sys.stderr)
+        return 2
+    try:
+        recs = _read(a.lines, a.skip)
+    except ValueError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    if len(recs) < 2:
+        print(f"error: {a.lines}: {len(recs)} process(es) after --skip {a.skip}; need 2 or more",
+              file=sys.stderr)
+        return 2
+    summary = summarize(recs)
+    md = render(summary, recs, a.title)
+    print(md)
+    if a.json:
+        a.json.write_text(json.dumps({"processes": len(recs), "gpu": recs[0].get("gpu"),
+                                      "shapes": summary}, indent=1) + "\n")
+    if a.md:
+        a.md.write_text(md)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# Run-to-run noise of FlashInfer decode on a lent GPU (issue 56), in one device call:
+#
+#   bash tools/gpu_noise.sh PROCS [--diag] [DEADLINE_S]
+#
+# 1. tools/device_setup.sh .dev (carried wheels and FlashInfer);
+# 2. suites/kernels/test_flashinfer_decode.py once through pytest, recorded into
+#    $OUT/suite.db: the suite for real, and FlashInfer's JIT compiles every decode
+#    kernel here, once, so the timed processes below start on a warm cache;
+# 3. PROCS fresh processes of `benchmarks/gpu_noise.py proc` (--diag: the diagnostics
+#    too), one after another, each appending a line to $OUT/procs.jsonl; no new process
+#    starts once DEADLINE_S (default 400) seconds have passed since the start;
+# 4. `gpu_noise.py summarize` into $OUT/summary.{json,md}; nvidia-smi's clocks, power and
+#    performance state before and after in $OUT/smi.txt. Everything is logged to
+#    $OUT/noise.log.
+set -o pipefail
+procs="${1:-16}"
+diag="${2:-}"
+deadline="${3:-400}"
+out="${OUT:-results/gpu_noise}"
+mkdir -p "$out"
+log="$out/noise.log"
+t0=$(date +%s)
+export GATES_COMMIT="${GATES_COMMIT:-$(cat .dev/COMMIT 2>/dev/null || echo unknown)}" GATES_BRANCH="${GATES_BRANCH:-noise}"
+source tools/device_setup.sh .dev >>"$log" 2>&1 || { cat "$log"; exit 1; }
+{ echo "== start"; nvidia-smi -q -d CLOCK,PERFORMANCE,POWER,TEMPERATURE; } >"$out/smi.txt" 2>&1
+nvidia-smi --query-gpu=name,uuid,driver_version,clocks.sm,clocks.mem,power.draw,power.limit --format=csv | tee -a "$log"
+echo "== suite (cold JIT cache)" | tee -a "$log"
+timeout 300 python3 -m pytest suites/kernels/test_flashinfer_decode.py -q -p no:cacheprovider \
+    --gates-suite base-b-1gpu --gates-history "$out/suite.db" 2>&1 | tail -25 | tee -a "$log"
+echo "suite rc=$? at $(( $(date +%s) - t0 )) s" | tee -a "$log"
+for i in $(seq 0 $((procs - 1))); do
+    if [ $(( $(date +%s) - t0 )) -gt "$deadline" ]; then
+        echo "deadline: stopped before process $i" | tee -a "$log"
+        break
+    fi
+    timeout 120 python3 benchmarks/gpu_noise.py proc --out "$out/procs.jsonl" --index "$i" $diag 2>&1 | tee -a "$log"
+done
+{ echo "== end"; nvidia-smi -q -d CLOCK,PERFORMANCE,POWER,TEMPERATURE; } >>"$out/smi.txt" 2>&1
+python3 benchmarks/gpu_noise.py summarize "$out/procs.jsonl" --json "$out/summary.json" \
+    --md "$out/summary.md" 2>&1 | tee -a "$log"
+echo "total $(( $(date +%s) - t0 )) s" | tee -a "$log"
