@@ -46,6 +46,7 @@ HQ, HKV, D, PAGE = 32, 8, 128, 16
 SHAPES = ((8, 32768), (32, 32768), (64, 32768))
 LAUNCH_SHAPES = ((1, 1024), (8, 32768))  # the launch diagnostics (--diag)
 PINNED = (8, 8192)  # the reference shape of perm_fa2ref (--diag)
+WORKSPACE_BYTES = 128 << 20  # FlashInfer's workspace, as the suite gives it
 OLD = {"samples": 5, "iters": 20, "warmup": 3}  # the suite's time_cuda arguments
 BLOCKS = {"blocks": 8, "iters": 20, "warmup": 3}
 
@@ -105,7 +106,7 @@ def _proc(out: Path, index: int, diag: bool) -> None:
     rec: dict[str, Any] = {"index": index, "pid": os.getpid(), "gpu": torch.cuda.get_device_name(0),
                            "diag": diag, "clocks": [clocks.read("start")], "errors": [],
                            "old": {}, "perm": {}, "ptr": {}}
-    workspace = torch.zeros(128 << 20, dtype=torch.uint8, device="cuda")
+    workspace = torch.zeros(WORKSPACE_BYTES, dtype=torch.uint8, device="cuda")
     ref = copy_reference()
 
     def build(shape, spare: int, seed: int = 0):
@@ -148,7 +149,7 @@ def _proc(out: Path, index: int, diag: bool) -> None:
                 p = pool
             else:  # alloc: new cache, workspace, q and out, the last ones held (elsewhere)
                 p = build(shape, need // SPARE, seed=i + 1).reseated(i + 1)
-                ws = torch.zeros(128 << 20, dtype=torch.uint8, device="cuda")
+                ws = torch.zeros(WORKSPACE_BYTES, dtype=torch.uint8, device="cuda")
                 qa = torch.randn(b, HQ, D, dtype=torch.bfloat16, device="cuda")
                 oa = torch.empty_like(qa)
                 held[:] = held[-1:] + [(p, ws, qa, oa)]
