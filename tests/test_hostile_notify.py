@@ -347,6 +347,66 @@ def test_a_sender_killed_mid_post_leaves_the_change_to_be_sent_again(main_histor
 
 
 @pytest.mark.timeout(120)
+def test_a_rerun_after_a_sender_was_killed_mid_post_sends_it(main_history, servers, capsys,
+                                                              monkeypatch):
+    # The killed sender's claim blocked every rerun for 10 minutes: "1 already notified",
+    # exit 0, nothing sent. A claim names its process; a gone process holds nothing.
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    repo = Path(__file__).resolve().parents[1]
+    hold = servers(lambda conn, head: time.sleep(20), limit=1)
+    env = dict(os.environ, PYTHONPATH=str(repo), GATES_WEBHOOK_URL=f"{hold.url}/hook/x")
+    proc = subprocess.Popen([sys.executable, "-m", "gates.commands.cli", "notify", "--webhook",
+                             "--history", str(main_history)], env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    for _ in range(400):
+        if hold.requests:
+            break
+        time.sleep(0.05)
+    assert hold.requests, "the POST never arrived"
+    proc.send_signal(signal.SIGKILL)
+    proc.communicate(timeout=30)
+    assert _pending(main_history) == 1 and _sent(main_history) == []
+    hook = servers(reply("200 OK", b"ok", "text/plain"))
+    monkeypatch.setenv("GATES_WEBHOOK_URL", f"{hook.url}/hook/x")
+    assert cli(["notify", "--webhook", "--history", str(main_history)]) == 0
+    out = _all_out(capsys)
+    assert "1 regression(s) sent, 0 already notified" in out, out
+    assert len(hook.requests) == 1 and len(_sent(main_history)) == 1
+    assert _pending(main_history) == 0
+
+
+def test_a_claim_is_held_while_its_process_lives_and_released_when_it_is_gone(tmp_path):
+    import json
+    import subprocess
+    import sys
+
+    from gates.store.claimant import claimant_gone, this_claimant
+
+    with open_history(tmp_path / "h.db") as h:
+        assert h.claim_notification("webhook", "k", "r1")
+        [claim] = h.notifications("webhook:pending")
+        assert json.loads(claim["run_id"])["run_id"] == "r1"
+        assert not h.claim_notification("webhook", "k", "r2")  # this process lives
+    mine = json.loads(this_claimant("r"))
+    assert not claimant_gone(json.dumps(mine))
+    child = subprocess.run([sys.executable, "-c",
+                            "from gates.store.claimant import this_claimant as t; print(t('c'))"],
+                           capture_output=True, text=True, timeout=60, check=True,
+                           env={**__import__("os").environ,
+                                "PYTHONPATH": str(Path(__file__).resolve().parents[1])})
+    assert claimant_gone(child.stdout.strip())  # it exited
+    assert claimant_gone(json.dumps(dict(mine, start=(mine["start"] or 0) + 1))) == (
+        mine["start"] is not None)  # a reused pid: another process
+    assert not claimant_gone(json.dumps(dict(mine, host="elsewhere/boot")))  # cannot tell
+    assert not claimant_gone("r-before-claims-named-a-process")  # its age decides
+    assert not claimant_gone(None) and not claimant_gone("{}")
+
+
+@pytest.mark.timeout(120)
 def test_ctrl_c_mid_post_releases_the_claim_and_prints_no_traceback(main_history, servers):
     import os
     import signal

@@ -96,6 +96,7 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 from ci_register.planning.history_value import is_conninfo
 from gates.store.backend import mask_secrets
 from gates.store.baseline_reads import BaselineReads
+from gates.store.claimant import claimant_gone, this_claimant
 from gates.store.dialect import DIALECTS, Dialect
 from gates.store.fleet_sql import FleetSQL
 from gates.store.metrics import Metric
@@ -1210,7 +1211,10 @@ class History:
 
         A claim is a row under ``CHANNEL:pending``; only `mark_notified` (after a 2xx)
         writes the ``CHANNEL`` row that means sent. A sender killed mid-POST leaves its
-        claim, which goes stale and is taken over: at least once, never silently lost."""
+        claim: the claim's ``run_id`` column names its process (`gates.store.claimant`:
+        run, pid, host, start time), and a later sender takes the claim over as soon as
+        that process is gone, or once the claim is ``stale_s`` old where it cannot tell
+        (another host): at least once, never silently lost."""
         pending = channel + PENDING
         stale_s = NOTIFY_CLAIM_STALE_S if stale_s is None else stale_s
         cutoff = (dt.datetime.now(dt.UTC) - dt.timedelta(seconds=stale_s)).isoformat(
@@ -1220,15 +1224,16 @@ class History:
             if self.conn.execute("SELECT 1 FROM notifications WHERE channel = ? AND dedupe = ?",
                                  (channel, dedupe)).fetchone():
                 return False
-            row = self.conn.execute("SELECT at FROM notifications WHERE channel = ? AND "
-                                    "dedupe = ?", (pending, dedupe)).fetchone()
+            row = self.conn.execute("SELECT at, run_id FROM notifications WHERE channel = ? "
+                                    "AND dedupe = ?", (pending, dedupe)).fetchone()
             if row is not None:
-                if str(row[0]) > cutoff:
+                if str(row[0]) > cutoff and not claimant_gone(row[1]):
                     return False  # another sender is at it now
                 self.conn.execute("DELETE FROM notifications WHERE channel = ? AND dedupe = ?",
                                   (pending, dedupe))
             self.conn.execute("INSERT INTO notifications (channel, dedupe, run_id, at) "
-                              "VALUES (?, ?, ?, ?)", (pending, dedupe, run_id, utc_now()))
+                              "VALUES (?, ?, ?, ?)",
+                              (pending, dedupe, this_claimant(run_id), utc_now()))
             return True
 
         return self._write(write)
