@@ -7,14 +7,21 @@ gates, so it lives here).
 
 from __future__ import annotations
 
+import functools
+import html
+import os
 import re
 import sys
+from collections.abc import Mapping
 
-__all__ = ["GuardedStream", "clean_text", "guarded_output", "mask_secrets", "neutralise_line",
-           "raw_stream"]
+__all__ = ["GuardedStream", "clean_text", "environment_secrets", "guarded_output",
+           "html_text", "mask_secrets", "neutralise_line", "raw_stream", "show_controls",
+           "slack_code", "slack_text"]
 
 # A URL's scheme; its userinfo is read by `_mask_userinfo` (no regex backtracking).
-_SCHEME = re.compile(r"(?i)\b[a-z][a-z0-9+.-]*://")
+# A scheme starts after any character that cannot be in one (``test_postgresql://``
+# in a parametrized test's id, not only at a word's start).
+_SCHEME = re.compile(r"(?i)(?<![a-z0-9+.-])[a-z][a-z0-9+.-]*+://")
 _URL_END = re.compile(r"[\s\"'<>`]|$")
 # A user name alone that is a credential (``https://TOKEN@github.com``): a known token
 # shape, or a long run of token characters.
@@ -27,12 +34,15 @@ _TOKEN_USER = re.compile(r"[A-Za-z0-9_-]{24,}")
 _SECRET_WORDS = ("password|passwd|pwd|sslpassword|sslkey_password|token|access_token|"
                  "secret|api_key|apikey|auth")
 _KEY = re.compile(r"(?<![A-Za-z0-9_.%/\\-])(?:(-++[A-Za-z][A-Za-z0-9_.-]*+)[ \t]++(?=[^\s=:-])|"
-                  r"-*+[A-Za-z][A-Za-z0-9_.-]*+['\"]?[ \t]*+([=:]))")
+                  r"-*+[A-Za-z][A-Za-z0-9_.-]*+(?:\\?['\"])?[ \t]*+([=:]))")
 # A quoted value ends at its quote or at the line's end: in a traceback's source line
 # (``print('HF_TOKEN=' + t)``) the quote after ``=`` closes a literal, not a value.
+# JSON inside a JSON string (a report's JSON, a log line of json.dumps) quotes with \":
+# such a value ends at the next \".
 _VALUE = re.compile(r"""[ \t]*+('(?:[^'\\\n]|\\.)*+'?|"(?:[^"\\\n]|\\.)*+"?|"""
+                    r"""\\"(?:[^\\\n]|\\[^"\n])*+(?:\\")?|"""
                     r"""(?:(?i:bearer|token|basic|bot)[ \t]++)?[^\s&;#'",}\]]++)""")
-_AFTER_COLON = frozenset(" \t'\"")  # "key: value", "'key': 'value'"
+_AFTER_COLON = frozenset(" \t'\"\\")  # "key: value", "'key': 'value'"
 _BARE_WORDS = frozenset(_SECRET_WORDS.split("|"))
 # Words that make a key a secret's wherever they stand in it (``db_password``,
 # ``AWS_SECRET_ACCESS_KEY``, ``x-api-key``), and the keys ending in ``token`` that are
@@ -47,18 +57,40 @@ _NOT_CREDENTIAL_TOKENS = frozenset("max min num n total new pad eos bos unk sep 
                                    "start end stop special image audio video".split())
 
 
+# Keys ending in ``key`` that hold a credential (``service_key``, ``signing_key``); an
+# upper-case one (``MY_SERVICE_KEY``, an environment variable) does unless it names a
+# table's or a map's key (``SORT_KEY``, ``METRIC_KEY``: `register_ci_gate(metric_key=)`).
+_KEY_OWNERS = frozenset(
+    "access secret private service signing encryption master auth client license app "
+    "account ssh deploy session api webhook hmac jwt storage sas subscription "
+    "consumer".split())
+_NOT_CREDENTIAL_KEYS = frozenset("metric sort primary foreign cache partition hash index "
+                                 "row group lookup map dict column table field public "
+                                 "hot short routing idempotency dedupe".split())
+
+
 def _secret_key(key: str, sep: str) -> bool:
-    name = key.strip("-'\"").lower().replace("-", "_").replace(".", "_")
+    quoted = key.endswith(("'", '"'))  # "pass": ..., also \"pass\": ...
+    name = key.strip("-'\"\\").lower().replace("-", "_").replace(".", "_")
     if name in _BARE_WORDS:
         return sep == "=" or name not in ("token", "auth", "pwd", "secret")
     if any(part in name for part in _SECRET_PARTS) or name.endswith(("_auth", "_pwd")):
         return True
+    if name == "pass":  # "pass": "x", pass=x; never Python's statement
+        return sep == "=" or quoted
+    if name.endswith("_pass"):  # "db_pass": "x", DB_PASS=x
+        return True
+    if name.endswith("_key"):
+        owner = name[:-len("_key")].rsplit("_", 1)[-1]
+        if key.strip("-'\"\\").isupper():
+            return owner not in _NOT_CREDENTIAL_KEYS
+        return owner in _KEY_OWNERS
     if name.endswith("_token"):
         owner = name[:-len("_token")]
-        if key.strip("-'\"").isupper():  # an environment variable: GITHUB_TOKEN, HF_TOKEN
+        if key.strip("-'\"\\").isupper():  # an environment variable: GITHUB_TOKEN, HF_TOKEN
             return owner.rsplit("_", 1)[-1] not in _NOT_CREDENTIAL_TOKENS
         return owner in _TOKEN_OWNERS or owner.rsplit("_", 1)[-1] in _TOKEN_OWNERS
-    return key.strip("-'\"").isupper() and name.endswith(("_pass", "pgpassword"))
+    return key.strip("-'\"\\").isupper() and name.endswith("pgpassword")
 
 
 def _mask_keys(text: str) -> str:
@@ -138,6 +170,60 @@ def _mask_userinfo(text: str) -> str:
     return "".join(out)
 
 
+# A netrc entry (``machine host login u password X``, one line or several): where a
+# ``machine``/``login`` word stands in the text, the word after ``password`` is one.
+_NETRC_MARK = re.compile(r"(?<!\S)(?:machine|login|default)[ \t\r\n]")
+# The value ends at a blank or at a quote or backslash: inside a quoted string (JSON, a
+# repr) those close or escape the string around it, not the password.
+_NETRC_VALUE = re.compile(
+    r"""(?<!\S)((?:password|passwd|account)[ \t]++)("[^"\n]*+"?|[^\s"'\\]++)""")
+
+
+def _mask_netrc(text: str) -> str:
+    return _NETRC_VALUE.sub(lambda m: m.group(0) if m.group(2) == "***"
+                            else f"{m.group(1)}***", text)
+
+
+# Values shorter than this are not masked where they stand alone (a variable named for a
+# secret that holds "1" or "true" would mask every digit).
+MIN_ENV_SECRET = 6
+
+
+@functools.lru_cache(maxsize=4096)
+def _secret_variable(name: str) -> bool:
+    """An environment variable named for a secret: the `_secret_key` rule for ``NAME=``
+    (``PWD`` is the shell's working directory, not a password)."""
+    return bool(name) and name.upper() not in ("PWD", "OLDPWD") and _secret_key(name, "=")
+
+
+def _secret_values(env: Mapping[str, str]) -> list[str]:
+    values = {v for k, v in env.items()
+              if len(v.strip()) >= MIN_ENV_SECRET and _secret_variable(k)}
+    return sorted(values, key=len, reverse=True)
+
+
+_env_seen: tuple[dict[bytes, bytes], list[str]] | None = None
+
+
+def environment_secrets(environ: Mapping[str, str] | None = None) -> list[str]:
+    """The values of this process's secret-named environment variables (``GITHUB_TOKEN``,
+    ``PGPASSWORD``, ``MY_SERVICE_KEY``...), longest first: masked wherever they appear,
+    also where no key stands beside them.
+
+    Read again only when the environment changed: decoding it costs ~80 us a call, and
+    every line of output and every report cell is masked (a copy of its encoded items,
+    compared in C, tells a change in ~1 us)."""
+    global _env_seen
+    if environ is not None:
+        return _secret_values(environ)
+    data = getattr(os.environ, "_data", None)
+    if not isinstance(data, dict):
+        return _secret_values(os.environ)
+    if _env_seen is None or _env_seen[0] != data:
+        _env_seen = (dict(data), _secret_values(os.environ))
+    return _env_seen[1]
+
+
 def mask_secrets(text: str) -> str:
     """`text` with every credential in it replaced by ``***``: the password of
     ``scheme://user:password@host`` (special characters unencoded too) and a token as its
@@ -150,15 +236,83 @@ def mask_secrets(text: str) -> str:
 
     Every print, log, exception and stored text that may hold a history location or a
     command line goes through this (`gates.store.backend.display_location`, the runner's echo, `gate-report`'s
-    output streams)."""
+    output streams).
+
+    Secrets are also masked by structure: a netrc entry's ``password``, the values of
+    keys named for a secret in ``k=v``, ``k: v``, JSON and Python reprs (``"db_pass"``,
+    ``'MY_SERVICE_KEY'``), and the value of every secret-named environment variable of
+    this process wherever it appears (`environment_secrets`)."""
+    for value in environment_secrets():
+        if value in text:
+            text = text.replace(value, "***")
     if "@" in text and "://" in text:
         text = _mask_userinfo(text)
     if "=" in text or ":" in text or "-" in text:
         text = _mask_keys(text)
     if "%3d" in text.lower():
         text = _PERCENT_KEY.sub(r"\1\2***", text)
+    if "pass" in text or "account" in text:
+        if _NETRC_MARK.search(text):
+            text = _mask_netrc(text)
     text = _SHAPES.sub(_shape, text)
     return text
+
+
+# ------------------------------------------------------- invisible characters
+
+# Control and format characters a reader cannot see or that reorder what they see: C0 and
+# C1 controls (ESC starts a terminal sequence), bidi overrides and isolates (U+202E shows
+# ``test_fdp.exe`` for ``test_exe.pdf``), zero widths, line and paragraph separators,
+# Unicode tags (invisible text), lone surrogates. Tab, newline and CR are kept by
+# `show_controls` (the layout's own); each destination decides about them.
+_INVISIBLE = re.compile(
+    "[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\u00ad\u0600-\u0605\u061c\u06dd\u070f"
+    "\u0890\u0891\u08e2\u180e\u200b-\u200f\u2028-\u202e\u2060-\u2064\u2066-\u206f"
+    "\ufeff\ufff9-\ufffb\U000110bd\U000110cd\U00013430-\U00013438\U0001bca0-\U0001bca3"
+    "\U0001d173-\U0001d17a\U000e0001\U000e0020-\U000e007f\ud800-\udfff]")
+_LAYOUT = re.compile("[\t\n\r]")
+
+
+def _escape(match: re.Match[str]) -> str:
+    # JSON's and Python's escape alike (``\\u001b``; a surrogate pair past U+FFFF): a
+    # JSON text stays JSON with its invisibles shown.
+    code = ord(match.group())
+    if code < 0x10000:
+        return f"\\u{code:04x}"
+    code -= 0x10000
+    return f"\\u{0xd800 + (code >> 10):04x}\\u{0xdc00 + (code & 0x3ff):04x}"
+
+
+def show_controls(text: str, *, layout: bool = False) -> str:
+    """`text` with every invisible or reordering character shown as its escape
+    (``\\u202e``, ``\\u001b``); with ``layout=True`` tab, newline and CR too (a field
+    that must stay on one line: a table cell, a chat line)."""
+    text = _INVISIBLE.sub(_escape, text)
+    return _LAYOUT.sub(_escape, text) if layout else text
+
+
+# ------------------------------------------------------- each destination's rule
+
+# Slack's own escaping: with ``&``, ``<`` and ``>`` as entities no ``<!channel>``,
+# ``<!here>``, ``<@U123>`` mention and no ``<https://x|label>`` link survives in mrkdwn.
+_SLACK = str.maketrans({"&": "&amp;", "<": "&lt;", ">": "&gt;"})
+
+
+def slack_text(text: object) -> str:
+    """Untrusted text for a Slack mrkdwn field: secrets masked, invisibles and line
+    breaks shown as escapes, mentions and links inert (`_SLACK`)."""
+    return show_controls(mask_secrets(str(text)), layout=True).translate(_SLACK)
+
+
+def slack_code(text: object) -> str:
+    """`slack_text` inside a `` `code` `` span: a backtick in it cannot close the span."""
+    return "`" + slack_text(text).replace("`", "'") + "`"
+
+
+def html_text(text: object) -> str:
+    """Untrusted text for HTML (text or a quoted attribute): secrets masked, invisibles
+    shown, then ``& < > " '`` as entities."""
+    return html.escape(show_controls(mask_secrets(str(text))), quote=True)
 
 
 # ------------------------------------------------------------- output streams
@@ -177,13 +331,19 @@ def neutralise_line(line: str) -> str:
 
 
 def clean_text(text: str) -> str:
-    """Secrets masked and no line a workflow command. The runner splits a step's output
-    at ``\\r`` as well as ``\\n``, so both start a line here."""
-    text = mask_secrets(text)
+    """Secrets masked, invisible characters shown (`show_controls`) and no line a
+    workflow command: the console's rule. The runner splits a step's output at ``\\r`` as
+    well as ``\\n``, so both start a line here."""
+    text = show_controls(mask_secrets(text))
     if "::" not in text and "##[" not in text:
         return text
     return "\n".join("\r".join(neutralise_line(seg) for seg in line.split("\r"))
                      for line in text.split("\n"))
+
+
+def _masked_shown(text: str) -> str:
+    """The rest of a line whose start went out already: masked, invisibles shown."""
+    return show_controls(mask_secrets(text))
 
 
 class GuardedStream:
@@ -215,7 +375,7 @@ class GuardedStream:
             head_len = min([i for i in (text.find("\n"), text.find("\r")) if i >= 0],
                            default=len(text)) + 1
             head, text = text[:head_len], text[head_len:]
-            self.raw.write(mask_secrets(head))
+            self.raw.write(_masked_shown(head))
             self._blank_so_far = True
         if text:
             self.raw.write(clean_text(text))
@@ -230,7 +390,7 @@ class GuardedStream:
                 if self._blank_so_far:
                     self.raw.write(clean_text(part))
                 else:
-                    self.raw.write(mask_secrets(part))
+                    self.raw.write(_masked_shown(part))
                 self._blank_so_far = False
         self.raw.flush()
 
@@ -262,7 +422,7 @@ class guarded_output:
                 try:
                     if pending:
                         stream.raw.write(clean_text(pending) if stream._blank_so_far
-                                         else mask_secrets(pending))
+                                         else _masked_shown(pending))
                     stream.raw.flush()
                 except (OSError, ValueError):  # a reader that left (`| head`), a closed file
                     pass

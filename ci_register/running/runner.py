@@ -42,7 +42,8 @@ from ci_register.registered.collect import Collection, Registration, collect
 from ci_register.running.budget import file_timeout
 from ci_register.running.executed import runner_entries
 from ci_register.running.hardware import check, detect_for
-from ci_register.running.redact import mask_secrets
+from ci_register.running.redact import mask_secrets, raw_stream
+from ci_register.running.relay import Relay, commands_stopped
 from ci_register.running.runner_map import runner_files
 from ci_register.running.supervise import Supervised, die_with_parent, run_supervised
 
@@ -392,8 +393,12 @@ def _pytest(plan_file: Path, plan: dict, opts: RunOptions, targets: list[str], e
         orphaned = _finish_cmd(opts, plan["run_id"], "crashed", None,
                                "the suite runner was killed while pytest ran; its watchdog "
                                "stopped pytest's process group")
-        out = run_supervised(cmd, cwd=opts.root, progress=progress, deadline_s=deadline,
-                             if_runner_dies=orphaned)
+        # Everything pytest prints is the tests' text: relayed line by line through the
+        # console's sanitizer, with workflow commands stopped around it (relay).
+        with commands_stopped(raw_stream(sys.stdout)):
+            out = run_supervised(cmd, cwd=opts.root, progress=progress, deadline_s=deadline,
+                                 if_runner_dies=orphaned,
+                                 relay=Relay(raw_stream(sys.stdout), raw_stream(sys.stderr)))
     finally:
         progress.unlink(missing_ok=True)
         progress.with_name(progress.name + ".tmp").unlink(missing_ok=True)

@@ -37,6 +37,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ci_register.running.procs import _proc_stats, group_members
+from ci_register.running.relay import Relay
 from ci_register.running.watchdog import Watchdog
 
 __all__ = ["DEFAULT_GRACE_S", "Supervised", "die_with_parent", "group_members", "kill_grace",
@@ -168,13 +169,15 @@ def _catching(received: list[int]) -> Iterator[None]:
 
 def run_supervised(cmd: list[str], *, cwd: Path, progress: Path | None = None,
                    deadline_s: float | None = None, grace_s: float | None = None,
-                   if_runner_dies: Sequence[str] = ()) -> Supervised:
+                   if_runner_dies: Sequence[str] = (), relay: Relay | None = None) -> Supervised:
     """Run `cmd` in its own process group under the rules of this module.
 
     `deadline_s`: seconds the whole run may take before it counts as hung when no
     file's deadline applies (a hang in collection or start-up).
     `if_runner_dies`: the command the watchdog runs after it stopped pytest's group,
     should this process die without cleaning up.
+    `relay`: pytest's stdout and stderr go through pipes to it (`ci_register.running.relay`)
+    instead of straight to this process's streams.
     """
     grace = kill_grace() if grace_s is None else grace_s
     received: list[int] = []
@@ -186,9 +189,12 @@ def run_supervised(cmd: list[str], *, cwd: Path, progress: Path | None = None,
     _prctl(_PR_SET_CHILD_SUBREAPER, 1)
     with _catching(received):
         parent = os.getpid()
+        piped = {"stdout": subprocess.PIPE, "stderr": subprocess.PIPE} if relay else {}
         proc = subprocess.Popen(cmd, cwd=cwd, process_group=0,
                                 preexec_fn=(lambda: _child_setup(parent))
-                                if sys.platform == "linux" else None)
+                                if sys.platform == "linux" else None, **piped)
+        if relay is not None:
+            relay.start(proc.stdout, proc.stderr)
         pgid = proc.pid
         dog = None
         if sys.platform == "linux":
@@ -234,6 +240,8 @@ def run_supervised(cmd: list[str], *, cwd: Path, progress: Path | None = None,
     escaped = _sweep_orphans(set(members), frozenset([dog.pid]) if dog else frozenset())
     if dog is not None:
         dog.release()
+    if relay is not None:
+        relay.join()
     info = _progress(progress)
     running = info.get("nodeid") if isinstance(info.get("nodeid"), str) else None
     return Supervised(rc, received[0] if received else None, hung, running,

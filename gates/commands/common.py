@@ -184,10 +184,13 @@ def emit(text: str, out: str | None) -> None:
         sys.stdout.write(text)
         return
     from ci_register.planning.outfile import OutputError, write_output  # noqa: PLC0415
+    from ci_register.running.redact import clean_text  # noqa: PLC0415
 
     path = Path(out)
     try:
-        write_output(path, text)
+        # A file is a surface too: the console's rule (secrets masked, invisibles shown;
+        # a line never a workflow command), as stdout's GuardedStream applies it.
+        write_output(path, clean_text(text))
     except OutputError as exc:
         raise UsageError(str(exc)) from None
     print(f"wrote {path} ({len(text.encode())} bytes)", file=sys.stderr)

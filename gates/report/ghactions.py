@@ -19,6 +19,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import IO
 
+from ci_register.running.redact import mask_secrets, show_controls
 from gates.report.build import Report, VerdictRow
 from gates.report.render_text import fmt_change, fmt_pq, fmt_value
 
@@ -46,7 +47,9 @@ def on_github(env: Mapping[str, str] | None = None) -> bool:
 
 
 def escape_data(text: str) -> str:
-    """Workflow-command message escaping (the runner decodes %25, %0D, %0A)."""
+    """Workflow-command message escaping (the runner decodes %25, %0D, %0A), of text with
+    its secrets masked and invisible characters shown (`ci_register.running.redact`)."""
+    text = show_controls(mask_secrets(text))
     return text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
 
 

@@ -28,7 +28,7 @@ from typing import Any
 
 import requests
 
-from ci_register.running.redact import mask_secrets
+from ci_register.running.redact import mask_secrets, slack_code, slack_text
 from gates.report.ghactions import fit_summary
 
 __all__ = ["COMMENT_CAP", "MARKER", "NotifyError", "Regression", "comment_body",
@@ -98,19 +98,32 @@ def regressions_on(report: Any, branch: str,
 
 def webhook_payload(regs: Sequence[Regression], title: str) -> dict[str, Any]:
     """Slack-compatible: ``text`` (the fallback every receiver shows) and ``blocks``."""
+    # Every field is untrusted text (a CODEOWNERS line, a metric key, a branch): through
+    # `slack_text`, so no mention pings and no link is forged; the run's own link is ours.
     lines = []
     for r in regs:
         change = "" if r.rel_change is None else f" {r.rel_change * 100:+.1f}%"
-        who = f" owner {r.owner}" if r.owner else ""
-        since = f" since {r.commit[:10]}" if r.commit else ""
-        link = f" <{r.url}|run>" if r.url else ""
-        lines.append(f"• `{r.key}`{change} on {r.suite}/{r.fingerprint}{since}{who}{link}")
-    text = f"Regression on main: {title}\n" + "\n".join(lines)
+        who = f" owner {slack_text(r.owner)}" if r.owner else ""
+        since = f" since {slack_text(r.commit[:10])}" if r.commit else ""
+        link = f" <{_slack_url(r.url)}|run>" if r.url else ""
+        lines.append(f"• {slack_code(r.key)}{change} on {slack_text(r.suite)}/"
+                     f"{slack_text(r.fingerprint)}{since}{who}{link}")
+    text = f"Regression on main: {slack_text(title)}\n" + "\n".join(lines)
     return {"text": text,
             "blocks": [{"type": "section", "text": {"type": "mrkdwn", "text": text}}],
             "regressions": [{"suite": r.suite, "fingerprint": r.fingerprint, "key": r.key,
                              "commit": r.commit, "run_id": r.run_id,
                              "rel_change": r.rel_change, "owner": r.owner} for r in regs]}
+
+
+def _slack_url(url: str) -> str:
+    """A URL inside Slack's ``<url|label>``: its ``|``, ``<``, ``>`` and blanks encoded, so
+    it cannot end the link early or carry a label of its own."""
+    return mask_secrets(url).translate(_URL_IN_LINK)
+
+
+_URL_IN_LINK = str.maketrans({"|": "%7C", "<": "%3C", ">": "%3E", "&": "&amp;", " ": "%20",
+                              "\n": "%0A", "\r": "%0D", "\t": "%09"})
 
 
 def _redact(text: str, secrets: Sequence[str | None]) -> str:

@@ -3,14 +3,15 @@
 Inline CSS and inline SVG only: no script, no font, no image, nothing from the
 network (a Content-Security-Policy of ``default-src 'none'`` makes the browser
 refuse anything else anyway). Every piece of text from the history goes
-through `html.escape`, so a metric or test named ``<script>...`` shows as text.
+through `html_text` (`html.escape`, invisibles shown), so a metric or test named
+``<script>...`` shows as text.
 """
 
 from __future__ import annotations
 
-import html
 from collections.abc import Sequence
 
+from ci_register.running.redact import html_text
 from gates.report.build import Report, Trend, VerdictRow
 from gates.report.health import HealthReport
 from gates.report.render_text import (
@@ -64,7 +65,7 @@ table.verdicts td.w{min-width:16em}table.verdicts td.w code{word-break:normal}
 
 
 def _e(x: object) -> str:
-    return html.escape(str(x), quote=True)
+    return html_text(x)
 
 
 def _scale(values: Sequence[float], lo_px: float, hi_px: float) -> tuple[float, float, float]:

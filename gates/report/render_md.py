@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 
+from ci_register.running.redact import mask_secrets, show_controls
 from gates.report.build import Report
 from gates.report.render_text import (
     NEXT_STEPS_HEAD,
@@ -38,13 +39,14 @@ _MD_ESCAPE = str.maketrans({
 
 
 def md_text(text: object) -> str:
-    """Plain text safe in a Markdown table cell (no formatting, no HTML, no pipes)."""
-    return str(text).translate(_MD_ESCAPE)
+    """Plain text safe in a Markdown table cell (no formatting, no HTML, no pipes; secrets
+    masked, bidi and other invisible characters shown as escapes, `show_controls`)."""
+    return show_controls(mask_secrets(str(text))).translate(_MD_ESCAPE)
 
 
 def md_code(text: object) -> str:
     """Inline code safe in a table cell: pipes escaped, backtick runs fenced around."""
-    s = str(text).replace("\r", " ").replace("\n", " ").replace("|", "\\|")
+    s = show_controls(mask_secrets(str(text))).replace("\r", " ").replace("\n", " ").replace("|", "\\|")
     if "`" not in s:
         return f"`{s}`"
     run = max(len(m) for m in re.findall(r"`+", s)) + 1
