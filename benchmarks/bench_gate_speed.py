@@ -13,6 +13,11 @@ one new run end to end: history reads, statistics, BH, verdict rows saved.
 ``--per-metric`` also times the old path (one history query per metric) for
 comparison. Reports wall and CPU (``time.process_time``) seconds and the load
 average, as the machine may be shared. Target (issue 27): at most 0.5 s.
+
+``--scaling 200,2000,20000`` (with ``--metrics 1``: one series) instead times the
+same judgement against histories of each length and reports the CPU per series
+and its ratio to the shortest: the gate reads a window of the history, so its cost
+must not grow with the history's length (issue 51: within 1.5x from 200 to 20,000).
 """
 
 from __future__ import annotations
@@ -36,11 +41,12 @@ from gates.store.metrics import Metric  # noqa: E402
 from gates.store.open import open_history  # noqa: E402
 from gates.store.provenance import Provenance  # noqa: E402
 
-__all__ = ["build_history", "time_evaluate", "main"]
+__all__ = ["build_history", "time_evaluate", "scaling", "main"]
 
 SUITE = "speed"
 FP = "nvidia-h200-x1-sm90"
 TARGET_S = 0.5  # issue 27: 1,000 metrics x 200 runs end to end
+TARGET_GROWTH = 1.5  # issue 51: CPU per series at the longest history / at the shortest
 
 
 def _stamp(i: int) -> str:
@@ -95,6 +101,45 @@ def time_evaluate(path: Path, run_id: str, *, repeat: int = 3, bulk: bool = True
     return times, res
 
 
+def scaling(lengths: Sequence[int], *, n_metrics: int = 1, samples: int = 5,
+            repeat: int = 5) -> list[tuple[int, float, float]]:
+    """(runs, build seconds, best CPU seconds per series of one judgement) per length."""
+    out = []
+    for n in lengths:
+        with tempfile.TemporaryDirectory() as tmp:
+            path = Path(tmp) / "history.db"
+            t0 = time.perf_counter()
+            rid = build_history(path, n_metrics=n_metrics, n_runs=n, samples=samples)
+            build_s = time.perf_counter() - t0
+            cpu: list[float] = []
+            time_evaluate(path, rid, repeat=repeat, cpu=cpu)
+            out.append((n, build_s, min(cpu) / n_metrics))
+    return out
+
+
+def _scaling_report(a: argparse.Namespace) -> str:
+    lengths = [int(x) for x in a.scaling.split(",")]
+    got = scaling(lengths, n_metrics=a.metrics, samples=a.samples, repeat=a.repeat)
+    load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
+    base = got[0][2]
+    lines = [
+        "# Gate cost against the history's length\n",
+        f"Command: `python benchmarks/bench_gate_speed.py --scaling {a.scaling} --metrics "
+        f"{a.metrics} --repeat {a.repeat}` (Python {platform.python_version()}, SQLite, "
+        f"{os.cpu_count()} cores, load average {load} (1/5/15 min) at the end).\n",
+        f"One judged run of {a.metrics} metric(s) x {a.samples} samples, open + "
+        "`evaluate_run` + verdicts saved, best CPU (`time.process_time`) of "
+        f"{a.repeat}, per series.\n",
+        "| runs in history | built in | CPU per series | vs shortest |",
+        "| ---: | ---: | ---: | ---: |",
+    ]
+    lines += [f"| {n:,} | {b:.1f} s | {1e3 * c:.1f} ms | {c / base:.2f}x |" for n, b, c in got]
+    growth = got[-1][2] / base
+    lines.append(f"\n{got[-1][0]:,} runs against {got[0][0]:,}: {growth:.2f}x (target <= "
+                 f"{TARGET_GROWTH}x: {'met' if growth <= TARGET_GROWTH else 'MISSED'}).")
+    return "\n".join(lines) + "\n"
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--metrics", type=int, default=1000)
@@ -104,7 +149,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--per-metric", action="store_true",
                     help="also time the old path (one history query per metric)")
     ap.add_argument("--out", default=None, help="Markdown report path")
+    ap.add_argument("--scaling", default=None, metavar="RUNS,RUNS,...",
+                    help="time one judgement against histories of these lengths instead")
     a = ap.parse_args(argv)
+    if a.scaling:
+        md = _scaling_report(a)
+        print(md)
+        if a.out:
+            Path(a.out).parent.mkdir(parents=True, exist_ok=True)
+            Path(a.out).write_text(md)
+        return 0
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "history.db"
         t0 = time.perf_counter()

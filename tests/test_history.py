@@ -472,8 +472,9 @@ def test_baseline_near_reads_the_newest_runs_and_far_the_rest(h):
         "(SELECT id FROM metrics WHERE run_id = 'run003')"))
     keys = ["absent", "k", "other"]
     near = h.baseline_near("s", "gpu-a", "run007", "", ["run006"], keys, need=2, recent=1)
+    # The runs from the edge on: the window read, never every run of the suite.
     assert [r.run_id for r in sorted(near.runs, key=lambda r: r.started_at)] == [
-        f"run00{i}" for i in range(1, 7)]
+        f"run00{i}" for i in range(4, 7)]
     assert near.edge == h.run("run004")["started_at"]  # the 2nd newest that may serve
     by_id = {m["id"]: m for rid in ("run004", "run005", "run006") for m in h.metrics(rid)}
     assert sorted(near.rows.ids.tolist()) == sorted(by_id)  # run006 excluded, but read
@@ -491,6 +492,7 @@ def test_baseline_near_reads_the_newest_runs_and_far_the_rest(h):
     assert rows[0][1:] == (1, 2.5) and rows[1][1] == 1 and np.isnan(rows[1][2])
     assert list(far.samples[newest]) == [5.0, 6.0] and list(far.samples[firsts[0]]) == [2.0, 3.0]
     assert len(far.hardware) == 2 and all(far.hardware.values())
+    assert sorted(r.run_id for r in far.runs) == ["run002", "run003"]  # the far rows' runs
     assert h.baseline_far("s", "gpu-a", "run007", "", keys, ["k"], [], limit=2).rows.ids.size == 0
 
 

@@ -142,32 +142,40 @@ class BaselineReads:
         """A judged run's baselines for every key of ``keys``, in one statement.
 
         Candidates: complete, trusted runs of ``suite`` on ``fingerprint`` (None: any)
-        other than ``run_id``, newest first. One may serve when it is no confirm rerun,
-        not in ``exclude`` and started no later than ``started_at`` ('': any time).
-        Rows: every row of the keys in the candidates started at or after the
-        ``need``-th newest that may serve (``edge``): each key's whole series where it
-        is recorded in every run. Samples come with the rows of the ``recent`` newest
-        runs that may serve (and rows without a median). Also: those runs' hardware,
-        and the transients' reruns of the keys (`transient_reruns`) with their rows.
+        other than ``run_id``. One may serve when it is no confirm rerun, not in
+        ``exclude`` and started no later than ``started_at`` ('': any time). Read: the
+        candidates started at or after the ``need``-th newest that may serve
+        (``edge``, found by walking the (suite, fingerprint, started_at) index from the
+        newest: the read is bounded by the window, not by the history's length), and
+        every row of the keys in them: each key's whole series where it is recorded
+        in every run. Samples come with the rows of the ``recent`` (>= 1) newest runs
+        that may serve (and rows without a median). Also: those runs' hardware and
+        commits, and the transients' reruns of the keys (`transient_reruns`) with
+        their rows.
         """
         fp = " AND fingerprint = :fp" if fingerprint is not None else ""
+        cand = (f"suite = :suite AND status = 'complete' AND trusted = 1 AND {_JUDGED} "
+                f"AND run_id != :run_id{fp}")
+        ok = (f"confirm_of IS NULL AND (:started = '' OR started_at <= :started) "
+              f"AND run_id NOT IN ({self._json_list('exclude')})")
         rows = self.conn.execute(f"""
             WITH want AS (SELECT id, text FROM texts WHERE text IN ({self._json_list("keys")})),
+            edge AS (
+                SELECT coalesce((SELECT started_at FROM runs WHERE {cand} AND {ok}
+                                 ORDER BY started_at DESC LIMIT 1 OFFSET :skip), '') AS at),
+            newest AS (
+                SELECT coalesce((SELECT started_at FROM runs WHERE {cand} AND {ok}
+                                 ORDER BY started_at DESC LIMIT 1 OFFSET :rskip), '') AS at),
             base AS (
                 SELECT num, run_id, started_at, confirm_of, hardware, commit_sha,
-                       CASE WHEN confirm_of IS NULL AND (:started = '' OR started_at <= :started)
-                            AND run_id NOT IN ({self._json_list("exclude")}) THEN 1 ELSE 0 END AS ok
-                FROM runs WHERE suite = :suite AND status = 'complete' AND trusted = 1
-                AND {_JUDGED} AND run_id != :run_id{fp}),
+                       CASE WHEN {ok} THEN 1 ELSE 0 END AS ok
+                FROM runs WHERE {cand} AND started_at >= (SELECT at FROM edge)),
             cand AS (
                 SELECT num, run_id, started_at, confirm_of, hardware, commit_sha, ok,
-                       CASE WHEN ok = 1 AND rank() OVER (PARTITION BY ok ORDER BY started_at DESC)
-                                 <= :recent THEN 1 ELSE 0 END AS recent
+                       CASE WHEN ok = 1 AND started_at >= (SELECT at FROM newest)
+                            THEN 1 ELSE 0 END AS recent
                 FROM base),
-            edge AS (
-                SELECT coalesce((SELECT started_at FROM cand WHERE ok = 1
-                                 ORDER BY started_at DESC LIMIT 1 OFFSET :skip), '') AS at),
-            near AS (SELECT num, recent FROM cand WHERE started_at >= (SELECT at FROM edge)),
+            near AS (SELECT num, recent FROM cand),
             trans AS (
                 SELECT r.num, r.run_id, r.confirm_of, r.started_at, v.id, v.key_id,
                        d.text AS detail
@@ -194,12 +202,12 @@ class BaselineReads:
             UNION ALL SELECT 'u', id, NULL, NULL, NULL, run_id, NULL FROM trans
             UNION ALL SELECT 'w', id, NULL, NULL, NULL, started_at, NULL FROM trans
             UNION ALL SELECT 's', m.id, m.key_id, NULL, m.median, r.run_id, m.samples
-            FROM metric_rows m JOIN runs r ON r.num = m.run_num
-            WHERE m.run_num IN (SELECT num FROM trans) AND r.suite = :suite{fp.replace(" f", " r.f")}
+            FROM (SELECT DISTINCT num FROM trans) t CROSS JOIN runs r CROSS JOIN metric_rows m
+            WHERE r.num = t.num AND m.run_num = t.num AND r.suite = :suite{fp.replace(" f", " r.f")}
             AND {self.sql.no_index}m.key_id IN (SELECT id FROM want)""",
             {"keys": json.dumps(list(keys)), "exclude": json.dumps(list(exclude)),
              "started": started_at, "suite": suite, "run_id": run_id, "fp": fingerprint,
-             "skip": max(need - 1, 0), "recent": recent}).fetchall()
+             "skip": max(need - 1, 0), "rskip": max(recent - 1, 0)}).fetchall()
         # Seven columns whatever the row (each value costs; most rows are metric rows):
         # a run's text columns come as rows of their own kinds, keyed by runs.num.
         by_kind: dict[str, list[tuple]] = {kind: [] for kind in "rachgekmtfuws"}
@@ -226,7 +234,7 @@ class BaselineReads:
                      limit: int) -> BaselineFar:
         """What `baseline_near` left out, in one statement: the newest ``limit`` rows
         (start time, then row id, newest first) of each key of ``short`` in the candidate
-        runs started before ``edge``, with their samples and their runs' hardware; and
+        runs started before ``edge``, with their samples and their runs; and
         the samples of the rows ``sample_ids``. Row keys are positions in ``keys``."""
         fp = " AND fingerprint = :fp" if fingerprint is not None else ""
         rows = self.conn.execute(f"""
@@ -247,15 +255,24 @@ class BaselineReads:
             UNION ALL SELECT 'h', num, NULL, NULL, NULL, hardware, NULL FROM runs
             WHERE num IN (SELECT run_num FROM far WHERE rn <= :limit)
             UNION ALL SELECT 'g', num, NULL, NULL, NULL, commit_sha, NULL FROM runs
-            WHERE num IN (SELECT run_num FROM far WHERE rn <= :limit)""",
+            WHERE num IN (SELECT run_num FROM far WHERE rn <= :limit)
+            UNION ALL SELECT 'r', num, NULL, NULL, NULL, run_id, NULL FROM runs
+            WHERE num IN (SELECT run_num FROM far WHERE rn <= :limit)
+            UNION ALL SELECT 'a', num, NULL, NULL, NULL, started_at, NULL FROM runs
+            WHERE num IN (SELECT run_num FROM far WHERE rn <= :limit)
+            UNION ALL SELECT 'c', num, NULL, NULL, NULL, confirm_of, NULL FROM runs
+            WHERE num IN (SELECT run_num FROM far WHERE rn <= :limit) AND confirm_of IS NOT NULL""",
             {"short": json.dumps(list(short)), "suite": suite, "run_id": run_id,
              "fp": fingerprint, "edge": edge, "limit": limit,
              "ids": json.dumps([int(i) for i in sample_ids])}).fetchall()
-        by_kind: dict[str, list[tuple]] = {kind: [] for kind in "mkxhg"}
+        by_kind: dict[str, list[tuple]] = {kind: [] for kind in "mkxhgrac"}
         for row in rows:
             by_kind[row[0]].append(row)
         where = {key: i for i, key in enumerate(keys)}
+        of = {kind: {r[1]: r[5] for r in by_kind[kind]} for kind in "achg"}
         return BaselineFar(
+            runs=[BaselineRun(r[1], r[5], of["a"][r[1]], of["c"].get(r[1]), of["h"].get(r[1]),
+                              of["g"].get(r[1])) for r in by_kind["r"]],
             rows=_baseline_rows(by_kind["m"], {r[1]: where[r[5]] for r in by_kind["k"]}),
             samples=_samples([(r[1], r[6]) for r in by_kind["m"] + by_kind["x"]]),
             hardware={r[1]: r[5] for r in by_kind["h"]},

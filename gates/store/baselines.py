@@ -168,6 +168,7 @@ def bulk_baselines(history: History, run: Mapping[str, Any], keys: set[str], exc
                                    [names[k] for k in short.tolist()], sorted(missing),
                                    limit=SERIES_LIMIT)
         rows = _concat(rows, far.rows)
+        runs = _Runs.of([*near.runs, *far.runs], run, exclude)  # the far rows' runs too
         samples.update(far.samples)
         hardware.update(far.hardware)
         commit.update(far.commits)

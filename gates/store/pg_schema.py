@@ -262,6 +262,10 @@ _M011 = [f"ALTER TABLE runs ADD COLUMN gate_mode {_T}, ADD COLUMN gated_at {_T}"
 # The shards its plan gave files, as a JSON list (SQLite's m011).
 _M012 = [f"ALTER TABLE runs ADD COLUMN planned_shards {_T}"]
 
+# A suite's confirm reruns through an index (SQLite's m012): the gate's transients read.
+_M013 = ["CREATE INDEX runs_suite_confirm ON runs (suite, confirm_of) "
+         "WHERE confirm_of IS NOT NULL"]
+
 PG_MIGRATIONS: tuple[tuple[str, list[str]], ...] = (
     ("m001_initial", _M001),
     ("m002_after_verdict", _M002),
@@ -275,5 +279,6 @@ PG_MIGRATIONS: tuple[tuple[str, list[str]], ...] = (
     ("m009_gate_note", _M010),
     ("m010_gate_mode", _M011),
     ("m011_planned_shards", _M012),
+    ("m012_runs_confirm", _M013),
 )
 PG_KNOWN_MIGRATIONS = tuple(name for name, _ in PG_MIGRATIONS)

@@ -63,7 +63,7 @@ class BaselineRows(NamedTuple):
 class BaselineNear(NamedTuple):
     """A judged run's baselines in one read (``History.baseline_near``)."""
 
-    runs: list[BaselineRun]  # every candidate run, newest first
+    runs: list[BaselineRun]  # the candidate runs from ``edge`` on (the window, not the history)
     edge: str  # ``rows`` hold every row of runs started at or after it ('': of every run)
     rows: BaselineRows
     samples: dict[int, Any]  # {row id: samples} of the newest runs' rows (np.ndarray)
@@ -74,6 +74,7 @@ class BaselineNear(NamedTuple):
 class BaselineFar(NamedTuple):
     """What a first read left out (``History.baseline_far``)."""
 
+    runs: list[BaselineRun]  # the runs of ``rows`` (`BaselineNear.runs` holds the newer)
     rows: BaselineRows  # older rows of the keys asked for, with their samples
     samples: dict[int, Any]  # {row id: samples}
     hardware: dict[int, str | None]  # {runs.num: hardware} of the runs of ``rows``
