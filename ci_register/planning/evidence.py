@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
+from ci_register.planning.record_check import row_problem
 from ci_register.planning.units import Change, diff_source
 
 __all__ = ["EXECUTED_MAP_PATH", "Evidence", "ExecutedRecord", "change_kinds", "executed_records", "not_executed",
@@ -60,13 +61,17 @@ def _when(at: object) -> datetime | None:
 
 def executed_records(rows: Iterable[Mapping], now: datetime, max_age_days: float) -> tuple[dict[str, ExecutedRecord], list[str]]:
     """({suite: its record}, notes) from stored map rows: the ``<executed>`` row of each suite
-    (the store keeps the newest), when complete and fresh."""
+    (the store keeps the newest), when sound (:mod:`ci_register.planning.record_check`),
+    complete and fresh."""
     out: dict[str, ExecutedRecord] = {}
     notes = []
     for r in rows:
         if r.get("path") != EXECUTED_MAP_PATH:
             continue
         suite, files, when = str(r.get("suite") or ""), r.get("files"), _when(r.get("recorded_at"))
+        if refused := row_problem(r, now):
+            notes.append(f"suite {suite}: its executed-functions record is refused: {refused}")
+            continue
         if not isinstance(files, list) or when is None:
             notes.append(f"suite {suite}: its executed-functions record is unreadable")
             continue
@@ -115,12 +120,17 @@ def _match(path: str, globs: Iterable[str]) -> bool:
     return any(fnmatch.fnmatchcase(path, g) or (g.endswith("/**") and path.startswith(g[:-2])) for g in globs)
 
 
-def record_problem(record: ExecutedRecord, status: list[tuple[str, str]] | None, ignore: Iterable[str]) -> str | None:
+def record_problem(record: ExecutedRecord, status: list[tuple[str, str]] | None, ignore: Iterable[str],
+                   ancestor: bool = True) -> str | None:
     """Why the record does not describe the base's tree, else None. ``status``: ``git diff
     --name-status`` (status letter, path) from the record's commit to the base; None when
-    git does not know the commit."""
+    git does not know the commit. ``ancestor``: whether the record's commit is in the
+    base's history (records are ordered by the commit graph, never by their clock: a run
+    of another branch, or of a later commit, does not describe the base)."""
     if status is None:
         return f"its commit {record.commit[:10] or '(none)'} is unknown to git"
+    if not ancestor:
+        return f"its commit {record.commit[:10]} is not in the base's history (another branch, or later)"
     for letter, path in status:
         if path.endswith(".py"):
             if path in record.entries:
@@ -141,6 +151,10 @@ def _git(root: Path, *args: str) -> subprocess.CompletedProcess:
 def _show(root: Path, rev: str, path: str) -> bytes | None:
     r = _git(root, "show", f"{rev}:{path}")
     return r.stdout if r.returncode == 0 else None
+
+
+def _is_ancestor(root: Path, commit: str, of: str) -> bool:
+    return _git(root, "merge-base", "--is-ancestor", "--end-of-options", commit, of).returncode == 0
 
 
 def _status(root: Path, frm: str, to: str) -> list[tuple[str, str]] | None:
@@ -169,7 +183,8 @@ def gather(root: Path, base_rev: str, head_rev: str, changed: Iterable[str], rec
     for suite, rec in sorted(records.items()):
         if rec.commit not in status_of:
             status_of[rec.commit] = _status(root, rec.commit, base_rev)
-        why = record_problem(rec, status_of[rec.commit], ignore)
+        status = status_of[rec.commit]
+        why = record_problem(rec, status, ignore, status is None or _is_ancestor(root, rec.commit, base_rev))
         if why:
             notes.append(f"suite {suite}: executed-functions record not used: {why}")
         else:

@@ -1272,6 +1272,7 @@ class History:
                 for path, files in sorted(maps.items())]
         if not rows:
             return 0
+        self._drop_future_maps()
         self._write(lambda: self.conn.executemany(
             "INSERT INTO import_maps (suite, path, commit_sha, run_id, recorded_at, files) "
             "VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (suite, path) DO UPDATE SET "
@@ -1280,13 +1281,21 @@ class History:
             "WHERE excluded.recorded_at >= import_maps.recorded_at", rows))
         return len(rows)
 
-    def import_maps(self, suite: str | None = None) -> list[dict[str, Any]]:
-        """Stored import maps (``files`` decoded), of one suite or all."""
+    def _drop_future_maps(self) -> None:
+        """A row dated past now (a runner's wrong clock, a forged file) would outrank every
+        later run's map and never age out: a run that records maps removes such rows first."""
+        limit = (dt.datetime.now(dt.UTC) + dt.timedelta(minutes=10)).strftime("%Y-%m-%dT%H:%M:%S")
+        self._write(lambda: self.conn.execute("DELETE FROM import_maps WHERE recorded_at > ?", (limit,)))
+
+    def import_maps(self, suite: str | None = None, *, raw: bool = False) -> list[dict[str, Any]]:
+        """Stored import maps (``files`` decoded, or as stored with ``raw``), of one suite or all."""
         sql, params = "SELECT suite, path, commit_sha, run_id, recorded_at, files FROM import_maps", []
         if suite is not None:
             sql += " WHERE suite = ?"
             params.append(suite)
         rows = self._rows(sql + " ORDER BY suite, path", params)
+        if raw:
+            return rows
         for r in rows:
             try:
                 files = json.loads(r["files"])
@@ -1341,6 +1350,8 @@ class History:
         insert_carried(self.conn, bundle["run"]["run_id"], bundle.get("acceptances") or ())
         maps = [m for m in bundle.get("import_maps") or () if isinstance(m, Mapping)]
         if maps:
+            limit = (dt.datetime.now(dt.UTC) + dt.timedelta(minutes=10)).strftime("%Y-%m-%dT%H:%M:%S")
+            self.conn.execute("DELETE FROM import_maps WHERE recorded_at > ?", (limit,))
             self.conn.executemany(
                 "INSERT INTO import_maps (suite, path, commit_sha, run_id, recorded_at, files) "
                 "VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (suite, path) DO UPDATE SET "

@@ -6,6 +6,7 @@ it. It builds on `History`, so the dependency runs one way (merge -> history).
 
 from __future__ import annotations
 
+import datetime as dt
 import hashlib
 import json
 import os
@@ -14,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ci_register.planning.record_check import row_problem
 from gates.store.backend import display_location, history_location
 from gates.store.fleet_sql import BISECT_COLUMNS
 from gates.store.history import History, HistoryError, open_for_reading
@@ -194,6 +196,12 @@ def check_history(path: str | os.PathLike[str]) -> list[str]:
     with (open_for_reading(target) if isinstance(target, Path)
           else open_history(target, create=False, readonly=True)) as history:
         problems += [f"{history.path}: {p}" for p in history.orphan_rows()]
+        now = dt.datetime.now(dt.UTC)
+        for row in history.import_maps(raw=True):
+            if why := row_problem(row, now):
+                problems.append(f"{history.path}: import map {str(row.get('path'))[:80]!r} of suite "
+                                f"{str(row.get('suite'))[:40]!r} (run {str(row.get('run_id'))[:40]!r}): {why}; "
+                                "selection does not use it")
         for run_id in history.run_ids():
             try:
                 check_bundle(history.export_run(run_id), str(history.path))

@@ -17,6 +17,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from ci_register.planning.record_check import EXECUTED, row_problem
 from gates.store.metrics import (
     BETTER,
     MAX_MAGNITUDE,
@@ -219,6 +220,22 @@ def check_bundle(bundle: Mapping[str, Any], source: str,
             raise fail("trust_log entry is not (0/1, text)")
     for acc in bundle.get("acceptances", ()):
         _check_acceptance(acc, fail)
+    for m in bundle.get("import_maps", ()) or ():
+        if not isinstance(m, Mapping):
+            raise fail("an import map is not a row")
+        if why := row_problem(m, now):
+            raise fail(f"import map {str(m.get('path'))[:80]!r} of suite {str(m.get('suite'))[:40]!r}: {why}")
+        if m.get("path") == EXECUTED and (run.get("shard_count") or 1) > 1 and not _incomplete(m.get("files")):
+            raise fail(f"an executed-functions record from shard {run.get('shard_index')}/{run.get('shard_count')}: "
+                       "a record counts only for a run of the whole suite")
+
+
+def _incomplete(files: object) -> bool:
+    try:
+        got = json.loads(files) if isinstance(files, str) else files
+    except ValueError:
+        return False
+    return isinstance(got, list) and len(got) == 1 and str(got[0]).startswith("<incomplete")
 
 
 # The columns of an acceptance entry a run carries (gates.store.schema m002): the merge inserts
