@@ -19,6 +19,10 @@ resolved to files of the same tree:
   imports; with a literal prefix (``f"pkg.models.{name}"``, ``"pkg." + name``)
   they load every module under that prefix; with anything else the file is
   *open* (it may load any module) and the selection treats it so.
+- A file that edits ``sys.path`` (``sys.path.insert``, ``site.addsitedir``, ...), and every
+  file under a conftest that does, may import a folder of the tree by a bare name: an
+  absolute import no root resolves is an edge to every file whose path ends with that
+  name (``import recipe`` reaches ``examples/openenv/recipe.py``).
 - A string literal equal to a module name or a file path of the tree, and the
   ``-m pkg.server`` / ``scripts/run.py`` inside a command-line string (what a test
   starts in a subprocess), are edges too; so is ``"pkg.mod.func"`` to ``pkg.mod``
@@ -62,6 +66,7 @@ class FileNode:
     prefixes: set[str] = field(default_factory=set)  # "pkg.models." : every module under it
     strings: set[str] = field(default_factory=set)  # literals that may name a module or file
     open_import: int = 0  # line of a dynamic import with no literal name (0: none)
+    path_edit: int = 0  # line of a sys.path insert/append/extend/assignment or site.addsitedir (0: none)
     syntax_error: str = ""  # "line N: message" when the file does not parse
     # conftest.py only: each fixture's own imports (a sub-node), the fixtures it requests,
     # and which are autouse. A fixture's imports count only for tests that can use it.
@@ -294,8 +299,23 @@ class _LazyConsts:
         return self.got.prefixes(node)
 
 
+def _is_sys_path(n: ast.AST) -> bool:
+    return isinstance(n, ast.Attribute) and n.attr == "path" and isinstance(n.value, ast.Name) and n.value.id == "sys"
+
+
+def _edits_sys_path(n: ast.Call) -> bool:
+    """``sys.path.insert/append/extend(...)`` or ``site.addsitedir(...)``."""
+    f = n.func
+    return isinstance(f, ast.Attribute) and (
+        (f.attr in ("insert", "append", "extend") and _is_sys_path(f.value)) or f.attr == "addsitedir")
+
+
 def _collect(nodes: Iterable[ast.AST], node: FileNode, path: str, consts: _LazyConsts) -> None:
     for n in nodes:
+        if isinstance(n, ast.Assign | ast.AugAssign):  # sys.path[:0] = [...], sys.path += [...], sys.path = [...]
+            targets = n.targets if isinstance(n, ast.Assign) else [n.target]
+            if any(_is_sys_path(t) or (isinstance(t, ast.Subscript) and _is_sys_path(t.value)) for t in targets):
+                node.path_edit = node.path_edit or n.lineno
         if isinstance(n, ast.Import):
             for alias in n.names:
                 node.imports.add(alias.name)
@@ -311,6 +331,8 @@ def _collect(nodes: Iterable[ast.AST], node: FileNode, path: str, consts: _LazyC
         elif isinstance(n, ast.Call):
             func = n.func
             name = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else None
+            if _edits_sys_path(n):
+                node.path_edit = node.path_edit or n.lineno
             if name not in _DYNAMIC_CALLS or not n.args:
                 continue
             arg = n.args[0]
@@ -627,14 +649,6 @@ def scan(root: Path, package_roots: Sequence[str] = (".",), files: Sequence[str]
         out.discard(rel)
         return out
 
-    edges: dict[str, set[str]] = {}
-    fixture_edges: dict[str, dict[str, set[str]]] = {}
-    for rel, node in nodes.items():
-        edges[rel] = targets(rel, node)
-        if node.fixtures:
-            fixture_edges[rel] = {fx: targets(rel, sub) for fx, sub in node.fixtures.items()}
-            for sub in node.fixtures.values():  # a computed import in a fixture: the conftest is open
-                node.open_import = node.open_import or sub.open_import
     conftests = {}
     conf_dirs = {Path(r).parent.as_posix(): r for r in rels if Path(r).name == "conftest.py"}
     for rel in rels:
@@ -649,6 +663,43 @@ def scan(root: Path, package_roots: Sequence[str] = (".",), files: Sequence[str]
             d = d.parent
         if chain:
             conftests[rel] = chain
+    # A file that edits sys.path (or sits under a conftest that does: pytest loads it first)
+    # may import any folder of the tree by a bare name: an absolute import the roots do not
+    # resolve there may name any file whose path ends with that name.
+    def edits(rel: str) -> bool:
+        n = nodes[rel]
+        return bool(n.path_edit or any(sub.path_edit for sub in n.fixtures.values()))
+
+    edited = {rel for rel in rels if edits(rel) or any(edits(c) for c in conftests.get(rel, ()))}
+    tails: dict[str, set[str]] = {}
+    if edited:
+        for rel in rels:
+            parts = list(Path(rel).parts)
+            parts[-1] = parts[-1][:-3]
+            if parts[-1] == "__init__":
+                parts.pop()
+            for i in range(len(parts)):
+                if all(p.isidentifier() for p in parts[i:]):
+                    tails.setdefault(".".join(parts[i:]), set()).add(rel)
+
+    def by_tail(rel: str, node: FileNode) -> set[str]:
+        out: set[str] = set()
+        for imp in node.imports:
+            if resolve(imp.partition(".")[0], file_roots[rel]):
+                continue
+            parts = imp.split(".")
+            for i in range(1, len(parts) + 1):
+                out |= tails.get(".".join(parts[:i]), set())
+        return out
+
+    edges: dict[str, set[str]] = {}
+    fixture_edges: dict[str, dict[str, set[str]]] = {}
+    for rel, node in nodes.items():
+        edges[rel] = targets(rel, node) | (by_tail(rel, node) - {rel} if rel in edited else set())
+        if node.fixtures:
+            fixture_edges[rel] = {fx: targets(rel, sub) for fx, sub in node.fixtures.items()}
+            for sub in node.fixtures.values():  # a computed import in a fixture: the conftest is open
+                node.open_import = node.open_import or sub.open_import
     plugins = tuple(sorted({f for name in plugin_names for f in modules.get(name, ())}))
     return Graph(root, roots, nodes, modules, edges, conftests, fixture_edges, plugins, detected)
 

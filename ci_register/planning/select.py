@@ -48,6 +48,7 @@ from pathlib import Path
 
 from ci_register.planning.evidence import Evidence, not_executed
 from ci_register.planning.imports import Graph, module_names
+from ci_register.planning.record_check import row_problem
 
 __all__ = [
     "DEFAULT_ALWAYS",
@@ -263,7 +264,10 @@ def select_tests(graph: Graph, tests: Iterable[str], changed: Sequence[str], con
     maps = {t: frozenset(fs) for t, fs in (maps or {}).items()}
     recorded = frozenset().union(*maps.values()) if maps else frozenset()
     sel = Selection(changed, always_suites=config.always_suites)
-    declare_dynamic(graph, config)
+    refused = contradicted_declarations(graph, config, maps)
+    declare_dynamic(graph, config, refused)
+    sel.notes += [f"[select.dynamic] {p}: declaration refused: {why}; its computed imports count as open"
+                  for p, why in sorted(refused.items())]
     test_set = set(tests)
     importers: set[str] | None = None  # files some file loads (built on first need)
     hit: dict[str, str] = {}  # graph file -> what happened to it
@@ -403,12 +407,47 @@ def select_by_suite(graph: Graph, suites: Mapping[str, Iterable[str]], changed: 
     return out
 
 
-def declare_dynamic(graph: Graph, config: SelectConfig) -> None:
+def contradicted_declarations(graph: Graph, config: SelectConfig, maps: Mapping[str, Iterable[str]]) -> dict[str, str]:
+    """{declared file: why}: the ``[select.dynamic]`` declarations a recorded run contradicts.
+    A test file whose static closure, with the declarations applied, reaches a declared file
+    and whose recorded run loaded a project file that closure lacks (nor the session's
+    plugins load) loaded it by a name the graph does not see: the declaration under-states
+    what the computed import loads, so it is not used (the file stays open)."""
+    declared = {p: g for p, g in config.dynamic if p in graph.files and graph.files[p].open_import}
+    if not declared or not maps:
+        return {}
+    trial = Graph(graph.root, graph.package_roots, dict(graph.files), graph.modules,
+                  {k: set(v) for k, v in graph.edges.items()}, graph.conftests, graph.fixture_edges, graph.plugins,
+                  graph.detected_roots)
+    for p, globs in declared.items():
+        trial.edges.setdefault(p, set()).update(f for f in trial.files if _match(f, globs) and f != p)
+    session: set[str] = set()
+    for plugin in graph.plugins:
+        session |= set(trial.closure(plugin))
+    out: dict[str, str] = {}
+    for test, files in sorted(maps.items()):
+        if test not in trial.files:
+            continue
+        tree = trial.closure(test)
+        reached = sorted(p for p in declared if p in tree and p not in out)
+        if not reached:
+            continue
+        inits = {f"{d}/__init__.py" for d in _parents(test)}  # pytest imports the test's packages
+        extra = sorted(f for f in files if f in trial.files and f not in tree and f not in session and f not in inits)
+        if extra:
+            for p in reached:
+                out[p] = (f"the recorded run of {test} loaded {extra[0]}, which no static import of it "
+                          f"reaches (declared: {list(declared[p]) or '[]'})")
+    return out
+
+
+def declare_dynamic(graph: Graph, config: SelectConfig, refused: Mapping[str, str] | None = None) -> None:
     """Close the files ``[select.dynamic]`` declares: their computed imports load only the
-    files its globs match (a person read the code; the catalog says so)."""
+    files its globs match (a person read the code; the catalog says so), except those a
+    recorded run contradicts (``refused``: :func:`contradicted_declarations`)."""
     for path, globs in config.dynamic:
         node = graph.files.get(path)
-        if node is None or not node.open_import:
+        if node is None or not node.open_import or path in (refused or {}):
             continue
         node.open_import = 0
         graph.edges.setdefault(path, set()).update(f for f in graph.files if _match(f, globs) and f != path)
@@ -454,9 +493,13 @@ def fresh_maps(rows: Iterable[Mapping], now: datetime, max_age_days: float) -> t
     (or an unreadable one) is not used: that file falls back to the static graph."""
     maps: dict[str, set[str]] = {}
     stale: set[str] = set()
+    refused: list[str] = []
     for r in rows:
         path, files, at = r.get("path"), r.get("files"), r.get("recorded_at")
-        if not isinstance(path, str) or not isinstance(files, list) or path.startswith("<"):  # <runner>, <executed>
+        if not isinstance(path, str) or path.startswith("<"):  # <runner>, <executed>
+            continue
+        if why := row_problem(r, now):
+            refused.append(f"{str(path)[:80]} ({why})")
             continue
         try:
             when = datetime.fromisoformat(str(at).replace("Z", "+00:00"))
@@ -472,6 +515,9 @@ def fresh_maps(rows: Iterable[Mapping], now: datetime, max_age_days: float) -> t
     stale -= set(maps)
     notes = [f"{len(stale)} recorded import map(s) older than {max_age_days:g} days not used "
              f"(e.g. {sorted(stale)[0]}): those files use the static graph"] if stale else []
+    if refused:
+        notes.append(f"{len(refused)} recorded import map(s) refused (e.g. {refused[0]}): those files use the "
+                     "static graph; `gate-report check` lists them")
     return maps, notes
 
 
@@ -483,8 +529,12 @@ def fresh_runner_map(rows: Iterable[Mapping], now: datetime, max_age_days: float
     newest: tuple[datetime, str, str] | None = None
     suites: set[str] = set()
     stale = 0
+    notes_refused: list[str] = []
     for r in rows:
         if r.get("path") != RUNNER_MAP_PATH:
+            continue
+        if why := row_problem(r, now):
+            notes_refused.append(f"a runner map of suite {r.get('suite')} refused ({why})")
             continue
         got, at = r.get("files"), r.get("recorded_at")
         try:
@@ -502,6 +552,7 @@ def fresh_runner_map(rows: Iterable[Mapping], now: datetime, max_age_days: float
         if newest is None or when > newest[0]:
             newest = (when, commit, when.strftime("%Y-%m-%d"))
     notes = [f"{stale} runner map(s) older than {max_age_days:g} days (or unreadable) not used"] if stale else []
+    notes += notes_refused
     if newest is None:
         return None, notes
     source = f"runner map of suite(s) {', '.join(sorted(suites))}, newest at {newest[1]} on {newest[2]}"
