@@ -143,6 +143,14 @@ def main(argv: list[str] | None = None) -> int:
         "`recorded`: the record holds it; `incomplete`: the record says it cannot be trusted (the static graph",
         "decides); `MISSED`: the record says nothing and lacks it (a selection trusting it would skip an",
         "affected test). coverage.py keeps no incompleteness mark: a miss is silent.",
+        "",
+        "Choice: this project's tracer. Selection may only trust a record that is complete, so a silent miss",
+        "(coverage.py's SIGKILLed child, `env -i` child, `settrace(None)`, `_thread` thread) is a false green;",
+        "the tracer writes each function as it starts (a killed process has written what it ran) and marks",
+        "what it cannot see. coverage.py sees `-I` children (its `.pth` reads the environment) where the tracer",
+        "can only mark the record incomplete. Cost on Python <= 3.11 is of one order for both (tracing is off",
+        "there by default); on >= 3.12 the tracer's `sys.monitoring` PY_START callback disables itself after a",
+        "function's first call.",
     ]
     text = "\n".join(lines) + "\n"
     if a.out:

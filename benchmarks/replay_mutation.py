@@ -183,7 +183,31 @@ def planted_run(repo: str, commit: str, i: int, plan: dict[str, list[str]], cata
 
 
 def base_run(repo: str, commit: str, i: int, catalog_path: str, timeout_s: float, work_root: str) -> dict:
-    return rs.do_commit((repo, commit, i, catalog_path, timeout_s, work_root, False))
+    """The parent's unplanted run, as ``replay_selection.do_commit`` makes it but for the GPU
+    suites' files (they skip on this host; without their maps they use the static graph,
+    which keeps at least as much): each CPU suite traced through the tree's runner, and the
+    runner map."""
+    work = Path(work_root) / f"b{i}"
+    tree = work / "tree"
+    shutil.rmtree(work, ignore_errors=True)
+    work.mkdir(parents=True)
+    rs.export(Path(repo), commit, tree)
+    catalog = load_catalog(Path(catalog_path))
+    regs, _ = registrations(tree, catalog)
+    by_suite: dict[str, set[str]] = {}
+    for s_, p_, _ in regs:
+        by_suite.setdefault(s_, set()).add(p_)
+    run: dict = {"commit": commit, "outcomes": {}, "metrics": {}, "maps": {}, "suites": {}, "seconds": 0.0}
+    for suite in sorted(s_ for s_ in by_suite if not catalog.suites[s_].is_gpu):
+        got = rs.run_traced_suite(tree, suite, work, timeout_s)
+        run["suites"][suite] = {"executed": got["executed"], "probe": got["probe"], "seconds": got["seconds"],
+                                "files": sorted(by_suite[suite])}
+        run["seconds"] += got["seconds"]
+        for k in ("outcomes", "metrics", "maps"):
+            run[k].update(got[k])
+    run["runner"] = rs.runner_probe(tree)
+    shutil.rmtree(work, ignore_errors=True)
+    return run
 
 
 def failures_outside(planted: dict, base: dict, left: set[tuple[str, str]]) -> tuple[list[str], list[str]]:
