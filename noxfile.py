@@ -71,7 +71,7 @@ print(d.version, field("cuda"), field("hip"))
 """
 
 
-def cpu_torch_problem(report: str, index: str) -> str | None:
+def cpu_torch_problem(report: str, index: str, session: str = "cpu") -> str | None:
     """None when TORCH_BUILD_SCRIPT's report is a CPU build of torch, else one line saying
     what was installed and what to do. Where PyTorch's CPU index cannot be reached,
     "torch==2.13.0" resolves to PyPI's CUDA build (526 MB plus its toolkit) with a mere
@@ -82,8 +82,11 @@ def cpu_torch_problem(report: str, index: str) -> str | None:
     built = f"CUDA {cuda}" if cuda not in ("None", "?") else f"ROCm {hip}" if hip not in ("None", "?") else "non-CPU"
     why = (f"PyTorch's CPU index {mask_secrets(index)} was not reached" if index else
            f"{TORCH_INDEX_ENV} is empty and the default indexes gave no CPU build")
+    # The venv keeps what it has: a rerun (-r too) finds torch==2.13.0 satisfied and keeps
+    # this build; only a new venv gets the CPU one.
     return (f"torch {version} is a {built} build, not the CPU one: {why}; set {TORCH_INDEX_ENV} "
-            f"to a CPU wheel index this machine reaches (default {TORCH_INDEX}) and rerun with -r")
+            f"to a CPU wheel index this machine reaches (default {TORCH_INDEX}) and rebuild the "
+            f"session's venv: nox --reuse-venv=never -s {session}")
 
 
 def _check_cpu_torch(session: nox.Session) -> None:
@@ -92,7 +95,7 @@ def _check_cpu_torch(session: nox.Session) -> None:
     report = session.run_install("python", "-c", TORCH_BUILD_SCRIPT, silent=True)
     if report is None:
         return  # -R / --no-install: nothing was installed now; the venv was checked when it was
-    problem = cpu_torch_problem(report.strip(), os.environ.get(TORCH_INDEX_ENV, TORCH_INDEX))
+    problem = cpu_torch_problem(report.strip(), os.environ.get(TORCH_INDEX_ENV, TORCH_INDEX), session.name)
     if problem:
         mark_exit(EXIT_INPUT)
         session.error(problem)

@@ -167,3 +167,47 @@ def test_an_sglang_shaped_repository_adopts_the_tool_by_the_guide(adopted):
             assert "1 new run" in out, out
     summary = (repo / "summary.md").read_text()
     assert summary.startswith("## ") and SUITE in summary, summary
+
+
+PIP_3_11 = "23.2.1"  # the pip Python 3.11 ships (ensurepip, 3.11.7): the oldest a user meets
+
+
+def _bundled_pip() -> Path | None:
+    import ensurepip  # noqa: PLC0415
+
+    wheel = Path(ensurepip.__file__).parent / "_bundled" / f"pip-{PIP_3_11}-py3-none-any.whl"
+    return wheel if wheel.is_file() else None
+
+
+@pytest.mark.skipif(_bundled_pip() is None, reason=f"this Python does not bundle pip {PIP_3_11} (3.11.7 does)")
+def test_every_documented_pip_line_works_with_python_311s_own_pip(tmp_path):
+    """The guide's and the README's install lines, as written, with pip 23.2.1 (run from
+    the wheel Python 3.11 bundles), as dry runs that resolve and build what they name:
+    GIT_URL a clone on this machine, spelt as the guide says."""
+    pip = _bundled_pip()
+    tool = copy_checkout(tmp_path / "gpu-ci-gates")
+    commit = _git_repo(tool)
+    build = tmp_path / "build-backend"  # setuptools from this Python, nothing else of it
+    build.mkdir()
+    purelib = Path(sysconfig.get_paths()["purelib"])
+    for name in ("setuptools", "pkg_resources", "_distutils_hack"):
+        if (purelib / name).is_dir():
+            (build / name).symlink_to(purelib / name)
+    sh = Shell(tool, build)
+    assert sh(f"python {pip}/pip --version").stdout.startswith(f"pip {PIP_3_11} ")
+    # GIT_URL as the guide spells a clone on this machine.
+    local = re.search(r"For a clone\s+on this machine write `(file://[^`]*)/abs/path/to/gpu-ci-gates`",
+                      GUIDE.read_text())
+    assert local, "the guide says how to write GIT_URL for a clone on this machine"
+    subs = {"GIT_URL": f"{local.group(1)}{tool}", "COMMIT": commit, "/path/to/gpu-ci-gates": str(tool)}
+    lines = [c for c in fenced_commands(GUIDE) + fenced_commands(REPO / "README.md")
+             if c.words[:2] == ["pip", "install"] and c.words[2] != "nox"]  # nox: PyPI's
+    assert len(lines) >= 6, [c.where for c in lines]
+    for cmd in lines:
+        line = dry_pip(cmd.words, subs).replace("pip install", f"python {pip}/pip install", 1)
+        r = sh(line, timeout=300)
+        assert r.returncode == 0 and "Would install gpu-ci-gates" in r.stdout, \
+            f"{cmd.where}: `{line}` exited {r.returncode}:\n{(r.stdout + r.stderr)[-2000:]}"
+    # Why the guide spells the host: the same line without it is no requirement to this pip.
+    r = sh(f"python {pip}/pip install --dry-run --no-deps --no-index 'gpu-ci-gates @ git+file://{tool}@{commit}'")
+    assert r.returncode != 0 and "Invalid requirement" in r.stderr, r.stdout + r.stderr

@@ -144,3 +144,32 @@ def test_collect_globs_read_classes_as_pathlib_does():
     assert glob_match("x/y/test_a.py", "**/test_*.py") and glob_match("test_a.py", "**/test_*.py")
     assert not glob_match("x/test_a.py", "test_*.py")
     assert glob_regex("a[b].py", classes=False) == r"a\[b\]\.py"  # CODEOWNERS: literal
+
+
+def test_a_marker_imported_from_a_module_the_tree_lacks_is_a_note(tmp_path):
+    # Collection never imports a file, so a test file taking its markers from another
+    # project's module (SGLang's) passed list, nox -l, the dry run and matrix, then
+    # failed at the run's import. Found in the tree (a package root, a folder above the
+    # file, relative), or from ci_register, it says nothing.
+    (tmp_path / "ci").mkdir()
+    (tmp_path / "ci" / "catalog.toml").write_text(
+        '[collect]\ntests = "tests"\nglobs = ["**/test_*.py"]\n\n[markers]\nregister_cpu_ci = "cpu"\n\n'
+        '[suites.unit]\nbackend = "cpu"\ndescription = "U."\nschedule = "per-commit"\nshard_budget_s = 60\n')
+    body = 'register_cpu_ci(est_time=1, suite="unit")\n\ndef test_a():\n    pass\n'
+    files = {
+        "tests/test_ours.py": "from ci_register import register_cpu_ci\n" + body,
+        "tests/test_theirs.py": "import os\nfrom sglang.test.ci.ci_register import (\n    register_cpu_ci,\n)\n" + body,
+        "tests/test_src.py": "from mypkg.ci import register_cpu_ci\n" + body,
+        "tests/sub/test_near.py": "from helpers import register_cpu_ci\n" + body,
+        "tests/sub/test_rel.py": "from .helpers import register_cpu_ci\n" + body,
+        "src/mypkg/__init__.py": "", "src/mypkg/ci.py": "", "tests/helpers.py": "", "tests/sub/helpers.py": "",
+    }
+    for rel, text in files.items():
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_text(text)
+    col = collect(load_catalog(tmp_path / "ci" / "catalog.toml"), base=tmp_path)
+    assert not col.issues and len(col.registrations) == 5
+    assert [str(n) for n in col.notes] == [
+        "tests/test_theirs.py:2: register_cpu_ci is imported from sglang.test.ci.ci_register, which this tree "
+        "lacks: the run imports the file and fails unless sglang.test.ci.ci_register is installed there; "
+        "import it from ci_register"]

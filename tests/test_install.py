@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -168,8 +169,60 @@ def test_a_cuda_torch_in_a_cpu_session_fails_in_one_line():
     assert msg is not None and "\n" not in msg
     assert msg.startswith("torch 2.13.0 is a CUDA 12.8 build, not the CPU one: PyTorch's CPU index "
                           "https://download.pytorch.org/whl/cpu was not reached; set GPU_CI_TORCH_INDEX")
+    assert msg.endswith("rebuild the session's venv: nox --reuse-venv=never -s cpu")
     assert "GPU_CI_TORCH_INDEX is empty" in nf.cpu_torch_problem("2.13.0 12.8 None", "")
     assert "ROCm 6.4" in nf.cpu_torch_problem("2.13.0+rocm6.4 None 6.4", "")
+
+
+def _torch_wheel(folder: Path, version: str, cuda: str | None) -> None:
+    """A torch wheel holding only torch/version.py: what the session's check reads."""
+    name = f"torch-{version}-py3-none-any.whl"
+    folder.mkdir(parents=True, exist_ok=True)
+    with zipfile.ZipFile(folder / name, "w") as z:
+        z.writestr("torch/version.py", f"__version__ = '{version}'\ncuda = {cuda!r}\nhip = None\n")
+        di = f"torch-{version}.dist-info"
+        z.writestr(f"{di}/METADATA", f"Metadata-Version: 2.1\nName: torch\nVersion: {version}\n")
+        z.writestr(f"{di}/WHEEL", "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n")
+        z.writestr(f"{di}/RECORD", "")
+    (folder / "index.html").write_text(f'<a href="{name}">{name}</a>\n')
+
+
+def test_the_cuda_torch_advice_gets_the_cpu_build_where_a_rerun_keeps_cuda(tmp_path):
+    # PyPI's torch==2.13.0 (a CUDA build) where the CPU index was out of reach: the cpu
+    # session stops with exit 2 and its advice; a rerun with the index fixed but the venv
+    # reused (-r) keeps CUDA; the advised command gets the CPU build. Real nox, this
+    # noxfile, an envdir of the test's own; offline (the project's dependencies from this
+    # Python through PYTHONPATH, no index but the fakes).
+    _torch_wheel(tmp_path / "pypi" / "torch", "2.13.0", "12.8")
+    _torch_wheel(tmp_path / "cpu" / "torch", "2.13.0+cpu", None)
+    envdir = tmp_path / "nox"
+    build = tmp_path / "build-backend"  # setuptools alone from this Python: never its torch
+    build.mkdir()
+    for name in ("setuptools", "pkg_resources", "_distutils_hack"):
+        if (Path(sysconfig.get_paths()["purelib"]) / name).is_dir():
+            (build / name).symlink_to(Path(sysconfig.get_paths()["purelib"]) / name)
+    env = _env(PIP_INDEX_URL=f"file://{tmp_path / 'pypi'}", PIP_NO_DEPS="1", PIP_NO_BUILD_ISOLATION="0",
+               PIP_DISABLE_PIP_VERSION_CHECK="1", PIP_CONFIG_FILE=os.devnull, PYTHONPATH=str(build))
+    env.pop("CI", None)
+
+    def nox(*args: str, index: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "nox", "-f", str(REPO / "noxfile.py"), "--envdir", str(envdir),
+                               *args, "-s", "cpu", "--install-only"], capture_output=True, text=True, timeout=600,
+                              env={**env, "GPU_CI_TORCH_INDEX": index}, cwd=tmp_path)
+
+    first = nox(index=f"file://{tmp_path / 'unreachable'}")
+    out = first.stdout + first.stderr
+    assert first.returncode == 2 and "torch 2.13.0 is a CUDA 12.8 build" in out, out[-3000:]
+    advice = re.search(r"rebuild the session's venv: (nox [^\n]*-s cpu)", out).group(1)
+    assert advice == "nox --reuse-venv=never -s cpu"
+    cpu = f"file://{tmp_path / 'cpu'}"
+    again = nox("-r", index=cpu)  # what the old advice said: the CUDA build stays
+    assert again.returncode == 2 and "is a CUDA 12.8 build" in again.stdout + again.stderr
+    fixed = nox(*advice.split()[1:-2], index=cpu)
+    out = fixed.stdout + fixed.stderr
+    assert fixed.returncode == 0 and "is a CUDA" not in out, out[-3000:]
+    (torch,) = (envdir / "cpu").glob("lib/python*/site-packages/torch-*.dist-info")
+    assert torch.name == "torch-2.13.0+cpu.dist-info"
 
 
 def test_a_torch_index_with_a_token_stays_off_the_command_line(monkeypatch):
@@ -190,6 +243,8 @@ def test_cpu_sessions_check_the_torch_they_installed(monkeypatch):
     nf = _noxfile()
 
     class Session:
+        name = "cpu"
+
         def __init__(self, report: str | None) -> None:
             self.report, self.calls, self.virtualenv = report, [], type("V", (), {"location": None})()
             self.env: dict[str, str] = {}  # nox.Session.env: what the session sets for its commands

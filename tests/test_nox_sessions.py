@@ -220,6 +220,11 @@ def test_install_lines_name_where_this_copy_came_from(monkeypatch, tmp_path):
     for direct, spec, hint in (
             (git, "gpu-ci-gates @ git+https://git.example/gpu-ci-gates.git@abc123",
              "pip install 'gpu-ci-gates[gpu] @ git+https://git.example/gpu-ci-gates.git@abc123'"),
+            # A clone on this machine: the host spelt out, which every pip parses (23.2.1,
+            # Python 3.11's own, calls git+file:///PATH an invalid requirement).
+            ({"url": "file:///src/gpu-ci-gates", "vcs_info": {"vcs": "git", "commit_id": "abc123"}},
+             "gpu-ci-gates @ git+file://localhost/src/gpu-ci-gates@abc123",
+             "pip install 'gpu-ci-gates[gpu] @ git+file://localhost/src/gpu-ci-gates@abc123'"),
             ({"url": "file:///w/gpu_ci_gates-0.1.0-py3-none-any.whl"}, "/w/gpu_ci_gates-0.1.0-py3-none-any.whl",
              "pip install '/w/gpu_ci_gates-0.1.0-py3-none-any.whl[gpu]'"),
             (None, "gpu-ci-gates==0.1.0", "pip install 'gpu-ci-gates[gpu]==0.1.0'")):

@@ -30,6 +30,7 @@ from ci_register.registered.paths import (
 )
 
 __all__ = [
+    "marker_sources",
     "CollectIssue",
     "Registration",
     "GateDeclaration",
@@ -561,6 +562,59 @@ def _name_problem(rel: str) -> str | None:
     return None
 
 
+# `from MODULE import (a, b as c,` ... `)`: where a test file takes its markers from.
+_IMPORT_FROM = re.compile(r"^from[ \t]+(\.*[\w.]*)[ \t]+import[ \t]+(\([^)]*\)|[^\n#]*)", re.M)
+_SHIPPED_MARKERS = "ci_register"  # this package: every marker name, wherever the tool is installed
+
+
+def marker_sources(source: str, names: Iterable[str]) -> list[tuple[str, str, int]]:
+    """(marker name, module, line) for each ``from MODULE import NAME`` of a marker at
+    the top of a file (text only: the file is never imported)."""
+    wanted, out = set(names), []
+    for m in _IMPORT_FROM.finditer(source):
+        imported = {w.split()[0] for w in m.group(2).strip("()").replace("\\", " ").split(",") if w.split()}
+        out += [(name, m.group(1), source.count("\n", 0, m.start()) + 1) for name in sorted(imported & wanted)]
+    return out
+
+
+def _module_in_tree(module: str, path: str, base: Path, roots: tuple[str, ...]) -> bool:
+    """Whether ``module`` is a file or package of the tree: under a package root, or under
+    a folder above ``path`` (pytest puts test folders on sys.path); relative imports
+    from ``path``'s own package."""
+    dotted = module.lstrip(".")
+    parts = dotted.split(".") if dotted else []
+    if module.startswith("."):
+        up = Path(path).parent
+        for _ in range(len(module) - len(dotted) - 1):
+            up = up.parent
+        folders = [base / up]
+    else:
+        here = Path(path).parent
+        folders = [base / r for r in roots] + [base / here] + [base / p for p in here.parents]
+    for folder in folders:
+        target = folder.joinpath(*parts)
+        if not parts or target.with_suffix(".py").is_file() or target.is_dir():
+            return True
+    return False
+
+
+def _marker_source_notes(col: Collection, sources: dict[str, list[tuple[str, str, int]]], base: Path,
+                         catalog: Catalog) -> None:
+    roots = (".", "src", "python", *[str(r) for r in catalog.select.get("package_roots", []) or []])
+    found: dict[tuple[str, str], bool] = {}
+    for path, imports in sources.items():
+        for name, module, line in imports:
+            if module == _SHIPPED_MARKERS or module.startswith(_SHIPPED_MARKERS + "."):
+                continue
+            key = (module, str(Path(path).parent) if module.startswith(".") else "")
+            if key not in found:
+                found[key] = _module_in_tree(module, path, base, roots)
+            if not found[key]:
+                col.notes.append(CollectIssue(path, line, (
+                    f"{name} is imported from {module}, which this tree lacks: the run imports the file "
+                    f"and fails unless {module} is installed there; import it from {_SHIPPED_MARKERS}")))
+
+
 def collect(catalog: Catalog, root: Path | None = None, base: Path | None = None) -> Collection:
     """Collect every registration under ``root`` (default: :func:`tests_root`).
 
@@ -582,6 +636,7 @@ def collect(catalog: Catalog, root: Path | None = None, base: Path | None = None
         out.issues.append(CollectIssue(str(catalog.path), 1, f"no file under {_display(root, base) or '.'} matches [collect] globs {globs}; fix the globs, [collect] tests or --root"))
         return out
     notes: list[CollectIssue] = []
+    sources: dict[str, list[tuple[str, str, int]]] = {}
     base_s = str(base)
     for full, rel_root in chosen:
         rel = os.path.relpath(full, base_s).replace(os.sep, "/") if full.startswith(base_s + os.sep) else full
@@ -595,10 +650,13 @@ def collect(catalog: Catalog, root: Path | None = None, base: Path | None = None
         if source is None:
             continue
         regs, gates, issues = parse_file(source, rel, catalog, notes=notes, implicit=_implicit_suite(rel_root, catalog))
+        if regs and (imports := marker_sources(source, [*catalog.markers, catalog.gate_marker])):
+            sources[rel] = imports
         out.registrations += regs
         out.gates += gates
         out.issues += issues
     out.notes += notes
+    _marker_source_notes(out, sources, base, catalog)
     undeclared: dict[tuple[str, str], Registration] = {}
     for r in out.registrations:
         if not r.suite and r.declared:

@@ -105,6 +105,8 @@ def _origin() -> tuple[str, str]:
     url = str(info.get("url", ""))
     vcs = info.get("vcs_info") or {}
     if vcs.get("vcs") == "git" and url:
+        if url.startswith("file:///"):  # pip <= 23.2 (Python 3.11's own) rejects a file URL
+            url = "file://localhost/" + url[len("file:///"):]  # without a host in a requirement
         return "git", f"git+{url}@{vcs.get('commit_id') or vcs.get('requested_revision') or 'HEAD'}"
     if url.startswith("file://"):
         return "path", url[len("file://"):]
