@@ -5,14 +5,15 @@
         [--out benchmarks/results/bench_confirm_paths.md]
 
 Per noise model of ``benchmarks/series.py`` (``h200`` split by benchmark: the GEMM,
-FlashInfer decode and SDPA decode samples) and 1 or 5 samples a run, the gate of
+FlashInfer decode and SDPA decode samples; ``suite`` by the decode suite's fa2 shapes) and
+1 or 5 samples a run, the gate of
 ``bench_gates.py`` (first attempt, confirm reruns as a suite session takes them) on
 series whose runs from 40 on are K SDs of a null run summary slower (the SD measured
 by simulation, ``series.null_summary_stats``). Reported: the share detected within 10
 runs, and of the detections, how many reruns the chain that held took (1: the first
 rerun decided). The null series' false alarms (30 gated runs) beside them.
 ``--step X``: a relative step of X instead (a +5% change: within-10 detection).
-``--models``: cells to run (a noise model, or ``h200:BENCH``). ``--jobs N``: a cell's
+``--models``: cells to run (a noise model, or ``h200:BENCH``, ``suite:BENCH``). ``--jobs N``: a cell's
 seeds in N processes (one task a cell and seed).
 Seeds: 100-104 are tuning seeds (the rules were chosen on them); 400-405 verify.
 """
@@ -32,9 +33,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from bench_gates import AFTER, GATED, TAU, _rerun_rngs, gate_alarms_many  # noqa: E402
-from series import H200_BENCHES, NOISE_MODELS, make_series, null_summary_stats  # noqa: E402
+from series import NOISE_MODELS, bench_index, benches, make_series, null_summary_stats  # noqa: E402
 
-CELLS = [(m, "") for m in NOISE_MODELS if m != "h200"] + [("h200", b) for b in H200_BENCHES]
+# A measured model is split by benchmark: h200 (GEMM, FlashInfer, SDPA decode) and suite
+# (the decode suite's recorded fa2 shapes).
+CELLS = [(m, "") for m in NOISE_MODELS if not benches(m)] + [
+    (m, b) for m in NOISE_MODELS for b in benches(m)]
 
 
 def _shifted(s, d: float):
@@ -52,7 +56,7 @@ def _reruns(path: str) -> int:
 def _task(model: str, bench: str, m: int, seed: int, reps: int, d: float) -> dict:
     """One cell's series of one seed: null false alarms, detections of a step ``d``
     (relative) and the reruns each detection's holding chain took."""
-    key = [seed, NOISE_MODELS.index(model), m, H200_BENCHES.index(bench) if bench else 9]
+    key = [seed, NOISE_MODELS.index(model), m, bench_index(model, bench)]
     rng = np.random.default_rng(key)
     ss = [make_series(model, "null", rng, m=m, bench=bench, rerun_rngs=_rerun_rngs(key))
           for _ in range(reps)]

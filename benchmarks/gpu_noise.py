@@ -2,6 +2,7 @@
 
     python benchmarks/gpu_noise.py proc --out procs.jsonl --index I [--diag]   # on a GPU
     python benchmarks/gpu_noise.py summarize procs.jsonl [--json J] [--md M] [--skip N]
+    python benchmarks/gpu_noise.py history DB [DB ...] --out JSON [--suite base-b-1gpu]
 
 ``proc`` is one fresh process: it appends one JSON line to ``--out``. It times each decode
 shape (GQA 32/8, head dim 128, bf16, pages of 16, kv 32768 at batch 8, 32 and 64)
@@ -27,6 +28,10 @@ kernels) and writes, per shape and method, the per-process medians, their standa
 relative to their median (the run-to-run spread a gate sees), the within-process spread, and
 for the diagnostics the correlation of each method's per-process medians with ``old``'s.
 ``tools/gpu_noise.sh`` runs the whole experiment on a lent GPU.
+
+``history`` reads the fa2 decode samples of recorded suite runs (complete, trusted, first
+runs; by GPU uuid) out of history files into the JSON that ``benchmarks/series.py``'s
+``suite`` noise model reads (``benchmarks/data/suite-noise/fa2_decode.json``).
 """
 
 from __future__ import annotations
@@ -376,6 +381,50 @@ def _read(path: Path, skip: int) -> list[dict[str, Any]]:
     return recs[skip:]
 
 
+# ------------------------------------------------------------------ recorded suite runs
+
+SUITE_KEYS = ("attn/decode/fa2/b8_kv32768/latency", "attn/decode/fa2/b32_kv8192/latency",
+              "attn/decode/fa2/b64_kv32768/latency")
+
+
+def from_histories(paths: list[str], suite: str = "base-b-1gpu",
+                   keys: tuple[str, ...] = SUITE_KEYS) -> dict[str, Any]:
+    """The samples of ``keys`` in every complete, trusted first run (no confirm rerun) of
+    ``suite`` in the histories, by GPU: ``{"keys": {key: {gpu uuid: [[samples of a run],
+    ...]}}}``, runs oldest first. A run whose record names no GPU uuid is left out: it
+    cannot be told apart from another host's."""
+    import shutil
+    import tempfile
+
+    from gates.store.open import open_history
+
+    out: dict[str, Any] = {"suite": suite, "sources": [Path(p).as_posix() for p in paths],
+                           "keys": {k: {} for k in keys}}
+    seen: set[str] = set()
+    for p in paths:
+        # A copy, opened read-write: an older history's schema is migrated there, never
+        # in the file given.
+        tmp = Path(tempfile.mkdtemp(prefix="gpu_noise_"))
+        for suffix in ("", "-wal"):
+            if Path(p + suffix).is_file():
+                shutil.copyfile(p + suffix, tmp / f"h.db{suffix}")
+        h = open_history(tmp / "h.db", create=False)
+        try:
+            for r in reversed(h.runs(suite=suite, limit=1_000_000, status="complete")):
+                gpus = (r.get("hardware") or {}).get("gpus") or []
+                uuid = gpus[0].get("uuid") if gpus else None
+                if r["confirm_of"] or not r["trusted"] or not uuid or r["run_id"] in seen:
+                    continue
+                seen.add(r["run_id"])
+                for m in h.metrics(r["run_id"]):
+                    if m["key"] in out["keys"] and m["attempt"] == 1 and m["samples"]:
+                        out["keys"][m["key"]].setdefault(uuid, []).append(m["samples"])
+        finally:
+            h.close()
+            shutil.rmtree(tmp, ignore_errors=True)
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -389,9 +438,30 @@ def main(argv: list[str] | None = None) -> int:
     s.add_argument("--json", type=Path, default=None)
     s.add_argument("--md", type=Path, default=None)
     s.add_argument("--title", default="fa2 decode: run-to-run spread across fresh processes")
+    hs = sub.add_parser("history", help="recorded suite runs' samples by GPU, as JSON")
+    hs.add_argument("histories", nargs="+")
+    hs.add_argument("--suite", default="base-b-1gpu")
+    hs.add_argument("--out", type=Path, required=True)
     a = ap.parse_args(argv)
     if a.cmd == "proc":
         _proc(a.out, a.index, a.diag)
+        return 0
+    if a.cmd == "history":
+        missing = [p for p in a.histories if not Path(p).is_file()]
+        if missing:
+            print(f"error: {missing[0]}: no such history file", file=sys.stderr)
+            return 2
+        from gates.store.history import HistoryError
+
+        try:
+            doc = from_histories(a.histories, a.suite)
+        except HistoryError as e:
+            print(f"error: {e}", file=sys.stderr)
+            return 2
+        a.out.parent.mkdir(parents=True, exist_ok=True)
+        a.out.write_text(json.dumps(doc, indent=1) + "\n")
+        for k, by in doc["keys"].items():
+            print(f"{k}: {sum(map(len, by.values()))} runs on {len(by)} GPU(s)")
         return 0
     if not a.lines.is_file():
         print(f"error: {a.lines}: no such file; give the proc lines (--out of proc)", file=sys.stderr)

@@ -25,6 +25,13 @@ Noise models (run-level / within-run):
   offset is the measured spread of medians across fresh processes: matmul
   N(0, 1.2%), SDPA N(0, 0.45%), FlashInfer N(0, 0.45%) plus the 3-in-10 slow
   mode U(3%, 28%).
+- ``suite``: what the decode suite records today (``benchmarks/data/suite-noise/
+  fa2_decode.json``, from ``benchmarks/gpu_noise.py history`` over the committed history
+  and the fleet runs: fa2 decode at b8 kv32768, b32 kv8192 and b64 kv32768 on H200s, each
+  run 5 samples of 20 CUDA-event-timed iterations with the L2 flushed, one benchmark per
+  series). One GPU per series, as the ``h200`` model: the run offset is a recorded run's
+  median over its GPU's median run (pooled over GPUs with 3 runs or more), the within-run
+  noise a recorded run's samples over their median.
 
 Effects start at run ``tau``: ``null``; ``stepX`` (a lasting X% increase);
 ``drift`` (+0.5% per run, 5% after 10 runs); ``spike`` (one run +20%, a
@@ -51,10 +58,14 @@ __all__ = [
     "effect_size",
     "null_summary_stats",
     "h200_data",
+    "suite_data",
+    "benches",
+    "bench_index",
+    "SUITE_BENCHES",
     "make_pool_series",
 ]
 
-NOISE_MODELS = ("gauss1", "gauss3", "gauss8", "student_t", "bimodal", "ar1", "h200")
+NOISE_MODELS = ("gauss1", "gauss3", "gauss8", "student_t", "bimodal", "ar1", "h200", "suite")
 EFFECTS = ("null", "step1", "step2", "step5", "step10", "step20", "drift", "spike")
 H200_BENCHES = ("matmul", "fi_decode", "sdpa_decode")
 H200_BETWEEN = {"matmul": 0.012, "fi_decode": 0.0045, "sdpa_decode": 0.0045}
@@ -62,6 +73,12 @@ DRIFT_PER_RUN = 0.005
 SPIKE = 0.20
 AR_PHI, AR_SD = 0.7, 0.03  # AR(1) run offsets: lag-1 coefficient, marginal SD
 DATA_DIR = Path(__file__).resolve().parent / "data" / "h200-noise"  # in the repository: any clone runs
+SUITE_BENCHES = ("fa2_b8", "fa2_b32", "fa2_b64")
+SUITE_KEYS = {"fa2_b8": "attn/decode/fa2/b8_kv32768/latency",
+              "fa2_b32": "attn/decode/fa2/b32_kv8192/latency",
+              "fa2_b64": "attn/decode/fa2/b64_kv32768/latency"}
+SUITE_DATA = Path(__file__).resolve().parent / "data" / "suite-noise" / "fa2_decode.json"
+SUITE_MIN_RUNS = 3  # a GPU with fewer runs says too little of its run-to-run spread
 
 
 @dataclass(frozen=True)
@@ -116,8 +133,40 @@ def h200_data() -> dict[str, list[np.ndarray]]:
     return out
 
 
+def benches(model: str) -> tuple[str, ...]:
+    """The measured benchmarks a model draws its series from (none for the synthetic ones)."""
+    return {"h200": H200_BENCHES, "suite": SUITE_BENCHES}.get(model, ())
+
+
+def bench_index(model: str, bench: str) -> int:
+    """A benchmark's place in its model's list, 9 for none (part of the seed of a cell)."""
+    return benches(model).index(bench) if bench else 9
+
+
+@lru_cache(maxsize=4)
+def suite_data(path: Path = SUITE_DATA) -> dict[str, tuple[np.ndarray, list[np.ndarray]]]:
+    """Per suite benchmark: the pooled run offsets (a run's median over its GPU's median
+    run, minus 1; GPUs with ``SUITE_MIN_RUNS`` runs or more) and every run's samples over
+    their median, minus 1."""
+    doc = json.loads(path.read_text())
+    out: dict[str, tuple[np.ndarray, list[np.ndarray]]] = {}
+    for b in SUITE_BENCHES:
+        by_gpu = doc["keys"][SUITE_KEYS[b]]
+        offsets: list[float] = []
+        within: list[np.ndarray] = []
+        for runs in by_gpu.values():
+            meds = np.array([np.median(r) for r in runs])
+            if len(runs) >= SUITE_MIN_RUNS:
+                offsets.extend(meds / np.median(meds) - 1.0)
+            within.extend(np.asarray(r, dtype=float) / np.median(r) - 1.0 for r in runs)
+        if len(offsets) < 2:
+            raise ValueError(f"{path}: {b} has {len(offsets)} run offsets; record more runs")
+        out[b] = (np.asarray(offsets), within)
+    return out
+
+
 def _within(model: str, rng: np.random.Generator, n: int, m: int, bench: str) -> np.ndarray:
-    if m == 1 and model != "h200":
+    if m == 1 and not benches(model):
         return np.zeros((n, 1))
     if model.startswith("gauss"):
         return rng.normal(0, int(model[5:]) / 100.0, (n, m))
@@ -127,6 +176,17 @@ def _within(model: str, rng: np.random.Generator, n: int, m: int, bench: str) ->
         return rng.normal(0, 0.005, (n, m))
     if model == "ar1":
         return rng.normal(0, 0.03, (n, m))
+    if model == "suite":
+        runs = suite_data()[bench][1]
+        out = np.empty((n, m))
+        for i in range(n):
+            r = runs[rng.integers(len(runs))]
+            if r.size < m:
+                raise ValueError(f"suite noise: a recorded run has {r.size} samples, "
+                                 f"fewer than m={m}")
+            j = rng.integers(0, r.size - m + 1)
+            out[i] = r[j : j + m]
+        return out
     if model == "h200":
         series = h200_data()[bench]
         out = np.empty((n, m))
@@ -159,6 +219,9 @@ def _offsets(
             return x
 
         return draw(), draw()
+    if model == "suite":
+        pool = suite_data()[bench][0]
+        return pool[rng.integers(len(pool), size=n)], pool[rng.integers(len(pool), size=n)]
     if model == "ar1":
         phi, sd = AR_PHI, AR_SD
         e = rng.normal(0, sd * np.sqrt(1 - phi**2), n)
@@ -190,8 +253,8 @@ def make_series(
     """One series of ``n_runs`` runs with ``m`` samples each; the effect starts at ``tau``.
 
     ``rerun_rngs``: draw one more twin of every run from each (``Series.more_twins``)."""
-    if model == "h200" and not bench:
-        bench = H200_BENCHES[int(rng.integers(len(H200_BENCHES)))]
+    if benches(model) and not bench:
+        bench = benches(model)[int(rng.integers(len(benches(model))))]
     lv, lv_twin = _offsets(model, rng, n_runs, bench)
     runs = 1.0 + lv[:, None] + _within(model, rng, n_runs, m, bench)
     twins = 1.0 + lv_twin[:, None] + _within(model, rng, n_runs, m, bench)

@@ -217,3 +217,53 @@ def test_the_decode_suite_records_block_latency_and_ratio_beside_its_old_keys(cp
     assert len(book.metrics["attn/decode/fa2/b8_kv48/blocks/vs_copy"].samples) == 8
     assert ("attn/decode/fa2/b8_kv48/blocks/copy_median_s"
             in dict(request.node.user_properties))
+
+
+# ------------------------------------------- the suite's recorded noise, for the benchmark
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def test_history_reads_each_runs_samples_by_gpu_and_leaves_the_files_as_they_were(tmp_path):
+    # The committed history names no GPU in its first runs: those are left out. The fleet
+    # history has an older schema: it is migrated on a copy, never in place.
+    fleet = REPO / "benchmarks" / "data" / "fleet_h200" / "fleet_clean.db"
+    before = {p: p.read_bytes() for p in (REPO / "history.db", fleet)}
+    out = tmp_path / "noise.json"
+    assert gpu_noise.main(["history", str(REPO / "history.db"), str(fleet), "--out",
+                           str(out)]) == 0
+    assert {p: p.read_bytes() for p in before} == before
+    doc = json.loads(out.read_text())
+    by = doc["keys"]["attn/decode/fa2/b8_kv32768/latency"]
+    assert all(gpu.startswith("GPU-") for gpu in by)
+    assert len(by) >= 2 and all(len(run) == 5 for runs in by.values() for run in runs)
+    # The fleet host's six clean runs, all on one GPU the history had not seen.
+    assert max(len(runs) for runs in by.values()) >= 6
+    assert gpu_noise.main(["history", str(tmp_path / "none.db"), "--out", str(out)]) == 2
+
+
+def test_the_suite_noise_model_draws_recorded_runs(tmp_path):
+    import numpy as np
+    import series
+
+    data = series.suite_data()
+    assert set(data) == set(series.SUITE_BENCHES)
+    for offsets, within in data.values():
+        # Offsets from GPUs with 3 runs or more, centred on each GPU's median run.
+        assert len(offsets) >= 12 and abs(float(np.median(offsets))) < 0.002
+        assert all(abs(float(np.median(w))) < 1e-12 for w in within)
+    rng = np.random.default_rng(0)
+    one = series.make_series("suite", "null", rng, m=1, bench="fa2_b8")
+    five = series.make_series("suite", "step2", rng, m=5)
+    assert one.runs.shape == (60, 1) and five.runs.shape == (60, 5)
+    assert five.bench in series.SUITE_BENCHES
+    # A single sample carries the within-run noise as well as the run's offset.
+    assert len(np.unique(one.runs)) > len(data["fa2_b8"][0])
+    # A GPU with fewer runs gives no offsets; too few in all is an error naming the file.
+    doc = json.loads(series.SUITE_DATA.read_text())
+    for k in doc["keys"]:
+        doc["keys"][k] = {"GPU-a": [[1.0, 1.1, 1.0, 1.0, 1.0]] * 2}
+    bad = tmp_path / "few.json"
+    bad.write_text(json.dumps(doc))
+    with pytest.raises(ValueError, match="few.json: fa2_b8 has 0 run offsets"):
+        series.suite_data(bad)
