@@ -3,6 +3,7 @@
     python benchmarks/gpu_noise.py proc --out procs.jsonl --index I [--diag]   # on a GPU
     python benchmarks/gpu_noise.py summarize procs.jsonl [--json J] [--md M] [--skip N]
     python benchmarks/gpu_noise.py history DB [DB ...] --out JSON [--suite base-b-1gpu]
+    python benchmarks/gpu_noise.py spread JSON      # history's JSON: spread per GPU
 
 ``proc`` is one fresh process: it appends one JSON line to ``--out``. It times each decode
 shape (GQA 32/8, head dim 128, bf16, pages of 16, kv 32768 at batch 8, 32 and 64)
@@ -323,6 +324,38 @@ def summarize(recs: list[dict[str, Any]]) -> dict[str, Any]:
     return shapes
 
 
+def target_doc(summary: dict[str, Any], recs: list[dict[str, Any]]) -> dict[str, Any]:
+    """Issue 56's figures per shape: ``sd_before`` (the suite's first measurement,
+    ``old``), ``sd_after`` (the block timing's raw block medians, what the suite records
+    as ``<key>/blocks/latency``) and ``sd_after_vs_copy`` (``<key>/blocks/vs_copy``), each
+    the SD of per-process medians over their median; every method's cell beside them."""
+    shapes = {}
+    for k, row in summary.items():
+        sd = {name: row[name]["sd_rel"] if name in row else None
+              for name in ("old", "perm", "perm/copy")}
+        shapes[k] = {"sd_before": sd["old"], "sd_after": sd["perm"],
+                     "sd_after_vs_copy": sd["perm/copy"], "processes": row["old"]["n"]
+                     if "old" in row else 0, "methods": row}
+    return {"processes": len(recs), "gpu": recs[0].get("gpu") if recs else None,
+            "shapes": shapes}
+
+
+def spread_of_recorded(doc: dict[str, Any], min_runs: int = 3) -> list[str]:
+    """A table of ``history``'s JSON: per key and GPU with ``min_runs`` runs or more, the
+    SD of the run medians over their median, and the median within-run SD."""
+    lines = ["| metric | GPU | runs | median of run medians | run-to-run SD | within-run SD |",
+             "| --- | --- | ---: | ---: | ---: | ---: |"]
+    for key, by in doc["keys"].items():
+        for gpu, runs in sorted(by.items()):
+            if len(runs) < min_runs:
+                continue
+            meds = [statistics.median(r) for r in runs]
+            lines.append(f"| {key} | {gpu[:12]} | {len(runs)} | {1e3 * statistics.median(meds):.4f} ms"
+                         f" | {100 * _cv(meds):.3f}% | "
+                         f"{100 * statistics.median(_cv(r) for r in runs):.3f}% |")
+    return lines
+
+
 def _launch_table(recs: list[dict[str, Any]]) -> list[str]:
     names = sorted({k for r in recs for k in r.get("launch", {}) if not k.endswith("/error")})
     if not names:
@@ -442,7 +475,18 @@ def main(argv: list[str] | None = None) -> int:
     hs.add_argument("histories", nargs="+")
     hs.add_argument("--suite", default="base-b-1gpu")
     hs.add_argument("--out", type=Path, required=True)
+    sp = sub.add_parser("spread", help="run-to-run spread per GPU of history's JSON")
+    sp.add_argument("noise_json", type=Path)
     a = ap.parse_args(argv)
+    if a.cmd == "spread":
+        try:
+            doc = json.loads(a.noise_json.read_text())
+            print("\n".join(spread_of_recorded(doc)))
+        except (OSError, ValueError, KeyError, TypeError) as e:
+            print(f"error: {a.noise_json}: {e!r}; give the JSON of `gpu_noise.py history`",
+                  file=sys.stderr)
+            return 2
+        return 0
     if a.cmd == "proc":
         _proc(a.out, a.index, a.diag)
         return 0
@@ -479,8 +523,7 @@ def main(argv: list[str] | None = None) -> int:
     md = render(summary, recs, a.title)
     print(md)
     if a.json:
-        a.json.write_text(json.dumps({"processes": len(recs), "gpu": recs[0].get("gpu"),
-                                      "shapes": summary}, indent=1) + "\n")
+        a.json.write_text(json.dumps(target_doc(summary, recs), indent=1) + "\n")
     if a.md:
         a.md.write_text(md)
     return 0

@@ -40,7 +40,10 @@ def test_spread_of_per_process_medians_per_method(tmp_path: Path):
     assert gpu_noise.main(["summarize", str(lines), "--json", str(out_json), "--md",
                            str(out_md)]) == 0
     doc = json.loads(out_json.read_text())
-    assert doc["processes"] == 4 and "b8_kv32768" in doc["shapes"]
+    assert doc["processes"] == 4
+    fig = doc["shapes"]["b8_kv32768"]  # issue 56's figures: old, blocks, blocks over copy
+    assert fig["sd_before"] == pytest.approx(0.05) and fig["sd_after"] == pytest.approx(0.05)
+    assert fig["sd_after_vs_copy"] == pytest.approx(0.0, abs=1e-12) and fig["processes"] == 4
     assert "| b8_kv32768 | perm/copy | 4 |" in out_md.read_text()
     # --skip leaves out the first processes (the one that compiled the kernels).
     assert gpu_noise.main(["summarize", str(lines), "--skip", "1", "--json", str(out_json)]) == 0
@@ -267,3 +270,16 @@ def test_the_suite_noise_model_draws_recorded_runs(tmp_path):
     bad.write_text(json.dumps(doc))
     with pytest.raises(ValueError, match="few.json: fa2_b8 has 0 run offsets"):
         series.suite_data(bad)
+
+
+def test_spread_tabulates_recorded_runs_per_gpu(tmp_path, capsys):
+    doc = {"keys": {"k/latency": {"GPU-aaaaaaaaaaaa-1": [[1.0, 1.0], [1.1, 1.1], [1.0, 1.2]],
+                                  "GPU-b": [[2.0]]}}}
+    path = tmp_path / "n.json"
+    path.write_text(json.dumps(doc))
+    assert gpu_noise.main(["spread", str(path)]) == 0
+    out = capsys.readouterr().out
+    # Medians 1.0, 1.1, 1.1: SD 0.0577 over 1.1; a GPU with one run is left out.
+    assert "| k/latency | GPU-aaaaaaaa | 3 | 1100.0000 ms | 5.249% |" in out and "GPU-b" not in out
+    path.write_text("{}")
+    assert gpu_noise.main(["spread", str(path)]) == 2
