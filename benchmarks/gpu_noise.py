@@ -48,13 +48,15 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from suitelib.attention import DECODE_BLOCKS  # noqa: E402
+
 HQ, HKV, D, PAGE = 32, 8, 128, 16
 SHAPES = ((8, 32768), (32, 32768), (64, 32768))
 LAUNCH_SHAPES = ((1, 1024), (8, 32768))  # the launch diagnostics (--diag)
 PINNED = (8, 8192)  # the reference shape of perm_fa2ref (--diag)
 WORKSPACE_BYTES = 128 << 20  # FlashInfer's workspace, as the suite gives it
 OLD = {"samples": 5, "iters": 20, "warmup": 3}  # the suite's time_cuda arguments
-BLOCKS = {"blocks": 8, "iters": 20, "warmup": 3}
+BLOCKS = dict(DECODE_BLOCKS)  # the suite's block timing
 
 
 def _key(shape: tuple[int, int]) -> str:

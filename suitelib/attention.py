@@ -26,6 +26,7 @@ __all__ = [
     "PAD_K",
     "PAD_V",
     "POOL_SPARE_SHARE",
+    "DECODE_BLOCKS",
     "time_decode_blocks",
 ]
 
@@ -217,18 +218,28 @@ def nan_filled_outputs(
 # than the requests need, so each block's page table also reaches pages the last one
 # left unused.
 POOL_SPARE_SHARE = 8  # spare pages: 1/8 of the requests' pages
+# Blocks of a decode shape: 8 placements, each 2 untimed and 8 timed calls (the median of
+# 8). Per fa2 shape 80 calls, against the first measurement's 103: the four fa2 shapes of
+# 8 or more requests add about 0.4 s on an H200 (their recorded latencies, 0.38-3.0 ms),
+# under a tenth of a warm `base-b-1gpu` run (10-13 s in the committed history).
+DECODE_BLOCKS = {"blocks": 8, "iters": 8, "warmup": 2}
 
 
 def time_decode_blocks(fi, workspace: torch.Tensor, lengths: Sequence[int], num_qo_heads: int,
                        num_kv_heads: int, head_dim: int, *, page_size: int = 16,
-                       tensor_cores: bool = False, blocks: int = 8, iters: int = 20,
-                       warmup: int = 3, reference=None):
+                       tensor_cores: bool = False, blocks: int | None = None,
+                       iters: int | None = None, warmup: int | None = None, reference=None):
     """Batch decode timed in blocks, each on a fresh page table over one pool (a
     :class:`suitelib.blocks.BlockTiming`): the requests of ``lengths`` move to other
     pages every block, so where one page table's pages landed in device memory is one
     block of the run, not the run. Block ``b`` uses ``PagedKV.reseated(b + 1)``: the
-    same page tables in every process, only their placement in memory differs."""
+    same page tables in every process, only their placement in memory differs.
+    ``blocks``, ``iters``, ``warmup``: ``DECODE_BLOCKS``'s where not given."""
     from suitelib.blocks import time_cuda_blocks  # local: CUDA work only
+
+    blocks = DECODE_BLOCKS["blocks"] if blocks is None else blocks
+    iters = DECODE_BLOCKS["iters"] if iters is None else iters
+    warmup = DECODE_BLOCKS["warmup"] if warmup is None else warmup
 
     need = sum(math.ceil(n / page_size) for n in lengths)
     pool = build_paged_kv(lengths, num_kv_heads=num_kv_heads, head_dim=head_dim,

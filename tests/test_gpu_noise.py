@@ -198,8 +198,10 @@ def test_the_decode_suite_records_block_latency_and_ratio_beside_its_old_keys(cp
     time_cuda = suite.time_cuda
     monkeypatch.setattr(suite, "time_cuda", lambda fn, **kw: time_cuda(fn, samples=2, iters=1,
                                                                          warmup=0))
-    monkeypatch.setitem(suite.BLOCKS, "iters", 1)
-    monkeypatch.setitem(suite.BLOCKS, "warmup", 0)
+    from suitelib import attention
+
+    monkeypatch.setitem(attention.DECODE_BLOCKS, "iters", 1)
+    monkeypatch.setitem(attention.DECODE_BLOCKS, "warmup", 0)
     fi = hardware.import_flashinfer()
     workspace = torch.zeros(1 << 16, dtype=torch.uint8, device="cuda")
     from suitelib.blocks import copy_reference
@@ -207,16 +209,16 @@ def test_the_decode_suite_records_block_latency_and_ratio_beside_its_old_keys(cp
     book = MetricBook()
     metrics = MetricsRecorder(book)
     request = types.SimpleNamespace(node=types.SimpleNamespace(user_properties=[]))
-    for shape, cores in (((8, 48), False), ((1, 32), False), ((8, 48), True)):
-        suite._decode_perf(fi, workspace, shape, cores, None, metrics, request)
-        suite._decode_blocks(fi, workspace, copy_reference(), shape, cores, metrics, request)
+    for shape in ((8, 48), (1, 32)):
+        suite._decode_perf(fi, workspace, shape, False, None, metrics, request)
+        suite._decode_blocks(fi, workspace, copy_reference(), shape, False, metrics, request)
     keys = sorted(book.metrics)
     assert keys == sorted([
-        *(f"attn/decode/{n}/b8_kv48/{k}" for n in ("fa2", "tensor_cores")
+        *(f"attn/decode/fa2/b8_kv48/{k}"
           for k in ("latency", "bandwidth", "blocks/latency", "blocks/vs_copy")),
         "attn/decode/fa2/b1_kv32/latency", "attn/decode/fa2/b1_kv32/bandwidth"])
     blocks = book.metrics["attn/decode/fa2/b8_kv48/blocks/latency"]
-    assert len(blocks.samples) == suite.BLOCKS["blocks"] == 8
+    assert len(blocks.samples) == attention.DECODE_BLOCKS["blocks"] == 8
     assert len(book.metrics["attn/decode/fa2/b8_kv48/blocks/vs_copy"].samples) == 8
     assert ("attn/decode/fa2/b8_kv48/blocks/copy_median_s"
             in dict(request.node.user_properties))
