@@ -20,6 +20,7 @@ from ci_register.planning.history_value import history_problem  # noqa: E402
 from ci_register.registered.catalog import CatalogError, Suite  # noqa: E402
 from ci_register.running.nox_sessions import (  # noqa: E402  # noqa: E402
     EXIT_INPUT,
+    LOCAL_HISTORY,
     default_sessions,
     install,
     mark_exit,
@@ -280,8 +281,12 @@ def jit_cache(session: nox.Session) -> None:
 
 @nox.session(name="history-browse", python=PYTHON)  # no tag: a server, never in `nox -t`
 def history_browse(session: nox.Session) -> None:
-    """Browse the metric history in datasette, read-only: -- [PATH] (default $GATES_HISTORY, else history.db)."""
-    path = session.posargs[0] if session.posargs else os.environ.get("GATES_HISTORY") or str(ROOT / "history.db")
+    """Browse the metric history in datasette, read-only: -- [PATH] (default: what gate-report reads)."""
+    # gate-report's default: $GATES_HISTORY; outside CI, the history local runs record
+    # into once one made it; else the committed history.db.
+    local = ROOT / LOCAL_HISTORY
+    path = session.posargs[0] if session.posargs else os.environ.get("GATES_HISTORY") or str(
+        local if not os.environ.get("CI") and local.is_file() else ROOT / "history.db")
     if path.lower().startswith(("postgresql://", "postgres://")):
         session.error("datasette browses SQLite files; for a PostgreSQL history use any SQL "
                       "dashboard on its report_* views (docs/fleet.md, section PostgreSQL)")

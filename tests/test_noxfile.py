@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 REPO = Path(__file__).resolve().parents[1]
 
 
@@ -54,3 +56,39 @@ def test_history_browse_names_a_history_that_is_no_path_without_its_password(tmp
     out = r.stdout + r.stderr
     assert r.returncode != 0 and "is a key=value connection string" in out, out[-2000:]
     assert "PWSECRET" not in out and "pip install" not in out
+
+
+def test_history_browse_opens_what_gate_report_reads(tmp_path, monkeypatch):
+    # Outside CI a run records into .gates/local-history.db; the browser opened the
+    # committed history.db instead (gate-report reads the local one once it exists).
+    sys.path.insert(0, str(REPO))
+    try:
+        import noxfile
+    finally:
+        sys.path.pop(0)
+    (tmp_path / ".gates").mkdir()
+    (tmp_path / ".gates" / "local-history.db").write_text("")
+    (tmp_path / "history.db").write_text("")
+    monkeypatch.setattr(noxfile, "ROOT", tmp_path)
+    monkeypatch.delenv("GATES_HISTORY", raising=False)
+
+    class Opened(Exception):
+        pass
+
+    class Session:
+        posargs: list[str] = []
+
+        def error(self, msg):
+            raise AssertionError(msg)
+
+        def install(self, *args):
+            pass
+
+        def run(self, *args, **kwargs):  # the first command names the file it opens
+            raise Opened(args[1])
+
+    for ci, want in (("", ".gates/local-history.db"), ("true", "history.db")):
+        monkeypatch.setenv("CI", ci)
+        with pytest.raises(Opened) as opened:
+            noxfile.history_browse(Session())
+        assert opened.value.args[0] == str(tmp_path / want)
