@@ -92,3 +92,11 @@ def test_history_browse_opens_what_gate_report_reads(tmp_path, monkeypatch):
         with pytest.raises(Opened) as opened:
             noxfile.history_browse(Session())
         assert opened.value.args[0] == str(tmp_path / want)
+
+
+def test_nox_l_opens_by_saying_what_these_sessions_are():
+    # It opened with "The doors: ...", the noxfile docstring's private metaphor.
+    r = subprocess.run([sys.executable, "-m", "nox", "-f", str(REPO / "noxfile.py"), "-l"], capture_output=True,
+                       text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.splitlines()[0].startswith("gpu-ci-gates' nox sessions: one per hardware suite"), r.stdout[:300]
