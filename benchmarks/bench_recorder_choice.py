@@ -10,7 +10,7 @@ says its record is incomplete, and *unsound* when it says nothing and misses it.
 
     python benchmarks/bench_recorder_choice.py --reps 5 --out benchmarks/results/bench_recorder_choice.md
 
-Needs coverage.py installed (``pip install coverage==7.17.3``); exits 2 without it.
+Needs coverage.py installed (``pip install -e .[bench]``: coverage==7.17.3); exits 2 without it.
 """
 
 from __future__ import annotations

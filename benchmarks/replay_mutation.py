@@ -245,8 +245,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--timeout", type=float, default=900)
     ap.add_argument("--json", type=Path, default=None)
     ap.add_argument("--out", type=Path, default=None)
-    ap.add_argument("--runs-from", type=Path, default=None)
+    ap.add_argument("--runs-from", type=Path, nargs="*", default=None)
     ap.add_argument("--plan-only", action="store_true", help="print which runs each change needs and stop")
+    ap.add_argument("--reverse", action="store_true", help="newest change first (a second worker on another --json)")
+    ap.add_argument("--no-new-runs", action="store_true",
+                    help="make no run: report the changes whose runs --runs-from holds, list the others as not replayed")
     a = ap.parse_args(argv)
     where = a.repo.parent if a.repo.name == ".git" else a.repo
     got_dir = subprocess.run(["git", "-C", str(where), "rev-parse", "--git-common-dir"], capture_output=True, text=True,
@@ -259,10 +262,11 @@ def main(argv: list[str] | None = None) -> int:
     catalog = load_catalog(a.catalog)
     config = parse_select(catalog.select, str(a.catalog), catalog_path="suites/catalog.toml", suites=catalog.suites)
     store: dict = {"base": {}, "planted": {}}
-    if a.runs_from and a.runs_from.exists():
-        got = json.loads(a.runs_from.read_text())
-        store["base"].update(got.get("base", {}))
-        store["planted"].update(got.get("planted", {}))
+    for src in a.runs_from or ():
+        if src.exists():  # several: the stores of workers that ran apart
+            got = json.loads(src.read_text())
+            store["base"].update(got.get("base", {}))
+            store["planted"].update(got.get("planted", {}))
 
     def save() -> None:
         if a.json:
@@ -285,12 +289,16 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
-        for ch in changes:
+        for ch in (changes[::-1] if a.reverse else changes):
             i, c, parent = ch["i"], ch["commit"], ch["parent"]
             row = {"commit": c[:10], "subject": rs.git(repo, "log", "-1", "--format=%s", c).strip()[:60],
                    "changed": len(ch["changed"]), "faults": sum(map(len, ch["plan"].values())),
                    "declared": ch["declared"] or "", "new_outside": [], "old_outside": [], "planted_run": ""}
             if ch["plan"] and not ch["declared"]:
+                if a.no_new_runs and parent not in store["base"]:
+                    row.update(share=None, planted_run="not replayed: no parent run in --runs-from")
+                    rows.append(row)
+                    continue
                 if parent not in store["base"]:
                     t0 = time.perf_counter()
                     store["base"][parent] = base_run(str(repo), parent, i - 1, str(a.catalog), a.timeout, tmp)
@@ -302,6 +310,8 @@ def main(argv: list[str] | None = None) -> int:
                 left = {(s_, p) for s_, p in sel["func_left"]}
                 if not left:
                     row["planted_run"] = "not needed: every (suite, file) kept"
+                elif a.no_new_runs and c not in store["planted"]:
+                    row.update(share=None, planted_run="not replayed: no planted run in --runs-from")
                 else:
                     if c not in store["planted"]:
                         store["planted"][c] = planted_run(str(repo), c, i, ch["plan"], str(a.catalog), a.timeout, tmp)
@@ -311,14 +321,14 @@ def main(argv: list[str] | None = None) -> int:
                         f"{s_}: {len(v['failed'])} failing" for s_, v in sorted(got["suites"].items()))
                     row["new_outside"], row["old_outside"] = failures_outside(got, base, left)
                     row["failing"] = sum(len(v["failed"]) for v in got["suites"].values())
-                print(f"{c[:10]} share {row['share']:.0%} {row['planted_run']} outside: {row['new_outside'][:3]}",
-                      file=sys.stderr)
+                print(f"{c[:10]} share {row['share'] if row['share'] is None else format(row['share'], '.0%')} "
+                      f"{row['planted_run']} outside: {row['new_outside'][:3]}", file=sys.stderr)
             else:
                 tree = Path(tmp) / f"s{i}"
                 rs.export(repo, c, tree)
                 regs, _ = registrations(tree, catalog)
                 est = {(s_, p): e for s_, p, e in regs}
-                sel = select_tests(scan(tree, config.package_roots), sorted({p for _, p, _ in regs}), ch["changed"],
+                sel = select_tests(scan(tree, config.package_roots, cache=rs._SCAN_CACHE), sorted({p for _, p, _ in regs}), ch["changed"],
                                    config)
                 total = sum(est.values())
                 row.update(share=sum(e for (s_, p), e in est.items() if sel.keeps(s_, p)) / total if total else 1.0,
@@ -326,6 +336,7 @@ def main(argv: list[str] | None = None) -> int:
                            planted_run="not needed: " + ("declared CI configuration" if ch["declared"] else "no fault"))
                 shutil.rmtree(tree, ignore_errors=True)
             rows.append(row)
+    rows.sort(key=lambda r: next(k for k, ch in enumerate(changes) if ch["commit"].startswith(r["commit"])))
     store["rows"] = rows
     save()
     text = report(rows, commits, argv)
@@ -336,6 +347,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def report(rows: list[dict], commits: list[str], argv: list[str]) -> str:
+    missing = [r for r in rows if r["share"] is None]
+    rows = [r for r in rows if r["share"] is not None]
     shares = [r["share"] for r in rows]
     apart = [r["share"] for r in rows if not r["declared"]]
     new = [(r["commit"], x) for r in rows for x in r["new_outside"]]
@@ -358,6 +371,8 @@ def report(rows: list[dict], commits: list[str], argv: list[str]) -> str:
         f"- **mean share of est_time kept: {statistics.fmean(shares):.1%}** over all {len(rows)} changes; "
         f"**{statistics.fmean(apart):.1%} over the {len(apart)} changes that touch no declared CI configuration** "
         f"({len(rows) - len(apart)} do: they run everything)",
+        *([f"- **not replayed** (their runs were not made in the time given): {len(missing)} changes "
+           f"({', '.join(r['commit'] for r in missing)})"] if missing else []),
         "",
         "| commit | subject | paths | faults | kept | planted run | outside |",
         "| --- | --- | ---: | ---: | ---: | --- | --- |",

@@ -51,6 +51,7 @@ CHILD = "import os, sys; sys.path.insert(0, os.getcwd()); import pkg.core; pkg.c
     "['nice', '-n', '1', sys.executable, '-E', '-c', CHILD]",
     "['sh', '-c', shlex.quote(sys.executable) + ' -I -c ' + shlex.quote(CHILD)]",
     "['bash', '-c', 'env -i PYTHONPATH=. ' + shlex.quote(sys.executable) + ' -c ' + shlex.quote(CHILD)]",
+    "['sh', '-c', 'PY=' + shlex.quote(sys.executable) + '; $PY -I -c ' + shlex.quote(CHILD)]",
 ])
 def test_a_child_python_that_starts_untraced_makes_the_record_incomplete(tmp_path, launch):
     if ("'bash'" in launch and not shutil.which("bash")) or ("'timeout'" in launch and not shutil.which("timeout")):

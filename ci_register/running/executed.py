@@ -412,6 +412,10 @@ def _shell_text(text: str, env: dict[str, str], folder: str, depth: int) -> str 
             continue
         if cmd[0] in ("source", "."):
             continue
+        if "$" in cmd[0]:  # `$PYTHON -I x.py`: the program is the variable's value
+            cmd = [*_expand(cmd[0], env).split(), *cmd[1:]]
+            if not cmd or "$" in cmd[0]:
+                return "a shell runs a program named by a variable it does not know"
         why = unseen_argv(cmd, local, folder, depth + 1)
         if why:
             return why
