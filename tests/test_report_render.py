@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import re
+import shlex
 import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -194,7 +196,7 @@ def test_a_wide_table_folds_into_the_width_and_keeps_every_cell():
     starts = [i for i, line in enumerate(lines) if not line.startswith(" ")]
     assert [lines[i].split("  ")[0] for i in starts] == ["verdict", "-" * 15, "FAIL regression", "pass"]
     for row, i in zip(rows, starts[2:], strict=True):  # every cell of each row, in order, on its lines
-        text = folded_row(lines, i)
+        text = folded_row(lines, i).replace(" \\ ", " ")  # a broken command's continuations
         words = [w for cell in row for w in cell.split()]
         assert text.split() == words or "".join(text.split()) == "".join(words), text
     assert grid(rows[1:], head, TEXT_WIDTH) == grid(rows[1:], head)  # a narrow table is as it was
@@ -218,3 +220,18 @@ def test_the_committed_historys_reports_fit_120_columns_with_a_ranges_verdicts_f
     assert titles[0].startswith("Verdicts (") and titles[1] == "Runs"  # a range: verdicts first
     titles = [line for line in one.splitlines() if line == "Runs" or line.startswith("Verdicts (")]
     assert titles[0] == "Runs"  # one run: its one-row table, then its verdicts
+
+
+def test_a_command_broken_to_fit_still_runs_as_one(tmp_path):
+    command = ("gate-report accept " + "serving/ttft_ms/" + "x" * 60 + " --suite base-b-1gpu --from b16c0cdded03 "
+               "--reason 'intended: faster/better by design (say why)'")
+    lines = grid([["k", "improvement", command]], ["metric", "verdict", "to accept as the new level"],
+                 TEXT_WIDTH).splitlines()
+    assert max(map(len, lines)) <= TEXT_WIDTH
+    start = next(i for i, line in enumerate(lines) if line.lstrip().startswith("gate-report accept serving"))
+    pasted = "\n".join(lines[start:])
+    assert pasted.count(" \\\n") == len(lines) - start - 1 >= 1  # every broken line continues
+    script = tmp_path / "paste.sh"
+    script.write_text("gate-report() { printf '%s\\n' \"$@\"; }\n" + pasted + "\n")
+    done = subprocess.run(["bash", str(script)], capture_output=True, text=True, timeout=30)
+    assert done.stdout.splitlines() == shlex.split(command)[1:], done.stdout + done.stderr

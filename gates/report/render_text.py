@@ -132,10 +132,16 @@ def _group_lines(cells: Sequence[str], widths: Sequence[int], group: int,
     if width is None or len(line) <= width:
         return [line]
     # One cell wider than a line (a long key or command): the others as they are, that
-    # cell broken at spaces where it can be, else at the line's end.
-    room = max(width - len(indent), 20)
-    return [indent + part for part in textwrap.wrap(line[len(indent):], room, break_on_hyphens=False,
-                                                    subsequent_indent="  ")] or [line]
+    # cell broken at spaces where it can be, else at the line's end. A command alone on
+    # its lines (the accept hint) ends each broken line with a shell continuation, so it
+    # still pastes as one command.
+    command = len(cells) == 1 and cells[0].startswith(_COMMANDS)
+    room = max(width - len(indent) - (2 if command else 0), 20)
+    parts = textwrap.wrap(line[len(indent):], room, break_on_hyphens=False, subsequent_indent="  ") or [line]
+    return [indent + part + (" \\" if command and i < len(parts) - 1 else "") for i, part in enumerate(parts)]
+
+
+_COMMANDS = ("gate-report ", "nox ", "python ")
 
 
 def sparkline(values: Sequence[float], width: int = SPARK_WIDTH) -> str:
