@@ -355,6 +355,16 @@ def spread_of_recorded(doc: dict[str, Any], min_runs: int = 3) -> list[str]:
             lines.append(f"| {key} | {gpu[:12]} | {len(runs)} | {1e3 * statistics.median(meds):.4f} ms"
                          f" | {100 * _cv(meds):.3f}% | "
                          f"{100 * statistics.median(_cv(r) for r in runs):.3f}% |")
+    lines += ["", "Each run's first sample over the median of its others (time under load):", "",
+              "| metric | runs | median | min | max | more than 0.5% under |",
+              "| --- | ---: | ---: | ---: | ---: | ---: |"]
+    for key, by in doc["keys"].items():
+        first = [r[0] / statistics.median(r[1:]) - 1 for runs in by.values() for r in runs
+                 if len(r) > 1]
+        if first:
+            lines.append(f"| {key} | {len(first)} | {100 * statistics.median(first):+.2f}% | "
+                         f"{100 * min(first):+.2f}% | {100 * max(first):+.2f}% | "
+                         f"{sum(f < -0.005 for f in first)} |")
     return lines
 
 

@@ -283,5 +283,7 @@ def test_spread_tabulates_recorded_runs_per_gpu(tmp_path, capsys):
     out = capsys.readouterr().out
     # Medians 1.0, 1.1, 1.1: SD 0.0577 over 1.1; a GPU with one run is left out.
     assert "| k/latency | GPU-aaaaaaaa | 3 | 1100.0000 ms | 5.249% |" in out and "GPU-b" not in out
+    # First samples over the rest: 1.0/1.0, 1.1/1.1, 1.0/1.2 -> 0, 0, -16.7%.
+    assert "| k/latency | 3 | +0.00% | -16.67% | +0.00% | 1 |" in out
     path.write_text("{}")
     assert gpu_noise.main(["spread", str(path)]) == 2
