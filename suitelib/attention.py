@@ -218,28 +218,32 @@ def nan_filled_outputs(
 # than the requests need, so each block's page table also reaches pages the last one
 # left unused.
 POOL_SPARE_SHARE = 8  # spare pages: 1/8 of the requests' pages
-# Blocks of a decode shape: 8 placements, each 2 untimed and 8 timed calls (the median of
-# 8). Per fa2 shape 80 calls, against the first measurement's 103: the four fa2 shapes of
-# 8 or more requests add about 0.4 s on an H200 (their recorded latencies, 0.38-3.0 ms),
-# under a tenth of a warm `base-b-1gpu` run (10-13 s in the committed history).
-DECODE_BLOCKS = {"blocks": 8, "iters": 8, "warmup": 2}
+# Blocks of a decode shape: 0.1 s of untimed calls first (at b64 kv32768 the recorded
+# runs' first 60 ms are a median 1.45% fast: benchmarks/results/gpu_noise.md), then 8
+# placements, each 2 untimed and 8 timed calls (the median of 8). Per fa2 shape 80 calls
+# and the 0.1 s: the four fa2 shapes of 8 or more requests add about 0.8 s on an H200
+# (their recorded latencies, 0.38-3.0 ms a call), under a tenth of a warm `base-b-1gpu`
+# run (10-13 s in the committed history).
+DECODE_BLOCKS = {"blocks": 8, "iters": 8, "warmup": 2, "settle_s": 0.1}
 
 
 def time_decode_blocks(fi, workspace: torch.Tensor, lengths: Sequence[int], num_qo_heads: int,
                        num_kv_heads: int, head_dim: int, *, page_size: int = 16,
                        tensor_cores: bool = False, blocks: int | None = None,
-                       iters: int | None = None, warmup: int | None = None, reference=None):
+                       iters: int | None = None, warmup: int | None = None,
+                       settle_s: float | None = None, reference=None):
     """Batch decode timed in blocks, each on a fresh page table over one pool (a
     :class:`suitelib.blocks.BlockTiming`): the requests of ``lengths`` move to other
     pages every block, so where one page table's pages landed in device memory is one
     block of the run, not the run. Block ``b`` uses ``PagedKV.reseated(b + 1)``: the
     same page tables in every process, only their placement in memory differs.
-    ``blocks``, ``iters``, ``warmup``: ``DECODE_BLOCKS``'s where not given."""
+    ``blocks``, ``iters``, ``warmup``, ``settle_s``: ``DECODE_BLOCKS``'s where not given."""
     from suitelib.blocks import time_cuda_blocks  # local: CUDA work only
 
     blocks = DECODE_BLOCKS["blocks"] if blocks is None else blocks
     iters = DECODE_BLOCKS["iters"] if iters is None else iters
     warmup = DECODE_BLOCKS["warmup"] if warmup is None else warmup
+    settle_s = DECODE_BLOCKS["settle_s"] if settle_s is None else settle_s
 
     need = sum(math.ceil(n / page_size) for n in lengths)
     pool = build_paged_kv(lengths, num_kv_heads=num_kv_heads, head_dim=head_dim,
@@ -255,4 +259,4 @@ def time_decode_blocks(fi, workspace: torch.Tensor, lengths: Sequence[int], num_
         return lambda: w.run(q, p.cache, out=out)
 
     return time_cuda_blocks(setup, reference=reference, blocks=blocks, iters=iters,
-                            warmup=warmup)
+                            warmup=warmup, settle_s=settle_s)

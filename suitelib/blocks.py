@@ -96,24 +96,36 @@ def run_blocks(
     blocks: int = 6,
     iters: int = 20,
     warmup: int = 3,
+    settle_s: float = 0.0,
     slowdown: float | None = None,
 ) -> BlockTiming:
     """``blocks`` samples of ``setup(b)()``'s median time, ``reference`` interleaved.
 
     ``measure`` times a list of calls (:func:`cpu_measure`, or CUDA events in
-    :func:`time_cuda_blocks`). ``slowdown``: the injected fault (default: the
-    environment's ``SUITELIB_INJECT_SLOWDOWN``), applied to the kernel's samples only.
+    :func:`time_cuda_blocks`). ``settle_s``: before the first block, the kernel runs
+    untimed until its calls add up to this many seconds, so that no block is timed
+    before the GPU has settled under the load (a memory-bound kernel can run fast for
+    its first tens of milliseconds: ``benchmarks/results/gpu_noise.md``). ``slowdown``:
+    the injected fault (default: the environment's ``SUITELIB_INJECT_SLOWDOWN``),
+    applied to the kernel's samples only.
     """
     _check(blocks, iters, warmup)
+    if settle_s < 0:
+        raise ValueError(f"settle_s={settle_s}: need 0 or more seconds")
     scale = 1.0 + (injected_slowdown() if slowdown is None else slowdown)
     samples: list[float] = []
     refs: list[float] = []
     first: float | None = None
     for b in range(blocks):
         fn = setup(b)
+        spent = 0.0
+        while b == 0 and spent < settle_s:
+            t = measure([fn] * 5)
+            first = t[0] if first is None else first
+            spent += sum(t)
         if warmup:
             t = measure([fn] * warmup)
-            if b == 0:
+            if first is None:
                 first = t[0]
         if reference is None:
             samples.append(scale * statistics.median(measure([fn] * iters)))
@@ -175,9 +187,10 @@ def time_cuda_blocks(
     blocks: int = 6,
     iters: int = 20,
     warmup: int = 3,
+    settle_s: float = 0.0,
 ) -> BlockTiming:
     """:func:`run_blocks` with CUDA events and an L2 flush before every timed call;
     ``reference`` defaults to a :func:`copy_reference` of ``COPY_BYTES``."""
     ref = reference if reference is not None else copy_reference()
     return run_blocks(setup, ref, measure=cuda_measure(), blocks=blocks, iters=iters,
-                      warmup=warmup)
+                      warmup=warmup, settle_s=settle_s)

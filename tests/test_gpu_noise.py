@@ -202,6 +202,7 @@ def test_the_decode_suite_records_block_latency_and_ratio_beside_its_old_keys(cp
 
     monkeypatch.setitem(attention.DECODE_BLOCKS, "iters", 1)
     monkeypatch.setitem(attention.DECODE_BLOCKS, "warmup", 0)
+    monkeypatch.setitem(attention.DECODE_BLOCKS, "settle_s", 0.0)
     fi = hardware.import_flashinfer()
     workspace = torch.zeros(1 << 16, dtype=torch.uint8, device="cuda")
     from suitelib.blocks import copy_reference

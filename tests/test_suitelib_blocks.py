@@ -93,6 +93,37 @@ def test_without_a_reference_there_are_samples_and_no_ratios():
     assert log == ["k"] * 4
 
 
+def test_the_kernel_settles_untimed_before_the_first_block_only():
+    # A kernel fast for its first 0.1 s (a GPU not yet settled under load): the settle
+    # phase absorbs it, and no later block runs it again.
+    log: list[str] = []
+    calls = [0]
+
+    class Settling(_Call):
+        def __call__(self) -> None:
+            super().__call__()
+            calls[0] += 1
+
+    fn = Settling("k", 0.02, log)
+    measure = _fake_measure()
+
+    def timed(calls_):
+        # The first 6 calls of the kernel take 0.01 s, the rest 0.02 s.
+        out = []
+        for c in calls_:
+            out.append(measure([c])[0] * (0.5 if c is fn and calls[0] <= 6 else 1.0))
+        return out
+
+    t = run_blocks(lambda b: fn, _Call("r", 0.01, log), measure=timed, blocks=3, iters=4,
+                   warmup=1, settle_s=0.1, slowdown=0.0)
+    assert t.samples == [0.02, 0.02, 0.02] and t.first_call_s == 0.01
+    # Settling: chunks of 5 until 0.1 s (0.05 + 0.08 after 10 calls); then per block 1
+    # warm-up and 4 timed calls.
+    assert log.count("k") == 10 + 3 * (1 + 4)
+    with pytest.raises(ValueError, match="settle_s"):
+        run_blocks(lambda b: fn, None, measure=timed, settle_s=-1.0)
+
+
 def test_bad_arguments_say_what_is_needed():
     for kw in ({"blocks": 0}, {"iters": 0}, {"warmup": -1}):
         with pytest.raises(ValueError, match="need blocks, iters >= 1"):

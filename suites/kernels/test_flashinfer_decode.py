@@ -70,7 +70,7 @@ def copy_ref():
 # Block timing (suitelib.blocks, issue 56) for the memory-bound fa2 shapes: each block a
 # fresh page table, a copy interleaved; recorded beside the suite's first measurement
 # under <key>/blocks/latency and <key>/blocks/vs_copy (suitelib.attention.DECODE_BLOCKS:
-# about 0.4 s a run). benchmarks/results/gpu_noise.md says what is measured of it.
+# about 0.8 s a run). benchmarks/results/gpu_noise.md says what is measured of it.
 BLOCKS_MIN_BATCH = 8
 
 
