@@ -95,7 +95,7 @@ def main(argv: list[str] | None = None) -> int:
         key = "kernel/case3/latency"
         for _ in range(args.repeat * 3):
             t0 = time.perf_counter()
-            series = h.metric_series(SUITES[0], key, FINGERPRINTS[0], limit=50)
+            series = h.baseline_reads.metric_series(SUITES[0], key, FINGERPRINTS[0], limit=50)
             reads.append(time.perf_counter() - t0)
         assert len(series) == 50, len(series)
         plan = h.conn.execute(

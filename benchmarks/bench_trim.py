@@ -134,7 +134,7 @@ def run(seeds: list[int], runs: int) -> list[dict[str, float]]:
             path = Path(tmp) / "h.db"
             truth = make_history(path, seed=seed, runs=runs)
             with open_history(path, create=False, readonly=True) as h:
-                rows = h.trim_rows()
+                rows = h.report_reads.trim_rows()
         rep = analyse(build_input(rows, gpus={SUITE: 4}, nightly=[SUITE]))
         out.append(score(rep, truth) | {"seed": seed})
     return out

@@ -26,17 +26,17 @@ def main() -> None:
     ap.add_argument("--grep", default="", help="only metric keys containing this")
     args = ap.parse_args()
     h = open_history(args.history, create=False, readonly=True)
-    runs = [r for r in reversed(h.top_level_runs(suite=args.suite)) if r["status"] == "complete"]
+    runs = [r for r in reversed(h.report_reads.top_level_runs(suite=args.suite)) if r["status"] == "complete"]
     print(f"{args.suite}: {len(runs)} complete run(s) in {args.history}")
     ids = [r["run_id"] for r in runs]
     seconds: dict[str, float] = {}
-    for t in h.first_attempt_totals(ids):
+    for t in h.report_reads.first_attempt_totals(ids):
         seconds[t["run_id"]] = seconds.get(t["run_id"], 0.0) + (t["s"] or 0.0)
     for r in runs:
         print(f"  run {r['run_id'][:12]} {r['started_at'][:19]} {r['fingerprint']}: "
               f"tests {seconds.get(r['run_id'], 0.0):.1f} s")
     order = {rid: i for i, rid in enumerate(ids)}
-    rows = sorted((m for m in h.metric_summaries(ids) if args.grep in m["key"]),
+    rows = sorted((m for m in h.report_reads.metric_summaries(ids) if args.grep in m["key"]),
                   key=lambda m: (m["key"], order[m["run_id"]]))
     by: dict[str, list[float]] = {}
     unit: dict[str, str] = {}

@@ -176,7 +176,7 @@ def test_merged_shards_keep_the_entries_their_runs_carried(tmp_path):
         merge_histories([shard], base)  # idempotent
     with open_history(base) as h:
         [acc] = h.acceptances()
-        assert set(h.acceptance_runs(acc["id"])) == {"s-run030", "s-run031"}
+        assert set(h.baseline_reads.acceptance_runs(acc["id"])) == {"s-run030", "s-run031"}
         v = evaluate_run(h, add_run(h, 32, 1.10, rng), acceptances=[entry]).verdicts[0]
     assert v.verdict == "insufficient-history" and v.n_baseline == 2
 

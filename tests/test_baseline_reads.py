@@ -55,7 +55,7 @@ def _bulk(h, run, keys):
     ids: dict[str, list[str]] = {}
     hosts: dict[str, str | None] = {}
     seen: dict[str, set[str] | None] = {}
-    out = baselines.bulk_baselines(h, run, set(keys), {rid}, NEED, ids_out=ids,
+    out = baselines.bulk_baselines(h.baseline_reads, run, set(keys), {rid}, NEED, ids_out=ids,
                                    hosts_out=hosts, units_out=seen)
     return out, ids, hosts, seen
 
@@ -79,7 +79,7 @@ def test_every_key_in_every_run_is_one_statement(h, filtered):
     assert set(hosts) == set(ids["k00"]) and seen == {k: {"ms"} for k in KEYS}
     run = h.run(rid)
     for key in ("k00", "k39"):
-        ref = baselines.baseline_runs(h, "s", key, run["fingerprint"], run, {rid})
+        ref = baselines.baseline_runs(h.baseline_reads, "s", key, run["fingerprint"], run, {rid})
         assert [r["run_id"] for r in ref][-NEED:] == ids[key]
         probe = np.array([1.0, 1.01, 0.99])
         want = stats.summarize([r["samples"] for r in ref], probe)
@@ -95,7 +95,7 @@ def test_keys_recorded_in_some_runs_only_take_a_second_statement(h, filtered):
     _, ids, _, seen = _bulk(h, run, [*KEYS, "odd", "new"])
     assert len(sent) == 2, sent
     for key in ("odd", "new"):
-        ref = baselines.baseline_runs(h, "s", key, run["fingerprint"], run, {rid})
+        ref = baselines.baseline_runs(h.baseline_reads, "s", key, run["fingerprint"], run, {rid})
         assert ids[key] == [r["run_id"] for r in ref][-NEED:] and seen[key] == {"ms"}
     assert len(ids["odd"]) == 35 and len(ids["new"]) == 5  # all they have: fewer than NEED
 

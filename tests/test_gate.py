@@ -116,11 +116,11 @@ def test_a_transient_leaves_later_baselines_its_rerun(h):
     assert h.verdicts(b)[0]["detail"]["transient"] is True
     c = add_run(h, 102, {"lat": lat(rng)})
     run = h.run(c)
-    one = baselines.baseline_runs(h, "s", "lat", run["fingerprint"], run, {c})
+    one = baselines.baseline_runs(h.baseline_reads, "s", "lat", run["fingerprint"], run, {c})
     assert one[-1]["run_id"] == a and list(one[-1]["samples"]) == list(clean[0])
     assert one[-1]["standin"] and not any(r.get("standin") for r in one[:-1])
     standins: set[str] = set()
-    bulk = baselines.bulk_baselines(h, run, {"lat"}, {c}, 50, standins_out=standins)["lat"]
+    bulk = baselines.bulk_baselines(h.baseline_reads, run, {"lat"}, {c}, 50, standins_out=standins)["lat"]
     assert bulk.summaries[-1] == stats.run_summary(clean[0])
     assert list(bulk.recent[-1]) == list(clean[0])
     assert standins == {"lat"}  # the newest baseline run stands in: the judge is told
@@ -133,7 +133,7 @@ def test_a_transient_leaves_later_baselines_its_rerun(h):
     f = add_run(h, 105, {"lat": lat(rng)})
     run = h.run(f)
     standins = set()
-    assert baselines.bulk_baselines(h, run, {"lat"}, {f}, 50,
+    assert baselines.bulk_baselines(h.baseline_reads, run, {"lat"}, {f}, 50,
                                     standins_out=standins)["lat"].summaries[-1] > 1.15
     assert standins == set()  # the stand-in is no longer the newest run
 
@@ -387,11 +387,11 @@ def test_bulk_baselines_summarise_bit_for_bit_like_the_per_metric_path(h):
         gone))
     keys = {"lat", "tp", "one", "pooled", "sparse", "ragged"}
     need = stats.DEFAULTS.window + max(stats.DEFAULTS.windows)
-    bulk = baselines.bulk_baselines(h, run, keys, {new}, need)
+    bulk = baselines.bulk_baselines(h.baseline_reads, run, keys, {new}, need)
     assert isinstance(bulk["ragged"], stats.Summarized) and isinstance(bulk["pooled"], list)
     probe = np.array([1.0, 1.2, 0.9, 1.1])
     for key in sorted(keys):
-        base = baselines.baseline_runs(h, "s", key, run["fingerprint"], run, {new})
+        base = baselines.baseline_runs(h.baseline_reads, "s", key, run["fingerprint"], run, {new})
         one = stats.summarize([r.get("samples") or [r["median"]] for r in base], probe)
         got = stats.summarize(bulk[key], probe)
         assert np.array_equal(got[0], one[0]) and got[1:] == one[1:], key
@@ -593,9 +593,9 @@ def test_unheld_confirm_reruns_of_a_recent_run_join_the_next_confirm(h):
     assert h.verdicts(c1)[0]["verdict"] == "pass"
     # What is carried: chains with two or more reruns of the key (run110 has one so far).
     from gates.store.baselines import unheld_chains
-    assert unheld_chains(h, "s", "lat", ["run099", "run100", "run110"]) == [
+    assert unheld_chains(h.baseline_reads, "s", "lat", ["run099", "run100", "run110"]) == [
         ("run100", ["run101", "run102"])]
-    assert unheld_chains(h, "s", "other", ["run100"]) == []
+    assert unheld_chains(h.baseline_reads, "s", "other", ["run100"]) == []
     c2 = add_run(h, 112, {"lat": _const(1.010)}, confirm_of=b2)
     for bulk in (True, False):
         [v] = evaluate_run(h, c2, save=False, bulk=bulk).verdicts
@@ -640,7 +640,7 @@ def test_a_rerun_beyond_a_heavy_baseline_is_corroborated_by_the_next(h):
     [vc] = evaluate_run(h, c).verdicts
     assert vc.verdict == "pass" and "ranks p" in vc.message and "held at <= 0.4" in vc.message
     # ... and that unheld chain is not a sequential confirm's sample to carry.
-    assert unheld_chains(h, "s", "lat", [a]) == []
+    assert unheld_chains(h.baseline_reads, "s", "lat", [a]) == []
     # One that leans bad (+21%, beyond the slow mode too) holds it.
     c2 = add_run(h, 103, {"lat": _const(1.21)}, confirm_of=b)
     [vc2] = evaluate_run(h, c2, save=False).verdicts
@@ -715,13 +715,13 @@ def test_a_run_its_gate_never_judged_is_no_baseline_on_either_path(h):
             gate_mode="enforce")
     new = add_run(h, 50, {"lat": lat(rng, level=1.3)})
     run = h.run(new)
-    base = baselines.baseline_runs(h, "s", "lat", run["fingerprint"], run, {new})
+    base = baselines.baseline_runs(h.baseline_reads, "s", "lat", run["fingerprint"], run, {new})
     ids = [r["run_id"] for r in base]
     assert ids[-2:] == [judged, off] and len(ids) == 32 and not set(ids) & set(never)
     need = stats.DEFAULTS.window + max(stats.DEFAULTS.windows)
-    bulk = baselines.bulk_baselines(h, run, {"lat"}, {new}, need, ids_out=(got := {}))
+    bulk = baselines.bulk_baselines(h.baseline_reads, run, {"lat"}, {new}, need, ids_out=(got := {}))
     assert got["lat"] == ids[-need:]
     assert isinstance(bulk["lat"], stats.Summarized)
-    assert [r.run_id for r in h.confirm_links("s", ["run029"])] == []
+    assert [r.run_id for r in h.baseline_reads.confirm_links("s", ["run029"])] == []
     verdicts = _same_both_ways(h, new)
     assert [(v.verdict, v.n_baseline) for v in verdicts] == [("regression", 32)]

@@ -88,7 +88,7 @@ def test_started_run_is_incomplete_and_never_a_baseline(h):
     h.start_run(p)
     assert h.run(p.run_id)["status"] == "incomplete"
     record(h, 2)
-    assert [r["run_id"] for r in h.metric_series("s", "k", "gpu-a")] == ["run002"]
+    assert [r["run_id"] for r in h.baseline_reads.metric_series("s", "k", "gpu-a")] == ["run002"]
     assert h.file_durations("s", "gpu-a") == {"suites/a/test_a.py": [1.0],
                                              "suites/b/test_b.py": [2.0]}
 
@@ -100,7 +100,7 @@ def test_interrupted_session_is_kept_but_not_a_baseline(h):
                            [("t.py::a", metric)], None, exit_status=2))
     assert h.run(p.run_id)["status"] == "interrupted"
     assert h.metrics(p.run_id)[0]["samples"] == [1.0]
-    assert h.metric_series("s", "k", "gpu-a") == []
+    assert h.baseline_reads.metric_series("s", "k", "gpu-a") == []
     assert h.file_durations("s", "gpu-a") == {}
 
 
@@ -154,14 +154,14 @@ def test_metric_series_newest_first_filtered(h):
     record(h, 8, fp="gpu-b")
     record(h, 9, suite="other")
     record(h, 10, key="other-key")
-    series = h.metric_series("s", "k", "gpu-a", limit=5)
+    series = h.baseline_reads.metric_series("s", "k", "gpu-a", limit=5)
     assert [r["run_id"] for r in series] == ["run007", "run006", "run005", "run004", "run003"]
     assert series[0]["samples"] == [7.0] and series[0]["commit"] == prov(7).commit
     assert {"run_id", "commit", "started_at", "samples", "n", "unit", "better",
             "nodeid"} <= set(series[0])
-    assert [r["run_id"] for r in h.metric_series("s", "k", "gpu-a", exclude_run_id="run007",
+    assert [r["run_id"] for r in h.baseline_reads.metric_series("s", "k", "gpu-a", exclude_run_id="run007",
                                                  limit=1)] == ["run006"]
-    assert len(h.metric_series("s", "k", None, limit=100)) == 8
+    assert len(h.baseline_reads.metric_series("s", "k", None, limit=100)) == 8
 
 
 def test_series_query_walks_the_index_without_sorting(tmp_path):
@@ -169,7 +169,7 @@ def test_series_query_walks_the_index_without_sorting(tmp_path):
     record(h, 1)
     statements: list[str] = []
     h.conn.set_trace_callback(statements.append)
-    h.metric_series("s", "k", "gpu-a")
+    h.baseline_reads.metric_series("s", "k", "gpu-a")
     h.conn.set_trace_callback(None)
     [sql] = [q for q in statements if "FROM metrics m JOIN runs" in q]
     plan = " ".join(row[-1] for row in h.conn.execute("EXPLAIN QUERY PLAN " + sql))
@@ -182,13 +182,13 @@ def test_untrusted_runs_are_not_baselines_but_stay(h):
         record(h, i, commit=f"deadbee{i}" if i == 2 else None)
     changed = h.set_trust(commit="deadbee2", trusted=False, reason="broken runner")
     assert changed == ["run002"]
-    assert [r["run_id"] for r in h.metric_series("s", "k", "gpu-a")] == ["run003", "run001"]
-    assert len(h.metric_series("s", "k", "gpu-a", trusted_only=False)) == 3
+    assert [r["run_id"] for r in h.baseline_reads.metric_series("s", "k", "gpu-a")] == ["run003", "run001"]
+    assert len(h.baseline_reads.metric_series("s", "k", "gpu-a", trusted_only=False)) == 3
     assert "suites/a/test_a.py" in h.file_durations("s", "gpu-a")
     assert len(h.file_durations("s", "gpu-a")["suites/a/test_a.py"]) == 2
     assert h.run("run002")["trust_reason"] == "broken runner"
     h.set_trust(run_ids="run002", trusted=True, reason="runner fixed")  # a bare id works
-    assert len(h.metric_series("s", "k", "gpu-a")) == 3
+    assert len(h.baseline_reads.metric_series("s", "k", "gpu-a")) == 3
     assert [(e["run_id"], e["trusted"]) for e in h.trust_log()] == [
         ("run002", 0), ("run002", 1)]
 
@@ -471,7 +471,7 @@ def test_baseline_near_reads_the_newest_runs_and_far_the_rest(h):
         "UPDATE metric_rows SET median = NULL WHERE id = "
         "(SELECT id FROM metrics WHERE run_id = 'run003')"))
     keys = ["absent", "k", "other"]
-    near = h.baseline_near("s", "gpu-a", "run007", "", ["run006"], keys, need=2, recent=1)
+    near = h.baseline_reads.baseline_near("s", "gpu-a", "run007", "", ["run006"], keys, need=2, recent=1)
     # The runs from the edge on: the window read, never every run of the suite.
     assert [r.run_id for r in sorted(near.runs, key=lambda r: r.started_at)] == [
         f"run00{i}" for i in range(4, 7)]
@@ -483,7 +483,7 @@ def test_baseline_near_reads_the_newest_runs_and_far_the_rest(h):
     assert list(near.samples) == [newest] and list(near.samples[newest]) == [5.0, 6.0]
     assert {r.run_id for r in near.runs if r.hardware} == {"run004", "run005"}
     assert near.transients == {} and near.standins == []
-    far = h.baseline_far("s", "gpu-a", "run007", near.edge, keys, ["k", "other"],
+    far = h.baseline_reads.baseline_far("s", "gpu-a", "run007", near.edge, keys, ["k", "other"],
                          [newest], limit=2)
     rows = sorted(zip(far.rows.ids.tolist(), far.rows.keys.tolist(),
                       far.rows.medians.tolist(), strict=True))
@@ -493,7 +493,7 @@ def test_baseline_near_reads_the_newest_runs_and_far_the_rest(h):
     assert list(far.samples[newest]) == [5.0, 6.0] and list(far.samples[firsts[0]]) == [2.0, 3.0]
     assert len(far.hardware) == 2 and all(far.hardware.values())
     assert sorted(r.run_id for r in far.runs) == ["run002", "run003"]  # the far rows' runs
-    assert h.baseline_far("s", "gpu-a", "run007", "", keys, ["k"], [], limit=2).rows.ids.size == 0
+    assert h.baseline_reads.baseline_far("s", "gpu-a", "run007", "", keys, ["k"], [], limit=2).rows.ids.size == 0
 
 
 @pytest.mark.parametrize(("sqlite_says", "fix"), [

@@ -76,7 +76,7 @@ def test_eight_processes_append_without_losing_a_run(store_location: Path | str)
         # metric ids were assigned under the write lock: every metric owns its 5 samples
         assert h.conn.execute("SELECT count(*) FROM metric_rows "
                               "WHERE length(samples) != 5 * 8").fetchone()[0] == 0
-        assert len(h.metric_series("s", "m/3", "cpu", limit=100)) == WRITERS * RUNS_EACH
+        assert len(h.baseline_reads.metric_series("s", "m/3", "cpu", limit=100)) == WRITERS * RUNS_EACH
         h.check()
 
 
@@ -126,7 +126,7 @@ def test_sigkill_inside_the_write_leaves_run_incomplete(store_location: Path | s
         assert h.run("killed")["status"] == "incomplete"
         assert h.tests("killed") == [] and h.metrics("killed") == []
         assert h.run("w0-r0")["status"] == "complete"
-        assert h.metric_series("s", "m", "cpu") == []  # incomplete is never a baseline
+        assert h.baseline_reads.metric_series("s", "m", "cpu") == []  # incomplete is never a baseline
         more = _record(0, 1)  # the file still takes writes
         h.start_run(more.provenance)
         h.record_run(more)

@@ -312,7 +312,7 @@ def test_snapshot_of_a_database_reads_as_the_files(tmp_path, pg_url):
         ids = c.run_ids()
         assert 20 <= len(ids) < 61 and b.run_ids() == ids and "conf" in ids
         assert all(b.export_run(r) == c.export_run(r) for r in ids)
-        assert b.snapshot_run_ids() == set(ids)
+        assert b.fleet_sql.snapshot_run_ids() == set(ids)
     with pytest.raises(HistoryError, match="exists"):
         make_snapshot(pg_url, tmp_path / "b.db", [SUITE])
     assert main(["snapshot", "--history", pg_url, "--suite", SUITE,
@@ -329,7 +329,7 @@ def test_prune_on_a_database_drops_what_the_file_drops(tmp_path, pg_url):
     for where in (path, pg_url):
         with open_history(where) as h:
             deleted = apply_prune(h, plan_prune(h, keep_runs=20))
-            out.append((h.run_ids(), h.counts(), {k: v for k, v in deleted.items()
+            out.append((h.run_ids(), h.fleet_sql.counts(), {k: v for k, v in deleted.items()
                                                   if k != "texts"}))
     assert out[0] == out[1] and out[0][2]["runs"] > 0
     assert main(["prune", "--history", pg_url, "--keep-runs", "10", "--apply"]) == 0

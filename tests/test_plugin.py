@@ -173,7 +173,7 @@ def test_two_sessions_make_two_runs(suite: pytest.Pytester):
     with open_history(suite.path / "h.db") as h:
         runs = h.runs()
         assert len(runs) == 2 and runs[0]["run_id"] != runs[1]["run_id"]
-        assert len(h.metric_series("cpu", "decode/latency", runs[0]["fingerprint"])) == 2
+        assert len(h.baseline_reads.metric_series("cpu", "decode/latency", runs[0]["fingerprint"])) == 2
         assert list(h.file_durations("cpu", runs[0]["fingerprint"])) == ["suites/test_suite.py"]
 
 

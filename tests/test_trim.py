@@ -91,7 +91,7 @@ def test_too_few_runs_judges_nothing():
 def test_generated_nightly_history_finds_every_planted_case(tmp_path):
     truth = make_history(tmp_path / "h.db", seed=7, runs=30, variants=7, twin_variants=2, dead_variants=2)
     with open_history(tmp_path / "h.db", create=False, readonly=True) as h:
-        rows = h.trim_rows()
+        rows = h.report_reads.trim_rows()
     rep = analyse(build_input(rows, gpus={SUITE: 4}, nightly=[SUITE]))
     got = score(rep, truth)
     assert got["twins_found"] == 1.0 and got["dead_found"] == 1.0 and got["nodes_found"] == 1.0

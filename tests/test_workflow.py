@@ -175,7 +175,7 @@ def test_a_replaced_report_jobs_runs_are_merged_by_the_next_one(wf, tmp_path):
         assert done.returncode == 0, done.stderr
         out += done.stdout + done.stderr
     with open_history(main) as h:
-        assert sorted(r["run_id"] for r in h.top_level_runs()) == ["run-0", "run-3", "run-5"]
+        assert sorted(r["run_id"] for r in h.report_reads.top_level_runs()) == ["run-0", "run-3", "run-5"]
     assert "::warning::not merged: earlier/104/shard-s-1-of-1/shard-s.db" in out
     assert "earlier/102" not in out and not (work / "earlier" / "102").exists()
 

@@ -113,7 +113,7 @@ def accept(args: argparse.Namespace) -> int:
                              "give a commit that exists (git log --oneline), from --root's "
                              "checkout")
         suites = [args.suite] if args.suite else [
-            s for s in history.suite_names()
+            s for s in history.report_reads.suite_names()
             if any(fnmatch.fnmatchcase(k, args.key) for k in history.metric_keys(s))]
         row = history.add_acceptance(args.key, reason=args.reason, who=args.who or who(),
                                      from_commit=args.commit, suite=args.suite, test=args.test)

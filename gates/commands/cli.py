@@ -195,7 +195,7 @@ def _trim(args: argparse.Namespace) -> int:
     except (ImportError, ValueError):
         pass  # no catalog here: GPU counts from the fingerprint, rates from the runs
     with open_history_arg(args.history) as h:
-        rows = h.trim_rows(args.suite, since)
+        rows = h.report_reads.trim_rows(args.suite, since)
     if not rows["runs"]:
         raise UsageError(f"no trusted complete run{' of suite ' + repr(args.suite) if args.suite else ''} "
                           f"since {since[:19]}; widen --since")

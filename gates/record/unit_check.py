@@ -40,9 +40,10 @@ def unit_conflicts(history: History, suite: str, run_units: Mapping[str, Iterabl
     (``gates.store.gate_inputs.unit_facts``).
     """
     wide = (seen if seen is not None else
-            history.units_of_keys([r for ids in base_ids.values() for r in ids], suite,
-                                  list(run_units)))
-    return conflicts(run_units, wide, unit_facts(history, suite, run_units, base_ids, wide))
+            history.baseline_reads.units_of_keys([r for ids in base_ids.values() for r in ids],
+                                                 suite, list(run_units)))
+    return conflicts(run_units, wide, unit_facts(history.baseline_reads, suite, run_units,
+                                                 base_ids, wide))
 
 
 def conflicts(run_units: Mapping[str, Iterable[str]],

@@ -66,7 +66,7 @@ def parse_since(text: str, now: dt.datetime | None = None, option: str = "--sinc
 
 
 def _known_suites(h: History) -> str:
-    return ", ".join(h.suite_names()) or "none (the history is empty; run a suite first)"
+    return ", ".join(h.report_reads.suite_names()) or "none (the history is empty; run a suite first)"
 
 
 def select_runs(h: History, *, run: str | None = None, suite: str | None = None,
@@ -92,7 +92,7 @@ def select_runs(h: History, *, run: str | None = None, suite: str | None = None,
     if run:
         if len(run) < 6:
             raise ReportInputError(f"--run {run!r}: give at least 6 characters of the run id")
-        rows = h.runs_by_id_prefix(run)
+        rows = h.report_reads.runs_by_id_prefix(run)
         exact = [r for r in rows if r["run_id"] == run]
         rows = exact or rows
         if not rows:
@@ -107,7 +107,7 @@ def select_runs(h: History, *, run: str | None = None, suite: str | None = None,
         return [dict(rows[0])], "run"
 
     if since:
-        found = h.top_level_runs(suite=suite, since=since, limit=limit)
+        found = h.report_reads.top_level_runs(suite=suite, since=since, limit=limit)
         if not found:
             raise ReportInputError(
                 f"{h.path}: no run{' of suite ' + repr(suite) if suite else ''} since "
@@ -118,7 +118,7 @@ def select_runs(h: History, *, run: str | None = None, suite: str | None = None,
     for column, value in (("ci_url", (anchor or {}).get("ci_url")),
                           ("commit", (anchor or {}).get("commit"))):
         if value and not newest_run:
-            newest_run = h.top_level_runs(suite=suite, limit=1, **{column: value})
+            newest_run = h.report_reads.top_level_runs(suite=suite, limit=1, **{column: value})
     if not newest_run and anchor and not fall_back:
         where = " or ".join(f"{name} {str(value)[:80]}" for name, value in
                             (("CI run", anchor.get("ci_url")),
@@ -130,10 +130,10 @@ def select_runs(h: History, *, run: str | None = None, suite: str | None = None,
     if not newest_run:
         limit_at = (dt.datetime.fromisoformat(now) if now else dt.datetime.now(dt.UTC)) \
             + dt.timedelta(hours=1)
-        newest_run = h.top_level_runs(suite=suite, limit=1,
+        newest_run = h.report_reads.top_level_runs(suite=suite, limit=1,
                                       until=limit_at.isoformat(timespec="microseconds"))
     if not newest_run:
-        newest_run = h.top_level_runs(suite=suite, limit=1)
+        newest_run = h.report_reads.top_level_runs(suite=suite, limit=1)
     if not newest_run:
         what = f"of suite {suite!r}" if suite else "at all"
         raise ReportInputError(f"{h.path}: no run {what}; suites here: {_known_suites(h)}")
@@ -143,7 +143,7 @@ def select_runs(h: History, *, run: str | None = None, suite: str | None = None,
     # "The latest run" of a CI workflow is every suite shard of the newest commit
     # (after `gate-report merge`): the newest run per (suite, shard) of that commit.
     newest: dict[tuple[Any, ...], dict[str, Any]] = {}
-    for r in h.top_level_runs(suite=suite, commit=head["commit_sha"]):
+    for r in h.report_reads.top_level_runs(suite=suite, commit=head["commit_sha"]):
         newest.setdefault((r["suite"], r.get("shard_index"), r.get("shard_count")), dict(r))
     out = sorted(newest.values(), key=lambda r: (r["suite"], r.get("shard_index") or 1))
     return out + not_recorded_shards(out), "run"
@@ -194,7 +194,7 @@ def load_report_input(h: History, runs: list[dict[str, Any]], *, scope: str = "r
     # it, so the second rerun is a rerun of the first (chain order: parents first).
     confirms: dict[str, list[dict[str, Any]]] = {}
     root = {rid: rid for rid in ids}
-    for r in h.confirm_runs_of(ids):
+    for r in h.report_reads.confirm_runs_of(ids):
         top = root.get(r["confirm_of"] or "")
         if top is not None:
             root[r["run_id"]] = top
@@ -203,16 +203,16 @@ def load_report_input(h: History, runs: list[dict[str, Any]], *, scope: str = "r
 
     counts: dict[str, dict[str, int]] = {}
     seconds: dict[str, float] = {}
-    for r in h.first_attempt_totals(ids):
+    for r in h.report_reads.first_attempt_totals(ids):
         counts.setdefault(r["run_id"], {})[r["outcome"]] = r["n"]
         seconds[r["run_id"]] = seconds.get(r["run_id"], 0.0) + (r["s"] or 0.0)
 
     plans: dict[str, list[dict[str, Any]]] = {}
-    for p in h.plan_files_of(ids):
+    for p in h.report_reads.plan_files_of(ids):
         plans.setdefault(p["run_id"], []).append(dict(p))
 
-    metrics: list[dict[str, Any]] = [dict(m) for m in h.metric_summaries(ids)]
-    verdicts: list[dict[str, Any]] = [dict(v) for v in h.verdicts_of(ids + confirm_ids)]
+    metrics: list[dict[str, Any]] = [dict(m) for m in h.report_reads.metric_summaries(ids)]
+    verdicts: list[dict[str, Any]] = [dict(v) for v in h.report_reads.verdicts_of(ids + confirm_ids)]
 
     # Trends: two queries per (suite, hardware) group of the reported runs.
     series: dict[tuple[str, str, str], dict[str, list[Any]]] = {}
@@ -246,12 +246,12 @@ def _series(h: History, suite: str, fp: str, keys: set[str], *, upper: str, lowe
     over its shards' runs), then their metric medians by run id (an index range, no
     sort of the metrics table); raw tuples, not dicts: a report may read a million.
     """
-    run_rows = h.trend_runs(suite, fp, upper=upper, lower=lower, limit=points * max(1, shards))
+    run_rows = h.report_reads.trend_runs(suite, fp, upper=upper, lower=lower, limit=points * max(1, shards))
     order = {r[0]: i for i, r in enumerate(reversed(run_rows))}  # oldest first
     info = {r[0]: r for r in run_rows}
     per_key: dict[str, list[tuple[int, float]]] = {k: [] for k in keys}
     # A key recorded by two tests of one run is folded below (their mean, like avg()).
-    for key, run_id, median in h.first_attempt_medians(list(info)):
+    for key, run_id, median in h.report_reads.first_attempt_medians(list(info)):
         slot = per_key.get(key)
         if slot is not None:
             slot.append((order[run_id], median))
@@ -310,14 +310,14 @@ def load_health_input(h: History, suite: str, *, window: int = 20,
                       registrations: list[dict[str, Any]] | None = None,
                       until: str | None = None) -> dict[str, Any]:
     """Rows for `gates.report.health.analyse` over the last `window` runs of `suite`."""
-    runs = h.health_runs(suite, window=window, until=until)
+    runs = h.report_reads.health_runs(suite, window=window, until=until)
     ids = [r["run_id"] for r in runs]
-    all_runs = runs + h.health_confirm_runs(ids)
-    tests = h.test_rows_of([r["run_id"] for r in all_runs])
-    plan_files = h.planned_est_times(ids)
+    all_runs = runs + h.report_reads.health_confirm_runs(ids)
+    tests = h.report_reads.test_rows_of([r["run_id"] for r in all_runs])
+    plan_files = h.report_reads.planned_est_times(ids)
     fingerprint = runs[0]["fingerprint"] if runs else None
     durations = h.file_durations(suite, fingerprint, limit=15) if fingerprint else {}
-    ever = h.paths_ever_run(suite)
+    ever = h.report_reads.paths_ever_run(suite)
     return {
         "suite": suite, "fingerprint": fingerprint, "runs": all_runs, "tests": tests,
         "plan_files": plan_files, "durations": durations, "registrations": registrations,

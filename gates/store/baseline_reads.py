@@ -1,4 +1,11 @@
-"""The store's reads for the gate's baselines (`gates.store.baselines` assembles them).
+"""The gate's reads: everything one judgement reads, each with its SQL.
+
+`gates.store.gate_inputs.read_gate_inputs` reads a run's `GateInputs` through this
+reader alone (`History.baseline_reads`; plus the one write that logs the acceptance
+entries the run carried): the run, its metric rows, stored declarations and
+verdicts, the acceptances and the runs they keep, the confirm chain, and the
+baselines (`gates.store.baselines` assembles them). It holds the history's
+connection, not the history: a judgement's read is one visit to the store.
 
 Bulk reads: a 1,000-metric run against 200-run histories reads its baselines in
 one statement (`BaselineReads.baseline_near`), two where a key is not recorded in
@@ -23,8 +30,9 @@ from gates.store.rows import (
     BaselineRun,
     ConfirmLink,
     KeyVerdict,
+    decode_run,
 )
-from gates.store.schema import JUDGED, unpack_samples
+from gates.store.schema import JUDGED, like_prefix, unpack_samples, with_samples
 
 if TYPE_CHECKING:
     import numpy as np
@@ -129,12 +137,124 @@ def _marks(part: Sequence[object]) -> str:
 
 
 class BaselineReads:
-    """Baseline reads of `gates.store.history.History` (one of its parts: its connection)."""
+    """The gate's reads over a `gates.store.history.History`'s connection (one of its
+    parts): a judgement's inputs (see the module note)."""
 
     def __init__(self, store: Any) -> None:  # the History it is part of (no import: a cycle)
         self.conn: sqlite3.Connection = store.conn
         self.dialect: str = store.dialect
         self.sql: Dialect = store.sql
+        self.path = store.path
+        self._fail = store.backend._fail  # a database error: HistoryError naming the fix
+        self._db_errors = store.backend._db_errors
+
+    def _rows(self, sql: str, params: Sequence[Any] | Mapping[str, Any] = ()) -> list[dict]:
+        try:
+            cursor = self.conn.execute(sql, params)
+        except self._db_errors as exc:
+            raise self._fail(exc) from exc
+        names = [d[0] for d in cursor.description]
+        return [dict(zip(names, row, strict=True)) for row in cursor.fetchall()]
+
+    # -------------------------------------------------- the run and its chain
+
+    def run(self, run_id: str) -> dict[str, Any] | None:
+        """The `runs` row of ``run_id`` with ``hardware`` decoded, or None."""
+        rows = self._rows("SELECT * FROM runs WHERE run_id = ?", (run_id,))
+        return decode_run(rows[0]) if rows else None
+
+    def metrics(self, run_id: str) -> list[dict[str, Any]]:
+        """The run's metric rows, each with its ``samples`` list, by attempt, nodeid, key."""
+        return with_samples(self.conn, self._rows(
+            "SELECT * FROM metrics WHERE run_id = ? ORDER BY attempt, nodeid, key", (run_id,)))
+
+    def plan_gates(self, run_id: str) -> list[dict[str, Any]]:
+        """The gates declared in the run's plan (options decoded), in plan order."""
+        rows = self._rows("SELECT * FROM plan_gates WHERE run_id = ? ORDER BY id", (run_id,))
+        for row in rows:
+            row["options"] = json.loads(row["options"]) if row["options"] else {}
+        return rows
+
+    def verdicts(self, run_id: str) -> list[dict[str, Any]]:
+        """A confirm chain run's verdict rows (``detail`` decoded), by attempt, insertion."""
+        rows = self._rows("SELECT * FROM verdicts WHERE run_id = ? ORDER BY attempt, id",
+                          (run_id,))
+        for row in rows:
+            row["detail"] = json.loads(row["detail"]) if row["detail"] else None
+        return rows
+
+    # ------------------------------------------------------------ acceptances
+
+    def acceptances(self, suite: str) -> list[dict[str, Any]]:
+        """Acceptances that may apply to ``suite``, oldest first."""
+        return self._rows("SELECT * FROM acceptances WHERE suite IS NULL OR suite = ? "
+                          "ORDER BY id", (suite,))
+
+    def acceptance_runs(self, acceptance_id: int) -> dict[str, str]:
+        """{run id: started_at} of the runs that carried the repo file entry."""
+        return dict(self.conn.execute(
+            "SELECT a.run_id, r.started_at FROM run_acceptances a JOIN runs r "
+            "ON r.run_id = a.run_id WHERE a.acceptance_id = ?", (acceptance_id,)).fetchall())
+
+    def commit_start(self, commit: str) -> str | None:
+        """The earliest start time of a run of ``commit`` (sha or prefix), or None."""
+        return self.conn.execute(
+            "SELECT min(started_at) FROM runs WHERE commit_sha LIKE ? ESCAPE '\\'",
+            (like_prefix(commit),)).fetchone()[0]
+
+    def suite_runs_before(self, suite: str, fingerprint: str | None,
+                          started_at: str) -> set[str]:
+        """Run ids of ``suite`` (on ``fingerprint`` unless None) started before ``started_at``."""
+        sql = "SELECT run_id FROM runs WHERE suite = ? AND started_at < ?"
+        params: list[Any] = [suite, started_at]
+        if fingerprint is not None:
+            sql += " AND fingerprint = ?"
+            params.append(fingerprint)
+        return {r[0] for r in self.conn.execute(sql, params)}
+
+    def suite_run_ids(self, suite: str, fingerprint: str | None) -> set[str]:
+        """Every run id of ``suite`` (on ``fingerprint`` unless None)."""
+        sql = "SELECT run_id FROM runs WHERE suite = ?"
+        params: list[Any] = [suite]
+        if fingerprint is not None:
+            sql += " AND fingerprint = ?"
+            params.append(fingerprint)
+        return {r[0] for r in self.conn.execute(sql, params)}
+
+    # -------------------------------------------------------------- baselines
+
+    def metric_series(self, suite: str, key: str, fingerprint: str | None, limit: int = 50,
+                      trusted_only: bool = True,
+                      exclude_run_id: str | None = None) -> list[dict[str, Any]]:
+        """The last `limit` values of one metric on one suite and hardware, NEWEST FIRST
+        (the key-by-key reference read, ``baselines.baseline_runs``).
+
+        Only complete runs, never one whose gate never judged it (`schema.JUDGED`); with
+        `trusted_only`, only trusted ones (baselines).
+        `fingerprint=None` matches any hardware; `exclude_run_id` leaves out the
+        run being judged. Each row: id (metric row id), run_id, attempt, commit,
+        branch, started_at, nodeid, unit, better, n, min_value, max_value, count,
+        median, trusted, fingerprint, confirm_of (run id this run re-checked, when
+        it is a confirm-on-trip rerun), samples (list of floats in recording order).
+        """
+        clauses = ["m.suite = ?", "m.key = ?", "r.status = 'complete'", _JUDGED_R]
+        params: list[Any] = [suite, key]
+        if fingerprint is not None:
+            clauses.append("m.fingerprint = ?")
+            params.append(fingerprint)
+        if trusted_only:
+            clauses.append("r.trusted = 1")
+        if exclude_run_id is not None:
+            clauses.append("m.run_id != ?")
+            params.append(exclude_run_id)
+        rows = self._rows(
+            "SELECT m.id, m.run_id, m.attempt, r.commit_sha AS \"commit\", r.branch, "
+            "m.started_at, m.nodeid, m.unit, m.better, m.n, m.min_value, m.max_value, "
+            "m.count, m.median, r.trusted, m.fingerprint, r.confirm_of "
+            "FROM metrics m JOIN runs r ON r.run_id = m.run_id "
+            f"WHERE {' AND '.join(clauses)} ORDER BY m.started_at DESC, m.id DESC LIMIT ?",
+            [*params, limit])
+        return with_samples(self.conn, rows)
 
     def baseline_near(self, suite: str, fingerprint: str | None, run_id: str, started_at: str,
                       exclude: Sequence[str], keys: Sequence[str], *, need: int,

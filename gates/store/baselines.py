@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from gates.model import stats
-from gates.store.history import History
+from gates.store.baseline_reads import BaselineReads
 from gates.store.provenance import host_key
 from gates.store.rows import BaselineNear, BaselineRows, BaselineRun
 
@@ -29,9 +29,9 @@ __all__ = ["SERIES_LIMIT", "baseline_runs", "bulk_baselines", "hosts_of", "trans
 SERIES_LIMIT = 80  # newest baseline rows fetched per metric (window 40 + 10 + confirm reruns)
 
 
-def baseline_runs(history: History, suite: str, key: str, fingerprint: str | None,
+def baseline_runs(reads: BaselineReads, suite: str, key: str, fingerprint: str | None,
                   run: Mapping[str, Any], exclude: set[str]) -> list[Mapping[str, Any]]:
-    rows = history.metric_series(suite, key, fingerprint, limit=SERIES_LIMIT,
+    rows = reads.metric_series(suite, key, fingerprint, limit=SERIES_LIMIT,
                                  trusted_only=True, exclude_run_id=run["run_id"])
     started = run.get("started_at") or ""
     keep: dict[str, Mapping[str, Any]] = {}
@@ -46,10 +46,10 @@ def baseline_runs(history: History, suite: str, key: str, fingerprint: str | Non
             keep[r["run_id"]] = {**prev, "samples": list(prev["samples"]) + list(r["samples"])}
         else:
             keep[r["run_id"]] = r
-    subs = history.transient_reruns(suite, {key})
+    subs = reads.transient_reruns(suite, {key})
     for rid in [rid for rid in keep if (rid, key) in subs]:
         # The confirm found this run's first attempt a transient: its rerun stands in.
-        rows_c = [r for r in history.metrics(subs[(rid, key)]) if r["key"] == key
+        rows_c = [r for r in reads.metrics(subs[(rid, key)]) if r["key"] == key
                   and r.get("suite") == suite
                   and (fingerprint is None or r.get("fingerprint") == fingerprint)]
         if rows_c:
@@ -59,14 +59,14 @@ def baseline_runs(history: History, suite: str, key: str, fingerprint: str | Non
     return list(reversed(list(keep.values())))  # oldest first
 
 
-def transients(history: History, suite: str,
+def transients(reads: BaselineReads, suite: str,
                keys: set[str]) -> dict[tuple[str, str], str]:
     """{(run id, key): its confirm run's id} where the confirm found the first attempt a
     transient (``Verdict.transient``); the newest confirm wins."""
-    return history.transient_reruns(suite, keys)
+    return reads.transient_reruns(suite, keys)
 
 
-def unheld_chains(history: History, suite: str, key: str,
+def unheld_chains(reads: BaselineReads, suite: str, key: str,
                   first_ids: Sequence[str], *, depth: int = 16) -> list[tuple[str, list[str]]]:
     """The confirm reruns of ``key`` that went on past one rerun and held nothing.
 
@@ -85,7 +85,7 @@ def unheld_chains(history: History, suite: str, key: str,
     for _ in range(depth):  # one query per chain level; a loop cannot revisit a run
         if not frontier:
             break
-        links = history.confirm_links(suite, frontier)
+        links = reads.confirm_links(suite, frontier)
         frontier = []
         for rid, parent in links:
             if rid in root:
@@ -97,7 +97,7 @@ def unheld_chains(history: History, suite: str, key: str,
     if not reruns:
         return []
     said: dict[str, str] = {}
-    for rid, verdict, detail in history.rerun_key_verdicts(key, reruns):
+    for rid, verdict, detail in reads.rerun_key_verdicts(key, reruns):
         # A rerun that asked the next to corroborate it (decisions.corroborate) was
         # beyond every baseline run: not a sequential confirm's sample.
         said[rid] = "corroborate" if '"corroborate": true' in (detail or "") else verdict
@@ -110,7 +110,7 @@ def unheld_chains(history: History, suite: str, key: str,
     return out
 
 
-def bulk_baselines(history: History, run: Mapping[str, Any], keys: set[str], exclude: set[str],
+def bulk_baselines(reads: BaselineReads, run: Mapping[str, Any], keys: set[str], exclude: set[str],
                    need: int, ids_out: dict[str, list[str]] | None = None,
                    standins_out: set[str] | None = None,
                    drop: Mapping[str, frozenset[str]] | None = None,
@@ -148,7 +148,7 @@ def bulk_baselines(history: History, run: Mapping[str, Any], keys: set[str], exc
     if not keys:
         return {}
     suite, fp, names = run["suite"], run.get("fingerprint"), sorted(keys)
-    near = history.baseline_near(suite, fp, run["run_id"], run.get("started_at") or "",
+    near = reads.baseline_near(suite, fp, run["run_id"], run.get("started_at") or "",
                                  sorted(exclude), names, need=need, recent=stats.WITHIN_RUNS)
     runs = _Runs.of(near.runs, run, exclude)
     rows, samples = near.rows, dict(near.samples)
@@ -164,7 +164,7 @@ def bulk_baselines(history: History, run: Mapping[str, Any], keys: set[str], exc
         # A short key's series reaches past the runs read: its older rows come with
         # their samples, and its rows read so far bring theirs.
         missing |= set(rows.ids[np.isin(rows.keys, short)].tolist()) - samples.keys()
-        far = history.baseline_far(suite, fp, run["run_id"], near.edge, names,
+        far = reads.baseline_far(suite, fp, run["run_id"], near.edge, names,
                                    [names[k] for k in short.tolist()], sorted(missing),
                                    limit=SERIES_LIMIT)
         rows = _concat(rows, far.rows)
@@ -179,7 +179,7 @@ def bulk_baselines(history: History, run: Mapping[str, Any], keys: set[str], exc
         _stand_in(near, done, medians)
         rest = sorted(_wanted(done, medians) - samples.keys())
         if rest:  # not expected (the reads above bring every row's samples it needs)
-            samples.update(history.baseline_far(suite, fp, run["run_id"], near.edge, names,
+            samples.update(reads.baseline_far(suite, fp, run["run_id"], near.edge, names,
                                                 [], rest, limit=SERIES_LIMIT).samples)
     subs = near.transients
     if standins_out is not None:
@@ -439,6 +439,6 @@ def _series(kept: _Pooled, medians: Mapping[int, float | None],
     return out
 
 
-def hosts_of(history: History, run_ids: Sequence[str]) -> dict[str, str | None]:
+def hosts_of(reads: BaselineReads, run_ids: Sequence[str]) -> dict[str, str | None]:
     """Machine of each run (``provenance.host_key``: its GPUs' uuids; None if unrecorded)."""
-    return {rid: host_key(hw) for rid, hw in history.run_hardware(run_ids).items()}
+    return {rid: host_key(hw) for rid, hw in reads.run_hardware(run_ids).items()}

@@ -32,6 +32,7 @@ from gates.model import stats
 from gates.store.baselines import baseline_runs, bulk_baselines, hosts_of, unheld_chains
 
 if TYPE_CHECKING:
+    from gates.store.baseline_reads import BaselineReads
     from gates.store.history import History
 
 __all__ = ["CHAIN_DEPTH", "LOCATE_RUNS", "BaselineUnreadable", "ChainRead", "Cut",
@@ -146,15 +147,16 @@ def read_gate_inputs(history: History, run_id: str, *, confirm_of: str | None = 
     the run's checkout carries, logged with it when ``carry``. A run that is not
     complete, or whose chain is broken, comes back with what was read up to there.
     """
-    where = str(history.path)
-    run = history.run(run_id)
+    reads = history.baseline_reads  # every read below through it: one reader, its SQL
+    where = str(reads.path)
+    run = reads.run(run_id)
     if run is None or run.get("status") != "complete" or not judge:
         return GateInputs(where, run_id, run)
     confirm_of = confirm_of or run.get("confirm_of")
-    metrics = tuple(history.metrics(run_id))
+    metrics = tuple(reads.metrics(run_id))
     recorded = latest_rows(metrics)
-    plan_gates = None if with_plan else tuple(history.plan_gates(run_id))
-    cuts = _cutoffs(history, run, {k: rows[0]["nodeid"] for k, rows in recorded.items()},
+    plan_gates = None if with_plan else tuple(reads.plan_gates(run_id))
+    cuts = _cutoffs(reads, run, {k: rows[0]["nodeid"] for k, rows in recorded.items()},
                     _carried(history, run, acceptances) if carry and acceptances else [])
     base = dict(where=where, run_id=run_id, run=run, confirm_of=confirm_of, metrics=metrics,
                 plan_gates=plan_gates, cuts=MappingProxyType(cuts))
@@ -162,28 +164,28 @@ def read_gate_inputs(history: History, run_id: str, *, confirm_of: str | None = 
     chain = None
     run_metrics: dict[str, tuple[Mapping[str, Any], ...]] = {}
     if confirm_of:
-        chain = read_chain_rows(history, confirm_of)
+        chain = read_chain_rows(reads, confirm_of)
         if chain.broken:
             return GateInputs(**base, chain=chain)
         exclude.update(r["run_id"] for r in chain.runs)
-        run_metrics.update((r["run_id"], tuple(history.metrics(r["run_id"])))
+        run_metrics.update((r["run_id"], tuple(reads.metrics(r["run_id"])))
                            for r in chain.runs)
     units = {k: {r["unit"] for r in rows} for k, rows in recorded.items()}
     try:
-        read = (_bulk if bulk else _key_by_key)(history, run, units, exclude, cuts, params)
+        read = (_bulk if bulk else _key_by_key)(reads, run, units, exclude, cuts, params)
     except BaselineUnreadable as e:
         return GateInputs(**base, chain=chain, unreadable=str(e))
     unheld: dict[str, tuple[tuple[str, tuple[str, ...]], ...]] = {}
     if chain is not None and len(chain.runs) >= 2:  # a sequential confirm: RERUNS stage
         w = max(params.windows, default=1)
         for key in units:
-            found = unheld_chains(history, run["suite"], key,
+            found = unheld_chains(reads, run["suite"], key,
                                   list(read["base_ids"].get(key, ()))[-w:])
             unheld[key] = tuple((first, tuple(runs)) for first, runs in found)
             for _, runs in found:
                 for rid in runs:
                     if rid not in run_metrics:
-                        run_metrics[rid] = tuple(history.metrics(rid))
+                        run_metrics[rid] = tuple(reads.metrics(rid))
     return GateInputs(**base, chain=chain, run_metrics=MappingProxyType(run_metrics),
                       unheld=MappingProxyType(unheld), **read)
 
@@ -196,7 +198,7 @@ def _carried(history: History, run: Mapping[str, Any],
     return history.carry_acceptances(run["run_id"], entries)
 
 
-def _cutoffs(history: History, run: Mapping[str, Any], nodeids: Mapping[str, str | None],
+def _cutoffs(reads: BaselineReads, run: Mapping[str, Any], nodeids: Mapping[str, str | None],
              carried: Iterable[int]) -> dict[str, Cut]:
     """{key: Cut} for the keys of ``run`` under an acceptance (``nodeids``: key -> the
     test that recorded it). ``carried``: acceptance ids the run's checkout carried.
@@ -205,7 +207,7 @@ def _cutoffs(history: History, run: Mapping[str, Any], nodeids: Mapping[str, str
     commit; a file entry without ``from`` in the runs that carried it. Where
     several are in force for a key, the newest start wins (the latest level).
     """
-    accs = history.acceptances(run["suite"])
+    accs = reads.acceptances(run["suite"])
     if not accs:
         return {}
     carried = set(carried)
@@ -214,14 +216,14 @@ def _cutoffs(history: History, run: Mapping[str, Any], nodeids: Mapping[str, str
     live: list[tuple[str, Mapping[str, Any], frozenset[str]]] = []
     for a in accs:
         if a.get("from_commit"):
-            start = history.commit_start(a["from_commit"])
+            start = reads.commit_start(a["from_commit"])
             if start is None or start > started:
                 continue  # that commit has not run yet: not in force for this run
-            drop = frozenset(history.suite_runs_before(run["suite"], fp, start))
+            drop = frozenset(reads.suite_runs_before(run["suite"], fp, start))
         elif a["id"] in carried:
-            inside = history.acceptance_runs(a["id"])
+            inside = reads.acceptance_runs(a["id"])
             start = min(inside.values(), default=started)
-            drop = frozenset(history.suite_run_ids(run["suite"], fp) - set(inside))
+            drop = frozenset(reads.suite_run_ids(run["suite"], fp) - set(inside))
         else:
             continue
         live.append((start, a, drop))
@@ -235,13 +237,13 @@ def _cutoffs(history: History, run: Mapping[str, Any], nodeids: Mapping[str, str
     return out
 
 
-def read_chain_rows(history: History, confirm_of: str) -> ChainRead:
+def read_chain_rows(reads: BaselineReads, confirm_of: str) -> ChainRead:
     """``confirm_of``'s run and the attempts it re-checks, with their verdict rows."""
     runs: list[Mapping[str, Any]] = []
     broken = None
     rid: str | None = confirm_of
     while rid:
-        r = history.run(rid)
+        r = reads.run(rid)
         if r is None:
             broken = ("missing", rid)
             break
@@ -250,7 +252,7 @@ def read_chain_rows(history: History, confirm_of: str) -> ChainRead:
             break
         runs.append(r)
         rid = r.get("confirm_of")
-    verdicts = {} if broken else {r["run_id"]: tuple(history.verdicts(r["run_id"]))
+    verdicts = {} if broken else {r["run_id"]: tuple(reads.verdicts(r["run_id"]))
                                   for r in runs}
     return ChainRead(tuple(runs), broken, MappingProxyType(verdicts))
 
@@ -260,7 +262,7 @@ def _need(params: stats.GateParams) -> int:
     return params.window + max(params.windows, default=1)
 
 
-def _bulk(history: History, run: Mapping[str, Any], units: Mapping[str, set[str]],
+def _bulk(reads: BaselineReads, run: Mapping[str, Any], units: Mapping[str, set[str]],
           exclude: set[str], cuts: Mapping[str, Cut], params: stats.GateParams,
           ) -> dict[str, Any]:
     """Every key's baseline in one or two statements (``baselines.bulk_baselines``)."""
@@ -272,13 +274,13 @@ def _bulk(history: History, run: Mapping[str, Any], units: Mapping[str, set[str]
     located: dict[str, list[float]] = {}
     commits: dict[str, str | None] = {}
     try:
-        pre = bulk_baselines(history, run, set(units), exclude, max(need, LOCATE_RUNS),
+        pre = bulk_baselines(reads, run, set(units), exclude, max(need, LOCATE_RUNS),
                              ids_out=ids, standins_out=standins,
                              drop={k: c.drop for k, c in cuts.items()}, hosts_out=hosts,
                              units_out=seen, units_need=need, located_out=located,
                              commits_out=commits)
         judged_ids = {k: v[-need:] for k, v in ids.items()}
-        counts = unit_facts(history, run["suite"], units, judged_ids, seen)
+        counts = unit_facts(reads, run["suite"], units, judged_ids, seen)
     except sqlite3.DatabaseError as e:
         raise BaselineUnreadable(str(e)) from None
     return dict(
@@ -294,7 +296,7 @@ def _bulk(history: History, run: Mapping[str, Any], units: Mapping[str, set[str]
             for k, vals in located.items() if k in ids}))
 
 
-def _key_by_key(history: History, run: Mapping[str, Any], units: Mapping[str, set[str]],
+def _key_by_key(reads: BaselineReads, run: Mapping[str, Any], units: Mapping[str, set[str]],
                 exclude: set[str], cuts: Mapping[str, Cut], params: stats.GateParams,
                 ) -> dict[str, Any]:
     """The reference read: each key's series through ``History.metric_series``."""
@@ -310,20 +312,20 @@ def _key_by_key(history: History, run: Mapping[str, Any], units: Mapping[str, se
     for key in sorted(units):
         drop = exclude | cuts[key].drop if key in cuts else exclude
         try:
-            base = baseline_runs(history, run["suite"], key, run.get("fingerprint"), run, drop)
+            base = baseline_runs(reads, run["suite"], key, run.get("fingerprint"), run, drop)
             pre[key] = [r.get("samples") or [r["median"]] for r in base]
             ids[key] = tuple(r["run_id"] for r in base)
             if base and base[-1].get("standin"):
                 standins.add(key)
-            hosts.update(hosts_of(history, list(ids[key])))
+            hosts.update(hosts_of(reads, list(ids[key])))
             located[key] = tuple(
                 (r["run_id"], r.get("commit"),
                  stats.run_summary(r["samples"]) if r.get("samples") else r["median"])
                 for r in base[-LOCATE_RUNS:])
             key_ids = {key: list(ids[key][-need:])}
-            wide = history.units_of_keys(key_ids[key], run["suite"], [key])
+            wide = reads.units_of_keys(key_ids[key], run["suite"], [key])
             seen[key] = frozenset(wide.get(key, set()))
-            counts.update(unit_facts(history, run["suite"], {key: units[key]}, key_ids,
+            counts.update(unit_facts(reads, run["suite"], {key: units[key]}, key_ids,
                                      {key: seen[key]}))
         except Exception as e:  # noqa: BLE001 - that metric's error verdict, not the run's
             errors[key] = e
@@ -333,7 +335,7 @@ def _key_by_key(history: History, run: Mapping[str, Any], units: Mapping[str, se
                 located=MappingProxyType(located), errors=MappingProxyType(errors))
 
 
-def unit_facts(history: History, suite: str, run_units: Mapping[str, Iterable[str]],
+def unit_facts(reads: BaselineReads, suite: str, run_units: Mapping[str, Iterable[str]],
                base_ids: Mapping[str, Sequence[str]],
                seen: Mapping[str, Iterable[str] | None] | None = None,
                ) -> dict[str, Mapping[str, tuple[int, str]]]:
@@ -343,7 +345,7 @@ def unit_facts(history: History, suite: str, run_units: Mapping[str, Iterable[st
     units not all read: None) in ``seen``, the units the baseline read found. Without
     ``seen``, one grouped read over every baseline run at once."""
     wide = (seen if seen is not None else
-            history.units_of_keys([r for ids in base_ids.values() for r in ids], suite,
+            reads.units_of_keys([r for ids in base_ids.values() for r in ids], suite,
                                   list(run_units)))
     out: dict[str, Mapping[str, tuple[int, str]]] = {}
     for key, units in run_units.items():
@@ -352,5 +354,5 @@ def unit_facts(history: History, suite: str, run_units: Mapping[str, Iterable[st
         if len(mine) == 1 and known is not None and set(known) <= mine:
             continue
         ids = base_ids.get(key) or ()
-        out[key] = MappingProxyType(history.unit_counts(ids, suite, key) if ids else {})
+        out[key] = MappingProxyType(reads.unit_counts(ids, suite, key) if ids else {})
     return out

@@ -103,32 +103,20 @@ from gates.store.metrics import Metric
 from gates.store.provenance import Provenance, untrusted_reason, utc_now
 from gates.store.report_reads import ReportReads
 from gates.store.rows import (
-    BaselineFar,
-    BaselineNear,
-    ConfirmLink,
-    HealthRunRow,
-    KeyVerdict,
-    MetricSummaryRow,
-    OutcomeTotal,
-    PlanFileRow,
-    RunRow,
-    TestRow,
-    TrendRun,
-    TrendValue,
-    VerdictRow,
+    decode_run,
 )
 from gates.store.schema import (
     CLEAN_DURATION,
     DURATION_TALLIES,
-    JUDGED,
     KNOWN_MIGRATIONS,
     MIGRATION_SET,
     SCHEMA_VERSION,
     VERDICT_COLUMNS,
     MigrationRefused,
+    like_prefix,
     migrations,
     pack_samples,
-    unpack_samples,
+    with_samples,
 )
 
 if TYPE_CHECKING:
@@ -843,7 +831,7 @@ class History:
     def run(self, run_id: str) -> dict[str, Any] | None:
         """The `runs` row of `run_id` with `hardware` decoded, or None."""
         rows = self._rows("SELECT * FROM runs WHERE run_id = ?", (run_id,))
-        return _decode_run(rows[0]) if rows else None
+        return decode_run(rows[0]) if rows else None
 
     def runs(self, suite: str | None = None, *, limit: int = 100,
              status: str | None = None) -> list[dict[str, Any]]:
@@ -858,7 +846,7 @@ class History:
         where = f"WHERE {' AND '.join(clauses)}" if clauses else ""
         rows = self._rows(f"SELECT * FROM runs {where} ORDER BY started_at DESC, run_id "
                           "LIMIT ?", [*params, limit])
-        return [_decode_run(r) for r in rows]
+        return [decode_run(r) for r in rows]
 
     def unit_of(self, suite: str, key: str) -> tuple[str, str] | None:
         """(unit, run_id) of the newest recorded value of `key` on `suite`, or None."""
@@ -907,52 +895,7 @@ class History:
         """The run's metric rows, each with its ``samples`` list, by attempt, nodeid, key."""
         rows = self._rows("SELECT * FROM metrics WHERE run_id = ? "
                           "ORDER BY attempt, nodeid, key", (run_id,))
-        return self._with_samples(rows)
-
-    def _with_samples(self, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        ids = [r["id"] for r in rows]
-        samples: dict[int, list[Any]] = {i: [] for i in ids}
-        for chunk in range(0, len(ids), 500):
-            part = ids[chunk:chunk + 500]
-            for metric_id, blob in self.conn.execute(
-                    f"SELECT id, samples FROM metric_rows WHERE id IN "
-                    f"({','.join('?' * len(part))})", part):
-                samples[metric_id] = unpack_samples(blob)
-        for row in rows:
-            row["samples"] = samples[row["id"]]
-        return rows
-
-    def metric_series(self, suite: str, key: str, fingerprint: str | None, limit: int = 50,
-                      trusted_only: bool = True,
-                      exclude_run_id: str | None = None) -> list[dict[str, Any]]:
-        """The last `limit` values of one metric on one suite and hardware, NEWEST FIRST.
-
-        Only complete runs, never one whose gate never judged it (`schema.JUDGED`); with
-        `trusted_only`, only trusted ones (baselines).
-        `fingerprint=None` matches any hardware; `exclude_run_id` leaves out the
-        run being judged. Each row: id (metric row id), run_id, attempt, commit,
-        branch, started_at, nodeid, unit, better, n, min_value, max_value, count,
-        median, trusted, fingerprint, confirm_of (run id this run re-checked, when
-        it is a confirm-on-trip rerun), samples (list of floats in recording order).
-        """
-        clauses = ["m.suite = ?", "m.key = ?", "r.status = 'complete'", JUDGED.format(r="r.")]
-        params: list[Any] = [suite, key]
-        if fingerprint is not None:
-            clauses.append("m.fingerprint = ?")
-            params.append(fingerprint)
-        if trusted_only:
-            clauses.append("r.trusted = 1")
-        if exclude_run_id is not None:
-            clauses.append("m.run_id != ?")
-            params.append(exclude_run_id)
-        rows = self._rows(
-            "SELECT m.id, m.run_id, m.attempt, r.commit_sha AS \"commit\", r.branch, "
-            "m.started_at, m.nodeid, m.unit, m.better, m.n, m.min_value, m.max_value, "
-            "m.count, m.median, r.trusted, m.fingerprint, r.confirm_of "
-            "FROM metrics m JOIN runs r ON r.run_id = m.run_id "
-            f"WHERE {' AND '.join(clauses)} ORDER BY m.started_at DESC, m.id DESC LIMIT ?",
-            [*params, limit])
-        return self._with_samples(rows)
+        return with_samples(self.conn, rows)
 
     def file_durations(self, suite: str, fingerprint: str,
                        limit: int = 15) -> dict[str, list[float]]:
@@ -1078,36 +1021,11 @@ class History:
 
         return self._write(write) if ids else []
 
-    def acceptance_runs(self, acceptance_id: int) -> dict[str, str]:
-        """{run id: started_at} of the runs that carried the repo file entry."""
-        return dict(self.conn.execute(
-            "SELECT a.run_id, r.started_at FROM run_acceptances a JOIN runs r "
-            "ON r.run_id = a.run_id WHERE a.acceptance_id = ?", (acceptance_id,)).fetchall())
-
     def commit_start(self, commit: str) -> str | None:
         """The earliest start time of a run of ``commit`` (sha or prefix), or None."""
         return self.conn.execute(
             "SELECT min(started_at) FROM runs WHERE commit_sha LIKE ? ESCAPE '\\'",
-            (_like_prefix(commit),)).fetchone()[0]
-
-    def suite_runs_before(self, suite: str, fingerprint: str | None,
-                          started_at: str) -> set[str]:
-        """Run ids of ``suite`` (on ``fingerprint`` unless None) started before ``started_at``."""
-        sql = "SELECT run_id FROM runs WHERE suite = ? AND started_at < ?"
-        params: list[Any] = [suite, started_at]
-        if fingerprint is not None:
-            sql += " AND fingerprint = ?"
-            params.append(fingerprint)
-        return {r[0] for r in self.conn.execute(sql, params)}
-
-    def suite_run_ids(self, suite: str, fingerprint: str | None) -> set[str]:
-        """Every run id of ``suite`` (on ``fingerprint`` unless None)."""
-        sql = "SELECT run_id FROM runs WHERE suite = ?"
-        params: list[Any] = [suite]
-        if fingerprint is not None:
-            sql += " AND fingerprint = ?"
-            params.append(fingerprint)
-        return {r[0] for r in self.conn.execute(sql, params)}
+            (like_prefix(commit),)).fetchone()[0]
 
     def metric_keys(self, suite: str | None = None) -> list[str]:
         """Every metric key recorded (in ``suite``), sorted."""
@@ -1164,9 +1082,9 @@ class History:
             params.append(suite)
         tries: list[tuple[str, str, list[Any]]] = [("run", "run_id = ?", [ref])]
         if len(ref) >= 6:
-            tries.append(("run", "run_id LIKE ? ESCAPE '\\'", [_like_prefix(ref)]))
+            tries.append(("run", "run_id LIKE ? ESCAPE '\\'", [like_prefix(ref)]))
         if len(ref) >= 7:
-            tries.append(("commit", "commit_sha LIKE ? ESCAPE '\\'", [_like_prefix(ref)]))
+            tries.append(("commit", "commit_sha LIKE ? ESCAPE '\\'", [like_prefix(ref)]))
         tries += [("branch", "branch = ?", [ref]), ("fingerprint", "fingerprint = ?", [ref])]
         for kind, clause, extra in tries:
             rows = self._rows(f"SELECT * FROM runs WHERE {base} AND {clause} "
@@ -1176,7 +1094,7 @@ class History:
                 if kind == "run" and len({r["run_id"] for r in rows}) > 1:
                     raise HistoryError(f"{ref!r} matches {len(rows)} run ids; give more "
                                        "characters")
-                return kind, [_decode_run(r) for r in rows]
+                return kind, [decode_run(r) for r in rows]
         return "", []
 
     def save_bisect(self, row: Mapping[str, Any]) -> int:
@@ -1389,146 +1307,6 @@ class History:
     def run_ids(self) -> list[str]:
         return [r[0] for r in self.conn.execute("SELECT run_id FROM runs ORDER BY started_at")]
 
-    # ----------------------------------------------- BaselineReads (`gates.store.baseline_reads`)
-    def baseline_near(self, suite: str, fingerprint: str | None, run_id: str, started_at: str,
-                      exclude: Sequence[str], keys: Sequence[str], *, need: int,
-                      recent: int) -> BaselineNear:
-        return self.baseline_reads.baseline_near(suite, fingerprint, run_id, started_at, exclude, keys, need=need, recent=recent)
-
-    def baseline_far(self, suite: str, fingerprint: str | None, run_id: str, edge: str,
-                     keys: Sequence[str], short: Sequence[str], sample_ids: Sequence[int], *,
-                     limit: int) -> BaselineFar:
-        return self.baseline_reads.baseline_far(suite, fingerprint, run_id, edge, keys, short, sample_ids, limit=limit)
-
-    def transient_reruns(self, suite: str, keys: set[str]) -> dict[tuple[str, str], str]:
-        return self.baseline_reads.transient_reruns(suite, keys)
-
-    def confirm_links(self, suite: str, parents: Sequence[str]) -> list[ConfirmLink]:
-        return self.baseline_reads.confirm_links(suite, parents)
-
-    def rerun_key_verdicts(self, key: str, run_ids: Sequence[str]) -> list[KeyVerdict]:
-        return self.baseline_reads.rerun_key_verdicts(key, run_ids)
-
-    def units_of_keys(self, run_ids: Sequence[str], suite: str,
-                      keys: Sequence[str]) -> dict[str, set[str]]:
-        return self.baseline_reads.units_of_keys(run_ids, suite, keys)
-
-    def unit_counts(self, run_ids: Sequence[str], suite: str,
-                    key: str) -> dict[str, tuple[int, str]]:
-        return self.baseline_reads.unit_counts(run_ids, suite, key)
-
-    def run_hardware(self, run_ids: Sequence[str]) -> dict[str, str | None]:
-        return self.baseline_reads.run_hardware(run_ids)
-
-    # ------------------------------------------------- ReportReads (`gates.store.report_reads`)
-    def suite_names(self) -> list[str]:
-        return self.report_reads.suite_names()
-
-    def runs_by_id_prefix(self, prefix: str) -> list[RunRow]:
-        return self.report_reads.runs_by_id_prefix(prefix)
-
-    def top_level_runs(self, *, suite: str | None = None, since: str | None = None,
-                       commit: str | None = None, ci_url: str | None = None,
-                       until: str | None = None, limit: int | None = None) -> list[RunRow]:
-        return self.report_reads.top_level_runs(suite=suite, since=since, commit=commit, ci_url=ci_url, until=until, limit=limit)
-
-    def confirm_runs_of(self, run_ids: Sequence[str]) -> list[RunRow]:
-        return self.report_reads.confirm_runs_of(run_ids)
-
-    def first_attempt_totals(self, run_ids: Sequence[str]) -> list[OutcomeTotal]:
-        return self.report_reads.first_attempt_totals(run_ids)
-
-    def plan_files_of(self, run_ids: Sequence[str]) -> list[PlanFileRow]:
-        return self.report_reads.plan_files_of(run_ids)
-
-    def metric_summaries(self, run_ids: Sequence[str]) -> list[MetricSummaryRow]:
-        return self.report_reads.metric_summaries(run_ids)
-
-    def verdicts_of(self, run_ids: Sequence[str]) -> list[VerdictRow]:
-        return self.report_reads.verdicts_of(run_ids)
-
-    def trend_runs(self, suite: str, fingerprint: str, *, upper: str, lower: str,
-                   limit: int) -> list[TrendRun]:
-        return self.report_reads.trend_runs(suite, fingerprint, upper=upper, lower=lower, limit=limit)
-
-    def first_attempt_medians(self, run_ids: Sequence[str]) -> list[TrendValue]:
-        return self.report_reads.first_attempt_medians(run_ids)
-
-    def health_runs(self, suite: str, *, window: int,
-                    until: str | None = None) -> list[HealthRunRow]:
-        return self.report_reads.health_runs(suite, window=window, until=until)
-
-    def health_confirm_runs(self, run_ids: Sequence[str]) -> list[HealthRunRow]:
-        return self.report_reads.health_confirm_runs(run_ids)
-
-    def test_rows_of(self, run_ids: Sequence[str]) -> list[TestRow]:
-        return self.report_reads.test_rows_of(run_ids)
-
-    def planned_est_times(self, run_ids: Sequence[str]) -> list[PlanFileRow]:
-        return self.report_reads.planned_est_times(run_ids)
-
-    def paths_ever_run(self, suite: str) -> set[str]:
-        return self.report_reads.paths_ever_run(suite)
-
-    def latest_trusted_fingerprint(self, suite: str) -> str | None:
-        return self.report_reads.latest_trusted_fingerprint(suite)
-
-    def trim_rows(self, suite: str | None = None, since: str | None = None) -> dict[str, list[dict[str, Any]]]:
-        return self.report_reads.trim_rows(suite, since)
-
-    # ---------------------------------------------------- FleetSQL (`gates.store.fleet_sql`)
-    def gate_read_runs(self, suite: str, fingerprint: str | None, *, rows_per_key: int,
-                       per_file: int) -> set[int]:
-        return self.fleet_sql.gate_read_runs(suite, fingerprint, rows_per_key=rows_per_key, per_file=per_file)
-
-    def run_nums(self, run_ids: Iterable[str]) -> dict[str, int]:
-        return self.fleet_sql.run_nums(run_ids)
-
-    def copy_runs_from(self, source: Path, nums: Iterable[int], *, mark: bool) -> int:
-        return self.fleet_sql.copy_runs_from(source, nums, mark=mark)
-
-    def snapshot_run_ids(self) -> set[str]:
-        return self.fleet_sql.snapshot_run_ids()
-
-    def own_run_ids(self) -> list[str]:
-        return self.fleet_sql.own_run_ids()
-
-    def bisect_rows(self) -> list[tuple[Any, ...]]:
-        return self.fleet_sql.bisect_rows()
-
-    def add_bisects(self, rows: Iterable[Sequence[Any]]) -> int:
-        return self.fleet_sql.add_bisects(rows)
-
-    def delete_runs(self, nums: Iterable[int]) -> dict[str, int]:
-        return self.fleet_sql.delete_runs(nums)
-
-    def vacuum(self) -> None:
-        return self.fleet_sql.vacuum()
-
-    def runs_for_prune(self) -> list[tuple[int, str, str, str | None, str | None]]:
-        return self.fleet_sql.runs_for_prune()
-
-    def suite_fingerprints(self) -> list[tuple[str, str | None]]:
-        return self.fleet_sql.suite_fingerprints()
-
-    def runs_incomplete(self) -> set[int]:
-        return self.fleet_sql.runs_incomplete()
-
-    def runs_in_trust_log(self) -> set[int]:
-        return self.fleet_sql.runs_in_trust_log()
-
-    def runs_carrying_acceptances(self) -> set[int]:
-        return self.fleet_sql.runs_carrying_acceptances()
-
-    def runs_of_bisects(self) -> set[int]:
-        return self.fleet_sql.runs_of_bisects()
-
-    def confirm_families(self) -> list[set[int]]:
-        return self.fleet_sql.confirm_families()
-
-    def counts(self) -> dict[str, Any]:
-        return self.fleet_sql.counts()
-
 
 # ------------------------------------------------------------------- helpers
 
@@ -1647,18 +1425,6 @@ def _run_row(prov: Provenance, *, status: str, exit_status: int | None) -> dict[
         "planned_shards": (json.dumps(prov.planned_shards)
                            if prov.planned_shards is not None else None),
     }
-
-
-def _decode_run(row: dict[str, Any]) -> dict[str, Any]:
-    """A runs row with ``hardware`` decoded; a text no writer of ours makes (not JSON, or
-    nested past the decoder's depth: RecursionError) is a ValueError naming the run."""
-    try:
-        row["hardware"] = json.loads(row["hardware"]) if row.get("hardware") else {}
-    except (ValueError, RecursionError) as e:
-        why = ("JSON nested past the decoder's depth" if isinstance(e, RecursionError)
-               else f"not JSON ({e})")
-        raise ValueError(f"run {row.get('run_id')}: its runs.hardware is {why}") from None
-    return row
 
 
 def _drop(row: dict[str, Any], *keys: str) -> dict[str, Any]:
@@ -1855,10 +1621,6 @@ def _plan_rows(run_id: str, plan: Mapping[str, Any]) -> tuple[list[dict], list[d
         for g in plan.get("gates") or [] if isinstance(g, Mapping)
     ]
     return files, gates
-
-
-def _like_prefix(text: str) -> str:
-    return text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
 
 
 def _q(identifier: str) -> str:

@@ -129,8 +129,8 @@ def merge_histories(shards: Sequence[str | os.PathLike[str]],
                                        "(regenerate it, or drop it from the merge)")
                 # Runs copied from a main history into a snapshot are that history's
                 # (gates.store.snapshot): never re-checked, never added again.
-                report.copies += len(source.snapshot_run_ids())
-                for run_id in source.own_run_ids():
+                report.copies += len(source.fleet_sql.snapshot_run_ids())
+                for run_id in source.fleet_sql.own_run_ids():
                     bundle = source.export_run(run_id)
                     try:
                         check_bundle(bundle, str(shard_path))
@@ -145,7 +145,7 @@ def merge_histories(shards: Sequence[str | os.PathLike[str]],
                                 f"{other_shard}; merge the shards separately or drop one")
                         continue
                     pending[run_id] = (str(shard_path), bundle, digest)
-                bisects += _checked_bisects(source.bisect_rows(), shard_path)
+                bisects += _checked_bisects(source.fleet_sql.bisect_rows(), shard_path)
             report.per_shard.setdefault(str(shard_path), 0)
 
         def write() -> None:
@@ -166,7 +166,7 @@ def merge_histories(shards: Sequence[str | os.PathLike[str]],
                 history.insert_bundle(bundle)
                 report.added.append(run_id)
                 report.per_shard[shard_name] += 1
-            report.bisects = history.add_bisects(bisects)
+            report.bisects = history.fleet_sql.add_bisects(bisects)
 
         history.in_transaction(write)
     return report

@@ -46,7 +46,7 @@ def plan_prune(history: History, *, before: str | None = None,
     newest ``keep_runs``, that nothing still reads (see the module docstring)."""
     if (before is None) == (keep_runs is None):
         raise ValueError("give one of before or keep_runs")
-    runs = history.runs_for_prune()  # newest first
+    runs = history.fleet_sql.runs_for_prune()  # newest first
     seen: dict[str, int] = defaultdict(int)
     old: list[int] = []
     for num, suite, started, _fp, _commit in runs:
@@ -59,14 +59,14 @@ def plan_prune(history: History, *, before: str | None = None,
         # A live writer's run (a long suite started before the cut-off): deleting its
         # rows mid-run left it `complete` with its first tests and metrics gone. A dead
         # writer's run is closed as crashed by the next writer, then may go.
-        "still being written (incomplete)": history.runs_incomplete(),
-        "carrying an acceptance entry": history.runs_carrying_acceptances(),
-        "in the trust log": history.runs_in_trust_log(),
-        "of a bisected commit": history.runs_of_bisects(),
+        "still being written (incomplete)": history.fleet_sql.runs_incomplete(),
+        "carrying an acceptance entry": history.fleet_sql.runs_carrying_acceptances(),
+        "in the trust log": history.fleet_sql.runs_in_trust_log(),
+        "of a bisected commit": history.fleet_sql.runs_of_bisects(),
     }
     gate = next(iter(reasons))
-    for suite, fp in history.suite_fingerprints():
-        reasons[gate] |= history.gate_read_runs(suite, fp, rows_per_key=SERIES_LIMIT,
+    for suite, fp in history.fleet_sql.suite_fingerprints():
+        reasons[gate] |= history.fleet_sql.gate_read_runs(suite, fp, rows_per_key=SERIES_LIMIT,
                                                 per_file=PER_FILE)
     old_set = set(old)
     plan = PrunePlan(str(history.path), len(runs), len(old))
@@ -78,7 +78,7 @@ def plan_prune(history: History, *, before: str | None = None,
     # A confirm chain stays or goes whole: a kept run keeps its whole family.
     staying = kept | ({r[0] for r in runs} - old_set)
     family_kept: set[int] = set()
-    for fam in history.confirm_families():
+    for fam in history.fleet_sql.confirm_families():
         if fam & staying:
             family_kept |= fam & old_set
     family_kept -= kept
@@ -90,7 +90,7 @@ def plan_prune(history: History, *, before: str | None = None,
 
 def apply_prune(history: History, plan: PrunePlan, *, vacuum: bool = True) -> dict[str, int]:
     """Delete the planned runs (one transaction) and compact the file; rows deleted."""
-    counts = history.delete_runs(plan.delete) if plan.delete else {}
+    counts = history.fleet_sql.delete_runs(plan.delete) if plan.delete else {}
     if vacuum:
-        history.vacuum()
+        history.fleet_sql.vacuum()
     return counts

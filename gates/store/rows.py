@@ -233,3 +233,15 @@ def planned_shards(value: object) -> list[int] | None:
             for i in got):
         return None
     return got
+
+
+def decode_run(row: dict[str, Any]) -> dict[str, Any]:
+    """A runs row with ``hardware`` decoded; a text no writer of ours makes (not JSON, or
+    nested past the decoder's depth: RecursionError) is a ValueError naming the run."""
+    try:
+        row["hardware"] = json.loads(row["hardware"]) if row.get("hardware") else {}
+    except (ValueError, RecursionError) as e:
+        why = ("JSON nested past the decoder's depth" if isinstance(e, RecursionError)
+               else f"not JSON ({e})")
+        raise ValueError(f"run {row.get('run_id')}: its runs.hardware is {why}") from None
+    return row

@@ -12,7 +12,7 @@ import json
 import struct
 from collections.abc import Callable, Sequence
 from functools import cache
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from gates.store.sqlite_lib import Database, Migrations
@@ -516,3 +516,23 @@ VERDICT_COLUMNS = (
     "key", "nodeid", "verdict", "baseline", "new", "rel_change", "ci_low", "ci_high",
     "statistic", "p_value", "q_value", "floor", "mode", "detail", "attempt", "stage", "ci_conf",
 )
+
+
+def with_samples(conn: Any, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """``rows`` of the ``metrics`` view, each given its ``samples`` list (read by id)."""
+    ids = [r["id"] for r in rows]
+    samples: dict[int, list[Any]] = {i: [] for i in ids}
+    for chunk in range(0, len(ids), 500):
+        part = ids[chunk:chunk + 500]
+        for metric_id, blob in conn.execute(
+                f"SELECT id, samples FROM metric_rows WHERE id IN "
+                f"({','.join('?' * len(part))})", part):
+            samples[metric_id] = unpack_samples(blob)
+    for row in rows:
+        row["samples"] = samples[row["id"]]
+    return rows
+
+
+def like_prefix(text: str) -> str:
+    """A LIKE pattern (``ESCAPE '\\'``) matching ``text`` as a prefix, literally."""
+    return text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"

@@ -66,18 +66,18 @@ def make_snapshot(history: str | os.PathLike[str], out: str | os.PathLike[str],
           else open_history(source, create=False)) as src:
         picked: set[int] = set()
         for suite in suites:
-            picked |= src.gate_read_runs(suite, fingerprint, rows_per_key=rows_per_key,
+            picked |= src.fleet_sql.gate_read_runs(suite, fingerprint, rows_per_key=rows_per_key,
                                          per_file=per_file)
         total = len(src.run_ids())
         try:
             with open_history(target) as snap:
                 if isinstance(source, Path):
-                    snap.copy_runs_from(src.data_file, picked, mark=True)
+                    snap.fleet_sql.copy_runs_from(src.data_file, picked, mark=True)
                 else:  # a PostgreSQL history: its rows come through its connection
                     from gates.store.pg import copy_runs_into  # noqa: PLC0415
 
                     copy_runs_into(src, snap, picked, mark=True)
-                snap.vacuum()
+                snap.fleet_sql.vacuum()
         except BaseException:
             for p in _files(target):
                 p.unlink(missing_ok=True)
@@ -94,12 +94,12 @@ def seed_shard(snapshot: str | os.PathLike[str], shard: str | os.PathLike[str]) 
     snap, target = Path(snapshot), Path(shard)
     check_file(snap, create=False)
     with open_history(snap, create=False, readonly=True) as s:
-        if not s.snapshot_run_ids() and s.run_ids():
+        if not s.fleet_sql.snapshot_run_ids() and s.run_ids():
             raise HistoryError(f"{snap}: a history, not a baseline snapshot; write one with "
                                "gate-report snapshot --suite S --out snap.db")
     if target.exists():
         with open_history(target, create=False) as h:
-            if h.snapshot_run_ids():
+            if h.fleet_sql.snapshot_run_ids():
                 return f"{target}: already seeded from a snapshot; kept"
             if h.run_ids():
                 raise HistoryError(f"{target}: holds runs and was not seeded from a snapshot; "
@@ -116,11 +116,11 @@ def seed_shard(snapshot: str | os.PathLike[str], shard: str | os.PathLike[str]) 
 def strip_shard(shard: str | os.PathLike[str]) -> str:
     """Drop the snapshot's runs from a shard's history, leaving the shard's own."""
     with open_history(Path(shard), create=False) as h:
-        copied = h.snapshot_run_ids()
+        copied = h.fleet_sql.snapshot_run_ids()
         if not copied:
             return f"{h.path}: no snapshot runs; nothing to strip"
-        h.delete_runs(h.run_nums(copied).values())
-        h.vacuum()
+        h.fleet_sql.delete_runs(h.fleet_sql.run_nums(copied).values())
+        h.fleet_sql.vacuum()
         own = len(h.run_ids())
     return f"{shard}: dropped {len(copied)} snapshot run(s); {own} run(s) of its own"
 
