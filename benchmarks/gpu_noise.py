@@ -80,6 +80,15 @@ class _Clocks:
         except Exception as e:  # noqa: BLE001 - diagnostics only: the timing goes on
             self.nv, self.error = None, repr(e)
 
+    def uuid(self) -> str | None:
+        if self.nv is None:
+            return None
+        try:
+            u = self.nv.nvmlDeviceGetUUID(self.h)
+            return u.decode() if isinstance(u, bytes) else str(u)
+        except Exception:  # noqa: BLE001
+            return None
+
     def read(self, where: str) -> dict[str, Any]:
         if self.nv is None:
             return {"where": where, "error": self.error}
@@ -112,7 +121,8 @@ def _proc(out: Path, index: int, diag: bool) -> None:
     fi = hw.import_flashinfer()
     clocks = _Clocks()
     rec: dict[str, Any] = {"index": index, "pid": os.getpid(), "gpu": torch.cuda.get_device_name(0),
-                           "diag": diag, "clocks": [clocks.read("start")], "errors": [],
+                           "uuid": clocks.uuid(), "diag": diag,
+                           "clocks": [clocks.read("start")], "errors": [],
                            "old": {}, "perm": {}, "ptr": {}}
     workspace = torch.zeros(WORKSPACE_BYTES, dtype=torch.uint8, device="cuda")
     ref = copy_reference()
@@ -368,6 +378,26 @@ def spread_of_recorded(doc: dict[str, Any], min_runs: int = 3) -> list[str]:
     return lines
 
 
+def series_doc(recs: list[dict[str, Any]], source: str) -> dict[str, Any]:
+    """The processes' samples in ``history``'s JSON format (what ``series.suite_data``
+    reads), by GPU: ``old`` under the suite's ``<key>/latency``, ``perm`` under
+    ``<key>/blocks/latency`` and its ratios under ``<key>/blocks/vs_copy``; a process a
+    run, as the suite records them."""
+    keys: dict[str, dict[str, list[list[float]]]] = {}
+    for r in recs:
+        gpu = r.get("uuid") or r.get("gpu") or "?"
+        for shape, part in r.get("old", {}).items():
+            keys.setdefault(f"attn/decode/fa2/{shape}/latency", {}).setdefault(gpu, []).append(
+                part["samples"])
+        for shape, part in r.get("perm", {}).items():
+            base = f"attn/decode/fa2/{shape}/blocks"
+            keys.setdefault(f"{base}/latency", {}).setdefault(gpu, []).append(part["samples"])
+            ratios = _values(part, True)
+            if ratios:
+                keys.setdefault(f"{base}/vs_copy", {}).setdefault(gpu, []).append(ratios)
+    return {"suite": "gpu_noise", "sources": [source], "keys": keys}
+
+
 def _launch_table(recs: list[dict[str, Any]]) -> list[str]:
     names = sorted({k for r in recs for k in r.get("launch", {}) if not k.endswith("/error")})
     if not names:
@@ -483,6 +513,8 @@ def main(argv: list[str] | None = None) -> int:
     s.add_argument("--json", type=Path, default=None)
     s.add_argument("--md", type=Path, default=None)
     s.add_argument("--title", default="fa2 decode: run-to-run spread across fresh processes")
+    s.add_argument("--series-json", type=Path, default=None,
+                   help="also write the samples by GPU in `history`'s format (series.py)")
     hs = sub.add_parser("history", help="recorded suite runs' samples by GPU, as JSON")
     hs.add_argument("histories", nargs="+")
     hs.add_argument("--suite", default="base-b-1gpu")
@@ -538,6 +570,8 @@ def main(argv: list[str] | None = None) -> int:
         a.json.write_text(json.dumps(target_doc(summary, recs), indent=1) + "\n")
     if a.md:
         a.md.write_text(md)
+    if a.series_json:
+        a.series_json.write_text(json.dumps(series_doc(recs, a.lines.as_posix()), indent=1) + "\n")
     return 0
 
 

@@ -144,14 +144,16 @@ def bench_index(model: str, bench: str) -> int:
 
 
 @lru_cache(maxsize=4)
-def suite_data(path: Path = SUITE_DATA) -> dict[str, tuple[np.ndarray, list[np.ndarray]]]:
+def suite_data(path: Path = SUITE_DATA, keys: tuple[tuple[str, str], ...] = tuple(
+        SUITE_KEYS.items())) -> dict[str, tuple[np.ndarray, list[np.ndarray]]]:
     """Per suite benchmark: the pooled run offsets (a run's median over its GPU's median
     run, minus 1; GPUs with ``SUITE_MIN_RUNS`` runs or more) and every run's samples over
-    their median, minus 1."""
+    their median, minus 1. ``path``: the JSON of ``benchmarks/gpu_noise.py history`` (or
+    ``summarize --series-json``); ``keys``: (benchmark, metric key) pairs to read."""
     doc = json.loads(path.read_text())
     out: dict[str, tuple[np.ndarray, list[np.ndarray]]] = {}
-    for b in SUITE_BENCHES:
-        by_gpu = doc["keys"][SUITE_KEYS[b]]
+    for b, key in keys:
+        by_gpu = doc["keys"][key]
         offsets: list[float] = []
         within: list[np.ndarray] = []
         for runs in by_gpu.values():

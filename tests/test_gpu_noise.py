@@ -174,6 +174,17 @@ def test_a_diagnostic_process_records_every_method_and_summarizes(tmp_path: Path
     gpu_noise.main(["proc", "--out", str(out), "--index", "5"])
     last = json.loads(out.read_text().splitlines()[-1])
     assert "same" not in last and set(last["perm"]) == {"b4_kv64", "b2_kv100"}
+    # The samples as the benchmark's noise model reads them: a process a run.
+    series_json = tmp_path / "series.json"
+    assert gpu_noise.main(["summarize", str(out), "--series-json", str(series_json)]) == 0
+    import series
+
+    doc = json.loads(series_json.read_text())
+    assert set(doc["keys"]) == {f"attn/decode/fa2/{k}/{m}" for k in ("b4_kv64", "b2_kv100")
+                                for m in ("latency", "blocks/latency", "blocks/vs_copy")}
+    data = series.suite_data(series_json, (("b4", "attn/decode/fa2/b4_kv64/blocks/vs_copy"),))
+    offsets, within = data["b4"]
+    assert len(offsets) == 3 and len(within) == 3 and within[0].size == 3
 
 
 def test_the_decode_suite_records_block_latency_and_ratio_beside_its_old_keys(cpu_as_cuda,

@@ -10,7 +10,8 @@
 # 3. PROCS fresh processes of `benchmarks/gpu_noise.py proc` (--diag: the diagnostics
 #    too), one after another, each appending a line to $OUT/procs.jsonl; no new process
 #    starts once DEADLINE_S (default 400) seconds have passed since the start;
-# 4. `gpu_noise.py summarize` into $OUT/summary.{json,md}; nvidia-smi's clocks, power and
+# 4. `gpu_noise.py summarize` into $OUT/summary.{json,md} and $OUT/series.json (the samples
+#    as benchmarks/series.py's suite model reads them); nvidia-smi's clocks, power and
 #    performance state before and after in $OUT/smi.txt. Everything is logged to
 #    $OUT/noise.log.
 set -o pipefail
@@ -29,6 +30,8 @@ echo "== suite (cold JIT cache)" | tee -a "$log"
 timeout 300 python3 -m pytest suites/kernels/test_flashinfer_decode.py -q -p no:cacheprovider \
     --gates-suite base-b-1gpu --gates-history "$out/suite.db" 2>&1 | tail -25 | tee -a "$log"
 echo "suite rc=$? at $(( $(date +%s) - t0 )) s" | tee -a "$log"
+# One file back, not three: fold the history's write-ahead log into it.
+python3 -c "import sqlite3, sys; c = sqlite3.connect(sys.argv[1]); c.execute('pragma wal_checkpoint(TRUNCATE)'); c.execute('pragma journal_mode=DELETE'); c.close()" "$out/suite.db" 2>&1 | tee -a "$log"
 for i in $(seq 0 $((procs - 1))); do
     if [ $(( $(date +%s) - t0 )) -gt "$deadline" ]; then
         echo "deadline: stopped before process $i" | tee -a "$log"
@@ -38,5 +41,5 @@ for i in $(seq 0 $((procs - 1))); do
 done
 { echo "== end"; nvidia-smi -q -d CLOCK,PERFORMANCE,POWER,TEMPERATURE; } >>"$out/smi.txt" 2>&1
 python3 benchmarks/gpu_noise.py summarize "$out/procs.jsonl" --json "$out/summary.json" \
-    --md "$out/summary.md" 2>&1 | tee -a "$log"
+    --md "$out/summary.md" --series-json "$out/series.json" 2>&1 | tee -a "$log"
 echo "total $(( $(date +%s) - t0 )) s" | tee -a "$log"
