@@ -1,7 +1,8 @@
 """Run-to-run noise of FlashInfer fa2 batch decode: the suite's timing against block timing.
 
     python benchmarks/gpu_noise.py proc --out procs.jsonl --index I [--diag]   # on a GPU
-    python benchmarks/gpu_noise.py summarize procs.jsonl [--json J] [--md M] [--skip N]
+    python benchmarks/gpu_noise.py summarize procs.jsonl [--json J] [--md M] [--skip N] \
+        [--series-json S]
     python benchmarks/gpu_noise.py history DB [DB ...] --out JSON [--suite base-b-1gpu]
     python benchmarks/gpu_noise.py spread JSON      # history's JSON: spread per GPU
 
@@ -27,7 +28,8 @@ reverse order (launch order).
 ``summarize`` reads the lines (skipping the first ``--skip``, the process that compiled the
 kernels) and writes, per shape and method, the per-process medians, their standard deviation
 relative to their median (the run-to-run spread a gate sees), the within-process spread, and
-for the diagnostics the correlation of each method's per-process medians with ``old``'s.
+for the diagnostics the correlation of each method's per-process medians with ``old``'s;
+``--series-json``: the processes' samples in ``history``'s format (below), a process a run.
 ``tools/gpu_noise.sh`` runs the whole experiment on a lent GPU.
 
 ``history`` reads the fa2 decode samples of recorded suite runs (complete, trusted, first
