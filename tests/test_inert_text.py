@@ -204,8 +204,8 @@ def test_a_local_run_prints_no_stop_commands(tmp_path):
 
 def test_a_right_to_left_override_in_a_file_name_is_shown_as_its_escape(session):
     shown = "test_invoice\\u202efdp.py"
-    assert RLO not in session["log"]
-    assert shown in session["log"]
+    for surface in ("log", "junit"):
+        assert RLO not in session[surface] and shown in session[surface], surface
     listed = subprocess.run([sys.executable, "-m", "ci_register", "list", "--suite", "cpu"],
                             cwd=session["tree"], env=_env(), capture_output=True, text=True,
                             timeout=120)

@@ -288,3 +288,28 @@ def test_the_pr_comment_speaks_of_this_ci_runs_runs_not_the_newest(tmp_path, fak
     body = next(c["body"] for c in f.comments.values() if MARKER in c["body"])
     assert body.splitlines()[1].startswith("## ❌ ") and "no run of CI run" in body, body
     assert cli(["--history", str(db), "--no-health", "--root", str(tmp_path)]) == 2
+
+
+def test_a_hostile_codeowners_owner_pings_nobody_and_links_nowhere(tmp_path, fake, capsys,
+                                                                   monkeypatch):
+    # Issue 55: the owner went into the webhook's mrkdwn as written: an @channel ping and
+    # a forged "Re-authenticate here" link in the team's channel.
+    f, url = fake
+    db = tmp_path / "h.db"
+    _history(db, branch="main", steps=31)
+    (tmp_path / "CODEOWNERS").write_text(
+        "* <!channel> <https://evil.example|Re-authenticate here> <@U012AB3CD>\n")
+    monkeypatch.setenv("GATES_WEBHOOK_URL", f"{url}/hook/x")
+    monkeypatch.setenv("GITHUB_TOKEN", TOKEN)
+    event = tmp_path / "event.json"
+    event.write_text(json.dumps({"pull_request": {"number": 5}}))
+    monkeypatch.setenv("GITHUB_EVENT_PATH", str(event))
+    assert cli(["notify", "--webhook", "--history", str(db), "--root", str(tmp_path)]) == 0
+    assert cli(["notify", "--pr-comment", "--history", str(db), "--repo", "o/r",
+                "--api-url", url, "--root", str(tmp_path)]) == 0
+    [hook] = [c[3] for c in f.calls if c[1].startswith("/hook/")]
+    for text in (hook["text"], hook["blocks"][0]["text"]["text"]):
+        assert "&lt;!channel&gt;" in text, text  # the owner is still named
+        assert "<!channel>" not in text and "<https://evil" not in text and "<@U" not in text
+    [comment] = [c[3]["body"] for c in f.calls if c[0] == "POST" and "/comments" in c[1]]
+    assert "&lt;!channel&gt;" in comment and "<https://evil" not in comment

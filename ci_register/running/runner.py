@@ -42,7 +42,7 @@ from ci_register.registered.collect import Collection, Registration, collect
 from ci_register.running.budget import file_timeout
 from ci_register.running.executed import runner_entries
 from ci_register.running.hardware import check, detect_for
-from ci_register.running.redact import mask_secrets, raw_stream
+from ci_register.running.redact import mask_secrets, raw_stream, show_controls
 from ci_register.running.relay import Relay, commands_stopped
 from ci_register.running.runner_map import runner_files
 from ci_register.running.supervise import Supervised, die_with_parent, run_supervised
@@ -402,7 +402,23 @@ def _pytest(plan_file: Path, plan: dict, opts: RunOptions, targets: list[str], e
     finally:
         progress.unlink(missing_ok=True)
         progress.with_name(progress.name + ".tmp").unlink(missing_ok=True)
+    _show_controls_in(junit)
     return _settle(out, plan, opts)
+
+
+def _show_controls_in(junit: Path) -> None:
+    """The JUnit XML (uploaded, shown by test-report viewers) with invisible characters
+    of test names and texts as escapes, as on every other surface: a file named with
+    U+202E reads as it is. Its secrets were masked as pytest made each report."""
+    try:
+        text = junit.read_text(encoding="utf-8", errors="surrogateescape")
+        shown = show_controls(text)
+        if shown != text:
+            junit.write_text(shown, encoding="utf-8")
+    except OSError as exc:  # no XML (pytest never started), a full disk: said, not fatal
+        if junit.exists():
+            print(f"warning: {junit}: invisible characters left as they are ({exc})",
+                  file=sys.stderr, flush=True)
 
 
 def _signame(sig: int) -> str:
