@@ -81,18 +81,25 @@ def _copy(pipe: IO[bytes], sink: IO[str]) -> None:
     # Not UTF-8: the bytes survive as lone surrogates, which `show_controls` escapes.
     decoder = codecs.getincrementaldecoder("utf-8")("surrogateescape")
     fd = pipe.fileno()
+    writing = True
     try:
         while chunk := os.read(fd, 65536):
-            guard.write(decoder.decode(chunk))
-            if len(guard._pending) > LINE_CAP:
-                guard.flush()
+            if not writing:
+                continue  # drained all the same: a full pipe would stop pytest
+            try:
+                guard.write(decoder.decode(chunk))
+                if len(guard._pending) > LINE_CAP:
+                    guard.flush()
+                sink.flush()
+            except (OSError, ValueError):  # the runner's own stream closed (`| head`)
+                writing = False
+        if writing:
+            rest = guard._pending + decoder.decode(b"", final=True)
+            guard._pending = ""
+            if rest:
+                guard.write(rest + "\n")  # the last line, ended so the next starts a line
             sink.flush()
-        guard.write(decoder.decode(b"", final=True))
-        rest, guard._pending = guard._pending, ""
-        if rest:
-            guard.write(rest + "\n")  # the last line, ended so the next starts a line
-        sink.flush()
-    except (OSError, ValueError):  # the runner's own stream closed (`| head`)
+    except (OSError, ValueError):
         pass
     finally:
         with contextlib.suppress(OSError):
