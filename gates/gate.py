@@ -737,4 +737,10 @@ def _mark_gate_error(history: str, run_id: str, why: str) -> None:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    # The verdict table holds text a pull request wrote (an acceptance's reason, a test's
+    # name): secrets masked, invisibles shown, no line a workflow command.
+    from ci_register.running.redact import guarded_output
+
+    with guarded_output():
+        code = main()
+    raise SystemExit(code)

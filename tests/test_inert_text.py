@@ -460,3 +460,25 @@ def test_a_closed_runner_stream_never_blocks_pytest():
         os.close(w_out)
         relay.join()
     assert written == 64 * 65536
+
+
+def test_an_acceptance_reason_from_a_pull_request_prints_no_command_from_the_gate(tmp_path):
+    # gates-accept.toml travels with the PR; the gate prints the acceptance's reason in its
+    # verdict table, outside pytest's output (and its stop-commands).
+    (tmp_path / "suites").mkdir()
+    (tmp_path / "suites" / "catalog.toml").write_text(CATALOG)
+    (tmp_path / "suites" / "test_lat.py").write_text(
+        REG + "def test_lat(metrics):\n"
+        "    metrics.record('lat', [1.0, 1.1, 1.2], unit='s', better='lower')\n")
+    (tmp_path / "gates-accept.toml").write_text(
+        '[[accept]]\nkey = "lat"\n'
+        'reason = "by design\\n::error::PWNED-accept\\r::add-mask::x \\u202e machine h '
+        'login u password S3CRET-acc"\n')
+    r = subprocess.run([sys.executable, "-m", "ci_register", "run", "cpu", "--history",
+                        str(tmp_path / "h.db"), "--gate", "enforce"],
+                       cwd=tmp_path, env=_env(GITHUB_ACTIONS="true"), capture_output=True,
+                       text=True, timeout=300)
+    log = r.stdout + r.stderr
+    assert r.returncode == 0, log
+    assert "PWNED-accept" in log  # the gate said it, as data
+    assert runner_commands(log) == [] and RLO not in log and "S3CRET" not in log
