@@ -60,8 +60,9 @@ from gates.model.verdicts import FAILING, VERDICTS, gate_exit, interval_contradi
 from gates.record import accept
 from gates.record.declarations import DeclarationError, Gate, gate_for, parse_plan_gates
 from gates.record.unit_check import UnitMismatch, conflicts
+from gates.store.acceptances import Cut
 from gates.store.backend import display_location, is_database_url
-from gates.store.gate_inputs import Cut, GateInputs, latest_rows, read_gate_inputs
+from gates.store.gate_inputs import GateInputs, latest_rows, read_gate_inputs
 from gates.store.history import History
 from gates.store.provenance import host_key
 

@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Any
 
 # What a key is judged under is read with the gate's inputs (gates.store.gate_inputs).
-from gates.store.gate_inputs import Cut, applies_to
+from gates.store.acceptances import Cut, applies_to
 
 __all__ = [
     "ACCEPT_FILE",

@@ -21,7 +21,6 @@ read back, as they decide its baselines (only when the verdicts are to be saved)
 
 from __future__ import annotations
 
-import fnmatch
 import sqlite3
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -29,14 +28,15 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 from gates.model import stats
+from gates.store.acceptances import Cut, applies_to
 from gates.store.baselines import baseline_runs, bulk_baselines, hosts_of, unheld_chains
 
 if TYPE_CHECKING:
     from gates.store.baseline_reads import BaselineReads
     from gates.store.history import History
 
-__all__ = ["CHAIN_DEPTH", "LOCATE_RUNS", "BaselineUnreadable", "ChainRead", "Cut",
-           "GateInputs", "applies_to", "latest_rows", "read_chain_rows", "read_gate_inputs",
+__all__ = ["CHAIN_DEPTH", "LOCATE_RUNS", "BaselineUnreadable", "ChainRead",
+           "GateInputs", "latest_rows", "read_chain_rows", "read_gate_inputs",
            "unit_facts"]
 
 LOCATE_RUNS = 60  # baseline runs change-point localisation looks at (gates.gate._locate)
@@ -50,22 +50,6 @@ def _empty() -> Mapping[str, Any]:
 
 class BaselineUnreadable(sqlite3.DatabaseError):
     """The bulk baseline read failed (a damaged file): the gate's input error."""
-
-
-@dataclass(frozen=True)
-class Cut:
-    """The acceptance a key of a run is judged under, and the baseline runs it drops."""
-
-    acceptance: Mapping[str, Any]
-    drop: frozenset[str] = field(default_factory=frozenset)
-
-    def message(self, kept: int, need: int) -> str:
-        a = self.acceptance
-        where = (f"from {str(a['from_commit'])[:10]}" if a.get("from_commit")
-                 else f"by {a.get('source') or 'gates-accept.toml'}")
-        who = f" ({a['who']})" if a.get("who") else ""
-        return (f"accepted {where}{who}: {a['reason']}; insufficient history after "
-                f"acceptance: {kept} run(s) since, {need} needed")
 
 
 @dataclass(frozen=True)
@@ -118,21 +102,6 @@ def latest_rows(rows: Sequence[Mapping[str, Any]]) -> dict[str, list[Mapping[str
     for (key, _), r in sorted(by.items()):
         out.setdefault(key, []).append(r)
     return out
-
-
-def applies_to(acc: Mapping[str, Any], key: str, suite: str, nodeid: str | None) -> bool:
-    """Whether an acceptance names this metric (key glob, suite, test glob)."""
-    if not fnmatch.fnmatchcase(key, acc["pattern"]):
-        return False
-    if acc.get("suite") and acc["suite"] != suite:
-        return False
-    test = acc.get("test")
-    if test:
-        if not nodeid:
-            return False
-        path = nodeid.split("::", 1)[0]
-        return fnmatch.fnmatchcase(nodeid, test) or fnmatch.fnmatchcase(path, test)
-    return True
 
 
 def read_gate_inputs(history: History, run_id: str, *, confirm_of: str | None = None,
