@@ -237,7 +237,7 @@ def test_unreachable_webhook_and_missing_settings(tmp_path, capsys, monkeypatch)
 ])
 def test_the_pr_number_from_the_event_is_a_positive_whole_number(tmp_path, monkeypatch,
                                                                   payload, number):
-    from gates.commands.after import pr_number  # noqa: PLC0415
+    from gates.commands.notify import pr_number  # noqa: PLC0415
 
     event = tmp_path / "event.json"
     event.write_text(json.dumps(payload))

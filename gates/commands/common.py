@@ -2,7 +2,7 @@
 ``--history`` and ``--out``/``--force`` arguments, opening the history, and
 writing an output file without destroying anything (`ci_register.planning.outfile`).
 
-`gates.commands.cli` and `gates.commands.after` both build on it, so a rule (a missing history is a
+Every subcommand module builds on it, so a rule (a missing history is a
 usage error, ``--out`` never replaces the history or an input) holds for every command.
 """
 
@@ -16,7 +16,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import NoReturn
 
-__all__ = ["LOCAL_HISTORY", "MAX_COUNT", "Parser", "UsageError", "add_history", "add_out", "check_out", "count",
+__all__ = ["FORMATS", "LOCAL_HISTORY", "assign_owners", "existing_history", "health_for",
+            "MAX_COUNT", "Parser", "UsageError", "add_history", "add_out", "check_out", "count",
            "default_history", "emit", "is_report", "now", "open_history_arg"]
 
 
@@ -194,3 +195,66 @@ def emit(text: str, out: str | None) -> None:
     except OutputError as exc:
         raise UsageError(str(exc)) from None
     print(f"wrote {path} ({len(text.encode())} bytes)", file=sys.stderr)
+
+
+FORMATS = ("text", "md", "json", "html")  # gate-report report's --format
+
+
+def health_for(history, suites: dict[str, str | None], root: Path, window: int) -> list:
+    """Each suite's CI health up to its newest reported start (``gates.report.health``)."""
+    from gates.report.health import analyse  # noqa: PLC0415
+    from gates.report.query import load_health_input, load_registrations  # noqa: PLC0415
+
+    out = []
+    for suite, until in sorted(suites.items()):  # until: newest reported start, or None
+        regs = load_registrations(root, suite)
+        out.append(analyse(load_health_input(history, suite, window=window,
+                                             registrations=regs, until=until)))
+    return out
+
+
+def assign_owners(history, report, root: Path) -> None:
+    """Owners (register_ci_gate(owner=), else CODEOWNERS) and accept hints on the rows."""
+    if not any(v.cls != "pass" or v.verdict == "improvement" for v in report.verdicts):
+        return  # nothing to own (every row passed): no CODEOWNERS read, no matcher loaded
+    from gates.record.accept import held_since  # noqa: PLC0415
+    from gates.report.owners import assign, read_codeowners  # noqa: PLC0415
+
+    declared: dict[tuple[str, str], str] = {}
+    for rid in {v.run_id for v in report.verdicts if v.cls != "pass"}:
+        for g in history.plan_gates(rid):
+            owner = (g.get("options") or {}).get("owner")
+            if owner:
+                declared[(rid, g["metric_key"])] = owner
+    started = {r.run_id: r.started_at for r in report.runs}
+
+    def streak(v) -> tuple[int, str | None]:
+        rows = history.key_verdicts(v.suite, v.key, v.fingerprint, until=started.get(v.run_id))
+        return held_since(rows, v.verdict)
+
+    try:
+        rules = read_codeowners(root)
+    except ImportError as exc:  # a host with the gate's needs only (a GPU image's Python)
+        print(f"warning: CODEOWNERS not read ({exc}); pip install pathspec google-re2",
+              file=sys.stderr)
+        rules = []
+    assign(report, declared, rules, streak)
+    for v in report.verdicts:
+        if v.cls == "pass":
+            continue
+        done = [b for b in history.bisects(v.key) if b["suite"] in (None, v.suite)]
+        if done:
+            b = done[0]
+            v.bisect = (f"{b['outcome']} {b['culprit'][:12]}" if b.get("culprit")
+                        else b["outcome"]) + f" ({b['executions']} runs)"
+
+
+def existing_history(args: argparse.Namespace) -> Path | str:
+    """The history a fleet chore works on: --history, else the default; it must exist."""
+    from gates.store.backend import history_location  # noqa: PLC0415
+
+    target = history_location(args.history or default_history())
+    if isinstance(target, Path) and not target.exists():
+        raise UsageError(f"{target}: no such history; pass --history PATH or set "
+                         "GATES_HISTORY")
+    return target
