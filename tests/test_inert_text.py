@@ -263,6 +263,7 @@ HOSTILE = {
     "terminal": "\x1b]8;;https://evil.example\x07link\x1b]8;;\x07\x1b[2J\x1b[31mred",
     "html": "<script>alert(1)</script><img src=x onerror=alert(2)>",
     "markdown": "[click](https://evil.example) ![i](https://evil.example/i.png) `x` | *b*",
+    "autolink": "log in at https://evil.example/login or www.evil.example",
     "netrc": "machine h login u password S3CRET-netrc",
     "json-secret": '{"db_pass": "S3CRET-json", "MY_SERVICE_KEY": "S3CRET-key"}',
     "url-secret": "postgresql://ci:S3CRET-url@db/h?sslpassword=S3CRET-q",
@@ -274,6 +275,7 @@ _LINK = re.compile(r"(?<!\\)\]\(https://evil")  # a link or image whose ] is not
 # `redact._INVISIBLE`; this one is written apart from it, by Unicode category).
 _INVISIBLE = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\u00ad\u061c\u180e"
                         "\u200b-\u200f\u2028-\u202e\u2060-\u206f\ufeff\U000e0000-\U000e007f]")
+_BARE = re.compile(r"(?i)https?://evil|www\.evil")  # text GitHub would autolink
 _CODE_SPAN = re.compile(r"(`+).*?(?<!`)\1(?!`)")
 
 
@@ -357,7 +359,7 @@ def _held(surface: str, out: str, name: str) -> list[str]:
     if surface in ("markdown", "pr-comment", "html"):
         if re.search(r"<(script|img|!channel|@U|https://evil)", out):
             bad.append("markup")
-    if surface in ("markdown", "pr-comment") and _LINK.search(out):
+    if surface in ("markdown", "pr-comment") and (_LINK.search(out) or _BARE.search(out)):
         bad.append("link")
     if surface == "slack" and re.search(r"<(?!https://ci\.example/run/1\|run>)", out):
         bad.append("slack markup")

@@ -38,10 +38,20 @@ _MD_ESCAPE = str.maketrans({
 })
 
 
+# GitHub turns a bare ``https://...`` or ``www.`` in text into a link: a character of
+# each as an entity keeps the text as it reads and no link is made of it.
+_AUTOLINK = re.compile(r"(?i)://|www\.")
+_AUTOLINK_BREAK = {"/": "&#47;", ".": "&#46;"}
+
+
 def md_text(text: object) -> str:
-    """Plain text safe in a Markdown table cell (no formatting, no HTML, no pipes; secrets
-    masked, bidi and other invisible characters shown as escapes, `show_controls`)."""
-    return show_controls(mask_secrets(str(text))).translate(_MD_ESCAPE)
+    """Plain text safe in a Markdown table cell (no formatting, no HTML, no pipes, no
+    link; secrets masked, bidi and other invisible characters shown as escapes,
+    `show_controls`)."""
+    text = show_controls(mask_secrets(str(text))).translate(_MD_ESCAPE)
+    if "://" in text or "www." in text.lower():
+        text = _AUTOLINK.sub(lambda m: m.group()[:-1] + _AUTOLINK_BREAK[m.group()[-1]], text)
+    return text
 
 
 def md_code(text: object) -> str:
