@@ -131,9 +131,9 @@ def test_collecting_2000_files_is_fast(tmp_path):
         d.mkdir(parents=True, exist_ok=True)
         (d / f"test_f{i}.py").write_text(HEAD + f'register_cuda_ci(est_time={i + 1}, suite="base-b-1gpu")\ndef test_a(): pass\n')
     cat = parse_catalog((ROOT / "suites" / "catalog.toml").read_text(), suites / "catalog.toml")
-    t = time.perf_counter()
+    t = time.process_time()  # CPU time: load stretches wall time only
     col = collect(cat, base=tmp_path)
-    assert time.perf_counter() - t < 5
+    assert time.process_time() - t < 5
     assert len(col.registrations) == 300 and not col.issues
 
 

@@ -149,6 +149,8 @@ with open_history(sys.argv[1]) as h:
                    for k in range(200)]
         h.record_run(RunRecord(prov, [TestResult("t.py::a", "t.py", "passed", 1.0)],
                                metrics, None, 0))
+        if i == 0:
+            print("wrote", flush=True)
 """
 
 
@@ -159,6 +161,9 @@ def test_sigkill_at_a_random_moment_never_leaves_a_partial_run(store_location: P
     try:
         assert child.stdout is not None
         assert child.stdout.readline().strip() == "open"
+        # One run written, then a moment into the next ones: a fixed 0.7 s from "open" was
+        # all spent opening on a loaded machine, and nothing had been written to check.
+        assert child.stdout.readline().strip() == "wrote"
         time.sleep(0.7)
     finally:
         os.kill(child.pid, signal.SIGKILL)

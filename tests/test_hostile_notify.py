@@ -23,10 +23,14 @@ Handler = Callable[[socket.socket, bytes], None]
 
 class Server:
     """A raw TCP server on 127.0.0.1: reads one request per connection, hands the socket to
-    `handler`; stops after `limit` connections or `life_s` seconds, whichever first."""
+    `handler`; stops after `limit` connections, when its test ends (`stopped`), or after
+    `life_s` seconds, whichever first. `life_s` is a backstop, not a budget: a server that
+    stopped after 30 s refused the POST of a CLI that a loaded machine had kept starting
+    for longer, and the test read that as the CLI's failure."""
 
-    def __init__(self, handler: Handler, limit: int = 200, life_s: float = 30.0) -> None:
+    def __init__(self, handler: Handler, limit: int = 200, life_s: float = 600.0) -> None:
         self.handler, self.limit, self.requests = handler, limit, []
+        self.stopped = threading.Event()
         self.sock = socket.socket()
         self.sock.bind(("127.0.0.1", 0))
         self.sock.listen(16)
@@ -38,7 +42,8 @@ class Server:
 
     def _serve(self) -> None:
         served = 0
-        while served < self.limit and time.monotonic() < self.stop_at:
+        while served < self.limit and time.monotonic() < self.stop_at and \
+                not self.stopped.is_set():
             try:
                 conn, _ = self.sock.accept()
             except TimeoutError:
@@ -88,6 +93,25 @@ def servers() -> Iterator[Callable[..., Server]]:
     yield make
     for s in made:
         s.stop_at = 0
+        s.stopped.set()
+
+
+def _holding(server: Callable[[], Server]) -> Handler:
+    """A receiver that takes the request and never answers while its test runs."""
+    def handle(conn: socket.socket, head: bytes) -> None:
+        server().stopped.wait(600)
+    return handle
+
+
+def _await_request(server: Server, proc) -> None:
+    """Wait until ``server`` holds a request from the CLI process ``proc``, however long a
+    loaded machine takes to start it and build its report (a fixed 20 s of polling sent
+    the signal to a CLI still starting); fail at once, with its output, if it exits."""
+    while not server.requests:
+        if proc.poll() is not None:
+            out, err = proc.communicate()
+            pytest.fail(f"the CLI exited {proc.returncode} before its POST: {out} {err}")
+        time.sleep(0.05)
 
 
 @pytest.fixture
@@ -175,10 +199,9 @@ def test_a_webhook_secret_in_the_query_stays_out_of_errors(main_history, servers
 def test_an_api_that_always_answers_full_pages_is_capped(main_history, servers, capsys):
     page = json.dumps([{"id": i, "body": "x"} for i in range(100)]).encode()
     api = servers(reply("200 OK", page), limit=1000)
-    began = time.monotonic()
     assert cli(_pr(main_history, api.url)) == 2
     assert "full pages kept coming" in _all_out(capsys)
-    assert len(api.requests) == notify.MAX_PAGES and time.monotonic() - began < 45
+    assert len(api.requests) == notify.MAX_PAGES
     assert not any(r.startswith(b"POST") for r in api.requests)
 
 
@@ -201,10 +224,10 @@ def test_a_dripping_webhook_is_cut_at_the_deadline_and_kept_pending(
     hook = servers(_dripper(prefix, every_s=0.3, total_s=15))
     monkeypatch.setattr(notify, "DEADLINE_S", 2.0)
     monkeypatch.setenv("GATES_WEBHOOK_URL", f"{hook.url}/hook/SECRETPATH")
-    began = time.monotonic()
     assert cli(["notify", "--webhook", "--history", str(main_history)]) == 2
-    assert time.monotonic() - began < 8
     text = _all_out(capsys)
+    # Cut by the 2 s deadline (its words), not by the 15 s drip ending: no wall-clock
+    # bound, which a loaded machine's report building once overran.
     assert "no complete answer" in text and "SECRETPATH" not in text
     assert _sent(main_history) == [] and _pending(main_history) == 0  # retried next run
 
@@ -213,20 +236,19 @@ def test_a_dripping_webhook_is_cut_at_the_deadline_and_kept_pending(
 def test_a_dripping_api_is_cut_at_the_deadline(main_history, servers, capsys, monkeypatch):
     api = servers(_dripper(b"HTTP/1.1 200 OK\r\nContent-Length: 99999\r\n\r\n[", 0.3, 15))
     monkeypatch.setattr(notify, "DEADLINE_S", 2.0)
-    began = time.monotonic()
     assert cli(_pr(main_history, api.url)) == 2
-    assert time.monotonic() - began < 8 and "no complete answer" in _all_out(capsys)
+    assert "no complete answer" in _all_out(capsys)  # the deadline's words
 
 
 @pytest.mark.timeout(60)
 def test_a_receiver_that_accepts_and_never_answers_is_cut(main_history, servers, capsys,
                                                            monkeypatch):
-    hook = servers(lambda conn, head: time.sleep(6))
+    hook = servers(_holding(lambda: hook))
     monkeypatch.setattr(notify, "DEADLINE_S", 1.5)
     monkeypatch.setenv("GATES_WEBHOOK_URL", f"{hook.url}/hook/x")
-    began = time.monotonic()
     assert cli(["notify", "--webhook", "--history", str(main_history)]) == 2
-    assert time.monotonic() - began < 6 and _sent(main_history) == []
+    # The 1.5 s deadline's words, not the 15 s read timeout's ("no answer within 15 s").
+    assert "no complete answer within 1.5 s" in _all_out(capsys) and _sent(main_history) == []
 
 
 @pytest.mark.timeout(60)
@@ -318,7 +340,7 @@ def test_a_fresh_claim_blocks_a_second_sender_and_a_stale_one_does_not(tmp_path)
         assert h.notifications("webhook:pending") == []
 
 
-@pytest.mark.timeout(120)
+@pytest.mark.timeout(600)
 def test_a_sender_killed_mid_post_leaves_the_change_to_be_sent_again(main_history, servers,
                                                                      tmp_path):
     import os
@@ -327,16 +349,12 @@ def test_a_sender_killed_mid_post_leaves_the_change_to_be_sent_again(main_histor
     import sys
 
     repo = Path(__file__).resolve().parents[1]
-    hold = servers(lambda conn, head: time.sleep(20), limit=1)
+    hold = servers(_holding(lambda: hold), limit=1)
     env = dict(os.environ, PYTHONPATH=str(repo), GATES_WEBHOOK_URL=f"{hold.url}/hook/x")
     proc = subprocess.Popen([sys.executable, "-m", "gates.commands.cli", "notify", "--webhook",
                              "--history", str(main_history)], env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    for _ in range(400):
-        if hold.requests:
-            break
-        time.sleep(0.05)
-    assert hold.requests, "the POST never arrived"
+    _await_request(hold, proc)
     proc.send_signal(signal.SIGKILL)
     proc.communicate(timeout=30)
     assert _sent(main_history) == []  # not answered: never marked sent
@@ -346,7 +364,7 @@ def test_a_sender_killed_mid_post_leaves_the_change_to_be_sent_again(main_histor
         assert h.claim_notification("webhook", pending[0]["dedupe"], "again", stale_s=0.0)
 
 
-@pytest.mark.timeout(120)
+@pytest.mark.timeout(600)
 def test_a_rerun_after_a_sender_was_killed_mid_post_sends_it(main_history, servers, capsys,
                                                               monkeypatch):
     # The killed sender's claim blocked every rerun for 10 minutes: "1 already notified",
@@ -357,16 +375,12 @@ def test_a_rerun_after_a_sender_was_killed_mid_post_sends_it(main_history, serve
     import sys
 
     repo = Path(__file__).resolve().parents[1]
-    hold = servers(lambda conn, head: time.sleep(20), limit=1)
+    hold = servers(_holding(lambda: hold), limit=1)
     env = dict(os.environ, PYTHONPATH=str(repo), GATES_WEBHOOK_URL=f"{hold.url}/hook/x")
     proc = subprocess.Popen([sys.executable, "-m", "gates.commands.cli", "notify", "--webhook",
                              "--history", str(main_history)], env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    for _ in range(400):
-        if hold.requests:
-            break
-        time.sleep(0.05)
-    assert hold.requests, "the POST never arrived"
+    _await_request(hold, proc)
     proc.send_signal(signal.SIGKILL)
     proc.communicate(timeout=30)
     assert _pending(main_history) == 1 and _sent(main_history) == []
@@ -406,7 +420,7 @@ def test_a_claim_is_held_while_its_process_lives_and_released_when_it_is_gone(tm
     assert not claimant_gone(None) and not claimant_gone("{}")
 
 
-@pytest.mark.timeout(120)
+@pytest.mark.timeout(600)
 def test_ctrl_c_mid_post_releases_the_claim_and_prints_no_traceback(main_history, servers):
     import os
     import signal
@@ -414,15 +428,12 @@ def test_ctrl_c_mid_post_releases_the_claim_and_prints_no_traceback(main_history
     import sys
 
     repo = Path(__file__).resolve().parents[1]
-    hold = servers(lambda conn, head: time.sleep(20), limit=1)
+    hold = servers(_holding(lambda: hold), limit=1)
     env = dict(os.environ, PYTHONPATH=str(repo), GATES_WEBHOOK_URL=f"{hold.url}/hook/x")
     proc = subprocess.Popen([sys.executable, "-m", "gates.commands.cli", "notify", "--webhook",
                              "--history", str(main_history)], env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    for _ in range(400):
-        if hold.requests:
-            break
-        time.sleep(0.05)
+    _await_request(hold, proc)
     proc.send_signal(signal.SIGINT)
     out, err = proc.communicate(timeout=30)
     assert proc.returncode == 130 and "Traceback" not in err and "interrupted" in err

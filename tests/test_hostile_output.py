@@ -262,6 +262,6 @@ def test_mask_secrets_is_linear_on_hostile_text():
                  "x=" * 50_000, "a.a" * 50_000 + "=", "A_PASSWORD" * 10_000,
                  "Bearer " * 20_000, "'a':" * 30_000, "--a " * 30_000,
                  "-" * 100_000 + "a b", "--password " * 20_000):
-        began = time.perf_counter()
+        began = time.process_time()  # CPU time: load stretches wall time only
         mask_secrets(text)
-        assert time.perf_counter() - began < 5.0, text[:20]
+        assert time.process_time() - began < 5.0, text[:20]

@@ -181,10 +181,10 @@ def test_hostile_codeowners_patterns_match_in_linear_time(pattern):
     import time
 
     rules = parse_codeowners(f"{pattern} @evil\n* @default\n{pattern} @evil2\n")
-    began = time.perf_counter()
+    began = time.process_time()  # CPU time: load stretches wall time only
     for path in (LONG_PATH, "a" * 30, "a" * 7000, LONG_PATH.replace("/", "a")):
         owner_of(path, rules)
-    assert time.perf_counter() - began < 1.0
+    assert time.process_time() - began < 1.0
 
 
 def test_codeowners_takes_brackets_and_a_leading_bang_literally():

@@ -25,7 +25,12 @@ ROOT = Path(__file__).resolve().parents[1]
 FAKE = "{python} -m serving.fake --port {port}"
 
 
-def fake_config(extra: str = "", timeout: float = 20.0) -> ServerConfig:
+# Polls wait for what takes well under a second when idle; a loaded 2-core machine starts
+# and reaps processes seconds late, and only a broken stop waits this out.
+WAIT_S = 120.0
+
+
+def fake_config(extra: str = "", timeout: float = WAIT_S) -> ServerConfig:
     return ServerConfig(
         engine="command",
         command=FAKE + " " + extra,
@@ -43,7 +48,9 @@ def alive(pid: int) -> bool:
     return state != "Z"  # a zombie has exited; only its parent's reaping is pending
 
 
-def wait_dead(pid: int, timeout: float = 10.0) -> bool:
+
+
+def wait_dead(pid: int, timeout: float = WAIT_S) -> bool:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if not alive(pid):
@@ -52,7 +59,7 @@ def wait_dead(pid: int, timeout: float = 10.0) -> bool:
     return False
 
 
-def child_pid(log: Path, timeout: float = 10.0) -> int:
+def child_pid(log: Path, timeout: float = WAIT_S) -> int:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         m = re.search(r"child pid (\d+)", log.read_text())
@@ -93,7 +100,7 @@ def test_never_healthy_fails_with_log_tail_and_cleans_up(tmp_path: Path) -> None
         ServerStartError, match=r"not healthy .* after 1\.5 s(.|\n)*fake server on port"
     ):
         start_server(fake_config("--healthy-after 60", timeout=1.5), tmp_path)
-    assert time.monotonic() - t0 < 15
+    assert time.monotonic() - t0 < 60  # given up at 1.5 s, not healthy after its own 60 s
     log = next(tmp_path.glob("server-command-*.log")).read_text()
     port = re.search(r"--port (\d+)", log).group(1)  # type: ignore[union-attr]
     with pytest.raises(requests.ConnectionError):
@@ -242,7 +249,7 @@ def test_an_explicit_port_already_served_is_refused(tmp_path: Path) -> None:
         port = int(other.url.rsplit(":", 1)[1])
         cfg = ServerConfig(engine="command", command=FAKE, env={"PYTHONPATH": str(ROOT)},
                            port=port, startup_timeout_s=10, stop_timeout_s=5)
-        t0 = time.monotonic()
         with pytest.raises(ServerStartError, match=f"port {port} .* already in use"):
             start_server(cfg, tmp_path)
-        assert time.monotonic() - t0 < 5 and other.url
+        # Refused before any launch (the message): no wall bound, which load stretches.
+        assert other.url
