@@ -250,6 +250,7 @@ def judge(inputs: GateInputs, *, plan: Mapping[str, Any] | None = None,
     ctx.mixed = conflicts(units, inputs.units_seen, inputs.unit_counts)
     judged = _judge_keys(ctx, keys, recorded, declared)
     _decide(ctx, judged)
+    _negative_controls(judged)
     result.verdicts = [v for v, _, _ in judged]
     if not result.verdicts and not held:
         result.note = "no gated metrics in this run"
@@ -419,6 +420,29 @@ def _decide(ctx: _Run, judged: list[tuple[Verdict, stats.Judgement | None, Gate]
         if why:
             v.verdict = "threshold-fail"
             v.message = why
+
+
+# What flags a negative control: the gate failed it on its bound or on its history.
+_FLAGGED = ("threshold-fail", "regression")
+
+
+def _negative_controls(judged: list[tuple[Verdict, stats.Judgement | None, Gate]]) -> None:
+    """Turn the verdicts of ``expect="fail"`` gates around. Flagged as it must be: shown as
+    a warning, never failing, never rerun. Anything else (passed, no history to judge it
+    by, an improvement): the gate let a deliberately broken input through, so the session
+    fails (``threshold-fail`` at the gate's own mode, its message saying why). A control
+    that was not recorded stays ``missing`` and an unreadable one ``error``: both fail."""
+    for v, _, gate in judged:
+        if gate.expect != "fail" or v.verdict in ("missing", "error"):
+            continue
+        if v.verdict in _FLAGGED:
+            v.mode = "warn" if v.mode == "enforce" else v.mode
+            v.message = f"negative control flagged, as it must be: {v.message}"
+        else:
+            v.message = (f"negative control NOT flagged: the gate read it {v.verdict!r} "
+                         f"({v.message or 'no bound crossed'}); a deliberately broken input "
+                         "must fail this gate (register_ci_gate(expect='fail'))")
+            v.verdict = "threshold-fail"
 
 
 def _decide_first(ctx: _Run, v: Verdict, j: stats.Judgement, gate: Gate,

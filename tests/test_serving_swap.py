@@ -71,3 +71,52 @@ def test_gate_passes_the_faithful_twin_and_fails_the_broken_one(tmp_path: Path, 
         assert res.tripped_nodeids == [NODE]
     else:
         assert verdict.verdict != "threshold-fail" and res.exit_code == 0
+
+
+def _suite_plan() -> dict:
+    """The plan's ``gates`` list as the runner builds it: the declarations of the real
+    suites/serving/test_checkpoint_swap.py, read statically."""
+    from ci_register.registered.catalog import load_catalog  # noqa: PLC0415
+    from ci_register.registered.collect import collect  # noqa: PLC0415
+
+    root = Path(__file__).resolve().parents[1]
+    col = collect(load_catalog(root / "suites" / "catalog.toml"), base=root)
+    return {"gates": [g.to_json() for g in col.gates if g.path == NODE.split("::")[0]]}
+
+
+@pytest.mark.parametrize(("broken", "flagged"), [(BROKEN, True), (FP8, False)])
+def test_the_broken_twin_fails_the_session_unless_the_gate_flags_it(
+        tmp_path: Path, broken: float, flagged: bool) -> None:
+    # The negative control, both ways, under the suite file's own declarations: the broken
+    # twin's 0.812 crosses its floor, the gate flags it and the session passes with it
+    # shown; a broken twin the gate lets through (here: it scored as well as the
+    # baseline) fails the session. Declared `warn`, it passed the session either way.
+    plan = _suite_plan()
+    assert any(g["metric_key"] == f"{KEY}/broken/accuracy" and g["options"].get("expect") == "fail"
+               for g in plan["gates"]), plan
+    floor = swap_floor(BASE, N)
+    rid = _run(tmp_path / "h.db", {f"{KEY}/fp8/accuracy": (FP8, N, floor),
+                                   f"{KEY}/broken/accuracy": (broken, N, floor),
+                                   f"{KEY}/fp8/multiturn/prefix_mismatch_rate": (0.0, 15, None),
+                                   f"{KEY}/broken/multiturn/prefix_mismatch_rate": (0.0, 15, None)})
+    with open_history(tmp_path / "h.db") as h:
+        res = evaluate_run(h, rid, plan=plan)
+    by_key = {v.key: v for v in res.verdicts}
+    control = by_key[f"{KEY}/broken/accuracy"]
+    assert control.verdict == "threshold-fail"
+    if flagged:
+        assert res.exit_code == 0 and not res.failed and control.mode == "warn"
+        assert control.message.startswith("negative control flagged") and "< min_value" in control.message
+        assert res.tripped_nodeids == []  # nothing to confirm: the gate did its job
+    else:
+        assert res.exit_code == 1 and res.failed and control.mode == "enforce"
+        assert "negative control NOT flagged" in control.message, control.message
+    assert by_key[f"{KEY}/fp8/accuracy"].verdict != "threshold-fail"
+
+
+def test_a_negative_control_the_run_did_not_record_fails(tmp_path: Path) -> None:
+    rid = _run(tmp_path / "h.db", {f"{KEY}/fp8/accuracy": (FP8, N, swap_floor(BASE, N))})
+    with open_history(tmp_path / "h.db") as h:
+        res = evaluate_run(h, rid, plan=_suite_plan())
+    assert {v.key: v.verdict for v in res.verdicts}[f"{KEY}/broken/accuracy"] == "missing"
+    assert res.exit_code == 1

@@ -12,7 +12,8 @@ from __future__ import annotations
 
 __all__ = ["BAND_KEYS", "GATE_OPTIONS", "MILES_GATE_KEYS", "miles_options"]
 
-GATE_OPTIONS = ("better", "min_change", "min_value", "max_value", "level", "mode", "owner")
+GATE_OPTIONS = ("better", "min_change", "min_value", "max_value", "level", "mode", "owner",
+                "expect")
 MILES_GATE_KEYS = ("steps", "constraint", "enforce", "allowlist_reason")
 BAND_KEYS = ("rel_up", "abs_floor_up", "rel_down", "abs_floor_down")
 

@@ -79,6 +79,7 @@ def register_ci_gate(*, metric_key: str, **options: Any) -> None:
     Options: ``better`` ("higher"/"lower"), ``min_change`` (relative practical floor),
     ``min_value`` / ``max_value`` (absolute bounds), ``level`` (significance), ``mode``
     ("enforce"/"warn"), ``owner`` ("@team-or-person", named when it regresses; else
-    CODEOWNERS); miles' ``steps``, ``constraint``, ``enforce`` and
+    CODEOWNERS), ``expect`` ("fail": a negative control, whose session fails unless the
+    gate flags it); miles' ``steps``, ``constraint``, ``enforce`` and
     ``allowlist_reason`` (``ci_register.registered.gate_options``). See ``gates.record.declarations``.
     """

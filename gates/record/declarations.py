@@ -14,7 +14,12 @@ level, carried in the plan JSON's ``gates`` list, refines it:
 - ``level``: significance / FDR level in (0, 0.5];
 - ``mode``: "enforce", "warn" or "off";
 - ``owner``: "@team-or-person" (GitHub handles or emails, space separated), named
-  in the report's regression rows and annotations (else CODEOWNERS, ``gates.report.owners``).
+  in the report's regression rows and annotations (else CODEOWNERS, ``gates.report.owners``);
+- ``expect``: "pass" (the default) or "fail": a negative control, a metric recorded from
+  a deliberately broken input (the checkpoint swap's noisy twin). The gate must flag it
+  (``threshold-fail`` or ``regression``): then its verdict is shown as a warning and
+  the session passes; any other verdict fails the session (``gates.gate``), since a
+  gate that lets a broken input through proves nothing about the real ones.
 
 The session mode (``--gate``) caps every gate: a session in warn mode never
 fails, a gate declared ``warn`` never fails an enforcing session.
@@ -43,7 +48,8 @@ __all__ = [
 
 BETTER = ("higher", "lower")
 MODES = ("enforce", "warn", "off")
-OPTIONS = ("better", "min_change", "min_value", "max_value", "level", "mode", "owner")
+EXPECT = ("pass", "fail")
+OPTIONS = ("better", "min_change", "min_value", "max_value", "level", "mode", "owner", "expect")
 _MODE_RANK = {"off": 0, "warn": 1, "enforce": 2}
 
 
@@ -66,6 +72,7 @@ class Gate:
     mode: str = "enforce"
     declared_at: str | None = None  # "path:line" of the register_ci_gate call
     owner: str | None = None  # who is told when it regresses (gates.report.owners)
+    expect: str = "pass"  # "fail": a negative control the gate must flag
 
     @property
     def declared(self) -> bool:
@@ -99,6 +106,10 @@ def validate_options(options: Mapping[str, Any], where: str, key: str = "") -> d
         elif name == "mode":
             if v not in MODES:
                 raise DeclarationError(f"{what}: mode={v!r}; use one of {', '.join(MODES)}")
+        elif name == "expect":
+            if v not in EXPECT:
+                raise DeclarationError(f"{what}: expect={v!r}; use 'pass' or 'fail' (a "
+                                       "negative control the gate must flag)")
         elif name == "owner":
             if not isinstance(v, str) or not all("@" in o for o in v.split()) or not v.split():
                 raise DeclarationError(f"{what}: owner={v!r}; use '@team-or-person' (or an "
@@ -172,7 +183,7 @@ def gate_for(
         )
     if declared is not None:
         fields.update(declared_at=declared.declared_at, min_change=declared.min_change,
-                      level=declared.level, mode=declared.mode)
+                      level=declared.level, mode=declared.mode, expect=declared.expect)
         for name in ("better", "min_value", "max_value"):
             v = getattr(declared, name)
             if v is not None:
