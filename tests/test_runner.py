@@ -34,7 +34,7 @@ def run(tmp: Path, *args: str, env: dict | None = None) -> subprocess.CompletedP
     e.pop("CI_REGISTER_FAKE_HARDWARE", None) if not env or "CI_REGISTER_FAKE_HARDWARE" not in env else None
     return subprocess.run(
         [sys.executable, "-m", "ci_register", "run", *args, "--history", str(tmp / "h.db")],
-        cwd=tmp, env=e, capture_output=True, text=True, timeout=120,
+        cwd=tmp, env=e, capture_output=True, text=True, timeout=600,  # a hang guard: load stretches a chain
     )
 
 

@@ -179,3 +179,51 @@ def test_a_confirm_rerun_that_collects_nothing_exits_1_on_every_surface(
     assert render_md(report).startswith("## ❌")
     capsys.readouterr()
     assert gate_report(["--history", str(tree / "h.db"), "--root", str(tree), "--no-health"]) == 1
+
+
+@pytest.mark.parametrize(("values", "rc"), [("1.03 0.97", 0), ("1.025 1.04", 1)])
+def test_an_adopter_tree_with_its_history_outside_reads_as_its_session(
+        catalog_tree, tmp_path, capsys, values, rc):
+    # An adopting repository: no pytest ini at its root, the history outside the tree (a
+    # CI cache). The first attempt's pytest ran before the history file existed; the
+    # rerun's found it, and pytest took the history's folder into its rootdir (option
+    # values count as paths there): the rerun's nodeids gained the tree's folder name,
+    # its verdict missed the first attempt's, and gate-report read FAILED (exit 1) where
+    # the session cleared the trip and exited 0.
+    import os  # noqa: PLC0415
+    import subprocess  # noqa: PLC0415
+    import sys  # noqa: PLC0415
+
+    from test_runner import REPO  # noqa: PLC0415
+
+    # A declared bound trips the first attempt on an empty history (a fresh CI cache).
+    bounded = LAT_TEST.replace('register_cpu_ci(est_time=5, suite="cpu")',
+                               'register_cpu_ci(est_time=5, suite="cpu")\n'
+                               'from ci_register import register_ci_gate\n'
+                               'register_ci_gate(metric_key="lat", max_value=1.02)')
+    assert bounded != LAT_TEST
+    tree = catalog_tree(SUITES, {"suites/test_lat.py": textwrap.dedent(bounded)},
+                        root=tmp_path / "tree")
+    assert not any((tree / f).exists() for f in ("pytest.ini", "pyproject.toml", "tox.ini",
+                                                  "setup.cfg", "setup.py"))
+    db = tmp_path / "ci-cache" / "h.db"
+    db.parent.mkdir()
+    session = subprocess.run(
+        [sys.executable, "-m", "ci_register", "run", "cpu", "--gate", "enforce", "--confirm", "1",
+         "--history", str(db)], cwd=tree, capture_output=True, text=True, timeout=600,
+        env=dict(os.environ, PYTHONPATH=str(REPO), LAT_VALUES=values,
+                 LAT_COUNT=str(tmp_path / "count")))
+    assert session.returncode == rc, session.stdout + session.stderr
+    assert (tmp_path / "count").read_text() == "2"  # the first attempt and one rerun
+    with open_history(db, create=False) as h:
+        nodeids = {r[0] for r in h.db.execute("SELECT nodeid FROM tests")}
+        runs, scope = select_runs(h)
+        report = build_report(load_report_input(h, runs, scope=scope))
+    assert nodeids == {"suites/test_lat.py::test_lat"}  # every attempt's, and the baseline's
+    capsys.readouterr()
+    assert gate_report(["--history", str(db), "--root", str(tree), "--no-health"]) == rc
+    out = capsys.readouterr().out
+    # One metric held at its rerun is one failed gate, not two (one per attempt).
+    assert out.splitlines()[0].split(": ", 1)[1].startswith(
+        "FAILED: 1 gate(s) failed" if rc else "passed"), out
+    assert report.exit_code == rc

@@ -356,6 +356,11 @@ def _history_args(opts: RunOptions, flag: str) -> list[str]:
     return args
 
 
+def _one_word(args: list[str]) -> list[str]:
+    """``[flag, value]`` as ``["flag=value"]`` (nothing stays nothing)."""
+    return [f"{args[0]}={args[1]}"] if len(args) == 2 else args
+
+
 STARTUP_S = 300.0  # start-up, collection and recording, on top of the files' budgets
 
 
@@ -383,8 +388,12 @@ def _pytest(plan_file: Path, plan: dict, opts: RunOptions, targets: list[str], e
     # before and after every test; a relative path would blind the runner).
     progress = (opts.results / f"progress-{_tag(plan)}.json").resolve()
     plan_file = plan_file.resolve()
-    cmd = [sys.executable, "-m", "pytest", "-p", "ci_register.running.pytest_plugin", "--ci-plan", str(plan_file), "--ci-progress", str(progress), f"--junitxml={junit}", "-o", "junit_family=xunit2"]
-    cmd += ["-p", "gates.record.plugin", "--gates-suite", plan["suite"], "--gates-shard", f"{i}/{n}", "--gates-run-id", plan["run_id"], "--gates-plan", str(plan_file), *_history_args(opts, "--gates-history")]
+    # Every value of ours as one "--option=value" word: pytest takes each word not starting
+    # with "-" that names an existing path into its rootdir, without an ini file. A history
+    # outside the tree existed for a confirm rerun but not for the first attempt, so the
+    # rerun's rootdir rose above the tree and its nodeids gained the tree's folder name.
+    cmd = [sys.executable, "-m", "pytest", "-p", "ci_register.running.pytest_plugin", f"--ci-plan={plan_file}", f"--ci-progress={progress}", f"--junitxml={junit}", "-o", "junit_family=xunit2"]
+    cmd += ["-p", "gates.record.plugin", f"--gates-suite={plan['suite']}", f"--gates-shard={i}/{n}", f"--gates-run-id={plan['run_id']}", f"--gates-plan={plan_file}", *_one_word(_history_args(opts, "--gates-history"))]
     cmd += [*opts.suite_pytest_args, *targets, *extra]
     print("+ " + mask_secrets(" ".join(cmd)), flush=True)
     deadline = sum(file_timeout(float(f["expected"])) for f in plan["files"]) + STARTUP_S
