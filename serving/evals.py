@@ -34,6 +34,8 @@ __all__ = [
     "load_dataset",
     "parse_gold_answer",
     "extract_answer",
+    "extract_filtered",
+    "LM_EVAL_FILTERS",
     "build_prompt",
     "score",
     "split_problems",
@@ -64,6 +66,15 @@ DEFAULT_TOLERANCE = 0.08  # vLLM's, when a config gives none
 DEFAULT_MAX_TOKENS = 256  # vLLM's evaluator default
 DEFAULT_STARTUP_WAIT_S = 600.0  # vLLM's server start-up wait
 LM_EVAL_RTOL = 0.08  # vLLM's lm-eval-harness DEFAULT_RTOL, when a config gives no rtol
+# lm-eval-harness's two gsm8k scores, both checked by vLLM's test_lm_eval_correctness (every
+# metric of every task): "strict-match" takes only an answer written after '####';
+# "flexible-extract" takes the last number in the completion.
+LM_EVAL_FILTERS = ("strict-match", "flexible-extract")
+# Fields vLLM's configs carry for its own launcher or other tools: read without a
+# "did you mean" hint (max_model_len is not a typo of model_name).
+_VLLM_FIELDS = ("max_model_len", "max_concurrency", "min_acceptance_length", "trust_remote_code",
+                "batch_size", "backend", "enforce_eager", "apply_chat_template",
+                "fewshot_as_multiturn", "gen_kwargs", "tp_size")
 
 _STOP = ("Question:", "\n\n")
 _NUMBER = re.compile(r"-?\d[\d,]*(?:\.\d+)?")
@@ -88,6 +99,8 @@ class EvalConfig:
     env: tuple[tuple[str, str], ...] = ()
     startup_max_wait_s: float = DEFAULT_STARTUP_WAIT_S
     notes: tuple[str, ...] = ()  # fields read but not used here (vLLM's own, or typos)
+    # lm-eval-harness configs: (filter, floor) per gsm8k metric, each gated on its own
+    checks: tuple[tuple[str, float], ...] = ()
 
     @property
     def floor(self) -> float:
@@ -109,10 +122,15 @@ class EvalResult:
     invalid: int
     errors: int
     predictions: tuple[float | None, ...]
+    filtered: tuple[tuple[str, int], ...] = ()  # correct answers per lm-eval filter
 
     @property
     def accuracy(self) -> float:
         return self.correct / self.n if self.n else 0.0
+
+    def accuracy_of(self, name: str) -> float:
+        """The accuracy under one of `LM_EVAL_FILTERS`."""
+        return dict(self.filtered)[name] / self.n if self.n else 0.0
 
     @property
     def invalid_rate(self) -> float:
@@ -126,15 +144,17 @@ def parse_eval_config(
     if not isinstance(data, Mapping):
         raise EvalConfigError(f"{source}: expected a mapping of fields, got {type(data).__name__}")
     notes: list[str] = []
+    lm_checks: list[tuple[str, float]] = []
     if "tasks" in data:  # vLLM's lm-eval-harness format (.buildkite/lm-eval-harness/configs)
-        data, notes = _from_lm_eval(data, source)
+        data, notes, lm_checks = _from_lm_eval(data, source)
     # vLLM reads the fields it uses and ignores the rest (its configs carry max_model_len,
     # max_concurrency, min_acceptance_length, ... for other tools): so does this loader,
     # with a note per field, so a typo of a known field is visible rather than silent.
     for key in data:
         if key not in _SCHEMA:
-            close = difflib.get_close_matches(str(key), _SCHEMA, n=1)
-            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            close = [] if key in _VLLM_FIELDS else difflib.get_close_matches(str(key), _SCHEMA, n=1)
+            hint = f" (did you mean {close[0]!r}?)" if close else " (vLLM's, for other tools)" \
+                if key in _VLLM_FIELDS else ""
             notes.append(f"{source}: field {key!r} is not used here, ignored{hint}")
     data = {k: v for k, v in data.items() if k in _SCHEMA}
     for key, (types, required) in _SCHEMA.items():
@@ -166,6 +186,12 @@ def parse_eval_config(
     for key, ok, why in checks:
         if not ok:
             raise EvalConfigError(f"{source}: field {key!r} {why}, got {data[key]!r}")
+    for name, floor in [("accuracy_threshold - tolerance", threshold - tolerance),
+                        *((f"{f} floor", fl) for f, fl in lm_checks)]:
+        if floor <= 0.0:  # an accuracy is never below 0: such a gate passes whatever happens
+            raise EvalConfigError(
+                f"{source}: {name} is {floor:.4g}, a floor no accuracy can fail; give a "
+                "threshold above its tolerance, measured on a dataset the model can score on")
     args = data["server_args"]
     if isinstance(args, list):
         if not all(isinstance(a, str) for a in args):
@@ -192,15 +218,24 @@ def parse_eval_config(
         env=tuple((k, str(v)) for k, v in data["env"].items()),
         startup_max_wait_s=wait,
         notes=tuple(notes),
+        checks=tuple(lm_checks),
     )
 
 
-def _from_lm_eval(data: Mapping[str, Any], source: str) -> tuple[dict[str, Any], list[str]]:
+def _from_lm_eval(data: Mapping[str, Any], source: str
+                  ) -> tuple[dict[str, Any], list[str], list[tuple[str, float]]]:
     """vLLM's lm-eval-harness config (``model_name``, ``tasks: [{name, metrics: [{name,
-    value}]}]``, ``limit``, ``num_fewshot``, ``rtol``) as this loader's fields: the gsm8k
-    task's strict-match exact match (else its first metric) is the threshold, and the
-    tolerance is ``rtol`` times it (vLLM's ``np.isclose(..., rtol)``; here one-sided: a
-    score above the reference passes)."""
+    value}]}]``, ``limit``, ``num_fewshot``, ``rtol``, ``max_model_len``, ``env_vars``)
+    as this loader's fields, and one (filter, floor) check per metric.
+
+    vLLM's test_lm_eval_correctness checks every metric of every task with
+    ``np.isclose(value, measured, rtol)``; here each gsm8k metric (``exact_match,strict-match``
+    and ``exact_match,flexible-extract``) is a floor ``value - rtol * value`` of its own
+    (one-sided: a score above the reference passes). A task or metric this tool cannot
+    score is an error, never a note: it would pass unchecked. The threshold and tolerance
+    fields are the strict-match metric's (else the first). ``max_model_len`` (vLLM's
+    launcher passes it, default 4096) becomes ``--max-model-len`` unless ``server_args``
+    sets it; ``env_vars`` is the server's environment, as ``env``."""
     tasks = data["tasks"]
     if not isinstance(tasks, list) or not all(isinstance(t, Mapping) for t in tasks):
         raise EvalConfigError(f"{source}: field 'tasks' must be a list of {{name, metrics}} mappings")
@@ -209,29 +244,59 @@ def _from_lm_eval(data: Mapping[str, Any], source: str) -> tuple[dict[str, Any],
         names = [t.get("name") for t in tasks]
         raise EvalConfigError(f"{source}: field 'tasks' has no gsm8k task (got {names}); "
                               "this tool runs GSM8K-format datasets only")
+    others = [t.get("name") for t in tasks if t is not gsm[0]]
+    if others:
+        raise EvalConfigError(f"{source}: task(s) {others} cannot be run here (one gsm8k task, "
+                              "GSM8K-format datasets only) and their metrics would go unchecked; "
+                              "give them a config of their own for lm-eval")
     metrics = gsm[0].get("metrics")
     if not isinstance(metrics, list) or not metrics or not all(
             isinstance(m, Mapping) and "name" in m and "value" in m for m in metrics):
         raise EvalConfigError(f"{source}: task {gsm[0].get('name')!r} needs 'metrics': a list "
                               "of {name, value}")
-    strict = [m for m in metrics if m["name"] == "exact_match,strict-match"]
-    metric = (strict or metrics)[0]
-    value, rtol = metric["value"], data.get("rtol", LM_EVAL_RTOL)
-    for name, v in (("value", value), ("rtol", rtol)):
-        if isinstance(v, bool) or not isinstance(v, int | float):
-            raise EvalConfigError(f"{source}: {name} must be a number, got {v!r}")
-    notes = [f"{source}: lm-eval-harness format: gsm8k metric {metric['name']!r} = {value} "
-             f"is the threshold, rtol {rtol} the tolerance"]
-    notes += [f"{source}: task {t.get('name')!r} is not run here, ignored" for t in tasks
-              if t is not gsm[0]]
-    notes += [f"{source}: metric {m['name']!r} is not checked here, ignored" for m in metrics
-              if m is not metric]
-    out = {k: v for k, v in data.items() if k not in ("tasks", "limit", "rtol")}
+    rtol = data.get("rtol", LM_EVAL_RTOL)
+    checks: list[tuple[str, float, float]] = []
+    for m in metrics:
+        measure, _, flt = str(m["name"]).partition(",")
+        value = m["value"]
+        if measure != "exact_match" or flt not in LM_EVAL_FILTERS:
+            known = ", ".join(f"'exact_match,{f}'" for f in LM_EVAL_FILTERS)
+            raise EvalConfigError(f"{source}: metric {m['name']!r} cannot be scored here and would "
+                                  f"go unchecked; known: {known}")
+        for name, v in (("value", value), ("rtol", rtol)):
+            if isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(v):
+                raise EvalConfigError(f"{source}: {name} must be a number, got {v!r}")
+        if any(f == flt for f, _, _ in checks):
+            raise EvalConfigError(f"{source}: metric {m['name']!r} is given twice; give it once")
+        checks.append((flt, float(value), float(rtol) * float(value)))
+    flt, value, tol = next((c for c in checks if c[0] == "strict-match"), checks[0])
+    notes = [f"{source}: lm-eval-harness format: " + "; ".join(
+        f"gsm8k exact_match,{f} = {v:g} checked at {v - t:.4g} (rtol {rtol:g})"
+        for f, v, t in checks)]
+    out = {k: v for k, v in data.items()
+           if k not in ("tasks", "limit", "rtol", "max_model_len", "env_vars")}
     out["accuracy_threshold"] = value
-    out["tolerance"] = rtol * value
+    out["tolerance"] = tol
     if "limit" in data:
         out["num_questions"] = data["limit"]
-    return out, notes
+    if "env_vars" in data:
+        if "env" in data:
+            raise EvalConfigError(f"{source}: give the server's environment as env_vars or env, "
+                                  "not both")
+        out["env"] = data["env_vars"]
+    if "max_model_len" in data:
+        length = data["max_model_len"]
+        if isinstance(length, bool) or not isinstance(length, int) or length < 1:
+            raise EvalConfigError(f"{source}: field 'max_model_len' must be a positive int, got "
+                                  f"{length!r}")
+        args = out.get("server_args", "")
+        try:
+            given = shlex.split(args) if isinstance(args, str) else list(args)
+        except ValueError as exc:
+            raise EvalConfigError(f"{source}: field 'server_args' cannot be split: {exc}") from None
+        if not any(a == "--max-model-len" or a.startswith("--max-model-len=") for a in given):
+            out["server_args"] = [*given, "--max-model-len", str(length)]
+    return out, notes, [(f, v - t) for f, v, t in checks]
 
 
 def load_eval_config(path: str | Path) -> EvalConfig:
@@ -268,22 +333,39 @@ def load_dataset(path: str | Path) -> list[Problem]:
     return problems
 
 
-def extract_answer(completion: str) -> float | None:
-    """The model's answer: after '####' if it wrote one, else the last number; ``None``
-    (invalid) when there is no number. Text after the next few-shot 'Question:' is cut
-    off first so a continued prompt does not count."""
+def _cut(completion: str) -> str:
     for stop in _STOP:
         idx = completion.find(stop)
         if idx > 0:
             completion = completion[:idx]
+    return completion
+
+
+def extract_answer(completion: str) -> float | None:
+    """The model's answer: after '####' if it wrote one, else the last number; ``None``
+    (invalid) when there is no number. Text after the next few-shot 'Question:' is cut
+    off first so a continued prompt does not count."""
+    completion = _cut(completion)
     m = _MARKED.search(completion)
-    if m is not None:
-        raw = m.group(1)
-    else:
-        numbers = _NUMBER.findall(completion)
-        if not numbers:
-            return None
-        raw = numbers[-1]
+    return _value(m.group(1)) if m is not None else extract_filtered(completion,
+                                                                      "flexible-extract")
+
+
+def extract_filtered(completion: str, name: str) -> float | None:
+    """The answer as lm-eval-harness's gsm8k filter ``name`` reads it (`LM_EVAL_FILTERS`):
+    "strict-match" only a number written after '####', "flexible-extract" the last number
+    (both after the cut at the next few-shot block); ``None`` when it finds none."""
+    completion = _cut(completion)
+    if name == "strict-match":
+        m = _MARKED.search(completion)
+        return _value(m.group(1)) if m is not None else None
+    if name != "flexible-extract":
+        raise ValueError(f"unknown filter {name!r}; known: {', '.join(LM_EVAL_FILTERS)}")
+    numbers = _NUMBER.findall(completion)
+    return _value(numbers[-1]) if numbers else None
+
+
+def _value(raw: str) -> float | None:
     raw = raw.replace(",", "")
     try:
         value = float(raw)
@@ -298,16 +380,22 @@ def build_prompt(shots: Sequence[Problem], question: str) -> str:
     return "".join(parts) + f"Question: {question}\nAnswer:"
 
 
-def score(
-    predictions: Sequence[float | None], golds: Sequence[float], errors: int = 0
-) -> EvalResult:
+def _correct(predictions: Sequence[float | None], golds: Sequence[float]) -> int:
     if len(predictions) != len(golds):
         raise ValueError(f"{len(predictions)} predictions for {len(golds)} questions")
-    correct = sum(
-        1 for p, g in zip(predictions, golds, strict=True) if p is not None and abs(p - g) < 1e-6
-    )
+    return sum(1 for p, g in zip(predictions, golds, strict=True)
+               if p is not None and abs(p - g) < 1e-6)
+
+
+def score(
+    predictions: Sequence[float | None], golds: Sequence[float], errors: int = 0,
+    filtered: Mapping[str, Sequence[float | None]] | None = None,
+) -> EvalResult:
+    """Count correct and invalid answers; ``filtered``: each lm-eval filter's answers."""
+    correct = _correct(predictions, golds)
     invalid = sum(1 for p in predictions if p is None)
-    return EvalResult(len(golds), correct, invalid, errors, tuple(predictions))
+    by_filter = tuple((name, _correct(preds, golds)) for name, preds in (filtered or {}).items())
+    return EvalResult(len(golds), correct, invalid, errors, tuple(predictions), by_filter)
 
 
 def split_problems(
@@ -356,7 +444,7 @@ def run_eval(
     shots, questions = split_problems(load_dataset(config.dataset), config)
     model = model or config.model_name
 
-    def ask(problem: Problem) -> tuple[float | None, bool]:
+    def ask(problem: Problem) -> tuple[str | None, bool]:
         prompt = build_prompt(shots, problem.question)
         try:
             if complete_fn is not None:
@@ -374,20 +462,25 @@ def run_eval(
                     )
         except (requests.RequestException, KeyError, ValueError):
             return None, True
-        return extract_answer(text), False
+        return text, False
 
     with ThreadPoolExecutor(max_workers=concurrency) as pool:
         answers = list(pool.map(ask, questions))
+    texts = [t for t, _ in answers]
     return score(
-        [a for a, _ in answers],
+        [None if t is None else extract_answer(t) for t in texts],
         [q.value for q in questions],
         errors=sum(1 for _, err in answers if err),
+        filtered={f: [None if t is None else extract_filtered(t, f) for t in texts]
+                  for f in LM_EVAL_FILTERS},
     )
 
 
 def record_eval(metrics: Any, key: str, result: EvalResult, config: EvalConfig) -> None:
     """Record ``key/accuracy`` (gated with its binomial noise: N questions, and the
-    config's ``accuracy_threshold - tolerance`` floor) and ``key/invalid_rate``.
+    config's ``accuracy_threshold - tolerance`` floor) and ``key/invalid_rate``; for an
+    lm-eval-harness config also ``key/FILTER/accuracy`` per metric it gives (strict-match,
+    flexible-extract), each with its own floor, as vLLM checks each.
 
     ``metrics`` is the gates plugin's ``metrics`` fixture (anything with its ``record``).
     """
@@ -395,3 +488,6 @@ def record_eval(metrics: Any, key: str, result: EvalResult, config: EvalConfig) 
                    n=result.n, min_value=config.floor)
     metrics.record(f"{key}/invalid_rate", result.invalid_rate, unit="ratio", better="lower",
                    n=result.n)
+    for name, floor in config.checks:  # an lm-eval-harness config: each metric vLLM checks
+        metrics.record(f"{key}/{name}/accuracy", result.accuracy_of(name), unit="ratio",
+                       better="higher", n=result.n, min_value=floor)

@@ -8,11 +8,13 @@ from gates.record.plugin import MetricsRecorder
 from gates.store.metrics import MetricBook
 from serving.evals import (
     DEFAULT_DATASET,
+    LM_EVAL_FILTERS,
     EvalConfigError,
     Problem,
     args_satisfied,
     build_prompt,
     extract_answer,
+    extract_filtered,
     load_dataset,
     load_eval_config,
     parse_eval_config,
@@ -20,11 +22,12 @@ from serving.evals import (
     record_eval,
     run_eval,
     score,
+    split_problems,
 )
 
 GOOD = {
     "model_name": "tiny-llama",
-    "accuracy_threshold": 0.0,
+    "accuracy_threshold": 0.5,
     "tolerance": 0.0,
     "num_questions": 10,
     "num_fewshot": 3,
@@ -105,15 +108,73 @@ max_model_len: 4096
     cfg = load_eval_config(path)
     assert (cfg.accuracy_threshold, cfg.num_questions, cfg.num_fewshot) == (0.753, 1000, 5)
     assert cfg.tolerance == pytest.approx(0.08 * 0.753)  # vLLM's DEFAULT_RTOL
-    assert any("'exact_match,flexible-extract' is not checked" in n for n in cfg.notes)
-    assert any("'max_model_len' is not used" in n for n in cfg.notes)
+    # Both metrics vLLM checks, each at its own floor (flexible-extract was a note before).
+    assert [f for f, _ in cfg.checks] == ["strict-match", "flexible-extract"]
+    assert dict(cfg.checks)["flexible-extract"] == pytest.approx(0.758 * 0.92)
+    # max_model_len is vLLM's launch argument: the server gets it, no "did you mean" hint.
+    assert cfg.server_args == ("--max-model-len", "4096")
+    assert not any("max_model_len" in n for n in cfg.notes), cfg.notes
     rtol = parse_eval_config({"model_name": "m", "num_fewshot": 0, "limit": 5, "rtol": 0.05,
-                              "tasks": [{"name": "gsm8k", "metrics": [{"name": "acc", "value": 0.5}]}]})
-    assert rtol.floor == pytest.approx(0.5 - 0.025)
+                              "tasks": [{"name": "gsm8k", "metrics": [
+                                  {"name": "exact_match,flexible-extract", "value": 0.5}]}]})
+    assert rtol.floor == pytest.approx(0.5 - 0.025) and rtol.checks == ((
+        "flexible-extract", pytest.approx(0.475)),)
+
+
+def test_lm_eval_harness_env_vars_reach_the_server_and_args_keep_their_length() -> None:
+    base = {"model_name": "m", "num_fewshot": 0, "limit": 5,
+            "tasks": [{"name": "gsm8k", "metrics": [
+                {"name": "exact_match,strict-match", "value": 0.5}]}]}
+    cfg = parse_eval_config({**base, "env_vars": {"VLLM_USE_DEEP_GEMM": "0", "N": 2},
+                             "max_model_len": 8192, "server_args": "--max-model-len 2048"})
+    assert cfg.env == (("VLLM_USE_DEEP_GEMM", "0"), ("N", "2"))
+    assert cfg.server_args == ("--max-model-len", "2048")  # the config's own flag wins
+    with pytest.raises(EvalConfigError, match="env_vars or env"):
+        parse_eval_config({**base, "env_vars": {"A": "1"}, "env": {"A": "1"}}, "x.yaml")
+    with pytest.raises(EvalConfigError, match="'max_model_len' must be a positive int"):
+        parse_eval_config({**base, "max_model_len": "4k"}, "x.yaml")
+
+
+def test_every_lm_eval_metric_is_recorded_with_its_own_floor() -> None:
+    cfg = parse_eval_config({"model_name": "m", "num_fewshot": 0, "limit": 4, "tasks": [
+        {"name": "gsm8k", "metrics": [{"name": "exact_match,strict-match", "value": 0.5},
+                                      {"name": "exact_match,flexible-extract", "value": 1.0}]}]})
+    # One completion marks its answer, one writes it bare, one is wrong, one says nothing.
+    texts, golds = [" 2 + 2 = 4\n#### 4", " it is 7", " #### 3", " no idea"], [4.0, 7.0, 9.0, 1.0]
+    result = score([extract_answer(t) for t in texts], golds, filtered={
+        f: [extract_filtered(t, f) for t in texts] for f in LM_EVAL_FILTERS})
+    assert (result.accuracy_of("strict-match"), result.accuracy_of("flexible-extract")) == (0.25, 0.5)
+    book = MetricBook()
+    record_eval(MetricsRecorder(book), "evals/x", result, cfg)
+    strict, flexible = (book.metrics[f"evals/x/{f}/accuracy"] for f in LM_EVAL_FILTERS)
+    assert strict.samples == (0.25,) and strict.min_value == pytest.approx(0.46)
+    # flexible-extract is below its own floor: vLLM's check fails it, and so does the gate.
+    assert flexible.samples == (0.5,) and flexible.min_value == pytest.approx(0.92)
+
+
+@pytest.mark.parametrize(("data", "why"), [
+    ({"accuracy_threshold": 0.0, "tolerance": 0.0}, "accuracy_threshold - tolerance is 0"),
+    ({"accuracy_threshold": 0.05}, "accuracy_threshold - tolerance is -0.03"),  # vLLM's 0.08
+    ({"accuracy_threshold": 0.3, "tolerance": 0.3}, ".* is 0, a floor no accuracy can fail"),
+])
+def test_a_floor_that_cannot_fail_is_refused(data: dict, why: str) -> None:
+    # tiny-arith-vllm-shape shipped with -0.08 and the long forms with 0.0: gates that pass
+    # a model scoring 0 on every question.
+    cfg = {k: v for k, v in GOOD.items() if k != "tolerance"}
+    with pytest.raises(EvalConfigError, match=rf"^x\.yaml: {why}"):
+        parse_eval_config({**cfg, **data}, "x.yaml")
+    lm = {"model_name": "m", "num_fewshot": 0, "limit": 5, "tasks": [{"name": "gsm8k", "metrics": [
+        {"name": "exact_match,strict-match", "value": 0.5},
+        {"name": "exact_match,flexible-extract", "value": 0.0}]}]}
+    with pytest.raises(EvalConfigError, match="flexible-extract floor is 0"):
+        parse_eval_config(lm, "x.yaml")
 
 
 @pytest.mark.parametrize(("tasks", "why"), [
     ([{"name": "mmlu", "metrics": [{"name": "acc", "value": 0.5}]}], "no gsm8k task"),
+    ([{"name": "gsm8k", "metrics": [{"name": "exact_match,strict-match", "value": 0.5}]},
+      {"name": "mmlu", "metrics": [{"name": "acc", "value": 0.5}]}], "would go unchecked"),
+    ([{"name": "gsm8k", "metrics": [{"name": "acc", "value": 0.5}]}], "'acc' cannot be scored"),
     ([{"name": "gsm8k", "metrics": []}], "needs 'metrics'"),
     ("gsm8k", "must be a list"),
 ])
@@ -325,3 +386,17 @@ def test_vllm_config_shapes_load_verbatim(tmp_path: Path, shape: str) -> None:
 def test_vllm_optional_fields_are_checked(extra: dict, why: str) -> None:
     with pytest.raises(EvalConfigError, match=why):
         parse_eval_config({**GOOD, **extra}, "x.yaml")
+
+
+def test_every_shipped_config_can_fail_and_has_its_questions() -> None:
+    # The long forms (floor 0.0) and tiny-arith-vllm-shape (floor -0.08) shipped as gates
+    # no accuracy could fail, on problems the trained model scores 0 on.
+    configs = sorted((Path(__file__).resolve().parents[1] / "suites" / "evals" / "configs")
+                     .glob("*.yaml"))
+    assert configs
+    for path in configs:
+        cfg = load_eval_config(path)  # refuses a floor at or below 0
+        assert cfg.floor > 0 and all(floor > 0 for _, floor in cfg.checks), path
+        assert cfg.dataset.name == "arithmetic_short_held.jsonl", (
+            f"{path}: the trained model scores about 0 on any other shipped problems")
+        split_problems(load_dataset(cfg.dataset), cfg)

@@ -1,9 +1,12 @@
 """Accuracy evals from suites/evals/configs/*.yaml against the session's server.
 
-The server serves the trained tiny model (serving.trained_model): on its held set
-(tiny-arith-held.yaml, 500 problems) it scores a real accuracy, recorded with its sample
-count and gated by the config's floor and the binomial history gate; the long-form
-configs score about 0 and check the pipeline (few-shot prompting, extraction, counts)."""
+The server serves the trained tiny model (serving.trained_model): on its held set it
+scores a real accuracy, recorded with its sample count and gated by the config's floor
+and the binomial history gate. Every config can fail (the loader refuses a floor at or
+below 0) and can pass: tiny-arith-held.yaml (500 problems), tiny-arith-vllm-shape.yaml
+(vLLM's gsm8k config fields and defaults) and tiny-arith-lm-eval.yaml (vLLM's
+lm-eval-harness fields: both gsm8k metrics gated, env_vars and max_model_len for the
+server it starts)."""
 
 from __future__ import annotations
 
