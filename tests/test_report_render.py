@@ -166,7 +166,7 @@ def test_headline_tells_failed_tests_and_incomplete_runs(tmp_path: Path):
     # The session of each exited 1 (a failed test; a run that never finished): the
     # report says FAILED and exits so, never "passed" beside a failure.
     assert render_text(failed).startswith(
-        "stage-x @ 0013c0ffee: FAILED (exit 1) (2 info); 1 test(s) failed\n")
+        "stage-x @ 0013c0ffee: FAILED (exit 1) (2 info); 1 test(s) failed: test_sometimes\n")
     assert failed.exit_code == 1
     assert "; 1 run(s) incomplete" in render_md(crashed).splitlines()[0]
     assert render_md(crashed).startswith("## ❌")

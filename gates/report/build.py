@@ -37,6 +37,7 @@ __all__ = [
     "CHANGE_P",
     "FAILING",
     "Change",
+    "FailedTest",
     "Point",
     "Report",
     "ReportInput",
@@ -135,6 +136,39 @@ class Trend:
                 "trusted": self.trusted}
 
 
+@dataclass(frozen=True)
+class FailedTest:
+    """A test of a run's first attempt that failed or errored: what every surface names
+    (2 of 3 launch variants failing read "2 test(s) failed" and no more)."""
+
+    nodeid: str
+    outcome: str  # failed or error
+    error: str  # the first line of its stored error, secrets masked ("" when none)
+
+    @property
+    def name(self) -> str:
+        """The test's name within its file: the parametrized variant's id included."""
+        return self.nodeid.split("::", 1)[-1]
+
+
+# Of an error, the line every surface shows (the whole text stays in the history).
+_ERROR_CHARS = 300
+
+
+def _failed_test(row: Mapping[str, Any]) -> FailedTest:
+    lines = [ln.rstrip() for ln in str(row.get("error") or "").splitlines() if ln.strip()]
+    # pytest's long text ends with the exception ("E   VariantsFailed: 2 of 3 variants
+    # failed: ..."): the first line of its last block of "E" lines, else the text's first.
+    marked = [i for i, ln in enumerate(lines) if ln.startswith("E ")]
+    first = marked[-1] if marked else None
+    while first is not None and first - 1 in marked:
+        first -= 1
+    line = lines[first][1:].strip() if first is not None else lines[0].strip() if lines else ""
+    line = mask_secrets(line)
+    return FailedTest(str(row.get("nodeid") or "?"), str(row.get("outcome") or "failed"),
+                      line if len(line) <= _ERROR_CHARS else line[:_ERROR_CHARS - 3] + "...")
+
+
 @dataclass
 class RunInfo:
     run_id: str
@@ -163,6 +197,7 @@ class RunInfo:
     # Attempts of its chain recorded with the gate on whose gate saved no result.
     never_judged: list[str] = field(default_factory=list)
     exit_code: int = 0  # the session's (``verdicts.session_exit`` of the whole chain)
+    failed_tests: list[FailedTest] = field(default_factory=list)  # first attempt's
 
     @property
     def est_delta(self) -> float | None:
@@ -220,6 +255,8 @@ class ReportInput:
     runs: list[Mapping[str, Any]]  # `runs` rows (hardware decoded), the reported runs
     counts: Mapping[str, Mapping[str, int]] = field(default_factory=dict)  # run -> outcome -> n
     test_seconds: Mapping[str, float] = field(default_factory=dict)  # run -> summed durations
+    # run -> its first attempt's failed or errored tests (nodeid, outcome, error)
+    failures: Mapping[str, Sequence[Mapping[str, Any]]] = field(default_factory=dict)
     plans: Mapping[str, Sequence[Mapping[str, Any]]] = field(default_factory=dict)  # run -> files
     metrics: Sequence[Mapping[str, Any]] = ()  # metric rows of the runs (no samples needed)
     verdicts: Sequence[Mapping[str, Any]] = ()  # verdict rows of the runs and their confirms
@@ -473,6 +510,7 @@ def _run_info(row: Mapping[str, Any], data: ReportInput) -> RunInfo:
         confirm_statuses=[str(c.get("status") or "complete")
                           for c in data.confirms.get(run_id) or ()],
         gate_note=mask_secrets(str(row["gate_note"])) if row.get("gate_note") else None,
+        failed_tests=[_failed_test(f) for f in data.failures.get(run_id) or ()],
     )
 
 

@@ -207,6 +207,10 @@ def load_report_input(h: History, runs: list[dict[str, Any]], *, scope: str = "r
         counts.setdefault(r["run_id"], {})[r["outcome"]] = r["n"]
         seconds[r["run_id"]] = seconds.get(r["run_id"], 0.0) + (r["s"] or 0.0)
 
+    failures: dict[str, list[dict[str, Any]]] = {}
+    for f in h.report_reads.failed_tests_of(ids):
+        failures.setdefault(f["run_id"], []).append(dict(f))
+
     plans: dict[str, list[dict[str, Any]]] = {}
     for p in h.report_reads.plan_files_of(ids):
         plans.setdefault(p["run_id"], []).append(dict(p))
@@ -233,7 +237,8 @@ def load_report_input(h: History, runs: list[dict[str, Any]], *, scope: str = "r
                                                                   group_runs),
                                   lower=since or "", points=trend_points,
                                   shards=max(int(r.get("shard_count") or 1) for r in group_runs)))
-    return ReportInput(runs=runs, counts=counts, test_seconds=seconds, plans=plans,
+    return ReportInput(runs=runs, counts=counts, test_seconds=seconds, failures=failures,
+                       plans=plans,
                        metrics=metrics, verdicts=verdicts, confirms=confirms, series=series,
                        scope=scope, since=since, generated_at=generated_at)
 

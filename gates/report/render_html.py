@@ -15,10 +15,12 @@ from ci_register.running.redact import html_text
 from gates.report.build import Report, Trend, VerdictRow
 from gates.report.health import HealthReport
 from gates.report.render_text import (
+    FAILED_TESTS_HEAD,
     LABELS,
     NEXT_STEPS_HEAD,
     WHERE_CHANGED_HEAD,
     change_parts,
+    failed_tests,
     fmt_change,
     fmt_pq,
     fmt_value,
@@ -315,6 +317,10 @@ def render_html(report: Report) -> str:
     passing = [v for v in report.verdicts if v.cls == "pass"]
     raw = frozenset(range(12))
     wrap = frozenset({2 if several_runs(report) else 1})  # metric / test
+    failed = failed_tests(report)
+    if failed:
+        out.append(f"<h2>Failed tests ({len(failed)})</h2>"
+                   + _table(FAILED_TESTS_HEAD, [list(f) for f in failed], wrap_cols=frozenset({2})))
     out.append(f"<h2>Verdicts ({len(report.verdicts)})</h2>")
     if not report.verdicts:
         out.append("<p>No metrics recorded.</p>")

@@ -14,8 +14,10 @@ import re
 from ci_register.running.redact import mask_secrets, show_controls
 from gates.report.build import Report
 from gates.report.render_text import (
+    FAILED_TESTS_HEAD,
     NEXT_STEPS_HEAD,
     WHERE_CHANGED_HEAD,
+    failed_tests,
     headline,
     health_findings,
     health_tables,
@@ -108,6 +110,12 @@ def _runs_and_verdicts(report: Report) -> list[str]:
     if report.omitted:
         parts += [f"_{report.omitted} older passing row(s) not listed; "
                   "`gate-report --all` lists them._", ""]
+
+    failed = failed_tests(report)
+    if failed:
+        parts += [f"### Failed tests ({len(failed)})", "",
+                  table([md_text(h) for h in FAILED_TESTS_HEAD],
+                        [[md_code(n), md_text(o), md_text(e) or "-"] for n, o, e in failed]), ""]
 
     nxt = next_steps(report)
     if nxt:

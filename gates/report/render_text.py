@@ -247,6 +247,14 @@ def health_findings(report: Report) -> int:
 
 
 _NOTE_CHARS = 400  # of a run's gate note in the headline (a bad plan's line is ~200)
+_NAMED_TESTS = 5  # failed tests the headline names; the "Failed tests" section lists all
+FAILED_TESTS_HEAD = ["test", "outcome", "error (first line)"]
+_ERROR_COLUMN = 90  # of an error in the text table; the Markdown and HTML show 300
+
+
+def failed_tests(report: Report) -> list[tuple[str, str, str]]:
+    """(nodeid, outcome, error line) of every reported run's failed first-attempt tests."""
+    return [(t.nodeid, t.outcome, t.error) for r in report.runs for t in r.failed_tests]
 
 
 def headline(report: Report) -> str:
@@ -277,6 +285,11 @@ def headline(report: Report) -> str:
                                       "not-recorded") for r in report.runs)
     if failed_tests:
         text += f"; {failed_tests} test(s) failed"
+        names = [t.name for r in report.runs for t in r.failed_tests]
+        if names:  # the tests (a parametrized variant by its id), not a count alone
+            shown = ", ".join(names[:_NAMED_TESTS])
+            more = f" and {len(names) - _NAMED_TESTS} more" if len(names) > _NAMED_TESTS else ""
+            text += f": {shown}{more}"
     if incomplete:
         text += f"; {incomplete} run(s) incomplete"
     if missing:
@@ -439,6 +452,11 @@ def _runs_and_verdicts(report: Report) -> list[str]:
     parts.append(grid(rows, head, TEXT_WIDTH)
                  if rows else "  no metrics recorded")
     parts.append("")
+    failed = failed_tests(report)
+    if failed:
+        parts += [f"Failed tests ({len(failed)})",
+                  grid([[n, o, e if len(e) <= _ERROR_COLUMN else e[:_ERROR_COLUMN - 3] + "..."]
+                        for n, o, e in failed], FAILED_TESTS_HEAD), ""]
     nxt = next_steps(report)
     if nxt:
         parts += ["Owners and next steps", grid(nxt, NEXT_STEPS_HEAD, TEXT_WIDTH), ""]

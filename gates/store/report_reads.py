@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any, cast
 
 from gates.store.rows import (
+    FailedTestRow,
     HealthRunRow,
     MetricSummaryRow,
     OutcomeTotal,
@@ -132,6 +133,13 @@ class ReportReads:
         return cast(list[OutcomeTotal], self._rows_in(
             "SELECT run_id, outcome, count(*) AS n, sum(duration) AS s FROM tests "
             "WHERE run_id IN ({in}) AND attempt = 1 GROUP BY run_id, outcome", run_ids))
+
+    def failed_tests_of(self, run_ids: Sequence[str]) -> list[FailedTestRow]:
+        """First-attempt tests of ``run_ids`` that failed or errored, with their error."""
+        return cast(list[FailedTestRow], self._rows_in(
+            "SELECT run_id, nodeid, outcome, error FROM tests WHERE run_id IN ({in}) "
+            "AND attempt = 1 AND outcome IN ('failed', 'error') ORDER BY run_id, nodeid",
+            run_ids))
 
     def plan_files_of(self, run_ids: Sequence[str]) -> list[PlanFileRow]:
         """The planned files of ``run_ids``, by path (labels as stored)."""

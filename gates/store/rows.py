@@ -192,6 +192,15 @@ class MetricSummaryRow(TypedDict):
     median: float | None
 
 
+class FailedTestRow(TypedDict):
+    """A first-attempt test that failed or errored, with its stored error text."""
+
+    run_id: str
+    nodeid: str
+    outcome: str
+    error: str | None
+
+
 class TestRow(TypedDict):
     """A ``tests`` row as CI health reads it."""
 
