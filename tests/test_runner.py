@@ -259,6 +259,19 @@ def test_a_suspect_is_rerun_and_the_rerun_decides(make_tree, tmp_path, values, r
     assert "suspect" in r0.stdout
 
 
+def test_a_rerun_of_one_file_leaves_the_suites_other_files_alone(make_tree, tmp_path):
+    # The confirm rerun runs the tripped test only; its plan still listed every file of the
+    # suite, so each other file "registered but ran no tests" failed the rerun (pytest
+    # exit 1): serving-cpu's checkpoint swap, cleared at its rerun, failed the session.
+    tree = make_tree({"test_lat.py": LAT_TEST, "test_other.py": OK.format(t=1) + "def test_x():\n    pass\n"})
+    _baseline(tree / "h.db")
+    r = run(tree, "cpu", "--gate", "enforce", "--confirm", "1",
+            env={"LAT_VALUES": "1.03 0.97", "LAT_COUNT": str(tmp_path / "count")})
+    assert (tmp_path / "count").read_text() == "2"  # first attempt + one rerun
+    assert "registered but ran no tests" not in r.stdout + r.stderr
+    assert r.returncode == 0, r.stdout + r.stderr
+
+
 @pytest.mark.parametrize(("values", "rc", "runs"), [
     ("1.025 1.04", 1, 2),        # clear: the first rerun holds alone (one GPU rerun)
     ("1.025 1.010 1.014", 1, 3),  # borderline, and the two reruns' mean holds

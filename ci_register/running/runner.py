@@ -677,7 +677,11 @@ def run_suite(opts: RunOptions) -> int:
     def rerun(attempt: int, nodeids: list[str]) -> Attempt:
         confirm_id = uuid.uuid4().hex
         # runner_files again: what this process loaded since (the gate step's code) counts too.
-        confirm_plan = dict(plan_data, run_id=confirm_id, confirm_of=chain[-1], runner_files=runner_files(opts.root))
+        # Only the files of the tests it reruns: every other planned file would "register
+        # but run no tests" and fail the rerun, and their budgets are not this run's.
+        paths = {n.split("::", 1)[0] for n in nodeids}
+        confirm_plan = dict(plan_data, run_id=confirm_id, confirm_of=chain[-1], runner_files=runner_files(opts.root),
+                            files=[f for f in plan_data["files"] if f["path"] in paths])
         confirm_plan.pop("executed", None)  # it runs some tests only: no record of the suite
         cfile = _write(opts.results / f"plan-{_tag(confirm_plan)}-confirm{attempt}.json", confirm_plan)
         ran = _pytest(cfile, confirm_plan, opts, nodeids, [a for a in opts.pytest_args if a not in ("-x", "--exitfirst")])
