@@ -9,7 +9,7 @@ import requests
 from ci_register import register_ci_gate, register_cpu_ci
 from serving.multiturn import CONVERSATIONS, check_conversation, mismatch_rate, tokenize_chat
 
-register_cpu_ci(est_time=60, suite="serving-cpu")
+register_cpu_ci(est_time=5, suite="serving-cpu")
 register_ci_gate(
     metric_key="serving/vllm-cpu/tiny-arith/multiturn/prefix_mismatch_rate",
     better="lower",

@@ -11,7 +11,7 @@ from ci_register import register_cpu_ci
 from serving.client import LoadResult, run_load
 from serving.stats import median
 
-register_cpu_ci(est_time=150, suite="serving-cpu")
+register_cpu_ci(est_time=15, suite="serving-cpu")
 
 MAX_TOKENS = 32
 ROUNDS = 3  # several samples of the throughput metrics per run
