@@ -50,6 +50,8 @@ def test_every_surface_names_the_failing_variants(history, tmp_path, capsys, fmt
         [run] = json.loads(text)["runs"]
         assert [t["nodeid"].split("::")[1] for t in run["failed_tests"]] == [
             "test_variant[dies-at-start]", "test_variant[never-healthy]"]
-    if fmt == "text":
-        assert text.splitlines()[0].endswith(
-            "2 test(s) failed: test_variant[dies-at-start], test_variant[never-healthy]")
+    if fmt == "text":  # the headline, wrapped at 120 columns
+        head = " ".join(line.strip() for line in text.split("\n\n", 1)[0].splitlines())
+        assert head.endswith(
+            "2 test(s) failed: test_variant[dies-at-start], test_variant[never-healthy]"), head
+        assert max(map(len, text.splitlines())) <= 120

@@ -249,7 +249,6 @@ def health_findings(report: Report) -> int:
 _NOTE_CHARS = 400  # of a run's gate note in the headline (a bad plan's line is ~200)
 _NAMED_TESTS = 5  # failed tests the headline names; the "Failed tests" section lists all
 FAILED_TESTS_HEAD = ["test", "outcome", "error (first line)"]
-_ERROR_COLUMN = 90  # of an error in the text table; the Markdown and HTML show 300
 
 
 def failed_tests(report: Report) -> list[tuple[str, str, str]]:
@@ -455,8 +454,7 @@ def _runs_and_verdicts(report: Report) -> list[str]:
     failed = failed_tests(report)
     if failed:
         parts += [f"Failed tests ({len(failed)})",
-                  grid([[n, o, e if len(e) <= _ERROR_COLUMN else e[:_ERROR_COLUMN - 3] + "..."]
-                        for n, o, e in failed], FAILED_TESTS_HEAD), ""]
+                  grid([list(f) for f in failed], FAILED_TESTS_HEAD, TEXT_WIDTH), ""]
     nxt = next_steps(report)
     if nxt:
         parts += ["Owners and next steps", grid(nxt, NEXT_STEPS_HEAD, TEXT_WIDTH), ""]
