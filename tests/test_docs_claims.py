@@ -104,7 +104,7 @@ def _program(words: list[str]) -> tuple[tuple[str, ...], list[str]] | None:
     if words[0] == "nox" and "-s" in words[:-1]:
         session = words[words.index("-s") + 1]
         rest = words[words.index("--") + 1:] if "--" in words else []
-        if session in ("tests", "lint", "history-browse"):  # pytest's own, none, a path
+        if session in ("tests", "lint", "actionlint", "history-browse"):  # pytest's own, none, paths, a path
             return None
         return _SESSION_PROGRAM.get(session, ("-m", "ci_register", "run")), rest
     if words[0] == "gate-report":
