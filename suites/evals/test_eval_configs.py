@@ -27,7 +27,7 @@ from serving.evals import (
 )
 from serving.lifecycle import start_server, vllm_cpu_config
 
-register_cpu_ci(est_time=180, suite="serving-cpu")
+register_cpu_ci(est_time=150, suite="serving-cpu")
 
 CONFIGS = sorted((Path(__file__).parent / "configs").glob("*.yaml"))
 

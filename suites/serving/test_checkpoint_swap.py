@@ -21,7 +21,7 @@ from serving.swap import judge_swap
 from serving.trained_model import write_twin
 from serving.variants import Variant, run_variants
 
-register_cpu_ci(est_time=375, suite="serving-cpu")
+register_cpu_ci(est_time=265, suite="serving-cpu")
 register_ci_gate(metric_key="serving/vllm-cpu/tiny-arith/swap/fp8/accuracy", better="higher",
                  mode="enforce")
 register_ci_gate(metric_key="serving/vllm-cpu/tiny-arith/swap/fp8/multiturn/prefix_mismatch_rate",

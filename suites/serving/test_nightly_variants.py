@@ -13,7 +13,7 @@ from serving.evals import load_eval_config, record_eval, run_eval
 from serving.lifecycle import ServerConfig, ServerStartError, start_server, vllm_cpu_config
 from serving.variants import Variant, VariantsFailed, run_variants
 
-register_cpu_ci(est_time=485, suite="serving-cpu")
+register_cpu_ci(est_time=475, suite="serving-cpu")
 
 # Batch sizes trimmed to one a variant (were (1, 4) and (2, 8)): the streaming benchmark
 # covers concurrency 1, 4 and 16 on the session server already.
