@@ -73,3 +73,15 @@ def test_a_declaration_a_recorded_run_contradicts_is_refused(tmp_path):
     quiet = {"tests/fast/test_rm.py": [f for f in maps["tests/fast/test_rm.py"] if "rollout" not in f]}
     sel = select_tests(scan(tmp_path, config.package_roots), TESTS, ["tests/fast/test_leaf.py"], config, quiet)
     assert not any("declaration refused" in n for n in sel.notes), sel.notes
+
+
+def test_an_ignored_file_with_a_computed_import_affects_no_test(tmp_path):
+    """The framework's own tests (`ignore`) may import by a computed name: a change to one
+    runs nothing, unless a registered test reaches it by a static import."""
+    write(tmp_path, {**TREE, "tools/check_docs.py": "import importlib\n\n\ndef load(n):\n    return importlib.import_module(n)\n"})
+    config = parse_select({**CONFIG, "ignore": ["tools/**"]}, "catalog.toml")
+    sel = select_tests(scan(tmp_path, config.package_roots), TESTS, ["tools/check_docs.py"], config)
+    assert not sel.everything and not sel.files, (sel.everything, sel.files)
+    write(tmp_path, {"tests/fast/test_leaf.py": "import tools.check_docs\n"})
+    sel = select_tests(scan(tmp_path, config.package_roots), TESTS, ["tools/check_docs.py"], config)
+    assert "tests/fast/test_leaf.py" in sel.files

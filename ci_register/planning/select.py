@@ -300,10 +300,14 @@ def select_tests(graph: Graph, tests: Iterable[str], changed: Sequence[str], con
                 if not names and path not in recorded:
                     sel.notes.append(f"{path}: not importable by name; affects no registered test")
                 continue
-            if node.syntax_error:
+            # A file the catalog says no registered test loads (`ignore`: the framework's own
+            # tests, tools) and no recorded run loaded: what it imports cannot matter. Tests that
+            # reach it by a static edge still count it changed.
+            ignored = bool(_match(path, config.ignore)) and path not in recorded and path not in test_set
+            if node.syntax_error and not ignored:
                 sel.everything = f"{path} does not parse ({node.syntax_error}); its imports are unknown"
                 return sel
-            if node.open_import:
+            if node.open_import and not ignored:
                 sel.everything = f"{path}:{node.open_import} imports a module by a computed name; what it loads is unknown"
                 return sel
             hit[path] = "changed"
