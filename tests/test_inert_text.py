@@ -151,6 +151,16 @@ def test_a_secret_named_variables_value_is_masked_wherever_it_appears(monkeypatc
     assert mask_secrets("1 passed, EnvNotSecret-123") == "1 passed, EnvNotSecret-123"
 
 
+def test_a_remembered_cell_is_masked_again_once_a_secret_is_set(monkeypatch):
+    # Report cells are remembered (a 10,000-metric report repeats most of them); the
+    # memory is dropped when the environment's secrets change.
+    text = "deploy with Cell-S3cret-77"
+    assert redact.masked_shown(text) == text
+    monkeypatch.setenv("INERT_CELL_TOKEN", "Cell-S3cret-77")
+    assert redact.masked_shown(text) == "deploy with ***"
+    assert redact.masked_shown("1.25 ms") == "1.25 ms"
+
+
 def test_secrets_stay_out_of_the_ci_log_junit_xml_and_rows(session):
     assert session["rc"] == 1, session["log"]
     assert "test_netrc" in session["log"] and "AssertionError" in session["log"]

@@ -15,8 +15,8 @@ import sys
 from collections.abc import Mapping
 
 __all__ = ["GuardedStream", "clean_text", "environment_secrets", "guarded_output",
-           "html_text", "mask_secrets", "neutralise_line", "raw_stream", "show_controls",
-           "slack_code", "slack_text"]
+           "html_text", "mask_secrets", "masked_shown", "neutralise_line", "raw_stream",
+           "show_controls", "slack_code", "slack_text"]
 
 # A URL's scheme; its userinfo is read by `_mask_userinfo` (no regex backtracking).
 # A scheme starts after any character that cannot be in one (``test_postgresql://``
@@ -283,6 +283,33 @@ def _escape(match: re.Match[str]) -> str:
     return f"\\u{0xd800 + (code >> 10):04x}\\u{0xdc00 + (code & 0x3ff):04x}"
 
 
+# A number with or without a unit (most of a report's cells): no secret, no invisible.
+_PLAIN_NUMBER = re.compile(r"[0-9 .,%+\-\u2212\u00d7()\[\]/|~<>]*(?: [A-Za-z/%]{1,8})?")
+_memo: dict[str, str] = {}
+_memo_env: list[str] | None = None
+_MEMO_CAP = 100_000  # entries of at most 200 characters; a 10,000-metric report repeats
+# most of its 140,000 Markdown cells (verdict names, p/q, nodeids)
+
+
+def masked_shown(text: str) -> str:
+    """``show_controls(mask_secrets(text))``, remembered per text (a report's cells repeat:
+    verdicts, nodeids, p/q) until the environment's secrets change; a plain number
+    is taken as it is."""
+    global _memo_env
+    if _PLAIN_NUMBER.fullmatch(text):
+        return text
+    env = environment_secrets()
+    if env is not _memo_env:
+        _memo.clear()
+        _memo_env = env
+    shown = _memo.get(text)
+    if shown is None:
+        shown = show_controls(mask_secrets(text))
+        if len(_memo) < _MEMO_CAP and len(text) <= 200:
+            _memo[text] = shown
+    return shown
+
+
 def show_controls(text: str, *, layout: bool = False) -> str:
     """`text` with every invisible or reordering character shown as its escape
     (``\\u202e``, ``\\u001b``); with ``layout=True`` tab, newline and CR too (a field
@@ -312,7 +339,7 @@ def slack_code(text: object) -> str:
 def html_text(text: object) -> str:
     """Untrusted text for HTML (text or a quoted attribute): secrets masked, invisibles
     shown, then ``& < > " '`` as entities."""
-    return html.escape(show_controls(mask_secrets(str(text))), quote=True)
+    return html.escape(masked_shown(str(text)), quote=True)
 
 
 # ------------------------------------------------------------- output streams
@@ -341,7 +368,7 @@ def clean_text(text: str) -> str:
                      for line in text.split("\n"))
 
 
-def _masked_shown(text: str) -> str:
+def _mask_and_show(text: str) -> str:
     """The rest of a line whose start went out already: masked, invisibles shown."""
     return show_controls(mask_secrets(text))
 
@@ -375,7 +402,7 @@ class GuardedStream:
             head_len = min([i for i in (text.find("\n"), text.find("\r")) if i >= 0],
                            default=len(text)) + 1
             head, text = text[:head_len], text[head_len:]
-            self.raw.write(_masked_shown(head))
+            self.raw.write(_mask_and_show(head))
             self._blank_so_far = True
         if text:
             self.raw.write(clean_text(text))
@@ -390,7 +417,7 @@ class GuardedStream:
                 if self._blank_so_far:
                     self.raw.write(clean_text(part))
                 else:
-                    self.raw.write(_masked_shown(part))
+                    self.raw.write(_mask_and_show(part))
                 self._blank_so_far = False
         self.raw.flush()
 
@@ -422,7 +449,7 @@ class guarded_output:
                 try:
                     if pending:
                         stream.raw.write(clean_text(pending) if stream._blank_so_far
-                                         else _masked_shown(pending))
+                                         else _mask_and_show(pending))
                     stream.raw.flush()
                 except (OSError, ValueError):  # a reader that left (`| head`), a closed file
                     pass

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 
-from ci_register.running.redact import mask_secrets, show_controls
+from ci_register.running.redact import masked_shown
 from gates.report.build import Report
 from gates.report.render_text import (
     FAILED_TESTS_HEAD,
@@ -50,7 +50,7 @@ def md_text(text: object) -> str:
     """Plain text safe in a Markdown table cell (no formatting, no HTML, no pipes, no
     link; secrets masked, bidi and other invisible characters shown as escapes,
     `show_controls`)."""
-    text = show_controls(mask_secrets(str(text))).translate(_MD_ESCAPE)
+    text = masked_shown(str(text)).translate(_MD_ESCAPE)
     if "://" in text or "www." in text.lower():
         text = _AUTOLINK.sub(lambda m: m.group()[:-1] + _AUTOLINK_BREAK[m.group()[-1]], text)
     return text
@@ -58,7 +58,7 @@ def md_text(text: object) -> str:
 
 def md_code(text: object) -> str:
     """Inline code safe in a table cell: pipes escaped, backtick runs fenced around."""
-    s = show_controls(mask_secrets(str(text))).replace("\r", " ").replace("\n", " ").replace("|", "\\|")
+    s = masked_shown(str(text)).replace("\r", " ").replace("\n", " ").replace("|", "\\|")
     if "`" not in s:
         return f"`{s}`"
     run = max(len(m) for m in re.findall(r"`+", s)) + 1
