@@ -11,7 +11,9 @@ FlashInfer decode and SDPA decode samples; ``suite`` by the decode suite's fa2 s
 series whose runs from 40 on are K SDs of a null run summary slower (the SD measured
 by simulation, ``series.null_summary_stats``). Reported: the share detected within 10
 runs, and of the detections, how many reruns the chain that held took (1: the first
-rerun decided). The null series' false alarms (30 gated runs) beside them.
+rerun decided); reds turned green: after a series' first detection, the runs of the
+changed code (to run 59, never accepted) that passed. The null series' false alarms
+(30 gated runs) beside them.
 ``--step X``: a relative step of X instead (a +5% change: within-10 detection).
 ``--models``: cells to run (a noise model, or ``h200:BENCH``, ``suite:BENCH``). ``--jobs N``: a cell's
 seeds in N processes (one task a cell and seed).
@@ -35,6 +37,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_gates import AFTER, GATED, TAU, _rerun_rngs, gate_alarms_many  # noqa: E402
 from series import NOISE_MODELS, bench_index, benches, make_series, null_summary_stats  # noqa: E402
 
+PERSIST = list(range(TAU, 60))  # every run of the changed code in a series (60 runs)
 # A measured model is split by benchmark: h200 (GEMM, FlashInfer, SDPA decode) and suite
 # (the decode suite's recorded fa2 shapes).
 CELLS = [(m, "") for m in NOISE_MODELS if not benches(m)] + [
@@ -62,14 +65,24 @@ def _task(model: str, bench: str, m: int, seed: int, reps: int, d: float) -> dic
           for _ in range(reps)]
     fa = sum(int(a.any()) for a in gate_alarms_many(ss, GATED))
     traces: list[list[dict]] = [[] for _ in ss]
-    al = gate_alarms_many([_shifted(s, d) for s in ss], AFTER, first_only=True, traces=traces)
-    det, paths = 0, collections.Counter()
+    # Every run of the changed code to the series' end (the change persists, nobody
+    # accepts it): detection within 10 runs, and after the first detection, the runs that
+    # passed (reds turned green; a held run serves no later baseline).
+    al = gate_alarms_many([_shifted(s, d) for s in ss], PERSIST, traces=traces)
+    det, paths, green, red_series, after = 0, collections.Counter(), 0, 0, 0
     for a, tr in zip(al, traces, strict=True):
         if a.any():
+            first = int(np.argmax(a))
+            later = a[first + 1:]
+            after += later.size
+            green += int((~later).sum())
+            red_series += int((~later).any())
+        if a[:len(AFTER)].any():
             det += 1
             held = [x for x in tr if x["verdict"] == "regression"][0]
             paths[_reruns(held["path"])] += 1
-    return {"fa": fa, "det": det, "n": reps, "paths": dict(paths)}
+    return {"fa": fa, "det": det, "n": reps, "paths": dict(paths), "green": green,
+            "green_series": red_series, "after": after}
 
 
 def _merge(sd: float, parts: list[dict]) -> dict:
@@ -78,7 +91,8 @@ def _merge(sd: float, parts: list[dict]) -> dict:
         paths.update(p["paths"])
     n = sum(p["n"] for p in parts)
     return {"sd": sd, "n": n, "fa": sum(p["fa"] for p in parts) / n,
-            "det": sum(p["det"] for p in parts) / n, "paths": dict(paths)}
+            "det": sum(p["det"] for p in parts) / n, "paths": dict(paths),
+            **{k: sum(p[k] for p in parts) for k in ("green", "green_series", "after")}}
 
 
 def run(cells: list[tuple[str, str]], seeds: list[int], reps: int, *, sds: float = 10.0,
@@ -117,6 +131,7 @@ def render(res: dict, seeds: list[int], reps: int, sds: float, elapsed: float,
         rows.append([model + (f" {bench}" if bench else ""), m, f"{100 * c['sd']:.2f}%",
                      f"{100 * c['det']:.1f}%",
                      " / ".join(f"{100 * c['paths'].get(k, 0) / d:.0f}%" for k in (1, 2, 3, 4)),
+                     f"{c['green']} of {c['after']} ({c['green_series']} series)",
                      f"{100 * c['fa']:.1f}%"])
     what = f"+{100 * step:g}% change" if step is not None else f"change of {sds:g} run-to-run SDs"
     opts = (f" --step {step:g}" if step is not None else f" --sds {sds:g}") + (
@@ -131,9 +146,12 @@ def render(res: dict, seeds: list[int], reps: int, sds: float, elapsed: float,
         f"{reps} series a seed and cell; {kind} seeds (tuning: 100-104).\n",
         "SD: of a null run summary. Detected: within 10 runs of the change. Reruns: of the "
         "detections, the share whose holding chain took 1 / 2 / 3 / 4 confirm reruns. "
+        "Reds turned green: of the runs after a series' first detection (to run 59; the "
+        "change persists and is never accepted), those that passed, and in how many series. "
         "Null FA/series: the same cell's null series (30 gated runs).\n",
         tabulate(rows, headers=["noise model", "samples", "SD", "detected",
-                                "reruns 1 / 2 / 3 / 4", "null FA/series"],
+                                "reruns 1 / 2 / 3 / 4", "reds turned green",
+                                "null FA/series"],
                  tablefmt="github"), ""])
 
 

@@ -147,51 +147,90 @@ class _GateSeries:
         self.names = s.hosts if machines else None
         self.unheld: dict[int, list[float]] = {}  # run -> reruns of its unheld sequential confirm
         self.standins: set[int] = set()  # runs whose transient first attempt their rerun replaced
+        # Runs that serve later baselines: a run whose chain held a regression does not,
+        # until accepted (never, here), as ``gates.store.baselines.failed_runs`` reads it.
+        self.kept = np.ones(self.x.size, dtype=bool)
+        # The newest run's failure nobody accepted (``decisions.still_red``; gates.gate)
+        self.open: stats.OpenRegression | None = None
+
+    def _before(self, t: int) -> np.ndarray:
+        """Indices of the runs before ``t`` that serve its baseline."""
+        return np.flatnonzero(self.kept[:t])
+
+    def base(self, t: int) -> np.ndarray:
+        return self.x[self._before(t)]
 
     def kw(self, t: int) -> dict:
-        kw: dict = {"hosts": self.names[:t], "host": self.names[t]} if self.names else {}
-        if t - 1 in self.standins:
+        idx = self._before(t)
+        kw: dict = ({"hosts": [self.names[i] for i in idx], "host": self.names[t]}
+                    if self.names else {})
+        if idx.size and int(idx[-1]) in self.standins:
             kw["standin_last"] = True
         return kw
 
     def case(self, t: int) -> stats.Case:
         """The first attempt of run ``t`` against the runs before it."""
-        return stats.Case(self.x[:t], float(self.x[t]), 1, **self.kw(t))
+        return stats.Case(self.base(t), float(self.x[t]), 1, **self.kw(t))
 
     def settle(self, t: int, j: stats.Judgement, *, confirm: bool,
                trace: list[dict] | None) -> str:
         """Run ``t``'s verdict given its first attempt's judgement ``j``: on a trip, the
         confirm reruns as ``gates.gate`` takes them in a suite session."""
+        if (confirm and self.open is not None and j.baseline is not None
+                and stats.still_red(self.open, float(self.x[t]), 1)):
+            # A red stays red: nearer the held level than the level before, final.
+            self.kept[t] = False
+            self.open = stats.OpenRegression(str(t), float(j.baseline), float(self.x[t]))
+            if trace is not None:
+                trace.append({"t": t, "judgement": j, "level": None, "suspect": False,
+                              "path": "still-red", "verdict": "regression"})
+            return "regression"
+        held: list[float] = []
+        v = self._settle(t, j, confirm=confirm, trace=trace, held=held)
+        if v == "regression":
+            self.kept[t] = False
+            self.open = (stats.OpenRegression(str(t), float(j.baseline), min(held))
+                         if confirm and held and j.baseline is not None else None)
+        else:
+            self.open = None  # a run that passed closes it (the code changed back)
+        return v
+
+    def _settle(self, t: int, j: stats.Judgement, *, confirm: bool,
+                trace: list[dict] | None, held: list[float]) -> str:
+        """``settle`` without the open regression; ``held`` receives the attempts' values
+        (first attempt and reruns) where the chain held."""
         P = stats.DEFAULTS
-        x, tw, more, kw = self.x, self.tw, self.more, self.kw(t)
+        x, tw, more, kw, base = self.x, self.tw, self.more, self.kw(t), self.base(t)
         sequential = confirm and bool(more)
         level = stats.level_for(j, P.level) if sequential else P.level
         v = stats.decide(j, j.p_worse, level=level)
         suspect = v == "pass" and stats.is_suspect(j, j.p_worse, level=level)
         if not ((v == "regression" or suspect) and confirm):
             return v
-        jc, v = stats.confirm(x[:t], float(tw[t]), sign=1, first=float(x[t]),
+        jc, v = stats.confirm(base, float(tw[t]), sign=1, first=float(x[t]),
                               suspect=suspect, another=sequential, **kw)
         path = "one-rerun"
         if v == "suspect" and jc.extras.corroborate and more:
             # A rerun beyond every run of a heavy-tailed baseline: the next one decides.
-            _, v = stats.corroborate(x[:t], float(more[0][t]), sign=1, first=float(x[t]),
+            _, v = stats.corroborate(base, float(more[0][t]), sign=1, first=float(x[t]),
                                      previous=float(tw[t]), **kw)
             path = "corroborate"
         reruns = [float(tw[t])]
-        # The unheld sequential confirms of the last w runs join the mean (as the
-        # gate's baselines.unheld_chains reads them from the history).
+        # The unheld sequential confirms of the last w baseline runs join the mean (as
+        # the gate's baselines.unheld_chains reads them from the history).
         w = max(P.windows, default=1)
-        carried = [r for u in range(t - w, t) for r in self.unheld.get(u, ())]
+        carried = [r for u in self._before(t)[-w:].tolist() for r in self.unheld.get(u, ())]
         for tk in more:  # borderline: another rerun, and the reruns' mean decides
             if v != "suspect":
                 break
             reruns.append(float(tk[t]))
             path = f"sequential-{len(reruns)}"
-            _, v = stats.confirm_reruns(x[:t], reruns, sign=1, final=len(reruns) > len(more),
+            _, v = stats.confirm_reruns(base, reruns, sign=1, final=len(reruns) > len(more),
                                         carried=carried, first=float(x[t]), **kw)
         if len(reruns) >= 2 and v != "regression":
             self.unheld[t] = reruns
+        if v == "regression":
+            held += [float(x[t]), *reruns]
         if v != "regression" and jc.extras.p_split <= stats.TRANSIENT_LEVEL:
             x[t] = tw[t]
             self.standins.add(t)

@@ -55,7 +55,7 @@ from gates.attempts import (
     samples_of,
 )
 from gates.model import stats
-from gates.model.decisions import Stage, Verdict
+from gates.model.decisions import BACK_POINT, OpenRegression, Stage, Verdict, still_red
 from gates.model.verdicts import FAILING, VERDICTS, gate_exit, interval_contradicts
 from gates.record import accept
 from gates.record.declarations import DeclarationError, Gate, gate_for, parse_plan_gates
@@ -250,6 +250,7 @@ def judge(inputs: GateInputs, *, plan: Mapping[str, Any] | None = None,
     ctx.mixed = conflicts(units, inputs.units_seen, inputs.unit_counts)
     judged = _judge_keys(ctx, keys, recorded, declared)
     _decide(ctx, judged)
+    _stay_red(judged, _open_regressions(inputs, judged))
     _negative_controls(judged)
     result.verdicts = [v for v, _, _ in judged]
     if not result.verdicts and not held:
@@ -257,6 +258,57 @@ def judge(inputs: GateInputs, *, plan: Mapping[str, Any] | None = None,
     rows = [v.row(result.attempt, confirm_of) for v in result.verdicts]
     result.verdicts += held
     return result, rows
+
+
+def _open_regressions(inputs: GateInputs, judged: Sequence[Judged]
+                      ) -> dict[str, OpenRegression]:
+    """Each judged key whose newest judged run before this one failed with a regression
+    no acceptance answered (``inputs.failed``): no baseline run of the key started after
+    that failure's first attempt (a run that passed since closed it: the code changed
+    back, or the red was a false alarm)."""
+    run = inputs.run or {}
+    started = run.get("started_at") or ""
+    chain = {r["run_id"] for r in inputs.chain.runs} if inputs.chain else set()
+    out: dict[str, OpenRegression] = {}
+    for v, _, _ in judged:
+        live = [c for c in inputs.failed.get(v.key, ()) if c.verdict == "regression"
+                and c.root not in chain and c.root != inputs.run_id
+                and not (started and c.started_at > started)]
+        if not live or v.better not in ("lower", "higher"):
+            continue
+        c = max(live, key=lambda c: (c.started_at, c.root))
+        if inputs.newest_start.get(v.key, "") > c.started_at or c.baseline is None:
+            continue  # a run after it passed: the regression closed
+        if not c.values:
+            continue
+        sign = 1 if v.better == "lower" else -1
+        held = min(c.values, key=lambda x: sign * x)  # the chain's least bad attempt
+        out[v.key] = OpenRegression(c.root, float(c.baseline), float(held))
+    return out
+
+
+def _stay_red(judged: Sequence[Judged], opens: Mapping[str, OpenRegression]) -> None:
+    """A red stays red: a metric whose newest judged run failed (and nobody accepted it)
+    fails again where this run is not back at the level before the change
+    (``decisions.still_red``), final without a confirm rerun: the held chain is the
+    evidence of the change, this run only says which level it is at."""
+    for v, _, _ in judged:
+        o = opens.get(v.key)
+        if (o is None or v.new is None or v.verdict in ("missing", "error", "threshold-fail")
+                or not still_red(o, v.new, 1 if v.better == "lower" else -1)):
+            continue
+        v.verdict, v.open_of = "regression", o.root
+        # What decided is the level this run is at, not a test of this run: no p or
+        # interval of one (the held chain's are on its rows).
+        v.method, v.p_value, v.q_value, v.statistic = "still-red", None, None, None
+        v.ci_low = v.ci_high = v.ci_conf = None
+        # The change began at the open regression's first attempt, not at this run.
+        v.change_point = {"run_id": o.root, "commit": None, "p": None, "before": o.centre,
+                          "after": None, "runs_ago": None}
+        v.message = (f"still at the level of the regression held at run {o.root} "
+                     f"({o.held:.6g} against {o.centre:.6g} before; not accepted): not back "
+                     f"below {o.centre + BACK_POINT * (o.held - o.centre):.6g}"
+                     + (f"; {v.message}" if v.message else ""))
 
 
 def _complete_run(inputs: GateInputs) -> Mapping[str, Any]:
@@ -602,6 +654,10 @@ def _fill(ctx: _Run, v: Verdict, j: stats.Judgement) -> None:
 
 def _new_host_message(j: stats.Judgement) -> str:
     """What a first run on a machine the baseline has not seen was allowed."""
+    if j.extras.machine_bound:
+        return (f"first run on this machine, whose spread the baseline (one machine) cannot "
+                f"tell: judged on its change beyond {100 * j.extras.machine_bound:g}%, the "
+                "largest spread between machines seen")
     if not j.extras.host_var_known:
         return ("first run on this machine; the baseline has runs of one machine only, so "
                 "machine-to-machine spread is unknown and not allowed for")

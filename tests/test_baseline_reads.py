@@ -102,7 +102,8 @@ def test_keys_recorded_in_some_runs_only_take_a_second_statement(h, filtered):
 
 def test_a_judged_run_issues_as_many_statements_for_40_metrics_as_for_4(h):
     # The whole gate of a run: its own rows, plan, acceptances, the baseline read, the
-    # verdicts saved; none of it grows with the metrics (no metric trips here).
+    # verdicts saved, the failed chains' read (one statement where none failed); none of
+    # it grows with the metrics (no metric trips here).
     rng = _fill(h)
     counts = []
     for i, keys in ((100, KEYS), (101, KEYS[:4])):
@@ -115,4 +116,4 @@ def test_a_judged_run_issues_as_many_statements_for_40_metrics_as_for_4(h):
             sent = [s for s in sent if not s.startswith("INSERT")]  # a trace line per row
         counts.append(len(sent))
         assert res.verdicts[0].nodeid == NODE
-    assert counts[0] == counts[1] <= 16, counts
+    assert counts[0] == counts[1] <= 17, counts

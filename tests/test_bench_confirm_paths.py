@@ -17,6 +17,8 @@ def test_a_relative_step_is_caught_and_processes_do_not_change_the_figures():
     for m in (1, 5):
         c = one[("gauss1", "", m)]
         assert c["n"] == 6 and c["det"] == 1.0 and sum(c["paths"].values()) == 6
+        # A +20% step persists to run 59: every run after the first detection stays red.
+        assert c["green"] == 0 and c["after"] >= 6 * 10, c
 
 
 def test_bad_arguments_exit_2_with_one_line(capsys):
@@ -29,8 +31,10 @@ def test_bad_arguments_exit_2_with_one_line(capsys):
 
 
 def test_the_report_says_which_seeds_are_tuning_ones():
-    res = {("gauss1", "", 1): {"sd": 0.01, "n": 2, "fa": 0.0, "det": 1.0, "paths": {1: 2}}}
+    res = {("gauss1", "", 1): {"sd": 0.01, "n": 2, "fa": 0.0, "det": 1.0, "paths": {1: 2},
+                               "green": 1, "after": 36, "green_series": 1}}
     assert "; tuning seeds" in B.render(res, [100, 101], 1, 10.0, 1.0)
     assert "; verification seeds" in B.render(res, [400], 1, 10.0, 1.0)
     md = B.render(res, [400], 1, 10.0, 1.0, step=0.05, models="bimodal", jobs=4)
     assert "+5% change" in md and "--step 0.05 --models bimodal --jobs 4" in md
+    assert "| 1 of 36 (1 series)" in md

@@ -174,9 +174,15 @@ def test_the_run_after_a_transient_is_judged_knowing_its_predecessor_stands_in(h
         evaluate_run(h, d, confirm_of=c, bulk=bulk, save=False)
         assert seen and all(seen), bulk
     e = add_run(h, 104, {"lat": lat(rng)})
-    for bulk in (True, False):  # c was no transient: its successor is judged plainly
+    for bulk in (True, False):  # c failed: it serves no baseline, a's rerun is still newest
         seen.clear()
         evaluate_run(h, e, bulk=bulk, save=False)
+        assert seen and all(seen), bulk
+    evaluate_run(h, e)
+    f = add_run(h, 105, {"lat": lat(rng)})
+    for bulk in (True, False):  # e was no transient: its successor is judged plainly
+        seen.clear()
+        evaluate_run(h, f, bulk=bulk, save=False)
         assert seen and not any(seen), bulk
 
 
@@ -725,3 +731,78 @@ def test_a_run_its_gate_never_judged_is_no_baseline_on_either_path(h):
     assert [r.run_id for r in h.baseline_reads.confirm_links("s", ["run029"])] == []
     verdicts = _same_both_ways(h, new)
     assert [(v.verdict, v.n_baseline) for v in verdicts] == [("regression", 32)]
+
+
+def _chain(h, i: int, samples, rng=None, *, attempts: int = 4) -> tuple[int, list, int]:
+    """A suite session's gate with confirm reruns of the same code: (the session's exit
+    code, every attempt's verdicts on lat, the next free run index)."""
+    a = add_run(h, i, {"lat": samples()})
+    r = evaluate_run(h, a, attempts_left=attempts)
+    said, prev, left = [r.verdicts[0].verdict], a, attempts
+    while r.tripped_nodeids and left:
+        i, left = i + 1, left - 1
+        b = add_run(h, i, {"lat": samples()}, confirm_of=prev)
+        r = evaluate_run(h, b, confirm_of=prev, attempts_left=left - 1)
+        said.append(r.verdicts[0].verdict)
+        prev = b
+    return r.exit_code, said, i + 1
+
+
+def test_a_regression_stays_red_on_every_run_of_the_same_code_until_accepted(h):
+    # The issue's H100 case: 6 clean runs (0.4% noise), then +3% on every run. The first
+    # bad run's attempts used to serve the next run's baseline, where "a level the
+    # baseline has produced is never evidence" turned the 2nd and 3rd bad runs green.
+    rng = np.random.default_rng(1)
+    for i in range(6):
+        add_run(h, i, {"lat": lat(rng, cv=0.004)})
+    i, firsts = 10, []
+    for _ in range(3):
+        firsts.append(i)
+        code, said, i = _chain(h, i, lambda: lat(rng, level=1.03, cv=0.004))
+        assert code == 1 and said[-1] == "regression", said
+    # The 2nd and 3rd bad runs: still at the held level, red at once (no rerun asked).
+    rows = [h.verdicts(f"run{i:03d}")[0] for i in firsts[1:]]
+    assert all(r["verdict"] == "regression" and r["detail"]["open_of"] for r in rows), rows
+    assert "still at the level of the regression held at run run010" in rows[0]["detail"][
+        "message"]
+    # The first bad run held after one rerun: a 6-run baseline takes no sequential confirm
+    # (its reruns' mean against means of 6 runs cannot reach a level; it passed at p 0.065).
+    assert h.verdicts(f"run{firsts[0] + 1:03d}")[0]["verdict"] == "regression"
+    # Accepted from the first bad commit: the failed runs are the new level's baseline.
+    h.add_acceptance("lat", from_commit=f"{firsts[0]:07d}abc", reason="fa2 work +3%")
+    v = evaluate_run(h, add_run(h, i, {"lat": lat(rng, level=1.03, cv=0.004)})).verdicts[0]
+    assert v.verdict == "insufficient-history" and v.n_baseline == 3
+
+
+def test_a_suspect_whose_chain_held_serves_no_baseline(h):
+    rng = fill(h)
+    a = add_run(h, 100, {"lat": const(1.016)})
+    assert evaluate_run(h, a).verdicts[0].verdict == "suspect"  # stored with exit 0
+    b = add_run(h, 101, {"lat": const(1.022)}, confirm_of=a)
+    assert evaluate_run(h, b, confirm_of=a).verdicts[0].verdict == "regression"
+    c = add_run(h, 102, {"lat": const(1.016)})
+    for bulk in (True, False):
+        v = evaluate_run(h, c, bulk=bulk, save=False).verdicts[0]
+        # a left out (30 clean runs), and still at a's held level: red at once.
+        assert v.n_baseline == 30 and v.verdict == "regression" and v.open_of == a, (bulk, v)
+    # Accepted from a's commit: a's failure is answered and a serves the new level's
+    # baseline (with c, never judged, and the 5 runs after it).
+    h.add_acceptance("lat", from_commit="0000100abc", reason="slower by design")
+    for j in range(103, 108):
+        evaluate_run(h, add_run(h, j, {"lat": lat(rng, level=1.016)}))
+    v = evaluate_run(h, add_run(h, 108, {"lat": const(1.016)}), save=False).verdicts[0]
+    assert v.n_baseline == 7 and v.verdict == "pass"
+
+
+def test_a_run_back_at_the_level_before_closes_an_open_regression(h):
+    rng = fill(h)
+    code, said, i = _chain(h, 100, lambda: lat(rng, level=1.05))
+    assert code == 1 and said[-1] == "regression"
+    res = evaluate_run(h, add_run(h, i, {"lat": const(1.012)}))  # not back: red, final
+    assert res.verdicts[0].verdict == "regression" and res.exit_code == 1
+    assert res.verdicts[0].open_of == "run100" and not res.tripped_nodeids
+    assert res.verdicts[0].p_value is None and res.verdicts[0].method == "still-red"
+    back = add_run(h, i + 1, {"lat": const(0.995)})  # the code changed back
+    assert evaluate_run(h, back).verdicts[0].verdict == "pass"
+    # Closed: the next run is judged as any run (1.012 on 1% noise passes).
+    assert evaluate_run(h, add_run(h, i + 2, {"lat": const(1.012)})).verdicts[0].verdict == "pass"

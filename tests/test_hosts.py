@@ -213,3 +213,36 @@ def test_a_known_machine_is_judged_against_its_own_level_not_the_fleets():
     # A machine whose own runs sit at 1.03 is not slowed by a run at 1.03.
     same = stats.judge_summaries(np.array(x), 1.033, sign=1, hosts=hosts, host="GPU-b")
     assert stats.decide(same, same.p_worse, level=0.02) == "pass"
+
+
+@pytest.mark.parametrize("bulk", [True, False])
+def test_a_change_beyond_any_machine_spread_fails_on_a_new_host_of_one_machine_history(
+        tmp_path: Path, bulk: bool):
+    # The second H100: the history holds one host of the model, so machine spread
+    # is unknown. +5% stays `unguarded` (a machine can be that far off); +20% is beyond
+    # every between-machine spread seen (machines.MACHINE_BOUND) and fails after a rerun.
+    rng = np.random.default_rng(4)
+    with open_history(tmp_path / "history.db") as h:
+        for i in range(8):
+            _add(h, i, 1.0, "GPU-a", rng)
+        a = _add(h, 101, 1.20, "GPU-c", rng)
+        res = evaluate_run(h, a, bulk=bulk, attempts_left=4)
+        [v] = res.verdicts
+        assert v.verdict == "regression" and res.exit_code == 1, v
+        assert "beyond 12%" in v.message and v.rel_change == pytest.approx(0.20, abs=0.01)
+        assert v.ci_low is None or v.ci_low > 0.12  # the interval of the whole change
+        b = f"run{102:03d}"
+        p = Provenance(run_id=b, suite="s", commit="0000101abc", branch="main",
+                       started_at="2026-01-01T00:01:42+00:00", fingerprint="gpu-a",
+                       hardware=hw("GPU-c"), confirm_of=a)
+        h.start_run(p)
+        m = validate_metric("lat", list(1.20 * (1 + rng.normal(0, 0.002, 5))), unit="ms",
+                            better="lower")
+        h.record_run(RunRecord(p, [TestResult(NODE, "suites/a/test_a.py", "passed", 1.0)],
+                               [(NODE, m)], None, 0))
+        rb = evaluate_run(h, b, confirm_of=a, bulk=bulk, attempts_left=3)
+        assert rb.verdicts[0].verdict == "regression" and rb.exit_code == 1, rb.verdicts
+        # The failed run serves no baseline: the history still spans one machine.
+        rid = _add(h, 103, 1.05, "GPU-b", rng)
+        [v] = evaluate_run(h, rid, save=False, bulk=bulk).verdicts
+        assert v.verdict == "unguarded" and "machine spread unknown" in v.message, v

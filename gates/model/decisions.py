@@ -31,6 +31,7 @@ from gates.model.robust import QN_EFF, empirical_bound, predictive_z_pvalue, sub
 from gates.model.verdicts import FAILING, fails
 
 __all__ = [
+    "OpenRegression",
     "Stage",
     "next_stage",
     "stage_of",
@@ -43,6 +44,7 @@ __all__ = [
     "corroborate",
     "mixture_hold_p",
     "sequential_step",
+    "still_red",
     "split_p",
     "Verdict",
 ]
@@ -197,6 +199,45 @@ def is_suspect(j: Judgement, q_worse: float, *, params: GateParams = DEFAULTS,
     return p_run <= params.screen_level and (own is None or j.sign * own > j.floor)
 
 
+@dataclass(frozen=True)
+class OpenRegression:
+    """A metric's newest judged run failed and nobody accepted it: what the next run is
+    judged against (``still_red``). ``centre``: the baseline's centre when it held (the
+    level before the change); ``held``: the least bad value of the chain that held it."""
+
+    root: str  # the failed chain's first attempt
+    centre: float
+    held: float
+
+
+# Where between the level before a change (0) and its held level (1) a run of an open
+# regression counts as back: at the level before (the baseline's centre) or better.
+BACK_POINT = 0.0
+
+
+def still_red(o: OpenRegression, value: float, sign: int) -> bool:
+    """A run of a metric with an open regression stays red unless it came back to the
+    level before the change: beyond ``BACK_POINT`` of the way from that level (the
+    baseline's centre when the regression held) to the held level, on the bad side.
+
+    Why no new test: the held chain is the evidence of the change (its two stages);
+    what the next run must show is only which level it belongs to. Why not the
+    midpoint (the boundary for even odds): the change persisting is far likelier than
+    its silent undoing, and a red turned green hides a regression, where a red after a
+    revert costs a run. A +5% change on a two-mode baseline (fast mode 1% noise, the
+    baseline's median ~1.5% above the fast mode) is held about 3-4 fast-mode SDs above
+    that median; at the midpoint 8 of 258 runs after detection turned green (seed 400,
+    20 series), at the quarter point 4 of 252. At the centre a run of the change falls
+    back 4-5 SDs (~1e-5). A change undone (or a false alarm) gives a run at or below the
+    median in half its runs (71% of a two-mode metric's fast runs), and the first one
+    closes the regression: about one more red run on average."""
+    if not (math.isfinite(o.centre) and math.isfinite(o.held) and math.isfinite(value)):
+        return False
+    if sign * (o.held - o.centre) <= 0:
+        return False  # not a regression of this direction: nothing to hold
+    return sign * (value - (o.centre + BACK_POINT * (o.held - o.centre))) > 0
+
+
 def mixture_hold_p(alpha: float, tau: float = MIXTURE_TAU) -> float:
     """One-sided p at which one standardised rerun alone ends the sequential confirm.
 
@@ -324,12 +365,20 @@ def confirm(history: np.ndarray, rerun: float, *, sign: int, first: float | None
         # else: read as a test of "better" it would be one picked after seeing a
         # trip the other way. It clears the trip; it announces nothing.
         v = "pass"
-    if v == "regression" and not consistent:
+    if v == "regression" and not consistent and not (
+            independent(j) and j.extras.p_run_worse <= mixture_hold_p(params.level)):
+        # A transient first attempt: a glitch whose rerun is back. Not where the rerun
+        # alone reaches the one-rerun boundary on a light-tailed baseline (where the
+        # sequential rule holds one rerun there): both attempts are then far out, the
+        # first further (two draws of a +20% change 3 SDs apart turned a red run green).
+        # On a heavy or two-mode baseline that p rests on a fitted tail: a glitch whose
+        # rerun lands just past the largest run held 1 of 200 times.
         v = "pass"
     if v == "regression" and (j.window > 1 or suspect) and not _window_hold(
             j, history, first, rerun, suspect, kw):
         v = "pass"
-    if another and not suspect and consistent and independent(j):
+    if (another and not suspect and consistent and independent(j)
+            and j.extras.n_base >= SEQUENTIAL_MIN_BASE):
         step = sequential_step(j.extras.p_run_worse, 1, final=False, level=params.level)
         if step == "suspect" or (step == "regression" and v != "regression"):
             v = "suspect"
@@ -556,6 +605,8 @@ class Verdict:
     corroborate: bool = False  # confirm: a rerun beyond every baseline run; the next decides
     chain_transient: bool = False  # a chain's borderline hold undone: its first attempt a glitch
     stage: str = Stage.FIRST.value  # where in the confirm protocol (``decisions.Stage``)
+    # the first attempt of an open regression this run is still at (``still_red``): final
+    open_of: str | None = None
 
     @property
     def enforced_failure(self) -> bool:
@@ -564,8 +615,8 @@ class Verdict:
     @property
     def next_stage(self) -> Stage | None:
         """The stage a further attempt would judge this metric at (None: final)."""
-        if not self.stage:  # a failure an earlier attempt held, shown again
-            return None
+        if not self.stage or self.open_of:  # a failure an earlier attempt held, shown
+            return None  # again; a run still at an open regression's level
         return next_stage(Stage(self.stage), self.verdict, enforced=self.mode == "enforce",
                           corroborate=self.corroborate)
 
@@ -585,6 +636,8 @@ class Verdict:
             detail["corroborate"] = True
         if self.chain_transient:
             detail["chain_transient"] = True
+        if self.open_of:
+            detail["open_of"] = self.open_of
         return {"key": self.key, "nodeid": self.nodeid, "verdict": self.verdict,
                 "baseline": self.baseline, "new": self.new, "rel_change": self.rel_change,
                 "ci_low": self.ci_low, "ci_high": self.ci_high, "statistic": self.statistic,

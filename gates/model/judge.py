@@ -11,6 +11,7 @@ samples to the summaries it reads. Pure numpy/scipy, no I/O.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import NamedTuple
@@ -18,7 +19,13 @@ from typing import NamedTuple
 import numpy as np
 from scipy import special
 
-from gates.model.machines import UNGUARDED_CV, MachineModel, labels_of, machine_model
+from gates.model.machines import (
+    MACHINE_BOUND,
+    UNGUARDED_CV,
+    MachineModel,
+    labels_of,
+    machine_model,
+)
 from gates.model.robust import (
     HALF_PI,
     HUBER_VAR,
@@ -119,6 +126,8 @@ class JudgeExtras:
     new_host: bool = False  # the run's machine has no run in the baseline
     host_var: float = 0.0  # between-machine variance allowed for it
     host_var_known: bool = False  # ... known (the baseline names 2+ machines)
+    # ... unknown, and the run judged beyond MACHINE_BOUND (the change less it tested)
+    machine_bound: float = 0.0
     p_split: float = 1.0  # confirm: p that the first attempt is a transient against its reruns
     chain_transient: bool = False  # ... and that turned a hold into a pass (_chain_check)
     corroborate: bool = False  # a held rerun beyond every baseline run: the next rerun decides
@@ -145,6 +154,9 @@ class Decider:
     weight: float  # its Bonferroni share of the level
     p_up: float  # its bounded one-sided p of a rise (unweighted)
     p_down: float  # ... of a fall
+    # What the test's change is taken beyond (``MACHINE_BOUND`` on a machine of unknown
+    # spread): its interval is of the change less this, shown shifted back by it
+    offset: float = 0.0
 
     def interval(self, level: float) -> tuple[float, float] | None:
         """The two-sided interval at one-sided ``level`` on the weighted-p scale (what
@@ -156,7 +168,7 @@ class Decider:
             return None
         se = max(self.se_rel, abs(self.rel) / z_side)
         t = float(special.stdtrit(self.df, 1.0 - alpha))
-        return self.rel - t * se, self.rel + t * se
+        return self.rel - t * se + self.offset, self.rel + t * se + self.offset
 
     def confidence(self, level: float) -> float:
         """The two-sided confidence of ``interval(level)``."""
@@ -261,7 +273,37 @@ def judge_many(cases: Sequence[Case]) -> list[Judgement]:
             for i, j in zip(idx, _judge_rows(H, cs, standin, lab, no_host, params, mean_of),
                             strict=True):
                 out[i] = j
+    _beyond_machines(cases, out)
     return out
+
+
+def _beyond_machines(cases: Sequence[Case], out: list[Judgement]) -> None:
+    """A run on a machine whose spread the baseline cannot tell (``SPREAD_UNKNOWN``),
+    changed by more than ``MACHINE_BOUND`` on the bad side: judged on its change beyond
+    that bound (the most any machine change seen has moved a metric), as one machine.
+    Its value less the bound is tested; the judgement reports the whole change, its
+    interval shifted back, and a floor raised by the bound. Within the bound it stays
+    ``unguarded``: no run on that machine can tell a code change from the machine."""
+    redo = [i for i, j in enumerate(out)
+            if j.status == "unguarded" and j.reason == SPREAD_UNKNOWN and j.baseline
+            and j.sign * (j.value - j.baseline) / abs(j.baseline) > MACHINE_BOUND]
+    if not redo:
+        return
+    shifted = [cases[i]._replace(value=cases[i].value - cases[i].sign * MACHINE_BOUND
+                                 * abs(out[i].baseline), hosts=None, host=None)  # type: ignore[arg-type]
+               for i in redo]
+    for i, j in zip(redo, judge_many(shifted), strict=True):
+        if j.status != "ok":
+            continue
+        off = j.sign * MACHINE_BOUND
+        j.extras.new_host, j.extras.machine_bound = True, MACHINE_BOUND
+        out[i] = dataclasses.replace(
+            j, value=cases[i].value, floor=j.floor + MACHINE_BOUND,
+            rel_change=None if j.rel_change is None else j.rel_change + off,
+            own_change=None if j.own_change is None else j.own_change + off,
+            ci=None if j.ci is None else (j.ci[0] + off, j.ci[1] + off),
+            decider=None if j.decider is None else dataclasses.replace(j.decider, offset=off),
+            statistic=f"{j.statistic} beyond {100 * MACHINE_BOUND:g}%")
 
 
 def _judge_rows(H: np.ndarray, cs: list[Case], standin: np.ndarray,
@@ -423,14 +465,17 @@ def _baseline(H: np.ndarray, cs: list[Case], standin: np.ndarray, params: GatePa
                      n, c, s, lab, mm, lab[-1] if lab is not None else "")
 
 
+SPREAD_UNKNOWN = ("machine spread unknown: the runs before name fewer than two machines, "
+                  "and not all are this run's")
+
+
 def _unguarded_reasons(b: _Baseline) -> list[str | None] | None:
     """Why the machine model says a metric cannot be guarded on this run, where it does."""
     mm, lab, c = b.mm, b.lab, b.c
     if mm is None or lab is None:
         return None
     if mm.tau2 is None and any(x != b.lab_new for x in lab[b.base_end - b.n:]):
-        return [("machine spread unknown: the runs before name fewer than two machines, "
-                 "and not all are this run's")] * c.size
+        return [SPREAD_UNKNOWN] * c.size
     # The spread between machines alone (a new machine's inflated): the part of a run's
     # variance that a machine change shares with a code change. Spread within a machine
     # (a second mode that every machine shows) is left to the within-machine tests, as

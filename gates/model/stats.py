@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from gates.model.decisions import (
     TRANSIENT_LEVEL,
+    OpenRegression,
     confirm,
     confirm_reruns,
     corroborate,
@@ -28,6 +29,7 @@ from gates.model.decisions import (
     is_suspect,
     level_for,
     split_p,
+    still_red,
 )
 from gates.model.judge import (
     DEFAULTS,
@@ -55,5 +57,5 @@ __all__ = [
     "ar1_variance_factor", "judge", "judge_summaries", "judge_many", "Case", "host_variance",
     "quantile_p", "summarize", "summarize_many", "Summarized", "WITHIN_RUNS", "huber_location",
     "decide", "is_suspect", "bh_qvalues", "pettitt", "confirm", "corroborate", "confirm_reruns",
-    "independent", "level_for", "split_p", "TRANSIENT_LEVEL",
+    "independent", "level_for", "split_p", "TRANSIENT_LEVEL", "OpenRegression", "still_red",
 ]

@@ -29,6 +29,7 @@ from gates.store.rows import (
     BaselineRows,
     BaselineRun,
     ConfirmLink,
+    FailedChain,
     KeyVerdict,
     decode_run,
 )
@@ -44,6 +45,9 @@ if TYPE_CHECKING:
 __all__ = ["BaselineReads"]
 
 _JUDGED, _JUDGED_R = JUDGED.format(r=""), JUDGED.format(r="r.")  # never-judged runs: no baseline
+# A chain whose last word on a key is one of these carries a failure: its runs serve no
+# baseline of the key until an acceptance answers it (`gates.store.baselines.failed_runs`).
+FAILED_VERDICTS = ("regression", "threshold-fail")
 _CHUNK = 500  # bound parameters per IN (...) list: under SQLite's limit on old builds
 _FEW_KEYS = 64  # up to this many keys, the near read filters rows by key in SQL
 
@@ -412,6 +416,87 @@ class BaselineReads:
             f"AND r.confirm_of IS NOT NULL AND r.status = 'complete' AND {_JUDGED_R} "
             "AND v.detail LIKE '%\"transient\": true%' ORDER BY r.started_at, v.id", (suite,))
             if row[1] in keys)
+
+    def failed_chains(self, suite: str, keys: Sequence[str], *,
+                      depth: int = 16) -> list[FailedChain]:
+        """The confirm chains of ``suite`` whose last word on a key of ``keys`` is a failure
+        (``FAILED_VERDICTS``): a first attempt that failed with no rerun, or whose reruns
+        held it. Oldest first attempt first. A chain's last word on a key is its row of
+        the latest attempt that judged the key (a rerun that held is final: later attempts
+        do not judge that key again)."""
+        keys = sorted(set(keys))
+        hit: set[str] = set()  # runs with a failing row on a key asked for
+        marks = _marks(FAILED_VERDICTS)
+        for part in _chunks(keys):
+            hit.update(rid for (rid,) in self.conn.execute(
+                "SELECT DISTINCT v.run_id FROM verdicts v JOIN runs r ON r.run_id = v.run_id "
+                f"WHERE r.suite = ? AND r.status = 'complete' AND v.verdict IN ({marks}) "
+                f"AND v.key IN ({_marks(part)})", [suite, *FAILED_VERDICTS, *part]))
+        if not hit:
+            return []
+        parent = self._parents(hit, depth)
+        root: dict[str, str] = {}
+        for rid in parent:
+            cur, n = rid, 0
+            while parent.get(cur) and n <= depth:
+                cur, n = parent[cur], n + 1  # type: ignore[assignment]
+            root[rid] = cur
+        roots = sorted({root[rid] for rid in hit})
+        members = {r: r for r in roots}
+        frontier = list(roots)
+        for _ in range(depth):  # the chains' reruns, one level a query
+            links = self.confirm_links(suite, frontier)
+            frontier = [c for c, p in links if c not in members]
+            members.update({c: members[p] for c, p in links if c not in members})
+            if not frontier:
+                break
+        rows: dict[tuple[str, str], list[tuple]] = {}
+        ids = sorted(members)
+        for part in _chunks(ids):
+            for kpart in _chunks(keys):
+                for rid, key, verdict, attempt, vid, new, base, at in self.conn.execute(
+                        "SELECT run_id, key, verdict, attempt, id, new, baseline, created_at "
+                        f"FROM verdicts WHERE run_id IN ({_marks(part)}) "
+                        f"AND key IN ({_marks(kpart)})", [*part, *kpart]):
+                    rows.setdefault((members[rid], key), []).append(
+                        (attempt or 1, vid, verdict, new, base, at or ""))
+        started: dict[str, str] = {}
+        for part in _chunks(roots):
+            started.update(self.conn.execute(
+                f"SELECT run_id, started_at FROM runs WHERE run_id IN ({_marks(part)})", part))
+        out = []
+        for (first, key), got in rows.items():
+            got.sort(key=itemgetter(0, 1))
+            _, _, verdict, _, base, at = got[-1]
+            if verdict in FAILED_VERDICTS:
+                vals = tuple(float(r[3]) for r in got if r[3] is not None)
+                out.append(FailedChain(first, key, started.get(first) or "", at, verdict,
+                                       None if base is None else float(base), vals))
+        out.sort(key=lambda c: (c.started_at, c.root, c.key))
+        return out
+
+    def run_starts(self, run_ids: Sequence[str]) -> dict[str, str]:
+        """{run id: its started_at}."""
+        out: dict[str, str] = {}
+        for part in _chunks(sorted(set(run_ids))):
+            out.update(self.conn.execute(
+                f"SELECT run_id, started_at FROM runs WHERE run_id IN ({_marks(part)})", part))
+        return out
+
+    def _parents(self, runs: set[str], depth: int) -> dict[str, str | None]:
+        """{run id: the run it re-checks (None: a first attempt)} for ``runs`` and every
+        run up their confirm_of chains."""
+        parent: dict[str, str | None] = {}
+        todo = sorted(runs)
+        for _ in range(depth + 1):
+            if not todo:
+                break
+            for part in _chunks(todo):
+                parent.update(self.conn.execute(
+                    f"SELECT run_id, confirm_of FROM runs WHERE run_id IN ({_marks(part)})",
+                    part))
+            todo = sorted({p for p in parent.values() if p and p not in parent})
+        return parent
 
     def confirm_links(self, suite: str, parents: Sequence[str]) -> list[ConfirmLink]:
         """Complete confirm reruns of ``parents`` on ``suite``, oldest first."""

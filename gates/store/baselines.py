@@ -21,10 +21,10 @@ import numpy as np
 from gates.model import stats
 from gates.store.baseline_reads import BaselineReads
 from gates.store.provenance import host_key
-from gates.store.rows import BaselineNear, BaselineRows, BaselineRun
+from gates.store.rows import BaselineNear, BaselineRows, BaselineRun, FailedChain
 
-__all__ = ["SERIES_LIMIT", "baseline_runs", "bulk_baselines", "hosts_of", "transients",
-           "unheld_chains"]
+__all__ = ["SERIES_LIMIT", "baseline_runs", "bulk_baselines", "failed_runs", "hosts_of",
+           "newest_starts", "transients", "unheld_chains"]
 
 SERIES_LIMIT = 80  # newest baseline rows fetched per metric (window 40 + 10 + confirm reruns)
 
@@ -57,6 +57,29 @@ def baseline_runs(reads: BaselineReads, suite: str, key: str, fingerprint: str |
             keep[rid] = {**keep[rid], "samples": pooled, "median": rows_c[0]["median"],
                          "standin": True}
     return list(reversed(list(keep.values())))  # oldest first
+
+
+def failed_runs(reads: BaselineReads, suite: str, keys: set[str]
+                ) -> dict[str, list[FailedChain]]:
+    """{key: the confirm chains of ``suite`` whose last word on it is a failure}, oldest
+    first attempt first (``BaselineReads.failed_chains``). A failed run and its confirms
+    serve no baseline of that key until an acceptance answers the failure
+    (``gate_inputs.failed_drop``): the next run of the same code is judged
+    against the level before the change, and fails again."""
+    out: dict[str, list[FailedChain]] = {}
+    if keys:
+        for c in reads.failed_chains(suite, sorted(keys)):
+            out.setdefault(c.key, []).append(c)
+    return out
+
+
+def newest_starts(reads: BaselineReads, ids: Mapping[str, Sequence[str]]) -> dict[str, str]:
+    """{key: when its newest baseline run started} (``ids``: each key's runs, oldest first)."""
+    newest = {key: rids[-1] for key, rids in ids.items() if rids}
+    if not newest:
+        return {}
+    starts = reads.run_starts(sorted(set(newest.values())))
+    return {key: starts.get(rid) or "" for key, rid in newest.items()}
 
 
 def transients(reads: BaselineReads, suite: str,

@@ -29,14 +29,22 @@ from typing import TYPE_CHECKING, Any
 
 from gates.model import stats
 from gates.store.acceptances import Cut, applies_to
-from gates.store.baselines import baseline_runs, bulk_baselines, hosts_of, unheld_chains
+from gates.store.baselines import (
+    baseline_runs,
+    bulk_baselines,
+    failed_runs,
+    hosts_of,
+    newest_starts,
+    unheld_chains,
+)
+from gates.store.rows import FailedChain
 
 if TYPE_CHECKING:
     from gates.store.baseline_reads import BaselineReads
     from gates.store.history import History
 
 __all__ = ["CHAIN_DEPTH", "LOCATE_RUNS", "BaselineUnreadable", "ChainRead",
-           "GateInputs", "latest_rows", "read_chain_rows", "read_gate_inputs",
+           "GateInputs", "failed_drop", "latest_rows", "read_chain_rows", "read_gate_inputs",
            "unit_facts"]
 
 LOCATE_RUNS = 60  # baseline runs change-point localisation looks at (gates.gate._locate)
@@ -89,6 +97,11 @@ class GateInputs:
     errors: Mapping[str, Exception] = field(default_factory=_empty)  # key -> why its baseline could not be read
     # (the key-by-key reference read only)
     unreadable: str | None = None  # the bulk baseline read failed (a damaged file): why
+    # key -> its failed chains no acceptance answered, oldest first: their runs serve no
+    # baseline of it (``failed_drop``); the newest may be open (``gates.gate._stay_red``)
+    failed: Mapping[str, tuple[FailedChain, ...]] = field(default_factory=_empty)
+    # key -> when its newest baseline run started (keys with failed chains only)
+    newest_start: Mapping[str, str] = field(default_factory=_empty)
 
 
 def latest_rows(rows: Sequence[Mapping[str, Any]]) -> dict[str, list[Mapping[str, Any]]]:
@@ -101,6 +114,37 @@ def latest_rows(rows: Sequence[Mapping[str, Any]]) -> dict[str, list[Mapping[str
     out: dict[str, list[Mapping[str, Any]]] = {}
     for (key, _), r in sorted(by.items()):
         out.setdefault(key, []).append(r)
+    return out
+
+
+def failed_drop(failed: Mapping[str, Sequence[FailedChain]],
+                cuts: Mapping[str, Cut]) -> dict[str, tuple[FailedChain, ...]]:
+    """{key: its failed chains that stay out of its baseline}: a red stays red.
+
+    A run whose chain's last word on a key is a failure (``failed``: per key, from
+    ``baselines.failed_runs``) and its confirms serve no baseline of that key until an
+    acceptance answers the failure: where the key's acceptance (``cuts``) covers the
+    run (it is inside it, not in its ``drop``) and was recorded after the failure was
+    saved, the level it failed at is the accepted one and the run serves again. A
+    failure saved after the acceptance is a new one and stays out.
+    """
+    out: dict[str, tuple[FailedChain, ...]] = {}
+    for key, chains in failed.items():
+        cut = cuts.get(key)
+        since = str(cut.acceptance.get("at") or "") if cut is not None else ""
+        gone = tuple(c for c in chains
+                     if cut is None or c.root in cut.drop or str(c.at) > since)
+        if gone:
+            out[key] = gone
+    return out
+
+
+def _drops(cuts: Mapping[str, Cut], failed: Mapping[str, Sequence[FailedChain]]
+           ) -> dict[str, frozenset[str]]:
+    """Per key, the runs left out of its baseline: before its acceptance, and failed."""
+    out = {k: c.drop for k, c in cuts.items()}
+    for k, chains in failed.items():
+        out[k] = out.get(k, frozenset()) | {c.root for c in chains}
     return out
 
 
@@ -140,10 +184,15 @@ def read_gate_inputs(history: History, run_id: str, *, confirm_of: str | None = 
         run_metrics.update((r["run_id"], tuple(reads.metrics(r["run_id"])))
                            for r in chain.runs)
     units = {k: {r["unit"] for r in rows} for k, rows in recorded.items()}
+    failed = failed_drop(failed_runs(reads, run["suite"], set(recorded)), cuts)
     try:
-        read = (_bulk if bulk else _key_by_key)(reads, run, units, exclude, cuts, params)
+        read = (_bulk if bulk else _key_by_key)(reads, run, units, exclude,
+                                                _drops(cuts, failed), params)
     except BaselineUnreadable as e:
         return GateInputs(**base, chain=chain, unreadable=str(e))
+    newest = (newest_starts(reads, {k: read["base_ids"].get(k, ()) for k in failed})
+              if failed else {})
+    base.update(failed=MappingProxyType(failed), newest_start=MappingProxyType(newest))
     unheld: dict[str, tuple[tuple[str, tuple[str, ...]], ...]] = {}
     if chain is not None and len(chain.runs) >= 2:  # a sequential confirm: RERUNS stage
         w = max(params.windows, default=1)
@@ -232,7 +281,7 @@ def _need(params: stats.GateParams) -> int:
 
 
 def _bulk(reads: BaselineReads, run: Mapping[str, Any], units: Mapping[str, set[str]],
-          exclude: set[str], cuts: Mapping[str, Cut], params: stats.GateParams,
+          exclude: set[str], drops: Mapping[str, frozenset[str]], params: stats.GateParams,
           ) -> dict[str, Any]:
     """Every key's baseline in one or two statements (``baselines.bulk_baselines``)."""
     need = _need(params)
@@ -245,7 +294,7 @@ def _bulk(reads: BaselineReads, run: Mapping[str, Any], units: Mapping[str, set[
     try:
         pre = bulk_baselines(reads, run, set(units), exclude, max(need, LOCATE_RUNS),
                              ids_out=ids, standins_out=standins,
-                             drop={k: c.drop for k, c in cuts.items()}, hosts_out=hosts,
+                             drop=drops, hosts_out=hosts,
                              units_out=seen, units_need=need, located_out=located,
                              commits_out=commits)
         judged_ids = {k: v[-need:] for k, v in ids.items()}
@@ -266,8 +315,8 @@ def _bulk(reads: BaselineReads, run: Mapping[str, Any], units: Mapping[str, set[
 
 
 def _key_by_key(reads: BaselineReads, run: Mapping[str, Any], units: Mapping[str, set[str]],
-                exclude: set[str], cuts: Mapping[str, Cut], params: stats.GateParams,
-                ) -> dict[str, Any]:
+                exclude: set[str], drops: Mapping[str, frozenset[str]],
+                params: stats.GateParams) -> dict[str, Any]:
     """The reference read: each key's series through ``History.metric_series``."""
     need = _need(params)
     pre: dict[str, Any] = {}
@@ -279,7 +328,7 @@ def _key_by_key(reads: BaselineReads, run: Mapping[str, Any], units: Mapping[str
     located: dict[str, tuple[tuple[str, str | None, float], ...]] = {}
     errors: dict[str, Exception] = {}
     for key in sorted(units):
-        drop = exclude | cuts[key].drop if key in cuts else exclude
+        drop = exclude | drops.get(key, frozenset())
         try:
             base = baseline_runs(reads, run["suite"], key, run.get("fingerprint"), run, drop)
             pre[key] = [r.get("samples") or [r["median"]] for r in base]

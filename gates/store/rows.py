@@ -88,6 +88,18 @@ class ConfirmLink(NamedTuple):
     confirm_of: str
 
 
+class FailedChain(NamedTuple):
+    """A confirm chain whose last word on a key is a failure (``BaselineReads.failed_chains``)."""
+
+    root: str  # its first attempt's run id
+    key: str
+    started_at: str  # the first attempt's
+    at: str  # when the failing verdict was saved
+    verdict: str  # regression or threshold-fail
+    baseline: float | None  # the failing row's baseline centre
+    values: tuple[float, ...]  # every attempt's value of the key in the chain, first first
+
+
 class KeyVerdict(NamedTuple):
     """One run's saved verdict on one key (``detail`` as stored JSON text)."""
 
