@@ -173,7 +173,7 @@ def test_the_run_after_a_transient_is_judged_knowing_its_predecessor_stands_in(h
         seen.clear()
         evaluate_run(h, d, confirm_of=c, bulk=bulk, save=False)
         assert seen and all(seen), bulk
-    e = add_run(h, 104, {"lat": lat(rng)})
+    e = add_run(h, 104, {"lat": lat(rng, level=0.98)})  # back below c's level before
     for bulk in (True, False):  # c failed: it serves no baseline, a's rerun is still newest
         seen.clear()
         evaluate_run(h, e, bulk=bulk, save=False)
@@ -576,6 +576,16 @@ def _two_trips(h, c1: float) -> tuple[str, str]:
     """45 independent runs, then run100 trips (+1.6%) and reruns 1.010 (borderline) and
     ``c1``; run110 trips again and reruns 1.010: returns (run100's last rerun, run110's
     first rerun), whose gate judges run110's borderline metric at its last rerun."""
+    c1_ = _first_trip(h, c1)
+    a2 = add_run(h, 110, {"lat": _const(1.016)})
+    assert evaluate_run(h, a2, attempts_left=2).verdicts[0].verdict == "regression"
+    b2 = add_run(h, 111, {"lat": _const(1.010)}, confirm_of=a2)
+    assert evaluate_run(h, b2, attempts_left=1).verdicts[0].verdict == "suspect"
+    return c1_, b2
+
+
+def _first_trip(h, c1: float) -> str:
+    """``_two_trips`` up to run100's last rerun (``c1``), returned."""
     rng = np.random.default_rng(0)
     for i in range(45):
         add_run(h, i, {"lat": lat(rng)})
@@ -585,11 +595,7 @@ def _two_trips(h, c1: float) -> tuple[str, str]:
     assert evaluate_run(h, b1, attempts_left=1).verdicts[0].verdict == "suspect"
     c1_ = add_run(h, 102, {"lat": _const(c1)}, confirm_of=b1)
     evaluate_run(h, c1_)
-    a2 = add_run(h, 110, {"lat": _const(1.016)})
-    assert evaluate_run(h, a2, attempts_left=2).verdicts[0].verdict == "regression"
-    b2 = add_run(h, 111, {"lat": _const(1.010)}, confirm_of=a2)
-    assert evaluate_run(h, b2, attempts_left=1).verdicts[0].verdict == "suspect"
-    return c1_, b2
+    return c1_
 
 
 def test_unheld_confirm_reruns_of_a_recent_run_join_the_next_confirm(h):
@@ -612,12 +618,14 @@ def test_unheld_confirm_reruns_of_a_recent_run_join_the_next_confirm(h):
 
 def test_a_held_confirm_is_not_carried(h):
     # The same runs, but run100's second rerun held its regression: nothing is carried
-    # (a held failure is final), and run110's own two reruns fall short.
-    c1, b2 = _two_trips(h, 1.016)
+    # (a held failure is final), and run110, at the held level, is red at once (a red
+    # stays red): no confirm to carry anything into.
+    c1 = _first_trip(h, 1.016)
     assert h.verdicts(c1)[0]["verdict"] == "regression"
-    c2 = add_run(h, 112, {"lat": _const(1.010)}, confirm_of=b2)
-    [v] = evaluate_run(h, c2, save=False).verdicts
-    assert v.verdict == "pass" and "mean of 2 reruns" in v.message and "carried" not in v.message
+    from gates.store.baselines import unheld_chains
+    assert unheld_chains(h, "s", "lat", ["run100"]) == []
+    res = evaluate_run(h, add_run(h, 110, {"lat": _const(1.016)}), attempts_left=2)
+    assert res.verdicts[0].open_of == "run100" and not res.tripped_nodeids
 
 
 def test_a_rerun_beyond_a_heavy_baseline_is_corroborated_by_the_next(h):

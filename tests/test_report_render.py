@@ -12,7 +12,7 @@ import pytest
 from report_history import BW, FILE_A, LAT, hostile_input, make_history
 
 from gates.report import ghactions
-from gates.report.build import build_report
+from gates.report.build import VerdictRow, build_report
 from gates.report.health import analyse
 from gates.report.query import load_health_input, load_report_input, select_runs
 from gates.report.render_html import render_html, spark_svg
@@ -235,3 +235,64 @@ def test_a_command_broken_to_fit_still_runs_as_one(tmp_path):
     script.write_text("gate-report() { printf '%s\\n' \"$@\"; }\n" + pasted + "\n")
     done = subprocess.run(["bash", str(script)], capture_output=True, text=True, timeout=30)
     assert done.stdout.splitlines() == shlex.split(command)[1:], done.stdout + done.stderr
+
+
+def _row(run: str, key: str, verdict: str, cls: str, **kw) -> VerdictRow:
+    return VerdictRow(run_id=run, suite="s", fingerprint="fp", key=key, nodeid=None,
+                      verdict=verdict, cls=cls, mode="enforce", baseline=1.0, new=1.1,
+                      unit="ms", better="lower", rel_change=0.1, ci_low=None, ci_high=None,
+                      statistic=None, p_value=None, q_value=None, floor=0.01, attempt=1, **kw)
+
+
+def test_next_steps_lists_every_failure_confirmed_regressions_first_once_a_metric():
+    from gates.report.build import Change, Report, Trend
+    from gates.report.render_text import next_steps, where_changed
+
+    chg = Change(3, float("nan"), 1.0, 1.1, 0.1, "a" * 10, "b" * 10, "r1")
+    rows = [_row("r2", "imp", "improvement", "improvement", owner="@bob",
+                 accept_hint="gate-report accept imp"),
+            _row("r2", "lat", "regression", "fail"),  # no owner: listed all the same
+            _row("r3", "lat", "regression", "fail", accept_hint="gate-report accept lat"),
+            _row("r2", "ttft", "regression", "fail", confirmed_by="r2b", owner="@alice")]
+    trend = Trend("s", "fp", "lat", [1.0] * 4, ["r0", "r1", "r2", "r3"], [None] * 4,
+                  [""] * 4, [True] * 4, chg)
+    rows[1].trend = rows[2].trend = trend
+    report = Report("t", "range", [], rows, {})
+    assert next_steps(report) == [
+        ["ttft", "regression", "@alice", "-", "-"],
+        ["lat", "regression", "-", "-", "gate-report accept lat"],
+        ["imp", "improvement", "@bob", "-", "gate-report accept imp"]]
+    assert [r[0] for r in where_changed(report)] == ["lat"]  # one row a metric
+
+
+def test_a_machine_model_new_to_its_suite_is_named_with_its_runs_and_what_was_set_aside(
+        tmp_path):
+    from gates.gate import evaluate_run
+    from gates.report.build import build_report, new_model
+    from gates.report.query import load_report_input, select_runs
+    from gates.report.render_text import headline
+    from gates.store.history import RunRecord, TestResult
+    from gates.store.metrics import validate_metric
+    from gates.store.open import open_history
+    from gates.store.provenance import Provenance
+
+    models = {"h200": (36, []), "h100": (3, ["t1", "t2", "t3"])}
+    text = new_model({"suite": "b", "fingerprint": "h100", "started_at": "t2"}, models)
+    assert text == ("new machine model h100 in b: run 2 of it (the gate judges it from its "
+                    "run 6); runs set aside: 36 on h200")
+    assert new_model({"suite": "b", "fingerprint": "h200", "started_at": "t9"}, models) == ""
+    assert new_model({"suite": "b", "fingerprint": "h100", "started_at": "t3"},
+                     {"h100": (3, ["t1", "t2", "t3"])}) == ""  # the suite's only model
+    with open_history(tmp_path / "h.db") as h:
+        for i, fp in enumerate(["h200"] * 7 + ["h100"] * 2):
+            p = Provenance(run_id=f"run-{i:04d}", suite="b", commit=f"{i:07d}", branch="main",
+                           started_at=f"2026-01-01T00:00:{i:02d}+00:00", fingerprint=fp)
+            h.start_run(p)
+            h.record_run(RunRecord(p, [TestResult("t.py::t", "t.py", "passed", 1.0)],
+                                   [("t.py::t", validate_metric("lat", [1.0], unit="ms",
+                                                                better="lower"))], None, 0))
+            evaluate_run(h, f"run-{i:04d}")
+        runs, scope = select_runs(h, run="run-0008")
+        line = headline(build_report(load_report_input(h, runs, scope=scope)))
+    assert "passed" in line and "new machine model h100 in b: run 2 of it" in line, line
+    assert "runs set aside: 7 on h200" in line

@@ -56,6 +56,10 @@ RERUN_VERDICTS = (*FAILING, "suspect")  # a first attempt's verdicts an enforced
 # First attempt, where the sequential confirm follows:
 INDEPENDENT_FACTOR = 4.0  # level x this: the sequential confirm holds ~2% of null trips, not 5%
 SEQUENTIAL_MIN_BASE = 30  # baseline runs it needs (shorter AR(1) ones read as independent)
+# ... and the first rerun's sequential step: the reruns' mean is ranked among the means of
+# as many baseline runs, and a pair's can reach FINAL_PAIR (1 / (C(n, 2) + 1) <= 0.02)
+# only from 11 runs (on 6, a 7.5-SD change's pair passed at p 0.065, the rank bound)
+SEQUENTIAL_CONFIRM_MIN_BASE = 11
 # First rerun (RERUN):
 CONSISTENCY_LEVEL = 0.01  # split p of first vs its rerun at or below this: a transient
 TRANSIENT_LEVEL = 0.001  # ... at or below this: later baselines take the rerun's value
@@ -378,7 +382,7 @@ def confirm(history: np.ndarray, rerun: float, *, sign: int, first: float | None
             j, history, first, rerun, suspect, kw):
         v = "pass"
     if (another and not suspect and consistent and independent(j)
-            and j.extras.n_base >= SEQUENTIAL_MIN_BASE):
+            and j.extras.n_base >= SEQUENTIAL_CONFIRM_MIN_BASE):
         step = sequential_step(j.extras.p_run_worse, 1, final=False, level=params.level)
         if step == "suspect" or (step == "regression" and v != "regression"):
             v = "suspect"

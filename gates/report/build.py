@@ -198,6 +198,8 @@ class RunInfo:
     never_judged: list[str] = field(default_factory=list)
     exit_code: int = 0  # the session's (``verdicts.session_exit`` of the whole chain)
     failed_tests: list[FailedTest] = field(default_factory=list)  # first attempt's
+    # A machine model new to its suite (``new_model``): what the headline says of it
+    new_model: str = ""
 
     @property
     def est_delta(self) -> float | None:
@@ -268,6 +270,9 @@ class ReportInput:
     scope: str = "run"  # "run" or "range"
     since: str | None = None
     generated_at: str | None = None
+    # suite -> {fingerprint: (its complete trusted first attempts up to the newest
+    # reported run, their start times where few)}: `History.report_reads.model_runs`
+    models: Mapping[str, Mapping[str, tuple[int, Sequence[str]]]] = field(default_factory=dict)
 
 
 @dataclass
@@ -470,6 +475,10 @@ def _with_gate_change(trend: Trend, cp: Mapping[str, Any] | None, run_id: str) -
     if after is None:
         after = _median(trend.values[idx:end])
     p = _finite(cp.get("p"))
+    if cp.get("runs_ago") == 0:
+        # The run itself is the change: the change-point test found no split before it,
+        # and its p says only that (1 read as "no change" beside a confirmed FAIL).
+        p = None
     return _with_change(trend, Change(idx, p if p is not None else math.nan, before, after,
                                       (after - before) / abs(before) if before else None,
                                       trend.commits[idx - 1], trend.commits[idx],
@@ -511,7 +520,33 @@ def _run_info(row: Mapping[str, Any], data: ReportInput) -> RunInfo:
                           for c in data.confirms.get(run_id) or ()],
         gate_note=mask_secrets(str(row["gate_note"])) if row.get("gate_note") else None,
         failed_tests=[_failed_test(f) for f in data.failures.get(run_id) or ()],
+        new_model=new_model(row, data.models.get(str(row.get("suite"))) or {}),
     )
+
+
+# Runs a machine model needs in a suite before the gate judges it (``GateParams.min_history``;
+# each run's baseline holds its own fingerprint only), and this many more are still named
+NEW_MODEL_RUNS = 5
+
+
+def new_model(row: Mapping[str, Any], models: Mapping[str, tuple[int, Sequence[str]]]) -> str:
+    """What a run on a machine model new to its suite says in the headline: the model
+    (fingerprint), the run's place among its runs so far, and the runs of the suite's
+    other models its baselines set aside (a baseline holds one fingerprint); "" where the
+    model has had more than ``2 * NEW_MODEL_RUNS`` runs, or is the suite's only one."""
+    fp = str(row.get("fingerprint") or "")
+    n, starts = models.get(fp, (0, ()))
+    started = str(row.get("started_at") or "")
+    k = sum(1 for st in starts if st <= started) if starts else n
+    others = {f: m for f, (m, _) in models.items() if f != fp and m}
+    if not fp or not others or not 0 < k <= 2 * NEW_MODEL_RUNS:
+        return ""
+    aside = ", ".join(f"{m} on {f}" for f, m in sorted(others.items(), key=lambda t: -t[1])[:3])
+    more = "" if len(others) <= 3 else f" and {len(others) - 3} more model(s)"
+    judged = (f"the gate judges it from its run {NEW_MODEL_RUNS + 1}" if k <= NEW_MODEL_RUNS
+              else "judged against its own runs only")
+    return (f"new machine model {fp} in {row.get('suite')}: run {k} of it ({judged}); "
+            f"runs set aside: {aside}{more}")
 
 
 def _sort_key(v: VerdictRow) -> tuple:

@@ -237,10 +237,16 @@ def load_report_input(h: History, runs: list[dict[str, Any]], *, scope: str = "r
                                                                   group_runs),
                                   lower=since or "", points=trend_points,
                                   shards=max(int(r.get("shard_count") or 1) for r in group_runs)))
+    # Machine models per suite, up to the newest reported run (a model new to a suite is
+    # named in the headline: gates.report.build.new_model).
+    newest: dict[str, str] = {}
+    for r in runs:
+        newest[r["suite"]] = max(newest.get(r["suite"], ""), r["started_at"] or "")
+    models = {suite: h.report_reads.model_runs(suite, until) for suite, until in newest.items()}
     return ReportInput(runs=runs, counts=counts, test_seconds=seconds, failures=failures,
                        plans=plans,
                        metrics=metrics, verdicts=verdicts, confirms=confirms, series=series,
-                       scope=scope, since=since, generated_at=generated_at)
+                       scope=scope, since=since, generated_at=generated_at, models=models)
 
 
 def _series(h: History, suite: str, fp: str, keys: set[str], *, upper: str, lower: str,

@@ -311,6 +311,13 @@ def headline(report: Report) -> str:
     if unfinished:
         text += (f"; {len(unfinished)} confirm rerun(s) {'/'.join(sorted(set(unfinished)))}, "
                  "the trip unconfirmed")
+    # A machine model new to its suite: its runs are judged against its own only, so
+    # its first runs are insufficient-history; say so, and what was set aside.
+    seen_models: set[tuple[str, str]] = set()
+    for r in sorted(report.runs, key=lambda r: r.started_at, reverse=True):
+        if r.new_model and (r.suite, r.fingerprint) not in seen_models:
+            seen_models.add((r.suite, r.fingerprint))
+            text += f"; {r.new_model}"
     errors = sum(v.verdict == "error" and v.mode not in ("warn", "off") for v in report.verdicts)
     if errors:
         text += f"; the gate could not judge {errors} metric(s)"
@@ -411,28 +418,43 @@ WHERE_CHANGED_HEAD = ["metric", "commits", "median before -> after", "change", "
                       "first run after"]
 
 
+def _next_order(v: VerdictRow) -> int:
+    """Confirmed regressions first, then other failures, then the rest (improvements)."""
+    if v.cls == "fail":
+        return 0 if v.verdict == "regression" and v.confirmed_by else 1
+    return 2
+
+
 def next_steps(report: Report) -> list[list[str]]:
     """Rows naming the owner of each failing or improved metric and, where the change
-    held, the command that accepts it (``gates.report.owners.assign`` fills them). A metric is
-    listed once (its first row: the worst verdict), however many runs a range holds."""
-    seen: set[tuple[str, str]] = set()
-    out = []
-    for v in report.verdicts:
-        if not (v.owner or v.accept_hint or v.bisect) or (v.suite, v.key) in seen:
-            continue
-        seen.add((v.suite, v.key))
-        out.append([v.key, v.verdict, v.owner or "-", v.bisect or "-", v.accept_hint or "-"])
-    return out
+    held, the command that accepts it (``gates.report.owners.assign`` fills them). Every
+    failing metric has a row, with or without an owner; confirmed regressions first. A
+    metric is listed once, however many runs a range holds: the verdict of its first
+    row (the worst), and the owner, bisection and accept command of any of its rows
+    (the command sits on the run where the change has held long enough)."""
+    rows: dict[tuple[str, str], list[VerdictRow]] = {}
+    for v in sorted(report.verdicts, key=_next_order):
+        if v.owner or v.accept_hint or v.bisect or v.cls == "fail":
+            rows.setdefault((v.suite, v.key), []).append(v)
+
+    def first(vs: list[VerdictRow], name: str) -> str:
+        return next((getattr(v, name) for v in vs if getattr(v, name)), None) or "-"
+
+    return [[vs[0].key, vs[0].verdict, first(vs, "owner"), first(vs, "bisect"),
+             first(vs, "accept_hint")] for vs in rows.values()]
 
 
 def where_changed(report: Report) -> list[list[str]]:
     """Where each non-passing metric's series changed (``Trend.change``): the commits
-    around the change point, the medians either side, and the first run after it."""
+    around the change point, the medians either side, and the first run after it. One
+    row a metric (its first row: the worst verdict), however many runs a range holds."""
     rows = []
+    seen: set[tuple[str, str]] = set()
     for v in report.verdicts:
         c = v.change
-        if c is None or v.cls == "pass":
+        if c is None or v.cls == "pass" or (v.suite, v.key) in seen:
             continue
+        seen.add((v.suite, v.key))
         rows.append([v.key, c.commit_range, f"{c.before:.4g} -> {c.after:.4g}",
                      "-" if c.rel is None else f"{c.rel * 100:+.1f}%",
                      f"{c.p:.2g}" if c.p == c.p else "-", c.run_id[:12]])

@@ -146,6 +146,26 @@ class ReportReads:
         return cast(list[PlanFileRow], self._rows_in(
             "SELECT * FROM plan_files WHERE run_id IN ({in}) ORDER BY path", run_ids))
 
+    def model_runs(self, suite: str, until: str, *, few: int = 16
+                   ) -> dict[str, tuple[int, list[str]]]:
+        """{fingerprint: (how many of ``suite``'s complete, trusted first attempts ran on it
+        up to ``until``, their start times oldest first where at most ``few``)}: what a
+        report says of a machine model new to a suite (two statements)."""
+        counts = {str(fp): int(n) for fp, n in self.conn.execute(
+            "SELECT fingerprint, count(*) FROM runs WHERE suite = ? AND confirm_of IS NULL "
+            "AND status = 'complete' AND trusted = 1 AND started_at <= ? "
+            "GROUP BY fingerprint", (suite, until)) if fp is not None}
+        out: dict[str, tuple[int, list[str]]] = {fp: (n, []) for fp, n in counts.items()}
+        small = sorted(fp for fp, n in counts.items() if n <= few)
+        if small:
+            for fp, st in self.conn.execute(
+                    "SELECT fingerprint, started_at FROM runs WHERE suite = ? "
+                    "AND confirm_of IS NULL AND status = 'complete' AND trusted = 1 "
+                    f"AND started_at <= ? AND fingerprint IN ({','.join('?' * len(small))}) "
+                    "ORDER BY started_at", (suite, until, *small)):
+                out[str(fp)][1].append(str(st))
+        return out
+
     def metric_summaries(self, run_ids: Sequence[str]) -> list[MetricSummaryRow]:
         """The metric rows of ``run_ids`` (every attempt), without their samples."""
         return cast(list[MetricSummaryRow], self._rows_in(
