@@ -55,7 +55,7 @@ from gates.attempts import (
     samples_of,
 )
 from gates.model import stats
-from gates.model.decisions import BACK_POINT, OpenRegression, Stage, Verdict, still_red
+from gates.model.decisions import OpenRegression, Stage, Verdict, back_level, still_red
 from gates.model.verdicts import FAILING, VERDICTS, gate_exit, interval_contradicts
 from gates.record import accept
 from gates.record.declarations import DeclarationError, Gate, gate_for, parse_plan_gates
@@ -277,14 +277,30 @@ def _open_regressions(inputs: GateInputs, judged: Sequence[Judged]
         if not live or v.better not in ("lower", "higher"):
             continue
         c = max(live, key=lambda c: (c.started_at, c.root))
-        if inputs.newest_start.get(v.key, "") > c.started_at or c.baseline is None:
+        if inputs.newest_start.get(v.key, "") > c.started_at:
             continue  # a run after it passed: the regression closed
-        if not c.values:
+        # A still-red run kept an earlier regression: that one's levels stand.
+        by_root = {x.root: x for x in inputs.failed.get(v.key, ())}
+        for _ in range(len(by_root)):
+            if c.open_of not in by_root:
+                break
+            c = by_root[c.open_of]
+        if not c.values or c.baseline is None:
             continue
         sign = 1 if v.better == "lower" else -1
         held = min(c.values, key=lambda x: sign * x)  # the chain's least bad attempt
-        out[v.key] = OpenRegression(c.root, float(c.baseline), float(held))
+        back = back_level(_run_levels(inputs.baselines.get(v.key)), sign)
+        out[v.key] = OpenRegression(c.root, float(c.baseline), float(held), back)
     return out
+
+
+def _run_levels(base: Any) -> np.ndarray:
+    """A baseline's run summaries (``stats.Summarized``, or each run's samples)."""
+    if base is None:
+        return np.zeros(0)
+    if isinstance(base, stats.Summarized):
+        return np.asarray(base.summaries, dtype=float)
+    return np.array([stats.run_summary(np.asarray(x, dtype=float)) for x in base])
 
 
 def _stay_red(judged: Sequence[Judged], opens: Mapping[str, OpenRegression]) -> None:
@@ -307,7 +323,7 @@ def _stay_red(judged: Sequence[Judged], opens: Mapping[str, OpenRegression]) -> 
                           "after": None, "runs_ago": None}
         v.message = (f"still at the level of the regression held at run {o.root} "
                      f"({o.held:.6g} against {o.centre:.6g} before; not accepted): not back "
-                     f"below {o.centre + BACK_POINT * (o.held - o.centre):.6g}"
+                     f"to {o.back:.6g}, the better quarter of the runs before"
                      + (f"; {v.message}" if v.message else ""))
 
 

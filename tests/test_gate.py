@@ -173,7 +173,7 @@ def test_the_run_after_a_transient_is_judged_knowing_its_predecessor_stands_in(h
         seen.clear()
         evaluate_run(h, d, confirm_of=c, bulk=bulk, save=False)
         assert seen and all(seen), bulk
-    e = add_run(h, 104, {"lat": lat(rng, level=0.98)})  # back below c's level before
+    e = add_run(h, 104, {"lat": lat(rng, level=0.97)})  # back below c's level before
     for bulk in (True, False):  # c failed: it serves no baseline, a's rerun is still newest
         seen.clear()
         evaluate_run(h, e, bulk=bulk, save=False)
@@ -810,7 +810,7 @@ def test_a_run_back_at_the_level_before_closes_an_open_regression(h):
     assert res.verdicts[0].verdict == "regression" and res.exit_code == 1
     assert res.verdicts[0].open_of == "run100" and not res.tripped_nodeids
     assert res.verdicts[0].p_value is None and res.verdicts[0].method == "still-red"
-    back = add_run(h, i + 1, {"lat": const(0.995)})  # the code changed back
+    back = add_run(h, i + 1, {"lat": const(0.985)})  # the code changed back
     assert evaluate_run(h, back).verdicts[0].verdict == "pass"
     # Closed: the next run is judged as any run (1.012 on 1% noise passes).
     assert evaluate_run(h, add_run(h, i + 2, {"lat": const(1.012)})).verdicts[0].verdict == "pass"

@@ -44,6 +44,7 @@ __all__ = [
     "corroborate",
     "mixture_hold_p",
     "sequential_step",
+    "back_level",
     "still_red",
     "split_p",
     "Verdict",
@@ -206,40 +207,51 @@ def is_suspect(j: Judgement, q_worse: float, *, params: GateParams = DEFAULTS,
 @dataclass(frozen=True)
 class OpenRegression:
     """A metric's newest judged run failed and nobody accepted it: what the next run is
-    judged against (``still_red``). ``centre``: the baseline's centre when it held (the
-    level before the change); ``held``: the least bad value of the chain that held it."""
+    judged against (``still_red``). ``centre``: the baseline's centre when it held;
+    ``held``: the least bad value of the chain that held it; ``back``: the level a run
+    must reach to count as back (``back_level``)."""
 
     root: str  # the failed chain's first attempt
     centre: float
     held: float
+    back: float
 
 
-# Where between the level before a change (0) and its held level (1) a run of an open
-# regression counts as back: at the level before (the baseline's centre) or better.
-BACK_POINT = 0.0
+# A run of an open regression is back where it is as good as this share of the runs
+# before the change (their quantile on the good side)
+BACK_QUANTILE = 0.25
+
+
+def back_level(baseline: np.ndarray, sign: int) -> float:
+    """The level a run of an open regression must reach to count as back: the
+    ``BACK_QUANTILE`` quantile of the baseline's runs on the good side (the lower quartile
+    where lower is better).
+
+    Why not the midpoint between the two levels (the boundary for even odds): the change
+    persisting is far likelier than its silent undoing, and a red turned green hides a
+    regression, where a red after a revert costs a run or two. Why not the baseline's
+    centre: on a two-mode baseline the median sits in the fast mode's upper half (a 30%
+    slow mode puts it ~0.5-1.8 fast-mode SDs up), and a +5% change's fast runs fell to it
+    in 2 of 300 series (seeds 400-405, 18 of 3,934 runs after detection turned green);
+    the lower quartile is ~0.4 SD below the fast mode's centre. After a revert, or a false
+    alarm, a run falls there in a quarter of runs: about three more red runs."""
+    x = np.asarray(baseline, dtype=float)
+    x = x[np.isfinite(x)]
+    if not x.size:
+        return math.nan
+    q = BACK_QUANTILE if sign > 0 else 1.0 - BACK_QUANTILE
+    return float(np.quantile(x, q))
 
 
 def still_red(o: OpenRegression, value: float, sign: int) -> bool:
-    """A run of a metric with an open regression stays red unless it came back to the
-    level before the change: beyond ``BACK_POINT`` of the way from that level (the
-    baseline's centre when the regression held) to the held level, on the bad side.
-
-    Why no new test: the held chain is the evidence of the change (its two stages);
-    what the next run must show is only which level it belongs to. Why not the
-    midpoint (the boundary for even odds): the change persisting is far likelier than
-    its silent undoing, and a red turned green hides a regression, where a red after a
-    revert costs a run. A +5% change on a two-mode baseline (fast mode 1% noise, the
-    baseline's median ~1.5% above the fast mode) is held about 3-4 fast-mode SDs above
-    that median; at the midpoint 8 of 258 runs after detection turned green (seed 400,
-    20 series), at the quarter point 4 of 252. At the centre a run of the change falls
-    back 4-5 SDs (~1e-5). A change undone (or a false alarm) gives a run at or below the
-    median in half its runs (71% of a two-mode metric's fast runs), and the first one
-    closes the regression: about one more red run on average."""
-    if not (math.isfinite(o.centre) and math.isfinite(o.held) and math.isfinite(value)):
+    """A run of a metric with an open regression stays red unless it came back: as good
+    as ``o.back`` (``back_level``) or better. No new test: the held chain is the evidence
+    of the change (its two stages); the run only says which level it is at."""
+    if not all(math.isfinite(x) for x in (o.centre, o.held, o.back, value)):
         return False
     if sign * (o.held - o.centre) <= 0:
         return False  # not a regression of this direction: nothing to hold
-    return sign * (value - (o.centre + BACK_POINT * (o.held - o.centre))) > 0
+    return sign * (value - o.back) > 0
 
 
 def mixture_hold_p(alpha: float, tau: float = MIXTURE_TAU) -> float:

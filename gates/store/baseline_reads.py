@@ -123,6 +123,17 @@ def _key_filter(keys: Sequence[str], no_index: str) -> str:
     return f" WHERE {no_index}m.key_id IN (SELECT id FROM want)" if len(keys) <= _FEW_KEYS else ""
 
 
+def _open_of(detail: object) -> str | None:
+    """A verdict detail's ``open_of`` (a still-red run's open regression), if any."""
+    if not isinstance(detail, str) or '"open_of"' not in detail:
+        return None
+    try:
+        got = json.loads(detail).get("open_of")
+    except (ValueError, AttributeError):
+        return None
+    return str(got) if got else None
+
+
 def _transients(rows: Iterable[tuple[str, str, str, str]]) -> dict[tuple[str, str], str]:
     """{(first attempt, key): rerun} from (first, key, rerun, detail) rows, oldest confirm
     first: where the detail says ``transient``, the newest confirm wins."""
@@ -454,12 +465,12 @@ class BaselineReads:
         ids = sorted(members)
         for part in _chunks(ids):
             for kpart in _chunks(keys):
-                for rid, key, verdict, attempt, vid, new, base, at in self.conn.execute(
-                        "SELECT run_id, key, verdict, attempt, id, new, baseline, created_at "
-                        f"FROM verdicts WHERE run_id IN ({_marks(part)}) "
+                for rid, key, verdict, attempt, vid, new, base, at, detail in self.conn.execute(
+                        "SELECT run_id, key, verdict, attempt, id, new, baseline, created_at, "
+                        f"detail FROM verdicts WHERE run_id IN ({_marks(part)}) "
                         f"AND key IN ({_marks(kpart)})", [*part, *kpart]):
                     rows.setdefault((members[rid], key), []).append(
-                        (attempt or 1, vid, verdict, new, base, at or ""))
+                        (attempt or 1, vid, verdict, new, base, at or "", _open_of(detail)))
         started: dict[str, str] = {}
         for part in _chunks(roots):
             started.update(self.conn.execute(
@@ -467,11 +478,11 @@ class BaselineReads:
         out = []
         for (first, key), got in rows.items():
             got.sort(key=itemgetter(0, 1))
-            _, _, verdict, _, base, at = got[-1]
+            _, _, verdict, _, base, at, open_of = got[-1]
             if verdict in FAILED_VERDICTS:
                 vals = tuple(float(r[3]) for r in got if r[3] is not None)
                 out.append(FailedChain(first, key, started.get(first) or "", at, verdict,
-                                       None if base is None else float(base), vals))
+                                       None if base is None else float(base), vals, open_of))
         out.sort(key=lambda c: (c.started_at, c.root, c.key))
         return out
 

@@ -98,6 +98,7 @@ class FailedChain(NamedTuple):
     verdict: str  # regression or threshold-fail
     baseline: float | None  # the failing row's baseline centre
     values: tuple[float, ...]  # every attempt's value of the key in the chain, first first
+    open_of: str | None = None  # a still-red run's: the first attempt of the regression it kept
 
 
 class KeyVerdict(NamedTuple):
