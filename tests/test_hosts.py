@@ -225,6 +225,10 @@ def test_a_change_beyond_any_machine_spread_fails_on_a_new_host_of_one_machine_h
     with open_history(tmp_path / "history.db") as h:
         for i in range(8):
             _add(h, i, 1.0, "GPU-a", rng)
+        rid = _add(h, 100, 1.05, "GPU-b", rng)
+        [v] = evaluate_run(h, rid, save=False, bulk=bulk).verdicts
+        assert v.verdict == "unguarded" and "machine spread unknown" in v.message, v
+        h.set_trust([rid], trusted=False, reason="a machine seen once, left out")
         a = _add(h, 101, 1.20, "GPU-c", rng)
         res = evaluate_run(h, a, bulk=bulk, attempts_left=4)
         [v] = res.verdicts
@@ -242,7 +246,8 @@ def test_a_change_beyond_any_machine_spread_fails_on_a_new_host_of_one_machine_h
                                [(NODE, m)], None, 0))
         rb = evaluate_run(h, b, confirm_of=a, bulk=bulk, attempts_left=3)
         assert rb.verdicts[0].verdict == "regression" and rb.exit_code == 1, rb.verdicts
-        # The failed run serves no baseline: the history still spans one machine.
+        # The failed run serves no baseline (8 runs of one machine), and the next run,
+        # not back at the level before, is still red, on any machine.
         rid = _add(h, 103, 1.05, "GPU-b", rng)
         [v] = evaluate_run(h, rid, save=False, bulk=bulk).verdicts
-        assert v.verdict == "unguarded" and "machine spread unknown" in v.message, v
+        assert v.verdict == "regression" and v.open_of == a and v.n_baseline == 8, v
