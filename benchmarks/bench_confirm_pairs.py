@@ -26,7 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from bench_confirm_paths import _cells  # noqa: E402
 from bench_gates import GATED, _rerun_rngs, gate_alarms_many  # noqa: E402
-from series import H200_BENCHES, NOISE_MODELS, make_series  # noqa: E402
+from series import NOISE_MODELS, bench_index, make_series  # noqa: E402
 
 
 def held_by_test(model: str, bench: str, m: int, seeds: list[int], reps: int
@@ -35,7 +35,7 @@ def held_by_test(model: str, bench: str, m: int, seeds: list[int], reps: int
     trips: collections.Counter = collections.Counter()
     held: collections.Counter = collections.Counter()
     for seed in seeds:
-        key = [seed, NOISE_MODELS.index(model), m, H200_BENCHES.index(bench) if bench else 9]
+        key = [seed, NOISE_MODELS.index(model), m, bench_index(model, bench)]
         rng = np.random.default_rng(key)
         ss = [make_series(model, "null", rng, m=m, bench=bench, rerun_rngs=_rerun_rngs(key))
               for _ in range(reps)]
