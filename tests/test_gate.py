@@ -623,7 +623,7 @@ def test_a_held_confirm_is_not_carried(h):
     c1 = _first_trip(h, 1.016)
     assert h.verdicts(c1)[0]["verdict"] == "regression"
     from gates.store.baselines import unheld_chains
-    assert unheld_chains(h, "s", "lat", ["run100"]) == []
+    assert unheld_chains(h.baseline_reads, "s", "lat", ["run100"]) == []
     res = evaluate_run(h, add_run(h, 110, {"lat": _const(1.016)}), attempts_left=2)
     assert res.verdicts[0].open_of == "run100" and not res.tripped_nodeids
 

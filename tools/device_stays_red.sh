@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # A regression stays red on a host new to the history (issue 52): clean, then slowed, runs.
 #
-#   bash tools/device_stays_red.sh [CLEAN] [BAD] [WORK]     # defaults 6, 3, 1.03
+#   bash tools/device_stays_red.sh [CLEAN] [BAD] [WORK] [TARGET]   # defaults 6, 3, 1.03,
+#       suites/kernels/test_flashinfer_decode.py::test_batch_decode_fa2_perf
 #
 # Copies the committed history.db to $OUT/stays_red.db (a host it has never seen), then
-# runs suites/kernels/test_flashinfer_decode.py (suite base-b-1gpu, gate enforce, the
-# runner's confirm reruns) CLEAN times as it is, then BAD times with the fa2 decode work
+# runs TARGET (suite base-b-1gpu, gate enforce, the runner's confirm reruns) CLEAN
+# times as it is, then BAD times with the fa2 decode work
 # raised by WORK behind the same metric keys (every fa2 request's KV length times WORK,
 # the keys and byte counts kept: the same metric, more work). Each run is a separate
 # process on GPU 0; its exit code goes to $OUT/stays_red.log ("RUN clean|bad rc=N").
@@ -15,6 +16,7 @@
 # Needs the carried .dev/ folder (tools/device_setup.sh).
 set -o pipefail
 clean="${1:-6}" bad="${2:-3}" work="${3:-1.03}"
+target="${4:-suites/kernels/test_flashinfer_decode.py::test_batch_decode_fa2_perf}"
 out="${OUT:-results/device}"
 mkdir -p "$out"
 log="$out/stays_red.log"
@@ -30,7 +32,7 @@ one() {
     local label="$1" t rc
     t=$(date +%s)
     CUDA_VISIBLE_DEVICES=0 python3 -m ci_register run base-b-1gpu --history "$db" \
-        --gate enforce --file "$test_file" >>"$log" 2>&1
+        --gate enforce --file "$target" >>"$log" 2>&1
     rc=$?
     echo "RUN $label rc=$rc wall=$(( $(date +%s) - t )) s" | tee -a "$log"
 }
@@ -50,4 +52,6 @@ assert src.count(old_b) == 1, "the blocks line moved: update tools/device_stays_
 open(path, "w").write(src.replace(old, new).replace(old_b, new_b))
 PY
 for _ in $(seq 1 "$bad"); do one bad; done
+# The newest run as every surface reports it (headline, verdicts, owners, changes).
+python3 -m gates.commands.cli --history "$db" --no-health >"$out/stays_red_report.txt" 2>&1
 grep -E "RUN |gate: run|regression|still at" "$log" | cut -c1-200 | tail -60
