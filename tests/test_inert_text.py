@@ -223,6 +223,25 @@ def test_a_right_to_left_override_in_a_file_name_is_shown_as_its_escape(session)
     assert RLO not in listed.stdout + listed.stderr and shown in listed.stdout
 
 
+def test_the_sessions_reports_show_its_hostile_tests_inert(session):
+    # Every report names each failed test and its error: the U+202E file, the secrets and
+    # the workflow commands of the session above, in text, Markdown, HTML and JSON.
+    tree = session["tree"]
+    held = 0
+    for fmt in ("text", "md", "html", "json"):
+        out = tree / f"report.{fmt}"
+        r = subprocess.run([sys.executable, "-m", "gates.commands.cli", "--history",
+                            str(tree / "h.db"), "--format", fmt, "--out", str(out)],
+                           cwd=tree, env=_env(), capture_output=True, text=True, timeout=120)
+        assert r.returncode in (0, 1), r.stderr
+        text = out.read_text()
+        assert "test_invoice" in text, fmt
+        assert RLO not in text and not [s for s in SECRETS if s in text], fmt
+        assert runner_commands(text) == [], fmt
+        held += 1
+    assert held == 4
+
+
 @pytest.mark.parametrize(("text", "want"), [
     (f"a{RLO}b", "a\\u202eb"), ("a\x1b[2Jb", "a\\u001b[2Jb"), ("a\u2066b\u2069", "a\\u2066b\\u2069"),
     ("a\u200bb", "a\\u200bb"), ("tag\U000e0041", "tag\\udb40\\udc41"), ("a\x00b", "a\\u0000b"),
