@@ -477,7 +477,11 @@ class _Recorder:
         runner = self.import_maps.runner_map((self.options.plan or {}).get("runner_files"))
         from gates.record.import_map import EXECUTED_MAP_PATH, RUNNER_MAP_PATH
 
-        if runner is not None:  # run by `ci_register run`: what it and pytest's plugins loaded
+        # Run by `ci_register run`: what it and pytest's plugins loaded. An empty list (the
+        # tool installed outside this tree: none of its files run the tests) is not stored:
+        # selection refuses an empty record (ci_register.planning.record_check), and a
+        # missing runner map already means "unknown", the safe reading.
+        if runner:
             maps[RUNNER_MAP_PATH] = runner
         executed = _executed_record((self.options.plan or {}).get("executed"), partial)
         if executed is not None:  # what nox, the runner and this process executed (selection)
