@@ -7,7 +7,7 @@ red when its final verdict is an enforced failure. Three ways to live with it:
 
 - ``none``: nobody accepts (the gate flags the new level until it ages in);
 - ``command``: the first red run's operator runs
-  ``gate-report accept lat --from <that commit>`` (``History.add_acceptance``);
+  ``gate-report accept lat --from <that commit>`` (``AfterWrites.add_acceptance``);
 - ``file``: the change ships an entry in ``gates-accept.toml`` (every run after
   the step carries it).
 
@@ -45,10 +45,10 @@ def _record(h, i: int, level: float, rng, *, confirm_of: str | None = None,
                    started_at=f"2026-01-01T{i // 3600:02d}:{i // 60 % 60:02d}:{i % 60:02d}"
                               f".{len(suffix):03d}+00:00",
                    fingerprint="cpu", confirm_of=confirm_of)
-    h.start_run(p)
+    h.run_writes.start_run(p)
     m = validate_metric("lat", list(level * (1 + rng.normal(0, 0.01, 5))), unit="ms",
                         better="lower")
-    h.record_run(RunRecord(p, [TestResult(NODE, NODE.split("::")[0], "passed", 1.0)],
+    h.run_writes.record_run(RunRecord(p, [TestResult(NODE, NODE.split("::")[0], "passed", 1.0)],
                            [(NODE, m)], None, 0))
     return rid
 
@@ -82,7 +82,7 @@ def trial(mode: str, seed: int, before: int, after: int, step: float,
                 red.append(k)
                 if mode == "command" and len(red) == 1:
                     # The operator accepts from the commit that made the change.
-                    h.add_acceptance("lat", from_commit=f"{before:07d}", who="bench",
+                    h.after_writes.add_acceptance("lat", from_commit=f"{before:07d}", who="bench",
                                      reason="intended: +10% by design")
     return red
 

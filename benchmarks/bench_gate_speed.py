@@ -59,11 +59,11 @@ def _record(h: History, i: int, rid: str, values: np.ndarray, keys: Sequence[str
     prov = Provenance(run_id=rid, suite=SUITE, commit=f"{i:07d}c0ffee", branch="main",
                       started_at=_stamp(i), fingerprint=FP,
                       hardware={"gpus": [{"name": "NVIDIA H200", "uuid": f"GPU-{i % 4}"}]})
-    h.start_run(prov)
+    h.run_writes.start_run(prov)
     metrics = [(f"suites/perf/test_p.py::test_{k.split('/')[0]}",
                 Metric(k, tuple(float(v) for v in row), "ms", "lower"))
                for k, row in zip(keys, values, strict=True)]
-    h.record_run(RunRecord(prov, [], metrics, None, 0))
+    h.run_writes.record_run(RunRecord(prov, [], metrics, None, 0))
 
 
 def build_history(path: Path, *, n_metrics: int = 1000, n_runs: int = 200, samples: int = 5,
@@ -176,7 +176,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             f" (Python {platform.python_version()}, SQLite, {os.cpu_count()} cores, load "
             f"average {load} (1/5/15 min) at the end).\n",
             f"History: {a.runs} complete trusted runs x {a.metrics} metrics x {a.samples} "
-            f"samples, built in {build_s:.1f} s through `History.record_run`; one new run "
+            f"samples, built in {build_s:.1f} s through `RunWrites.record_run`; one new run "
             f"judged with `gates.gate.evaluate_run` (bulk baseline query, BH, verdicts "
             f"saved), best of {a.repeat}.\n",
             f"- **{a.metrics} metrics against {a.runs}-run histories: {secs:.3f} s** best, "

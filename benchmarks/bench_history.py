@@ -55,8 +55,8 @@ def build(path: Path, total_samples: int, metrics_per_run: int, samples_per_metr
         for i in range(runs):
             record = make_run(i, metrics_per_run, samples_per_metric,
                               suite=SUITES[i % 2], fingerprint=FINGERPRINTS[(i // 2) % 2])
-            h.start_run(record.provenance)
-            h.record_run(record)
+            h.run_writes.start_run(record.provenance)
+            h.run_writes.record_run(record)
             if (i + 1) % 500 == 0:
                 print(f"  built {i + 1}/{runs} runs", flush=True)
         samples = h.sample_count()
@@ -89,8 +89,8 @@ def main(argv: list[str] | None = None) -> int:
             record = make_run(10_000_000 + r, 500, args.samples_per_metric, suite=SUITES[0],
                               fingerprint=FINGERPRINTS[0], run_id=f"append-{time.time_ns()}")
             t0 = time.perf_counter()
-            h.start_run(record.provenance)
-            h.record_run(record)
+            h.run_writes.start_run(record.provenance)
+            h.run_writes.record_run(record)
             appends.append(time.perf_counter() - t0)
         key = "kernel/case3/latency"
         for _ in range(args.repeat * 3):

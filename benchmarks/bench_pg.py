@@ -75,8 +75,8 @@ def _writer(url: str, worker: int, runs: int, n_metrics: int, n_samples: int, ba
                 record = _record(worker, i, n_metrics, n_samples, seed=worker * 1000 + i)
                 t0 = time.perf_counter()
                 try:
-                    h.start_run(record.provenance)
-                    h.record_run(record)
+                    h.run_writes.start_run(record.provenance)
+                    h.run_writes.record_run(record)
                 except Exception as exc:  # counted, reported: the figure is "0 errors"
                     errors.append(f"{type(exc).__name__}: {exc}")
                 latencies.append(time.perf_counter() - t0)
@@ -120,14 +120,14 @@ def copy_history(src: History, dest: Path) -> int:
         ids = src.run_ids()
         for start in range(0, len(ids), 100):
             bundles = [src.export_run(r) for r in ids[start:start + 100]]
-            out.in_transaction(lambda b=bundles: [out.insert_bundle(x) for x in b])
+            out.in_transaction(lambda b=bundles: [out.run_writes.insert_bundle(x) for x in b])
     return len(ids)
 
 
 def time_gate(location: str | Path, record: RunRecord, repeat: int) -> tuple[list[float], dict]:
     with open_history(location) as h:
-        h.start_run(record.provenance)
-        h.record_run(record)
+        h.run_writes.start_run(record.provenance)
+        h.run_writes.record_run(record)
     times, counts = [], {}
     for _ in range(repeat):
         t0 = time.perf_counter()

@@ -122,8 +122,8 @@ def bench_render(n_metrics: int, n_runs: int, repeat: int) -> dict[str, float]:
 
 def bench_db(n_metrics: int, n_runs: int) -> None:
     from gates.report.query import load_report_input, select_runs  # noqa: PLC0415
-    from gates.store.history import _insert_metrics  # noqa: PLC0415
     from gates.store.open import open_history  # noqa: PLC0415
+    from gates.store.run_writes import _insert_metrics  # noqa: PLC0415
 
     data = synth(n_metrics, n_runs, n_regress=n_metrics // 100)
     with tempfile.TemporaryDirectory() as tmp:

@@ -62,9 +62,9 @@ def _record(h, i: int, sub: int, samples: np.ndarray, confirm_of: str | None) ->
     p = Provenance(run_id=rid, suite="perf", commit=f"{i:07d}" + "c" * 33, branch="main",
                    started_at=f"2026-01-01T00:{i // 60:02d}:{i % 60:02d}.{sub:03d}+00:00",
                    fingerprint="cpu", confirm_of=confirm_of)
-    h.start_run(p)
+    h.run_writes.start_run(p)
     m = validate_metric("lat", [float(x) for x in samples], unit="ms", better="lower")
-    h.record_run(RunRecord(p, [TestResult(NODE, NODE.split("::")[0], "passed", 1.0)],
+    h.run_writes.record_run(RunRecord(p, [TestResult(NODE, NODE.split("::")[0], "passed", 1.0)],
                            [(NODE, m)], None, 0))
     return rid
 

@@ -82,7 +82,7 @@ def make_history(path: Path, *, seed: int = 0, runs: int = 40, variants: int = 8
             prov = Provenance(run_id=f"night{seed}-{i:04d}", suite=SUITE, commit=f"{i:040x}",
                               started_at=f"2026-10-{1 + i // 24:02d}T{i % 24:02d}:00:00.000000+00:00",
                               fingerprint=FP)
-            h.start_run(prov)
+            h.run_writes.start_run(prov)
             tests, metrics = [], []
             for v in names:
                 shared = rng.normal(0, 0.05)  # the kernel path batch 16 and 64 share, this run
@@ -98,11 +98,11 @@ def make_history(path: Path, *, seed: int = 0, runs: int = 40, variants: int = 8
                     if b == 1 and (v in dead or v == alive):
                         ttft = 0.2 * abs(1 + rng.normal(0, 0.30))
                         metrics.append((nid, validate_metric(f"serve/{v}/bs1/ttft_p99", [ttft], unit="s", better="lower")))
-            h.record_run(RunRecord(prov, tests, metrics, None, 0))
+            h.run_writes.record_run(RunRecord(prov, tests, metrics, None, 0))
             verdicts = [{"key": m.key, "nodeid": nid, "verdict": "pass"} for nid, m in metrics]
             if alive and i == runs // 2:
                 verdicts = [dict(v, verdict="regression") if v["key"] in truth.noisy_but_alive else v for v in verdicts]
-            h.save_verdicts(prov.run_id, verdicts)
+            h.run_writes.save_verdicts(prov.run_id, verdicts)
     return truth
 
 

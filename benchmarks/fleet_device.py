@@ -88,13 +88,13 @@ def judge(history: Path, clean_db: Path, bad_db: Path) -> list[dict]:
         clean, bad = _runs(shards[0]), _runs(shards[1])
         merge_histories(shards, copy)
         with open_history(copy) as h:
-            h.set_trust(bad, trusted=False, reason="fleet_device: slowed runs, judged alone")
+            h.run_writes.set_trust(bad, trusted=False, reason="fleet_device: slowed runs, judged alone")
             for i, rid in enumerate(clean):
                 rows.append(_row(f"clean {i + 1}", evaluate_run(h, rid, save=False)))
             for i, rid in enumerate(bad):
-                h.set_trust([rid], trusted=True, reason="fleet_device: judged now")
+                h.run_writes.set_trust([rid], trusted=True, reason="fleet_device: judged now")
                 rows.append(_row(f"slowed {i + 1}", evaluate_run(h, rid, save=False)))
-                h.set_trust([rid], trusted=False, reason="fleet_device: judged")
+                h.run_writes.set_trust([rid], trusted=False, reason="fleet_device: judged")
     return rows
 
 

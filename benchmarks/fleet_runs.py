@@ -87,8 +87,8 @@ def make_run(i: int, *, suite: str = SUITE, fingerprint: str = FINGERPRINT,
 
 def write_run(history: History, record: RunRecord, *, gate: bool = True) -> str:
     """Record ``record`` as a shard would (start, record, gate with verdicts saved)."""
-    history.start_run(record.provenance)
-    history.record_run(record)
+    history.run_writes.start_run(record.provenance)
+    history.run_writes.record_run(record)
     if gate:
         evaluate_run(history, record.provenance.run_id)
     return record.provenance.run_id

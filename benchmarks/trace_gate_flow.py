@@ -90,11 +90,11 @@ def _add(h: Any, i: int, value: float, *, confirm_of: str | None = None) -> str:
     p = Provenance(run_id=rid, suite="s", commit=f"{i:07d}abc", branch="main",
                    started_at=f"2026-01-01T00:{i // 60:02d}:{i % 60:02d}+00:00",
                    fingerprint="gpu-a", confirm_of=confirm_of)
-    h.start_run(p)
+    h.run_writes.start_run(p)
     ms = [(NODE, validate_metric(key, [value * (1 + 0.001 * k) for k in range(5)],
                                  unit="ms", better="lower"))
           for key in ("lat", "other")]
-    h.record_run(RunRecord(p, [TestResult(NODE, "suites/a/test_a.py", "passed", 1.0)],
+    h.run_writes.record_run(RunRecord(p, [TestResult(NODE, "suites/a/test_a.py", "passed", 1.0)],
                            ms, None, 0))
     return rid
 

@@ -6,7 +6,7 @@ direction, lists the first-parent commits from good to bad, and hands
 a detached git worktree (under a scratch directory) and runs only those tests
 with pytest and the gates plugin recording into a scratch history, returning
 the run's samples of KEY. The outcome and evidence are saved with
-``History.save_bisect``. Worktrees are removed at the end, also on failure.
+``AfterWrites.save_bisect``. Worktrees are removed at the end, also on failure.
 """
 
 from __future__ import annotations
@@ -130,7 +130,7 @@ def run_bisect(repo: Path, history: Any, key: str, good: str, bad: str, *,
                             reps=reps, max_reps=max_reps, verify=verify)
         finally:
             trees.remove()
-    history.save_bisect(result.to_row(key, suite, commits[0], commits[-1]))
+    history.after_writes.save_bisect(result.to_row(key, suite, commits[0], commits[-1]))
     return result, nodeids
 
 

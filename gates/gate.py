@@ -187,7 +187,7 @@ def evaluate_run(
 
     Read, judge, save: one read of everything the judgement needs
     (``gates.store.gate_inputs.read_gate_inputs``), `judge` over it (reads nothing),
-    one write of its verdicts (``History.save_verdicts``; not with ``save=False``).
+    one write of its verdicts (``RunWrites.save_verdicts``; not with ``save=False``).
 
     ``plan``: the runner's plan JSON (its ``gates`` list); without it, the
     gates stored with the run (``History.plan_gates``) are used.
@@ -214,7 +214,7 @@ def evaluate_run(
     result, rows = judge(inputs, plan=plan, mode=mode, params=params,
                          attempts_left=attempts_left)
     if save and rows is not None:
-        history.save_verdicts(run_id, rows)
+        history.run_writes.save_verdicts(run_id, rows)
     return result
 
 
@@ -824,7 +824,7 @@ def _mark_gate_error(history: str, run_id: str, why: str) -> None:
         return
     try:
         with open_history(history, create=False) as h:
-            marked = h.mark_not_judged(run_id, GATE_ERROR, f"the gate refused its input: {why}",
+            marked = h.run_writes.mark_not_judged(run_id, GATE_ERROR, f"the gate refused its input: {why}",
                                        if_no_verdicts=True)
     except Exception:  # noqa: BLE001 - on an error path: the exit 2 and its line stand,
         return  # never a traceback; the runner marks the run or says it could not

@@ -27,6 +27,6 @@ def record(h, i: int, *, fp: str = FP, keys=KEYS, shift: float = 1.0, confirm_of
     metrics = [(tests[n % 3].nodeid, validate_metric(
         k, [(1.0 + n) * (shift if n == 0 else 1.0) * (1 + rng.gauss(0, 0.01)) for _ in range(5)],
         unit="s", better="lower")) for n, k in enumerate(keys)]
-    h.start_run(prov)
-    h.record_run(RunRecord(prov, tests, metrics, None, 0))
+    h.run_writes.start_run(prov)
+    h.run_writes.record_run(RunRecord(prov, tests, metrics, None, 0))
     return prov.run_id

@@ -32,11 +32,11 @@ def seed(path: Path, suite: str, fingerprint: str, runs: Sequence[Mapping[str, f
             prov = Provenance(run_id=f"{suite}-{fingerprint}-{n:04d}", suite=suite,
                               started_at=f"2026-01-01T{n // 3600:02d}:{n // 60 % 60:02d}:{n % 60:02d}+00:00",
                               fingerprint=fingerprint)
-            h.start_run(prov)
+            h.run_writes.start_run(prov)
             bad = (failed or {}).get(i)
             tests = [TestResult(f"{f}::test_a", f, "failed" if f == bad else "passed", secs)
                      for f, secs in durations.items()]
-            h.record_run(RunRecord(prov, tests, [], None, 0))
+            h.run_writes.record_run(RunRecord(prov, tests, [], None, 0))
             ids.append(prov.run_id)
     return ids
 
@@ -53,12 +53,12 @@ def level_run(h: Any, i: int, levels: Mapping[str, float | tuple[float, str]],
     p = Provenance(run_id=run_id or f"run-{i:04d}", suite=suite, commit=commit or f"{i:07d}beef",
                    branch=branch, started_at=f"2026-01-01T00:{i // 60:02d}:{i % 60:02d}+00:00",
                    fingerprint=fingerprint, ci_url=ci_url)
-    h.start_run(p)
+    h.run_writes.start_run(p)
     metrics = []
     for key, spec in levels.items():
         level, better = spec if isinstance(spec, tuple) else (spec, "lower")
         metrics.append((node, validate_metric(key, list(level * (1 + rng.normal(0, 0.01, 5))),
                                               unit="ms", better=better)))
     tests = [TestResult(node, node.split("::")[0], "passed", 1.0)] if test else []
-    h.record_run(RunRecord(p, tests, metrics, plan, 0))
+    h.run_writes.record_run(RunRecord(p, tests, metrics, plan, 0))
     return p.run_id

@@ -68,7 +68,7 @@ def write_run(h: History, i: int, *, latency: float, bandwidth: float = 500.0,
         (f"{FILE_A}::test_decode", validate_metric(
             BW, [bandwidth * (1 + d) for d in NOISE[5:10]], unit="B/s", better="higher")),
     ]
-    h.record_run(RunRecord(p, tests, metrics, PLAN, 0))
+    h.run_writes.record_run(RunRecord(p, tests, metrics, PLAN, 0))
     return p.run_id
 
 
@@ -95,9 +95,9 @@ def make_history(path: Path, *, runs: int = 16, regress_at: int = 10,
             lat = 1.0 * (1 + NOISE[i % len(NOISE)]) * (1.3 if i >= regress_at else 1.0)
             ids.append(write_run(h, i, latency=lat, flaky_ok=i % 3 != 1))
         if verdicts:
-            h.save_verdicts(ids[-2], [dict(v, verdict="pass")
+            h.run_writes.save_verdicts(ids[-2], [dict(v, verdict="pass")
                                       for v in regression_verdicts(ids[-2])])
-            h.save_verdicts(ids[-1], regression_verdicts(ids[-1]))
+            h.run_writes.save_verdicts(ids[-1], regression_verdicts(ids[-1]))
     return ids
 
 

@@ -47,7 +47,7 @@ def test_command_acceptance_rebaselines_from_its_commit(h):
     rng = steady(h)
     first = add_run(h, 30, 1.10, rng)
     assert evaluate_run(h, first).verdicts[0].verdict == "regression"  # the one red run
-    h.add_acceptance("la*", from_commit="0000030", reason="bigger model", who="me")
+    h.after_writes.add_acceptance("la*", from_commit="0000030", reason="bigger model", who="me")
     v = evaluate_run(h, add_run(h, 31, 1.10, rng)).verdicts[0]
     assert v.verdict == "insufficient-history" and v.n_baseline == 1
     assert "insufficient history after acceptance: 1 run(s) since" in v.message
@@ -62,16 +62,16 @@ def test_command_acceptance_rebaselines_from_its_commit(h):
 
 def test_acceptance_of_another_key_suite_or_test_changes_nothing(h):
     rng = steady(h)
-    h.add_acceptance("other*", from_commit="0000030", reason="x")
-    h.add_acceptance("lat", from_commit="0000030", reason="x", suite="other-suite")
-    h.add_acceptance("lat", from_commit="0000030", reason="x", test="suites/b/*")
+    h.after_writes.add_acceptance("other*", from_commit="0000030", reason="x")
+    h.after_writes.add_acceptance("lat", from_commit="0000030", reason="x", suite="other-suite")
+    h.after_writes.add_acceptance("lat", from_commit="0000030", reason="x", test="suites/b/*")
     add_run(h, 30, 1.10, rng)
     assert evaluate_run(h, add_run(h, 31, 1.10, rng)).verdicts[0].verdict == "regression"
 
 
 def test_command_acceptance_waits_for_its_commit(h):
     rng = steady(h)
-    h.add_acceptance("lat", from_commit="feedbee", reason="not run yet")
+    h.after_writes.add_acceptance("lat", from_commit="feedbee", reason="not run yet")
     assert evaluate_run(h, add_run(h, 30, 1.10, rng)).verdicts[0].verdict == "regression"
 
 
@@ -114,11 +114,11 @@ def test_missing_accept_file_is_no_entries(tmp_path):
 
 def test_store_refuses_acceptance_without_reason_or_commit(h):
     with pytest.raises(HistoryError, match="needs a reason"):
-        h.add_acceptance("lat", from_commit="abcdef1", reason=" ")
+        h.after_writes.add_acceptance("lat", from_commit="abcdef1", reason=" ")
     with pytest.raises(HistoryError, match="needs from_commit"):
-        h.add_acceptance("lat", reason="x")
+        h.after_writes.add_acceptance("lat", reason="x")
     with pytest.raises(HistoryError, match="too short"):
-        h.add_acceptance("lat", reason="x", from_commit="abc")
+        h.after_writes.add_acceptance("lat", reason="x", from_commit="abc")
 
 
 def test_accept_command_suggestion_is_runnable(h, tmp_path, capsys):

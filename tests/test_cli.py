@@ -309,7 +309,7 @@ def test_github_actions_summary_and_annotations(hist, capsys, monkeypatch, tmp_p
     # More regressions than annotations allowed: still at most 10.
     with open_history(path) as h:
         many = [dict(regression_verdicts(ids[-1])[0], key=f"k{i}") for i in range(14)]
-        h.save_verdicts(ids[-1], many)
+        h.run_writes.save_verdicts(ids[-1], many)
     code, _, err = run(["--history", path, "--no-health"], capsys)
     assert code == 1 and err.count("::error ") == 10 and "4 more failing gate(s)" in err
 

@@ -86,7 +86,7 @@ def test_pr_job_defaults_and_bad_refs(db, capsys, monkeypatch):
 
 def test_untrusted_runs_are_no_baseline(db, capsys):
     with open_history(db) as h:
-        h.set_trust(commit="0000029aaaa", reason="broken runner")
+        h.run_writes.set_trust(commit="0000029aaaa", reason="broken runner")
     assert cli(["compare", "0000029aaaa", "feat", "--history", str(db)]) == 2
     assert "names no complete run" in capsys.readouterr().err
     # As B (what is judged) an untrusted run still compares.

@@ -48,13 +48,13 @@ def _record(db: Path, runs: int, start: int, slow: float, rng) -> None:
                            commit=f"{start + i:07d}fee", branch="main",
                            started_at=f"2026-12-03T12:{start + i:02d}:00+00:00",
                            fingerprint="nvidia-h200-x1-sm90", hardware=hw)
-            h.start_run(p)
+            h.run_writes.start_run(p)
             ms = []
             for key, unit, better, med in rows:
                 f = (1 + slow) if better == "lower" else 1 / (1 + slow)
                 x = med * f * (1 + rng.normal(0, 0.0005)) * (1 + rng.normal(0, 0.0003, 5))
                 ms.append((f"{FILE}::t", validate_metric(key, list(x), unit=unit, better=better)))
-            h.record_run(RunRecord(p, [TestResult(f"{FILE}::t", FILE, "passed", 1.0)], ms,
+            h.run_writes.record_run(RunRecord(p, [TestResult(f"{FILE}::t", FILE, "passed", 1.0)], ms,
                                    None, 0))
 
 

@@ -168,7 +168,7 @@ def merge_base(tmp_path_factory):
     shard = root / "shard.db"
     with open_history(shard) as h:
         rid = write_run(h, 20, latency=1.0, run_id="z" * 32)
-        h.save_verdicts(rid, [{"key": "decode/b32/latency", "verdict": "pass", "p_value": 0.5,
+        h.run_writes.save_verdicts(rid, [{"key": "decode/b32/latency", "verdict": "pass", "p_value": 0.5,
                                "mode": "enforce"}])
     return target, shard
 

@@ -30,7 +30,7 @@ def add_run(h, i: int, metrics: dict, *, fp="gpu-a", confirm_of=None, run_id=Non
     p = Provenance(run_id=rid, suite="s", commit=f"{i:07d}abc", branch="main",
                    started_at=f"2026-01-01T{i // 3600:02d}:{i // 60 % 60:02d}:{i % 60:02d}+00:00",
                    fingerprint=fp, confirm_of=confirm_of, gate_mode=gate_mode)
-    h.start_run(p)
+    h.run_writes.start_run(p)
     ms = []
     for key, (samples, kw) in metrics.items():
         node = kw.pop("nodeid", NODE)
@@ -38,9 +38,9 @@ def add_run(h, i: int, metrics: dict, *, fp="gpu-a", confirm_of=None, run_id=Non
         ms.append((node, validate_metric(key.split("@")[0], list(samples), **kw)))
     tests = [TestResult(NODE, "suites/a/test_a.py", "passed", 1.0),
              TestResult(NODE2, "suites/a/test_a.py", "passed", 1.0)]
-    h.record_run(RunRecord(p, tests, ms, None, 0))
+    h.run_writes.record_run(RunRecord(p, tests, ms, None, 0))
     if not trusted:
-        h.set_trust([rid], trusted=False, reason="test")
+        h.run_writes.set_trust([rid], trusted=False, reason="test")
     return rid
 
 
@@ -549,10 +549,10 @@ def test_a_chain_whose_first_attempt_is_a_transient_holds_only_clear_reruns(h):
 
 def test_confirm_chain_that_loops_is_an_input_error(h):
     fill(h, 10)
-    h.start_run(Provenance(run_id="x", suite="s", commit="c", branch="main",
+    h.run_writes.start_run(Provenance(run_id="x", suite="s", commit="c", branch="main",
                            started_at="2026-01-02T00:00:00+00:00", fingerprint="gpu-a",
                            confirm_of="y"))
-    h.start_run(Provenance(run_id="y", suite="s", commit="c", branch="main",
+    h.run_writes.start_run(Provenance(run_id="y", suite="s", commit="c", branch="main",
                            started_at="2026-01-02T00:00:01+00:00", fingerprint="gpu-a",
                            confirm_of="x"))
     from gates.attempts import ChainError, read_chain
@@ -720,7 +720,7 @@ def test_a_run_its_gate_never_judged_is_no_baseline_on_either_path(h):
     for i in range(30):
         add_run(h, i, {"lat": lat(rng)})
     judged = add_run(h, 30, {"lat": lat(rng)}, gate_mode="enforce")
-    h.save_verdicts(judged, [{"key": "lat", "verdict": "pass"}])
+    h.run_writes.save_verdicts(judged, [{"key": "lat", "verdict": "pass"}])
     off = add_run(h, 31, {"lat": lat(rng)}, gate_mode="off")
     never = [add_run(h, 32 + j, {"lat": lat(rng, level=1.3)}, gate_mode=mode)
              for j, mode in enumerate(["enforce", "warn"] * 6)]
@@ -777,7 +777,7 @@ def test_a_regression_stays_red_on_every_run_of_the_same_code_until_accepted(h):
     # (its reruns' mean against means of 6 runs cannot reach a level; it passed at p 0.065).
     assert h.verdicts(f"run{firsts[0] + 1:03d}")[0]["verdict"] == "regression"
     # Accepted from the first bad commit: the failed runs are the new level's baseline.
-    h.add_acceptance("lat", from_commit=f"{firsts[0]:07d}abc", reason="fa2 work +3%")
+    h.after_writes.add_acceptance("lat", from_commit=f"{firsts[0]:07d}abc", reason="fa2 work +3%")
     v = evaluate_run(h, add_run(h, i, {"lat": lat(rng, level=1.03, cv=0.004)})).verdicts[0]
     assert v.verdict == "insufficient-history" and v.n_baseline == 3
 
@@ -795,7 +795,7 @@ def test_a_suspect_whose_chain_held_serves_no_baseline(h):
         assert v.n_baseline == 30 and v.verdict == "regression" and v.open_of == a, (bulk, v)
     # Accepted from a's commit: a's failure is answered and a serves the new level's
     # baseline (with c, never judged, and the 5 runs after it).
-    h.add_acceptance("lat", from_commit="0000100abc", reason="slower by design")
+    h.after_writes.add_acceptance("lat", from_commit="0000100abc", reason="slower by design")
     for j in range(103, 108):
         evaluate_run(h, add_run(h, j, {"lat": lat(rng, level=1.016)}))
     v = evaluate_run(h, add_run(h, 108, {"lat": const(1.016)}), save=False).verdicts[0]

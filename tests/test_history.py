@@ -35,12 +35,12 @@ def record(h: History, i: int, *, samples=(1.0, 2.0, 3.0), outcome="passed", dur
            key="k", plan=None, start=True, **kw) -> Provenance:
     p = prov(i, **kw)
     if start:
-        h.start_run(p)
+        h.run_writes.start_run(p)
     nodeid = "suites/a/test_a.py::test_x"
     tests = [TestResult(nodeid, "suites/a/test_a.py", outcome, duration),
              TestResult("suites/b/test_b.py::test_y", "suites/b/test_b.py", "passed", 2.0)]
     metric = validate_metric(key, list(samples), unit="s", better="lower")
-    h.record_run(RunRecord(p, tests, [(nodeid, metric)], plan, 0))
+    h.run_writes.record_run(RunRecord(p, tests, [(nodeid, metric)], plan, 0))
     return p
 
 
@@ -85,7 +85,7 @@ def test_run_roundtrip(h):
 
 def test_started_run_is_incomplete_and_never_a_baseline(h):
     p = prov(1)
-    h.start_run(p)
+    h.run_writes.start_run(p)
     assert h.run(p.run_id)["status"] == "incomplete"
     record(h, 2)
     assert [r["run_id"] for r in h.baseline_reads.metric_series("s", "k", "gpu-a")] == ["run002"]
@@ -96,7 +96,7 @@ def test_started_run_is_incomplete_and_never_a_baseline(h):
 def test_interrupted_session_is_kept_but_not_a_baseline(h):
     p = prov(1)
     metric = validate_metric("k", [1.0], unit="s", better="lower")
-    h.record_run(RunRecord(p, [TestResult("t.py::a", "t.py", "passed", 1.0)],
+    h.run_writes.record_run(RunRecord(p, [TestResult("t.py::a", "t.py", "passed", 1.0)],
                            [("t.py::a", metric)], None, exit_status=2))
     assert h.run(p.run_id)["status"] == "interrupted"
     assert h.metrics(p.run_id)[0]["samples"] == [1.0]
@@ -108,7 +108,7 @@ def test_credentials_in_a_test_failure_or_skip_are_never_stored(h):
     # A failing test's traceback held the URL it connected to, password included, and a
     # skip reason a token: both went into test_rows as they were, then into every report.
     p = prov(1)
-    h.record_run(RunRecord(p, [
+    h.run_writes.record_run(RunRecord(p, [
         TestResult("t.py::a", "t.py", "failed", 1.0,
                    error='E  requests.get("https://ci:hunter2@db.example/x")'),
         TestResult("t.py::b", "t.py", "skipped", 0.0, skip_reason="no access: token=ghp_abc123")],
@@ -138,13 +138,13 @@ def test_same_run_id_twice_is_a_second_attempt(h):
 def test_run_id_of_another_suite_is_refused(h):
     record(h, 1)
     with pytest.raises(HistoryError, match="already belongs to suite 's'"):
-        h.start_run(prov(1, suite="other"))
+        h.run_writes.start_run(prov(1, suite="other"))
 
 
 def test_bad_outcome_refused_and_nothing_written(h):
     p = prov(1)
     with pytest.raises(HistoryError, match="outcome"):
-        h.record_run(RunRecord(p, [TestResult("t::x", "t", "exploded")]))
+        h.run_writes.record_run(RunRecord(p, [TestResult("t::x", "t", "exploded")]))
     assert h.run(p.run_id) is None
 
 
@@ -180,14 +180,14 @@ def test_series_query_walks_the_index_without_sorting(tmp_path):
 def test_untrusted_runs_are_not_baselines_but_stay(h):
     for i in range(1, 4):
         record(h, i, commit=f"deadbee{i}" if i == 2 else None)
-    changed = h.set_trust(commit="deadbee2", trusted=False, reason="broken runner")
+    changed = h.run_writes.set_trust(commit="deadbee2", trusted=False, reason="broken runner")
     assert changed == ["run002"]
     assert [r["run_id"] for r in h.baseline_reads.metric_series("s", "k", "gpu-a")] == ["run003", "run001"]
     assert len(h.baseline_reads.metric_series("s", "k", "gpu-a", trusted_only=False)) == 3
     assert "suites/a/test_a.py" in h.file_durations("s", "gpu-a")
     assert len(h.file_durations("s", "gpu-a")["suites/a/test_a.py"]) == 2
     assert h.run("run002")["trust_reason"] == "broken runner"
-    h.set_trust(run_ids="run002", trusted=True, reason="runner fixed")  # a bare id works
+    h.run_writes.set_trust(run_ids="run002", trusted=True, reason="runner fixed")  # a bare id works
     assert len(h.baseline_reads.metric_series("s", "k", "gpu-a")) == 3
     assert [(e["run_id"], e["trusted"]) for e in h.trust_log()] == [
         ("run002", 0), ("run002", 1)]
@@ -196,13 +196,13 @@ def test_untrusted_runs_are_not_baselines_but_stay(h):
 def test_set_trust_errors(h):
     record(h, 1)
     with pytest.raises(HistoryError, match="run ids or a commit"):
-        h.set_trust(reason="x")
+        h.run_writes.set_trust(reason="x")
     with pytest.raises(HistoryError, match="reason"):
-        h.set_trust(run_ids=["run001"], reason=" ")
+        h.run_writes.set_trust(run_ids=["run001"], reason=" ")
     with pytest.raises(HistoryError, match="nope"):
-        h.set_trust(run_ids=["run001", "nope"], reason="x")
+        h.run_writes.set_trust(run_ids=["run001", "nope"], reason="x")
     with pytest.raises(HistoryError, match="too short"):
-        h.set_trust(commit="abc", reason="x")
+        h.run_writes.set_trust(commit="abc", reason="x")
     assert h.run("run001")["trusted"] == 1  # the failed call changed nothing
 
 
@@ -238,7 +238,7 @@ def test_file_durations_sum_tests_of_a_file(h):
     p = prov(1)
     tests = [TestResult(f"f.py::t{i}", "f.py", "passed", 0.5) for i in range(4)]
     tests.append(TestResult("f.py::skip", "f.py", "skipped", 0.0, skip_reason="no gpu"))
-    h.record_run(RunRecord(p, tests))
+    h.run_writes.record_run(RunRecord(p, tests))
     assert h.file_durations("s", "gpu-a") == {"f.py": [2.0]}
 
 
@@ -251,7 +251,7 @@ def test_file_durations_leave_out_a_run_where_every_test_of_the_file_skipped(h):
         tests = [TestResult(f"f.py::t{j}", "f.py", outcome, seconds / 2,
                             skip_reason="no gpu" if outcome == "skipped" else None) for j in range(2)]
         tests.append(TestResult("g.py::t", "g.py", "skipped", 0.0, skip_reason="sm100 only"))
-        h.record_run(RunRecord(p, tests))
+        h.run_writes.record_run(RunRecord(p, tests))
     assert h.file_durations("s", "gpu-a") == {"f.py": [60.0, 60.0, 60.0]}
 
 
@@ -260,18 +260,18 @@ def test_verdicts_roundtrip_and_replace(h):
     rows = [{"key": "k", "nodeid": "n", "verdict": "regression", "baseline": 1.0, "new": 1.2,
              "rel_change": 0.2, "p_value": 0.01, "q_value": 0.02, "mode": "enforce",
              "detail": {"method": "mwu"}, "window": 30}]
-    assert h.save_verdicts("run001", rows) == 1
+    assert h.run_writes.save_verdicts("run001", rows) == 1
     [v] = h.verdicts("run001")
     assert v["verdict"] == "regression" and v["attempt"] == 1
     assert v["detail"] == {"method": "mwu", "window": 30}
-    h.save_verdicts("run001", [{"key": "k", "verdict": "pass"}])
+    h.run_writes.save_verdicts("run001", [{"key": "k", "verdict": "pass"}])
     assert [v["verdict"] for v in h.verdicts("run001")] == ["pass"]
-    h.save_verdicts("run001", [{"key": "k", "verdict": "pass", "attempt": 2}])
+    h.run_writes.save_verdicts("run001", [{"key": "k", "verdict": "pass", "attempt": 2}])
     assert [v["attempt"] for v in h.verdicts("run001")] == [1, 2]
     with pytest.raises(HistoryError, match="no run"):
-        h.save_verdicts("missing", [{"key": "k", "verdict": "pass"}])
+        h.run_writes.save_verdicts("missing", [{"key": "k", "verdict": "pass"}])
     with pytest.raises(HistoryError, match="key or verdict"):
-        h.save_verdicts("run001", [{"key": "k"}])
+        h.run_writes.save_verdicts("run001", [{"key": "k"}])
 
 
 # ------------------------------------------------------------ bad files
@@ -349,7 +349,7 @@ def test_missing_directory_and_readonly(tmp_path):
     with open_history(tmp_path / "h.db", readonly=True) as ro:
         assert ro.run("run001")["status"] == "complete"
         with pytest.raises(HistoryError, match="read-only"):
-            ro.set_trust(run_ids=["run001"], reason="x")
+            ro.run_writes.set_trust(run_ids=["run001"], reason="x")
 
 
 @pytest.mark.timeout(30)
@@ -369,7 +369,7 @@ def shard(tmp_path: Path, name: str, *runs: int, **kw) -> Path:
     with open_history(path) as h:
         for i in runs:
             record(h, i, plan=PLAN, **kw)
-        h.save_verdicts(f"run{runs[0]:03d}", [{"key": "k", "verdict": "pass"}])
+        h.run_writes.save_verdicts(f"run{runs[0]:03d}", [{"key": "k", "verdict": "pass"}])
     return path
 
 
@@ -398,7 +398,7 @@ def test_merge_after_trust_change_is_not_a_conflict(tmp_path, store_location):
     into = store_location
     merge_histories([a], into)
     with open_history(into) as h:
-        h.set_trust(run_ids=["run001"], reason="bad commit")
+        h.run_writes.set_trust(run_ids=["run001"], reason="bad commit")
     assert merge_histories([a], into).unchanged == ["run001"]
     with open_history(into) as h:
         assert h.run("run001")["trusted"] == 0

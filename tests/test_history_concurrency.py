@@ -41,8 +41,8 @@ def _writer(path: str, worker: int, barrier, errors) -> None:
         with open_history(path) as h:  # all 8 race to create and migrate the file
             for i in range(RUNS_EACH):
                 record = _record(worker, i)
-                h.start_run(record.provenance)
-                h.record_run(record)
+                h.run_writes.start_run(record.provenance)
+                h.run_writes.record_run(record)
     except BaseException as exc:  # reported to the parent, which fails the test
         errors.put(f"writer {worker}: {type(exc).__name__}: {exc}")
         raise
@@ -84,24 +84,24 @@ def test_eight_processes_append_without_losing_a_run(store_location: Path | str)
 # written, COMMIT not reached) and waits there to be killed.
 _STALL_CHILD = """
 import sys, time
-import gates.store.history as history
+import gates.store.run_writes as run_writes
 from gates.store.history import RunRecord, TestResult
 from gates.store.open import open_history
 from gates.store.metrics import validate_metric
 from gates.store.provenance import Provenance
 
-real = history._insert_metrics
+real = run_writes._insert_metrics
 def stall(conn, metrics):
     real(conn, metrics)
     print("in-transaction", flush=True)
     time.sleep(60)
-history._insert_metrics = stall
+run_writes._insert_metrics = stall
 
 with open_history(sys.argv[1]) as h:
     prov = Provenance(run_id="killed", suite="s", fingerprint="cpu")
-    h.start_run(prov)
+    h.run_writes.start_run(prov)
     metric = validate_metric("m", [1.0, 2.0], unit="s", better="lower")
-    h.record_run(RunRecord(prov, [TestResult("t.py::a", "t.py", "passed", 1.0)],
+    h.run_writes.record_run(RunRecord(prov, [TestResult("t.py::a", "t.py", "passed", 1.0)],
                            [("t.py::a", metric)] * 1, None, 0))
 """
 
@@ -110,8 +110,8 @@ def test_sigkill_inside_the_write_leaves_run_incomplete(store_location: Path | s
     path = store_location
     with open_history(path) as h:
         record = _record(0, 0)
-        h.start_run(record.provenance)
-        h.record_run(record)
+        h.run_writes.start_run(record.provenance)
+        h.run_writes.record_run(record)
     child = subprocess.Popen([sys.executable, "-c", _STALL_CHILD, str(path)],
                              stdout=subprocess.PIPE, text=True)
     try:
@@ -128,8 +128,8 @@ def test_sigkill_inside_the_write_leaves_run_incomplete(store_location: Path | s
         assert h.run("w0-r0")["status"] == "complete"
         assert h.baseline_reads.metric_series("s", "m", "cpu") == []  # incomplete is never a baseline
         more = _record(0, 1)  # the file still takes writes
-        h.start_run(more.provenance)
-        h.record_run(more)
+        h.run_writes.start_run(more.provenance)
+        h.run_writes.record_run(more)
         assert h.run("w0-r1")["status"] == "complete"
 
 
@@ -144,10 +144,10 @@ with open_history(sys.argv[1]) as h:
     print("open", flush=True)
     for i in range(100000):
         prov = Provenance(run_id=f"loop{i}", suite="s", fingerprint="cpu")
-        h.start_run(prov)
+        h.run_writes.start_run(prov)
         metrics = [("t.py::a", validate_metric(f"m/{k}", [1.0] * 20, unit="s", better="lower"))
                    for k in range(200)]
-        h.record_run(RunRecord(prov, [TestResult("t.py::a", "t.py", "passed", 1.0)],
+        h.run_writes.record_run(RunRecord(prov, [TestResult("t.py::a", "t.py", "passed", 1.0)],
                                metrics, None, 0))
         if i == 0:
             print("wrote", flush=True)

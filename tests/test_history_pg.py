@@ -74,7 +74,7 @@ def test_new_database_gets_schema_views_and_reopens(pg_url):
     with open_history(pg_url) as h:
         assert h.schema_version == len(PG_KNOWN_MIGRATIONS)
         record(h, 1, plan=PLAN)
-        h.save_verdicts("run001", [{"key": "k", "verdict": "pass", "rel_change": 0.01}])
+        h.run_writes.save_verdicts("run001", [{"key": "k", "verdict": "pass", "rel_change": 0.01}])
         h.check()
     with open_history(pg_url, create=False, readonly=True) as h:
         assert h.run("run001")["status"] == "complete"
@@ -125,7 +125,7 @@ def test_readonly_and_missing_history(pg_url, pg_cluster):
         record(h, 1)
     with open_history(pg_url, readonly=True) as ro, \
             pytest.raises(HistoryError, match="read-only"):
-        ro.set_trust(run_ids=["run001"], reason="x")
+        ro.run_writes.set_trust(run_ids=["run001"], reason="x")
     dead = f"postgresql://gates:pw@127.0.0.1:{pg_cluster.port + 1}/postgres"
     with pytest.raises(HistoryError, match=r"gates:\*\*\*@.*cannot connect.*ingest") as info:
         open_history(dead)
@@ -152,7 +152,7 @@ def _run_file(tmp_path: Path, name: str, i: int, **kw) -> Path:
     path = tmp_path / name
     with open_history(path) as h:
         record(h, i, plan=PLAN, **kw)
-        h.save_verdicts(f"run{i:03d}", [{"key": "k", "verdict": "pass"}])
+        h.run_writes.save_verdicts(f"run{i:03d}", [{"key": "k", "verdict": "pass"}])
     return path
 
 
@@ -280,7 +280,7 @@ def test_m002_database_migrates_to_the_compact_layout(pg_url):
                 for f in h.plan_files("old1")] == [("t.py", 3, 30.0, 28.5, "gpu", ["x"])]
         record(h, 1)  # new rows get ids after the migrated ones
         assert h.metrics("run001")[0]["id"] > 7 and h.sample_count() == 6
-        h.save_verdicts("run001", [{"key": "k", "verdict": "pass"}])
+        h.run_writes.save_verdicts("run001", [{"key": "k", "verdict": "pass"}])
         h.check()
 
 

@@ -316,7 +316,7 @@ def test_a_claim_left_by_a_killed_sender_is_retried_once_stale(main_history, ser
     import gates.store.history as history
 
     with open_history(main_history) as h:  # what a sender killed mid-POST leaves
-        assert h.claim_notification("webhook", "suite|fp|ttft|0000030cafe", "r")
+        assert h.after_writes.claim_notification("webhook", "suite|fp|ttft|0000030cafe", "r")
     hook = servers(reply("200 OK", b"ok", "text/plain"))
     monkeypatch.setenv("GATES_WEBHOOK_URL", f"{hook.url}/hook/x")
     assert cli(["notify", "--webhook", "--history", str(main_history)]) == 0
@@ -326,16 +326,16 @@ def test_a_claim_left_by_a_killed_sender_is_retried_once_stale(main_history, ser
     monkeypatch.setattr(history, "NOTIFY_CLAIM_STALE_S", 0.0)
     with open_history(main_history) as h:
         key = _sent(main_history)[0]
-        assert not h.claim_notification("webhook", key, "r")  # sent is sent
+        assert not h.after_writes.claim_notification("webhook", key, "r")  # sent is sent
 
 
 def test_a_fresh_claim_blocks_a_second_sender_and_a_stale_one_does_not(tmp_path):
     with open_history(tmp_path / "h.db") as h:
-        assert h.claim_notification("webhook", "k", "r1")
-        assert not h.claim_notification("webhook", "k", "r2")  # another sender is at it
-        assert h.claim_notification("webhook", "k", "r3", stale_s=0.0)  # it died
-        h.mark_notified("webhook", "k", "r3")
-        assert not h.claim_notification("webhook", "k", "r4", stale_s=0.0)
+        assert h.after_writes.claim_notification("webhook", "k", "r1")
+        assert not h.after_writes.claim_notification("webhook", "k", "r2")  # another sender is at it
+        assert h.after_writes.claim_notification("webhook", "k", "r3", stale_s=0.0)  # it died
+        h.after_writes.mark_notified("webhook", "k", "r3")
+        assert not h.after_writes.claim_notification("webhook", "k", "r4", stale_s=0.0)
         assert [r["run_id"] for r in h.notifications("webhook")] == ["r3"]
         assert h.notifications("webhook:pending") == []
 
@@ -361,7 +361,7 @@ def test_a_sender_killed_mid_post_leaves_the_change_to_be_sent_again(main_histor
     with open_history(main_history) as h:
         pending = h.notifications("webhook:pending")
         assert len(pending) == 1
-        assert h.claim_notification("webhook", pending[0]["dedupe"], "again", stale_s=0.0)
+        assert h.after_writes.claim_notification("webhook", pending[0]["dedupe"], "again", stale_s=0.0)
 
 
 @pytest.mark.timeout(600)
@@ -401,10 +401,10 @@ def test_a_claim_is_held_while_its_process_lives_and_released_when_it_is_gone(tm
     from gates.store.claimant import claimant_gone, this_claimant
 
     with open_history(tmp_path / "h.db") as h:
-        assert h.claim_notification("webhook", "k", "r1")
+        assert h.after_writes.claim_notification("webhook", "k", "r1")
         [claim] = h.notifications("webhook:pending")
         assert json.loads(claim["run_id"])["run_id"] == "r1"
-        assert not h.claim_notification("webhook", "k", "r2")  # this process lives
+        assert not h.after_writes.claim_notification("webhook", "k", "r2")  # this process lives
     mine = json.loads(this_claimant("r"))
     assert not claimant_gone(json.dumps(mine))
     child = subprocess.run([sys.executable, "-c",

@@ -48,10 +48,10 @@ def template(tmp_path_factory) -> Path:
         tests = [TestResult(node, FILE_A, "failed", 1.0, error=EVIL),
                  TestResult(f"{FILE_A}::test_skip", FILE_A, "skipped", 0.0, skip_reason=EVIL)]
         metrics = [(node, validate_metric(LAT, [1.3, 1.31, 1.29], unit="s", better="lower"))]
-        h.record_run(RunRecord(p, tests, metrics, {"suite": SUITE, "shard": [1, 1],
+        h.run_writes.record_run(RunRecord(p, tests, metrics, {"suite": SUITE, "shard": [1, 1],
                                                    "files": [], "gates": []}, 1))
-        h.add_acceptance(LAT, reason=EVIL, who=EVIL, from_commit=commit(3), suite=SUITE)
-        h.set_trust([ids[2]], trusted=False, reason=EVIL)
+        h.after_writes.add_acceptance(LAT, reason=EVIL, who=EVIL, from_commit=commit(3), suite=SUITE)
+        h.run_writes.set_trust([ids[2]], trusted=False, reason=EVIL)
     return path
 
 

@@ -142,10 +142,10 @@ def _add(h, i: int, level: float, uuid: str | None, rng) -> str:
     p = Provenance(run_id=rid, suite="s", commit=f"{i:07d}abc", branch="main",
                    started_at=f"2026-01-01T00:{i // 60:02d}:{i % 60:02d}+00:00",
                    fingerprint="gpu-a", hardware=hw(uuid) if uuid else {"gpus": [{}]})
-    h.start_run(p)
+    h.run_writes.start_run(p)
     m = validate_metric("lat", list(level * (1 + rng.normal(0, 0.002, 5))), unit="ms",
                         better="lower")
-    h.record_run(RunRecord(p, [TestResult(NODE, "suites/a/test_a.py", "passed", 1.0)],
+    h.run_writes.record_run(RunRecord(p, [TestResult(NODE, "suites/a/test_a.py", "passed", 1.0)],
                            [(NODE, m)], None, 0))
     return rid
 
@@ -228,7 +228,7 @@ def test_a_change_beyond_any_machine_spread_fails_on_a_new_host_of_one_machine_h
         rid = _add(h, 100, 1.05, "GPU-b", rng)
         [v] = evaluate_run(h, rid, save=False, bulk=bulk).verdicts
         assert v.verdict == "unguarded" and "machine spread unknown" in v.message, v
-        h.set_trust([rid], trusted=False, reason="a machine seen once, left out")
+        h.run_writes.set_trust([rid], trusted=False, reason="a machine seen once, left out")
         a = _add(h, 101, 1.20, "GPU-c", rng)
         res = evaluate_run(h, a, bulk=bulk, attempts_left=4)
         [v] = res.verdicts
@@ -239,10 +239,10 @@ def test_a_change_beyond_any_machine_spread_fails_on_a_new_host_of_one_machine_h
         p = Provenance(run_id=b, suite="s", commit="0000101abc", branch="main",
                        started_at="2026-01-01T00:01:42+00:00", fingerprint="gpu-a",
                        hardware=hw("GPU-c"), confirm_of=a)
-        h.start_run(p)
+        h.run_writes.start_run(p)
         m = validate_metric("lat", list(1.20 * (1 + rng.normal(0, 0.002, 5))), unit="ms",
                             better="lower")
-        h.record_run(RunRecord(p, [TestResult(NODE, "suites/a/test_a.py", "passed", 1.0)],
+        h.run_writes.record_run(RunRecord(p, [TestResult(NODE, "suites/a/test_a.py", "passed", 1.0)],
                                [(NODE, m)], None, 0))
         rb = evaluate_run(h, b, confirm_of=a, bulk=bulk, attempts_left=3)
         assert rb.verdicts[0].verdict == "regression" and rb.exit_code == 1, rb.verdicts

@@ -121,7 +121,7 @@ def test_report_shows_the_stored_bisection(tmp_path: Path, capsys):
     db = tmp_path / "h.db"
     rid = _history_with_held_regression(db, "@alice")
     with open_history(db) as h:
-        h.save_bisect({"suite": "s", "key": "ttft", "good": "a" * 40, "bad": "b" * 40,
+        h.after_writes.save_bisect({"suite": "s", "key": "ttft", "good": "a" * 40, "bad": "b" * 40,
                        "outcome": "culprit", "culprit": "c0ffee" * 6, "executions": 41,
                        "evidence": {"candidates": []}})
     assert cli(["--history", str(db), "--run", rid, "--no-health", "--root", str(tmp_path)]) == 1

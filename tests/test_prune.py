@@ -19,10 +19,10 @@ def template(tmp_path_factory) -> Path:
     path = tmp_path_factory.mktemp("prune") / "history.db"
     with open_history(path) as h:
         ids = [record(h, i) for i in range(SERIES_LIMIT + 40)]
-        h.set_trust([ids[3]], trusted=False, reason="broken runner gpu-17")
-        h.carry_acceptances(ids[5], [ENTRY])
+        h.run_writes.set_trust([ids[3]], trusted=False, reason="broken runner gpu-17")
+        h.after_writes.carry_acceptances(ids[5], [ENTRY])
         confirm = record(h, 7, confirm_of=ids[7], run_id="confirm7", seed=1)
-        h.save_bisect({"suite": SUITE, "key": "k0/latency", "good": h.run(ids[9])["commit_sha"],
+        h.after_writes.save_bisect({"suite": SUITE, "key": "k0/latency", "good": h.run(ids[9])["commit_sha"],
                        "bad": h.run(ids[10])["commit_sha"], "outcome": "culprit",
                        "executions": 3, "evidence": {}})
         assert h.run(confirm)
@@ -143,7 +143,7 @@ def test_prune_keeps_the_runs_of_a_bisection_culprit(template, tmp_path, capsys)
     path = tmp_path / "history.db"
     shutil.copy(template, path)
     with open_history(path) as h:
-        h.save_bisect({"suite": SUITE, "key": "k0/latency", "good": h.run(f"run0014{FP}")[
+        h.after_writes.save_bisect({"suite": SUITE, "key": "k0/latency", "good": h.run(f"run0014{FP}")[
             "commit_sha"], "bad": h.run(f"run0017{FP}")["commit_sha"], "outcome": "culprit",
             "culprit": h.run(f"run0016{FP}")["commit_sha"], "executions": 9, "evidence": {}})
     code, out, _ = cli(["prune", "--history", path, "--keep-runs", "10", "--apply"], capsys)

@@ -29,11 +29,11 @@ def _history(path: Path) -> list[str]:
         for i in range(12):
             p = Provenance(run_id=f"r{i:02d}", suite="s", started_at=f"2026-01-01T00:00:{i:02d}+00:00",
                            fingerprint="cpu")
-            h.start_run(p)
+            h.run_writes.start_run(p)
             level = 1.2 if i == 11 else 1.0
             m = validate_metric("lat", list(level * (1 + rng.normal(0, 0.01, 5))), unit="ms",
                                 better="lower")
-            h.record_run(RunRecord(p, [TestResult(NODE, "suites/a/test_a.py", "passed", 1.0)],
+            h.run_writes.record_run(RunRecord(p, [TestResult(NODE, "suites/a/test_a.py", "passed", 1.0)],
                                    [(NODE, m)], None, 0))
             evaluate_run(h, p.run_id)
             ids.append(p.run_id)

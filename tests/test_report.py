@@ -123,7 +123,7 @@ def test_confirm_run_verdict_replaces_the_first_one(hist):
     path, ids = hist
     with open_history(path) as h:
         cid = write_run(h, 16, latency=1.0, confirm_of=ids[-1], run_id="confirm" + "0" * 20)
-        h.save_verdicts(cid, [dict(v, verdict="pass") for v in regression_verdicts(cid)][:1])
+        h.run_writes.save_verdicts(cid, [dict(v, verdict="pass") for v in regression_verdicts(cid)][:1])
     report = report_of(path)
     assert [r.run_id for r in report.runs] == [ids[-1]]  # the confirm run is not "latest"
     assert report.runs[0].confirm_runs == [cid]
@@ -174,7 +174,7 @@ def test_warn_mode_regression_does_not_fail(tmp_path):
     path = tmp_path / "h.db"
     ids = make_history(path, runs=6, verdicts=False)
     with open_history(path) as h:
-        h.save_verdicts(ids[-1], regression_verdicts(ids[-1], mode="warn"))
+        h.run_writes.save_verdicts(ids[-1], regression_verdicts(ids[-1], mode="warn"))
     report = report_of(path)
     assert report.verdicts[0].cls == "warn" and report.exit_code == 0
 
@@ -265,7 +265,7 @@ def test_range_change_is_never_a_split_inside_one_commit():
 def test_untrusted_runs_show_in_the_trend_marked(hist):
     path, ids = hist
     with open_history(path) as h:
-        h.set_trust([ids[3]], reason="broken runner")
+        h.run_writes.set_trust([ids[3]], reason="broken runner")
     points = report_of(path).verdicts[0].trend.points
     assert [p.trusted for p in points].count(False) == 1
     assert not next(p for p in points if p.run_id == ids[3]).trusted

@@ -158,7 +158,7 @@ def test_headline_tells_failed_tests_and_incomplete_runs(tmp_path: Path):
     path = tmp_path / "h.db"
     ids = make_history(path, runs=14, verdicts=False)  # run 13: the flaky test failed
     with open_history(path) as h:
-        h.start_run(prov(20, run_id="crashed" + "0" * 20))  # never recorded: incomplete
+        h.run_writes.start_run(prov(20, run_id="crashed" + "0" * 20))  # never recorded: incomplete
         rows, scope = select_runs(h, run=ids[13])
         failed = build_report(load_report_input(h, rows, scope=scope))
         rows, scope = select_runs(h)
@@ -179,7 +179,7 @@ def test_headline_of_a_run_without_a_commit_says_so(tmp_path: Path):
     path = tmp_path / "h.db"
     with open_history(path) as h:
         p = prov(0, run_id="nocommit" + "0" * 20)
-        h.start_run(type(p)(**{**p.__dict__, "commit": None}))
+        h.run_writes.start_run(type(p)(**{**p.__dict__, "commit": None}))
         rows, scope = select_runs(h)
         report = build_report(load_report_input(h, rows, scope=scope))
     assert render_text(report).splitlines()[0].startswith(f"{report.runs[0].suite} @ no commit:")
@@ -287,8 +287,8 @@ def test_a_machine_model_new_to_its_suite_is_named_with_its_runs_and_what_was_se
         for i, fp in enumerate(["h200"] * 7 + ["h100"] * 2):
             p = Provenance(run_id=f"run-{i:04d}", suite="b", commit=f"{i:07d}", branch="main",
                            started_at=f"2026-01-01T00:00:{i:02d}+00:00", fingerprint=fp)
-            h.start_run(p)
-            h.record_run(RunRecord(p, [TestResult("t.py::t", "t.py", "passed", 1.0)],
+            h.run_writes.start_run(p)
+            h.run_writes.record_run(RunRecord(p, [TestResult("t.py::t", "t.py", "passed", 1.0)],
                                    [("t.py::t", validate_metric("lat", [1.0], unit="ms",
                                                                 better="lower"))], None, 0))
             evaluate_run(h, f"run-{i:04d}")

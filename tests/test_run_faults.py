@@ -178,12 +178,12 @@ def test_a_history_that_fills_up_at_the_end_is_a_crash_exit_1_not_3(tmp_path, ga
         """)
     (tree / "conftest.py").write_text(textwrap.dedent("""
         import sqlite3
-        from gates.store.history import History
+        from gates.store.run_writes import RunWrites
 
         def record_run(self, record, attempt=None):
-            raise self.backend._fail(sqlite3.OperationalError("database or disk is full"))
+            raise self._h.backend._fail(sqlite3.OperationalError("database or disk is full"))
 
-        History.record_run = record_run
+        RunWrites.record_run = record_run
         """))
     rc, out = finish(start(tree, "--gate", gate))
     assert rc == 1, out
@@ -643,7 +643,7 @@ from gates.store.open import open_history
 from gates.store.provenance import Provenance
 h = open_history(sys.argv[1])
 h.hold_writer_lock()
-h.start_run(Provenance(run_id=sys.argv[2], suite="cpu", commit="c" * 40, branch="main",
+h.run_writes.start_run(Provenance(run_id=sys.argv[2], suite="cpu", commit="c" * 40, branch="main",
                        fingerprint="cpu", hardware={}))
 print("started", flush=True)
 if sys.argv[3] == "die":

@@ -235,9 +235,9 @@ def _baseline(db: Path, n: int = 30) -> None:
         for i in range(n):
             p = Provenance(run_id=f"base{i:02d}", suite="cpu", commit=f"{i:07d}", branch="main",
                            started_at=f"2026-01-01T00:00:{i:02d}+00:00", fingerprint=fp)
-            h.start_run(p)
+            h.run_writes.start_run(p)
             m = validate_metric("lat", list(1 + rng.normal(0, 0.01, 5)), unit="ms", better="lower")
-            h.record_run(RunRecord(p, [TestResult(node, "suites/test_lat.py", "passed", 1.0)],
+            h.run_writes.record_run(RunRecord(p, [TestResult(node, "suites/test_lat.py", "passed", 1.0)],
                                    [(node, m)], None, 0))
 
 

@@ -48,10 +48,10 @@ def _run(path: Path, records: dict[str, tuple[float, int, float]]) -> str:
     with open_history(path) as h:
         p = Provenance(run_id="swap-1", suite="serving-cpu", commit="abc1234", branch="main",
                        started_at="2026-01-01T00:00:00+00:00", fingerprint="cpu")
-        h.start_run(p)
+        h.run_writes.start_run(p)
         ms = [(NODE, validate_metric(k, [v], unit="ratio", better="higher", n=n, min_value=lo))
               for k, (v, n, lo) in records.items()]
-        h.record_run(RunRecord(p, [TestResult(NODE, NODE.split("::")[0], "passed", 60.0)], ms,
+        h.run_writes.record_run(RunRecord(p, [TestResult(NODE, NODE.split("::")[0], "passed", 60.0)], ms,
                                None, 0))
     return p.run_id
 

@@ -26,14 +26,14 @@ def history(tmp_path_factory) -> Path:
             ids.append(record(h, i, keys=keys))
         for i in range(100, 105):
             record(h, i, fp="h100")
-        h.set_trust([ids[90]], trusted=False, reason="broken runner")
+        h.run_writes.set_trust([ids[90]], trusted=False, reason="broken runner")
         # A confirm rerun that found run 95's k1 a transient: it stands in as baseline.
         rerun = record(h, 95, confirm_of=ids[95], run_id="confirm95", seed=1)
-        h.save_verdicts(rerun, [{"key": "k1/latency", "verdict": "pass", "attempt": 2,
+        h.run_writes.save_verdicts(rerun, [{"key": "k1/latency", "verdict": "pass", "attempt": 2,
                                  "detail": {"transient": True}}])
-        h.add_acceptance("k3*", reason="faster allocator", from_commit=f"{97:07d}")
+        h.after_writes.add_acceptance("k3*", reason="faster allocator", from_commit=f"{97:07d}")
         for rid in ids[98:]:
-            h.carry_acceptances(rid, [ENTRY])
+            h.after_writes.carry_acceptances(rid, [ENTRY])
     return path
 
 
@@ -113,7 +113,7 @@ def test_a_bisection_run_on_a_snapshot_merges_as_its_evidence_alone(history, tmp
            "outcome": "culprit", "culprit": f"{95:07d}", "executions": 27,
            "evidence": {"candidates": [{"commit": f"{95:07d}", "class": "bad"}]}}
     with open_history(snap) as b:
-        b.save_bisect(row)
+        b.after_writes.save_bisect(row)
     with open_history(main) as h:
         runs = h.run_ids()
     report = merge_histories([snap], main)
@@ -142,7 +142,7 @@ def test_a_snapshot_keeps_the_runs_that_measured_a_file_behind_runs_that_skipped
     with open_history(full) as h:
         for i in range(1, 21):
             outcome, seconds = ("passed", 60.0) if i <= 5 else ("skipped", 0.01)
-            h.record_run(RunRecord(prov(i), [TestResult("f.py::t", "f.py", outcome, seconds,
+            h.run_writes.record_run(RunRecord(prov(i), [TestResult("f.py::t", "f.py", outcome, seconds,
                                                          skip_reason="no gpu" if i > 5 else None)]))
         want = h.file_durations("s", "gpu-a")
     assert want == {"f.py": [60.0] * 5}
@@ -187,7 +187,7 @@ def test_a_snapshot_keeps_the_runs_that_measured_a_file_behind_runs_whose_second
     full = tmp_path / "history.db"
     with open_history(full) as h:
         for i in range(1, 21):
-            h.record_run(RunRecord(prov(i), [TestResult("f.py::t", "f.py", "passed", 60.0)]))
+            h.run_writes.record_run(RunRecord(prov(i), [TestResult("f.py::t", "f.py", "passed", 60.0)]))
     with sqlite3.connect(full) as conn:
         for i in range(6, 21):
             conn.execute("UPDATE test_rows SET duration = ? WHERE run_num = (SELECT num FROM "

@@ -85,7 +85,7 @@ def test_stage_of_a_row_saved_without_one():
 
 
 def _run(h, rid: str, i: int, confirm_of: str | None = None) -> None:
-    h.start_run(Provenance(run_id=rid, suite="s", commit="c", branch="main",
+    h.run_writes.start_run(Provenance(run_id=rid, suite="s", commit="c", branch="main",
                            started_at=f"2026-01-01T00:00:{i:02d}+00:00", fingerprint="gpu-a",
                            confirm_of=confirm_of))
 
@@ -98,10 +98,10 @@ def test_migration_derives_the_stage_of_older_rows(tmp_path: Path):
             _run(h, first, 3 * n)
             _run(h, rerun, 3 * n + 1, first)
             _run(h, third, 3 * n + 2, rerun)
-            h.save_verdicts(first, [{"key": "k", "verdict": "regression", "attempt": 1}])
-            h.save_verdicts(rerun, [{"key": "k", "verdict": "suspect", "attempt": 2,
+            h.run_writes.save_verdicts(first, [{"key": "k", "verdict": "regression", "attempt": 1}])
+            h.run_writes.save_verdicts(rerun, [{"key": "k", "verdict": "suspect", "attempt": 2,
                                      "detail": {"corroborate": asked}}])
-            h.save_verdicts(third, [{"key": "k", "verdict": "pass", "attempt": 3}])
+            h.run_writes.save_verdicts(third, [{"key": "k", "verdict": "pass", "attempt": 3}])
         # As a file written before m005: no stage column, m005 (and m007) not applied.
         to_m007(h.conn)
         h.conn.execute("DROP VIEW verdicts")

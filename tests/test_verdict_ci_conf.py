@@ -15,7 +15,7 @@ from gates.store.schema import VERDICTS_VIEW_M005
 
 
 def _run(h, rid: str, i: int) -> None:
-    h.start_run(Provenance(run_id=rid, suite="s", commit="c", branch="main",
+    h.run_writes.start_run(Provenance(run_id=rid, suite="s", commit="c", branch="main",
                            started_at=f"2026-01-01T00:00:{i:02d}+00:00", fingerprint="gpu-a"))
 
 
@@ -28,7 +28,7 @@ def test_verdicts_differing_only_in_confidence_share_their_detail_text(tmp_path:
     confs = [0.9887132511908158, 0.9993513513513513, 0.9995549538625863]
     with open_history(tmp_path / "h.db") as h:
         _run(h, "r1", 1)
-        h.save_verdicts("r1", _rows(confs))
+        h.run_writes.save_verdicts("r1", _rows(confs))
         got = h.verdicts("r1")
         assert [v["ci_conf"] for v in got] == confs  # full precision, in its column
         assert all("ci_conf" not in v["detail"] for v in got)
@@ -49,7 +49,7 @@ def test_migration_copies_older_rows_confidence_out_of_their_detail(tmp_path: Pa
     path = tmp_path / "h.db"
     with open_history(path) as h:
         _run(h, "r1", 1)
-        h.save_verdicts("r1", [{"key": "a", "verdict": "pass", "detail": {"method": "m", "ci_conf": 0.98}},
+        h.run_writes.save_verdicts("r1", [{"key": "a", "verdict": "pass", "detail": {"method": "m", "ci_conf": 0.98}},
                                {"key": "b", "verdict": "pass", "detail": {"method": "m"}},
                                {"key": "c", "verdict": "pass", "detail": "not json {\"ci_conf\""}])
         # As a file written before m007: confidences inside the detail, no column.

@@ -93,8 +93,8 @@ def dry_run() -> str:
             for i in range(3):
                 prov = Provenance(run_id=f"run{i}", suite="cpu", fingerprint="cpu",
                                   started_at=f"2026-01-01T00:00:0{i}+00:00")
-                h.start_run(prov)
-                h.record_run(RunRecord(prov, [TestResult(f"{f}::test_x", f, "passed", secs[i])
+                h.run_writes.start_run(prov)
+                h.run_writes.record_run(RunRecord(prov, [TestResult(f"{f}::test_x", f, "passed", secs[i])
                                               for f, secs in _DRY_MEASURED.items()], [], None, 0))
         env = {**os.environ, "PYTHONPATH": str(ROOT), "CI_REGISTER_FINGERPRINT": "cpu"}
         env.pop("GATES_HISTORY", None)

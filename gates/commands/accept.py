@@ -87,7 +87,7 @@ def run(args: argparse.Namespace) -> int:
         suites = [args.suite] if args.suite else [
             s for s in history.report_reads.suite_names()
             if any(fnmatch.fnmatchcase(k, args.key) for k in history.metric_keys(s))]
-        row = history.add_acceptance(args.key, reason=args.reason, who=args.who or who(),
+        row = history.after_writes.add_acceptance(args.key, reason=args.reason, who=args.who or who(),
                                      from_commit=args.commit, suite=args.suite, test=args.test)
     note = ("in force from its first run " + start if start
             else "in force once that commit has run")

@@ -148,16 +148,16 @@ def run(args: argparse.Namespace) -> int:
 
                 regs = regressions_on(report, args.main_branch, first_commit)
                 fresh = [r for r in regs
-                         if history.claim_notification("webhook", r.dedupe, r.run_id)]
+                         if history.after_writes.claim_notification("webhook", r.dedupe, r.run_id)]
                 if fresh:
                     try:
                         post_webhook(str(hook), webhook_payload(fresh, report.title))
                     except BaseException:  # not answered 2xx (or Ctrl-C): the next run retries
                         for r in fresh:
-                            history.release_notification("webhook", r.dedupe)
+                            history.after_writes.release_notification("webhook", r.dedupe)
                         raise
                     for r in fresh:  # answered 2xx: only now is it sent
-                        history.mark_notified("webhook", r.dedupe, r.run_id)
+                        history.after_writes.mark_notified("webhook", r.dedupe, r.run_id)
                 print(f"webhook: {len(fresh)} regression(s) sent, "
                       f"{len(regs) - len(fresh)} already notified")
         except NotifyError as exc:

@@ -1,4 +1,4 @@
-"""`gate-report trust`: mark runs trusted again (``History.set_trust``, logged).
+"""`gate-report trust`: mark runs trusted again (``RunWrites.set_trust``, logged).
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ def set_trust(args: argparse.Namespace, *, trusted: bool) -> int:
     if not args.run and not args.commit:
         raise UsageError("give --run ID (repeatable) or --commit SHA")
     with open_history_arg(args.history, write=True) as history:
-        changed = history.set_trust(args.run, commit=args.commit, trusted=trusted,
+        changed = history.run_writes.set_trust(args.run, commit=args.commit, trusted=trusted,
                                     reason=args.reason)
     verb = "trusted" if trusted else "untrusted"
     print(f"{verb} {len(changed)} run(s): {', '.join(changed)}")

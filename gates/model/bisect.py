@@ -50,7 +50,7 @@ class BisectResult:
     message: str = ""
 
     def to_row(self, key: str, suite: str | None, good: str, bad: str) -> dict[str, Any]:
-        """A row for ``History.save_bisect``."""
+        """A row for ``AfterWrites.save_bisect``."""
         return {"suite": suite, "key": key, "good": good, "bad": bad, "outcome": self.outcome,
                 "culprit": self.culprit, "executions": self.executions,
                 "evidence": {"candidates": self.evidence, "message": self.message}}

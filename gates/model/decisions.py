@@ -637,7 +637,7 @@ class Verdict:
                           corroborate=self.corroborate)
 
     def row(self, attempt: int, confirm_of: str | None) -> dict[str, Any]:
-        """A row for ``History.save_verdicts``."""
+        """A row for ``RunWrites.save_verdicts``."""
         detail = {"method": self.method, "n_baseline": self.n_baseline, "unit": self.unit,
                   "better": self.better}
         for k in ("change_point", "message", "declared_at"):

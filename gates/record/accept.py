@@ -4,7 +4,7 @@ Two homes, one table (``acceptances`` in the history):
 
 - the repo file ``gates-accept.toml`` at the repository root, reviewed with the
   change that moves the metric; an entry is in force in every run whose
-  checkout carries it (``History.carry_acceptances``), so it travels with the
+  checkout carries it (``AfterWrites.carry_acceptances``), so it travels with the
   PR, does not apply to main until the PR lands, and needs no commit sha (a
   commit cannot name itself)::
 
@@ -67,7 +67,7 @@ def entry_id(entry: Mapping[str, Any]) -> str:
 
 
 def read_accept_file(root: Path) -> list[dict[str, Any]]:
-    """The entries of ``root/gates-accept.toml`` as ``History.carry_acceptances`` rows.
+    """The entries of ``root/gates-accept.toml`` as ``AfterWrites.carry_acceptances`` rows.
 
     A missing file is no entries; a bad one raises `AcceptFileError` naming the line.
     """

@@ -12,7 +12,7 @@ limit: its verdicts are missing, and every report reads it as not passed (exit 1
 gate marks it itself with its error line, this is the runner's fallback. The cause is
 kept in the run's ``gate_note``, which the reports show.
 
-The plugin writes each test as it starts and finishes (`History.record_tests`), so
+The plugin writes each test as it starts and finishes (`RunWrites.record_tests`), so
 what finished is already in the history; this marks the run (never a baseline) and
 appends the cause to the test that was running. A run the plugin did finish is left
 alone and nothing is printed. Prints one line; exit 3 when it marked the run, 0
@@ -44,12 +44,12 @@ def close_run(history_path: str, run_id: str, status: str, exit_status: int | No
             raise HistoryError(f"{cause}: no run {run_id} was recorded (pytest stopped "
                                "before its session began); nothing ran that a report can show")
         if status in (GATE_UNFINISHED, GATE_ERROR):
-            if not history.mark_not_judged(run_id, status, cause,
+            if not history.run_writes.mark_not_judged(run_id, status, cause,
                                            if_no_verdicts=status == GATE_ERROR):
                 return None
             return (f"{cause}; run {run_id} is marked {status}: its verdicts are "
                     "missing, it is never a baseline, and reports read it as failed")
-        result = history.close_unfinished(run_id, status, exit_status, cause)
+        result = history.run_writes.close_unfinished(run_id, status, exit_status, cause)
     if result is None:
         return None
     where = (f" while running {', '.join(result['unfinished'])}" if result["unfinished"]

@@ -5,7 +5,7 @@ Test selection (``ci_register.planning.select``) reads a static import graph; co
 invisible to it. A recording run (``--gates-suite``) therefore also records, per test
 file, the project files (``*.py`` under the rootdir, outside virtual environments) that
 were loaded for it, and the history keeps the newest map per (suite, file)
-(``History.record_import_maps``). How a file's map is built:
+(``AfterWrites.record_import_maps``). How a file's map is built:
 
 - ``builtins.__import__`` and ``importlib.import_module`` are wrapped for the session.
   Every import *request* is noted, also of a module that is already loaded (a second

@@ -455,7 +455,7 @@ class _Recorder:
                 print(f"gates: closed {len(stale)} run(s) left incomplete by writers that "
                       f"died as crashed: {', '.join(r[:12] for r in stale[:5])}",
                       file=sys.stderr)
-            self.attempt = self.history.start_run(self.provenance)
+            self.attempt = self.history.run_writes.start_run(self.provenance)
         except self._history_error as exc:
             self.history.close()
             raise pytest.UsageError(str(exc)) from None
@@ -487,7 +487,7 @@ class _Recorder:
         if executed is not None:  # what nox, the runner and this process executed (selection)
             maps[EXECUTED_MAP_PATH] = executed
         try:
-            self.history.record_import_maps(self.options.suite or "", self.provenance.run_id,
+            self.history.after_writes.record_import_maps(self.options.suite or "", self.provenance.run_id,
                                             self.provenance.commit, maps)
         except self._history_error as exc:
             self.maps_problem = str(exc)  # the run is recorded; selection falls back to the static graph
@@ -522,7 +522,7 @@ class _Recorder:
             tests = self.results(nodeids)
             metrics = [(n, m) for n in nodeids for m in self.metrics.get(n, ())]
         try:
-            self.history.record_tests(self.provenance.run_id, self.attempt, tests, metrics)
+            self.history.run_writes.record_tests(self.provenance.run_id, self.attempt, tests, metrics)
         except self._history_error as exc:
             self.problem = self.problem or str(exc)
             return
@@ -629,7 +629,7 @@ class _Recorder:
                            # session's: ci_register's plugin may have failed it (tryfirst)
                            self.options.plan, int(session.exitstatus))
         try:
-            self.history.record_run(record, attempt=self.attempt)
+            self.history.run_writes.record_run(record, attempt=self.attempt)
             self.written = self.provenance.run_id
             self._save_import_maps(exitstatus, _partial_run(session, self.deselected))
         except self._history_error as exc:

@@ -13,7 +13,7 @@
 Tokens and webhook URLs never appear in messages or errors (``_redact``). HTTP goes
 through requests with a total deadline per request (`_call`), no redirects followed, only
 http(s) URLs, and a delivery counts only on a 2xx answer; the caller marks a webhook
-notification sent only then (`History.claim_notification`, ``mark_notified``).
+notification sent only then (`AfterWrites.claim_notification`, ``mark_notified``).
 """
 
 from __future__ import annotations

@@ -45,7 +45,7 @@ class FleetSQL:
         self.path: Path = store.path
         self.dialect = store.dialect
         self.sql = store.sql
-        self._write: Callable[[Callable[[], _T]], _T] = store._write
+        self._write: Callable[[Callable[[], _T]], _T] = store.backend._write
 
     # ------------------------------------------------------------ selection
 

@@ -6,7 +6,7 @@ acceptances in force, the confirm chain's runs, verdicts and metric rows, each
 metric's baseline bounded to the windows the statistics read, the machines of
 those runs, the units they were recorded in, the reruns a sequential confirm may
 carry, and the runs change-point localisation looks at); judging it reads nothing
-more, and the verdicts are saved in one write (``History.save_verdicts``).
+more, and the verdicts are saved in one write (``RunWrites.save_verdicts``).
 
 Baselines (``gates.store.baselines``): complete, trusted, judged runs of the suite
 and fingerprint before the judged run, less the confirm chain and an acceptance's
@@ -15,7 +15,7 @@ localised window, whichever is longer). ``bulk=False`` reads them key by key
 (``baselines.baseline_runs``), the reference the bulk read is checked against.
 
 The one write in the read: the repo file's acceptance entries the run's checkout
-carried are logged with the run (``History.carry_acceptances``) before they are
+carried are logged with the run (``AfterWrites.carry_acceptances``) before they are
 read back, as they decide its baselines (only when the verdicts are to be saved).
 """
 
@@ -213,7 +213,7 @@ def _carried(history: History, run: Mapping[str, Any],
     # A file entry's "who" is the first commit that carried it (the reviewed PR's).
     at = (run.get("commit_sha") or run["run_id"])[:10]
     entries = [{**e, "who": e.get("who") or f"first run at {at}"} for e in acceptances]
-    return history.carry_acceptances(run["run_id"], entries)
+    return history.after_writes.carry_acceptances(run["run_id"], entries)
 
 
 def _cutoffs(reads: BaselineReads, run: Mapping[str, Any], nodeids: Mapping[str, str | None],

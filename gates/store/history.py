@@ -8,14 +8,14 @@ modified.
 
 Writes are short ``BEGIN IMMEDIATE`` transactions on a WAL database with a busy
 timeout, retried on "database is locked", so parallel suite processes can share
-one file. A run is written in steps: `History.start_run` inserts its provenance
-with ``status = 'incomplete'``; `History.record_tests` writes each test as it
+one file. A run is written in steps: `RunWrites.start_run` inserts its provenance
+with ``status = 'incomplete'``; `RunWrites.record_tests` writes each test as it
 starts (an ``error`` row whose error begins "did not finish") and again as it
 finishes (its outcome, metrics and samples), one short transaction each;
-`History.record_run` writes what is left and flips the status to ``'complete'``
+`RunWrites.record_run` writes what is left and flips the status to ``'complete'``
 (``'interrupted'`` when pytest was interrupted). A process killed in between leaves
 an ``incomplete`` run with every finished test; the suite runner then marks it
-``crashed`` or ``interrupted`` (`History.close_unfinished`, naming the test that
+``crashed`` or ``interrupted`` (`RunWrites.close_unfinished`, naming the test that
 was running and the signal). Only complete runs serve as baselines.
 
 Tables (browse them with ``sqlite-utils tables history.db --counts``):
@@ -42,7 +42,7 @@ Tables (browse them with ``sqlite-utils tables history.db --counts``):
   duration (setup + call + teardown, seconds), skip_reason, error (trimmed).
 - ``metrics``: one row per (run, attempt, test, key): unit, better, n, min_value,
   max_value, count, median, and the run's suite, fingerprint and started_at.
-- ``verdicts``: written by the gates engine, see `History.save_verdicts`.
+- ``verdicts``: written by the gates engine, see `RunWrites.save_verdicts`.
 
   These three are views (schema m003) over compact tables, so every read and
   ``datasette`` sees the columns above: ``test_rows``, ``metric_rows`` and
@@ -79,7 +79,6 @@ for the few rewrites).
 
 from __future__ import annotations
 
-import datetime as dt
 import json
 import os
 import random
@@ -89,22 +88,34 @@ import sqlite3
 import tempfile
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from ci_register.planning.history_value import is_conninfo
-from gates.store.backend import mask_secrets
+from gates.store.after_writes import AfterWrites
 from gates.store.baseline_reads import BaselineReads
-from gates.store.claimant import claimant_gone, this_claimant
 from gates.store.dialect import DIALECTS, Dialect
 from gates.store.fleet_sql import FleetSQL
-from gates.store.metrics import Metric
-from gates.store.provenance import Provenance, untrusted_reason, utc_now
+from gates.store.records import (
+    BUSY_TIMEOUT_S,
+    FAILING,
+    GATE_ERROR,
+    GATE_UNFINISHED,
+    NOTIFY_CLAIM_STALE_S,
+    OUTCOMES,
+    PENDING,
+    STALE_NOTE,
+    STATUSES,
+    UNFINISHED,
+    HistoryError,
+    RunRecord,
+    TestResult,
+)
 from gates.store.report_reads import ReportReads
 from gates.store.rows import (
     decode_run,
 )
+from gates.store.run_writes import RunWrites, _drop
 from gates.store.schema import (
     CLEAN_DURATION,
     DURATION_TALLIES,
@@ -115,7 +126,6 @@ from gates.store.schema import (
     MigrationRefused,
     like_prefix,
     migrations,
-    pack_samples,
     with_samples,
 )
 
@@ -124,10 +134,16 @@ if TYPE_CHECKING:
 
 __all__ = [
     "BUSY_TIMEOUT_S",
+    "FAILING",
     "GATE_ERROR",
     "GATE_UNFINISHED",
+    "NOTIFY_CLAIM_STALE_S",
     "OUTCOMES",
+    "PENDING",
     "SCHEMA_VERSION",
+    "STALE_NOTE",
+    "STATUSES",
+    "UNFINISHED",
     "VERDICT_COLUMNS",
     "check_file",
     "History",
@@ -137,75 +153,11 @@ __all__ = [
     "open_for_reading",
 ]
 
-# pytest ExitCode.INTERRUPTED, INTERNAL_ERROR and USAGE_ERROR (a bad -k expression is
-# found after the run started): the session did not run what it was asked to.
-_INTERRUPTED = (2, 3, 4)
-_VERDICT_KEYS = frozenset(VERDICT_COLUMNS)
-_DETAIL_JSON = json.JSONEncoder(sort_keys=True, default=str).encode  # json.dumps', built once
-OUTCOMES = ("passed", "failed", "skipped", "error", "xfailed", "xpassed")
-FAILING = ("failed", "error")
-# The error text of a test row written as the test starts: still there, the test never
-# finished (its process crashed, hung or was killed); see `History.record_tests`.
-UNFINISHED = "did not finish"
-# ``gate-unfinished``: pytest finished and the run was recorded, but its gate was killed,
-# crashed or ran past its limit before it finished (`History.mark_gate_unfinished`): its
-# verdicts are missing or partial, the session failed (exit 1), and the run is never a
-# baseline and never reads as passed.
-# ``gate-error``: the same, but the gate refused its input (exit 2) and judged nothing.
-STATUSES = ("incomplete", "complete", "interrupted", "crashed", "gate-unfinished",
-            "gate-error")
-GATE_UNFINISHED = "gate-unfinished"
-GATE_ERROR = "gate-error"
-BUSY_TIMEOUT_S = 60.0
-STALE_NOTE = ("its writer died without closing the run (closed as crashed by the next "
-              "writer on this host)")
-PENDING = ":pending"  # notifications: a claim, not yet answered 2xx
-NOTIFY_CLAIM_STALE_S = 600.0  # a claim this old was left by a killed sender
 _SQLITE_MAGIC = b"SQLite format 3\x00"
 # Where a history path comes from, as users give it: `nox -s SUITE -- --history PATH` and
 # `gate-report --history PATH`, pytest's own `--gates-history PATH`, or the environment.
 HISTORY_OPTION = "--history PATH, pytest's --gates-history PATH, or GATES_HISTORY"
 _T = TypeVar("_T")
-
-
-class HistoryError(Exception):
-    """A history file cannot be used as asked; the message names the file and the fix."""
-
-
-# ------------------------------------------------------------------- records
-
-
-@dataclass
-class TestResult:
-    """One test's outcome in a run (one attempt)."""
-
-    __test__ = False  # not a pytest test class despite the name
-
-    nodeid: str
-    path: str | None  # relative to the rootdir, posix; None for session-level errors
-    outcome: str
-    duration: float = 0.0
-    skip_reason: str | None = None
-    error: str | None = None
-
-    def __post_init__(self) -> None:
-        # A test's failure or skip text can hold a credential (the URL it connected to,
-        # a token it printed); the history is uploaded, merged and reported: none is kept.
-        if self.error:
-            self.error = mask_secrets(self.error)
-        if self.skip_reason:
-            self.skip_reason = mask_secrets(self.skip_reason)
-
-
-@dataclass
-class RunRecord:
-    """Everything the plugin hands to `History.record_run` at the end of a session."""
-
-    provenance: Provenance
-    tests: list[TestResult] = field(default_factory=list)
-    metrics: list[tuple[str, Metric]] = field(default_factory=list)  # (nodeid, metric)
-    plan: Mapping[str, Any] | None = None
-    exit_status: int | None = None
 
 
 # ------------------------------------------------------------------ the store
@@ -465,6 +417,11 @@ class History:
         self.baseline_reads = BaselineReads(self)
         self.report_reads = ReportReads(self)
         self.fleet_sql = FleetSQL(self)
+        self.run_writes = RunWrites(self)
+        self.after_writes = AfterWrites(self)
+        # Run `fn` (which calls this store's writes) in one transaction, retried as a whole
+        # while the file is locked: `fn` must be safe to run again.
+        self.in_transaction: Callable[[Callable[[], _T]], _T] = self.backend._write
 
     # -------------------------------------------------------------- plumbing
 
@@ -512,7 +469,7 @@ class History:
                 "SELECT run_id FROM runs WHERE status = 'incomplete' AND host = ? "
                 "ORDER BY started_at LIMIT 10000", (host,))]
             for run_id in stale:
-                if self.close_unfinished(run_id, "crashed", None, STALE_NOTE) is not None:
+                if self.run_writes.close_unfinished(run_id, "crashed", None, STALE_NOTE) is not None:
                     closed.append(run_id)
         fcntl.flock(fd, fcntl.LOCK_SH)
         self._writer_lock = fd
@@ -527,27 +484,11 @@ class History:
     def __repr__(self) -> str:
         return f"<History {self.path}>"
 
-    def _retry(self, fn: Callable[[], _T]) -> _T:
-        return self.backend._retry(fn)
-
-    def _write(self, fn: Callable[[], _T]) -> _T:
-        """Run `fn` in one write transaction of the backend, retried while it is locked."""
-        return self.backend._write(fn)
-
-    def in_transaction(self, fn: Callable[[], _T]) -> _T:
-        """Run `fn` (which calls this store's writes) in one transaction, retried as a whole
-        while the file is locked: `fn` must be safe to run again."""
-        return self._write(fn)
-
-    def _fail(self, exc: BaseException) -> HistoryError:
-        """The `HistoryError` (naming the file and the fix) for a database error."""
-        return self.backend._fail(exc)
-
     def _rows(self, sql: str, params: Sequence[Any] | Mapping[str, Any] = ()) -> list[dict]:
         try:
             cursor = self.conn.execute(sql, params)
         except self.backend._db_errors as exc:
-            raise self._fail(exc) from exc
+            raise self.backend._fail(exc) from exc
         names = [d[0] for d in cursor.description]
         return [dict(zip(names, row, strict=True)) for row in cursor.fetchall()]
 
@@ -562,265 +503,6 @@ class History:
         self.backend.check()
 
     # ----------------------------------------------------------------- writes
-
-    def start_run(self, provenance: Provenance) -> int:
-        """Insert the run's provenance as ``incomplete`` (kept if the run id exists).
-
-        Returns the attempt number this session writes its tests under (1, or one
-        more than the run's last attempt when a rerun reuses the id).
-        """
-        row = _run_row(provenance, status="incomplete", exit_status=None)
-
-        def insert() -> int:
-            existing = self._run_suite(provenance.run_id)
-            if existing is None:
-                _insert(self.conn, "runs", [row])
-            elif existing != provenance.suite:
-                raise HistoryError(f"{self.path}: run id {provenance.run_id} already belongs "
-                                   f"to suite {existing!r}; pass a fresh --gates-run-id")
-            return self._next_attempt(provenance.run_id)
-
-        return self._write(insert)
-
-    def _next_attempt(self, run_id: str) -> int:
-        prior = self.conn.execute(
-            "SELECT max(attempt) FROM (SELECT attempt FROM tests WHERE run_id = ? "
-            "UNION ALL SELECT attempt FROM metrics WHERE run_id = ?) AS a",
-            (run_id, run_id)).fetchone()[0]
-        return (prior or 0) + 1
-
-    def record_tests(self, run_id: str, attempt: int, tests: Sequence[TestResult],
-                     metrics: Sequence[tuple[str, Metric]] = ()) -> None:
-        """Write (or replace) some tests' rows and metrics of a started run, in one
-        short transaction; the run's status is left alone.
-
-        The plugin calls this as each test starts (an ``error`` row saying it did not
-        finish) and finishes (its outcome and metrics), so a crash loses nothing that
-        finished and the row of the test that was running names it.
-        """
-        _check_outcomes(self.path, tests)
-
-        def write() -> None:
-            run = self._rows("SELECT suite, fingerprint, started_at FROM runs "
-                             "WHERE run_id = ?", (run_id,))
-            if not run:
-                raise HistoryError(f"{self.path}: no run {run_id}; start the run first")
-            _put_tests(self.conn, run_id, attempt, run[0], tests, metrics)
-
-        self._write(write)
-
-    def close_unfinished(self, run_id: str, status: str, exit_status: int | None,
-                         note: str) -> dict[str, Any] | None:
-        """Mark a run that its process never finished (`status` crashed or interrupted).
-
-        Only a run still ``incomplete`` changes (but for the exit status of a run the
-        plugin already recorded ``interrupted``, when `status` is that too); `note` is appended to the error of
-        each test that did not finish. Returns {"unfinished": [nodeid, ...],
-        "finished": n, "metrics": n} of the run, or None when the run had finished
-        (or does not exist) and nothing changed.
-        """
-        if status not in ("crashed", "interrupted"):
-            raise HistoryError(f"close_unfinished: status {status!r}; use crashed or interrupted")
-
-        def write() -> dict[str, Any] | None:
-            row = self.conn.execute("SELECT status FROM runs WHERE run_id = ?",
-                                    (run_id,)).fetchone()
-            if row is not None and row[0] == status == "interrupted" and exit_status is not None:
-                # The plugin recorded the interruption with pytest's status (2); the
-                # runner's 128 + N is what the session exited with.
-                self.conn.execute("UPDATE runs SET exit_status = ? WHERE run_id = ?",
-                                  (exit_status, run_id))
-            if row is None or row[0] != "incomplete":
-                return None
-            self.conn.execute("UPDATE runs SET status = ?, exit_status = ?, finished_at = ? "
-                              "WHERE run_id = ?", (status, exit_status, utc_now(), run_id))
-            unfinished = [r[0] for r in self.conn.execute(
-                "SELECT nodeid FROM tests WHERE run_id = ? AND error LIKE ? ORDER BY id",
-                (run_id, UNFINISHED + "%"))]
-            self.conn.execute("UPDATE test_rows SET error = error || ? WHERE run_num = "
-                              "(SELECT num FROM runs WHERE run_id = ?) AND error LIKE ?",
-                              ("; " + note, run_id, UNFINISHED + "%"))
-            finished = self.conn.execute("SELECT count(*) FROM tests WHERE run_id = ?",
-                                         (run_id,)).fetchone()[0] - len(unfinished)
-            n_metrics = self.conn.execute("SELECT count(*) FROM metrics WHERE run_id = ?",
-                                          (run_id,)).fetchone()[0]
-            return {"unfinished": unfinished, "finished": finished, "metrics": n_metrics}
-
-        return self._write(write)
-
-    def mark_not_judged(self, run_id: str, status: str, note: str, *,
-                        if_no_verdicts: bool = False) -> bool:
-        """Mark a complete run whose gate did not judge it: ``gate-unfinished`` (killed,
-        crashed, or past its time limit) or ``gate-error`` (it refused its input), with
-        ``note`` (why; credentials masked) in ``gate_note``. Every report reads it as
-        not passed, as the session was. ``if_no_verdicts``: only while the run is not
-        judged (no verdict saved, no ``gated_at``) and was not recorded with its gate off
-        (a gate run by hand on bad input never fails a judged or ungated run). True
-        when the run changed; False when it does not exist or is not ``complete`` (a run
-        that never finished keeps its own status)."""
-        if status not in (GATE_UNFINISHED, GATE_ERROR):
-            raise HistoryError(f"mark_not_judged: status {status!r}; use {GATE_UNFINISHED} "
-                               f"or {GATE_ERROR}")
-        # A run recorded with its gate off is never the gate's to fail (a gate run by hand).
-        guard = (" AND gated_at IS NULL AND coalesce(gate_mode, '') != 'off' AND NOT EXISTS "
-                 "(SELECT 1 FROM verdict_rows v WHERE v.run_num = runs.num)"
-                 if if_no_verdicts else "")
-
-        def write() -> bool:
-            cur = self.conn.execute("UPDATE runs SET status = ?, gate_note = ? WHERE run_id = ? "
-                                    f"AND status = 'complete'{guard}",
-                                    (status, mask_secrets(note)[:2000], run_id))
-            return bool(cur.rowcount)
-
-        return bool(self._write(write))
-
-    def record_run(self, record: RunRecord, attempt: int | None = None) -> int:
-        """Write a run's tests, metrics, samples and plan in one transaction; mark it complete.
-
-        A pytest exit status of 2 (interrupted: Ctrl-C, collection errors), 3
-        (internal error) or 4 (usage error) marks it ``interrupted`` instead: kept,
-        never a baseline.
-
-        A run id that already has results (a rerun of tripped tests under the same
-        id) gets the next attempt number, unless `attempt` names the one this
-        session has been writing test by test (`record_tests`); rows of the same
-        test are then replaced. Returns the attempt number written.
-        """
-        prov = record.provenance
-        _check_outcomes(self.path, record.tests)
-
-        def write() -> int:
-            existing = self._run_suite(prov.run_id)
-            if existing is not None and existing != prov.suite:
-                raise HistoryError(f"{self.path}: run id {prov.run_id} already belongs to "
-                                   f"suite {existing!r}; pass a fresh --gates-run-id")
-            finished = prov.finished_at or utc_now()
-            status = "interrupted" if record.exit_status in _INTERRUPTED else "complete"
-            if existing is None:
-                row = _run_row(prov, status=status, exit_status=record.exit_status)
-                row["finished_at"] = finished
-                _insert(self.conn, "runs", [row])
-                run = row
-            else:
-                # A new attempt under the run's id is not judged yet: no gate mark stands.
-                self.conn.execute(
-                    "UPDATE runs SET status = ?, finished_at = ?, exit_status = ?, "
-                    "gated_at = NULL, gate_note = NULL WHERE run_id = ?",
-                    (status, finished, record.exit_status, prov.run_id))
-                run = self._rows("SELECT * FROM runs WHERE run_id = ?", (prov.run_id,))[0]
-            this = attempt if attempt is not None else self._next_attempt(prov.run_id)
-            _put_tests(self.conn, prov.run_id, this, run, record.tests, record.metrics)
-            if record.plan is not None:
-                files, gates = _plan_rows(prov.run_id, record.plan)
-                _insert_plan_files(self.conn, files)
-                if not self.conn.execute("SELECT 1 FROM plan_gates WHERE run_id = ? LIMIT 1",
-                                         (prov.run_id,)).fetchone():
-                    _insert(self.conn, "plan_gates", gates)
-            return this
-
-        return self._write(write)
-
-    def set_trust(self, run_ids: Iterable[str] | None = None, commit: str | None = None,
-                  trusted: bool = False, *, reason: str) -> list[str]:
-        """Mark runs untrusted (or trusted again) by run id and/or commit, with a reason.
-
-        `commit` matches a full sha or a prefix of at least 7 characters. Untrusted
-        runs stay in history but `metric_series(trusted_only=True)` and
-        `file_durations` skip them. Returns the run ids changed; raises
-        `HistoryError` when nothing matches.
-        """
-        ids = [run_ids] if isinstance(run_ids, str) else list(run_ids or [])
-        if not ids and not commit:
-            raise HistoryError("set_trust needs run ids or a commit; pass run_ids=[...] or "
-                               "commit='abc1234'")
-        if not reason or not reason.strip():
-            raise HistoryError("set_trust needs a reason; say why the runs are (un)trusted")
-        if commit is not None and len(commit) < 7:
-            raise HistoryError(f"commit {commit!r} is too short; give at least 7 characters")
-        now = utc_now()
-
-        def update() -> list[str]:
-            clauses, params = [], []
-            if ids:
-                clauses.append(f"run_id IN ({','.join('?' * len(ids))})")
-                params += ids
-            if commit:
-                clauses.append("commit_sha LIKE ? ESCAPE '\\'")
-                params.append(commit.replace("\\", "\\\\").replace("%", "\\%")
-                              .replace("_", "\\_") + "%")
-            matched = [r[0] for r in self.conn.execute(
-                f"SELECT run_id FROM runs WHERE {' OR '.join(clauses)} ORDER BY started_at",
-                params)]
-            missing = sorted(set(ids) - set(matched))
-            if missing or not matched:
-                what = f"run id(s) {', '.join(missing)}" if missing else f"commit {commit}"
-                raise HistoryError(f"{self.path}: no run matches {what}; list runs with "
-                                   "sqlite-utils rows history.db runs")
-            self.conn.executemany(
-                "UPDATE runs SET trusted = ?, trust_reason = ?, trust_changed_at = ? "
-                "WHERE run_id = ?", [(int(trusted), reason, now, r) for r in matched])
-            self.conn.executemany(
-                "INSERT INTO trust_log (run_id, trusted, reason, at) VALUES (?, ?, ?, ?)",
-                [(r, int(trusted), reason, now) for r in matched])
-            return matched
-
-        return self._write(update)
-
-    def save_verdicts(self, run_id: str, rows: Iterable[Mapping[str, Any]]) -> int:
-        """Store the gate's verdicts for a run, replacing earlier ones of the same attempt.
-
-        Each row is a mapping with these keys (missing ones are NULL):
-
-        - ``key`` (required): metric key; ``nodeid``: test that recorded it.
-        - ``verdict`` (required): e.g. pass, regression, improvement,
-          insufficient-history, threshold-fail (the gates engine owns the vocabulary).
-        - ``baseline`` / ``new``: the compared central values (e.g. medians), in the
-          metric's unit.
-        - ``rel_change``: (new - baseline) / |baseline|, signed, not direction-adjusted.
-        - ``ci_low`` / ``ci_high``: confidence interval of rel_change.
-        - ``statistic`` / ``p_value``: the test statistic and its p-value;
-          ``q_value``: the FDR-adjusted p-value across the run's metrics.
-        - ``floor``: the practical-effect floor (relative) the change had to exceed.
-        - ``mode``: enforce | warn | off.
-        - ``detail``: any JSON-able extra (method name, window size ...); other
-          unknown keys are folded into it.
-        - ``attempt``: 1 for the first gate, 2 after a confirm-on-trip rerun.
-        - ``stage``: the confirm protocol's stage (``gates.model.decisions.Stage``).
-        - ``ci_conf``: the two-sided confidence of ``ci_low``/``ci_high`` (a column, not
-          detail: a float there made every detail text unique).
-        """
-        prepared = []
-        now = utc_now()  # one save, one time (interned once in `texts`)
-        for row in rows:
-            detail = row.get("detail")
-            extra = {k: v for k, v in row.items() if k not in _VERDICT_KEYS}
-            if extra:
-                base = detail if isinstance(detail, Mapping) else (
-                    {} if detail is None else {"detail": detail})
-                detail = {**base, **extra}
-            if not row.get("key") or not row.get("verdict"):
-                raise HistoryError(f"verdict row without key or verdict: {dict(row)!r}")
-            out = {c: row.get(c) for c in VERDICT_COLUMNS}
-            out["detail"] = None if detail is None else _DETAIL_JSON(detail)
-            out["attempt"] = int(row.get("attempt") or 1)
-            out["run_id"] = run_id
-            out["created_at"] = now
-            prepared.append(out)
-
-        def write() -> int:
-            if self._run_suite(run_id) is None:
-                raise HistoryError(f"{self.path}: no run {run_id}; record the run before "
-                                   "saving its verdicts")
-            for attempt in sorted({r["attempt"] for r in prepared}):
-                self.conn.execute("DELETE FROM verdict_rows WHERE run_num = (SELECT num FROM "
-                                  "runs WHERE run_id = ?) AND attempt = ?", (run_id, attempt))
-            _insert_verdicts(self.conn, prepared)
-            # The gate's "finished" mark, in the verdicts' transaction: a run recorded with
-            # its gate on reads as failed until this commits (`verdicts.never_judged`).
-            self.conn.execute("UPDATE runs SET gated_at = ? WHERE run_id = ?", (now, run_id))
-            return len(prepared)
-
-        return self._write(write)
 
     # ------------------------------------------------------------------ reads
 
@@ -964,62 +646,12 @@ class History:
 
     # ------------------------------------------------------- after the verdict
 
-    def add_acceptance(self, pattern: str, *, reason: str, who: str | None = None,
-                       from_commit: str | None = None, suite: str | None = None,
-                       test: str | None = None, source: str = "command",
-                       entry_id: str | None = None) -> dict[str, Any]:
-        """Log an acceptance (re-baseline) of the keys matching ``pattern``; returns its row.
-
-        ``from_commit`` (a sha or a prefix of >= 7 characters): the runs of that
-        commit and every later run are the new baseline. ``entry_id``: a repo
-        file's entry, in force in the runs that carry it (`carry_acceptances`); an
-        entry already logged is returned unchanged (idempotent).
-        """
-        if not reason or not reason.strip():
-            raise HistoryError("an acceptance needs a reason; say why the new level is right")
-        if from_commit is None and entry_id is None:
-            raise HistoryError("an acceptance needs from_commit (--from COMMIT) or a repo "
-                               "file entry")
-        if from_commit is not None and len(from_commit) < 7:
-            raise HistoryError(f"commit {from_commit!r} is too short; give at least 7 "
-                               "characters")
-        row = {"pattern": pattern, "suite": suite, "test": test, "from_commit": from_commit,
-               "entry_id": entry_id, "source": source, "who": who, "reason": reason,
-               "at": utc_now()}
-
-        def write() -> dict[str, Any]:
-            if entry_id is not None:
-                found = self._rows("SELECT * FROM acceptances WHERE entry_id = ?", (entry_id,))
-                if found:
-                    return found[0]
-            new_id = self.conn.execute(
-                f"INSERT INTO acceptances ({', '.join(row)}) VALUES ({', '.join('?' * len(row))}) "
-                "RETURNING id", list(row.values())).fetchone()[0]
-            return {"id": new_id, **row}
-
-        return self._write(write)
-
     def acceptances(self, suite: str | None = None) -> list[dict[str, Any]]:
         """Acceptances oldest first: all, or those that may apply to ``suite``."""
         if suite is None:
             return self._rows("SELECT * FROM acceptances ORDER BY id")
         return self._rows("SELECT * FROM acceptances WHERE suite IS NULL OR suite = ? "
                           "ORDER BY id", (suite,))
-
-    def carry_acceptances(self, run_id: str, entries: Iterable[Mapping[str, Any]]) -> list[int]:
-        """Log the repo file entries a run's checkout carried (new ones as acceptances)
-        and link them to the run; returns their acceptance ids. Each entry is a mapping
-        of `add_acceptance`'s arguments with ``entry_id`` and ``pattern`` set."""
-        ids = [self.add_acceptance(**dict(e))["id"] for e in entries]
-
-        def write() -> list[int]:
-            self.conn.executemany(
-                "INSERT INTO run_acceptances (run_id, acceptance_id) VALUES (?, ?) "
-                "ON CONFLICT DO NOTHING",
-                [(run_id, i) for i in ids])
-            return ids
-
-        return self._write(write) if ids else []
 
     def commit_start(self, commit: str) -> str | None:
         """The earliest start time of a run of ``commit`` (sha or prefix), or None."""
@@ -1097,20 +729,6 @@ class History:
                 return kind, [decode_run(r) for r in rows]
         return "", []
 
-    def save_bisect(self, row: Mapping[str, Any]) -> int:
-        """Store a bisection's outcome and evidence (``evidence`` JSON-encoded); its id."""
-        out = {c: row.get(c) for c in ("suite", "key", "good", "bad", "outcome", "culprit",
-                                        "executions")}
-        out["evidence"] = json.dumps(row.get("evidence") or {}, sort_keys=True, default=str)
-        out["at"] = utc_now()
-
-        def write() -> int:
-            return int(self.conn.execute(
-                f"INSERT INTO bisects ({', '.join(out)}) VALUES ({', '.join('?' * len(out))}) "
-                "RETURNING id", list(out.values())).fetchone()[0])
-
-        return self._write(write)
-
     def bisects(self, key: str | None = None) -> list[dict[str, Any]]:
         """Stored bisections, newest first (of one key, or all), evidence decoded."""
         sql, params = "SELECT * FROM bisects", []
@@ -1122,88 +740,12 @@ class History:
             r["evidence"] = json.loads(r["evidence"]) if r["evidence"] else {}
         return rows
 
-    def claim_notification(self, channel: str, dedupe: str, run_id: str | None = None,
-                           *, stale_s: float | None = None) -> bool:
-        """Claim telling ``channel`` about ``dedupe`` (a regressing change); False when it
-        was told already, or another process claimed it less than ``stale_s`` ago.
-
-        A claim is a row under ``CHANNEL:pending``; only `mark_notified` (after a 2xx)
-        writes the ``CHANNEL`` row that means sent. A sender killed mid-POST leaves its
-        claim: the claim's ``run_id`` column names its process (`gates.store.claimant`:
-        run, pid, host, start time), and a later sender takes the claim over as soon as
-        that process is gone, or once the claim is ``stale_s`` old where it cannot tell
-        (another host): at least once, never silently lost."""
-        pending = channel + PENDING
-        stale_s = NOTIFY_CLAIM_STALE_S if stale_s is None else stale_s
-        cutoff = (dt.datetime.now(dt.UTC) - dt.timedelta(seconds=stale_s)).isoformat(
-            timespec="microseconds")
-
-        def write() -> bool:
-            if self.conn.execute("SELECT 1 FROM notifications WHERE channel = ? AND dedupe = ?",
-                                 (channel, dedupe)).fetchone():
-                return False
-            row = self.conn.execute("SELECT at, run_id FROM notifications WHERE channel = ? "
-                                    "AND dedupe = ?", (pending, dedupe)).fetchone()
-            if row is not None:
-                if str(row[0]) > cutoff and not claimant_gone(row[1]):
-                    return False  # another sender is at it now
-                self.conn.execute("DELETE FROM notifications WHERE channel = ? AND dedupe = ?",
-                                  (pending, dedupe))
-            self.conn.execute("INSERT INTO notifications (channel, dedupe, run_id, at) "
-                              "VALUES (?, ?, ?, ?)",
-                              (pending, dedupe, this_claimant(run_id), utc_now()))
-            return True
-
-        return self._write(write)
-
-    def mark_notified(self, channel: str, dedupe: str, run_id: str | None = None) -> None:
-        """The delivery of a claimed notification was answered 2xx: remember it as sent."""
-
-        def write() -> None:
-            self.conn.execute("DELETE FROM notifications WHERE channel = ? AND dedupe = ?",
-                              (channel + PENDING, dedupe))
-            self.conn.execute("INSERT INTO notifications (channel, dedupe, run_id, at) "
-                              "VALUES (?, ?, ?, ?) ON CONFLICT DO NOTHING",
-                              (channel, dedupe, run_id, utc_now()))
-
-        self._write(write)
-
-    def release_notification(self, channel: str, dedupe: str) -> None:
-        """Forget a claim whose delivery failed, so the next run tries again."""
-        self._write(lambda: self.conn.execute(
-            "DELETE FROM notifications WHERE channel = ? AND dedupe = ?",
-            (channel + PENDING, dedupe)))
-
     def notifications(self, channel: str) -> list[dict[str, Any]]:
         """The notifications of ``channel`` marked sent, oldest first."""
         return self._rows("SELECT channel, dedupe, run_id, at FROM notifications WHERE "
                           "channel = ? ORDER BY id", [channel])
 
     # ------------------------------------------------------------ import maps
-
-    def record_import_maps(self, suite: str, run_id: str | None, commit: str | None,
-                           maps: Mapping[str, Iterable[str]], at: str | None = None) -> int:
-        """Keep, per (suite, test file), the project files this run loaded; a map
-        recorded earlier than the stored one does not replace it. Rows written."""
-        when = at or utc_now()
-        rows = [(suite, path, commit, run_id, when, json.dumps(sorted(set(files))))
-                for path, files in sorted(maps.items())]
-        if not rows:
-            return 0
-        self._drop_future_maps()
-        self._write(lambda: self.conn.executemany(
-            "INSERT INTO import_maps (suite, path, commit_sha, run_id, recorded_at, files) "
-            "VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (suite, path) DO UPDATE SET "
-            "commit_sha = excluded.commit_sha, run_id = excluded.run_id, "
-            "recorded_at = excluded.recorded_at, files = excluded.files "
-            "WHERE excluded.recorded_at >= import_maps.recorded_at", rows))
-        return len(rows)
-
-    def _drop_future_maps(self) -> None:
-        """A row dated past now (a runner's wrong clock, a forged file) would outrank every
-        later run's map and never age out: a run that records maps removes such rows first."""
-        limit = (dt.datetime.now(dt.UTC) + dt.timedelta(minutes=10)).strftime("%Y-%m-%dT%H:%M:%S")
-        self._write(lambda: self.conn.execute("DELETE FROM import_maps WHERE recorded_at > ?", (limit,)))
 
     def import_maps(self, suite: str | None = None, *, raw: bool = False) -> list[dict[str, Any]]:
         """Stored import maps (``files`` decoded, or as stored with ``raw``), of one suite or all."""
@@ -1254,30 +796,6 @@ class History:
 
     def has_run(self, run_id: str) -> bool:
         return self._run_suite(run_id) is not None
-
-    def insert_bundle(self, bundle: Mapping[str, Any]) -> None:
-        """Write a run exported by `export_run` (of another history) as it is; call it
-        inside `in_transaction` (merging shards: `gates.store.merge`)."""
-        _insert(self.conn, "runs", [_drop(bundle["run"], "num")])
-        _insert_tests(self.conn, list(bundle["tests"]))
-        _insert_metrics(self.conn, [dict(m) for m in bundle["metrics"]])
-        _insert_verdicts(self.conn, list(bundle["verdicts"]))
-        _insert_plan_files(self.conn, list(bundle["plan_files"]))
-        for table in ("plan_gates", "trust_log"):
-            _insert(self.conn, table, list(bundle[table]))
-        insert_carried(self.conn, bundle["run"]["run_id"], bundle.get("acceptances") or ())
-        maps = [m for m in bundle.get("import_maps") or () if isinstance(m, Mapping)]
-        if maps:
-            limit = (dt.datetime.now(dt.UTC) + dt.timedelta(minutes=10)).strftime("%Y-%m-%dT%H:%M:%S")
-            self.conn.execute("DELETE FROM import_maps WHERE recorded_at > ?", (limit,))
-            self.conn.executemany(
-                "INSERT INTO import_maps (suite, path, commit_sha, run_id, recorded_at, files) "
-                "VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (suite, path) DO UPDATE SET "
-                "commit_sha = excluded.commit_sha, run_id = excluded.run_id, "
-                "recorded_at = excluded.recorded_at, files = excluded.files "
-                "WHERE excluded.recorded_at >= import_maps.recorded_at",
-                [(m.get("suite"), m.get("path"), m.get("commit_sha"), m.get("run_id"),
-                  m.get("recorded_at"), m.get("files")) for m in maps])
 
     def orphan_rows(self) -> list[str]:
         """Rows that belong to no run (or no metric): what a broken or forged file holds."""
@@ -1408,223 +926,6 @@ def _corrupt(path: Path, exc: BaseException) -> HistoryError:
         return HistoryError(f"{path}: {exc}")
     return HistoryError(f"{path}: unreadable or corrupt SQLite file ({exc}); restore it from "
                         "a backup or CI artifact, or move it away to start a new history")
-
-
-def _run_row(prov: Provenance, *, status: str, exit_status: int | None) -> dict[str, Any]:
-    untrusted = untrusted_reason(prov.hardware)
-    return {
-        "run_id": prov.run_id, "suite": prov.suite,
-        "shard_index": prov.shard_index, "shard_count": prov.shard_count,
-        "status": status, "exit_status": exit_status, "confirm_of": prov.confirm_of,
-        "commit_sha": prov.commit, "branch": prov.branch, "ci_url": prov.ci_url,
-        "started_at": prov.started_at, "finished_at": prov.finished_at,
-        "host": prov.host, "python": prov.python, "fingerprint": prov.fingerprint,
-        "hardware": json.dumps(prov.hardware, sort_keys=True, default=str),
-        "trusted": int(untrusted is None), "trust_reason": untrusted, "trust_changed_at": None,
-        "gate_mode": prov.gate_mode,
-        "planned_shards": (json.dumps(prov.planned_shards)
-                           if prov.planned_shards is not None else None),
-    }
-
-
-def _drop(row: dict[str, Any], *keys: str) -> dict[str, Any]:
-    return {k: v for k, v in row.items() if k not in keys}
-
-
-def _dedupe_tests(tests: Iterable[TestResult]) -> list[TestResult]:
-    # pytest can report one nodeid twice (e.g. a parametrize id collision); keep the last.
-    return list({t.nodeid: t for t in tests}.values())
-
-
-def _insert(conn: sqlite3.Connection, table: str, rows: list[dict[str, Any]], *,
-            ignore: bool = False) -> None:
-    """Insert ``rows``; ``ignore``: a row whose key is there already is left out."""
-    if not rows:
-        return
-    columns = list(rows[0])
-    sql = (f"INSERT INTO {table} ({', '.join(_q(c) for c in columns)}) "
-           f"VALUES ({', '.join('?' * len(columns))})" + (" ON CONFLICT DO NOTHING" if ignore else ""))
-    conn.executemany(sql, [tuple(r.get(c) for c in columns) for r in rows])
-
-
-def insert_carried(conn: sqlite3.Connection, run_id: str,
-                   acceptances: Iterable[Mapping[str, Any]]) -> None:
-    """Link a merged run to the acceptance entries it carried, adding the entries the
-    target lacks (matched by ``entry_id``). Inside the caller's transaction."""
-    for a in acceptances:
-        if not a.get("entry_id"):
-            continue
-        row = conn.execute("SELECT id FROM acceptances WHERE entry_id = ?",
-                           (a["entry_id"],)).fetchone()
-        if row is None:
-            cols = [c for c in a if c != "id"]
-            row = conn.execute(
-                f"INSERT INTO acceptances ({', '.join(cols)}) VALUES "
-                f"({', '.join('?' * len(cols))}) RETURNING id", [a[c] for c in cols]).fetchone()
-        conn.execute("INSERT INTO run_acceptances (run_id, acceptance_id) "
-                     "VALUES (?, ?) ON CONFLICT DO NOTHING", (run_id, row[0]))
-
-
-def _check_outcomes(path: Path, tests: Iterable[TestResult]) -> None:
-    for test in tests:
-        if test.outcome not in OUTCOMES:
-            raise HistoryError(f"{path}: outcome {test.outcome!r} of {test.nodeid} "
-                               f"is not one of {', '.join(OUTCOMES)}")
-
-
-def _put_tests(conn: sqlite3.Connection, run_id: str, attempt: int, run: Mapping[str, Any],
-               tests: Sequence[TestResult], metrics: Sequence[tuple[str, Metric]]) -> None:
-    """Replace these tests' rows and metrics (one attempt of one run); we hold the lock."""
-    tests = _dedupe_tests(tests)
-    nodeids = sorted({t.nodeid for t in tests} | {nodeid for nodeid, _ in metrics})
-    num = _run_nums(conn, [run_id])[run_id]
-    ids = sorted(_text_ids(conn, nodeids).values())
-    for chunk in range(0, len(ids), 400):
-        part = ids[chunk:chunk + 400]
-        marks = ",".join("?" * len(part))
-        where = f"run_num = ? AND attempt = ? AND nodeid_id IN ({marks})"
-        conn.execute(f"DELETE FROM metric_rows WHERE {where}", [num, attempt, *part])
-        conn.execute(f"DELETE FROM test_rows WHERE {where}", [num, attempt, *part])
-    _insert_tests(conn, [
-        {"run_id": run_id, "attempt": attempt, "nodeid": t.nodeid, "path": t.path,
-         "outcome": t.outcome, "duration": t.duration, "skip_reason": t.skip_reason,
-         "error": t.error}
-        for t in tests])
-    _insert_metrics(conn, [
-        {"run_id": run_id, "attempt": attempt, "nodeid": nodeid,
-         "key": m.key, "unit": m.unit, "better": m.better, "n": m.n,
-         "min_value": m.min_value, "max_value": m.max_value,
-         "count": m.count, "median": m.median, "suite": run["suite"],
-         "fingerprint": run["fingerprint"], "started_at": run["started_at"],
-         "samples": list(m.samples)}
-        for nodeid, m in metrics])
-
-
-def _text_ids(conn: sqlite3.Connection, values: Iterable[str | None]) -> dict[str, int]:
-    """{text: its ``texts.id``} for the non-None ``values``, adding the new ones."""
-    wanted = sorted({v for v in values if v is not None})
-    if not wanted:
-        return {}
-    conn.executemany("INSERT INTO texts (text) VALUES (?) ON CONFLICT DO NOTHING",
-                     [(v,) for v in wanted])
-    out: dict[str, int] = {}
-    for c in range(0, len(wanted), 500):
-        part = wanted[c:c + 500]
-        out.update(conn.execute(f"SELECT text, id FROM texts WHERE text IN "
-                                f"({','.join('?' * len(part))})", part))
-    return out
-
-
-def _run_nums(conn: sqlite3.Connection, run_ids: Iterable[str]) -> dict[str, int]:
-    """{run id: ``runs.num``}; a run id not in ``runs`` is an error (no orphan rows)."""
-    wanted = sorted(set(run_ids))
-    out: dict[str, int] = {}
-    for c in range(0, len(wanted), 500):
-        part = wanted[c:c + 500]
-        out.update(conn.execute(f"SELECT run_id, num FROM runs WHERE run_id IN "
-                                f"({','.join('?' * len(part))})", part))
-    missing = [r for r in wanted if r not in out]
-    if missing:
-        raise sqlite3.IntegrityError(f"rows of run {missing[0]}, which is not in runs")
-    return out
-
-
-def _insert_tests(conn: sqlite3.Connection, tests: list[Mapping[str, Any]]) -> None:
-    """Insert test rows given as the ``tests`` view's columns (``id`` ignored)."""
-    if not tests:
-        return
-    nums = _run_nums(conn, [t["run_id"] for t in tests])
-    texts = _text_ids(conn, [v for t in tests for v in (t["nodeid"], t.get("path"))])
-    conn.executemany(
-        "INSERT INTO test_rows (run_num, attempt, nodeid_id, path_id, outcome, duration, "
-        "skip_reason, error) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-        [(nums[t["run_id"]], t["attempt"], texts[t["nodeid"]],
-          texts.get(t["path"]) if t.get("path") is not None else None, t["outcome"],
-          t.get("duration"), t.get("skip_reason"), t.get("error")) for t in tests])
-
-
-def _insert_verdicts(conn: sqlite3.Connection, rows: list[Mapping[str, Any]]) -> None:
-    """Insert verdict rows given as the ``verdicts`` view's columns (``id`` ignored)."""
-    if not rows:
-        return
-    nums = _run_nums(conn, [r["run_id"] for r in rows])
-    texts = _text_ids(conn, [v for r in rows for v in (
-        r["key"], r.get("nodeid"), r["verdict"], r.get("mode"), r.get("detail"),
-        r.get("created_at"), r.get("stage"))])
-
-    def tid(value: str | None) -> int | None:
-        return None if value is None else texts[value]
-
-    conn.executemany(
-        "INSERT INTO verdict_rows (run_num, attempt, key_id, nodeid_id, verdict_id, baseline, "
-        "new, rel_change, ci_low, ci_high, statistic, p_value, q_value, floor, mode_id, "
-        "detail_id, created_id, stage_id, ci_conf) "
-        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-        [(nums[r["run_id"]], r["attempt"], texts[r["key"]], tid(r.get("nodeid")),
-          tid(r["verdict"]), r.get("baseline"), r.get("new"), r.get("rel_change"),
-          r.get("ci_low"), r.get("ci_high"), r.get("statistic"), r.get("p_value"),
-          r.get("q_value"), r.get("floor"), tid(r.get("mode")), tid(r.get("detail")),
-          tid(r.get("created_at")), tid(r.get("stage")), r.get("ci_conf"))
-         for r in rows])
-
-
-def _insert_plan_files(conn: sqlite3.Connection, rows: list[Mapping[str, Any]]) -> None:
-    """Insert plan rows given as the ``plan_files`` view's columns; a (run, path) that is
-    there already is left as it was (the plan a run id first recorded)."""
-    if not rows:
-        return
-    nums = _run_nums(conn, [r["run_id"] for r in rows])
-    texts = _text_ids(conn, [v for r in rows for v in (r["path"], r.get("marker"),
-                                                        r.get("labels"))])
-
-    def tid(value: str | None) -> int | None:
-        return None if value is None else texts[value]
-
-    conn.executemany(
-        "INSERT INTO plan_file_rows (run_num, path_id, line, est_time, expected, marker_id, "
-        "labels_id) VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
-        [(nums[r["run_id"]], texts[r["path"]], r.get("line"), r.get("est_time"),
-          r.get("expected"), tid(r.get("marker")), tid(r.get("labels"))) for r in rows])
-
-
-def _insert_metrics(conn: sqlite3.Connection, metrics: list[dict[str, Any]]) -> None:
-    """Insert metric rows given as the ``metrics`` view's columns plus ``samples`` (``id``,
-    ``suite``, ``fingerprint``, ``started_at`` ignored: the run holds those)."""
-    # Ids are assigned here: safe because we hold the write lock (BEGIN IMMEDIATE),
-    # and it saves one round trip per metric for lastrowid.
-    if not metrics:
-        return
-    nums = _run_nums(conn, [m["run_id"] for m in metrics])
-    texts = _text_ids(conn, [v for m in metrics for v in (m["nodeid"], m["key"])])
-    first = (conn.execute("SELECT max(id) FROM metric_rows").fetchone()[0] or 0) + 1
-    conn.executemany(
-        "INSERT INTO metric_rows (id, run_num, attempt, nodeid_id, key_id, unit, better, n, "
-        "min_value, max_value, count, median, samples) "
-        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-        [(first + offset, nums[m["run_id"]], m["attempt"], texts[m["nodeid"]], texts[m["key"]],
-          m["unit"], m["better"], m.get("n"), m.get("min_value"), m.get("max_value"),
-          m["count"], m.get("median"), pack_samples(m["samples"]) if m["samples"] else None)
-         for offset, m in enumerate(metrics)])
-
-
-def _plan_rows(run_id: str, plan: Mapping[str, Any]) -> tuple[list[dict], list[dict]]:
-    files = [
-        {"run_id": run_id, "path": f.get("path"), "line": f.get("line"),
-         "est_time": f.get("est_time"), "expected": f.get("expected"),
-         "marker": f.get("marker"), "labels": json.dumps(f.get("labels") or [])}
-        for f in plan.get("files") or [] if isinstance(f, Mapping) and f.get("path")
-    ]
-    gates = [
-        {"run_id": run_id, "path": g.get("path"), "line": g.get("line"),
-         "metric_key": g.get("metric_key"),
-         "options": json.dumps(g.get("options") or {}, sort_keys=True)}
-        for g in plan.get("gates") or [] if isinstance(g, Mapping)
-    ]
-    return files, gates
-
-
-def _q(identifier: str) -> str:
-    return '"' + identifier.replace('"', '""') + '"'
 
 
 class _ReadCopy(History):

@@ -163,7 +163,7 @@ def merge_histories(shards: Sequence[str | os.PathLike[str]],
                             "shard into a fresh file)")
                     report.unchanged.append(run_id)
                     continue
-                history.insert_bundle(bundle)
+                history.run_writes.insert_bundle(bundle)
                 report.added.append(run_id)
                 report.per_shard[shard_name] += 1
             report.bisects = history.fleet_sql.add_bisects(bisects)

@@ -9,7 +9,7 @@ Text columns compare and sort bytewise (``COLLATE "C"``), as SQLite does, so a
 report lists tests in the same order on both backends. ``double precision`` is
 SQLite's REAL (8 bytes), ``bigint`` its INTEGER. Ids are identity columns that
 also take explicit values (metric ids are assigned by the writer, which holds the
-write lock: see `gates.store.history._insert_metrics`).
+write lock: see `gates.store.run_writes._insert_metrics`).
 """
 
 from __future__ import annotations

@@ -440,7 +440,7 @@ def _m008_compact_plans_verdicts(db: Database) -> None:
 
 @_migration("m009_gate_note")
 def _m009_gate_note(db: Database) -> None:
-    # Why the gate did not judge a run (`History.mark_not_judged`): its bad-input line
+    # Why the gate did not judge a run (`RunWrites.mark_not_judged`): its bad-input line
     # (status gate-error) or how it stopped (gate-unfinished). NULL on every other run.
     db.execute("ALTER TABLE runs ADD COLUMN gate_note TEXT")
 
@@ -448,7 +448,7 @@ def _m009_gate_note(db: Database) -> None:
 @_migration("m010_gate_mode")
 def _m010_gate_mode(db: Database) -> None:
     # The session's gate mode (enforce, warn, off), written with the run as pytest starts,
-    # and the time its gate saved its verdicts (`History.save_verdicts`, in the same
+    # and the time its gate saved its verdicts (`RunWrites.save_verdicts`, in the same
     # transaction). A complete run recorded with its gate on and no ``gated_at`` was never
     # judged: it reads as failed. Older rows hold NULL in both and read as they did.
     db.execute("ALTER TABLE runs ADD COLUMN gate_mode TEXT")
@@ -510,7 +510,7 @@ TEXT_REFS = (("metric_rows", "nodeid_id"), ("metric_rows", "key_id"),
 KNOWN_MIGRATIONS = tuple(name for name, _ in _STEPS)
 SCHEMA_VERSION = len(KNOWN_MIGRATIONS)
 
-# The `verdicts` columns a caller's row fills (see `History.save_verdicts`); the
+# The `verdicts` columns a caller's row fills (see `RunWrites.save_verdicts`); the
 # other keys of a row are folded into `detail`.
 VERDICT_COLUMNS = (
     "key", "nodeid", "verdict", "baseline", "new", "rel_change", "ci_low", "ci_high",
