@@ -251,8 +251,12 @@ def test_a_suspect_is_rerun_and_the_rerun_decides(make_tree, tmp_path, values, r
     assert r.returncode == rc, r.stdout + r.stderr
     assert "suspected 1 test(s); confirming (attempt 1 of 1)" in r.stdout
     assert (tmp_path / "count").read_text() == "2"  # first attempt + one rerun
-    # --confirm 0: the suspect is recorded and the session passes.
+    # --confirm 0: the suspect is recorded and the session passes. On a fresh baseline: a
+    # regression held above stays red for the same code until accepted.
     (tmp_path / "count").unlink()
+    for leftover in tree.glob("h.db*"):
+        leftover.unlink()
+    _baseline(tree / "h.db")
     r0 = run(tree, "cpu", "--gate", "enforce", "--confirm", "0",
              env={"LAT_VALUES": values, "LAT_COUNT": str(tmp_path / "count")})
     assert r0.returncode == 0 and "confirming" not in r0.stdout, r0.stdout + r0.stderr
