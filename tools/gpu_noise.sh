@@ -27,7 +27,7 @@ source tools/device_setup.sh .dev >>"$log" 2>&1 || { cat "$log"; exit 1; }
 { echo "== start"; nvidia-smi -q -d CLOCK,PERFORMANCE,POWER,TEMPERATURE; } >"$out/smi.txt" 2>&1
 nvidia-smi --query-gpu=name,uuid,driver_version,clocks.sm,clocks.mem,power.draw,power.limit --format=csv | tee -a "$log"
 echo "== suite (cold JIT cache)" | tee -a "$log"
-timeout 300 python3 -m pytest suites/kernels/test_flashinfer_decode.py -q -p no:cacheprovider \
+timeout 300 python3 -m pytest suites/kernels/test_flashinfer_decode.py -q -p no:cacheprovider -p gates.record.plugin \
     --gates-suite base-b-1gpu --gates-history "$out/suite.db" 2>&1 | tail -25 | tee -a "$log"
 echo "suite rc=$? at $(( $(date +%s) - t0 )) s" | tee -a "$log"
 # One file back, not three: fold the history's write-ahead log into it.
