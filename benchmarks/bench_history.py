@@ -59,7 +59,7 @@ def build(path: Path, total_samples: int, metrics_per_run: int, samples_per_metr
             h.run_writes.record_run(record)
             if (i + 1) % 500 == 0:
                 print(f"  built {i + 1}/{runs} runs", flush=True)
-        samples = h.sample_count()
+        samples = h.merge_reads.sample_count()
     print(f"built {runs} runs, {samples:,} samples in {time.perf_counter() - started:.1f} s")
     return samples
 
@@ -78,13 +78,13 @@ def main(argv: list[str] | None = None) -> int:
         tmp = tempfile.TemporaryDirectory()
         args.path = Path(tmp.name) / "history.db"
     with open_history(args.path) as h:
-        have = h.sample_count()
+        have = h.merge_reads.sample_count()
     if have < args.samples:
         build(args.path, args.samples - have, args.metrics_per_run, args.samples_per_metric)
 
     appends, reads = [], []
     with open_history(args.path) as h:
-        total = h.sample_count()
+        total = h.merge_reads.sample_count()
         for r in range(args.repeat):
             record = make_run(10_000_000 + r, 500, args.samples_per_metric, suite=SUITES[0],
                               fingerprint=FINGERPRINTS[0], run_id=f"append-{time.time_ns()}")

@@ -13,7 +13,7 @@ hold no history yet.
    samples and one test per metric) through `History`, as CI shards do. Counts
    every run, metric and sample afterwards: lost = expected - found; errors =
    exceptions in the writers.
-2. Gate: the same history is copied run by run (`History.export_run` /
+2. Gate: the same history is copied run by run (`MergeReads.export_run` /
    `insert_bundle`) into an SQLite file; one new run is recorded in both and
    judged with `gates.gate.evaluate_run` (open, baseline reads, statistics,
    verdicts saved, close), ``--repeat`` times on each backend: the ratio of the
@@ -103,7 +103,7 @@ def run_writers(url: str, writers: int, runs: int, n_metrics: int,
     with open_history(url) as h:
         found = {t: h._rows(f"SELECT count(*) AS n FROM {t}")[0]["n"]
                  for t in ("runs", "metrics")}
-        found["samples"] = h.sample_count()
+        found["samples"] = h.merge_reads.sample_count()
         complete = len(h._rows("SELECT run_id FROM runs WHERE status = 'complete'"))
         short = h._rows("SELECT count(*) AS n FROM metric_rows WHERE length(samples) != ?",
                         (8 * n_samples,))[0]["n"]
@@ -117,9 +117,9 @@ def run_writers(url: str, writers: int, runs: int, n_metrics: int,
 
 def copy_history(src: History, dest: Path) -> int:
     with open_history(dest) as out:
-        ids = src.run_ids()
+        ids = src.merge_reads.run_ids()
         for start in range(0, len(ids), 100):
-            bundles = [src.export_run(r) for r in ids[start:start + 100]]
+            bundles = [src.merge_reads.export_run(r) for r in ids[start:start + 100]]
             out.in_transaction(lambda b=bundles: [out.run_writes.insert_bundle(x) for x in b])
     return len(ids)
 

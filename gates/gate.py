@@ -190,7 +190,7 @@ def evaluate_run(
     one write of its verdicts (``RunWrites.save_verdicts``; not with ``save=False``).
 
     ``plan``: the runner's plan JSON (its ``gates`` list); without it, the
-    gates stored with the run (``History.plan_gates``) are used.
+    gates stored with the run (``PlanningReads.plan_gates``) are used.
     ``confirm_of``: the run this one re-checks (confirm on trip); only the
     metrics its previous attempt sent on (``decisions.next_stage``) are judged,
     each at its stage, with every earlier attempt of the chain left out of the

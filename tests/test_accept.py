@@ -193,7 +193,7 @@ def test_merge_refuses_a_shard_whose_carried_entry_is_forged(tmp_path):
     with open_history(shard) as h:
         rid = add_run(h, 30, 1.10, rng)
         evaluate_run(h, rid, acceptances=[entry])
-        bundle = h.export_run(rid)
+        bundle = h.merge_reads.export_run(rid)
     check_bundle(bundle, "shard.db")  # the genuine entry passes
     for forged in ({"pattern": ""}, {"at": "soon"}, {"who": 3},
                    {"entry_id": None}, {"x) VALUES (1); --": "1"}):

@@ -53,7 +53,7 @@ def h(store_location):
 def test_new_file_gets_schema_wal_and_tables(tmp_path):
     path = tmp_path / "sub" / "history.db"
     with open_history(path) as h:
-        assert h.schema_version == SCHEMA_VERSION
+        assert h.backend.schema_version == SCHEMA_VERSION
         assert h.conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
         tables = set(h.db.table_names())
         views = set(h.db.view_names())
@@ -61,7 +61,7 @@ def test_new_file_gets_schema_wal_and_tables(tmp_path):
             "verdict_rows", "texts", "trust_log", "_sqlite_migrations"} <= tables
     assert {"tests", "metrics", "verdicts", "plan_files"} <= views
     with open_history(path) as h:  # reopening migrates nothing and keeps data
-        assert h.schema_version == SCHEMA_VERSION
+        assert h.backend.schema_version == SCHEMA_VERSION
 
 
 def test_run_roundtrip(h):
@@ -77,9 +77,9 @@ def test_run_roundtrip(h):
     assert metric["samples"] == [1.0, 2.0, 3.0]
     assert (metric["median"], metric["count"], metric["unit"], metric["better"]) == (
         2.0, 3, "s", "lower")
-    assert h.plan_files(p.run_id)[0]["est_time"] == 120
-    assert h.plan_files(p.run_id)[0]["labels"] == ["x"]
-    assert h.plan_gates(p.run_id)[0]["options"] == {"better": "lower", "level": 0.05}
+    assert h.planning_reads.plan_files(p.run_id)[0]["est_time"] == 120
+    assert h.planning_reads.plan_files(p.run_id)[0]["labels"] == ["x"]
+    assert h.planning_reads.plan_gates(p.run_id)[0]["options"] == {"better": "lower", "level": 0.05}
     assert h.outcome_counts(p.run_id) == {"passed": 2}
 
 
@@ -89,7 +89,7 @@ def test_started_run_is_incomplete_and_never_a_baseline(h):
     assert h.run(p.run_id)["status"] == "incomplete"
     record(h, 2)
     assert [r["run_id"] for r in h.baseline_reads.metric_series("s", "k", "gpu-a")] == ["run002"]
-    assert h.file_durations("s", "gpu-a") == {"suites/a/test_a.py": [1.0],
+    assert h.planning_reads.file_durations("s", "gpu-a") == {"suites/a/test_a.py": [1.0],
                                              "suites/b/test_b.py": [2.0]}
 
 
@@ -101,7 +101,7 @@ def test_interrupted_session_is_kept_but_not_a_baseline(h):
     assert h.run(p.run_id)["status"] == "interrupted"
     assert h.metrics(p.run_id)[0]["samples"] == [1.0]
     assert h.baseline_reads.metric_series("s", "k", "gpu-a") == []
-    assert h.file_durations("s", "gpu-a") == {}
+    assert h.planning_reads.file_durations("s", "gpu-a") == {}
 
 
 def test_credentials_in_a_test_failure_or_skip_are_never_stored(h):
@@ -184,8 +184,8 @@ def test_untrusted_runs_are_not_baselines_but_stay(h):
     assert changed == ["run002"]
     assert [r["run_id"] for r in h.baseline_reads.metric_series("s", "k", "gpu-a")] == ["run003", "run001"]
     assert len(h.baseline_reads.metric_series("s", "k", "gpu-a", trusted_only=False)) == 3
-    assert "suites/a/test_a.py" in h.file_durations("s", "gpu-a")
-    assert len(h.file_durations("s", "gpu-a")["suites/a/test_a.py"]) == 2
+    assert "suites/a/test_a.py" in h.planning_reads.file_durations("s", "gpu-a")
+    assert len(h.planning_reads.file_durations("s", "gpu-a")["suites/a/test_a.py"]) == 2
     assert h.run("run002")["trust_reason"] == "broken runner"
     h.run_writes.set_trust(run_ids="run002", trusted=True, reason="runner fixed")  # a bare id works
     assert len(h.baseline_reads.metric_series("s", "k", "gpu-a")) == 3
@@ -209,10 +209,10 @@ def test_set_trust_errors(h):
 def test_file_durations_skip_failing_runs_and_limit(h):
     for i in range(1, 6):
         record(h, i, duration=float(i), outcome="failed" if i == 4 else "passed")
-    durations = h.file_durations("s", "gpu-a", limit=3)
+    durations = h.planning_reads.file_durations("s", "gpu-a", limit=3)
     assert durations["suites/a/test_a.py"] == [5.0, 3.0, 2.0]
     assert durations["suites/b/test_b.py"] == [2.0, 2.0, 2.0]
-    assert h.file_durations("s", "gpu-b") == {}
+    assert h.planning_reads.file_durations("s", "gpu-b") == {}
 
 
 def test_file_durations_skip_a_run_whose_durations_are_not_seconds(tmp_path):
@@ -230,8 +230,8 @@ def test_file_durations_skip_a_run_whose_durations_are_not_seconds(tmp_path):
                          "(SELECT id FROM texts WHERE text = 'suites/a/test_a.py')",
                          (bad, f"run{i:03d}"))
     with open_history(path) as h:
-        assert h.file_durations("s", "gpu-a")["suites/a/test_a.py"] == [1.0]
-        assert h.file_durations("s", "gpu-a")["suites/b/test_b.py"] == [2.0] * 4
+        assert h.planning_reads.file_durations("s", "gpu-a")["suites/a/test_a.py"] == [1.0]
+        assert h.planning_reads.file_durations("s", "gpu-a")["suites/b/test_b.py"] == [2.0] * 4
 
 
 def test_file_durations_sum_tests_of_a_file(h):
@@ -239,7 +239,7 @@ def test_file_durations_sum_tests_of_a_file(h):
     tests = [TestResult(f"f.py::t{i}", "f.py", "passed", 0.5) for i in range(4)]
     tests.append(TestResult("f.py::skip", "f.py", "skipped", 0.0, skip_reason="no gpu"))
     h.run_writes.record_run(RunRecord(p, tests))
-    assert h.file_durations("s", "gpu-a") == {"f.py": [2.0]}
+    assert h.planning_reads.file_durations("s", "gpu-a") == {"f.py": [2.0]}
 
 
 def test_file_durations_leave_out_a_run_where_every_test_of_the_file_skipped(h):
@@ -252,7 +252,7 @@ def test_file_durations_leave_out_a_run_where_every_test_of_the_file_skipped(h):
                             skip_reason="no gpu" if outcome == "skipped" else None) for j in range(2)]
         tests.append(TestResult("g.py::t", "g.py", "skipped", 0.0, skip_reason="sm100 only"))
         h.run_writes.record_run(RunRecord(p, tests))
-    assert h.file_durations("s", "gpu-a") == {"f.py": [60.0, 60.0, 60.0]}
+    assert h.planning_reads.file_durations("s", "gpu-a") == {"f.py": [60.0, 60.0, 60.0]}
 
 
 def test_verdicts_roundtrip_and_replace(h):
@@ -382,15 +382,15 @@ def test_merge_is_idempotent(tmp_path, store_location):
     assert report.per_shard == {str(a): 2, str(b): 1}
     assert str(report).startswith("merged 3 new run(s) into ")
     with open_history(into) as h:
-        snapshot = {r: h.export_run(r) for r in h.run_ids()}
+        snapshot = {r: h.merge_reads.export_run(r) for r in h.merge_reads.run_ids()}
         assert h.metrics("run003")[0]["samples"] == [1.0, 2.0, 3.0]
         assert len(h.verdicts("run001")) == 1
-        assert h.plan_files("run002")[0]["path"] == "suites/a/test_a.py"
+        assert h.planning_reads.plan_files("run002")[0]["path"] == "suites/a/test_a.py"
     again = merge_histories([a, b, a], into)
     assert again.added == [] and sorted(again.unchanged) == ["run001", "run002", "run003"]
     with open_history(into) as h:
-        assert {r: h.export_run(r) for r in h.run_ids()} == snapshot
-        assert h.sample_count() == 9
+        assert {r: h.merge_reads.export_run(r) for r in h.merge_reads.run_ids()} == snapshot
+        assert h.merge_reads.sample_count() == 9
 
 
 def test_merge_after_trust_change_is_not_a_conflict(tmp_path, store_location):
@@ -411,7 +411,7 @@ def test_merge_conflict_with_target_writes_nothing(tmp_path, store_location):
     with pytest.raises(MergeConflict, match="run001 exists in .* different content"):
         merge_histories([other], into)
     with open_history(into) as h:
-        assert h.run_ids() == ["run001"] and h.metrics("run001")[0]["samples"] == [1.0, 2.0, 3.0]
+        assert h.merge_reads.run_ids() == ["run001"] and h.metrics("run001")[0]["samples"] == [1.0, 2.0, 3.0]
 
 
 def test_merge_conflict_between_shards(tmp_path, store_location):
@@ -421,7 +421,7 @@ def test_merge_conflict_between_shards(tmp_path, store_location):
     with pytest.raises(MergeConflict, match="differs from the same run"):
         merge_histories([a, b], into)
     with open_history(into) as h:
-        assert h.run_ids() == []
+        assert h.merge_reads.run_ids() == []
 
 
 def test_merge_refuses_target_as_shard_and_missing_shard(tmp_path):
@@ -455,7 +455,7 @@ def test_a_shard_of_an_older_schema_merges_and_stays_as_it_was(tmp_path, store_l
     assert merge_histories([current], store_location).unchanged == ["run001", "run002"]
     with open_history(store_location) as h:
         assert h.metrics("run002")[0]["samples"] == [1.0, 2.0, 3.0]
-        assert h.plan_files("run001")[0]["path"] == "suites/a/test_a.py"
+        assert h.planning_reads.plan_files("run001")[0]["path"] == "suites/a/test_a.py"
         assert len(h.verdicts("run001")) == 1
 
 

@@ -72,7 +72,7 @@ def test_eight_processes_append_without_losing_a_run(store_location: Path | str)
         assert len(runs) == WRITERS * RUNS_EACH
         assert {r["status"] for r in runs} == {"complete"}
         assert _count(h, "metrics") == WRITERS * RUNS_EACH * METRICS_EACH
-        assert h.sample_count() == WRITERS * RUNS_EACH * METRICS_EACH * 5
+        assert h.merge_reads.sample_count() == WRITERS * RUNS_EACH * METRICS_EACH * 5
         # metric ids were assigned under the write lock: every metric owns its 5 samples
         assert h.conn.execute("SELECT count(*) FROM metric_rows "
                               "WHERE length(samples) != 5 * 8").fetchone()[0] == 0

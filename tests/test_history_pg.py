@@ -72,7 +72,7 @@ def test_the_dialects_state_what_differs():
 
 def test_new_database_gets_schema_views_and_reopens(pg_url):
     with open_history(pg_url) as h:
-        assert h.schema_version == len(PG_KNOWN_MIGRATIONS)
+        assert h.backend.schema_version == len(PG_KNOWN_MIGRATIONS)
         record(h, 1, plan=PLAN)
         h.run_writes.save_verdicts("run001", [{"key": "k", "verdict": "pass", "rel_change": 0.01}])
         h.check()
@@ -113,7 +113,7 @@ def test_older_schema_migrates_read_write_only(pg_url):
     with pytest.raises(HistoryError, match="schema is older"):
         open_history(pg_url, readonly=True)
     with open_history(pg_url) as h:
-        assert h.schema_version == len(PG_KNOWN_MIGRATIONS)
+        assert h.backend.schema_version == len(PG_KNOWN_MIGRATIONS)
         assert h.run("run001")["status"] == "complete"
 
 
@@ -166,7 +166,7 @@ def test_ingest_loads_per_run_files_by_run_id_idempotently(tmp_path, pg_url, cap
     out = capsys.readouterr().out
     assert "merged 1 new run(s)" in out and "2 already present" in out
     with open_history(pg_url) as h:
-        assert h.run_ids() == ["run001", "run002", "run003"]
+        assert h.merge_reads.run_ids() == ["run001", "run002", "run003"]
         assert h.metrics("run003")[0]["samples"] == [1.0, 2.0, 3.0]
         assert [v["verdict"] for v in h.verdicts("run002")] == ["pass"]
     # The reports read it through the same URL.
@@ -183,7 +183,7 @@ def test_ingest_refuses_a_broken_file_whole(tmp_path, pg_url, capsys):
     err = capsys.readouterr().err
     assert "bad.db" in err and "median" in err and "not merged" in err
     with open_history(pg_url) as h:
-        assert h.run_ids() == []
+        assert h.merge_reads.run_ids() == []
     other = _run_file(tmp_path, "other.db", 1, commit="9999999abc")  # run001, other content
     assert main(["ingest", str(good), "--into", pg_url]) == 0
     assert main(["ingest", str(other), "--into", pg_url]) == 2
@@ -270,16 +270,16 @@ def test_m002_database_migrates_to_the_compact_layout(pg_url):
         conn.execute("INSERT INTO plan_files (run_id, path, line, est_time, expected, marker, "
                      "labels) VALUES ('old1', 't.py', 3, 30.0, 28.5, 'gpu', '[\"x\"]')")
     with open_history(pg_url) as h:
-        assert h.schema_version == len(PG_KNOWN_MIGRATIONS)
+        assert h.backend.schema_version == len(PG_KNOWN_MIGRATIONS)
         assert [(m["key"], m["samples"], m["suite"]) for m in h.metrics("old1")] == [
             ("k", [1.0, 3.0, 2.0], "s")]
         assert [(t["nodeid"], t["path"], t["duration"]) for t in h.tests("old1")] == [
             ("t.py::a", "t.py", 1.5)]
         assert [(v["verdict"], v["detail"]) for v in h.verdicts("old1")] == [("pass", {"n": 1})]
         assert [(f["path"], f["line"], f["est_time"], f["expected"], f["marker"], f["labels"])
-                for f in h.plan_files("old1")] == [("t.py", 3, 30.0, 28.5, "gpu", ["x"])]
+                for f in h.planning_reads.plan_files("old1")] == [("t.py", 3, 30.0, 28.5, "gpu", ["x"])]
         record(h, 1)  # new rows get ids after the migrated ones
-        assert h.metrics("run001")[0]["id"] > 7 and h.sample_count() == 6
+        assert h.metrics("run001")[0]["id"] > 7 and h.merge_reads.sample_count() == 6
         h.run_writes.save_verdicts("run001", [{"key": "k", "verdict": "pass"}])
         h.check()
 
@@ -309,9 +309,9 @@ def test_snapshot_of_a_database_reads_as_the_files(tmp_path, pg_url):
     make_snapshot(pg_url, tmp_path / "b.db", [SUITE], rows_per_key=20, per_file=5)
     make_snapshot(path, tmp_path / "c.db", [SUITE], rows_per_key=20, per_file=5)
     with open_history(tmp_path / "b.db") as b, open_history(tmp_path / "c.db") as c:
-        ids = c.run_ids()
-        assert 20 <= len(ids) < 61 and b.run_ids() == ids and "conf" in ids
-        assert all(b.export_run(r) == c.export_run(r) for r in ids)
+        ids = c.merge_reads.run_ids()
+        assert 20 <= len(ids) < 61 and b.merge_reads.run_ids() == ids and "conf" in ids
+        assert all(b.merge_reads.export_run(r) == c.merge_reads.export_run(r) for r in ids)
         assert b.fleet_sql.snapshot_run_ids() == set(ids)
     with pytest.raises(HistoryError, match="exists"):
         make_snapshot(pg_url, tmp_path / "b.db", [SUITE])
@@ -329,7 +329,7 @@ def test_prune_on_a_database_drops_what_the_file_drops(tmp_path, pg_url):
     for where in (path, pg_url):
         with open_history(where) as h:
             deleted = apply_prune(h, plan_prune(h, keep_runs=20))
-            out.append((h.run_ids(), h.fleet_sql.counts(), {k: v for k, v in deleted.items()
+            out.append((h.merge_reads.run_ids(), h.fleet_sql.counts(), {k: v for k, v in deleted.items()
                                                   if k != "texts"}))
     assert out[0] == out[1] and out[0][2]["runs"] > 0
     assert main(["prune", "--history", pg_url, "--keep-runs", "10", "--apply"]) == 0

@@ -199,7 +199,7 @@ def test_one_key_in_two_units_fails_the_second_test(pytester, no_torch_probe):
     result.stdout.fnmatch_lines(["*recorded in unit 'ms', but test_units.py::test_a recorded "
                                  "it in 's'*"])
     with open_history(db) as h:
-        assert [(m["key"], m["unit"]) for m in h.metrics(h.run_ids()[0])] == [("lat", "s")]
+        assert [(m["key"], m["unit"]) for m in h.metrics(h.merge_reads.run_ids()[0])] == [("lat", "s")]
     # A later run in another unit is refused against the history.
     pytester.makepyfile(test_units="def test_c(metrics):\n"
                                    "    metrics.record('lat', 9.0, unit='ms', better='lower')\n")
@@ -255,7 +255,7 @@ def test_a_history_poisoned_before_merge_checked_is_exit_2_and_named(template, t
     code, out, _ = cli(["check", "--history", path], capsys)
     assert code == 2 and "run 'run000500000000000000000000'" in out and "median 'fast'" in out
     with open_history(path) as h:
-        newest = h.run_ids()[-1]
+        newest = h.merge_reads.run_ids()[-1]
     assert gate_main(["--history", str(path), "--run-id", newest]) == 2
     assert "gate-report check" in capsys.readouterr().err
     shutil.copy(template, path)
@@ -273,7 +273,7 @@ def test_the_gate_on_json_nested_past_the_decoders_depth_is_exit_2_and_one_line(
     path = tmp_path / "history.db"
     shutil.copy(template, path)
     with open_history(path) as h:
-        newest = h.run_ids()[-1]
+        newest = h.merge_reads.run_ids()[-1]
     # The run as its session left it for its gate: recorded with the gate on, not judged.
     _force(path, "DELETE FROM verdict_rows WHERE run_num = (SELECT num FROM runs "
                  "WHERE run_id = ?)", (newest,))
@@ -305,7 +305,7 @@ def test_a_baseline_whose_hardware_is_nested_past_the_decoders_depth_has_no_host
     path = tmp_path / "history.db"
     shutil.copy(template, path)
     with open_history(path) as h:
-        newest, baseline = h.run_ids()[-1], h.run_ids()[-3]
+        newest, baseline = h.merge_reads.run_ids()[-1], h.merge_reads.run_ids()[-3]
     capsys.readouterr()
     clean = gate_main(["--history", str(path), "--run-id", newest, "--json"])
     want = capsys.readouterr().out

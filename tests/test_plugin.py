@@ -123,8 +123,8 @@ def test_records_every_outcome_and_metric(suite: pytest.Pytester):
         assert ("test_fails", "fail/metric") in metrics  # a failing test's metrics are kept
         # the rejected second call stored nothing; the first call's sample stays
         assert metrics[("test_bad_metric", "ok/metric")]["samples"] == [1.0]
-        assert h.plan_files("r1")[0]["expected"] == 31.5
-        assert h.plan_gates("r1")[0]["metric_key"] == "decode/latency"
+        assert h.planning_reads.plan_files("r1")[0]["expected"] == 31.5
+        assert h.planning_reads.plan_gates("r1")[0]["metric_key"] == "decode/latency"
 
 
 def test_bad_metric_message_reaches_the_test_report(suite: pytest.Pytester):
@@ -174,7 +174,7 @@ def test_two_sessions_make_two_runs(suite: pytest.Pytester):
         runs = h.runs()
         assert len(runs) == 2 and runs[0]["run_id"] != runs[1]["run_id"]
         assert len(h.baseline_reads.metric_series("cpu", "decode/latency", runs[0]["fingerprint"])) == 2
-        assert list(h.file_durations("cpu", runs[0]["fingerprint"])) == ["suites/test_suite.py"]
+        assert list(h.planning_reads.file_durations("cpu", runs[0]["fingerprint"])) == ["suites/test_suite.py"]
 
 
 def test_collection_error_is_recorded_against_the_file(pytester: pytest.Pytester):

@@ -54,7 +54,7 @@ def test_prune_keeps_what_gates_and_reports_read_and_verdicts_do_not_move(templa
     assert code == 0 and "deleted" in out, out
     assert pruned.stat().st_size < full.stat().st_size
     with open_history(pruned) as h:
-        kept = set(h.run_ids())
+        kept = set(h.merge_reads.run_ids())
         assert len(kept) < SERIES_LIMIT + 41
         # The trust log's run, the acceptance's run and the bisected commits stay; the
         # runs the gate reads stay (same verdicts below); an old confirm chain goes whole.
@@ -62,7 +62,7 @@ def test_prune_keeps_what_gates_and_reports_read_and_verdicts_do_not_move(templa
         assert f"run0007{FP}" not in kept and "confirm7" not in kept
         assert f"run0008{FP}" not in kept
         assert h.trust_log()[0]["reason"] == "broken runner gpu-17"
-        assert h.orphan_rows() == [] and len(h.acceptances()) == 1 and len(h.bisects()) == 1
+        assert h.merge_reads.orphan_rows() == [] and len(h.acceptances()) == 1 and len(h.bisects()) == 1
     verdicts = []
     for path in (full, pruned):
         with open_history(path) as h:
@@ -118,7 +118,7 @@ def test_a_kept_confirm_rerun_keeps_the_old_run_it_rechecked(template, tmp_path,
     code, out, _ = cli(["prune", "--history", path, "--keep-runs", "5", "--apply"], capsys)
     assert code == 0 and "in a confirm chain with a kept run" in out
     with open_history(path) as h:
-        kept = set(h.run_ids())
+        kept = set(h.merge_reads.run_ids())
     assert {"late-confirm", f"run0012{FP}"} <= kept and f"run0013{FP}" not in kept
 
 
@@ -134,7 +134,7 @@ def test_prune_never_deletes_a_run_still_being_written(template, tmp_path, capsy
     code, out, _ = cli(["prune", "--history", path, "--keep-runs", "5", "--apply"], capsys)
     assert code == 0 and "1 still being written (incomplete)" in out, out
     with open_history(path) as h:
-        kept = set(h.run_ids())
+        kept = set(h.merge_reads.run_ids())
     assert live in kept and f"run0014{FP}" not in kept
 
 
@@ -149,7 +149,7 @@ def test_prune_keeps_the_runs_of_a_bisection_culprit(template, tmp_path, capsys)
     code, out, _ = cli(["prune", "--history", path, "--keep-runs", "10", "--apply"], capsys)
     assert code == 0, out
     with open_history(path) as h:
-        kept = set(h.run_ids())
+        kept = set(h.merge_reads.run_ids())
     assert {f"run0014{FP}", f"run0016{FP}", f"run0017{FP}"} <= kept
     assert f"run0015{FP}" not in kept  # between them, named by nothing: it goes
 
@@ -190,4 +190,4 @@ def test_sigint_to_a_real_prune_prints_no_traceback(template, tmp_path):
     out, err = proc.communicate(timeout=60)
     assert "Traceback" not in err and proc.returncode in (0, 130), err
     with open_history(path) as h:  # whole or nothing: never a run without its rows
-        assert h.orphan_rows() == []
+        assert h.merge_reads.orphan_rows() == []

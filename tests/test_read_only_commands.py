@@ -92,11 +92,11 @@ def test_check_reads_an_older_history_and_finds_it_sound(committed, capsys):
 def test_an_older_history_is_read_through_a_copy_that_goes_away(committed):
     with open_for_reading(committed / "history.db") as h:
         assert h.path == committed / "history.db"  # messages name the file, not the copy
-        assert h.schema_version == SCHEMA_VERSION and h.run_ids()
+        assert h.backend.schema_version == SCHEMA_VERSION and h.merge_reads.run_ids()
         copy = h.folder
         assert copy.exists()
     assert not copy.exists()
     # The first write migrates the file itself.
     with open_history(committed / "history.db") as h:
-        assert h.schema_version == SCHEMA_VERSION
+        assert h.backend.schema_version == SCHEMA_VERSION
     assert git(committed, "status", "--porcelain").strip() == "M history.db"

@@ -122,7 +122,7 @@ def test_a_future_dated_record_is_replaced_by_the_next_run(tmp_path):
     _put_rows(path, run_id, [(EXECUTED_MAP_PATH, "c" * 40, FUTURE, json.dumps(["pkg/a.py"]))])
     with open_history(path) as h:
         h.after_writes.record_import_maps("cpu", run_id, "d" * 40, {EXECUTED_MAP_PATH: ["pkg/b.py"]})
-        rows = h.import_maps("cpu")
+        rows = h.planning_reads.import_maps("cpu")
     assert [(r["commit_sha"], r["files"]) for r in rows] == [("d" * 40, ["pkg/b.py"])]
 
 

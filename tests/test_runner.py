@@ -358,7 +358,7 @@ def test_a_shard_gates_against_a_baseline_snapshot_and_keeps_only_its_runs(make_
     assert "regression" in r.stdout and "dropped 30 snapshot run(s); 2 run(s) of its own" in r.stdout
     assert (tmp_path / "snap.db").read_bytes() == before
     with open_history(tree / "h.db") as h:
-        assert len(h.run_ids()) == 2 and not h.fleet_sql.snapshot_run_ids()
+        assert len(h.merge_reads.run_ids()) == 2 and not h.fleet_sql.snapshot_run_ids()
     # A missing snapshot is bad input: one line, nothing run.
     r = run(tree, "cpu", "--baseline", str(tmp_path / "nope.db"))
     assert r.returncode == 2 and "nope.db" in r.stderr and "passed" not in r.stdout

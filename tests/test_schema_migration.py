@@ -59,7 +59,7 @@ def test_an_m002_history_migrates_in_place_with_nothing_lost(old):
     before = _old_content(old)
     assert len(before["metrics"]) == 48 and len(before["verdicts"]) == 42
     with open_history(old) as h:
-        assert h.schema_version == SCHEMA_VERSION == 12
+        assert h.backend.schema_version == SCHEMA_VERSION == 12
         runs = _rows(h.conn, "SELECT * FROM runs ORDER BY rowid")
         # m009's gate_note, m010's gate_mode and gated_at, m011's planned_shards: NULL,
         # so they read as before
@@ -77,10 +77,10 @@ def test_an_m002_history_migrates_in_place_with_nothing_lost(old):
                     (json.loads(r[16]) or {}).get("ci_conf") if r[16] else None for r in got]
                 got = [r[:-2] for r in got]
             assert got == before[view], view
-        samples = sorted((m["id"], m["samples"]) for rid in h.run_ids()
+        samples = sorted((m["id"], m["samples"]) for rid in h.merge_reads.run_ids()
                          for m in h.metrics(rid))
         assert samples == before["samples"]
-        assert h.orphan_rows() == []
+        assert h.merge_reads.orphan_rows() == []
         h.check()
 
 
@@ -102,7 +102,7 @@ def test_a_migrated_history_takes_new_runs_and_gates_them(old):
         assert other and all(v.n_baseline == 6 and v.verdict == "pass" for v in other)
         assert len(old_keys) == 6 and len(result.verdicts) == 73
         assert min(m["id"] for m in h.metrics(rid)) == last_id + 1
-        assert h.run(rid)["num"] == len(h.run_ids())
+        assert h.run(rid)["num"] == len(h.merge_reads.run_ids())
 
 
 def test_a_history_with_rows_of_no_run_is_refused_and_left_untouched(old):
@@ -142,9 +142,9 @@ def test_an_m007_history_reads_the_same_after_m008(tmp_path):
     conn.close()
     assert before["plan_files"] and before["verdicts"]
     with open_history(path) as h:
-        assert h.schema_version == SCHEMA_VERSION == 12
+        assert h.backend.schema_version == SCHEMA_VERSION == 12
         assert _views(h.conn) == before
-        assert h.orphan_rows() == [] and h.check() is None
+        assert h.merge_reads.orphan_rows() == [] and h.check() is None
     # A read-only open of the old file reads the same through a migrated copy, and
     # leaves the file byte for byte as it was.
     original = tmp_path / "untouched.db"
@@ -173,8 +173,8 @@ def test_m008_keeps_plan_and_verdict_words_once(tmp_path):
 def test_the_repository_history_is_at_this_schema_and_reads():
     # Committed migrated, so reports and planners read it without a migrated copy.
     with open_for_reading(REPO_HISTORY) as h:
-        assert h.schema_version == SCHEMA_VERSION and not hasattr(h, "folder")
-        assert h.plan_files(h.run_ids()[-1]) and h.verdicts(h.run_ids()[-1])
+        assert h.backend.schema_version == SCHEMA_VERSION and not hasattr(h, "folder")
+        assert h.planning_reads.plan_files(h.merge_reads.run_ids()[-1]) and h.verdicts(h.merge_reads.run_ids()[-1])
 
 
 def test_the_repository_history_has_this_codes_views(tmp_path):

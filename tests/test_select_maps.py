@@ -290,16 +290,16 @@ def test_store_keeps_the_newest_map_per_file_and_carries_it_in_bundles(store_loc
         assert h.after_writes.record_import_maps("cpu", run_id, "c1", {"t/test_a.py": ["a.py", "b.py"]}, at="2026-01-02T00:00:00Z") == 1
         h.after_writes.record_import_maps("cpu", run_id, "c0", {"t/test_a.py": ["old.py"]}, at="2026-01-01T00:00:00Z")  # older: ignored
         h.after_writes.record_import_maps("gpu", run_id, "c1", {"t/test_a.py": ["g.py"]}, at="2026-01-02T00:00:00Z")
-        rows = {(r["suite"], r["path"]): r for r in h.import_maps()}
+        rows = {(r["suite"], r["path"]): r for r in h.planning_reads.import_maps()}
         assert rows[("cpu", "t/test_a.py")]["files"] == ["a.py", "b.py"] and rows[("cpu", "t/test_a.py")]["commit_sha"] == "c1"
         assert rows[("gpu", "t/test_a.py")]["files"] == ["g.py"]
         h.after_writes.record_import_maps("cpu", run_id, "c2", {"t/test_a.py": ["new.py"]}, at="2026-01-03T00:00:00Z")
-        assert h.import_maps("cpu")[0]["files"] == ["new.py"]
-        bundle = h.export_run(run_id)
+        assert h.planning_reads.import_maps("cpu")[0]["files"] == ["new.py"]
+        bundle = h.merge_reads.export_run(run_id)
     assert len(bundle["import_maps"]) == 2
     with open_history(tmp_path / "other.db") as other:
         other.in_transaction(lambda: other.run_writes.insert_bundle(bundle))
-        assert {(r["suite"], tuple(r["files"])) for r in other.import_maps()} == {("cpu", ("new.py",)), ("gpu", ("g.py",))}
+        assert {(r["suite"], tuple(r["files"])) for r in other.planning_reads.import_maps()} == {("cpu", ("new.py",)), ("gpu", ("g.py",))}
 
 
 def test_lazy_import_table_is_read_not_open(tmp_path):

@@ -42,7 +42,7 @@ def _gate_new(path: Path) -> tuple[list[dict], dict]:
         rid = record(h, 200, keys=[*KEYS, "gone/latency"], shift=1.08, seed=3)
         rows = [v.row(1, None) for v in evaluate_run(h, rid, save=True,
                                                      acceptances=[ENTRY]).verdicts]
-        return rows, h.file_durations(SUITE, FP)
+        return rows, h.planning_reads.file_durations(SUITE, FP)
 
 
 def test_gating_against_a_snapshot_gives_the_full_historys_verdicts(history, tmp_path):
@@ -61,7 +61,7 @@ def test_gating_against_a_snapshot_gives_the_full_historys_verdicts(history, tmp
     # The shard uploads only its own run; merged back, it is the run the full one gated.
     strip_shard(shard)
     with open_history(shard) as h:
-        assert h.run_ids() == [f"run0200{FP}"]
+        assert h.merge_reads.run_ids() == [f"run0200{FP}"]
     merged = tmp_path / "merged.db"
     shutil.copy(history, merged)
     assert merge_histories([shard], merged).added == [f"run0200{FP}"]
@@ -115,7 +115,7 @@ def test_a_bisection_run_on_a_snapshot_merges_as_its_evidence_alone(history, tmp
     with open_history(snap) as b:
         b.after_writes.save_bisect(row)
     with open_history(main) as h:
-        runs = h.run_ids()
+        runs = h.merge_reads.run_ids()
     report = merge_histories([snap], main)
     assert report.added == [] and report.copies == copied and report.bisects == 1
     assert "1 new bisection" in str(report)
@@ -123,7 +123,7 @@ def test_a_bisection_run_on_a_snapshot_merges_as_its_evidence_alone(history, tmp
     with open_history(main) as h:
         [got] = h.bisects("k1/latency")
         assert got["culprit"] == row["culprit"] and got["evidence"] == row["evidence"]
-        assert h.run_ids() == runs  # no run of the bisection's file is main's
+        assert h.merge_reads.run_ids() == runs  # no run of the bisection's file is main's
     # A file whose bisection row is broken is refused whole, as a broken run row is.
     with open_history(snap) as b:
         b.in_transaction(lambda: b.conn.execute("UPDATE bisects SET evidence = 'x{'"))
@@ -144,13 +144,13 @@ def test_a_snapshot_keeps_the_runs_that_measured_a_file_behind_runs_that_skipped
             outcome, seconds = ("passed", 60.0) if i <= 5 else ("skipped", 0.01)
             h.run_writes.record_run(RunRecord(prov(i), [TestResult("f.py::t", "f.py", outcome, seconds,
                                                          skip_reason="no gpu" if i > 5 else None)]))
-        want = h.file_durations("s", "gpu-a")
+        want = h.planning_reads.file_durations("s", "gpu-a")
     assert want == {"f.py": [60.0] * 5}
     snap, shard = tmp_path / "snap.db", tmp_path / "shard.db"
     make_snapshot(full, snap, ["s"], "gpu-a")
     seed_shard(snap, shard)
     with open_history(shard) as h:
-        assert h.file_durations("s", "gpu-a") == want
+        assert h.planning_reads.file_durations("s", "gpu-a") == want
 
 
 def test_runs_their_gate_never_judged_crowd_no_baseline_out_of_the_snapshot(tmp_path):
@@ -167,7 +167,7 @@ def test_runs_their_gate_never_judged_crowd_no_baseline_out_of_the_snapshot(tmp_
     make_snapshot(full, snap, [SUITE], FP, rows_per_key=5, per_file=1)
     seed_shard(snap, shard)
     with open_history(shard) as h:
-        assert set(judged[-5:]) <= set(h.run_ids())
+        assert set(judged[-5:]) <= set(h.merge_reads.run_ids())
         rid = record(h, 200, shift=1.08, seed=3)
         got = {v.key: v.n_baseline for v in evaluate_run(h, rid, save=False).verdicts}
     assert got == {k: 5 for k in KEYS}
@@ -193,10 +193,10 @@ def test_a_snapshot_keeps_the_runs_that_measured_a_file_behind_runs_whose_second
             conn.execute("UPDATE test_rows SET duration = ? WHERE run_num = (SELECT num FROM "
                          "runs WHERE run_id = ?)", (("abc", None, -1.0)[i % 3], f"run{i:03d}"))
     with open_history(full) as h:
-        want = h.file_durations("s", "gpu-a")
+        want = h.planning_reads.file_durations("s", "gpu-a")
     assert want == {"f.py": [60.0] * 5}
     snap, shard = tmp_path / "snap.db", tmp_path / "shard.db"
     make_snapshot(full, snap, ["s"], "gpu-a")
     seed_shard(snap, shard)
     with open_history(shard) as h:
-        assert h.file_durations("s", "gpu-a") == want
+        assert h.planning_reads.file_durations("s", "gpu-a") == want

@@ -2,7 +2,7 @@
 
 A file's figure on a suite is the p90 of its last 15 trusted, complete, passing
 runs on the same hardware fingerprint, leaving out runs that skipped every test of the
-file (``gates.store.history.History.file_durations``,
+file (``gates.store.planning_reads.PlanningReads.file_durations``,
 read through ``python -m gates.store.durations``, or in process where the caller passes
 gates' reader (`DurationsReader`): ci_register never imports gates).
 p90 rather than the mean: a shard's makespan is hurt by the slow runs, and one

@@ -222,7 +222,7 @@ def assign_owners(history, report, root: Path) -> None:
 
     declared: dict[tuple[str, str], str] = {}
     for rid in {v.run_id for v in report.verdicts if v.cls != "pass"}:
-        for g in history.plan_gates(rid):
+        for g in history.planning_reads.plan_gates(rid):
             owner = (g.get("options") or {}).get("owner")
             if owner:
                 declared[(rid, g["metric_key"])] = owner

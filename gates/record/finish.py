@@ -40,7 +40,7 @@ def close_run(history_path: str, run_id: str, status: str, exit_status: int | No
     `HistoryError` when the history holds no such run: pytest stopped before the
     plugin began it (a conftest that exits at import), and nothing of it is recorded."""
     with open_history(history_path, create=False) as history:
-        if not history.has_run(run_id):
+        if not history.merge_reads.has_run(run_id):
             raise HistoryError(f"{cause}: no run {run_id} was recorded (pytest stopped "
                                "before its session began); nothing ran that a report can show")
         if status in (GATE_UNFINISHED, GATE_ERROR):

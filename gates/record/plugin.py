@@ -494,7 +494,7 @@ class _Recorder:
 
     def unit_of(self, suite: str, key: str) -> tuple[str, str] | None:
         try:
-            return self.history.unit_of(suite, key)
+            return self.history.planning_reads.unit_of(suite, key)
         except self._history_error:
             return None  # the run's own writes will say what is wrong with the file
 

@@ -327,7 +327,7 @@ def load_health_input(h: History, suite: str, *, window: int = 20,
     tests = h.report_reads.test_rows_of([r["run_id"] for r in all_runs])
     plan_files = h.report_reads.planned_est_times(ids)
     fingerprint = runs[0]["fingerprint"] if runs else None
-    durations = h.file_durations(suite, fingerprint, limit=15) if fingerprint else {}
+    durations = h.planning_reads.file_durations(suite, fingerprint, limit=15) if fingerprint else {}
     ever = h.report_reads.paths_ever_run(suite)
     return {
         "suite": suite, "fingerprint": fingerprint, "runs": all_runs, "tests": tests,

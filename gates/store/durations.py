@@ -53,7 +53,7 @@ def suites_durations(path: Path | str, suites: Sequence[str], fingerprint: str, 
           else open_history(path, create=False, readonly=True, busy_timeout_s=lock_wait_s)) as hist:
         for suite in suites:
             fp = hist.report_reads.latest_trusted_fingerprint(suite) if fingerprint == LATEST else fingerprint
-            found = hist.file_durations(suite, fp, limit=limit) if fp is not None else {}
+            found = hist.planning_reads.file_durations(suite, fp, limit=limit) if fp is not None else {}
             out[suite] = {"fingerprint": fp, "durations": found}
     return out
 

@@ -56,7 +56,7 @@ class FleetSQL:
 
         The newest ``rows_per_key`` metric rows of each key among complete trusted runs
         that may serve as baselines (``gates.store.baselines``, ``schema.JUDGED``), the
-        newest ``per_file`` clean first attempts of each file (`History.file_durations`),
+        newest ``per_file`` clean first attempts of each file (`PlanningReads.file_durations`),
         the suite's newest trusted run (``--fingerprint latest``), the confirm reruns of
         all of those (transient stand-ins, sequential confirms), and the runs that date
         each acceptance that may apply (the first run of a ``from_commit``, the first run

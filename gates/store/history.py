@@ -87,7 +87,7 @@ import shutil
 import sqlite3
 import tempfile
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
@@ -96,6 +96,8 @@ from gates.store.after_writes import AfterWrites
 from gates.store.baseline_reads import BaselineReads
 from gates.store.dialect import DIALECTS, Dialect
 from gates.store.fleet_sql import FleetSQL
+from gates.store.merge_reads import MergeReads
+from gates.store.planning_reads import PlanningReads
 from gates.store.records import (
     BUSY_TIMEOUT_S,
     FAILING,
@@ -115,10 +117,8 @@ from gates.store.report_reads import ReportReads
 from gates.store.rows import (
     decode_run,
 )
-from gates.store.run_writes import RunWrites, _drop
+from gates.store.run_writes import RunWrites
 from gates.store.schema import (
-    CLEAN_DURATION,
-    DURATION_TALLIES,
     KNOWN_MIGRATIONS,
     MIGRATION_SET,
     SCHEMA_VERSION,
@@ -395,11 +395,15 @@ class History:
     `close()`. `gates.store.open.open_history` opens one on a file or a database URL.
 
     Built from parts, not inherited: ``backend`` holds the connection, transactions and
-    schema guard (`SqliteBackend` by default; `gates.store.pg.PgBackend`); the writes
-    and per-run reads are this class's own; the bulk reads are ``baseline_reads``
-    (`BaselineReads`), ``report_reads`` (`ReportReads`) and ``fleet_sql`` (`FleetSQL`),
-    whose methods this class hands on under the same names. Every part runs its SQL on
-    the one connection.
+    schema guard (`SqliteBackend` by default; `gates.store.pg.PgBackend`); this class
+    opens and closes it, holds the writer lock and keeps the per-run reads. Each other
+    part owns its SQL and is named for what it serves: ``run_writes`` (`RunWrites`:
+    runs, tests, trust, verdicts), ``after_writes`` (`AfterWrites`: acceptances,
+    bisects, notifications, import maps), ``baseline_reads`` (the gate's inputs),
+    ``report_reads`` (reports, health), ``planning_reads`` (durations, plans, units),
+    ``merge_reads`` (whole runs for merges and snapshots) and ``fleet_sql``. Callers
+    call the part (``h.run_writes.record_run(...)``); nothing here hands a call on.
+    Every part runs its SQL on the one connection.
     """
 
     def __init__(self, path: str | os.PathLike[str], *, create: bool = True,
@@ -419,6 +423,11 @@ class History:
         self.fleet_sql = FleetSQL(self)
         self.run_writes = RunWrites(self)
         self.after_writes = AfterWrites(self)
+        self.planning_reads = PlanningReads(self)
+        self.merge_reads = MergeReads(self)
+        # Is the history whole (SQLite's integrity check; PostgreSQL's tables)? Raises
+        # `HistoryError` if it is damaged.
+        self.check: Callable[[], None] = self.backend.check
         # Run `fn` (which calls this store's writes) in one transaction, retried as a whole
         # while the file is locked: `fn` must be safe to run again.
         self.in_transaction: Callable[[Callable[[], _T]], _T] = self.backend._write
@@ -492,18 +501,6 @@ class History:
         names = [d[0] for d in cursor.description]
         return [dict(zip(names, row, strict=True)) for row in cursor.fetchall()]
 
-    @property
-    def schema_version(self) -> int:
-        """Number of schema migrations applied to this history."""
-        return self.backend.schema_version
-
-    def check(self) -> None:
-        """Check the history is whole (SQLite's integrity check; PostgreSQL's tables);
-        raise `HistoryError` if it is damaged."""
-        self.backend.check()
-
-    # ----------------------------------------------------------------- writes
-
     # ------------------------------------------------------------------ reads
 
     def _run_suite(self, run_id: str) -> str | None:
@@ -530,35 +527,6 @@ class History:
                           "LIMIT ?", [*params, limit])
         return [decode_run(r) for r in rows]
 
-    def unit_of(self, suite: str, key: str) -> tuple[str, str] | None:
-        """(unit, run_id) of the newest recorded value of `key` on `suite`, or None."""
-        row = self.conn.execute(
-            "SELECT m.unit, r.run_id FROM texts k JOIN metric_rows m ON m.key_id = k.id "
-            "JOIN runs r ON r.num = m.run_num WHERE k.text = ? AND r.suite = ? "
-            "ORDER BY r.started_at DESC LIMIT 1", (key, suite)).fetchone()
-        return None if row is None else (row[0], row[1])
-
-    def units_of(self, suite: str, keys: Iterable[str]) -> dict[str, tuple[str, str]]:
-        """{key: (unit, run id)} of the ``keys`` recorded on ``suite``: the unit of the
-        key's last written row (one key has one unit per suite), one index seek per key
-        (a merge checks every key of every new run; its cost must not grow with the
-        history)."""
-        out: dict[str, tuple[str, str]] = {}
-        wanted = sorted(set(keys))
-        ids: dict[str, int] = {}
-        for c in range(0, len(wanted), 500):
-            part = wanted[c:c + 500]
-            ids.update(self.conn.execute(f"SELECT text, id FROM texts WHERE text IN "
-                                         f"({','.join('?' * len(part))})", part))
-        for key, key_id in ids.items():
-            row = self.conn.execute(
-                "SELECT m.unit, r.run_id FROM metric_rows m JOIN runs r ON r.num = m.run_num "
-                "WHERE m.key_id = ? AND r.suite = ? ORDER BY m.run_num DESC LIMIT 1",
-                (key_id, suite)).fetchone()
-            if row is not None:
-                out[key] = (row[0], row[1])
-        return out
-
     def tests(self, run_id: str) -> list[dict[str, Any]]:
         """The run's test rows, by attempt then nodeid."""
         return self._rows("SELECT * FROM tests WHERE run_id = ? ORDER BY attempt, nodeid",
@@ -578,53 +546,6 @@ class History:
         rows = self._rows("SELECT * FROM metrics WHERE run_id = ? "
                           "ORDER BY attempt, nodeid, key", (run_id,))
         return with_samples(self.conn, rows)
-
-    def file_durations(self, suite: str, fingerprint: str,
-                       limit: int = 15) -> dict[str, list[float]]:
-        """{path: [seconds, ...] newest first} of each file's total test time.
-
-        Over complete, trusted runs of `suite` on `fingerprint`, first attempts only,
-        counting a run for a file only when none of that file's tests failed or
-        errored (a crash cut short is not a duration), at least one was not
-        skipped (a file that ran nothing measured nothing: its seconds are setup
-        only), and every duration is a number of seconds (0 to 1e9; a text, NULL, NaN or
-        infinite one, which only a hand-edited row holds, summed as 0 on SQLite and
-        planned shards and est_time from nothing). At most `limit` per file.
-        """
-        rows = self.conn.execute(
-            f"""
-            WITH per AS (
-                SELECT t.path, max(r.started_at) AS started_at, t.run_id,
-                       sum(t.duration) AS seconds, {DURATION_TALLIES}
-                FROM runs r JOIN tests t ON t.run_id = r.run_id AND t.attempt = 1
-                WHERE r.suite = ? AND r.fingerprint = ? AND r.status = 'complete'
-                      AND r.trusted = 1 AND t.path IS NOT NULL
-                GROUP BY t.run_id, t.path
-            ), ranked AS (
-                SELECT path, seconds, row_number() OVER (
-                    PARTITION BY path ORDER BY started_at DESC, run_id) AS rn
-                FROM per WHERE {CLEAN_DURATION}
-            )
-            SELECT path, seconds FROM ranked WHERE rn <= ? ORDER BY path, rn
-            """, (suite, fingerprint, limit)).fetchall()
-        out: dict[str, list[float]] = {}
-        for path, seconds in rows:
-            out.setdefault(path, []).append(seconds)
-        return out
-
-    def plan_files(self, run_id: str) -> list[dict[str, Any]]:
-        """The files the runner planned for the run (labels decoded), by path."""
-        rows = self._rows("SELECT * FROM plan_files WHERE run_id = ? ORDER BY path", (run_id,))
-        for row in rows:
-            row["labels"] = json.loads(row["labels"]) if row["labels"] else []
-        return rows
-
-    def plan_gates(self, run_id: str) -> list[dict[str, Any]]:
-        """The gates declared in the run's plan (options decoded), in plan order."""
-        rows = self._rows("SELECT * FROM plan_gates WHERE run_id = ? ORDER BY id", (run_id,))
-        for row in rows:
-            row["options"] = json.loads(row["options"]) if row["options"] else {}
-        return rows
 
     def verdicts(self, run_id: str, attempt: int | None = None) -> list[dict[str, Any]]:
         """Saved verdict rows of a run (``detail`` decoded), by attempt then insertion."""
@@ -747,84 +668,7 @@ class History:
 
     # ------------------------------------------------------------ import maps
 
-    def import_maps(self, suite: str | None = None, *, raw: bool = False) -> list[dict[str, Any]]:
-        """Stored import maps (``files`` decoded, or as stored with ``raw``), of one suite or all."""
-        sql, params = "SELECT suite, path, commit_sha, run_id, recorded_at, files FROM import_maps", []
-        if suite is not None:
-            sql += " WHERE suite = ?"
-            params.append(suite)
-        rows = self._rows(sql + " ORDER BY suite, path", params)
-        if raw:
-            return rows
-        for r in rows:
-            try:
-                files = json.loads(r["files"])
-            except (TypeError, ValueError):
-                files = None
-            r["files"] = [f for f in files if isinstance(f, str)] if isinstance(files, list) else None
-        return rows
-
     # ---------------------------------------------------------------- bundles
-
-    def export_run(self, run_id: str) -> dict[str, Any]:
-        """A run with all its rows, ids dropped (for merging and comparing)."""
-        runs = self._rows("SELECT * FROM runs WHERE run_id = ?", (run_id,))
-        if not runs:
-            raise HistoryError(f"{self.path}: no run {run_id}")
-        metrics = self.metrics(run_id)
-        return {
-            "run": _drop(runs[0], "num"),
-            "tests": [_drop(r, "id") for r in self.tests(run_id)],
-            "metrics": [_drop(r, "id") for r in metrics],
-            "plan_files": self._rows("SELECT * FROM plan_files WHERE run_id = ? ORDER BY path",
-                                     (run_id,)),
-            "plan_gates": [_drop(r, "id") for r in self._rows(
-                "SELECT * FROM plan_gates WHERE run_id = ? ORDER BY id", (run_id,))],
-            "verdicts": [_drop(r, "id") for r in self._rows(
-                "SELECT * FROM verdicts WHERE run_id = ? ORDER BY attempt, id", (run_id,))],
-            "trust_log": [_drop(r, "id") for r in self._rows(
-                "SELECT * FROM trust_log WHERE run_id = ? ORDER BY id", (run_id,))],
-            # The repo file's acceptance entries the run carried (gates.record.accept).
-            "acceptances": [_drop(r, "id") for r in self._rows(
-                "SELECT a.* FROM acceptances a JOIN run_acceptances ra ON ra.acceptance_id = "
-                "a.id WHERE ra.run_id = ? ORDER BY a.id", (run_id,))],
-            # The import maps this run recorded (still the newest of their files).
-            "import_maps": self._rows(
-                "SELECT suite, path, commit_sha, run_id, recorded_at, files FROM import_maps "
-                "WHERE run_id = ? ORDER BY suite, path", (run_id,)),
-        }
-
-    def has_run(self, run_id: str) -> bool:
-        return self._run_suite(run_id) is not None
-
-    def orphan_rows(self) -> list[str]:
-        """Rows that belong to no run (or no metric): what a broken or forged file holds."""
-        checks = (
-            ("tests", "SELECT count(*) FROM test_rows WHERE run_num NOT IN "
-                      "(SELECT num FROM runs WHERE num IS NOT NULL)"),
-            ("metrics", "SELECT count(*) FROM metric_rows WHERE run_num NOT IN "
-                        "(SELECT num FROM runs WHERE num IS NOT NULL)"),
-            ("verdicts", "SELECT count(*) FROM verdict_rows WHERE run_num NOT IN "
-                         "(SELECT num FROM runs WHERE num IS NOT NULL)"),
-            ("run_acceptances", "SELECT count(*) FROM run_acceptances WHERE run_id NOT IN "
-                                "(SELECT run_id FROM runs) OR acceptance_id NOT IN "
-                                "(SELECT id FROM acceptances)"),
-        )
-        out = []
-        for table, sql in checks:
-            n = self.conn.execute(sql).fetchone()[0]
-            if n:
-                out.append(f"{n} row(s) of {table} belong to no run")
-        return out
-
-    def sample_count(self) -> int:
-        """How many metric samples the file holds (8 bytes each in ``metric_rows.samples``)."""
-        return int(self.conn.execute("SELECT coalesce(sum(length(samples)), 0) / 8 "
-                                     "FROM metric_rows").fetchone()[0])
-
-    def run_ids(self) -> list[str]:
-        return [r[0] for r in self.conn.execute("SELECT run_id FROM runs ORDER BY started_at")]
-
 
 # ------------------------------------------------------------------- helpers
 

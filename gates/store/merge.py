@@ -74,7 +74,7 @@ def _check_units(history: History, pending: Mapping[str, tuple[str, dict[str, An
     for _shard, bundle, _ in pending.values():
         keys.setdefault(bundle["run"]["suite"], set()).update(m["key"] for m in bundle["metrics"])
     stored = {(suite, key): found for suite, ks in keys.items()
-              for key, found in history.units_of(suite, ks).items()}  # one query a suite
+              for key, found in history.planning_reads.units_of(suite, ks).items()}  # one query a suite
     for run_id, (shard_name, bundle, _) in pending.items():
         suite = bundle["run"]["suite"]
         for m in bundle["metrics"]:
@@ -123,7 +123,7 @@ def merge_histories(shards: Sequence[str | os.PathLike[str]],
             # A shard written before this code's last migration (an artifact from
             # before an upgrade) is read through a migrated copy, never written.
             with open_for_reading(shard_path) as source:
-                orphans = source.orphan_rows()
+                orphans = source.merge_reads.orphan_rows()
                 if orphans:
                     raise HistoryError(f"{shard_path}: {orphans[0]}; the shard was not merged "
                                        "(regenerate it, or drop it from the merge)")
@@ -131,7 +131,7 @@ def merge_histories(shards: Sequence[str | os.PathLike[str]],
                 # (gates.store.snapshot): never re-checked, never added again.
                 report.copies += len(source.fleet_sql.snapshot_run_ids())
                 for run_id in source.fleet_sql.own_run_ids():
-                    bundle = source.export_run(run_id)
+                    bundle = source.merge_reads.export_run(run_id)
                     try:
                         check_bundle(bundle, str(shard_path))
                     except ShardRejected as exc:
@@ -155,8 +155,8 @@ def merge_histories(shards: Sequence[str | os.PathLike[str]],
             report.unchanged.clear()
             report.per_shard.update(dict.fromkeys(report.per_shard, 0))
             for run_id, (shard_name, bundle, digest) in pending.items():
-                if history.has_run(run_id):
-                    if run_digest(history.export_run(run_id)) != digest:
+                if history.merge_reads.has_run(run_id):
+                    if run_digest(history.merge_reads.export_run(run_id)) != digest:
                         raise MergeConflict(
                             f"{shard_name}: run {run_id} exists in {history.path} with different "
                             "content; refusing to overwrite (inspect both, then merge the "
@@ -195,16 +195,16 @@ def check_history(path: str | os.PathLike[str]) -> list[str]:
     target = history_location(path)
     with (open_for_reading(target) if isinstance(target, Path)
           else open_history(target, create=False, readonly=True)) as history:
-        problems += [f"{history.path}: {p}" for p in history.orphan_rows()]
+        problems += [f"{history.path}: {p}" for p in history.merge_reads.orphan_rows()]
         now = dt.datetime.now(dt.UTC)
-        for row in history.import_maps(raw=True):
+        for row in history.planning_reads.import_maps(raw=True):
             if why := row_problem(row, now):
                 problems.append(f"{history.path}: import map {str(row.get('path'))[:80]!r} of suite "
                                 f"{str(row.get('suite'))[:40]!r} (run {str(row.get('run_id'))[:40]!r}): {why}; "
                                 "selection does not use it")
-        for run_id in history.run_ids():
+        for run_id in history.merge_reads.run_ids():
             try:
-                check_bundle(history.export_run(run_id), str(history.path))
+                check_bundle(history.merge_reads.export_run(run_id), str(history.path))
             except ShardRejected as exc:
                 problems.append(str(exc).replace("; the shard was not merged (regenerate it, "
                                                  "or drop it from the merge)", ""))

@@ -4,7 +4,7 @@ A shard is a file from another machine. One text or NULL median, a run dated nex
 month, a unit carrying a workflow command, or a metric whose rows do not belong to
 its run would, once merged, crash or mislead every later report and gate. A shard
 with any such row is refused whole, with one line naming the shard, the run and
-the field. Pure: takes exported bundles (`History.export_run`), does no I/O.
+the field. Pure: takes exported bundles (`MergeReads.export_run`), does no I/O.
 """
 
 from __future__ import annotations

@@ -44,7 +44,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             check_file(path, create=False)
             hist = open_for_reading(path, busy_timeout_s=a.lock_wait)
         with hist:
-            rows = hist.import_maps()
+            rows = hist.planning_reads.import_maps()
     except (HistoryError, sqlite3.Error, OSError, ValueError) as exc:
         reason = str(exc).splitlines()[0] if str(exc) else exc.__class__.__name__
         print(reason if reason.startswith(str(path)) else f"{path}: {reason}", file=sys.stderr)

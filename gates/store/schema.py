@@ -487,7 +487,7 @@ JUDGED = ("(coalesce({r}gate_mode, '') NOT IN ('enforce', 'warn') "
 # row) is a measurement only when none of its tests failed or errored (a crash cut short),
 # one did not skip (setup only), and every duration is seconds in [0, 1e9) (a text, NULL,
 # NaN or infinite one, only a hand-edited row, summed as 0 on SQLite). One rule for
-# `History.file_durations` and the snapshot's selection (`FleetSQL.gate_read_runs`).
+# `PlanningReads.file_durations` and the snapshot's selection (`FleetSQL.gate_read_runs`).
 DURATION_TALLIES = (
     "sum(CASE WHEN t.outcome IN ('failed', 'error') THEN 1 ELSE 0 END) AS bad, "
     "sum(CASE WHEN t.outcome = 'skipped' THEN 0 ELSE 1 END) AS ran, "

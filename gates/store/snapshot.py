@@ -68,7 +68,7 @@ def make_snapshot(history: str | os.PathLike[str], out: str | os.PathLike[str],
         for suite in suites:
             picked |= src.fleet_sql.gate_read_runs(suite, fingerprint, rows_per_key=rows_per_key,
                                          per_file=per_file)
-        total = len(src.run_ids())
+        total = len(src.merge_reads.run_ids())
         try:
             with open_history(target) as snap:
                 if isinstance(source, Path):
@@ -94,14 +94,14 @@ def seed_shard(snapshot: str | os.PathLike[str], shard: str | os.PathLike[str]) 
     snap, target = Path(snapshot), Path(shard)
     check_file(snap, create=False)
     with open_history(snap, create=False, readonly=True) as s:
-        if not s.fleet_sql.snapshot_run_ids() and s.run_ids():
+        if not s.fleet_sql.snapshot_run_ids() and s.merge_reads.run_ids():
             raise HistoryError(f"{snap}: a history, not a baseline snapshot; write one with "
                                "gate-report snapshot --suite S --out snap.db")
     if target.exists():
         with open_history(target, create=False) as h:
             if h.fleet_sql.snapshot_run_ids():
                 return f"{target}: already seeded from a snapshot; kept"
-            if h.run_ids():
+            if h.merge_reads.run_ids():
                 raise HistoryError(f"{target}: holds runs and was not seeded from a snapshot; "
                                    "give the shard a new --history file")
         for p in _files(target):
@@ -121,7 +121,7 @@ def strip_shard(shard: str | os.PathLike[str]) -> str:
             return f"{h.path}: no snapshot runs; nothing to strip"
         h.fleet_sql.delete_runs(h.fleet_sql.run_nums(copied).values())
         h.fleet_sql.vacuum()
-        own = len(h.run_ids())
+        own = len(h.merge_reads.run_ids())
     return f"{shard}: dropped {len(copied)} snapshot run(s); {own} run(s) of its own"
 
 
