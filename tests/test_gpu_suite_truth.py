@@ -27,7 +27,7 @@ def tree(catalog_tree):
 
 def _run_row(tree):
     with open_history(tree / "h.db", create=False) as h:
-        (row,) = h.db.execute("SELECT status, exit_status, trusted, trust_reason FROM runs")
+        (row,) = h.backend.db.execute("SELECT status, exit_status, trusted, trust_reason FROM runs")
     return row
 
 

@@ -55,8 +55,8 @@ def test_new_file_gets_schema_wal_and_tables(tmp_path):
     with open_history(path) as h:
         assert h.backend.schema_version == SCHEMA_VERSION
         assert h.conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
-        tables = set(h.db.table_names())
-        views = set(h.db.view_names())
+        tables = set(h.backend.db.table_names())
+        views = set(h.backend.db.view_names())
     assert {"runs", "test_rows", "metric_rows", "plan_file_rows", "plan_gates",
             "verdict_rows", "texts", "trust_log", "_sqlite_migrations"} <= tables
     assert {"tests", "metrics", "verdicts", "plan_files"} <= views

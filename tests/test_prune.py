@@ -129,8 +129,8 @@ def test_prune_never_deletes_a_run_still_being_written(template, tmp_path, capsy
     shutil.copy(template, path)
     live = f"run0013{FP}"
     with open_history(path) as h:
-        h.db.execute("UPDATE runs SET status = 'incomplete' WHERE run_id = ?", (live,))
-        h.db.commit()
+        h.backend.db.execute("UPDATE runs SET status = 'incomplete' WHERE run_id = ?", (live,))
+        h.backend.db.commit()
     code, out, _ = cli(["prune", "--history", path, "--keep-runs", "5", "--apply"], capsys)
     assert code == 0 and "1 still being written (incomplete)" in out, out
     with open_history(path) as h:

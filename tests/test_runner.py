@@ -300,7 +300,7 @@ def test_two_stage_confirm_reruns_again_unless_the_first_rerun_is_back_in_the_no
     from gates.store.open import open_history
 
     with open_history(tree / "h.db", create=False) as h:
-        rows = h.db.execute("SELECT r.confirm_of, v.verdict, v.attempt, v.detail FROM verdicts v "
+        rows = h.backend.db.execute("SELECT r.confirm_of, v.verdict, v.attempt, v.detail FROM verdicts v "
                             "JOIN runs r ON r.run_id = v.run_id WHERE v.key = 'lat' "
                             "ORDER BY v.attempt").fetchall()
     # Every attempt is recorded: the first (a regression), the reruns.
@@ -328,7 +328,7 @@ def test_sequential_confirm_takes_up_to_four_reruns_on_a_long_baseline(make_tree
     from gates.store.open import open_history
 
     with open_history(tree / "h.db", create=False) as h:
-        rows = h.db.execute("SELECT v.verdict, v.attempt, v.detail FROM verdicts v "
+        rows = h.backend.db.execute("SELECT v.verdict, v.attempt, v.detail FROM verdicts v "
                             "WHERE v.key = 'lat' ORDER BY v.attempt").fetchall()
     assert [row[0] for row in rows] == ["regression", "suspect", "suspect", "suspect",
                                         "regression" if rc else "pass"]

@@ -100,7 +100,7 @@ def test_a_rerun_far_on_the_good_side_clears_the_trip_and_announces_nothing(
                   env={"LAT_VALUES": "1.03 0.97", "LAT_COUNT": str(tmp_path / "count")})
     assert session.returncode == 0, session.stdout + session.stderr
     with open_history(tree / "h.db", create=False) as h:
-        stored = [r[0] for r in h.db.execute(
+        stored = [r[0] for r in h.backend.db.execute(
             "SELECT verdict FROM verdicts WHERE key = 'lat' ORDER BY attempt")]
         runs, scope = select_runs(h)
         report = build_report(load_report_input(h, runs, scope=scope))
@@ -216,7 +216,7 @@ def test_an_adopter_tree_with_its_history_outside_reads_as_its_session(
     assert session.returncode == rc, session.stdout + session.stderr
     assert (tmp_path / "count").read_text() == "2"  # the first attempt and one rerun
     with open_history(db, create=False) as h:
-        nodeids = {r[0] for r in h.db.execute("SELECT nodeid FROM tests")}
+        nodeids = {r[0] for r in h.backend.db.execute("SELECT nodeid FROM tests")}
         runs, scope = select_runs(h)
         report = build_report(load_report_input(h, runs, scope=scope))
     assert nodeids == {"suites/test_lat.py::test_lat"}  # every attempt's, and the baseline's

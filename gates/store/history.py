@@ -434,11 +434,6 @@ class History:
 
     # -------------------------------------------------------------- plumbing
 
-    @property
-    def db(self) -> Database | None:
-        """sqlite-utils' view of the file (None on PostgreSQL), made on first use."""
-        return self.backend.db
-
     def close(self) -> None:
         self.backend.close()
         lock = getattr(self, "_writer_lock", None)
