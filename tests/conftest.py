@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import os
+import signal
 import subprocess
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -18,6 +19,16 @@ from catalog_seed import catalog_text
 # later test importing scipy.special then failed "cannot load module more than once per
 # process". Imported here, before any pytester fixture, it stays.
 pytest_plugins = ["pytester", "still_running"]  # still_running: a line while one test runs long
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    # A test run started in the background by a non-interactive shell (`bash .ci/run &`,
+    # `nohup`) inherits SIGINT ignored, and so does every process a test starts: a Python
+    # child then installs no KeyboardInterrupt handler and ignores the Ctrl-C a test sends
+    # it (POSIX; Python's startup). The tests that send Ctrl-C mean the interactive case,
+    # so the run takes Python's default: a handled signal is reset for children at exec.
+    if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 @pytest.hookimpl(trylast=True)
