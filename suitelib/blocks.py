@@ -31,10 +31,10 @@ from __future__ import annotations
 import statistics
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
-from suitelib.timing import injected_slowdown
+from suitelib.timing import Timing, injected_slowdown
 
 __all__ = [
     "BlockTiming",
@@ -56,18 +56,11 @@ COPY_BYTES = 256 << 20
 
 
 @dataclass(frozen=True)
-class BlockTiming:
-    """One sample per block: the kernel's median and the reference's, in seconds."""
+class BlockTiming(Timing):
+    """A :class:`~suitelib.timing.Timing` of one sample per block (the kernel's median),
+    with the reference's median of each block beside it, in seconds."""
 
-    samples: list[float]
-    reference: list[float]
-    iters: int
-    warmup: int
-    first_call_s: float | None = None
-
-    @property
-    def median(self) -> float:
-        return statistics.median(self.samples)
+    reference: list[float] = field(default_factory=list)
 
     @property
     def ratios(self) -> list[float]:
@@ -75,10 +68,6 @@ class BlockTiming:
         if not self.reference:
             return []
         return [s / r for s, r in zip(self.samples, self.reference, strict=True)]
-
-    def rate(self, amount: float) -> list[float]:
-        """``amount / t`` for each sample (bytes -> B/s)."""
-        return [amount / t for t in self.samples]
 
 
 def _check(blocks: int, iters: int, warmup: int) -> None:
@@ -133,7 +122,7 @@ def run_blocks(
         t = measure([reference, fn] * iters)
         refs.append(statistics.median(t[0::2]))
         samples.append(scale * statistics.median(t[1::2]))
-    return BlockTiming(samples, refs, iters, warmup, first)
+    return BlockTiming(samples, iters, warmup, first, reference=refs)
 
 
 def cpu_measure(calls: Sequence[Call]) -> list[float]:
