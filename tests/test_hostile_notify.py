@@ -114,6 +114,23 @@ def _await_request(server: Server, proc) -> None:
         time.sleep(0.05)
 
 
+def _notify_held_mid_post(history: Path, servers, *, text: bool = False):
+    """`gate-report notify --webhook` in a child process, its POST taken by a receiver that
+    never answers: returned once the request is in, the CLI waiting for its answer."""
+    import os
+    import subprocess
+    import sys
+
+    repo = Path(__file__).resolve().parents[1]
+    hold = servers(_holding(lambda: hold), limit=1)
+    env = dict(os.environ, PYTHONPATH=str(repo), GATES_WEBHOOK_URL=f"{hold.url}/hook/x")
+    proc = subprocess.Popen([sys.executable, "-m", "gates.commands.cli", "notify", "--webhook",
+                             "--history", str(history)], env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=text)
+    _await_request(hold, proc)
+    return proc
+
+
 @pytest.fixture
 def main_history(tmp_path, monkeypatch) -> Path:
     db = tmp_path / "h.db"
@@ -343,18 +360,9 @@ def test_a_fresh_claim_blocks_a_second_sender_and_a_stale_one_does_not(tmp_path)
 @pytest.mark.timeout(600)
 def test_a_sender_killed_mid_post_leaves_the_change_to_be_sent_again(main_history, servers,
                                                                      tmp_path):
-    import os
     import signal
-    import subprocess
-    import sys
 
-    repo = Path(__file__).resolve().parents[1]
-    hold = servers(_holding(lambda: hold), limit=1)
-    env = dict(os.environ, PYTHONPATH=str(repo), GATES_WEBHOOK_URL=f"{hold.url}/hook/x")
-    proc = subprocess.Popen([sys.executable, "-m", "gates.commands.cli", "notify", "--webhook",
-                             "--history", str(main_history)], env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    _await_request(hold, proc)
+    proc = _notify_held_mid_post(main_history, servers)
     proc.send_signal(signal.SIGKILL)
     proc.communicate(timeout=30)
     assert _sent(main_history) == []  # not answered: never marked sent
@@ -369,18 +377,9 @@ def test_a_rerun_after_a_sender_was_killed_mid_post_sends_it(main_history, serve
                                                               monkeypatch):
     # The killed sender's claim blocked every rerun for 10 minutes: "1 already notified",
     # exit 0, nothing sent. A claim names its process; a gone process holds nothing.
-    import os
     import signal
-    import subprocess
-    import sys
 
-    repo = Path(__file__).resolve().parents[1]
-    hold = servers(_holding(lambda: hold), limit=1)
-    env = dict(os.environ, PYTHONPATH=str(repo), GATES_WEBHOOK_URL=f"{hold.url}/hook/x")
-    proc = subprocess.Popen([sys.executable, "-m", "gates.commands.cli", "notify", "--webhook",
-                             "--history", str(main_history)], env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    _await_request(hold, proc)
+    proc = _notify_held_mid_post(main_history, servers)
     proc.send_signal(signal.SIGKILL)
     proc.communicate(timeout=30)
     assert _pending(main_history) == 1 and _sent(main_history) == []
@@ -422,18 +421,9 @@ def test_a_claim_is_held_while_its_process_lives_and_released_when_it_is_gone(tm
 
 @pytest.mark.timeout(600)
 def test_ctrl_c_mid_post_releases_the_claim_and_prints_no_traceback(main_history, servers):
-    import os
     import signal
-    import subprocess
-    import sys
 
-    repo = Path(__file__).resolve().parents[1]
-    hold = servers(_holding(lambda: hold), limit=1)
-    env = dict(os.environ, PYTHONPATH=str(repo), GATES_WEBHOOK_URL=f"{hold.url}/hook/x")
-    proc = subprocess.Popen([sys.executable, "-m", "gates.commands.cli", "notify", "--webhook",
-                             "--history", str(main_history)], env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    _await_request(hold, proc)
+    proc = _notify_held_mid_post(main_history, servers, text=True)
     proc.send_signal(signal.SIGINT)
     out, err = proc.communicate(timeout=30)
     assert proc.returncode == 130 and "Traceback" not in err and "interrupted" in err
