@@ -317,14 +317,17 @@ def _stay_red(judged: Sequence[Judged], opens: Mapping[str, OpenRegression]) -> 
         # What decided is the level this run is at, not a test of this run: no p or
         # interval of one (the held chain's are on its rows).
         v.method, v.p_value, v.q_value, v.statistic = "still-red", None, None, None
-        v.ci_low = v.ci_high = v.ci_conf = None
+        v.ci_low = v.ci_high = v.ci_conf = v.level = None
+        # Its change is the run's own against the baseline it shows (a test's change,
+        # a window's or a least bad run's, did not decide it).
+        v.rel_change = (None if v.baseline is None or not v.baseline
+                        else (v.new - v.baseline) / abs(v.baseline))
         # The change began at the open regression's first attempt, not at this run.
         v.change_point = {"run_id": o.root, "commit": None, "p": None, "before": o.centre,
                           "after": None, "runs_ago": None}
         v.message = (f"still at the level of the regression held at run {o.root} "
                      f"({o.held:.6g} against {o.centre:.6g} before; not accepted): not back "
-                     f"to {o.back:.6g}, the better quarter of the runs before"
-                     + (f"; {v.message}" if v.message else ""))
+                     f"to {o.back:.6g}, the better quarter of the runs before")
 
 
 def _complete_run(inputs: GateInputs) -> Mapping[str, Any]:
@@ -476,6 +479,11 @@ def _decide(ctx: _Run, judged: list[tuple[Verdict, stats.Judgement | None, Gate]
                      else None)
             _show_interval(v, j, _decided_level(j, v, gate, ctx.params, level,
                                                 q_better.get(v.key)))
+            if ctx.chain is not None:
+                _confirm_statement(v, j)
+            elif v.verdict in ("regression", "improvement"):
+                v.level = (level if v.verdict == "regression"
+                           else gate.level * ctx.params.confirm_level)
             if interval_contradicts(v.verdict, v.better, v.ci_low, v.ci_high):
                 _not_the_decider(v, j)
             if v.verdict in ("regression", "improvement"):
@@ -488,6 +496,11 @@ def _decide(ctx: _Run, judged: list[tuple[Verdict, stats.Judgement | None, Gate]
         if why:
             v.verdict = "threshold-fail"
             v.message = why
+            # The declared bound decided: no test's p, change or interval stands for it.
+            v.method, v.p_value, v.q_value, v.statistic, v.level = "bound", None, None, None, None
+            v.ci_low = v.ci_high = v.ci_conf = None
+            v.rel_change = (None if v.baseline is None or not v.baseline
+                            else (v.new - v.baseline) / abs(v.baseline))
 
 
 # What flags a negative control: the gate failed it on its bound or on its history.
@@ -566,19 +579,38 @@ def _show_interval(v: Verdict, j: stats.Judgement, level: float) -> None:
     v.ci_conf = d.confidence(level)
 
 
+def _confirm_statement(v: Verdict, j: stats.Judgement) -> None:
+    """A confirm stage's regression states the test that held it (``JudgeExtras.decided``):
+    its name (after the stage), its p and the level it was held to, its change, and its
+    interval where the headline's is that test's; no BH q (a confirm re-tests one
+    hypothesis already selected), and no statistic of another test."""
+    d = j.extras.decided
+    if v.verdict != "regression" or d is None:
+        return
+    if d.test != j.statistic.rpartition("/")[2]:
+        v.statistic = None
+    v.method = f"{v.stage}/{d.test}"
+    v.p_value, v.q_value, v.level = _num(d.p), None, d.level
+    v.rel_change = _num(d.change)
+    if d.interval_level is None:
+        v.ci_low = v.ci_high = v.ci_conf = None
+    else:
+        _show_interval(v, j, d.interval_level)
+
+
 def _not_the_decider(v: Verdict, j: stats.Judgement) -> None:
     """A verdict a rank or quantile rule (or a rule over the chain's reruns) decided,
     whose t-interval spans 0 at the level that decided: that interval is not the
     deciding test's statement, so none is shown; the message says what decided."""
     quantile = "quantile" in (v.method or "")
-    p = j.extras.p_q_worse if quantile else v.p_value
     rule = ("the quantile test" if quantile else
             "the confirm rule over the reruns" if v.stage not in ("", Stage.FIRST.value)
             else "the rank bound")
     v.ci_low = v.ci_high = v.ci_conf = None
+    # (its p is the row's own: the message names no other)
     v.message = (f"{v.message}; " if v.message else "") + (
-        f"decided by {rule}" + (f" (p {p:.2g})" if p is not None and math.isfinite(p) else "")
-        + "; the t-interval of the change spans 0 at that level, so none is shown")
+        f"decided by {rule}; the t-interval of the change spans 0 at that level, "
+        "so none is shown")
 
 
 def _carried(row: Mapping[str, Any], attempt: int) -> Verdict:
@@ -588,7 +620,8 @@ def _carried(row: Mapping[str, Any], attempt: int) -> Verdict:
                 unit=d.get("unit"), better=d.get("better"), mode=row.get("mode") or "enforce",
                 method=d.get("method") or "", n_baseline=int(d.get("n_baseline") or 0),
                 declared_at=d.get("declared_at"), stage=row.get("stage") or "",
-                ci_conf=row.get("ci_conf") if row.get("ci_conf") is not None else d.get("ci_conf"))
+                ci_conf=row.get("ci_conf") if row.get("ci_conf") is not None else d.get("ci_conf"),
+                level=d.get("level"))
     for k in ("baseline", "new", "rel_change", "ci_low", "ci_high", "statistic", "p_value",
               "q_value", "floor"):
         setattr(v, k, row.get(k))
@@ -709,31 +742,31 @@ def verdict_table(result: GateResult) -> str:
     """The verdict table printed at the end of a suite session."""
     from tabulate import tabulate
 
-    from gates.report.render_text import fmt_change
+    from gates.report.render_text import change_parts, fmt_pq
 
     rows = []
     order = {v: i for i, v in enumerate(("regression", "threshold-fail", "missing", "error",
                                          "suspect", "insufficient-history", "improvement",
                                          "pass"))}
     for v in sorted(result.verdicts, key=lambda v: (order.get(v.verdict, 9), v.key)):
-        change = fmt_change(v)  # type: ignore[arg-type]  # a Verdict has VerdictRow's fields
-        pq = "-" if v.p_value is None else f"{v.p_value:.2g}"
-        if v.q_value is not None:
-            pq += f" / {v.q_value:.2g}"
+        # The report's statement of the row (a Verdict has VerdictRow's fields)
+        change, statement = change_parts(v)  # type: ignore[arg-type]
+        pq = fmt_pq(v)  # type: ignore[arg-type]
         where = ""
         if v.change_point:
             where = f"{v.change_point['runs_ago']} run(s) ago"
             if v.change_point.get("commit"):
                 where += f" @{str(v.change_point['commit'])[:10]}"
         rows.append([v.key, v.verdict + ("" if v.mode == "enforce" else f" ({v.mode})"),
-                     _fmt(v.baseline), _fmt(v.new), change, pq,
+                     _fmt(v.baseline), _fmt(v.new), change, statement or v.method or "-", pq,
                      "-" if v.floor is None else f"{100 * v.floor:.2f}%",
-                     v.method or "-", v.n_baseline, where or v.message])
+                     v.n_baseline, where or v.message])
     head = (f"gate: run {result.run_id} suite {result.suite} mode {result.mode}"
             + (f", confirm attempt {result.attempt} of run {result.confirm_of}"
                if result.confirm_of else ""))
-    table = tabulate(rows, headers=["metric", "verdict", "baseline", "new", "change [interval] level",
-                                    "p / q", "floor", "method", "runs", "where / why"],
+    table = tabulate(rows, headers=["metric", "verdict", "baseline", "new", "change",
+                                    "decided by: change [interval] level", "p / q <= level",
+                                    "floor", "runs", "where / why"],
                      tablefmt="simple") if rows else "(no gated metrics)"
     counts = ", ".join(f"{n} {k}" for k, n in sorted(result.counts().items()))
     return f"{head}\n{table}\n{counts or result.note}"

@@ -101,13 +101,15 @@ def test_renderers_show_the_stored_interval_and_the_change_against_the_row(tmp_p
     own = (row.new - row.baseline) / row.baseline
     assert change == f"{own * 100:+.1f}%"
     shown = f"[{v.ci_low * 100:+.1f}, {v.ci_high * 100:+.1f}]"
-    assert interval.startswith(shown) and interval.endswith("%")
+    # What decided: the new run alone, its change, its interval at the level that decided
+    assert interval.startswith(f"run {v.rel_change * 100:+.1f}% {shown}")
+    assert interval.endswith("%")
     for text, esc in ((render_text(rep), shown), (render_md(rep), md_text(shown)),
                       (render_html(rep), shown)):
         assert esc in text and "95% CI" not in text
 
 
-def test_a_verdict_stored_without_its_level_shows_as_it_was():
+def test_a_verdict_stored_without_its_level_shows_its_interval_as_it_was():
     from gates.report.build import VerdictRow
 
     row = VerdictRow(run_id="r", suite="s", fingerprint="f", key="k", nodeid=None,
@@ -115,7 +117,8 @@ def test_a_verdict_stored_without_its_level_shows_as_it_was():
                      unit=None, better="lower", rel_change=0.09, ci_low=0.05, ci_high=0.13,
                      statistic=3.0, p_value=0.5, q_value=0.5, floor=0.01, attempt=1,
                      method="robust-t/huber-10")
-    assert change_parts(row) == ("+9.0%", "[+5.0, +13.0]")
+    # The change is the row's own (1.0 -> 1.1): the stored +9% is the window's, named so
+    assert change_parts(row) == ("+10.0%", "huber-10 +9.0% [+5.0, +13.0] 95%")
 
 
 def test_a_stored_confidence_that_is_not_one_is_not_shown():

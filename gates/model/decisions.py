@@ -23,6 +23,7 @@ from gates.model.judge import (
     DEFAULTS,
     QUANTILE_RHO,
     QUANTILE_WEIGHT,
+    Decided,
     GateParams,
     Judgement,
     judge_summaries,
@@ -308,7 +309,15 @@ def _quantile_step(j: Judgement, params: GateParams) -> str:
     real shifts whose rerun lands in the fast mode, and held no null trip.)"""
     own = j.own_change
     held = j.extras.p_q_worse <= params.confirm_level and (own is None or j.sign * own > j.floor)
+    if held:
+        j.extras.decided = Decided(f"quantile-{j.extras.q_k}", j.extras.p_q_worse,
+                                   params.confirm_level, j.sign * j.extras.q_change)
     return "regression" if held else "pass"
+
+
+def _headline(j: Judgement) -> str:
+    """The name of the test that heads a judgement ("run", "huber-10", "quantile-7")."""
+    return j.statistic.rpartition("/")[2]
 
 
 def _window_hold(j: Judgement, history: np.ndarray, first: float | None, rerun: float,
@@ -376,6 +385,16 @@ def confirm(history: np.ndarray, rerun: float, *, sign: int, first: float | None
             p_conf = min(p_conf, (j.extras.p_run_worse if k == 1
                                   else j.extras.p_window_worse.get(k, 1.0)))
     v = decide(j, p_conf, level=params.confirm_level)
+    if j.status == "ok":
+        # What the row states: the headline, or the first attempt's window read on the
+        # rerun (its p alone: unweighted, so the headline's interval is not its statement).
+        own = p_conf >= j.p_worse
+        k = jf.window if jf is not None else 1
+        lv = params.confirm_level
+        j.extras.decided = Decided(
+            _headline(j) if own else "run" if k == 1 else f"huber-{k}", p_conf, lv,
+            j.rel_change if own else j.own_change if k == 1 else None,
+            lv if own else lv / j.extras.w_run if k == 1 and _headline(j) == "run" else None)
     if v == "improvement":
         # A rerun re-tests the hypothesis its first attempt raised (worse), nothing
         # else: read as a test of "better" it would be one picked after seeing a
@@ -531,6 +550,7 @@ def corroborate(history: np.ndarray, rerun: float, *, sign: int, params: GatePar
     if j.status != "ok":
         return j, j.status
     v = "regression" if j.extras.rank_worse <= CORROBORATE_RANK else "pass"
+    j.extras.decided = Decided("rank", j.extras.rank_worse, CORROBORATE_RANK, j.own_change)
     if previous is not None:
         v = _chain_check(j, v, first, [previous, rerun], reference=_reference(history),
                          scale=j.extras.s1c, extra_var=judge_kw.get("extra_var", 0.0))
@@ -584,6 +604,11 @@ def confirm_reruns(history: np.ndarray, reruns: Sequence[float], *, sign: int,
     v = sequential_step(j.extras.p_run_worse, x.size, final=final, level=params.level)
     if final:
         j.extras.rerun_level = FINAL_PAIR if x.size <= 2 else FINAL_MEAN
+    held_at = j.extras.rerun_level if final else EARLY_HOLD
+    # The mean's own test (unweighted p): the headline's interval states it where the
+    # headline is that test, at the level over its weight
+    j.extras.decided = Decided(f"mean of {x.size}", j.extras.p_run_worse, held_at, j.own_change,
+                               held_at / j.extras.w_run if _headline(j) == "run" else None)
     if v == "suspect" or (v == "pass" and not final):
         return j, v
     if not floor_ok:  # an early hold short of the floor: rerun again; the last look passes
@@ -607,6 +632,7 @@ class Verdict:
     ci_low: float | None = None
     ci_high: float | None = None
     ci_conf: float | None = None  # the interval's confidence (the level that decided)
+    level: float | None = None  # the level its p (BH q at a first attempt) was held to
     statistic: float | None = None  # signed z (> 0: worse)
     p_value: float | None = None
     q_value: float | None = None
@@ -654,6 +680,8 @@ class Verdict:
             detail["chain_transient"] = True
         if self.open_of:
             detail["open_of"] = self.open_of
+        if self.level is not None:
+            detail["level"] = self.level
         return {"key": self.key, "nodeid": self.nodeid, "verdict": self.verdict,
                 "baseline": self.baseline, "new": self.new, "rel_change": self.rel_change,
                 "ci_low": self.ci_low, "ci_high": self.ci_high, "statistic": self.statistic,

@@ -49,7 +49,7 @@ from gates.model.robust import (
 
 __all__ = [
     "PAIR_TAIL", "QUANTILE_KS", "QUANTILE_SHARES", "QUANTILE_WEIGHT", "GateParams", "DEFAULTS",
-    "Case", "Decider", "Judgement", "JudgeExtras", "judge_many", "judge_summaries",
+    "Case", "Decided", "Decider", "Judgement", "JudgeExtras", "judge_many", "judge_summaries",
 ]
 
 
@@ -120,6 +120,7 @@ class JudgeExtras:
     quantile: bool = False  # the quantile test ran
     p_q_worse: float = 1.0  # its p, bad direction (its family's: p / QUANTILE_WEIGHT is weighted)
     q_change: float = 0.0  # ... the least bad run's relative change, bad direction (that test's)
+    q_k: int = 0  # ... its window (runs)
     # The good direction's weighted p without the new run alone (the windows and the
     # quantile test): an improvement is announced on this (``decisions.decide``)
     p_better_sustained: float = 1.0
@@ -133,6 +134,22 @@ class JudgeExtras:
     corroborate: bool = False  # a held rerun beyond every baseline run: the next rerun decides
     carried: int = 0  # confirm_reruns: reruns carried from earlier unheld confirms
     rerun_level: float | None = None  # ... the level the reruns were held to, where they decided
+    # A confirm stage's hold, where a test other than the headline's held it: what the
+    # verdict's row states (``Decided``; set by ``gates.model.decisions``)
+    decided: Decided | None = None
+
+
+class Decided(NamedTuple):
+    """The test that held a confirm stage's regression, as its verdict's row states it:
+    its name, its p and the level that p was held to, the relative change it tested
+    (None where it reads a p alone), and the level on the headline's weighted-p scale
+    at which ``Judgement.decider``'s interval is this test's (None: it is not)."""
+
+    test: str  # "quantile-7", "huber-10", "run", "rank", "mean of 2"
+    p: float
+    level: float
+    change: float | None
+    interval_level: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -332,7 +349,7 @@ def _judge_rows(H: np.ndarray, cs: list[Case], standin: np.ndarray,
     for i, k in enumerate(b.ks, start=1):
         cand, p_win[k] = _window_test(b, sr, k, w[:, i])
         cands.append(cand)
-    pq_w, q_change = np.ones(b.c.size), np.zeros(b.c.size)
+    pq_w, q_change, q_k = np.ones(b.c.size), np.zeros(b.c.size), np.zeros(b.c.size, dtype=int)
     if quant.any():
         for kq, share in _quantile_shares(b.ks):
             cand, pw_k = _quantile_test(b, sr, quant, kq, share)
@@ -341,6 +358,7 @@ def _judge_rows(H: np.ndarray, cs: list[Case], standin: np.ndarray,
             # and the least bad run's change of the test that gave it.
             pw_k = pw_k * (QUANTILE_WEIGHT / share)
             q_change = np.where(pw_k < pq_w, b.sign * (cand.est - b.c) / np.abs(b.c), q_change)
+            q_k = np.where(pw_k < pq_w, kq, q_k)
             pq_w = np.minimum(pq_w, pw_k)
     new_host = b.mm is not None and not no_host and b.lab_new not in b.mm.known
     extras = {
@@ -352,7 +370,7 @@ def _judge_rows(H: np.ndarray, cs: list[Case], standin: np.ndarray,
         "beyond": rt.worse == 0,
         # ... and its rank among them: (1 + #{as bad or worse}) / (n + 1).
         "rank_worse": (rt.worse + 1) / (rt.n_ref + 1),
-        "quantile": quant, "p_q_worse": pq_w, "q_change": q_change,
+        "quantile": quant, "p_q_worse": pq_w, "q_change": q_change, "q_k": q_k,
         "p_better_sustained": _sustained_better(cands if mean_of > 1 else cands[1:],
                                                 b.c.size),
         "host_var": (b.mm.run_var(b.lab_new) - b.mm.within2 if new_host and b.mm is not None

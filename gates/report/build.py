@@ -48,6 +48,7 @@ __all__ = [
     "classify",
     "describe_hardware",
     "find_change",
+    "own_change",
     "report_to_json",
     "series_columns",
 ]
@@ -240,14 +241,34 @@ class VerdictRow:
     bisect: str | None = None  # the newest stored bisection of the key (gate-report bisect)
     ci_conf: float | None = None  # the interval's confidence: the level that decided (None:
     # a verdict stored before intervals carried it, a 95% t-interval)
+    # The level the deciding test's p (BH q at a first attempt) was held to (None: not a
+    # change, or stored before rows carried it). p_value, q_value, rel_change, ci_* and
+    # method are that test's: one statement a row (``render_text.change_parts``)
+    level: float | None = None
 
     @property
     def path(self) -> str | None:
         return self.nodeid.split("::", 1)[0] if self.nodeid else None
 
     @property
+    def test(self) -> str:
+        """The test that decided, by name: the method after its family or stage
+        ("robust-t/quantile-7" and "rerun/quantile-7" -> "quantile-7")."""
+        return (self.method or "").rpartition("/")[2]
+
+    @property
+    def own_change(self) -> float | None:
+        """The new value against the baseline shown beside it."""
+        return own_change(self.new, self.baseline)
+
+    @property
     def change(self) -> Change | None:
         return self.trend.change if self.trend else None
+
+
+def own_change(new: float | None, baseline: float | None) -> float | None:
+    """A row's own change: its new value against the baseline shown beside it."""
+    return None if new is None or not baseline else (new - baseline) / abs(baseline)
 
 
 @dataclass
@@ -455,10 +476,13 @@ def _with_change(trend: Trend, change: Change) -> Trend:
                  trend.commits, trend.started_at, trend.trusted, change)
 
 
-def _with_gate_change(trend: Trend, cp: Mapping[str, Any] | None, run_id: str) -> Trend:
+def _with_gate_change(trend: Trend, row: VerdictRow) -> Trend:
     """A copy of `trend` with the change the gate localised (detail.change_point) in
-    the verdict of ``run_id``; ``runs_ago = 0`` is that run itself (the gate judged it
-    under the id of its first attempt or of a confirm rerun)."""
+    the verdict ``row``; ``runs_ago = 0`` is that run itself (the gate judged it under
+    the id of its first attempt or of a confirm rerun): its medians either side are then
+    the row's own baseline and new value (the runs before it in the trend may hold
+    runs the baseline left out, a change that went unseen until this run)."""
+    cp, run_id = row.change_point, row.run_id
     if not cp:
         return trend
     at = run_id if cp.get("runs_ago") == 0 else cp.get("run_id")
@@ -479,6 +503,8 @@ def _with_gate_change(trend: Trend, cp: Mapping[str, Any] | None, run_id: str) -
         # The run itself is the change: the change-point test found no split before it,
         # and its p says only that (1 read as "no change" beside a confirmed FAIL).
         p = None
+        if row.baseline is not None and row.new is not None:
+            before, after = row.baseline, row.new
     return _with_change(trend, Change(idx, p if p is not None else math.nan, before, after,
                                       (after - before) / abs(before) if before else None,
                                       trend.commits[idx - 1], trend.commits[idx],
@@ -626,6 +652,11 @@ def _verdict_row(run: RunInfo, k: tuple[str, str], v: Mapping[str, Any],
     # showed only the deciding test's) is not shown: it did not decide.
     contradicts = interval_contradicts(verdict, m.get("better") or (detail or {}).get("better"),
                                        _finite(v.get("ci_low")), _finite(v.get("ci_high")))
+    p, q = _finite(v.get("p_value")), _finite(v.get("q_value"))
+    if verdict == "improvement" and p is not None and p >= 0.5:
+        # Stored before an improvement kept its own p: the bad side's (p=1 q=1 beside an
+        # improvement), no evidence of it. Not shown; its interval is the evidence.
+        p = q = None
     return VerdictRow(
         run_id=run.run_id, suite=run.suite, fingerprint=run.fingerprint,
         key=k[0], nodeid=k[1] or None, verdict=verdict, cls=classify(verdict, mode),
@@ -637,7 +668,7 @@ def _verdict_row(run: RunInfo, k: tuple[str, str], v: Mapping[str, Any],
         ci_low=None if contradicts else _finite(v.get("ci_low")),
         ci_high=None if contradicts else _finite(v.get("ci_high")),
         statistic=_finite(v.get("statistic")),
-        p_value=_finite(v.get("p_value")), q_value=_finite(v.get("q_value")),
+        p_value=p, q_value=q,
         floor=_finite(v.get("floor")), attempt=int(v.get("attempt") or 1),
         confirmed_by=confirmed_by,
         method=(detail or {}).get("method") or (detail or {}).get("statistic"),
@@ -646,6 +677,7 @@ def _verdict_row(run: RunInfo, k: tuple[str, str], v: Mapping[str, Any],
             else (detail or {}).get("ci_conf")),  # before m007: in detail
         change_point=(detail or {}).get("change_point")
         if isinstance((detail or {}).get("change_point"), Mapping) else None,
+        level=_confidence((detail or {}).get("level")),  # a level is in (0, 1) too
     )
 
 
@@ -680,7 +712,7 @@ def _attach_trends(rows: list[VerdictRow], data: ReportInput) -> None:
             # None: no split the trend alone can prove (often: only the newest run
             # moved); the gate's own localisation, when it stored one, says where.
             t = (_with_change(t, change) if change
-                 else _with_gate_change(t, r.change_point, r.run_id))
+                 else _with_gate_change(t, r))
         r.trend = t
 
 
@@ -709,7 +741,8 @@ def _clean(obj: Any) -> Any:
 _VERDICT_FIELDS = ("run_id", "suite", "fingerprint", "key", "nodeid", "verdict", "cls", "mode",
                    "baseline", "new", "unit", "better", "rel_change", "ci_low", "ci_high",
                    "statistic", "p_value", "q_value", "floor", "attempt", "confirmed_by",
-                   "method", "change_point", "owner", "accept_hint", "bisect")
+                   "method", "change_point", "owner", "accept_hint", "bisect", "ci_conf",
+                   "level")
 
 
 def report_to_json(report: Report) -> dict[str, Any]:
@@ -727,6 +760,7 @@ def report_to_json(report: Report) -> dict[str, Any]:
     for v in report.verdicts:
         d = {name: getattr(v, name) for name in _VERDICT_FIELDS}
         d["path"] = v.path
+        d["test"], d["own_change"] = v.test, v.own_change
         d["trend"] = None
         d["change"] = None
         t = v.trend

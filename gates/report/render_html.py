@@ -203,16 +203,17 @@ def _verdict_cells(report: Report, rows: Sequence[VerdictRow]) -> tuple[list[str
     # method under its statistic ...) keep a range report's table within a 1,400 px page.
     with_run = several_runs(report)
     head = (["suite / run"] if with_run else []) + [
-        "verdict", "metric / test", "baseline", "new", "change [interval] level", "statistic",
-        "p / q", "floor", "trend", "changed in"]
+        "verdict", "metric / test", "baseline", "new", "change",
+        "decided by: change [interval] level", "p / q <= level", "floor", "trend",
+        "changed in"]
     out = []
     for v in rows:
         label = v.verdict + (" (confirmed)" if v.confirmed_by else "")
         if v.mode and v.mode != "enforce" and v.cls == "warn":
             label += f" ({v.mode})"
-        stat = "-" if v.statistic is None else f"{v.statistic:.3g}"
-        change, ci = change_parts(v)
-        p, _, q = fmt_pq(v).partition(" ")
+        change, statement = change_parts(v)
+        # "p=... q=...", then the level it was held to on a line of its own
+        pq, _, level = fmt_pq(v).partition(" <= ")
         test = None
         if v.nodeid:
             path, sep, name = v.nodeid.partition("::")
@@ -224,9 +225,9 @@ def _verdict_cells(report: Report, rows: Sequence[VerdictRow]) -> tuple[list[str
                  _e(label)),
             _two(f"<code>{_breakable(v.key, '/')}</code>", test),
             _e(fmt_value(v.baseline, v.unit)), _e(fmt_value(v.new, v.unit)),
-            _two(_e(change), _e(ci) if ci else None),
-            _two(_e(stat), _e(v.method) if v.method else None),
-            _two(_e(p), _e(q) if q else None),
+            _e(change),
+            _e(statement or "-"),
+            _two(_e(pq), _e(f"<= {level}") if level else None),
             "-" if v.floor is None else _e(f"{v.floor * 100:.1f}%"),
             spark_svg(v.trend),
             _two(f"<code>{_breakable(c.commit_range, '..')}</code>",

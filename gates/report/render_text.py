@@ -6,12 +6,13 @@ from __future__ import annotations
 import textwrap
 from collections.abc import Sequence
 
-from gates.report.build import Report, RunInfo, VerdictRow
+from gates.report.build import Report, RunInfo, VerdictRow, own_change
 from gates.report.health import HealthReport
 
 __all__ = [
     "next_steps",
     "LABELS",
+    "VERDICT_HEAD",
     "SPARK",
     "fmt_change",
     "change_parts",
@@ -164,37 +165,46 @@ def fmt_value(x: float | None, unit: str | None = None) -> str:
 
 
 def fmt_change(v: VerdictRow) -> str:
-    """"+1.4% [+0.8, +2.0] 98%": the change and the interval that decided (``change_parts``)."""
-    change, interval = change_parts(v)
-    return f"{change} {interval}" if interval else change
+    """"+1.4%; run +1.4% [+0.8, +2.0] 98%": the row's own change, then what decided it
+    (``change_parts``)."""
+    change, statement = change_parts(v)
+    return f"{change}; {statement}" if statement else change
 
 
 def change_parts(v: VerdictRow) -> tuple[str, str]:
-    """(the change, the interval that decided it), in percent.
+    """(the row's own change, the statement of the test that decided it), in percent.
 
-    The change is the new value against the baseline shown beside it. The
-    interval is the deciding test's at the level that decided (its confidence
-    after it); where that test read a window of runs, not the new run alone,
-    the window and its own change come first ("huber-10 +8.2% [+6.5, +10.0]
-    99%"). A verdict stored without the level shows its stored change and
-    95% interval as they were.
+    The change is the new value against the baseline shown beside it, always, so the
+    row never contradicts itself. The statement names the test that decided (the
+    new run alone, a window of runs, a quantile test, a confirm rule over reruns),
+    the change that test measured and its interval at the level that decided, with
+    that interval's confidence: "quantile-7 +3.3% [no interval]" where the test's
+    interval is not a t-interval (a rank or quantile rule). A verdict stored before
+    rows carried their level shows its stored change and 95% interval as they were.
     """
-    if v.ci_conf is None:  # stored before intervals carried their level
-        if v.rel_change is None:
-            return "-", ""
-        ci = (f"[{v.ci_low * 100:+.1f}, {v.ci_high * 100:+.1f}]"
-              if v.ci_low is not None and v.ci_high is not None else "")
-        return f"{v.rel_change * 100:+.1f}%", ci
-    own = (None if v.new is None or not v.baseline
-           else (v.new - v.baseline) / abs(v.baseline))
+    own = own_change(v.new, v.baseline)
     change = "-" if own is None else f"{own * 100:+.1f}%"
-    ci = ("[unbounded]" if v.ci_low is None or v.ci_high is None
-          else f"[{v.ci_low * 100:+.1f}, {v.ci_high * 100:+.1f}]")
-    ci += f" {_conf(v.ci_conf)}"
-    window = (v.method or "").rpartition("/")[2]
-    if window and window != "run" and v.rel_change is not None:
-        ci = f"{window} {v.rel_change * 100:+.1f}% {ci}"
-    return change, ci
+    name = (v.method or "").rpartition("/")[2]
+    if v.method == "still-red":
+        cp = v.change_point or {}
+        since = str(cp.get("run_id") or "")[:12]
+        return change, "still-red" + (f" since {since}" if since else "")
+    if v.verdict == "threshold-fail" or v.method == "bound":
+        return change, "declared bound"
+    if not name or v.verdict in ("missing", "error", "not-judged", "insufficient-history",
+                                 "unguarded"):
+        return change, ""
+    test_change = "" if v.rel_change is None else f" {v.rel_change * 100:+.1f}%"
+    if v.ci_low is not None and v.ci_high is not None:
+        ci = f" [{v.ci_low * 100:+.1f}, {v.ci_high * 100:+.1f}]"
+        ci += f" {_conf(v.ci_conf)}" if v.ci_conf is not None else " 95%"
+    elif v.ci_conf is not None:
+        ci = f" [unbounded] {_conf(v.ci_conf)}"
+    elif v.level is not None and v.verdict in ("regression", "improvement"):
+        ci = " [no interval]"  # a rank or quantile rule: its p is the statement
+    else:
+        ci = ""
+    return change, f"{name}{test_change}{ci}"
 
 
 def _conf(c: float) -> str:
@@ -212,11 +222,16 @@ def _p(x: float) -> str:
 
 
 def fmt_pq(v: VerdictRow) -> str:
+    """"p=0.018 q=0.018 <= 0.02": the deciding test's p, its BH q where the run's metrics
+    were tested together (a first attempt), and the level it was held to where the
+    verdict is a change."""
     parts = []
     if v.p_value is not None:
         parts.append(f"p={_p(v.p_value)}")
     if v.q_value is not None:
         parts.append(f"q={_p(v.q_value)}")
+    if parts and v.level is not None and v.verdict in ("regression", "improvement"):
+        parts.append(f"<= {_p(v.level)}")
     return " ".join(parts) or "-"
 
 
@@ -349,12 +364,18 @@ def run_label(v: VerdictRow) -> str:
     return f"{v.suite} {v.run_id[:8]}"
 
 
+# A verdict row: the row's own change (new against baseline), then one statement of
+# what decided it: the test, its change and interval at the level that decided, its p
+# (and BH q) against that level.
+VERDICT_HEAD = ["verdict", "metric", "test", "baseline", "new", "change",
+                "decided by: change [interval] level", "p / q <= level", "floor", "trend",
+                "changed in"]
+
+
 def verdict_table(report: Report, *, with_run: bool | None = None
                   ) -> tuple[list[str], list[list[str]]]:
     with_run = several_runs(report) if with_run is None else with_run
-    head = (["suite run"] if with_run else []) + [
-        "verdict", "metric", "test", "baseline", "new", "change [interval] level", "statistic",
-        "p / q", "floor", "trend", "changed in"]
+    head = (["suite run"] if with_run else []) + VERDICT_HEAD
     rows = []
     for v in report.verdicts:
         verdict = f"{LABELS.get(v.cls, v.cls)} {v.verdict}" if v.cls != "pass" else v.verdict
@@ -362,13 +383,11 @@ def verdict_table(report: Report, *, with_run: bool | None = None
             verdict += f" ({v.mode})"
         if v.confirmed_by:
             verdict += " (confirmed)"
-        stat = "-" if v.statistic is None else f"{v.statistic:.3g}"
-        if v.method:
-            stat = f"{v.method} {stat}"
         change = v.change
+        own, statement = change_parts(v)
         rows.append(([run_label(v)] if with_run else []) + [
             verdict, v.key, v.nodeid.split("::", 1)[-1] if v.nodeid else "-",
-            fmt_value(v.baseline, v.unit), fmt_value(v.new, v.unit), fmt_change(v), stat,
+            fmt_value(v.baseline, v.unit), fmt_value(v.new, v.unit), own, statement or "-",
             fmt_pq(v), "-" if v.floor is None else f"{v.floor * 100:.1f}%",
             sparkline(v.trend.values) if v.trend else "",
             f"{change.commit_range} ({(change.rel or 0) * 100:+.1f}%)" if change else "-",

@@ -1,0 +1,277 @@
+"""One statement a verdict row, on every surface, through real confirm chains (issue 52).
+
+A suite session (``python -m ci_register run``) trips, reruns the tripped test and
+stores the chain in its history; the console's verdict tables, ``gate-report``'s text,
+Markdown, HTML and JSON and the GitHub annotations then state each row once: the test
+that decided, its p against the level that decided, its change and interval there.
+The row's change column is its own new value against its own baseline. The figures
+are checked against the session's own outcome and against the deciding test computed
+here from the runs themselves (the quantile test: an exact rank test of the least bad
+of the last 7 runs, ``robust.quantile_p``).
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import math
+import shutil
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import pytest
+from test_runner import LAT_TEST, SUITES, _baseline, run
+
+from gates.commands.cli import main as gate_report
+from gates.report.render_md import md_text
+from gates.store.open import open_history
+
+REPO = Path(__file__).resolve().parents[1]
+NODE = "suites/test_lat.py::test_lat"
+
+# Two metrics of one test: lat (lower is better) and tp (higher is better).
+TWO_METRICS = '''
+import os
+from pathlib import Path
+
+from ci_register import register_cpu_ci
+register_cpu_ci(est_time=5, suite="cpu")
+
+
+def test_lat(metrics):
+    count = Path(os.environ["LAT_COUNT"])
+    i = int(count.read_text()) if count.exists() else 0
+    count.write_text(str(i + 1))
+    metrics.record("lat", [float(os.environ["LAT_VALUES"].split()[i])] * 5, unit="ms",
+                   better="lower")
+    metrics.record("tp", [float(os.environ["TP_VALUE"])] * 5, unit="tok/s", better="higher")
+'''
+
+
+def _two_mode_history(db: Path) -> tuple[list[float], list[float]]:
+    """40 runs of a two-mode lat (a third of them 10% slow), then 6 runs of a +4% change
+    the gate never judged; tp flat at 1000, its last 2 runs 6% up. Returns the lat and
+    tp run values, oldest first (5 equal samples a run: each run's summary is its value)."""
+    from gates.store.history import RunRecord, TestResult
+    from gates.store.metrics import validate_metric
+    from gates.store.provenance import Provenance, detect_hardware, fingerprint_key
+
+    rng = np.random.default_rng(7)
+    lat = 1.0 + rng.normal(0, 0.003, 40)
+    lat[rng.choice(40, 12, replace=False)] += 0.10
+    lat = [*lat.tolist(), *(1.04 + rng.normal(0, 0.003, 6)).tolist()]
+    tp = [*(1000 * (1 + rng.normal(0, 0.003, 44))).tolist(), 1060.0, 1061.0]
+    fp = fingerprint_key(detect_hardware())
+    with open_history(db) as h:
+        for i, (x, y) in enumerate(zip(lat, tp, strict=True)):
+            p = Provenance(run_id=f"base{i:02d}", suite="cpu", commit=f"{i:07d}", branch="main",
+                           started_at=f"2026-01-01T00:00:{i:02d}+00:00", fingerprint=fp)
+            h.run_writes.start_run(p)
+            ms = [(NODE, validate_metric("lat", [x] * 5, unit="ms", better="lower")),
+                  (NODE, validate_metric("tp", [y] * 5, unit="tok/s", better="higher"))]
+            h.run_writes.record_run(RunRecord(
+                p, [TestResult(NODE, "suites/test_lat.py", "passed", 1.0)], ms, None, 0))
+    return lat, tp
+
+
+def _quantile(runs: list[float], value: float) -> tuple[float, float]:
+    """The 7-run quantile test of ``value`` after ``runs`` (lower is better), computed
+    from the runs: (its p, unweighted; the least bad run's change). Its baseline is the
+    40 runs before the last 10 (``GateParams.window``, the longest evidence window)."""
+    full = [*runs, value]
+    base = np.asarray(full[max(0, len(full) - 50): len(full) - 10])
+    c = float(np.median(base))
+    least = min(full[-7:])
+    m = int(np.sum(base - c >= least - c))
+    return math.comb(m + 7, 7) / math.comb(base.size + 7, 7), (least - c) / abs(c)
+
+
+def _p(x: float) -> str:
+    return f"{x:.2g}" if x >= 0.001 else f"{x:.1e}"
+
+
+def _surfaces(tree: Path, tmp_path: Path, monkeypatch, capsys) -> dict[str, str]:
+    """gate-report's text, Markdown, HTML and JSON of the newest run, and its GitHub
+    annotations (stderr on GitHub)."""
+    out = {}
+    for fmt in ("text", "md", "html", "json"):
+        code = gate_report(["--history", str(tree / "h.db"), "--root", str(tree),
+                            "--no-health", "--format", fmt, "--out", str(tmp_path / f"r.{fmt}")])
+        out[f"rc-{fmt}"] = str(code)
+        out[fmt] = (tmp_path / f"r.{fmt}").read_text()
+    monkeypatch.setenv("GITHUB_ACTIONS", "true")
+    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(tmp_path / "summary.md"))
+    capsys.readouterr()
+    gate_report(["--history", str(tree / "h.db"), "--root", str(tree), "--no-health"])
+    out["annotations"] = capsys.readouterr().err
+    monkeypatch.delenv("GITHUB_ACTIONS")
+    return out
+
+
+def _rows(text: str) -> list[str]:
+    """The lines of ``text``, a text table's folded rows joined back (a row wider than the
+    terminal goes on over indented lines)."""
+    lines: list[str] = []
+    for ln in text.splitlines():
+        if ln.startswith("    ") and lines:
+            lines[-1] += " " + ln.strip()
+        else:
+            lines.append(ln)
+    return lines
+
+
+def _line(text: str, *needles: str) -> str:
+    """The (joined) line of ``text`` holding every needle."""
+    hits = [ln for ln in _rows(text) if all(n in ln for n in needles)]
+    assert len(hits) == 1, (needles, text)
+    return hits[0]
+
+
+def _section(text: str, title: str) -> list[str]:
+    """The rows of a text report's table under ``title`` (after its dashes)."""
+    lines = _rows(text.split(f"\n{title}\n", 1)[1].split("\n\n", 1)[0])
+    return lines[next(i for i, ln in enumerate(lines) if ln.startswith("---")) + 1:]
+
+
+@pytest.fixture
+def make_tree(catalog_tree):
+    return lambda files: catalog_tree(SUITES, {f"suites/{rel}": textwrap.dedent(text)
+                                               for rel, text in files.items()})
+
+
+def test_a_quantile_trip_and_its_confirm_state_the_quantile_test_on_every_surface(
+        make_tree, tmp_path, capsys, monkeypatch):
+    tree = make_tree({"test_lat.py": TWO_METRICS})
+    (tree / "CODEOWNERS").write_text("suites/ @perf-team\n")
+    lat, _ = _two_mode_history(tree / "h.db")
+    first, rerun = 1.040, 1.041
+    session = run(tree, "cpu", "--gate", "enforce", env={
+        "LAT_VALUES": f"{first} {rerun}", "TP_VALUE": "1060", "LAT_COUNT": str(tmp_path / "n")})
+    assert session.returncode == 1, session.stdout + session.stderr
+    assert (tmp_path / "n").read_text() == "2"  # the first attempt and one confirm rerun
+
+    # The deciding tests, from the runs: the first attempt's quantile test (its share of
+    # the level: 0.25) and the rerun's, the first attempt out of its runs (the confirm's
+    # family p: x 1.5, held at the confirm level 0.05).
+    p1, change1 = _quantile(lat, first)
+    p2, change2 = _quantile(lat, rerun)
+    p1, p2 = p1 / 0.25, p2 * 1.5
+    with open_history(tree / "h.db", create=False) as h:
+        chain = dict(h.backend.db.execute(
+            "SELECT run_id, confirm_of FROM runs WHERE run_id NOT LIKE 'base%'").fetchall())
+        [a] = [rid for rid, of in chain.items() if of is None]
+        [b] = [rid for rid, of in chain.items() if of == a]
+        [stored1] = [r for r in h.verdicts(a) if r["key"] == "lat"]
+        [stored2] = [r for r in h.verdicts(b) if r["key"] == "lat"]
+    d1, d2 = stored1["detail"], stored2["detail"]
+    assert d1["method"] == "robust-t/quantile-7" and d2["method"] == "rerun/quantile-7"
+    assert stored1["p_value"] == pytest.approx(p1) and stored1["rel_change"] == pytest.approx(change1)
+    assert stored2["p_value"] == pytest.approx(p2) and stored2["rel_change"] == pytest.approx(change2)
+    assert (d1["level"], d2["level"]) == (0.02, 0.05) and p2 != pytest.approx(p1)
+    baseline, new = stored2["baseline"], stored2["new"]
+    own = f"{(new - baseline) / abs(baseline) * 100:+.1f}%"
+    assert own != f"{change2 * 100:+.1f}%"  # the row's own change is not the test's
+
+    # The console: each attempt's verdict table states its own deciding test.
+    tables = session.stdout.split("gate: run ")[1:]
+    assert len(tables) == 2, session.stdout
+    row1 = _line(tables[0], "lat ", "regression")
+    assert f"quantile-7 {change1 * 100:+.1f}%" in row1 and f"p={_p(p1)}" in row1
+    assert "<= 0.02" in row1
+    row2 = _line(tables[1], "lat ", "regression")
+    assert f"quantile-7 {change2 * 100:+.1f}% [no interval]" in row2, row2
+    assert f"p={_p(p2)} <= 0.05" in row2 and f"p={_p(p1)}" not in row2 and own in row2
+
+    s = _surfaces(tree, tmp_path, monkeypatch, capsys)
+    assert {s[f"rc-{f}"] for f in ("text", "md", "html", "json")} == {"1"}
+    statement = f"quantile-7 {change2 * 100:+.1f}% [no interval]"
+    pq = f"p={_p(p2)} <= 0.05"
+    text_row = _line(s["text"], "FAIL regression (confirmed)", " lat ")
+    md_row = _line(s["md"], "FAIL regression (confirmed)", "`lat`")
+    [html_row] = [r for r in s["html"].split("<tr") if "<code>lat</code>" in r
+                  and "confirmed" in r]
+    ann = _line(s["annotations"], "::error", "lat")
+    for name, row, esc in (("text", text_row, str), ("md", md_row, md_text),
+                           ("html", html_row, lambda x: html.escape(x, quote=False)),
+                           ("annotation", ann, lambda x: x.replace("%", "%25"))):
+        # one statement: its own change, then the deciding test's change, p and level;
+        # the first attempt's p is not the row's
+        if name == "html":  # the level on a second line of the p / q cell
+            row = row.replace('<span class="sub">', " ")
+        assert esc(own) in row and esc(statement) in row and esc(pq) in row, (name, row)
+        assert f"p={_p(p1)}" not in row and "p=1 " not in row, (name, row)
+    [j] = [v for v in json.loads(s["json"])["verdicts"] if v["key"] == "lat"]
+    assert (j["test"], j["method"], j["level"]) == ("quantile-7", "rerun/quantile-7", 0.05)
+    assert j["p_value"] == pytest.approx(p2) and j["rel_change"] == pytest.approx(change2)
+    assert j["own_change"] == pytest.approx((new - baseline) / abs(baseline))
+    assert j["q_value"] is None and j["ci_low"] is None
+
+    # The improvement states its own evidence (the good side's p, at level x confirm
+    # level), never the bad side's p=1 q=1.
+    tp_row = _line(s["text"], "better improvement", " tp ")
+    assert "huber-3" in tp_row and "<= 0.001" in tp_row and "p=1 " not in tp_row, tp_row
+    [jt] = [v for v in json.loads(s["json"])["verdicts"] if v["key"] == "tp"]
+    assert jt["p_value"] < 0.001 and jt["level"] == pytest.approx(0.001)
+
+    # Owners and next steps: the confirmed regression first; where metrics changed: one
+    # row a metric, and lat's change rises as its row does, with no change-point p of 1.
+    steps = _section(s["text"], "Owners and next steps")
+    assert [ln.split()[0] for ln in steps] == ["lat", "tp"], steps
+    where = _section(s["text"], "Where metrics changed")
+    assert sorted(ln.split()[0] for ln in where) == ["lat", "tp"], where
+    lat_where = next(ln.split() for ln in where if ln.startswith("lat "))
+    assert lat_where[5].startswith("+") and lat_where[6] != "1", lat_where
+
+    # The next run of the same code: still red, and its row says that and only that.
+    (tmp_path / "n").unlink()
+    again = run(tree, "cpu", "--gate", "enforce", env={
+        "LAT_VALUES": "1.042", "TP_VALUE": "1060", "LAT_COUNT": str(tmp_path / "n")})
+    assert again.returncode == 1, again.stdout + again.stderr
+    s = _surfaces(tree, tmp_path, monkeypatch, capsys)
+    [j] = [v for v in json.loads(s["json"])["verdicts"] if v["key"] == "lat"]
+    assert j["method"] == "still-red" and j["p_value"] is None and j["level"] is None
+    assert j["rel_change"] == pytest.approx(j["own_change"])
+    row = _line(s["text"], "FAIL regression", " lat ")
+    assert f"{j['own_change'] * 100:+.1f}%" in row and f"still-red since {stored1['run_id'][:12]}" in row
+    assert "quantile" not in row, row
+
+
+def test_a_change_the_gate_placed_at_the_run_reads_as_the_row_in_where_metrics_changed(
+        make_tree, tmp_path, capsys, monkeypatch):
+    # An iid baseline, a first attempt at +2.5% and a rerun at +4% that holds: no split
+    # in the history before the run, so the gate places the change at the run itself.
+    # "Where metrics changed" said the first attempt's value beside the rerun's row.
+    tree = make_tree({"test_lat.py": LAT_TEST})
+    _baseline(tree / "h.db", n=30)
+    session = run(tree, "cpu", "--gate", "enforce",
+                  env={"LAT_VALUES": "1.025 1.04", "LAT_COUNT": str(tmp_path / "n")})
+    assert session.returncode == 1, session.stdout + session.stderr
+    s = _surfaces(tree, tmp_path, monkeypatch, capsys)
+    [j] = [v for v in json.loads(s["json"])["verdicts"] if v["key"] == "lat"]
+    assert j["verdict"] == "regression" and j["new"] == pytest.approx(1.04)
+    assert j["change_point"]["runs_ago"] == 0
+    assert (j["change"]["before"], j["change"]["after"]) == pytest.approx((j["baseline"], j["new"]))
+    [line] = _section(s["text"], "Where metrics changed")
+    assert f"{j['baseline']:.4g} -> {j['new']:.4g}" in line, line
+    assert f"{j['own_change'] * 100:+.1f}%" in line and " 1 " not in line, line
+
+
+def test_improvements_stored_with_the_bad_sides_p_do_not_print_it(tmp_path, capsys):
+    # The committed history holds improvements stored before an improvement kept its
+    # own p: p=1 q=1 (the bad side's). A report states their interval, not that p.
+    db = tmp_path / "history.db"
+    shutil.copy(REPO / "history.db", db)
+    with open_history(db, create=False) as h:
+        n = h.backend.db.execute("SELECT count(*) FROM verdicts WHERE verdict = "
+                                 "'improvement' AND p_value = 1").fetchone()[0]
+    assert n > 0
+    for fmt in ("text", "json"):
+        gate_report(["--history", str(db), "--since", "3650d", "--all", "--no-health",
+                     "--format", fmt, "--out", str(tmp_path / f"r.{fmt}")])
+    text = (tmp_path / "r.text").read_text()
+    improved = [ln for ln in _rows(text) if "better improvement" in ln]
+    assert improved and not any("p=1 q=1" in ln for ln in improved), improved[:3]
+    rows = [v for v in json.loads((tmp_path / "r.json").read_text())["verdicts"]
+            if v["verdict"] == "improvement"]
+    assert rows and all(v["p_value"] is None or v["p_value"] < 0.5 for v in rows)
