@@ -6,12 +6,12 @@ rows (read with the gate's inputs, ``gates.store.gate_inputs``) and gives each
 metric the stage it is judged at now (``decisions.next_stage`` of its previous
 stage and verdict).
 ``judge_at_stage`` judges one metric at its stage (``decisions.Stage``) and writes
-what decided into the verdict's message. The protocol itself: ``docs/gates/design.md``.
+what decided into the verdict's message (worded by ``gates.report.stage_messages``).
+The protocol itself: ``docs/gates/design.md``.
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -19,19 +19,10 @@ from typing import Any
 import numpy as np
 
 from gates.model import stats
-from gates.model.decisions import (
-    CORROBORATE_RANK,
-    EARLY_HOLD,
-    FUTILITY,
-    TRANSIENT_LEVEL,
-    Stage,
-    Verdict,
-    mixture_hold_p,
-    next_stage,
-    stage_of,
-)
-from gates.model.verdicts import FAILING
+from gates.model.decisions import TRANSIENT_LEVEL, Stage, next_stage, stage_of
+from gates.model.verdicts import FAILING, Verdict
 from gates.record.declarations import Gate
+from gates.report.stage_messages import corroborate_message, rerun_message, reruns_message
 from gates.store.gate_inputs import ChainRead, latest_rows, read_chain_rows
 from gates.store.history import History
 
@@ -164,43 +155,17 @@ class Inputs:
                     host=self.host, standin_last=self.standin_last)
 
 
-def _num(x: float | None) -> float:
-    return float("nan") if x is None or not math.isfinite(x) else float(x)
-
-
-def _chain_note(j: stats.Judgement, root: float | None, n: int) -> str:
-    """The message's clause for a hold the first attempt's split test turned into a pass."""
-    if not j.extras.chain_transient:
-        return ""
-    return (f"; but the first attempt {_num(root):.6g} is a transient against the mean of "
-            f"its {n} reruns (p {j.extras.p_split:.2g}) and they are not clear on their own: "
-            "pass")
-
-
 def _at_rerun(x: Inputs, v: Verdict, chain: Chain, key: str, another: bool) -> stats.Judgement:
     first = chain.previous.get(key)
     j, v.verdict = stats.confirm(x.summaries, x.value, first=first,
                                  suspect=key in chain.from_suspect, another=another, **x.kw())
     if v.verdict == "suspect" and j.extras.corroborate:
         v.corroborate = True
-        kind = "a heavy-tailed" if j.extras.heavy else "a slightly autocorrelated"
-        v.message = (f"rerun {_num(x.value):.6g} beyond every run of {kind} baseline: "
-                     f"held only if the next rerun ranks among the worst "
-                     f"{CORROBORATE_RANK:g} of them")
-    elif (v.verdict == "regression" and another and stats.independent(j)
-          and j.extras.p_run_worse <= mixture_hold_p(x.params.level)):
-        v.message = (f"rerun alone p {j.extras.p_run_worse:.2g}: holds alone at the "
-                     f"sequential rule's first boundary ({mixture_hold_p(x.params.level):.2g})")
-    elif v.verdict == "suspect":
-        v.message = (f"rerun alone p {j.extras.p_run_worse:.2g}"
-                     + (": beyond every baseline run, where that p rests on the fitted "
-                        "tail; another rerun decides" if j.extras.beyond else
-                        ": borderline, another rerun decides"))
-    p_split = j.extras.p_split
-    if p_split <= TRANSIENT_LEVEL and v.verdict != "regression":
+    transient = j.extras.p_split <= TRANSIENT_LEVEL and v.verdict != "regression"
+    if transient:
         v.transient = True
-        v.message = (f"first attempt {_num(first):.6g} a transient against this rerun "
-                     f"(p {p_split:.2g}): later baselines take this rerun's value")
+    v.message = rerun_message(j, v.verdict, x.value, first, level=x.params.level,
+                              another=another, transient=transient) or v.message
     return j
 
 
@@ -208,9 +173,7 @@ def _at_corroborate(x: Inputs, v: Verdict, chain: Chain, key: str) -> stats.Judg
     first, root = chain.previous.get(key), chain.root.get(key)
     j, v.verdict = stats.corroborate(x.summaries, x.value, first=root, previous=first, **x.kw())
     if j.status == "ok":
-        v.message = (f"previous rerun {_num(first):.6g} beyond every baseline run; this "
-                     f"rerun ranks p {j.extras.rank_worse:.2g} among them: held at "
-                     f"<= {CORROBORATE_RANK:g}" + _chain_note(j, root, 2))
+        v.message = corroborate_message(j, first, root)
     return j
 
 
@@ -241,17 +204,7 @@ def _at_reruns(x: Inputs, v: Verdict, chain: Chain, key: str, another: bool,
     carried, roots = _unheld_reruns(unheld, run_metrics, key)
     j, v.verdict = stats.confirm_reruns(x.summaries, reruns, final=not another,
                                         carried=carried, first=root, **x.kw())
-    prev = ", ".join(f"{_num(e):.6g}" for e in earlier)
-    n_all = len(reruns) + int(j.extras.carried)
-    if j.extras.carried:
-        prev += f"; {len(carried)} carried from the unheld confirms of " + ", ".join(roots)
-    level = j.extras.rerun_level  # set where these reruns decided outright
-    v.message = (f"mean of {n_all} reruns (earlier: {prev}) against means of "
-                 f"{n_all} baseline runs: "
-                 + (f"held at p <= {level:g}" if level is not None else
-                    f"held at p <= {EARLY_HOLD:g}, pass above "
-                    f"{FUTILITY:g}, else another rerun")
-                 + _chain_note(j, root, len(reruns)))
+    v.message = reruns_message(j, earlier, len(carried), roots, root)
     return j
 
 

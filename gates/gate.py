@@ -55,8 +55,8 @@ from gates.attempts import (
     samples_of,
 )
 from gates.model import stats
-from gates.model.decisions import OpenRegression, Stage, Verdict, back_level, still_red
-from gates.model.verdicts import FAILING, VERDICTS, gate_exit, interval_contradicts
+from gates.model.decisions import OpenRegression, Stage, back_level, next_stage, still_red
+from gates.model.verdicts import FAILING, VERDICTS, Verdict, gate_exit, interval_contradicts
 from gates.record import accept
 from gates.record.declarations import DeclarationError, Gate, gate_for, parse_plan_gates
 from gates.record.unit_check import UnitMismatch, conflicts
@@ -105,7 +105,7 @@ class GateResult:
         """Tests to rerun for a confirm attempt: behind enforced failures and suspects
         (after a confirm attempt, behind its borderline verdicts only: what it held is
         final)."""
-        out = {v.nodeid for v in self.verdicts if v.next_stage is not None and v.nodeid}
+        out = {v.nodeid for v in self.verdicts if _goes_on(v) and v.nodeid}
         return sorted(out)
 
     @property
@@ -122,6 +122,14 @@ class GateResult:
 
 
 # ------------------------------------------------------------------ evaluation
+
+
+def _goes_on(v: Verdict) -> bool:
+    """A further attempt would judge this metric (``decisions.next_stage``)."""
+    if not v.stage or v.open_of:  # a failure an earlier attempt held, shown again;
+        return False  # a run still at an open regression's level
+    return next_stage(Stage(v.stage), v.verdict, enforced=v.mode == "enforce",
+                      corroborate=v.corroborate) is not None
 
 
 def _num(x: Any) -> float | None:

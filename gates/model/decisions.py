@@ -29,7 +29,7 @@ from gates.model.judge import (
     judge_summaries,
 )
 from gates.model.robust import QN_EFF, empirical_bound, predictive_z_pvalue, subset_means
-from gates.model.verdicts import FAILING, fails
+from gates.model.verdicts import FAILING
 
 __all__ = [
     "OpenRegression",
@@ -48,7 +48,6 @@ __all__ = [
     "back_level",
     "still_red",
     "split_p",
-    "Verdict",
 ]
 
 RERUN_VERDICTS = (*FAILING, "suspect")  # a first attempt's verdicts an enforced gate reruns
@@ -617,74 +616,3 @@ def confirm_reruns(history: np.ndarray, reruns: Sequence[float], *, sign: int,
     # scale is s1 (s1c here is the scale of a mean of n).
     return j, _chain_check(j, v, first, reruns, scale=j.extras.s1, reference=_reference(history),
                            extra_var=judge_kw.get("extra_var", 0.0))
-
-
-@dataclass
-class Verdict:
-    key: str
-    verdict: str
-    nodeid: str | None = None
-    unit: str | None = None
-    better: str | None = None
-    baseline: float | None = None
-    new: float | None = None
-    rel_change: float | None = None
-    ci_low: float | None = None
-    ci_high: float | None = None
-    ci_conf: float | None = None  # the interval's confidence (the level that decided)
-    level: float | None = None  # the level its p (BH q at a first attempt) was held to
-    statistic: float | None = None  # signed z (> 0: worse)
-    p_value: float | None = None
-    q_value: float | None = None
-    floor: float | None = None
-    mode: str = "enforce"
-    method: str = ""
-    n_baseline: int = 0
-    change_point: dict[str, Any] | None = None
-    message: str = ""
-    declared_at: str | None = None
-    transient: bool = False  # confirm: the first attempt was a glitch; baselines take the rerun
-    corroborate: bool = False  # confirm: a rerun beyond every baseline run; the next decides
-    chain_transient: bool = False  # a chain's borderline hold undone: its first attempt a glitch
-    stage: str = Stage.FIRST.value  # where in the confirm protocol (``decisions.Stage``)
-    # the first attempt of an open regression this run is still at (``still_red``): final
-    open_of: str | None = None
-
-    @property
-    def enforced_failure(self) -> bool:
-        return fails(self.verdict, self.mode)
-
-    @property
-    def next_stage(self) -> Stage | None:
-        """The stage a further attempt would judge this metric at (None: final)."""
-        if not self.stage or self.open_of:  # a failure an earlier attempt held, shown
-            return None  # again; a run still at an open regression's level
-        return next_stage(Stage(self.stage), self.verdict, enforced=self.mode == "enforce",
-                          corroborate=self.corroborate)
-
-    def row(self, attempt: int, confirm_of: str | None) -> dict[str, Any]:
-        """A row for ``RunWrites.save_verdicts``."""
-        detail = {"method": self.method, "n_baseline": self.n_baseline, "unit": self.unit,
-                  "better": self.better}
-        for k in ("change_point", "message", "declared_at"):
-            v = getattr(self, k)
-            if v:
-                detail[k] = v
-        if confirm_of:
-            detail["confirm_of"] = confirm_of
-        if self.transient:
-            detail["transient"] = True
-        if self.corroborate:
-            detail["corroborate"] = True
-        if self.chain_transient:
-            detail["chain_transient"] = True
-        if self.open_of:
-            detail["open_of"] = self.open_of
-        if self.level is not None:
-            detail["level"] = self.level
-        return {"key": self.key, "nodeid": self.nodeid, "verdict": self.verdict,
-                "baseline": self.baseline, "new": self.new, "rel_change": self.rel_change,
-                "ci_low": self.ci_low, "ci_high": self.ci_high, "statistic": self.statistic,
-                "p_value": self.p_value, "q_value": self.q_value, "floor": self.floor,
-                "mode": self.mode, "attempt": attempt, "stage": self.stage, "detail": detail,
-                "ci_conf": self.ci_conf}

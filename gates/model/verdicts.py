@@ -9,15 +9,17 @@ confirm reruns, each ``confirm_of`` the attempt before it: ``ci_register.running
 :func:`session_exit` the exit code the runner returned for it. The gate's exit
 code and every report surface (text, Markdown, HTML, JSON, GitHub summary, PR
 comment, webhook) come from these two, so they cannot disagree
-(``docs/gates/surfaces.md``).
+(``docs/gates/surfaces.md``). :class:`Verdict` is the record of one metric's verdict
+that the gate fills and the store saves.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["FAILING", "GATE_MODES", "VERDICTS", "attempt_exit", "chain_outcome", "fails",
+__all__ = ["FAILING", "GATE_MODES", "VERDICTS", "Verdict", "attempt_exit", "chain_outcome", "fails",
            "gate_exit", "interval_contradicts", "never_judged", "pytest_exit", "session_exit",
            "shown_verdict"]
 
@@ -158,3 +160,69 @@ def interval_contradicts(verdict: str | None, better: str | None, ci_low: float 
     rise_is_bad = better != "higher"
     rises = (verdict == "regression") == rise_is_bad
     return not (ci_low > 0.0 if rises else ci_high < 0.0)
+
+
+@dataclass
+class Verdict:
+    """One metric's verdict at one attempt, as the gate (``gates.gate``, ``gates.attempts``)
+    fills it from a judgement and the store saves it (``row``)."""
+
+    key: str
+    verdict: str
+    nodeid: str | None = None
+    unit: str | None = None
+    better: str | None = None
+    baseline: float | None = None
+    new: float | None = None
+    rel_change: float | None = None
+    ci_low: float | None = None
+    ci_high: float | None = None
+    ci_conf: float | None = None  # the interval's confidence (the level that decided)
+    level: float | None = None  # the level its p (BH q at a first attempt) was held to
+    statistic: float | None = None  # signed z (> 0: worse)
+    p_value: float | None = None
+    q_value: float | None = None
+    floor: float | None = None
+    mode: str = "enforce"
+    method: str = ""
+    n_baseline: int = 0
+    change_point: dict[str, Any] | None = None
+    message: str = ""
+    declared_at: str | None = None
+    transient: bool = False  # confirm: the first attempt was a glitch; baselines take the rerun
+    corroborate: bool = False  # confirm: a rerun beyond every baseline run; the next decides
+    chain_transient: bool = False  # a chain's borderline hold undone: its first attempt a glitch
+    stage: str = "first"  # where in the confirm protocol (``decisions.Stage``)
+    # the first attempt of an open regression this run is still at (``still_red``): final
+    open_of: str | None = None
+
+    @property
+    def enforced_failure(self) -> bool:
+        return fails(self.verdict, self.mode)
+
+    def row(self, attempt: int, confirm_of: str | None) -> dict[str, Any]:
+        """A row for ``RunWrites.save_verdicts``."""
+        detail = {"method": self.method, "n_baseline": self.n_baseline, "unit": self.unit,
+                  "better": self.better}
+        for k in ("change_point", "message", "declared_at"):
+            v = getattr(self, k)
+            if v:
+                detail[k] = v
+        if confirm_of:
+            detail["confirm_of"] = confirm_of
+        if self.transient:
+            detail["transient"] = True
+        if self.corroborate:
+            detail["corroborate"] = True
+        if self.chain_transient:
+            detail["chain_transient"] = True
+        if self.open_of:
+            detail["open_of"] = self.open_of
+        if self.level is not None:
+            detail["level"] = self.level
+        return {"key": self.key, "nodeid": self.nodeid, "verdict": self.verdict,
+                "baseline": self.baseline, "new": self.new, "rel_change": self.rel_change,
+                "ci_low": self.ci_low, "ci_high": self.ci_high, "statistic": self.statistic,
+                "p_value": self.p_value, "q_value": self.q_value, "floor": self.floor,
+                "mode": self.mode, "attempt": attempt, "stage": self.stage, "detail": detail,
+                "ci_conf": self.ci_conf}
