@@ -14,7 +14,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import numpy as np
 from scipy import special
@@ -237,14 +237,10 @@ class Case(NamedTuple):
 
 
 def judge_summaries(history: np.ndarray, value: float, *, sign: int,
-                    params: GateParams = DEFAULTS, n_trials: float | None = None,
-                    extra_var: float = 0.0, min_change: float | None = None,
-                    hosts: Sequence[str | None] | None = None, host: str | None = None,
-                    mean_of: int = 1, standin_last: bool = False) -> Judgement:
+                    **settings: Any) -> Judgement:
     """Judge a new run summary ``value`` against past run summaries (oldest first):
-    ``judge_many`` of one ``Case``."""
-    return judge_many([Case(history, value, sign, params, n_trials, extra_var, min_change,
-                            hosts, host, mean_of, standin_last)])[0]
+    ``judge_many`` of one ``Case``, ``settings`` its other fields by name."""
+    return judge_many([Case(history, value, sign, **settings)])[0]
 
 
 def judge_many(cases: Sequence[Case]) -> list[Judgement]:
@@ -309,9 +305,8 @@ def _beyond_machines(cases: Sequence[Case], out: list[Judgement]) -> None:
     shifted = [cases[i]._replace(value=cases[i].value - cases[i].sign * MACHINE_BOUND
                                  * abs(out[i].baseline), hosts=None, host=None)  # type: ignore[arg-type]
                for i in redo]
+    # (judged "ok": as many runs as before, and no machine model to leave it unguarded)
     for i, j in zip(redo, judge_many(shifted), strict=True):
-        if j.status != "ok":
-            continue
         off = j.sign * MACHINE_BOUND
         j.extras.new_host, j.extras.machine_bound = True, MACHINE_BOUND
         out[i] = dataclasses.replace(

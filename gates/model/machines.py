@@ -26,6 +26,7 @@ Row-wise like ``gates.model.robust``: the variance components of every metric of
 from __future__ import annotations
 
 import math
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -103,10 +104,15 @@ class MachineModel:
         if self.tau2 is None or label not in self.levels:
             return None
         n, mean = self.levels[label]
+        w = self._shrinkage(n)
+        return centre + w * (mean - centre), (1.0 - w) * self.tau2 + (1.0 - w) ** 2 * cvar
+
+    def _shrinkage(self, n: int) -> np.ndarray:
+        """w = tau^2 / (tau^2 + within2 / n): the weight of a machine's mean of n runs in
+        its level (0 where both variances are 0)."""
         tau2 = np.asarray(self.tau2, dtype=float)
         v = np.asarray(self.within2, dtype=float) / n
-        w = np.where(tau2 + v > 0, tau2 / np.where(tau2 + v > 0, tau2 + v, 1.0), 0.0)
-        return centre + w * (mean - centre), (1.0 - w) * tau2 + (1.0 - w) ** 2 * cvar
+        return np.where(tau2 + v > 0, tau2 / np.where(tau2 + v > 0, tau2 + v, 1.0), 0.0)
 
     def offsets(self, x: np.ndarray, labels: Sequence[str], centre: np.ndarray,
                 ) -> np.ndarray:
@@ -118,12 +124,8 @@ class MachineModel:
         out = np.zeros(x.shape)
         if self.tau2 is None:
             return out
-        tau2 = np.asarray(self.tau2, dtype=float)
-        groups, _ = _machine_groups(tuple(labels))
-        for g in groups:
-            v = np.asarray(self.within2, dtype=float) / g.size
-            w = np.where(tau2 + v > 0, tau2 / np.where(tau2 + v > 0, tau2 + v, 1.0), 0.0)
-            out[:, g] = (w * (_row_mean(x, g) - centre))[:, None]
+        for g in _machine_groups(tuple(labels))[0]:
+            out[:, g] = (self._shrinkage(g.size) * (_row_mean(x, g) - centre))[:, None]
         return out
 
     def window_extra(self, labels: Sequence[str]) -> np.ndarray | float:
@@ -133,9 +135,7 @@ class MachineModel:
         k = len(labels)
         if self.tau2 is None or k == 0:
             return 0.0
-        counts: dict[str, int] = {}
-        for x in labels:
-            counts[x] = counts.get(x, 0) + 1
+        counts = Counter(labels)
         f = self.inflation()
         shared = sum((n / k) ** 2 * (tau2 if m in self.known else tau2 * f)
                      for m, n in counts.items())

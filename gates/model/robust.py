@@ -113,18 +113,19 @@ def lag1_autocorr(x: np.ndarray, center: np.ndarray | float, scale: np.ndarray |
     center, scale = np.asarray(center, float)[..., None], np.asarray(scale, float)[..., None]
     if x.shape[-1] < 8:
         return np.zeros(x.shape[:-1])[()]
-    c = np.clip(x, center - 3 * scale, center + 3 * scale) - center
-    if demean:
-        c = c - c.mean(axis=-1, keepdims=True)
+    c = _clipped(x, center, scale, demean)
     num, d = _dot(c[..., 1:], c[..., :-1]), _dot(c, c)
     if tail is not None and tail.shape[-1] >= 2:
-        ct = row_medians(tail)[..., None]
-        b = np.clip(tail, ct - 3 * scale, ct + 3 * scale) - ct
-        if demean:
-            b = b - b.mean(axis=-1, keepdims=True)
+        b = _clipped(tail, row_medians(tail)[..., None], scale, demean)
         num, d = num + _dot(b[..., 1:], b[..., :-1]), d + _dot(b, b)
     ok = (d > 0) & (scale[..., 0] > 0)
     return np.where(ok, np.clip(num / np.where(ok, d, 1.0), 0.0, 0.9), 0.0)[()]
+
+
+def _clipped(x: np.ndarray, centre: np.ndarray, scale: np.ndarray, demean: bool) -> np.ndarray:
+    """Runs clipped at centre +/- 3 scale, about the centre (``demean``: their mean)."""
+    c = np.clip(x, centre - 3 * scale, centre + 3 * scale) - centre
+    return c - c.mean(axis=-1, keepdims=True) if demean else c
 
 
 def _dot(a: np.ndarray, b: np.ndarray) -> np.ndarray:
