@@ -46,14 +46,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from ci_register.registered.paths import MAX_PLAN_BYTES, read_json
-from gates.attempts import (
-    Chain,
-    ChainError,
-    Inputs,
-    chain_of,
-    judge_at_stage,
-    samples_of,
-)
+from gates.attempts import Chain, ChainError, chain_of, judge_at_stage
 from gates.model import stats
 from gates.model.decisions import OpenRegression, Stage, back_level, next_stage, still_red
 from gates.model.verdicts import FAILING, VERDICTS, Verdict, gate_exit, interval_contradicts
@@ -62,7 +55,13 @@ from gates.record.declarations import DeclarationError, Gate, gate_for, parse_pl
 from gates.record.unit_check import UnitMismatch, conflicts
 from gates.store.acceptances import Cut
 from gates.store.backend import display_location, is_database_url
-from gates.store.gate_inputs import GateInputs, latest_rows, read_gate_inputs
+from gates.store.gate_inputs import (
+    GateInputs,
+    latest_rows,
+    read_gate_inputs,
+    samples_of,
+    summaries_of,
+)
 from gates.store.history import History
 from gates.store.provenance import host_key
 
@@ -389,8 +388,7 @@ def _judge_keys(ctx: _Run, keys: Sequence[str], recorded: Mapping[str, list],
             out.append(t)
     xs = _batch(lambda raws: _inputs(ctx, raws), [f.raw for _, f in first])
     ok = [x for x in xs if not isinstance(x, Exception)]
-    js = iter(_batch(lambda xs: stats.judge_many([stats.Case(x.summaries, x.value, **x.kw())
-                                                  for x in xs]), ok))
+    js = iter(_batch(stats.judge_many, ok))
     for (i, f), x in zip(first, xs, strict=True):
         j = x if isinstance(x, Exception) else next(js)
         v, e = f.v, j if isinstance(j, Exception) else f.unit_error
@@ -449,14 +447,31 @@ def _judge_key(ctx: _Run, key: str, rows: list[Mapping[str, Any]] | None,
                 return _First(v, gate, raw, e)
             return _First(v, gate, raw, None)
         x = _inputs(ctx, [raw])[0]
+        carried = (_unheld_reruns(ctx.inputs.unheld.get(key, ()), ctx.inputs.run_metrics, key)
+                   if stage is Stage.RERUNS else ((), ()))
         j = judge_at_stage(stage, x, v, key, chain=ctx.chain, another=ctx.attempts_left >= 1,
-                           unheld=ctx.inputs.unheld.get(key, ()),
-                           run_metrics=ctx.inputs.run_metrics)
+                           carried=carried)
         _fill(ctx, v, j)
         _check_units(ctx, key)
     except Exception as e:  # noqa: BLE001 - one bad metric must not hide the others
         v.verdict, v.message, j = "error", f"{type(e).__name__}: {e}", None
     return v, j, gate
+
+
+def _unheld_reruns(unheld: Sequence[tuple[str, Sequence[str]]],
+                   run_metrics: Mapping[str, Sequence[Mapping[str, Any]]],
+                   key: str) -> tuple[list[float], list[str]]:
+    """``key``'s values in the unheld sequential confirms of its newest baseline runs
+    (``baselines.unheld_chains``, read with the gate's inputs), oldest first, and
+    those runs' ids."""
+    vals: list[float] = []
+    roots: list[str] = []
+    for first, runs in unheld:
+        got = [summaries_of(run_metrics[rid]).get(key) for rid in runs]
+        if all(x is not None for x in got):
+            vals += [float(x) for x in got]
+            roots.append(first)
+    return vals, roots
 
 
 def _check_units(ctx: _Run, key: str) -> None:
@@ -670,8 +685,9 @@ def _read_inputs(ctx: _Run, key: str, rows: Sequence[Mapping[str, Any]], gate: G
                 key in x.standins, _params_for(ctx.params, gate.level, gate.min_change), gate)
 
 
-def _inputs(ctx: _Run, raws: list[_Raw]) -> list[Inputs]:
-    """The metrics' baseline summaries and this run's, summarized together."""
+def _inputs(ctx: _Run, raws: list[_Raw]) -> list[stats.Case]:
+    """The metrics' cases to judge: their baseline summaries and this run's, summarized
+    together."""
     out = []
     seen: dict[tuple, list[str | None]] = {}  # metrics of the same baseline runs share them
     for r, (summaries, value, extra) in zip(
@@ -683,8 +699,9 @@ def _inputs(ctx: _Run, raws: list[_Raw]) -> list[Inputs]:
             run_hosts = seen.get(ids)
             if run_hosts is None:
                 run_hosts = seen[ids] = [r.hosts.get(i) for i in ids[1:]]
-        out.append(Inputs(summaries, value, extra, 1 if r.gate.better == "lower" else -1,
-                          r.params, r.gate, run_hosts, ctx.this_host, r.standin_last))
+        out.append(stats.Case(summaries, value, 1 if r.gate.better == "lower" else -1,
+                              r.params, r.gate.n, extra, r.gate.min_change, run_hosts,
+                              ctx.this_host, standin_last=r.standin_last))
     return out
 
 

@@ -45,7 +45,7 @@ if TYPE_CHECKING:
 
 __all__ = ["CHAIN_DEPTH", "LOCATE_RUNS", "BaselineUnreadable", "ChainRead",
            "GateInputs", "failed_drop", "latest_rows", "read_chain_rows", "read_gate_inputs",
-           "unit_facts"]
+           "samples_of", "summaries_of", "unit_facts"]
 
 LOCATE_RUNS = 60  # baseline runs change-point localisation looks at (gates.gate._locate)
 CHAIN_DEPTH = 16  # confirm_of links followed before a chain is read as a loop
@@ -67,6 +67,12 @@ class ChainRead:
     runs: tuple[Mapping[str, Any], ...]  # the previous attempt first, the first attempt last
     broken: tuple[str, str] | None  # ("missing" | "loop", run id) where the walk stopped
     verdicts: Mapping[str, tuple[Mapping[str, Any], ...]]  # run id -> its verdict rows
+
+    def last_rows(self, run_id: str) -> list[Mapping[str, Any]]:
+        """``run_id``'s verdict rows of its last gated attempt."""
+        rows = self.verdicts[run_id]
+        last = max((r["attempt"] for r in rows), default=0)
+        return [r for r in rows if r["attempt"] == last]
 
 
 @dataclass(frozen=True)
@@ -114,6 +120,21 @@ def latest_rows(rows: Sequence[Mapping[str, Any]]) -> dict[str, list[Mapping[str
     out: dict[str, list[Mapping[str, Any]]] = {}
     for (key, _), r in sorted(by.items()):
         out.setdefault(key, []).append(r)
+    return out
+
+
+def samples_of(rows: Sequence[Mapping[str, Any]]) -> list[float]:
+    """A metric's samples in one run, over its rows (a row without samples: its median)."""
+    return [float(x) for r in rows for x in (r.get("samples") or [r["median"]])]
+
+
+def summaries_of(metric_rows: Sequence[Mapping[str, Any]]) -> dict[str, float]:
+    """Each metric's run summary in a run of these metric rows (its newest rows)."""
+    out: dict[str, float] = {}
+    for key, rows in latest_rows(metric_rows).items():
+        vals = samples_of(rows)
+        if vals:
+            out[key] = stats.run_summary(vals)
     return out
 
 
