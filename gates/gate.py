@@ -49,6 +49,7 @@ from ci_register.registered.paths import MAX_PLAN_BYTES, read_json
 from gates.attempts import Chain, ChainError, chain_of, judge_at_stage
 from gates.model import stats
 from gates.model.decisions import OpenRegression, Stage, back_level, next_stage, still_red
+from gates.model.judge import Decider
 from gates.model.verdicts import FAILING, VERDICTS, Verdict, gate_exit, interval_contradicts
 from gates.record import accept
 from gates.record.declarations import DeclarationError, Gate, gate_for, parse_plan_gates
@@ -592,9 +593,12 @@ def _decided_level(j: stats.Judgement, v: Verdict, gate: Gate, params: stats.Gat
     return side * (p / q) if q and p <= q else side
 
 
-def _show_interval(v: Verdict, j: stats.Judgement, level: float) -> None:
-    """The deciding test's interval at the level that decided (``Decider``)."""
-    d = j.decider
+def _show_interval(v: Verdict, j: stats.Judgement, level: float,
+                   decider: Decider | None = None) -> None:
+    """The deciding test's interval at the level that decided (``Decider``: ``decider``,
+    else the judgement's headline's). A one-sided one (a quantile test's) keeps its
+    infinite end as None."""
+    d = decider or j.decider
     if d is None:
         return
     ci = d.interval(level)
@@ -618,7 +622,7 @@ def _confirm_statement(v: Verdict, j: stats.Judgement) -> None:
     if d.interval_level is None:
         v.ci_low = v.ci_high = v.ci_conf = None
     else:
-        _show_interval(v, j, d.interval_level)
+        _show_interval(v, j, d.interval_level, d.decider)
 
 
 def _not_the_decider(v: Verdict, j: stats.Judgement) -> None:
@@ -846,6 +850,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 raise GateInputError(str(e)) from None
             res = evaluate_run(h, a.run_id, plan=plan, mode=a.mode, confirm_of=a.confirm_of,
                                attempts_left=a.attempts_left, acceptances=entries)
+            model = _new_model_line(h, a.run_id) if a.confirm_of is None else ""
     except (GateInputError, HistoryError) as e:
         print(f"error: {e}", file=sys.stderr)
         _mark_gate_error(a.history, a.run_id, str(e))
@@ -865,9 +870,23 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(json.dumps([asdict(v) for v in res.verdicts], indent=1, default=str))
     else:
         print(verdict_table(res))
+    if model:  # the report's headline says it too (gates.report.build.new_model)
+        print(f"note: {model}")
     for v in res.errors:
         print(f"error: {v.key}: {v.message}", file=sys.stderr)
     return res.exit_code
+
+
+def _new_model_line(h: History, run_id: str) -> str:
+    """What the console says of a run on a machine model new to its suite, as every
+    report's headline does: its fingerprint, its runs so far, the runs set aside."""
+    from gates.report.build import new_model
+
+    run = h.run(run_id)
+    if not run or not run.get("suite"):
+        return ""
+    return new_model(run, h.report_reads.model_runs(str(run["suite"]),
+                                                    str(run.get("started_at") or "")))
 
 
 def _mark_gate_error(history: str, run_id: str, why: str) -> None:

@@ -8,6 +8,7 @@ shown is the plain t-interval, or one at another level.
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import numpy as np
@@ -126,3 +127,26 @@ def test_a_stored_confidence_that_is_not_one_is_not_shown():
 
     assert _confidence(0.98) == 0.98
     assert [_confidence(x) for x in (5.0, 0.0, -1, "x", None, float("nan"))] == [None] * 6
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_the_quantile_tests_interval_is_the_shifts_it_still_finds(seed):
+    # Inverting the exact rank test: a shift back by less than the bound still rejects,
+    # by more it does not; the bound is above 0 exactly where the test rejects at all.
+    from gates.model.robust import quantile_bound, quantile_p
+
+    rng = np.random.default_rng(seed)
+    base = rng.normal(0, 1, 37)
+    base[rng.choice(37, 11, replace=False)] += 6.0  # a slow mode: a third of the runs
+    for least in (-0.5, 0.3, 1.0, 2.5, 6.5, 9.0):
+        new = np.array([least, *(least + rng.uniform(0, 2, 6))])
+        for alpha in (0.0025, 0.0333, 0.2):
+            b = quantile_bound(base, least, 7, alpha)
+            p = float(quantile_p(base, new))
+            if b is None:  # too few runs for any rejection at alpha
+                assert math.comb(7, 7) > alpha * math.comb(44, 7)
+                continue
+            assert (b > 0) == (p <= alpha), (least, alpha, b, p)
+            if b > 0:
+                assert float(quantile_p(base, new - (b - 1e-9))) <= alpha
+                assert float(quantile_p(base, new - (b + 1e-9))) > alpha

@@ -296,3 +296,14 @@ def test_a_machine_model_new_to_its_suite_is_named_with_its_runs_and_what_was_se
         line = headline(build_report(load_report_input(h, runs, scope=scope)))
     assert "passed" in line and "new machine model h100 in b: run 2 of it" in line, line
     assert "runs set aside: 7 on h200" in line
+
+
+def test_a_still_red_regression_is_listed_with_the_confirmed_ones():
+    # Held by an earlier chain and not accepted: before a first attempt's unconfirmed
+    # failure (a --confirm 0 session), as a confirmed regression is.
+    from gates.report.build import Report
+    from gates.report.render_text import next_steps
+
+    rows = [_row("r2", "bw", "regression", "fail"),
+            _row("r2", "lat", "regression", "fail", method="still-red")]
+    assert [r[0] for r in next_steps(Report("t", "run", [], rows, {}))] == ["lat", "bw"]

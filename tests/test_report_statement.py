@@ -24,6 +24,9 @@ import pytest
 from test_runner import LAT_TEST, SUITES, _baseline, run
 
 from gates.commands.cli import main as gate_report
+from gates.report import notify
+from gates.report.build import build_report
+from gates.report.query import load_report_input, select_runs
 from gates.report.render_md import md_text
 from gates.store.open import open_history
 
@@ -75,16 +78,23 @@ def _two_mode_history(db: Path) -> tuple[list[float], list[float]]:
     return lat, tp
 
 
-def _quantile(runs: list[float], value: float) -> tuple[float, float]:
+def _quantile(runs: list[float], value: float, alpha: float) -> tuple[float, float, float]:
     """The 7-run quantile test of ``value`` after ``runs`` (lower is better), computed
-    from the runs: (its p, unweighted; the least bad run's change). Its baseline is the
-    40 runs before the last 10 (``GateParams.window``, the longest evidence window)."""
+    from the runs: (its p, unweighted; the least bad run's change; the least change it
+    still finds at one-sided ``alpha``, by inverting it). Its baseline is the 40 runs
+    before the last 10 (``GateParams.window``, the longest evidence window)."""
     full = [*runs, value]
     base = np.asarray(full[max(0, len(full) - 50): len(full) - 10])
     c = float(np.median(base))
     least = min(full[-7:])
     m = int(np.sum(base - c >= least - c))
-    return math.comb(m + 7, 7) / math.comb(base.size + 7, 7), (least - c) / abs(c)
+    n = base.size
+    p = math.comb(m + 7, 7) / math.comb(n + 7, 7)
+    # Shifted back by d, the test still rejects while at most m* runs lie at or beyond
+    # the least one (and it is beyond the centre): d < least - max(that run, centre).
+    m_star = max(i for i in range(n + 1) if math.comb(i + 7, 7) <= alpha * math.comb(n + 7, 7))
+    at = sorted(base, reverse=True)[m_star]
+    return p, (least - c) / abs(c), (least - max(at, c)) / abs(c)
 
 
 def _p(x: float) -> str:
@@ -154,8 +164,9 @@ def test_a_quantile_trip_and_its_confirm_state_the_quantile_test_on_every_surfac
     # The deciding tests, from the runs: the first attempt's quantile test (its share of
     # the level: 0.25) and the rerun's, the first attempt out of its runs (the confirm's
     # family p: x 1.5, held at the confirm level 0.05).
-    p1, change1 = _quantile(lat, first)
-    p2, change2 = _quantile(lat, rerun)
+    p1, change1, _ = _quantile(lat, first, 0.02)
+    alpha2 = 0.05 * 0.25 / 0.375  # p x 1.5 <= 0.05
+    p2, change2, bound2 = _quantile(lat, rerun, alpha2)
     p1, p2 = p1 / 0.25, p2 * 1.5
     with open_history(tree / "h.db", create=False) as h:
         chain = dict(h.backend.db.execute(
@@ -178,14 +189,15 @@ def test_a_quantile_trip_and_its_confirm_state_the_quantile_test_on_every_surfac
     assert len(tables) == 2, session.stdout
     row1 = _line(tables[0], "lat ", "regression")
     assert f"quantile-7 {change1 * 100:+.1f}%" in row1 and f"p={_p(p1)}" in row1
-    assert "<= 0.02" in row1
+    assert "<= 0.02" in row1 and "+inf]" in row1  # its one-sided interval
     row2 = _line(tables[1], "lat ", "regression")
-    assert f"quantile-7 {change2 * 100:+.1f}% [no interval]" in row2, row2
+    statement = (f"quantile-7 {change2 * 100:+.1f}% [{bound2 * 100:+.1f}, +inf] "
+                 f"{100 * (1 - alpha2):.0f}%")  # one-sided, at the level that decided
+    assert statement in row2 and bound2 > 0, row2
     assert f"p={_p(p2)} <= 0.05" in row2 and f"p={_p(p1)}" not in row2 and own in row2
 
     s = _surfaces(tree, tmp_path, monkeypatch, capsys)
     assert {s[f"rc-{f}"] for f in ("text", "md", "html", "json")} == {"1"}
-    statement = f"quantile-7 {change2 * 100:+.1f}% [no interval]"
     pq = f"p={_p(p2)} <= 0.05"
     text_row = _line(s["text"], "FAIL regression (confirmed)", " lat ")
     md_row = _line(s["md"], "FAIL regression (confirmed)", "`lat`")
@@ -205,7 +217,16 @@ def test_a_quantile_trip_and_its_confirm_state_the_quantile_test_on_every_surfac
     assert (j["test"], j["method"], j["level"]) == ("quantile-7", "rerun/quantile-7", 0.05)
     assert j["p_value"] == pytest.approx(p2) and j["rel_change"] == pytest.approx(change2)
     assert j["own_change"] == pytest.approx((new - baseline) / abs(baseline))
-    assert j["q_value"] is None and j["ci_low"] is None
+    assert j["q_value"] is None and j["ci_high"] is None
+    assert j["ci_low"] == pytest.approx(bound2) and j["ci_conf"] == pytest.approx(1 - alpha2)
+
+    # The webhook's one figure is the row's own change too.
+    with open_history(tree / "h.db", create=False) as h:
+        runs, scope = select_runs(h)
+        report = build_report(load_report_input(h, runs, scope=scope))
+    [reg] = notify.regressions_on(report, report.runs[0].branch, lambda v: None)
+    assert reg.key == "lat" and reg.rel_change == pytest.approx((new - baseline) / abs(baseline))
+    assert f"`lat` {own}" in notify.webhook_payload([reg], report.title)["text"]
 
     # The improvement states its own evidence (the good side's p, at level x confirm
     # level), never the bad side's p=1 q=1.
@@ -235,6 +256,19 @@ def test_a_quantile_trip_and_its_confirm_state_the_quantile_test_on_every_surfac
     row = _line(s["text"], "FAIL regression", " lat ")
     assert f"{j['own_change'] * 100:+.1f}%" in row and f"still-red since {stored1['run_id'][:12]}" in row
     assert "quantile" not in row, row
+
+    # Both sessions in one range report: one row a metric where metrics changed, and the
+    # held regression first in next steps.
+    for fmt in ("text", "json"):
+        assert gate_report(["--history", str(tree / "h.db"), "--root", str(tree), "--since",
+                            "3650d", "--no-health", "--format", fmt,
+                            "--out", str(tmp_path / f"range.{fmt}")]) == 1
+    text = (tmp_path / "range.text").read_text()
+    assert len([v for v in json.loads((tmp_path / "range.json").read_text())["verdicts"]
+                if v["key"] == "lat" and v["verdict"] == "regression"]) == 2
+    where = [ln.split()[0] for ln in _section(text, "Where metrics changed")]
+    assert sorted(where) == ["lat", "tp"], where
+    assert [ln.split()[0] for ln in _section(text, "Owners and next steps")] == ["lat", "tp"]
 
 
 def test_a_change_the_gate_placed_at_the_run_reads_as_the_row_in_where_metrics_changed(
@@ -275,3 +309,36 @@ def test_improvements_stored_with_the_bad_sides_p_do_not_print_it(tmp_path, caps
     rows = [v for v in json.loads((tmp_path / "r.json").read_text())["verdicts"]
             if v["verdict"] == "improvement"]
     assert rows and all(v["p_value"] is None or v["p_value"] < 0.5 for v in rows)
+
+
+def test_a_machine_model_new_to_its_suite_is_named_on_the_console_and_every_report(
+        make_tree, tmp_path, capsys, monkeypatch):
+    # 12 runs on another model (an H200), none on this machine's: the session is the
+    # first run of a new model, insufficient-history, exit 0; every surface says so.
+    from gates.store.history import RunRecord, TestResult
+    from gates.store.metrics import validate_metric
+    from gates.store.provenance import Provenance, detect_hardware, fingerprint_key
+
+    tree = make_tree({"test_lat.py": LAT_TEST})
+    with open_history(tree / "h.db") as h:
+        for i in range(12):
+            p = Provenance(run_id=f"base{i:02d}", suite="cpu", commit=f"{i:07d}", branch="main",
+                           started_at=f"2026-01-01T00:00:{i:02d}+00:00",
+                           fingerprint="nvidia-h200-x1-sm90")
+            h.run_writes.start_run(p)
+            h.run_writes.record_run(RunRecord(
+                p, [TestResult(NODE, "suites/test_lat.py", "passed", 1.0)],
+                [(NODE, validate_metric("lat", [1.0] * 5, unit="ms", better="lower"))], None, 0))
+    session = run(tree, "cpu", "--gate", "enforce",
+                  env={"LAT_VALUES": "1.0", "LAT_COUNT": str(tmp_path / "n")})
+    assert session.returncode == 0, session.stdout + session.stderr
+    fp = fingerprint_key(detect_hardware())
+    said = (f"new machine model {fp} in cpu: run 1 of it (the gate judges it from its run 6); "
+            "runs set aside: 12 on nvidia-h200-x1-sm90")
+    assert f"note: {said}" in session.stdout, session.stdout
+    s = _surfaces(tree, tmp_path, monkeypatch, capsys)
+    joined = {name: " ".join(s[name].split()) for name in ("text", "md", "html")}
+    assert said in joined["text"].split(" Runs ")[0]  # the headline, before the runs
+    assert md_text(said) in joined["md"].splitlines()[0]
+    assert html.escape(said, quote=False) in joined["html"].split("</h1>")[0]
+    assert json.loads(s["json"])["runs"][0]["new_model"] == said

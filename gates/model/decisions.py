@@ -309,8 +309,12 @@ def _quantile_step(j: Judgement, params: GateParams) -> str:
     own = j.own_change
     held = j.extras.p_q_worse <= params.confirm_level and (own is None or j.sign * own > j.floor)
     if held:
+        # Its interval: the quantile test's own, at its share of the level (p_q_worse is
+        # the family's p: p_k x QUANTILE_WEIGHT / share <= level is p_k <= level x share /
+        # QUANTILE_WEIGHT, and the decider's weight is its share)
         j.extras.decided = Decided(f"quantile-{j.extras.q_k}", j.extras.p_q_worse,
-                                   params.confirm_level, j.sign * j.extras.q_change)
+                                   params.confirm_level, j.sign * j.extras.q_change,
+                                   params.confirm_level / QUANTILE_WEIGHT, j.extras.q_decider)
     return "regression" if held else "pass"
 
 

@@ -12,6 +12,7 @@ samples to the summaries it reads. Pure numpy/scipy, no I/O.
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
@@ -38,6 +39,7 @@ from gates.model.robust import (
     huber_location,
     median,
     predictive_z_pvalue,
+    quantile_bound,
     quantile_p,
     rho_bounds,
     rho_var,
@@ -121,6 +123,7 @@ class JudgeExtras:
     p_q_worse: float = 1.0  # its p, bad direction (its family's: p / QUANTILE_WEIGHT is weighted)
     q_change: float = 0.0  # ... the least bad run's relative change, bad direction (that test's)
     q_k: int = 0  # ... its window (runs)
+    q_decider: Decider | None = None  # ... its interval's evidence (``Decider.ranks``)
     # The good direction's weighted p without the new run alone (the windows and the
     # quantile test): an improvement is announced on this (``decisions.decide``)
     p_better_sustained: float = 1.0
@@ -150,6 +153,7 @@ class Decided(NamedTuple):
     level: float
     change: float | None
     interval_level: float | None = None
+    decider: Decider | None = None  # its interval's evidence (None: the headline's)
 
 
 @dataclass(frozen=True, slots=True)
@@ -174,11 +178,24 @@ class Decider:
     # What the test's change is taken beyond (``MACHINE_BOUND`` on a machine of unknown
     # spread): its interval is of the change less this, shown shifted back by it
     offset: float = 0.0
+    # A quantile test (an exact rank test, no t): the baseline runs' relative deviations
+    # in the change's direction and its window; its interval is one-sided, by inversion
+    ranks: tuple[float, ...] | None = None
+    k: int = 0
 
     def interval(self, level: float) -> tuple[float, float] | None:
         """The two-sided interval at one-sided ``level`` on the weighted-p scale (what
-        the metric's p is compared with); None where unbounded (its side's p >= 1/2)."""
+        the metric's p is compared with); None where unbounded (its side's p >= 1/2).
+        A quantile test's is one-sided (``robust.quantile_bound``): the least shift the
+        test still finds at that level, the other end infinite."""
         alpha = min(max(level * self.weight, 1e-300), 0.5)
+        if self.ranks is not None:
+            up = self.rel >= 0
+            bound = quantile_bound(self.ranks, abs(self.rel), self.k, alpha)
+            if bound is None:
+                return None
+            return ((bound + self.offset, math.inf) if up
+                    else (-math.inf, -bound + self.offset))
         p_side = self.p_up if self.rel >= 0 else self.p_down
         z_side = float(special.stdtrit(self.df, 1.0 - p_side)) if p_side < 0.5 else 0.0
         if not z_side > 0.0:
@@ -188,8 +205,9 @@ class Decider:
         return self.rel - t * se + self.offset, self.rel + t * se + self.offset
 
     def confidence(self, level: float) -> float:
-        """The two-sided confidence of ``interval(level)``."""
-        return 1.0 - 2.0 * min(max(level * self.weight, 0.0), 0.5)
+        """The confidence of ``interval(level)`` (two-sided; a quantile test's one-sided)."""
+        alpha = min(max(level * self.weight, 0.0), 0.5)
+        return 1.0 - alpha if self.ranks is not None else 1.0 - 2.0 * alpha
 
 
 @dataclass(frozen=True)
@@ -788,6 +806,7 @@ def _judgements(b: _Baseline, params: GateParams, cands: list[_Candidate],
     pw_d, pb_d = pw_b * weight, pb_b * weight
     p_up, p_down = np.where(b.sign > 0, pw_d, pb_d), np.where(b.sign > 0, pb_d, pw_d)
     won = [cands[i] for i in best.tolist()]
+    quantile = {x.k: x for x in cands if x.method.startswith("quantile-")}
     cols = {k: v.tolist() for k, v in extras.items()}
     wins = {k: v.tolist() for k, v in p_win.items()}
     vals = zip(b.c.tolist(), rel.tolist(), ci_lo.tolist(), ci_hi.tolist(), z.tolist(),
@@ -806,11 +825,31 @@ def _judgements(b: _Baseline, params: GateParams, cands: list[_Candidate],
                          p_window_worse={k: v[j] for k, v in wins.items()})
         nan = rl != rl
         dec = None if nan or not ce else Decider(rl, se_rel, dfj, wj, pu, pd)
+        if dec is not None and won[j].method.startswith("quantile-"):
+            dec = _rank_decider(b, j, won[j])
+        if ex.quantile and ex.q_k in quantile:
+            ex.q_decider = _rank_decider(b, j, quantile[ex.q_k])
         out.append(Judgement(
             "ok", c, cs.value, None if nan else rl, None if nan else (lo, hi), zz, pw, pb, fl,
             won[j].k, b.h.shape[1], None if ow != ow else ow, cs.sign,
             statistic=f"robust-t/{won[j].method}", decider=dec, extras=ex))
     return out
+
+
+def _rank_decider(b: _Baseline, j: int, x: _Candidate) -> Decider | None:
+    """Row ``j``'s ``Decider`` of a quantile candidate: its least bad run's change and the
+    baseline's deviations in that change's direction (``Decider.ranks``: an exact
+    interval by inversion, where a t-interval about one run's spread says nothing of
+    the rank test that decided)."""
+    c, est, w = float(b.c[j]), float(x.est[j]), float(x.weight[j])
+    if not c or not math.isfinite(est) or not math.isfinite(float(x.pw[j])):
+        return None
+    rel = (est - c) / abs(c)
+    ranks = np.sort((1.0 if rel >= 0 else -1.0) * (b.base[j] - c) / abs(c))[::-1]
+    pw, pb = float(x.pw[j]) * w, float(x.pb[j]) * w  # unweighted
+    up, down = (pw, pb) if b.sign[j] > 0 else (pb, pw)
+    return Decider(rel, float(x.se[j]) / abs(c), float(x.df[j]), w, up, down,
+                   ranks=tuple(ranks.tolist()), k=x.k)
 
 
 def _weights(m: int) -> tuple[float, ...]:

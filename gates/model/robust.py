@@ -27,6 +27,7 @@ __all__ = [
     "MAD_K", "QN_K", "QN_EFF", "HUBER_C", "HUBER_VAR", "HALF_PI", "RHO_CAUTION", "ChangePoint",
     "run_summary", "robust_scale", "triu_pairs", "median", "row_medians", "lag1_autocorr",
     "ar1_variance_factor", "predictive_z_pvalue", "center_scale", "huber_location", "quantile_p",
+    "quantile_bound",
     "subset_means", "tail_bound", "far_mode_threshold", "FAR_MODE_MIN", "rolling_idx",
     "bootstrap_idx", "empirical_bound", "rho_var",
     "rho_bounds", "bh_qvalues", "pettitt",
@@ -233,6 +234,29 @@ def quantile_p(base_dev: np.ndarray, new_dev: Sequence[float] | np.ndarray) -> n
     m = np.add.reduce(base_dev >= lo[..., None], axis=-1)
     p = np.array([math.comb(mi + k, k) / math.comb(n + k, k) for mi in np.ravel(m).tolist()])
     return np.where(lo > 0, p.reshape(np.shape(m)), 1.0)[()]
+
+
+def quantile_bound(base_dev: Sequence[float], least: float, k: int, alpha: float) -> float | None:
+    """The one-sided confidence bound of the shift ``quantile_p`` tests, at ``alpha``: the
+    least shift of the k new values beyond the baseline that the test still finds.
+
+    Test inversion (Lehmann & Romano, *Testing Statistical Hypotheses*, 3rd ed., 2005,
+    sec. 3.5): shifted back by d, the k values' least one is ``least - d``, and the test
+    rejects while fewer than m* + 1 baseline deviations lie at or beyond it, m* the largest
+    m with C(m + k, k) / C(n + k, k) <= alpha (and while it is beyond the centre, 0). The
+    shifts it does not reject, d >= ``least`` - max(the (m* + 1)-th largest deviation, 0),
+    are the confidence set; its bound is above 0 exactly where ``quantile_p`` <= alpha.
+    ``base_dev`` and ``least``: deviations from the centre, in the change's direction.
+    None where no m reaches ``alpha`` (the test cannot reject there: no bound)."""
+    x = sorted((float(v) for v in base_dev), reverse=True)
+    n = len(x)
+    limit = alpha * math.comb(n + k, k)
+    m = -1
+    while m < n and math.comb(m + 1 + k, k) <= limit:
+        m += 1
+    if m < 0:
+        return None
+    return float(least) - max(x[m] if m < n else -math.inf, 0.0)
 
 
 SUBSETS_MAX = 20_000  # n-subsets of a baseline: all of them up to this many, else a fixed sample

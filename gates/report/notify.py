@@ -91,8 +91,10 @@ def regressions_on(report: Any, branch: str,
         run = runs.get(v.run_id)
         if v.verdict != "regression" or run is None or run.branch != branch:
             continue
+        # The row's own change (new against baseline), as its "change" column says it
+        change = v.own_change if v.own_change is not None else v.rel_change
         out.append(Regression(v.suite, v.fingerprint, v.key, first_commit(v) or run.commit,
-                              v.run_id, v.rel_change, v.owner, run.ci_url))
+                              v.run_id, change, v.owner, run.ci_url))
     return out
 
 

@@ -198,6 +198,11 @@ def change_parts(v: VerdictRow) -> tuple[str, str]:
     if v.ci_low is not None and v.ci_high is not None:
         ci = f" [{v.ci_low * 100:+.1f}, {v.ci_high * 100:+.1f}]"
         ci += f" {_conf(v.ci_conf)}" if v.ci_conf is not None else " 95%"
+    elif (v.ci_low is not None or v.ci_high is not None) and v.ci_conf is not None:
+        # One-sided (a quantile test's, by inversion): the least change it still finds
+        lo = "-inf" if v.ci_low is None else f"{v.ci_low * 100:+.1f}"
+        hi = "+inf" if v.ci_high is None else f"{v.ci_high * 100:+.1f}"
+        ci = f" [{lo}, {hi}] {_conf(v.ci_conf)}"
     elif v.ci_conf is not None:
         ci = f" [unbounded] {_conf(v.ci_conf)}"
     elif v.level is not None and v.verdict in ("regression", "improvement"):
@@ -438,9 +443,11 @@ WHERE_CHANGED_HEAD = ["metric", "commits", "median before -> after", "change", "
 
 
 def _next_order(v: VerdictRow) -> int:
-    """Confirmed regressions first, then other failures, then the rest (improvements)."""
+    """Confirmed regressions first (held by a confirm rerun, or still red: held by an
+    earlier chain and not accepted), then other failures, then the rest (improvements)."""
     if v.cls == "fail":
-        return 0 if v.verdict == "regression" and v.confirmed_by else 1
+        held = v.confirmed_by or v.method == "still-red"
+        return 0 if v.verdict == "regression" and held else 1
     return 2
 
 
