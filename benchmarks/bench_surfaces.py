@@ -94,7 +94,7 @@ def _session(h, series, i: int) -> tuple[int, str, list[str]]:
 def _old_reading(h, chain: list[str]) -> tuple[int, str]:
     """The report before issue 38: the first attempt's verdict, replaced by its first
     rerun's (a rerun of a rerun was never read); exit 1 only on a failing row."""
-    rows = [r for rid in chain[:2] for r in h.verdicts(rid) if r["key"] == "lat"]
+    rows = [r for rid in chain[:2] for r in h.report_reads.verdicts(rid) if r["key"] == "lat"]
     if not rows:
         return 0, "not-judged"
     v = rows[-1]

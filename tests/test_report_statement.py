@@ -178,13 +178,13 @@ def test_a_quantile_trip_and_its_confirm_state_the_quantile_test_on_every_surfac
     with open_history(tree / "h.db", create=False) as h:
         of = dict(h.backend.db.execute(
             "SELECT confirm_of, run_id FROM runs WHERE confirm_of IS NOT NULL").fetchall())
-        [a] = [r["run_id"] for r in h.runs("cpu", limit=200)
+        [a] = [r["run_id"] for r in h.report_reads.runs("cpu", limit=200)
                if r["confirm_of"] is None and not r["run_id"].startswith("base")]
         chain = [a]
         while chain[-1] in of:
             chain.append(of[chain[-1]])
-        [stored1] = [r for r in h.verdicts(a) if r["key"] == "lat"]
-        [stored] = [r for r in h.verdicts(chain[-1]) if r["key"] == "lat"]  # it decided
+        [stored1] = [r for r in h.report_reads.verdicts(a) if r["key"] == "lat"]
+        [stored] = [r for r in h.report_reads.verdicts(chain[-1]) if r["key"] == "lat"]  # it decided
     assert len(chain) == attempts
     d1, d = stored1["detail"], stored["detail"]
 

@@ -1,6 +1,6 @@
 """`gate-report compare A B`: every metric of B's runs against A's, with the gate's statistics.
 
-A and B each name runs (``History.runs_by_ref``): a run id, a commit, a branch
+A and B each name runs (``ReportReads.runs_by_ref``): a run id, a commit, a branch
 or a hardware fingerprint (two GPU types, two images). A's newest ``window``
 trusted runs are the baseline; B's newest runs (up to 10) are judged as one: one run by
 ``stats.judge_many`` as the gate judges a new run, several by the mean of
@@ -69,7 +69,7 @@ def load_side(history: Any, ref: str, *, suite: str | None, limit: int,
     """(kind of ref, {(suite, fingerprint, key): (unit, better, [samples per run, oldest
     first])}) of the runs ``ref`` names (a run with several rows of a key: pooled);
     ``trusted_only`` for the baseline side A."""
-    kind, runs = history.runs_by_ref(ref, suite=suite, limit=limit + len(skip),
+    kind, runs = history.report_reads.runs_by_ref(ref, suite=suite, limit=limit + len(skip),
                                      trusted_only=trusted_only)
     runs = [r for r in runs if r["run_id"] not in skip][:limit]
     if not runs:
@@ -80,7 +80,7 @@ def load_side(history: Any, ref: str, *, suite: str | None, limit: int,
     for run in reversed(runs):  # oldest first
         per: dict[str, list[float]] = {}
         meta: dict[str, tuple[str | None, str | None]] = {}
-        for m in history.metrics(run["run_id"]):
+        for m in history.report_reads.metrics(run["run_id"]):
             if m.get("samples"):
                 per.setdefault(m["key"], []).extend(m["samples"])
                 meta[m["key"]] = (m.get("unit"), m.get("better"))

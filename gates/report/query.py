@@ -1,8 +1,8 @@
 """Read side of the report: select runs and fetch, in a few bulk queries, the rows
 that `gates.report.build.build_report` and `gates.report.health.analyse` need.
 
-Every read is a method of the store (`gates.store.history.History`, its report
-reads in `gates.store.report_reads`); this module chooses what to read and
+Every read is a method of the store's report reader (`gates.store.report_reads.
+ReportReads`, ``History.report_reads``); this module chooses what to read and
 shapes it for the report.
 """
 

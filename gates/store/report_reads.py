@@ -1,4 +1,7 @@
-"""The store's reads for reports and CI health (`gates.report.query` selects with them).
+"""The store's reads for reports and CI health (`gates.report.query` selects with them),
+and for the `gate-report` commands that look at one run or one metric (compare, accept,
+notify, bisect): a run, its tests, metrics and verdicts, its trust log, acceptances,
+bisections and notifications.
 
 A report over 10,000 metrics needs one query per table, not one per metric,
 so each method reads the rows of many runs at once (``IN`` lists in chunks).
@@ -12,6 +15,7 @@ from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any, cast
 
+from gates.store.records import HistoryError
 from gates.store.rows import (
     FailedTestRow,
     HealthRunRow,
@@ -23,7 +27,9 @@ from gates.store.rows import (
     TrendRun,
     TrendValue,
     VerdictRow,
+    decode_run,
 )
+from gates.store.schema import like_prefix, with_samples
 
 __all__ = ["ReportReads"]
 
@@ -47,10 +53,6 @@ def _run(row: dict[str, Any]) -> RunRow:
         except ValueError:
             row["hardware"] = {}
     return cast(RunRow, row)
-
-
-def _like_prefix(text: str) -> str:
-    return text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
 
 
 class ReportReads:
@@ -81,7 +83,7 @@ class ReportReads:
         """Runs whose id is ``prefix`` or starts with it, newest first."""
         return [_run(r) for r in self._rows(
             "SELECT * FROM runs WHERE run_id = ? OR run_id LIKE ? ESCAPE '\\' "
-            "ORDER BY started_at DESC", [prefix, _like_prefix(prefix)])]
+            "ORDER BY started_at DESC", [prefix, like_prefix(prefix)])]
 
     def top_level_runs(self, *, suite: str | None = None, since: str | None = None,
                        commit: str | None = None, ci_url: str | None = None,
@@ -285,3 +287,164 @@ class ReportReads:
                 f"SELECT r.suite, r.fingerprint, r.run_id, r.started_at FROM runs r WHERE {where} "
                 "ORDER BY r.started_at", params),
         }
+
+    # -------------------------------------------- one run, and what was said of it
+
+    def run(self, run_id: str) -> dict[str, Any] | None:
+        """The `runs` row of `run_id` with `hardware` decoded, or None."""
+        rows = self._rows("SELECT * FROM runs WHERE run_id = ?", (run_id,))
+        return decode_run(rows[0]) if rows else None
+
+    def runs(self, suite: str | None = None, *, limit: int = 100,
+             status: str | None = None) -> list[dict[str, Any]]:
+        """Runs newest first, optionally of one suite and/or status."""
+        clauses, params = [], []
+        if suite is not None:
+            clauses.append("suite = ?")
+            params.append(suite)
+        if status is not None:
+            clauses.append("status = ?")
+            params.append(status)
+        where = f"WHERE {' AND '.join(clauses)}" if clauses else ""
+        rows = self._rows(f"SELECT * FROM runs {where} ORDER BY started_at DESC, run_id "
+                          "LIMIT ?", [*params, limit])
+        return [decode_run(r) for r in rows]
+
+    def tests(self, run_id: str) -> list[dict[str, Any]]:
+        """The run's test rows, by attempt then nodeid."""
+        return self._rows("SELECT * FROM tests WHERE run_id = ? ORDER BY attempt, nodeid",
+                          (run_id,))
+
+    def outcome_counts(self, run_id: str, attempt: int | None = None) -> dict[str, int]:
+        """{outcome: count} of a run (all attempts unless one is given)."""
+        sql = "SELECT outcome, count(*) FROM tests WHERE run_id = ?"
+        params: list[Any] = [run_id]
+        if attempt is not None:
+            sql += " AND attempt = ?"
+            params.append(attempt)
+        return dict(self.conn.execute(sql + " GROUP BY outcome", params).fetchall())
+
+    def metrics(self, run_id: str) -> list[dict[str, Any]]:
+        """The run's metric rows, each with its ``samples`` list, by attempt, nodeid, key."""
+        rows = self._rows("SELECT * FROM metrics WHERE run_id = ? "
+                          "ORDER BY attempt, nodeid, key", (run_id,))
+        return with_samples(self.conn, rows)
+
+    def verdicts(self, run_id: str, attempt: int | None = None) -> list[dict[str, Any]]:
+        """Saved verdict rows of a run (``detail`` decoded), by attempt then insertion."""
+        sql = "SELECT * FROM verdicts WHERE run_id = ?"
+        params: list[Any] = [run_id]
+        if attempt is not None:
+            sql += " AND attempt = ?"
+            params.append(attempt)
+        rows = self._rows(sql + " ORDER BY attempt, id", params)
+        for row in rows:
+            row["detail"] = json.loads(row["detail"]) if row["detail"] else None
+        return rows
+
+    def trust_log(self, run_id: str | None = None) -> list[dict[str, Any]]:
+        """Trust changes, oldest first (of one run, or all)."""
+        if run_id is None:
+            return self._rows("SELECT * FROM trust_log ORDER BY id")
+        return self._rows("SELECT * FROM trust_log WHERE run_id = ? ORDER BY id", (run_id,))
+
+    # ----------------------------------------------------- after the verdict
+
+    def acceptances(self, suite: str | None = None) -> list[dict[str, Any]]:
+        """Acceptances oldest first: all, or those that may apply to ``suite``."""
+        if suite is None:
+            return self._rows("SELECT * FROM acceptances ORDER BY id")
+        return self._rows("SELECT * FROM acceptances WHERE suite IS NULL OR suite = ? "
+                          "ORDER BY id", (suite,))
+
+    def commit_start(self, commit: str) -> str | None:
+        """The earliest start time of a run of ``commit`` (sha or prefix), or None."""
+        return self.conn.execute(
+            "SELECT min(started_at) FROM runs WHERE commit_sha LIKE ? ESCAPE '\\'",
+            (like_prefix(commit),)).fetchone()[0]
+
+    def metric_keys(self, suite: str | None = None) -> list[str]:
+        """Every metric key recorded (in ``suite``), sorted."""
+        if suite is None:
+            rows = self.conn.execute("SELECT DISTINCT key FROM metrics ORDER BY key")
+        else:
+            rows = self.conn.execute("SELECT DISTINCT key FROM metrics WHERE suite = ? "
+                                     "ORDER BY key", (suite,))
+        return [r[0] for r in rows]
+
+    def key_tests(self, key: str, suite: str | None = None) -> list[dict[str, Any]]:
+        """The tests that recorded ``key`` (nodeid, path, suite, better, runs), most runs
+        first."""
+        sql = ("SELECT m.nodeid, max(t.path) AS path, m.suite, max(m.better) AS better, "
+               "count(DISTINCT m.run_id) AS runs "
+               "FROM metrics m LEFT JOIN tests t ON t.run_id = m.run_id "
+               "AND t.attempt = m.attempt AND t.nodeid = m.nodeid WHERE m.key = ?")
+        params: list[Any] = [key]
+        if suite is not None:
+            sql += " AND m.suite = ?"
+            params.append(suite)
+        return self._rows(sql + " GROUP BY m.nodeid, m.suite ORDER BY runs DESC, m.nodeid",
+                          params)
+
+    def key_verdicts(self, suite: str, key: str, fingerprint: str | None, *,
+                     until: str | None = None, limit: int = 200) -> list[dict[str, Any]]:
+        """Verdict rows of ``key`` in complete runs of ``suite`` (confirm reruns too),
+        newest run first: run_id, confirm_of, commit, started_at, verdict, id."""
+        sql = ("SELECT r.run_id, r.confirm_of, r.commit_sha AS \"commit\", r.started_at, "
+               "v.verdict, v.id FROM verdicts v JOIN runs r ON r.run_id = v.run_id "
+               "WHERE r.suite = ? AND v.key = ? AND r.status = 'complete'")
+        params: list[Any] = [suite, key]
+        if fingerprint is not None:
+            sql += " AND r.fingerprint = ?"
+            params.append(fingerprint)
+        if until is not None:
+            sql += " AND r.started_at <= ?"
+            params.append(until)
+        return self._rows(sql + " ORDER BY r.started_at DESC, v.id DESC LIMIT ?",
+                          [*params, limit])
+
+    def runs_by_ref(self, ref: str, *, suite: str | None = None, limit: int = 40,
+                    trusted_only: bool = False) -> tuple[str, list[dict[str, Any]]]:
+        """(what ``ref`` named, its complete top-level runs newest first): a run id (or a
+        prefix of >= 6 characters), else a commit (prefix >= 7), a branch, a fingerprint.
+        Confirm reruns are left out (one value per CI run); ``suite`` narrows;
+        ``trusted_only`` keeps trusted runs (a baseline)."""
+        base = "status = 'complete' AND confirm_of IS NULL"
+        if trusted_only:
+            base += " AND trusted = 1"
+        params: list[Any] = []
+        if suite is not None:
+            base += " AND suite = ?"
+            params.append(suite)
+        tries: list[tuple[str, str, list[Any]]] = [("run", "run_id = ?", [ref])]
+        if len(ref) >= 6:
+            tries.append(("run", "run_id LIKE ? ESCAPE '\\'", [like_prefix(ref)]))
+        if len(ref) >= 7:
+            tries.append(("commit", "commit_sha LIKE ? ESCAPE '\\'", [like_prefix(ref)]))
+        tries += [("branch", "branch = ?", [ref]), ("fingerprint", "fingerprint = ?", [ref])]
+        for kind, clause, extra in tries:
+            rows = self._rows(f"SELECT * FROM runs WHERE {base} AND {clause} "
+                              "ORDER BY started_at DESC, run_id LIMIT ?",
+                              [*params, *extra, limit])
+            if rows:
+                if kind == "run" and len({r["run_id"] for r in rows}) > 1:
+                    raise HistoryError(f"{ref!r} matches {len(rows)} run ids; give more "
+                                       "characters")
+                return kind, [decode_run(r) for r in rows]
+        return "", []
+
+    def bisects(self, key: str | None = None) -> list[dict[str, Any]]:
+        """Stored bisections, newest first (of one key, or all), evidence decoded."""
+        sql, params = "SELECT * FROM bisects", []
+        if key is not None:
+            sql += " WHERE key = ?"
+            params.append(key)
+        rows = self._rows(sql + " ORDER BY id DESC", params)
+        for r in rows:
+            r["evidence"] = json.loads(r["evidence"]) if r["evidence"] else {}
+        return rows
+
+    def notifications(self, channel: str) -> list[dict[str, Any]]:
+        """The notifications of ``channel`` marked sent, oldest first."""
+        return self._rows("SELECT channel, dedupe, run_id, at FROM notifications WHERE "
+                          "channel = ? ORDER BY id", [channel])
