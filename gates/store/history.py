@@ -73,8 +73,8 @@ SqliteBackend`, or `gates.store.pg.PgBackend` for `open_history("postgresql://..
 holds the connection, transactions and schema guard; `History` opens and closes it,
 holds the writer lock and runs transactions. Every statement lives in a part named for
 whom it serves: the writes `RunWrites` and `AfterWrites`; the reads `BaselineReads` (the
-gate's inputs), `ReportReads` (reports, health and the commands that look at one run or
-metric), `PlanningReads`, `MergeReads` and `FleetSQL`. SQL is written to run on both
+gate's inputs), `ReportReads` (reports and the commands that look at one run or metric),
+`HealthReads` (CI health), `PlanningReads`, `MergeReads` and `FleetSQL`. SQL is written to run on both
 backends (see `gates.store.pg.translate` for the few rewrites).
 """
 
@@ -92,6 +92,7 @@ from gates.store.after_writes import AfterWrites
 from gates.store.baseline_reads import BaselineReads
 from gates.store.dialect import DIALECTS, Dialect
 from gates.store.fleet_sql import FleetSQL
+from gates.store.health_reads import HealthReads
 from gates.store.merge_reads import MergeReads
 from gates.store.planning_reads import PlanningReads
 from gates.store.records import (
@@ -213,8 +214,9 @@ class History:
     owns its SQL and is named for what it serves: ``run_writes`` (`RunWrites`: runs,
     tests, trust, verdicts), ``after_writes`` (`AfterWrites`: acceptances, bisects,
     notifications, import maps), ``baseline_reads`` (the gate's inputs),
-    ``report_reads`` (reports, health, and one run or metric for the commands: its
-    row, tests, metrics, verdicts, trust log ...), ``planning_reads`` (durations, plans, units),
+    ``report_reads`` (reports, and one run or metric for the commands: its row, tests,
+    metrics, verdicts, trust log ...), ``health_reads`` (CI health),
+    ``planning_reads`` (durations, plans, units),
     ``merge_reads`` (whole runs for merges and snapshots) and ``fleet_sql``. Callers
     call the part (``h.run_writes.record_run(...)``); nothing here hands a call on.
     Every part runs its SQL on the one connection.
@@ -234,6 +236,7 @@ class History:
         self.conn = self.backend.conn
         self.baseline_reads = BaselineReads(self)
         self.report_reads = ReportReads(self)
+        self.health_reads = HealthReads(self)
         self.fleet_sql = FleetSQL(self)
         self.run_writes = RunWrites(self)
         self.after_writes = AfterWrites(self)

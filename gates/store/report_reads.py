@@ -1,7 +1,7 @@
-"""The store's reads for reports and CI health (`gates.report.query` selects with them),
-and for the `gate-report` commands that look at one run or one metric (compare, accept,
-notify, bisect): a run, its tests, metrics and verdicts, its trust log, acceptances,
-bisections and notifications.
+"""The store's reads for reports (`gates.report.query` selects with them), and for the
+`gate-report` commands that look at one run or one metric (compare, accept, notify,
+bisect): a run, its tests, metrics and verdicts, its trust log, acceptances, bisections
+and notifications.
 
 A report over 10,000 metrics needs one query per table, not one per metric,
 so each method reads the rows of many runs at once (``IN`` lists in chunks).
@@ -18,12 +18,10 @@ from typing import Any, cast
 from gates.store.records import HistoryError
 from gates.store.rows import (
     FailedTestRow,
-    HealthRunRow,
     MetricSummaryRow,
     OutcomeTotal,
     PlanFileRow,
     RunRow,
-    TestRow,
     TrendRun,
     TrendValue,
     VerdictRow,
@@ -31,18 +29,45 @@ from gates.store.rows import (
 )
 from gates.store.schema import like_prefix, with_samples
 
-__all__ = ["ReportReads"]
+__all__ = ["ReportReads", "chains_of", "rows_in"]
 
 _CHUNK = 900  # stay under SQLite's bound-parameter limit on old builds
 MAX_CHAIN = 16  # attempts a confirm chain is read to (the runner takes 5 at most;
 # ``gates.attempts`` refuses longer chains as loops)
-_HEALTH_RUN_COLUMNS = ("run_id, suite, status, commit_sha, started_at, confirm_of, shard_index, "
-                       "shard_count, fingerprint, trusted")
 
 
 def _chunks(items: Sequence[Any]) -> Iterable[Sequence[Any]]:
     for i in range(0, len(items), _CHUNK):
         yield items[i:i + _CHUNK]
+
+
+def rows_in(rows: Callable[..., list[dict]], sql: str, values: Sequence[Any],
+            params: Sequence[Any] = ()) -> list[dict[str, Any]]:
+    """Rows of ``sql`` (one ``{in}`` placeholder) over ``values``, in chunks, through
+    ``rows`` (a history's row read)."""
+    out: list[dict[str, Any]] = []
+    for part in _chunks(list(values)):
+        out.extend(rows(sql.format(**{"in": ",".join("?" * len(part))}), [*part, *params]))
+    return out
+
+
+def chains_of(rows: Callable[..., list[dict]], run_ids: Sequence[str],
+              columns: str) -> list[dict[str, Any]]:
+    """Rows of the confirm reruns descending from ``run_ids``, level by level (at most
+    ``MAX_CHAIN`` levels: a looping ``confirm_of`` column must not loop here)."""
+    out: list[dict[str, Any]] = []
+    seen = set(run_ids)
+    level = list(run_ids)
+    for _ in range(MAX_CHAIN):
+        found = [r for r in rows_in(
+            rows, f"SELECT {columns} FROM runs WHERE confirm_of IN ({{in}}) "
+            "ORDER BY started_at, run_id", level) if r["run_id"] not in seen]
+        if not found:
+            break
+        seen.update(r["run_id"] for r in found)
+        out += found
+        level = [r["run_id"] for r in found]
+    return out
 
 
 def _run(row: dict[str, Any]) -> RunRow:
@@ -56,22 +81,14 @@ def _run(row: dict[str, Any]) -> RunRow:
 
 
 class ReportReads:
-    """Report and health reads of `gates.store.history.History` (one of its parts: its
-    connection, its row reads)."""
+    """``History.report_reads``: report reads, and one run or metric for the commands (one
+    of the history's parts: its connection, its row reads). CI health reads its own
+    (`gates.store.health_reads`)."""
 
     def __init__(self, store: Any) -> None:  # the History it is part of (no import: a cycle)
         self.conn: sqlite3.Connection = store.conn
         self.path: Path = store.path
         self._rows: Callable[..., list[dict]] = store._rows
-
-    def _rows_in(self, sql: str, values: Sequence[Any],
-                 params: Sequence[Any] = ()) -> list[dict[str, Any]]:
-        """Rows of ``sql`` (one ``{in}`` placeholder) over ``values``, in chunks."""
-        out: list[dict[str, Any]] = []
-        for part in _chunks(list(values)):
-            out.extend(self._rows(sql.format(**{"in": ",".join("?" * len(part))}),
-                                  [*part, *params]))
-        return out
 
     # ------------------------------------------------------------- run selection
 
@@ -111,42 +128,25 @@ class ReportReads:
         """Every confirm rerun of ``run_ids`` (every status), in chain order: the reruns
         of reruns too (the runner links each rerun to the attempt before it, not to
         the first), a shallower attempt before a deeper one, then oldest first."""
-        return [_run(r) for r in self._chains_of(run_ids, "*")]
-
-    def _chains_of(self, run_ids: Sequence[str], columns: str) -> list[dict[str, Any]]:
-        """Rows of the confirm reruns descending from ``run_ids``, level by level (at most
-        ``MAX_CHAIN`` levels: a looping ``confirm_of`` column must not loop here)."""
-        out: list[dict[str, Any]] = []
-        seen = set(run_ids)
-        level = list(run_ids)
-        for _ in range(MAX_CHAIN):
-            rows = [r for r in self._rows_in(
-                f"SELECT {columns} FROM runs WHERE confirm_of IN ({{in}}) "
-                "ORDER BY started_at, run_id", level) if r["run_id"] not in seen]
-            if not rows:
-                break
-            seen.update(r["run_id"] for r in rows)
-            out += rows
-            level = [r["run_id"] for r in rows]
-        return out
+        return [_run(r) for r in chains_of(self._rows, run_ids, "*")]
 
     def first_attempt_totals(self, run_ids: Sequence[str]) -> list[OutcomeTotal]:
         """Per run and outcome: first-attempt tests and their seconds."""
-        return cast(list[OutcomeTotal], self._rows_in(
-            "SELECT run_id, outcome, count(*) AS n, sum(duration) AS s FROM tests "
+        return cast(list[OutcomeTotal], rows_in(
+            self._rows, "SELECT run_id, outcome, count(*) AS n, sum(duration) AS s FROM tests "
             "WHERE run_id IN ({in}) AND attempt = 1 GROUP BY run_id, outcome", run_ids))
 
     def failed_tests_of(self, run_ids: Sequence[str]) -> list[FailedTestRow]:
         """First-attempt tests of ``run_ids`` that failed or errored, with their error."""
-        return cast(list[FailedTestRow], self._rows_in(
-            "SELECT run_id, nodeid, outcome, error FROM tests WHERE run_id IN ({in}) "
+        return cast(list[FailedTestRow], rows_in(
+            self._rows, "SELECT run_id, nodeid, outcome, error FROM tests WHERE run_id IN ({in}) "
             "AND attempt = 1 AND outcome IN ('failed', 'error') ORDER BY run_id, nodeid",
             run_ids))
 
     def plan_files_of(self, run_ids: Sequence[str]) -> list[PlanFileRow]:
         """The planned files of ``run_ids``, by path (labels as stored)."""
-        return cast(list[PlanFileRow], self._rows_in(
-            "SELECT * FROM plan_files WHERE run_id IN ({in}) ORDER BY path", run_ids))
+        return cast(list[PlanFileRow], rows_in(
+            self._rows, "SELECT * FROM plan_files WHERE run_id IN ({in}) ORDER BY path", run_ids))
 
     def model_runs(self, suite: str, until: str, *, few: int = 16
                    ) -> dict[str, tuple[int, list[str]]]:
@@ -170,15 +170,15 @@ class ReportReads:
 
     def metric_summaries(self, run_ids: Sequence[str]) -> list[MetricSummaryRow]:
         """The metric rows of ``run_ids`` (every attempt), without their samples."""
-        return cast(list[MetricSummaryRow], self._rows_in(
-            "SELECT run_id, attempt, nodeid, key, unit, better, n, count, median "
+        return cast(list[MetricSummaryRow], rows_in(
+            self._rows, "SELECT run_id, attempt, nodeid, key, unit, better, n, count, median "
             "FROM metrics WHERE run_id IN ({in})", run_ids))
 
     def verdicts_of(self, run_ids: Sequence[str]) -> list[VerdictRow]:
         """The saved verdicts of ``run_ids``, by attempt then insertion (detail decoded;
         text that is not JSON comes back as ``{"detail": text}``)."""
-        rows = self._rows_in("SELECT * FROM verdicts WHERE run_id IN ({in}) "
-                             "ORDER BY attempt, id", run_ids)
+        rows = rows_in(self._rows, "SELECT * FROM verdicts WHERE run_id IN ({in}) "
+                       "ORDER BY attempt, id", run_ids)
         for v in rows:
             if isinstance(v.get("detail"), str):
                 try:
@@ -209,52 +209,6 @@ class ReportReads:
                 f"SELECT key, run_id, median FROM metrics WHERE run_id IN "
                 f"({','.join('?' * len(part))}) AND attempt = 1", part)))
         return out
-
-    # ------------------------------------------------------------------ health
-
-    def health_runs(self, suite: str, *, window: int,
-                    until: str | None = None) -> list[HealthRunRow]:
-        """The newest ``window`` top-level runs of ``suite`` (started at or before
-        ``until``), newest first."""
-        params: list[Any] = [suite]
-        bound = ""
-        if until:
-            bound = " AND started_at <= ?"
-            params.append(until)
-        return cast(list[HealthRunRow], self._rows(
-            f"SELECT {_HEALTH_RUN_COLUMNS} FROM runs WHERE suite = ?{bound} "
-            "AND confirm_of IS NULL ORDER BY started_at DESC, run_id LIMIT ?",
-            [*params, window]))
-
-    def health_confirm_runs(self, run_ids: Sequence[str]) -> list[HealthRunRow]:
-        """Every confirm rerun of ``run_ids`` (reruns of reruns too), with the columns
-        health reads."""
-        return cast(list[HealthRunRow], self._chains_of(run_ids, _HEALTH_RUN_COLUMNS))
-
-    def test_rows_of(self, run_ids: Sequence[str]) -> list[TestRow]:
-        """Every attempt's test rows of ``run_ids`` (no error text)."""
-        return cast(list[TestRow], self._rows_in(
-            "SELECT run_id, attempt, nodeid, path, outcome, duration, skip_reason "
-            "FROM tests WHERE run_id IN ({in})", run_ids))
-
-    def planned_est_times(self, run_ids: Sequence[str]) -> list[PlanFileRow]:
-        """(run_id, path, line, est_time, expected) of the planned files of ``run_ids``."""
-        return cast(list[PlanFileRow], self._rows_in(
-            "SELECT run_id, path, line, est_time, expected FROM plan_files "
-            "WHERE run_id IN ({in})", run_ids))
-
-    def paths_ever_run(self, suite: str) -> set[str]:
-        """Every test file path any run of ``suite`` ever recorded."""
-        return {r["path"] for r in self._rows(
-            "SELECT DISTINCT t.path FROM tests t JOIN runs r ON r.run_id = t.run_id "
-            "WHERE r.suite = ? AND t.path IS NOT NULL", [suite])}
-
-    def latest_trusted_fingerprint(self, suite: str) -> str | None:
-        """The hardware fingerprint of the suite's newest complete, trusted run."""
-        rows = self._rows(
-            "SELECT fingerprint FROM runs WHERE suite = ? AND status = 'complete' "
-            "AND trusted = 1 ORDER BY started_at DESC, run_id LIMIT 1", (suite,))
-        return rows[0]["fingerprint"] if rows else None
 
     def trim_rows(self, suite: str | None = None, since: str | None = None) -> dict[str, list[dict[str, Any]]]:
         """What ``gates.report.trim`` reads, over complete trusted runs (of `suite`, started at or
