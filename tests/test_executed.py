@@ -20,6 +20,7 @@ from ci_register.planning.evidence import (
     not_executed,
     record_problem,
     since_record,
+    still_describes,
 )
 from ci_register.planning.imports import scan
 from ci_register.planning.recorded_imports import recorded_maps
@@ -242,6 +243,19 @@ def test_a_record_before_the_base_is_judged_on_the_change_since_it(tmp_path):
     assert not sel.keeps("gpu", "tests/test_b.py")
     ev = Evidence(set(), {"pkg/core.py": ("unused",)}, {}, [], {}, maps_since=since)
     assert select_by_suite(graph, SUITES, ["pkg/core.py"], config, evidence=ev).keeps("gpu", "tests/test_b.py")
+    # Between R and the base only a file the run never loaded changed (one nothing imports: on
+    # its own it runs everything): R's record still describes the base, so it judges the pull
+    # request's own change as a record at the base would.
+    write(tmp_path, {"pkg/orphan.py": "X = 2\n"})
+    graph = scan(tmp_path, config.package_roots)
+    dead = MODULE.replace("return 2", "return 22")
+    for to_base, kept in (([("M", "pkg/orphan.py")], False), ([("M", "pkg/orphan.py"), ("M", "pkg/core.py")], True)):
+        since = since_record("abc1234567", [("M", "pkg/core.py"), ("M", "pkg/orphan.py")], {
+            "pkg/core.py": (MODULE, dead), "pkg/orphan.py": ("X = 1\n", "X = 2\n")}, to_base)
+        assert still_describes(rec.entries, since, config.ignore) is not kept
+        ev = Evidence(set(), {"pkg/core.py": ("unused",)}, {"cpu": rec}, [], {"abc1234567": since})
+        sel = select_by_suite(graph, SUITES, ["pkg/core.py"], config, evidence=ev)
+        assert sel.keeps("cpu", "tests/test_a.py") is kept, (to_base, sel.summary())
     # A file changed since R and changed back by the pull request: no change.
     since = since_record("abc1234567", [], {})
     ev = Evidence(set(), {"pkg/core.py": ("used",)}, {"cpu": rec}, [], {"abc1234567": since})

@@ -24,6 +24,7 @@ Pure functions first; the git reads at the end.
 
 from __future__ import annotations
 
+import fnmatch
 import subprocess
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -34,7 +35,7 @@ from ci_register.planning.record_check import row_problem
 from ci_register.planning.units import Change, diff_source
 
 __all__ = ["EXECUTED_MAP_PATH", "Evidence", "ExecutedRecord", "Since", "change_kinds", "change_since",
-           "executed_records", "not_executed", "record_problem", "since_record"]
+           "executed_records", "not_executed", "record_problem", "since_record", "still_describes"]
 
 EXECUTED_MAP_PATH = "<executed>"  # ci_register.running.executed.EXECUTED_MAP_PATH (planning does not import running)
 _GIT_TIMEOUT_S = 120
@@ -56,6 +57,8 @@ class Since:
     changed: tuple[str, ...]
     equal: frozenset[str]
     bodies: Mapping[str, tuple[str, ...]]
+    # (status letter, path) from the commit to the base; None when not read
+    to_base: tuple[tuple[str, str], ...] | None = None
 
 
 @dataclass
@@ -153,11 +156,32 @@ def record_problem(record: ExecutedRecord, known: bool, ancestor: bool) -> str |
 
 
 def since_record(commit: str, status: list[tuple[str, str]], sources: Mapping[str, tuple[str | bytes | None,
-                                                                                          str | bytes | None]]) -> Since:
+                                                                                          str | bytes | None]],
+                 to_base: list[tuple[str, str]] | None = None) -> Since:
     """The change from ``commit`` to the head, from ``git diff --name-status`` and the Python
-    files' texts on both sides ({path: (at the commit, at the head)})."""
+    files' texts on both sides ({path: (at the commit, at the head)}); ``to_base``: the
+    name-status from the commit to the base."""
     equal, bodies = change_kinds(sources)
-    return Since(commit, tuple(dict.fromkeys(path for _, path in status)), frozenset(equal), bodies)
+    return Since(commit, tuple(dict.fromkeys(path for _, path in status)), frozenset(equal), bodies,
+                 None if to_base is None else tuple(to_base))
+
+
+def still_describes(loaded: Iterable[str], since: Since, ignore: Iterable[str]) -> bool:
+    """Whether a run recorded at ``since.commit`` that loaded ``loaded`` (paths) describes the
+    base as well: between the two no Python file it loaded changed, no Python file was added
+    (a new conftest loads unseen) and no file outside ``ignore`` changed (data or
+    configuration the run read). Then its record judges the pull request's own change as if
+    made at the base; else only the whole change since it (:class:`Since`)."""
+    if since.to_base is None:
+        return False
+    seen = {e.split("::", 1)[0] for e in loaded}
+    for letter, path in since.to_base:
+        if path.endswith(".py"):
+            if path in seen or letter.startswith("A"):
+                return False
+        elif not any(fnmatch.fnmatchcase(path, g) or (g.endswith("/**") and path.startswith(g[:-2])) for g in ignore):
+            return False
+    return True
 
 
 # ---------------------------------------------------------------------------- git reads
@@ -196,14 +220,16 @@ def _sources(root: Path, frm: str, to: str, paths: Iterable[str]) -> dict[str, t
     return {p: (_show(root, frm, p), _show(root, to, p)) for p in paths if p.endswith(".py")}
 
 
-def change_since(root: Path, commit: str, head_rev: str) -> Since | str:
-    """The change from ``commit`` to ``head_rev`` (:class:`Since`), or why it cannot be read."""
+def change_since(root: Path, commit: str, head_rev: str, base_rev: str | None = None) -> Since | str:
+    """The change from ``commit`` to ``head_rev`` (:class:`Since`, with the paths changed from
+    ``commit`` to ``base_rev``), or why it cannot be read."""
     status = _status(root, commit, head_rev)
     if status is None:
         return f"git cannot diff its commit {commit[:10]} against {head_rev}"
     if len(status) > MAX_SINCE_PATHS:
         return f"{len(status)} paths changed since its commit {commit[:10]}, more than the {MAX_SINCE_PATHS} a selection reads"
-    return since_record(commit, status, _sources(root, commit, head_rev, (p for _, p in status)))
+    to_base = _status(root, commit, base_rev) if base_rev else None
+    return since_record(commit, status, _sources(root, commit, head_rev, (p for _, p in status)), to_base)
 
 
 # A record further back than this many changed paths is not read (each Python path costs two
@@ -229,7 +255,7 @@ def gather(root: Path, base_rev: str, head_rev: str, changed: Iterable[str],
             why = record_problem(rec, known, known and _is_ancestor(root, rec.commit, base_rev))
             full = _git(root, "rev-parse", "--verify", "--end-of-options", f"{rec.commit}^{{commit}}").stdout.decode().strip()
             if why is None and full != base_sha:
-                got = change_since(root, rec.commit, head_rev)
+                got = change_since(root, rec.commit, head_rev, base_rev)
                 if isinstance(got, str):
                     why = got
                 else:

@@ -48,7 +48,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
-from ci_register.planning.evidence import Evidence, not_executed
+from ci_register.planning.evidence import Evidence, not_executed, still_describes
 from ci_register.planning.imports import Graph, module_names, skipped_by_scan
 from ci_register.planning.record_check import row_problem
 
@@ -407,7 +407,10 @@ def select_by_suite(graph: Graph, suites: Mapping[str, Iterable[str]], changed: 
     base.changed, base.notes = changed, notes + base.notes
     # Per suite with a record: the paths that count (the change since its record, less the
     # equal ones and the bodies that did not run there) and why the others do not.
-    judged: dict[str, tuple[tuple[str, ...], dict[str, str], bool]] = {}
+    # ``near``: where the record still describes the base (nothing it loaded changed since), the
+    # paths of the pull request's own change that count, judged as if recorded at the base.
+    judged: dict[str, tuple[tuple[str, ...], dict[str, str], bool, tuple[str, ...] | None]] = {}
+    own_bodies = {p: u for p, u in evidence.bodies.items() if p not in declared(changed)}
     for suite, rec in evidence.records.items():
         if suite not in suites:
             continue
@@ -417,21 +420,28 @@ def select_by_suite(graph: Graph, suites: Mapping[str, Iterable[str]], changed: 
         kept = declared(s_changed)
         s_equal -= kept
         why = not_executed({p: u for p, u in s_bodies.items() if p not in kept}, rec)
-        judged[suite] = (tuple(p for p in s_changed if p not in s_equal and p not in why), why, since is not None)
-    if evidence.maps_since is None and all(paths == rest and not wide for paths, _, wide in judged.values()):
+        near = None
+        if since is not None and still_describes(rec.entries, since, config.ignore):
+            own = not_executed(own_bodies, rec)
+            near = tuple(p for p in rest if p not in own)
+        judged[suite] = (tuple(p for p in s_changed if p not in s_equal and p not in why), why, since is not None, near)
+    if evidence.maps_since is None and all(paths == rest and not wide for paths, _, wide, _ in judged.values()):
         return base
     out = Selection(changed, always_suites=config.always_suites, notes=list(base.notes))
-    cache: dict[tuple[tuple[str, ...], bool], Selection] = {(rest, False): base}
+    cache: dict[tuple, Selection] = {(rest, False, None): base}
     alone: list[Selection] = []  # the static graph alone on the change itself (built on first need)
     if evidence.maps_since is not None:  # suites without a record: the maps' whole change
         m = evidence.maps_since
         m_equal = set(m.equal) - declared(m.changed)
         m_paths = tuple(p for p in m.changed if p not in m_equal)
+        loaded = set().union(*(maps or {}).values(), runner.files if runner else ())
+        m_near = rest if still_describes(loaded, m, config.ignore) else None
     for suite in sorted(suites):
-        paths, why, wide = judged.get(suite, (rest, {}, False))
+        paths, why, wide, near = judged.get(suite, (rest, {}, False, None))
         if suite not in judged and evidence.maps_since is not None:
-            paths, wide = m_paths, True
-        if (paths, wide) not in cache:  # over every registered file: suites with the same paths share it
+            paths, wide, near = m_paths, True, m_near
+        key = (paths, wide, near)
+        if key not in cache:  # over every registered file: suites with the same paths share it
             sel = select_tests(graph, tests, paths, config, maps, runner)
             sel.changed = changed
             widened = sorted(set(paths) - set(changed))
@@ -445,8 +455,10 @@ def select_by_suite(graph: Graph, suites: Mapping[str, Iterable[str]], changed: 
                 if not alone:
                     alone.append(select_tests(graph, tests, rest, config))
                 sel = _both(sel, alone[0], tests)
-            cache[(paths, wide)] = sel
-        out.by_suite[suite] = cache[(paths, wide)]
+            if near is not None:  # the record describes the base too: its judgement of the change itself
+                sel = _both(sel, select_tests(graph, tests, near, config, maps, runner), tests)
+            cache[key] = sel
+        out.by_suite[suite] = cache[key]
         for p, w in sorted(why.items()):
             note = f"{p}: {w}"
             if note not in out.notes:
