@@ -177,11 +177,9 @@ class _GateSeries:
         """Run ``t``'s verdict given its first attempt's judgement ``j``: on a trip, the
         confirm reruns as ``gates.gate`` takes them in a suite session."""
         o = self.open
-        if o is not None:  # judged, as the gate does, against this run's baseline
-            o = stats.OpenRegression(o.root, o.centre, o.held, stats.back_level(self.base(t), 1))
         if (confirm and o is not None and j.baseline is not None
                 and stats.still_red(o, float(self.x[t]), 1)):
-            # A red stays red: nearer the held level than the level before, final.
+            # A red stays red until accepted (never, here), final.
             self.kept[t] = False  # the open regression stays the one that held
             if trace is not None:
                 trace.append({"t": t, "judgement": j, "level": None, "suspect": False,
@@ -191,7 +189,7 @@ class _GateSeries:
         v = self._settle(t, j, confirm=confirm, trace=trace, held=held)
         if v == "regression":
             self.kept[t] = False
-            self.open = (stats.OpenRegression(str(t), float(j.baseline), min(held), math.nan)
+            self.open = (stats.OpenRegression(str(t), float(j.baseline), float(np.mean(held)))
                          if confirm and held and j.baseline is not None else None)
         else:
             self.open = None  # a run that passed closes it (the code changed back)

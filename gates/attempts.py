@@ -19,7 +19,12 @@ from typing import Any
 from gates.model import stats
 from gates.model.decisions import TRANSIENT_LEVEL, Stage, next_stage, stage_of
 from gates.model.verdicts import FAILING, Verdict
-from gates.report.stage_messages import corroborate_message, rerun_message, reruns_message
+from gates.report.stage_messages import (
+    corroborate_message,
+    quantile_message,
+    rerun_message,
+    reruns_message,
+)
 from gates.store.gate_inputs import ChainRead, read_chain_rows, summaries_of
 from gates.store.history import History
 
@@ -61,7 +66,7 @@ def read_chain(history: History, confirm_of: str) -> Chain:
     """The chain a confirm attempt of ``confirm_of`` belongs to, read from ``history``
     (the gate reads it with its other inputs: ``gates.store.gate_inputs``)."""
     read = read_chain_rows(history.baseline_reads, confirm_of)
-    return chain_of(read, {r["run_id"]: tuple(history.baseline_reads.metrics(r["run_id"]))
+    return chain_of(read, {r["run_id"]: tuple(history.metrics(r["run_id"]))
                            for r in read.runs}, confirm_of, str(history.path))
 
 
@@ -120,8 +125,9 @@ def _at_rerun(x: stats.Case, v: Verdict, chain: Chain, key: str, another: bool) 
                                  suspect=key in chain.from_suspect, another=another, **_settings(x))
     v.corroborate = bool(v.verdict == "suspect" and j.extras.corroborate)
     v.transient = bool(j.extras.p_split <= TRANSIENT_LEVEL and v.verdict != "regression")
-    v.message = rerun_message(j, v.verdict, x.value, first, level=x.params.level,
-                              another=another, transient=v.transient) or v.message
+    v.message = (quantile_message(j, v.verdict, x.params) if j.extras.q_reruns else
+                 rerun_message(j, v.verdict, x.value, first, level=x.params.level,
+                               another=another, transient=v.transient)) or v.message
     return j
 
 
@@ -143,7 +149,8 @@ def _at_reruns(x: stats.Case, v: Verdict, chain: Chain, key: str, another: bool,
     carried, roots = carried
     j, v.verdict = stats.confirm_reruns(x.history, reruns, final=not another,
                                         carried=carried, first=root, **_settings(x))
-    v.message = reruns_message(j, earlier, len(carried), roots, root)
+    v.message = (quantile_message(j, v.verdict, x.params) if j.extras.q_reruns else
+                 reruns_message(j, earlier, len(carried), roots, root))
     return j
 
 

@@ -48,7 +48,7 @@ import numpy as np
 from ci_register.registered.paths import MAX_PLAN_BYTES, read_json
 from gates.attempts import Chain, ChainError, chain_of, judge_at_stage
 from gates.model import stats
-from gates.model.decisions import OpenRegression, Stage, back_level, next_stage, still_red
+from gates.model.decisions import OpenRegression, Stage, next_stage, still_red
 from gates.model.judge import Decider
 from gates.model.verdicts import FAILING, VERDICTS, Verdict, gate_exit, interval_contradicts
 from gates.record import accept
@@ -272,8 +272,8 @@ def _open_regressions(inputs: GateInputs, judged: Sequence[Judged]
                       ) -> dict[str, OpenRegression]:
     """Each judged key whose newest judged run before this one failed with a regression
     no acceptance answered (``inputs.failed``): no baseline run of the key started after
-    that failure's first attempt (a run that passed since closed it: the code changed
-    back, or the red was a false alarm)."""
+    that failure's first attempt (a run that passed since, one judged before the failure
+    was stored, or a run an acceptance brought back, closed it)."""
     run = inputs.run or {}
     started = run.get("started_at") or ""
     chain = {r["run_id"] for r in inputs.chain.runs} if inputs.chain else set()
@@ -295,27 +295,16 @@ def _open_regressions(inputs: GateInputs, judged: Sequence[Judged]
             c = by_root[c.open_of]
         if not c.values or c.baseline is None:
             continue
-        sign = 1 if v.better == "lower" else -1
-        held = min(c.values, key=lambda x: sign * x)  # the chain's least bad attempt
-        back = back_level(_run_levels(inputs.baselines.get(v.key)), sign)
-        out[v.key] = OpenRegression(c.root, float(c.baseline), float(held), back)
+        # The level the chain held at: its attempts' mean (its least bad attempt can lie
+        # on the good side of the centre where the reruns' mean held)
+        out[v.key] = OpenRegression(c.root, float(c.baseline), float(np.mean(c.values)))
     return out
-
-
-def _run_levels(base: Any) -> np.ndarray:
-    """A baseline's run summaries (``stats.Summarized``, or each run's samples)."""
-    if base is None:
-        return np.zeros(0)
-    if isinstance(base, stats.Summarized):
-        return np.asarray(base.summaries, dtype=float)
-    return np.array([stats.run_summary(np.asarray(x, dtype=float)) for x in base])
 
 
 def _stay_red(judged: Sequence[Judged], opens: Mapping[str, OpenRegression]) -> None:
     """A red stays red: a metric whose newest judged run failed (and nobody accepted it)
-    fails again where this run is not back at the level before the change
-    (``decisions.still_red``), final without a confirm rerun: the held chain is the
-    evidence of the change, this run only says which level it is at."""
+    fails again until the change is accepted (``decisions.still_red``), final without a
+    confirm rerun: the held chain is the evidence of the change."""
     for v, _, _ in judged:
         o = opens.get(v.key)
         if (o is None or v.new is None or v.verdict in ("missing", "error", "threshold-fail")
@@ -333,9 +322,9 @@ def _stay_red(judged: Sequence[Judged], opens: Mapping[str, OpenRegression]) -> 
         # The change began at the open regression's first attempt, not at this run.
         v.change_point = {"run_id": o.root, "commit": None, "p": None, "before": o.centre,
                           "after": None, "runs_ago": None}
-        v.message = (f"still at the level of the regression held at run {o.root} "
-                     f"({o.held:.6g} against {o.centre:.6g} before; not accepted): not back "
-                     f"to {o.back:.6g}, the better quarter of the runs before")
+        v.message = (f"the regression held at run {o.root} ({o.held:.6g} against "
+                     f"{o.centre:.6g} before) is open: red until accepted "
+                     "(gate-report accept)")
 
 
 def _complete_run(inputs: GateInputs) -> Mapping[str, Any]:
@@ -882,7 +871,7 @@ def _new_model_line(h: History, run_id: str) -> str:
     report's headline does: its fingerprint, its runs so far, the runs set aside."""
     from gates.report.build import new_model
 
-    run = h.report_reads.run(run_id)
+    run = h.run(run_id)
     if not run or not run.get("suite"):
         return ""
     return new_model(run, h.report_reads.model_runs(str(run["suite"]),

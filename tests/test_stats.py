@@ -15,6 +15,7 @@ from gates.model.stats import (
     DEFAULTS,
     bh_qvalues,
     confirm,
+    confirm_reruns,
     decide,
     is_suspect,
     judge,
@@ -316,9 +317,11 @@ def test_quantile_test_sees_a_main_mode_shift_through_a_slow_mode():
     assert j.statistic == "robust-t/quantile-7" and j.window == K7
     assert decide(j, j.p_worse, level=DEFAULTS.level) == "regression"
     assert 0.07 < j.rel_change < 0.12 and j.ci[0] < j.rel_change < j.ci[1]
-    # Confirm: a rerun in the shifted mode holds, a clean one does not.
-    assert confirm(hist, 1.10, sign=1, first=value)[1] == "regression"
-    assert confirm(hist, 1.0, sign=1, first=value)[1] == "pass"
+    # Confirm: the reruns' own quantile test (the first attempt's window left out). Four
+    # reruns in the shifted mode hold; a clean first rerun ends the chain at once.
+    assert confirm(hist, 1.10, sign=1, first=value, another=True)[1] == "suspect"
+    assert confirm_reruns(hist, [1.10, 1.09, 1.11, 1.10], sign=1, first=value)[1] == "regression"
+    assert confirm(hist, 1.0, sign=1, first=value, another=True)[1] == "pass"
     # Higher is better: the mirror image.
     jm = judge_summaries(2 - hist, 2 - value, sign=-1)
     assert jm.statistic == "robust-t/quantile-7" and jm.p_worse == pytest.approx(j.p_worse)
@@ -341,9 +344,15 @@ def test_ten_runs_beyond_a_slow_mode_that_holds_almost_half_the_baseline_are_cau
     # Seven runs in, only the 7-run test can see it, and it cannot yet.
     j7 = judge_summaries(np.r_[base, new[:6]], float(new[6]), sign=1)
     assert decide(j7, j7.p_worse, level=DEFAULTS.level) == "pass"
-    # A rerun in the moved mode holds; one back in the old fast mode does not.
-    assert confirm(np.r_[base, new[:-1]], 1.05, sign=1, first=float(new[-1]))[1] == "regression"
-    assert confirm(np.r_[base, new[:-1]], 1.0, sign=1, first=float(new[-1]))[1] == "pass"
+    # The confirm reads the reruns alone: four in the moved mode, all beyond the 22 fast
+    # runs and below the 18 slow ones, reach p C(22, 4) / C(44, 4) = 0.054, short of the
+    # confirm level (the 10-run window that is evidence is the first attempt's own); the
+    # next run trips again. One back in the old fast mode ends the chain at once.
+    h = np.r_[base, new[:-1]]
+    assert confirm(h, 1.05, sign=1, first=float(new[-1]), another=True)[1] == "suspect"
+    _, v = confirm_reruns(h, [1.05, 1.051, 1.049, 1.05], sign=1, first=float(new[-1]))
+    assert v == "pass"
+    assert confirm(h, 1.0, sign=1, first=float(new[-1]), another=True)[1] == "pass"
 
 
 def test_quantile_test_skips_windows_with_a_machine_the_baseline_has_not_seen():
@@ -378,8 +387,8 @@ def test_quantile_trip_confirms_where_the_rho_bound_is_above_0_by_chance():
     assert 0 < j.extras.rho_lo <= QUANTILE_RHO
     assert j.statistic == "robust-t/quantile-7"
     assert decide(j, j.p_worse, level=DEFAULTS.level) == "regression"
-    assert confirm(hist, 1.10, sign=1, first=value)[1] == "regression"
-    assert confirm(hist, 1.0, sign=1, first=value)[1] == "pass"
+    assert confirm_reruns(hist, [1.10, 1.09, 1.11, 1.10], sign=1, first=value)[1] == "regression"
+    assert confirm(hist, 1.0, sign=1, first=value, another=True)[1] == "pass"
 
 
 def test_autocorrelated_runs_are_predicted_one_step_ahead():

@@ -28,7 +28,13 @@ from gates.model.judge import (
     Judgement,
     judge_summaries,
 )
-from gates.model.robust import QN_EFF, empirical_bound, predictive_z_pvalue, subset_means
+from gates.model.robust import (
+    QN_EFF,
+    empirical_bound,
+    predictive_z_pvalue,
+    quantile_p,
+    subset_means,
+)
 from gates.model.verdicts import FAILING
 
 __all__ = [
@@ -45,7 +51,6 @@ __all__ = [
     "corroborate",
     "mixture_hold_p",
     "sequential_step",
-    "back_level",
     "still_red",
     "split_p",
 ]
@@ -208,50 +213,23 @@ def is_suspect(j: Judgement, q_worse: float, *, params: GateParams = DEFAULTS,
 class OpenRegression:
     """A metric's newest judged run failed and nobody accepted it: what the next run is
     judged against (``still_red``). ``centre``: the baseline's centre when it held;
-    ``held``: the least bad value of the chain that held it; ``back``: the level a run
-    must reach to count as back (``back_level``)."""
+    ``held``: the mean of the attempts of the chain that held it."""
 
     root: str  # the failed chain's first attempt
     centre: float
     held: float
-    back: float
-
-
-# A run of an open regression is back where it is as good as this share of the runs
-# before the change (their quantile on the good side)
-BACK_QUANTILE = 0.25
-
-
-def back_level(baseline: np.ndarray, sign: int) -> float:
-    """The level a run of an open regression must reach to count as back: the
-    ``BACK_QUANTILE`` quantile of the baseline's runs on the good side (the lower quartile
-    where lower is better).
-
-    Why not the midpoint between the two levels (the boundary for even odds): the change
-    persisting is far likelier than its silent undoing, and a red turned green hides a
-    regression, where a red after a revert costs a run or two. Why not the baseline's
-    centre: on a two-mode baseline the median sits in the fast mode's upper half (a 30%
-    slow mode puts it ~0.5-1.8 fast-mode SDs up), and a +5% change's fast runs fell to it
-    in 2 of 300 series (seeds 400-405, 18 of 3,934 runs after detection turned green);
-    the lower quartile is ~0.4 SD below the fast mode's centre. After a revert, or a false
-    alarm, a run falls there in a quarter of runs: about three more red runs."""
-    x = np.asarray(baseline, dtype=float)
-    x = x[np.isfinite(x)]
-    if not x.size:
-        return math.nan
-    q = BACK_QUANTILE if sign > 0 else 1.0 - BACK_QUANTILE
-    return float(np.quantile(x, q))
 
 
 def still_red(o: OpenRegression, value: float, sign: int) -> bool:
-    """A run of a metric with an open regression stays red unless it came back: as good
-    as ``o.back`` (``back_level``) or better. No new test: the held chain is the evidence
-    of the change (its two stages); the run only says which level it is at."""
-    if not all(math.isfinite(x) for x in (o.centre, o.held, o.back, value)):
+    """A run of a metric with an open regression stays red until the change is accepted,
+    whatever its value: the held chain is the evidence of the change (its two stages), and
+    no one run can say the code changed back where the change is within the noise (a +5%
+    change on 3% noise: 1.7 SDs; 5% of such runs fell to the baseline's lower quartile
+    and turned green, docs/gates/calibration.md). After a revert, or a false alarm,
+    ``gate-report accept`` says so."""
+    if not all(math.isfinite(x) for x in (o.centre, o.held, value)):
         return False
-    if sign * (o.held - o.centre) <= 0:
-        return False  # not a regression of this direction: nothing to hold
-    return sign * (value - o.back) > 0
+    return sign * (o.held - o.centre) > 0  # else not a regression of this direction
 
 
 def mixture_hold_p(alpha: float, tau: float = MIXTURE_TAU) -> float:
@@ -300,22 +278,41 @@ def _split_step(j: Judgement, history: np.ndarray, first: float | None, rerun: f
     return j.extras.p_split > CONSISTENCY_LEVEL
 
 
-def _quantile_step(j: Judgement, params: GateParams) -> str:
-    """A first attempt the quantile test tripped: the rerun's own quantile test (the
-    least bad of the last runs, the rerun among them) at the confirm level, and a
-    change beyond the floor: the two-stage rule, nothing more. (Asking both attempts
-    to lie beyond a point few baseline pairs reach rejected a third of the confirms of
-    real shifts whose rerun lands in the fast mode, and held no null trip.)"""
-    own = j.own_change
-    held = j.extras.p_q_worse <= params.confirm_level and (own is None or j.sign * own > j.floor)
-    if held:
-        # Its interval: the quantile test's own, at its share of the level (p_q_worse is
-        # the family's p: p_k x QUANTILE_WEIGHT / share <= level is p_k <= level x share /
-        # QUANTILE_WEIGHT, and the decider's weight is its share)
-        j.extras.decided = Decided(f"quantile-{j.extras.q_k}", j.extras.p_q_worse,
-                                   params.confirm_level, j.sign * j.extras.q_change,
-                                   params.confirm_level / QUANTILE_WEIGHT, j.extras.q_decider)
-    return "regression" if held else "pass"
+def _quantile_decided(jf: Judgement, params: GateParams) -> bool:
+    """The quantile test decided the first attempt ``jf`` (judged again on the history that
+    holds neither attempt): a change where its least bad run is one (``decide``'s floor)."""
+    return (jf.extras.p_q_worse / QUANTILE_WEIGHT <= params.level
+            and not jf.extras.q_change <= jf.floor)
+
+
+def _quantile_reruns(history: np.ndarray, reruns: Sequence[float], j: Judgement,
+                     params: GateParams, final: bool) -> str:
+    """A quantile trip's confirm: the reruns' own quantile test, the least bad of the
+    reruns alone against the runs the first attempt's test took as its baseline (the
+    window it read is left out: it holds the first attempt's evidence). Reruns are fresh
+    draws, so under no change the test is exact whatever the first stage saw: the pair
+    holds ``confirm_level`` of the quantile test's trips (docs/gates/calibration.md).
+    All ``confirm_attempts`` reruns (N) decide, at ``confirm_level``: one rerun's rank is
+    weak evidence against a slow mode (a +5% shift of the fast mode ranks ~0.28), N such
+    runs are not. The chain stops as soon as the reruns so far are off the track that
+    reaches the level (their least bad's p above confirm_level^(k/N) after k reruns)."""
+    h = np.asarray(history, dtype=float)
+    h = h[np.isfinite(h)]
+    kmax = max(params.windows, default=1)
+    ref = (h[-(kmax - 1) - params.window : len(h) - (kmax - 1)]
+           if h.size - (kmax - 1) >= params.min_history else h[-params.window:])
+    c, sign = float(np.median(ref)), j.sign
+    x = sign * (np.asarray(reruns, dtype=float) - c)
+    p = float(quantile_p(sign * (ref - c), x))
+    k, a, n_max = len(reruns), params.confirm_level, params.confirm_attempts
+    j.extras.q_reruns, j.extras.p_q_reruns = k, p
+    least = float(x.min()) / abs(c) if c else None
+    if k >= n_max or final:
+        held = p <= a and (least is None or least > j.floor)
+        if held:  # a rank test: its p and level, no interval
+            j.extras.decided = Decided(f"quantile of {k} reruns", p, a, least)
+        return "regression" if held else "pass"
+    return "suspect" if p <= a ** (k / n_max) else "pass"
 
 
 def _headline(j: Judgement) -> str:
@@ -357,7 +354,7 @@ def confirm(history: np.ndarray, rerun: float, *, sign: int, first: float | None
     1994). Then, in turn: a first attempt far beyond its rerun is a transient
     (``split_p``: two draws of one regime; assumes a real change moves both
     alike), and the regression does not hold; a quantile trip is confirmed by
-    the rerun's quantile test (``_quantile_step``); a window trip or a suspect
+    the reruns' own quantile test (``_quantile_reruns``); a window trip or a suspect
     needs the pair's own values to lean bad (``_window_hold``).
     ``another`` (another rerun may follow) on an ``independent`` baseline, for a
     level trip that is not a transient: the sequential rule decides
@@ -372,21 +369,15 @@ def confirm(history: np.ndarray, rerun: float, *, sign: int, first: float | None
     j = judge_summaries(history, rerun, **kw)
     consistent = _split_step(j, history, first, rerun, judge_kw.get("extra_var", 0.0))
     p_conf = j.p_worse
-    jf = None
     # The first attempt is judged again where its quantile test may have run (the same
     # baseline, so the same guard as ``judge_summaries``) or its window matters.
-    if (first is not None and min(j.extras.rho_q, j.extras.rho_lo) <= QUANTILE_RHO
-            and j.status == "ok"):
-        jf = judge_summaries(history, first, **kw)
-        # A quantile trip is a change where its least bad run is one (``decide``'s floor).
-        if (jf.extras.p_q_worse / QUANTILE_WEIGHT <= params.level
-                and not jf.extras.q_change <= jf.floor):
-            return j, _outlier_check(j, _quantile_step(j, params), another, params,
-                                     lambda: jf, suspect)
-        if j.extras.rho_lo == 0.0:
-            k = jf.window
-            p_conf = min(p_conf, (j.extras.p_run_worse if k == 1
-                                  else j.extras.p_window_worse.get(k, 1.0)))
+    jf = (judge_summaries(history, first, **kw) if first is not None and j.status == "ok"
+          and min(j.extras.rho_q, j.extras.rho_lo) <= QUANTILE_RHO else None)
+    if jf is not None and _quantile_decided(jf, params):
+        return j, _quantile_reruns(history, [rerun], j, params, final=not another)
+    if jf is not None and j.extras.rho_lo == 0.0:
+        p_conf = min(p_conf, (j.extras.p_run_worse if jf.window == 1
+                              else j.extras.p_window_worse.get(jf.window, 1.0)))
     v = decide(j, p_conf, level=params.confirm_level)
     if j.status == "ok":
         # What the row states: the headline, or the first attempt's window read on the
@@ -588,6 +579,12 @@ def confirm_reruns(history: np.ndarray, reruns: Sequence[float], *, sign: int,
     if len(reruns) < 2:
         raise ValueError("confirm_reruns needs at least two reruns; use confirm for one")
     kw = dict(sign=sign, params=params, **judge_kw)
+    if first is not None:
+        jf = judge_summaries(history, first, **kw)
+        if (jf.status == "ok" and min(jf.extras.rho_q, jf.extras.rho_lo) <= QUANTILE_RHO
+                and _quantile_decided(jf, params)):
+            j = judge_summaries(history, float(reruns[-1]), **kw)
+            return j, _quantile_reruns(history, reruns, j, params, final)
     x = np.asarray([*carried, *reruns], dtype=float)
     j = judge_summaries(history, float(x.mean()), mean_of=x.size, **kw)
     if carried and j.extras.n_base < SEQUENTIAL_MIN_BASE:

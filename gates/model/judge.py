@@ -137,6 +137,8 @@ class JudgeExtras:
     corroborate: bool = False  # a held rerun beyond every baseline run: the next rerun decides
     carried: int = 0  # confirm_reruns: reruns carried from earlier unheld confirms
     rerun_level: float | None = None  # ... the level the reruns were held to, where they decided
+    q_reruns: int = 0  # a quantile trip's confirm: reruns its own quantile test read
+    p_q_reruns: float = 1.0  # ... and that test's p (held at confirm_level after confirm_attempts)
     # A confirm stage's hold, where a test other than the headline's held it: what the
     # verdict's row states (``Decided``; set by ``gates.model.decisions``)
     decided: Decided | None = None

@@ -21,7 +21,6 @@ from __future__ import annotations
 from gates.model.decisions import (
     TRANSIENT_LEVEL,
     OpenRegression,
-    back_level,
     confirm,
     confirm_reruns,
     corroborate,
@@ -59,5 +58,4 @@ __all__ = [
     "quantile_p", "summarize", "summarize_many", "Summarized", "WITHIN_RUNS", "huber_location",
     "decide", "is_suspect", "bh_qvalues", "pettitt", "confirm", "corroborate", "confirm_reruns",
     "independent", "level_for", "split_p", "TRANSIENT_LEVEL", "OpenRegression", "still_red",
-    "back_level",
 ]

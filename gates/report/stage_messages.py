@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from gates.model import stats
 from gates.model.decisions import CORROBORATE_RANK, EARLY_HOLD, FUTILITY, mixture_hold_p
 
-__all__ = ["corroborate_message", "rerun_message", "reruns_message"]
+__all__ = ["corroborate_message", "quantile_message", "rerun_message", "reruns_message"]
 
 
 def _num(x: float | None) -> float:
@@ -28,6 +28,15 @@ def _chain_note(j: stats.Judgement, root: float | None, n: int) -> str:
     return (f"; but the first attempt {_num(root):.6g} is a transient against the mean of "
             f"its {n} reruns (p {j.extras.p_split:.2g}) and they are not clear on their own: "
             "pass")
+
+
+def quantile_message(j: stats.Judgement, verdict: str, params: stats.GateParams) -> str:
+    """A quantile trip's rerun (stage RERUN or RERUNS): the reruns' own quantile test."""
+    k, n, a = j.extras.q_reruns, params.confirm_attempts, params.confirm_level
+    what = {"regression": f"held at p <= {a:g}", "suspect": f"on track: {n} reruns decide at {a:g}"}
+    return (f"the quantile test tripped; the least bad of {k} rerun(s) alone against its "
+            f"baseline: p {j.extras.p_q_reruns:.2g}, "
+            + what.get(verdict, f"pass (held only at p <= {a:g} after {n} reruns)"))
 
 
 def rerun_message(j: stats.Judgement, verdict: str, value: float, first: float | None, *,
