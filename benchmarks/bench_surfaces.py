@@ -13,7 +13,8 @@ run and compared with the session: its exit code, and the metric's verdict (the
 last verdict the session's gates gave it). A checker reads every verdict row as the
 report shows it: a held ``regression`` or ``improvement`` must not stand beside an
 interval that spans 0 (``gates.model.verdicts.interval_contradicts``): a row shows the
-statement of the test that decided, at the level that decided.
+statement of the test that decided, at the level that decided; and a held regression's
+row must name that test and its p at or below the level it states (issue 52).
 
 A mismatch is a false green (or a false red) on some surface. The ``old reading``
 columns replay how the report read a chain before issue 38 (the first attempt and
@@ -93,11 +94,24 @@ def _session(h, series, i: int) -> tuple[int, str, list[str]]:
 def _old_reading(h, chain: list[str]) -> tuple[int, str]:
     """The report before issue 38: the first attempt's verdict, replaced by its first
     rerun's (a rerun of a rerun was never read); exit 1 only on a failing row."""
-    rows = [r for rid in chain[:2] for r in h.verdicts(rid) if r["key"] == "lat"]
+    rows = [r for rid in chain[:2] for r in h.report_reads.verdicts(rid) if r["key"] == "lat"]
     if not rows:
         return 0, "not-judged"
     v = rows[-1]
     return int(classify(v["verdict"], v.get("mode")) == "fail"), str(v["verdict"])
+
+
+def _unstated(v) -> bool:
+    """A held regression whose row does not state what decided it: the test's name, and
+    (but for ``still-red``, which is the level a run is at) its p at or below the level
+    it states (BH q where the row has one)."""
+    if v.verdict != "regression":
+        return False
+    if v.method == "still-red":
+        return v.p_value is not None
+    held = v.q_value if v.q_value is not None else v.p_value
+    return (not v.test or held is None or v.level is None
+            or held > v.level * (1 + 1e-9))
 
 
 def run_benchmark(reps: int, seed: int, models=NOISE_MODELS, effects=EFFECTS, log=print):
@@ -127,6 +141,13 @@ def run_benchmark(reps: int, seed: int, models=NOISE_MODELS, effects=EFFECTS, lo
                             c["rows"] += 1
                             bad = interval_contradicts(v.verdict, v.better, v.ci_low, v.ci_high)
                             c["interval contradicts"] += bad
+                            unstated = _unstated(v)
+                            c["held rows"] += v.verdict == "regression"
+                            c["statement missing"] += unstated
+                            if unstated and len(examples) < 10:
+                                examples.append(f"{model} {effect} rep {rep} run {i}: "
+                                                f"{v.verdict} {v.method} p {v.p_value} q "
+                                                f"{v.q_value} level {v.level}")
                             if bad and len(examples) < 10:
                                 examples.append(f"{model} {effect} rep {rep} run {i}: "
                                                 f"{v.verdict} [{v.ci_low}, {v.ci_high}] "
@@ -160,7 +181,9 @@ def render(cells, examples, *, reps: int, seed: int, elapsed: float, argv: list[
         f"mismatches: {total['exit mismatch']}; verdict mismatches: "
         f"{total['verdict mismatch']}; verdict rows whose interval contradicts their "
         f"verdict (spans 0 beside a held one): {total['interval contradicts']} of "
-        f"{total['rows']}.** Old reading (before issue 38): "
+        f"{total['rows']}; held regressions whose row does not state the test that "
+        f"decided, its p and the level it was held to: {total['statement missing']} of "
+        f"{total['held rows']}.** Old reading (before issue 38): "
         f"{total['old exit mismatch']} exit-code and {total['old verdict mismatch']} verdict "
         "mismatches.",
         "",
@@ -168,14 +191,16 @@ def render(cells, examples, *, reps: int, seed: int, elapsed: float, argv: list[
                                for k in range(CONFIRM + 1)),
         "",
         "| noise | effect | sessions | failed | with 2+ reruns | exit mismatch | verdict "
-        "mismatch | interval contradicts | old exit mismatch | old verdict mismatch |",
-        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+        "mismatch | interval contradicts | held, unstated | old exit mismatch | "
+        "old verdict mismatch |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     for (model, effect), c in cells.items():
         deep = sum(c[f"reruns={k}"] for k in range(2, CONFIRM + 1))
         lines.append(f"| {model} | {effect} | {c['sessions']} | {c['failed']} | {deep} | "
                      f"{c['exit mismatch']} | {c['verdict mismatch']} | "
                      f"{c['interval contradicts']} | "
+                     f"{c['held rows']}, {c['statement missing']} | "
                      f"{c['old exit mismatch']} | {c['old verdict mismatch']} |")
     if examples:
         lines += ["", "Mismatches:", "", *[f"- {e}" for e in examples]]
@@ -200,7 +225,7 @@ def main(argv: list[str] | None = None) -> int:
         a.out.write_text(text, encoding="utf-8")
     total = sum(cells.values(), Counter())
     ok = not (total["exit mismatch"] or total["verdict mismatch"]
-              or total["interval contradicts"])
+              or total["interval contradicts"] or total["statement missing"])
     return 0 if ok else 1
 
 

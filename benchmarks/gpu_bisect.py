@@ -156,7 +156,7 @@ def main(argv: list[str] | None = None) -> int:
     from gates.store.open import open_history  # noqa: PLC0415
 
     with open_history(db, create=False, readonly=True) as h:
-        rows = h.bisects(KEY)
+        rows = h.report_reads.bisects(KEY)
     row = rows[-1] if rows else {}
     found = row.get("culprit")
     summary = {"exit": rc, "outcome": row.get("outcome"), "planted": shas[a.culprit],

@@ -487,13 +487,14 @@ def from_histories(paths: list[str], suite: str = "base-b-1gpu",
                 shutil.copyfile(p + suffix, tmp / f"h.db{suffix}")
         h = open_history(tmp / "h.db", create=False)
         try:
-            for r in reversed(h.runs(suite=suite, limit=1_000_000, status="complete")):
+            runs = h.report_reads.runs(suite=suite, limit=1_000_000, status="complete")
+            for r in reversed(runs):
                 gpus = (r.get("hardware") or {}).get("gpus") or []
                 uuid = gpus[0].get("uuid") if gpus else None
                 if r["confirm_of"] or not r["trusted"] or not uuid or r["run_id"] in seen:
                     continue
                 seen.add(r["run_id"])
-                for m in h.metrics(r["run_id"]):
+                for m in h.report_reads.metrics(r["run_id"]):
                     if m["key"] in out["keys"] and m["attempt"] == 1 and m["samples"]:
                         out["keys"][m["key"]].setdefault(uuid, []).append(m["samples"])
         finally:

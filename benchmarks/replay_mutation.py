@@ -9,22 +9,26 @@ commit added, starts with ``raise RuntimeError("planted fault")``. All of a comm
 are planted at once (one run per commit). The planted tree runs as
 ``benchmarks/replay_selection.py`` runs a commit: each CPU suite through the tree's own
 runner, the GPU suites' files (they skip on a CPU host, but a fault at import fails them)
-under one pytest. A test that fails there and did not fail in the parent's run is *caused by
+under one pytest. A test that fails there and did not fail in the record's run is *caused by
 the change*; each must be in the selection for its suite (a failure outside a registered
 file, or a suite run that produced no outcomes, needs the whole suite kept).
 
-The selection is this checkout's, decided as ``replay_selection.analyse`` decides it: static
-graph, the parent's import maps and runner map, and the parent's executed-functions records
-(function-level evidence). Runs that cannot change the answer are not made: a change with
-no planted fault (nothing can fail because of it) needs no planted run; a change whose
-selection keeps every (suite, file) cannot leave a failure out; a parent run is made only
-for changes that plant faults and that no declared path (CI configuration) sends to
-everything. The share of est_time kept is reported for all changes and with the changes
-to declared CI configuration apart.
+The selection is this checkout's, decided as CI decides it from records of main: an
+unplanted run (each CPU suite traced: executed functions, import maps, runner map) is
+recorded at every ``--record-every``-th commit, and each change is selected with its nearest
+recorded ancestor's run, judged on the whole change since that commit
+(:func:`ci_register.planning.evidence.gather`, :func:`ci_register.planning.select.select_by_suite`);
+a suite without a usable record (the GPU suites: their tests skip here) is judged by the
+static graph on the change alone. A planted run is made only where it can find a miss: a
+change with no planted fault needs none, nor one whose selection keeps every (suite, file).
+The share of est_time kept is reported for all changes and with the changes to declared CI
+configuration apart.
 
-    nohup timeout 5400 python benchmarks/replay_mutation.py --rev main --commits 62 \
-        --json /tmp/mut.json --out benchmarks/results/replay_mutation.md &
+    nohup nice timeout 5400 python benchmarks/replay_mutation.py --rev main --commits 62 \
+        --record-every 4 --json /tmp/mut.json --out benchmarks/results/replay_mutation.md &
 
+Workers that run apart (``--worker N/M``, each with its own ``--json``; ``--records-only``
+makes the records alone) are joined by ``--runs-from`` and a last ``--no-new-runs`` pass.
 ``--runs-from`` reuses the runs of an earlier ``--json`` (an interrupted replay resumes; the
 selection is always decided afresh).
 """
@@ -50,10 +54,17 @@ sys.path.insert(0, str(HERE))
 import replay_selection as rs  # noqa: E402
 from bench_selection import registrations  # noqa: E402
 
+from ci_register.planning.evidence import ExecutedRecord, change_since, gather  # noqa: E402
 from ci_register.planning.imports import scan  # noqa: E402
-from ci_register.planning.select import _match, parse_select, select_tests  # noqa: E402
+from ci_register.planning.select import (  # noqa: E402
+    RunnerMap,
+    _match,
+    parse_select,
+    select_by_suite,
+)
 from ci_register.planning.units import _walk_units  # noqa: E402
 from ci_register.registered.catalog import load_catalog  # noqa: E402
+from ci_register.running.executed import incomplete_reason  # noqa: E402
 
 FAULT = "planted fault"
 _FAILED = ("failed", "error", "collect-error")
@@ -182,21 +193,6 @@ def planted_run(repo: str, commit: str, i: int, plan: dict[str, list[str]], cata
     return out
 
 
-def static_selection(repo: Path, commit: str, changed: list[str], catalog, config, tree: Path
-                     ) -> tuple[float, set[tuple[str, str]], str]:
-    """(share of est_time kept, (suite, file) pairs left out, why everything) of the static
-    graph alone on the commit's tree."""
-    rs.export(repo, commit, tree)
-    regs, _ = registrations(tree, catalog)
-    est = {(s_, p): e for s_, p, e in regs}
-    sel = select_tests(scan(tree, config.package_roots, cache=rs._SCAN_CACHE), sorted({p for _, p, _ in regs}),
-                       changed, config)
-    total = sum(est.values())
-    shutil.rmtree(tree, ignore_errors=True)
-    kept = sum(e for (s_, p), e in est.items() if sel.keeps(s_, p))
-    return (kept / total if total else 1.0), {k for k in est if not sel.keeps(*k)}, sel.everything
-
-
 def base_run(repo: str, commit: str, i: int, catalog_path: str, timeout_s: float, work_root: str) -> dict:
     """The parent's unplanted run, as ``replay_selection.do_commit`` makes it but for the GPU
     suites' files (they skip on this host; without their maps they use the static graph,
@@ -223,6 +219,69 @@ def base_run(repo: str, commit: str, i: int, catalog_path: str, timeout_s: float
     run["runner"] = rs.runner_probe(tree)
     shutil.rmtree(work, ignore_errors=True)
     return run
+
+
+def record_plan(recorded: set[int], n: int, every: int) -> list[int]:
+    """Where records are made: commits are indexed 0..n (oldest first), change i's parent is
+    i - 1. Walking oldest first, a change whose nearest recorded ancestor is ``every`` or more
+    commits before its parent (or absent) gets a record at its parent: post-merge runs of main
+    at most ``every`` commits apart. ``recorded``: indexes already recorded. Pure."""
+    have = set(recorded)
+    new = []
+    for i in range(1, n + 1):
+        below = [j for j in have if j <= i - 1]
+        if not below or (i - 1) - max(below) >= every:
+            have.add(i - 1)
+            new.append(i - 1)
+    return new
+
+
+def nearest_record(recorded: set[int], i: int) -> int | None:
+    """The nearest recorded ancestor of change i's parent (an index <= i - 1), by the commit
+    graph (first-parent order), never by when it was recorded."""
+    below = [j for j in recorded if j <= i - 1]
+    return max(below) if below else None
+
+
+def selection_from_record(repo: Path, commits: list[str], i: int, j: int, run: dict, catalog, config, tmp: Path
+                          ) -> dict:
+    """Change i (commits[i-1] -> commits[i]) selected as CI would with the run recorded at
+    commits[j] (j <= i - 1, an ancestor): each CPU suite with a complete executed-functions
+    record is judged by the library (:func:`ci_register.planning.evidence.gather`) on the
+    whole change since commits[j] with that run's maps and runner map, and so is a suite
+    without a usable record (the GPU suites) by the file-level rules; where commits[j] is
+    before the parent, a test runs only where the static graph on the change itself keeps
+    it too (:func:`ci_register.planning.select.select_by_suite`)."""
+    c, parent, at = commits[i], commits[i - 1], commits[j]
+    tree = tmp / f"a{i}"
+    rs.export(repo, c, tree)
+    regs, _ = registrations(tree, catalog)
+    changed = [p for p in rs.git(repo, "diff-tree", "--no-commit-id", "-r", "--name-only", "--no-renames", parent,
+                                 c).split("\n") if p]
+    est = {(s_, p): e for s_, p, e in regs}
+    suites: dict[str, set[str]] = {}
+    for s_, p, _ in regs:
+        suites.setdefault(s_, set()).add(p)
+    graph = scan(tree, config.package_roots, cache=rs._SCAN_CACHE)
+    maps = {p: set(f) for p, f in run["maps"].items()}
+    runner = RunnerMap(frozenset(run["runner"]["files"]), f"runner map at {at[:10]}")
+    records = {s_: ExecutedRecord(s_, frozenset(d["executed"]), at) for s_, d in run["suites"].items()
+               if incomplete_reason(d["executed"]) is None}
+    evidence = gather(repo, parent, c, changed, records)
+    if j != i - 1:  # the maps and runner map describe commits[j]: their suites judge the change since it
+        got = evidence.since.get(at) or change_since(repo, at, c, parent)
+        if isinstance(got, str):
+            raise RuntimeError(f"change {c[:10]}: {got}")
+        evidence.maps_since = got
+    sel = select_by_suite(graph, suites, changed, config, maps, runner, evidence)
+    shutil.rmtree(tree, ignore_errors=True)
+    total = sum(est.values())
+    kept = sum(e for (s_, p), e in est.items() if sel.keeps(s_, p))
+    everything = {s_: (sel.by_suite[s_].everything if s_ in sel.by_suite else sel.everything) for s_ in suites}
+    return {"share": kept / total if total else 1.0, "left": {k for k in est if not sel.keeps(*k)},
+            "everything": "; ".join(sorted({w[:100] for w in everything.values() if w}))[:300],
+            "usable": sorted(evidence.records), "since": len(evidence.since.get(at).changed) if at in evidence.since else
+            len(changed), "notes": [n for n in evidence.notes if "not used" in n]}
 
 
 def failures_outside(planted: dict, base: dict, left: set[tuple[str, str]]) -> tuple[list[str], list[str]]:
@@ -261,15 +320,26 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--json", type=Path, default=None)
     ap.add_argument("--out", type=Path, default=None)
     ap.add_argument("--runs-from", type=Path, nargs="*", default=None)
+    ap.add_argument("--record-every", type=int, default=4,
+                    help="records (the unplanted runs selection reads) at most this many commits apart: each change "
+                         "is selected with its nearest recorded ancestor's run (1: every parent)")
+    ap.add_argument("--records-only", action="store_true", help="make the records the plan needs and stop")
+    ap.add_argument("--worker", default="1/1", help="N/M: make only every M-th of the runs to make, from the N-th "
+                    "(workers that run apart, each with its own --json; --runs-from joins them)")
     ap.add_argument("--plan-only", action="store_true", help="print which runs each change needs and stop")
-    ap.add_argument("--static-without-parent", action="store_true",
-                    help="make no parent run: a change whose parent run no store holds is selected by the static graph")
     ap.add_argument("--control", type=int, default=0,
                     help="planted runs for this many changes whose selection keeps every file (the faults bite)")
-    ap.add_argument("--reverse", action="store_true", help="newest change first (a second worker on another --json)")
+    ap.add_argument("--reverse", action="store_true", help="newest first (a second worker on another --json)")
     ap.add_argument("--no-new-runs", action="store_true",
                     help="make no run: report the changes whose runs --runs-from holds, list the others as not replayed")
     a = ap.parse_args(argv)
+    if a.record_every < 1:
+        ap.error("--record-every must be 1 or more")
+    try:
+        nth, of = (int(x) for x in a.worker.split("/"))
+        assert 1 <= nth <= of
+    except (ValueError, AssertionError):
+        ap.error(f"--worker {a.worker!r}: give N/M with 1 <= N <= M")
     where = a.repo.parent if a.repo.name == ".git" else a.repo
     got_dir = subprocess.run(["git", "-C", str(where), "rev-parse", "--git-common-dir"], capture_output=True, text=True,
                              check=False)
@@ -299,6 +369,10 @@ def main(argv: list[str] | None = None) -> int:
         declared = next((p for p in changed if _match(p, config.declared_always) or _match(p, config.always)), None)
         plan = fault_plan(repo, parent, c, changed)
         changes.append({"i": i, "commit": c, "parent": parent, "changed": changed, "declared": declared, "plan": plan})
+    held = {k for k, c in enumerate(commits[:-1]) if c in store["base"]}
+    to_record = [k for k in record_plan(held, len(commits) - 1, a.record_every) if k not in held]
+    print(f"records held at {len(held)} commits; to make at {len(to_record)}: {[commits[k][:10] for k in to_record]}",
+          file=sys.stderr)
     for ch in changes:
         need = "planted faults" if ch["plan"] and not ch["declared"] else ("declared: " + ch["declared"] if ch["declared"]
                                                                            else "no fault to plant")
@@ -309,85 +383,85 @@ def main(argv: list[str] | None = None) -> int:
     rows = []
     controls = 0
     with tempfile.TemporaryDirectory() as tmp:
+        if not a.no_new_runs:
+            for k in to_record[nth - 1::of]:
+                if commits[k] in store["base"]:
+                    continue
+                t0 = time.perf_counter()
+                store["base"][commits[k]] = base_run(str(repo), commits[k], k, str(a.catalog), a.timeout, tmp)
+                save()
+                print(f"record {commits[k][:10]} in {time.perf_counter() - t0:.0f} s", file=sys.stderr)
+        if a.records_only:
+            return 0
+        recorded = {k for k, c in enumerate(commits[:-1]) if c in store["base"]}
         for ch in (changes[::-1] if a.reverse else changes):
-            i, c, parent = ch["i"], ch["commit"], ch["parent"]
+            i, c = ch["i"], ch["commit"]
+            if of > 1 and (i - 1) % of != nth - 1:
+                continue  # another worker's change
             row = {"commit": c[:10], "subject": rs.git(repo, "log", "-1", "--format=%s", c).strip()[:60],
                    "changed": len(ch["changed"]), "faults": sum(map(len, ch["plan"].values())),
                    "declared": ch["declared"] or "", "new_outside": [], "old_outside": [], "planted_run": ""}
-            if ch["plan"] and not ch["declared"]:
-                if parent not in store["base"] and not a.static_without_parent and not a.no_new_runs:
-                    t0 = time.perf_counter()
-                    store["base"][parent] = base_run(str(repo), parent, i - 1, str(a.catalog), a.timeout, tmp)
+            j = nearest_record(recorded, i)
+            if j is None:
+                row.update(share=None, planted_run="not replayed: no recorded ancestor in --runs-from")
+                rows.append(row)
+                continue
+            base = store["base"][commits[j]]
+            got_sel = selection_from_record(repo, commits, i, j, base, catalog, config, Path(tmp))
+            left = got_sel["left"]
+            row.update(share=got_sel["share"], everything=got_sel["everything"], record=commits[j][:10],
+                       behind=i - 1 - j, since=got_sel["since"], usable=got_sel["usable"], notes=got_sel["notes"])
+            if not ch["plan"]:
+                row["planted_run"] = "not needed: no fault"
+            elif not left and controls < a.control and (c in store["planted"] or not a.no_new_runs):
+                # A control: the selection keeps everything, so no failure can be outside it;
+                # the planted run shows the faults do make tests fail.
+                controls += 1
+                if c not in store["planted"]:
+                    store["planted"][c] = planted_run(str(repo), c, i, ch["plan"], str(a.catalog), a.timeout, tmp)
                     save()
-                    print(f"base {parent[:10]} in {time.perf_counter() - t0:.0f} s", file=sys.stderr)
-                if parent in store["base"]:
-                    base = store["base"][parent]
-                    sel = rs.analyse(repo, commits, i, {i - 1: base, i: {"suites": {}}}, catalog, config, Path(tmp))
-                    row.update(share=sel["func_share"], everything=str(sel["func_everything"])[:100],
-                               evidence="parent's run")
-                    left = {(s_, p) for s_, p in sel["func_left"]}
-                elif a.static_without_parent:
-                    # No parent run: the selection a tree without history gets (static graph alone);
-                    # failures that the nearest stored run also had count as not caused by the change.
-                    near = min(store["base"], key=lambda k: abs(commits.index(k) - (i - 1)), default=None)
-                    base = store["base"][near] if near else {"outcomes": {}}
-                    share, left, why = static_selection(repo, c, ch["changed"], catalog, config, Path(tmp) / f"t{i}")
-                    row.update(share=share, everything=why[:100], evidence="static graph (no parent run)")
-                else:
-                    row.update(share=None, planted_run="not replayed: no parent run in --runs-from")
-                    rows.append(row)
-                    continue
-                if not left and controls < a.control and (c in store["planted"] or not a.no_new_runs):
-                    # A control: the selection keeps everything, so no failure can be outside it;
-                    # the planted run shows the faults do make tests fail.
-                    controls += 1
-                    if c not in store["planted"]:
-                        store["planted"][c] = planted_run(str(repo), c, i, ch["plan"], str(a.catalog), a.timeout, tmp)
-                        save()
-                    got = store["planted"][c]
-                    row["failing"] = sum(len(v["failed"]) for v in got["suites"].values())
-                    row["control"] = True
-                    row["planted_run"] = f"control (every file kept): {got['planted']} faults, " + ", ".join(
-                        f"{s_}: {len(v['failed'])} failing" for s_, v in sorted(got["suites"].items()))
-                elif not left:
-                    row["planted_run"] = "not needed: every (suite, file) kept"
-                elif a.no_new_runs and c not in store["planted"]:
-                    row.update(share=None, planted_run="not replayed: no planted run in --runs-from")
-                else:
-                    if c not in store["planted"]:
-                        store["planted"][c] = planted_run(str(repo), c, i, ch["plan"], str(a.catalog), a.timeout, tmp)
-                        save()
-                    got = store["planted"][c]
-                    row["planted_run"] = f"{got['planted']} faults, {got['seconds']:.0f} s, " + ", ".join(
-                        f"{s_}: {len(v['failed'])} failing" for s_, v in sorted(got["suites"].items()))
-                    row["new_outside"], row["old_outside"] = failures_outside(got, base, left)
-                    row["failing"] = sum(len(v["failed"]) for v in got["suites"].values())
-                print(f"{c[:10]} share {row['share'] if row['share'] is None else format(row['share'], '.0%')} "
-                      f"{row['planted_run']} outside: {row['new_outside'][:3]}", file=sys.stderr)
+                got = store["planted"][c]
+                row["failing"] = sum(len(v["failed"]) for v in got["suites"].values())
+                row["control"] = True
+                row["planted_run"] = f"control (every file kept): {got['planted']} faults, " + ", ".join(
+                    f"{s_}: {len(v['failed'])} failing" for s_, v in sorted(got["suites"].items()))
+            elif not left:
+                row["planted_run"] = "not needed: every (suite, file) kept"
+            elif a.no_new_runs and c not in store["planted"]:
+                row.update(planted_run="not replayed: no planted run in --runs-from", unreplayed=True)
             else:
-                share, _, why = static_selection(repo, c, ch["changed"], catalog, config, Path(tmp) / f"s{i}")
-                row.update(share=share, everything=why[:100], evidence="static graph",
-                           planted_run="not needed: " + ("declared CI configuration" if ch["declared"] else "no fault"))
+                if c not in store["planted"]:
+                    store["planted"][c] = planted_run(str(repo), c, i, ch["plan"], str(a.catalog), a.timeout, tmp)
+                    save()
+                got = store["planted"][c]
+                row["planted_run"] = f"{got['planted']} faults, {got['seconds']:.0f} s, " + ", ".join(
+                    f"{s_}: {len(v['failed'])} failing" for s_, v in sorted(got["suites"].items()))
+                row["new_outside"], row["old_outside"] = failures_outside(got, base, left)
+                row["failing"] = sum(len(v["failed"]) for v in got["suites"].values())
+            print(f"{c[:10]} share {row['share']:.0%} record -{row['behind']} {row['planted_run'][:80]} "
+                  f"outside: {row['new_outside'][:3]}", file=sys.stderr)
             rows.append(row)
     rows.sort(key=lambda r: next(k for k, ch in enumerate(changes) if ch["commit"].startswith(r["commit"])))
     store["rows"] = rows
     save()
-    text = report(rows, commits, argv)
+    text = report(rows, commits, argv, a.record_every)
     if a.out:
         a.out.write_text(text, encoding="utf-8")
     print(text)
     return 0
 
 
-def report(rows: list[dict], commits: list[str], argv: list[str]) -> str:
-    missing = [r for r in rows if r["share"] is None]
+def report(rows: list[dict], commits: list[str], argv: list[str], every: int) -> str:
+    missing = [r for r in rows if r["share"] is None or r.get("unreplayed")]
     rows = [r for r in rows if r["share"] is not None]
     shares = [r["share"] for r in rows]
     apart = [r["share"] for r in rows if not r["declared"]]
     new = [(r["commit"], x) for r in rows for x in r["new_outside"]]
     old = [(r["commit"], x) for r in rows for x in r["old_outside"]]
-    ran = [r for r in rows if r["planted_run"] and not r["planted_run"].startswith(("not needed", "control"))]
+    ran = [r for r in rows if r["planted_run"] and not r["planted_run"].startswith(("not needed", "control", "not replayed"))]
     controls = [r for r in rows if r.get("control")]
+    behind = [r["behind"] for r in rows]
+    records = sorted({r["record"] for r in rows})
     lines = [
         "# Mutation replay: planted faults against the selection",
         "",
@@ -395,32 +469,35 @@ def report(rows: list[dict], commits: list[str], argv: list[str]) -> str:
         f"Command: `python benchmarks/replay_mutation.py {' '.join(argv)}`",
         f"Machine: {os.cpu_count()} CPU cores, no GPU (GPU files skip, as on a CPU runner), Python {sys.version.split()[0]}.",
         "",
+        f"Records as CI gets them: unplanted runs of main (each CPU suite traced: executed functions, import maps, "
+        f"runner map) at every {every}th commit ({len(records)} commits), each serving the later commits: a change is "
+        f"selected with its nearest recorded ancestor's run, judged on the whole change since that commit "
+        f"(`ci_register.planning.evidence.gather`). The record was {statistics.fmean(behind):.1f} commits before the "
+        f"change's parent on average (0: the parent itself, in {sum(b == 0 for b in behind)} changes; at most "
+        f"{max(behind)}). Suites without a usable record (the GPU suites) use the static graph on the change alone.",
+        "",
         f"- faults planted: {sum(r['faults'] for r in rows)} functions in {sum(bool(r['faults']) for r in rows)} changes; "
-        f"planted runs made: {len(ran)} (the others could not leave a failure out: see the table)",
+        f"planted runs read: {len(ran)} (the others could not leave a failure out: no fault, or every (suite, file) kept)",
         f"- **failing tests outside the selection, caused by the change: {len(new)}**"
         + (f" ({'; '.join(f'{c} {x}' for c, x in new[:8])})" if new else ""),
-        f"- failing outside the selection that failed in the parent's run too: {len(old)}"
-        + (f" ({'; '.join(f'{c} {x}' for c, x in old[:5])})" if old else ""),
+        f"- failing outside the selection that failed in the record's run too: {len(old)}"
+        + (f" (e.g. {'; '.join(f'{c} {x}' for c, x in old[:3])})" if old else ""),
         f"- failing tests in the planted runs: {sum(r.get('failing', 0) for r in ran)} (16 serving-cpu tests fail on "
-        "this host in every run, planted or not: vllm is not installed; they count as failing in the parent's run too)",
+        "this host in every run, planted or not: vllm is not installed; they fail in the record's run too)",
         "- controls (changes whose selection keeps every file, planted anyway, to show the faults make tests fail): "
-        + ("; ".join(f"{r['commit']}: {r['planted_run'][27:120]}" for r in controls) or "none"),
-        f"- selection judged with the parent's run (maps, runner map, executed records): "
-        f"{sum(r.get('evidence') == 'parent' + chr(39) + 's run' for r in rows)} changes; by the static graph alone "
-        f"(no parent run was made in the time given, or nothing to plant): "
-        f"{sum(r.get('evidence') != 'parent' + chr(39) + 's run' for r in rows)}",
+        + ("; ".join(f"{r['commit']}: {r['planted_run'][27:140]}" for r in controls) or "none"),
         f"- **mean share of est_time kept: {statistics.fmean(shares):.1%}** over all {len(rows)} changes; "
         f"**{statistics.fmean(apart):.1%} over the {len(apart)} changes that touch no declared CI configuration** "
         f"({len(rows) - len(apart)} do: they run everything)",
         *([f"- **not replayed** (their runs were not made in the time given): {len(missing)} changes "
            f"({', '.join(r['commit'] for r in missing)})"] if missing else []),
         "",
-        "| commit | subject | paths | faults | kept | planted run | outside |",
-        "| --- | --- | ---: | ---: | ---: | --- | --- |",
+        "| commit | subject | paths | record (commits back) | faults | kept | planted run | outside |",
+        "| --- | --- | ---: | --- | ---: | ---: | --- | --- |",
     ]
     for r in rows:
-        lines.append(f"| {r['commit']} | {r['subject'].replace('|', '/')} | {r['changed']} | {r['faults']} | "
-                     f"{r['share']:.0%} | {r['planted_run'].replace('|', '/')[:90]} | "
+        lines.append(f"| {r['commit']} | {r['subject'].replace('|', '/')} | {r['changed']} | {r['record']} ({r['behind']}) | "
+                     f"{r['faults']} | {r['share']:.0%} | {r['planted_run'].replace('|', '/')[:90]} | "
                      f"{len(r['new_outside'])} |")
     return "\n".join(lines) + "\n"
 

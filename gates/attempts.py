@@ -66,7 +66,7 @@ def read_chain(history: History, confirm_of: str) -> Chain:
     """The chain a confirm attempt of ``confirm_of`` belongs to, read from ``history``
     (the gate reads it with its other inputs: ``gates.store.gate_inputs``)."""
     read = read_chain_rows(history.baseline_reads, confirm_of)
-    return chain_of(read, {r["run_id"]: tuple(history.metrics(r["run_id"]))
+    return chain_of(read, {r["run_id"]: tuple(history.baseline_reads.metrics(r["run_id"]))
                            for r in read.runs}, confirm_of, str(history.path))
 
 

@@ -1,6 +1,6 @@
 """The bisection's I/O edge: candidate commits from git, runs in git worktrees, the history.
 
-``run_bisect`` reads which tests recorded KEY (``History.key_tests``) and its
+``run_bisect`` reads which tests recorded KEY (``ReportReads.key_tests``) and its
 direction, lists the first-parent commits from good to bad, and hands
 ``gates.model.bisect.bisect`` a ``measure(commit)`` that checks the commit out once in
 a detached git worktree (under a scratch directory) and runs only those tests
@@ -85,7 +85,7 @@ def run_bisect(repo: Path, history: Any, key: str, good: str, bad: str, *,
                max_reps: int = 15, verify: int = 8, log: Any = None) -> tuple[BisectResult, list[str]]:
     """Bisect KEY between two commits of ``repo``; save and return the result and the
     tests run. ``history``: an open read-write `History` that knows KEY."""
-    rows = history.key_tests(key, suite)
+    rows = history.report_reads.key_tests(key, suite)
     if not rows:
         where = f" in suite {suite!r}" if suite else ""
         raise BisectInputError(f"no test recorded {key!r}{where} in {history.path}; check the "
@@ -113,7 +113,7 @@ def run_bisect(repo: Path, history: Any, key: str, good: str, bad: str, *,
             from gates.store.open import open_history  # noqa: PLC0415
 
             with open_history(db, create=False, readonly=True) as h:
-                samples = [x for m in h.metrics(rid) if m["key"] == key
+                samples = [x for m in h.report_reads.metrics(rid) if m["key"] == key
                            for x in (m.get("samples") or [])]
             if log is not None:
                 print(f"  {sha[:12]}: {len(samples)} sample(s), pytest exit {out.returncode}",

@@ -871,7 +871,7 @@ def _new_model_line(h: History, run_id: str) -> str:
     report's headline does: its fingerprint, its runs so far, the runs set aside."""
     from gates.report.build import new_model
 
-    run = h.run(run_id)
+    run = h.report_reads.run(run_id)
     if not run or not run.get("suite"):
         return ""
     return new_model(run, h.report_reads.model_runs(str(run["suite"]),

@@ -56,7 +56,7 @@ def test_command_acceptance_rebaselines_from_its_commit(h):
         v = evaluate_run(h, add_run(h, i, 1.10, rng)).verdicts[0]
     assert v.verdict == "pass" and v.baseline == pytest.approx(1.10, rel=0.01)
     # Earlier runs stay in history; the new level regressing again is still caught.
-    assert len(h.runs(limit=1000)) == 40
+    assert len(h.report_reads.runs(limit=1000)) == 40
     assert evaluate_run(h, add_run(h, 40, 1.25, rng)).verdicts[0].verdict == "regression"
 
 
@@ -84,15 +84,15 @@ def test_file_entry_in_force_only_in_runs_that_carry_it(h, tmp_path):
     for i in range(30, 40):
         v = evaluate_run(h, add_run(h, i, 1.10, rng), acceptances=entries).verdicts[0]
         assert v.verdict in ("insufficient-history", "pass"), (i, v.verdict)
-    assert "intended: chunked prefill" in h.acceptances()[0]["reason"]
-    assert h.acceptances()[0]["source"] == f"{accept.ACCEPT_FILE}:1"
-    assert h.acceptances()[0]["who"] == "first run at 0000030abc"
+    assert "intended: chunked prefill" in h.report_reads.acceptances()[0]["reason"]
+    assert h.report_reads.acceptances()[0]["source"] == f"{accept.ACCEPT_FILE}:1"
+    assert h.report_reads.acceptances()[0]["who"] == "first run at 0000030abc"
     # A run without the entry (main before the PR lands) keeps the old baseline.
     v = evaluate_run(h, add_run(h, 40, 1.0, rng)).verdicts[0]
     assert v.verdict == "pass" and v.baseline == pytest.approx(1.0, rel=0.01)
     # The same entry carried again is one acceptance, not a second one.
     evaluate_run(h, add_run(h, 41, 1.10, rng), acceptances=entries)
-    assert len(h.acceptances()) == 1
+    assert len(h.report_reads.acceptances()) == 1
 
 
 @pytest.mark.parametrize(("text", "want"), [
@@ -145,7 +145,7 @@ def test_accept_cli_usage_errors(h, capsys):
     assert cli(["accept", "tpt*", "--history", str(h.path), "--from", "abcdef1",
                 "--reason", "x"]) == 2
     assert "'tpt*' matches no recorded metric key" in capsys.readouterr().err
-    assert h.acceptances() == []
+    assert h.report_reads.acceptances() == []
 
 
 ENTRY = {"pattern": "lat", "reason": "intended", "entry_id": "file:abc",
@@ -175,7 +175,7 @@ def test_merged_shards_keep_the_entries_their_runs_carried(tmp_path):
         merge_histories([shard], base)
         merge_histories([shard], base)  # idempotent
     with open_history(base) as h:
-        [acc] = h.acceptances()
+        [acc] = h.report_reads.acceptances()
         assert set(h.baseline_reads.acceptance_runs(acc["id"])) == {"s-run030", "s-run031"}
         v = evaluate_run(h, add_run(h, 32, 1.10, rng), acceptances=[entry]).verdicts[0]
     assert v.verdict == "insufficient-history" and v.n_baseline == 2
@@ -206,7 +206,7 @@ def test_merge_refuses_a_shard_whose_carried_entry_is_forged(tmp_path):
     with pytest.raises(Exception, match="acceptance"):
         merge_histories([shard], base)
     with open_history(base) as h:
-        assert h.acceptances() == []
+        assert h.report_reads.acceptances() == []
 
 
 def test_gate_cli_reads_the_accept_file_at_the_plans_root(tmp_path, capsys):
@@ -242,7 +242,7 @@ def test_accept_refuses_a_commit_nothing_knows_and_names_the_suites_it_covers(
                 "--reason", "x", "--root", str(tmp_path)]) == 2
     err = capsys.readouterr().err
     assert "--from deadbeef1: no run in" in err and "does not have it" in err
-    assert h.acceptances() == []
+    assert h.report_reads.acceptances() == []
     # A commit of a run: accepted, and without --suite it says which suites it covers.
     assert cli(["accept", "lat", "--history", str(h.path), "--from", "0000001",
                 "--reason", "x", "--who", "me"]) == 0

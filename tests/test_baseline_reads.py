@@ -71,13 +71,13 @@ def filtered(request, monkeypatch):
 def test_every_key_in_every_run_is_one_statement(h, filtered):
     rng = _fill(h)
     rid = add_run(h, 100, _metrics(rng, KEYS))
-    run = h.run(rid)
+    run = h.report_reads.run(rid)
     sent = _statements(h)
     out, ids, hosts, seen = _bulk(h, run, KEYS)
     assert len(sent) == 1, sent
     assert all(len(ids[k]) == NEED and "run060" not in ids[k] for k in KEYS)
     assert set(hosts) == set(ids["k00"]) and seen == {k: {"ms"} for k in KEYS}
-    run = h.run(rid)
+    run = h.report_reads.run(rid)
     for key in ("k00", "k39"):
         ref = baselines.baseline_runs(h.baseline_reads, "s", key, run["fingerprint"], run, {rid})
         assert [r["run_id"] for r in ref][-NEED:] == ids[key]
@@ -90,7 +90,7 @@ def test_every_key_in_every_run_is_one_statement(h, filtered):
 def test_keys_recorded_in_some_runs_only_take_a_second_statement(h, filtered):
     rng = _fill(h)
     rid = add_run(h, 100, _metrics(rng, [*KEYS, "odd", "new"]))
-    run = h.run(rid)
+    run = h.report_reads.run(rid)
     sent = _statements(h)
     _, ids, _, seen = _bulk(h, run, [*KEYS, "odd", "new"])
     assert len(sent) == 2, sent

@@ -23,9 +23,11 @@ def test_report_and_session_agree_on_heavy_tailed_step_series():
 
 def test_no_verdict_row_shows_an_interval_that_did_not_decide():
     # Bimodal baselines: the quantile test holds regressions whose t-interval spans 0
-    # at the level that decided; such a row shows no interval, and says what decided.
+    # at the level that decided; such a row shows the quantile test's own interval (or
+    # none), and every held row names its test, its p and the level it was held to.
     cells, examples = run_benchmark(1, 0, models=["bimodal"], effects=["step2"],
                                     log=lambda *a, **k: None)
     c = sum(cells.values(), Counter())
     assert c["rows"] == c["sessions"] == 16 and c["failed"] >= 1
     assert c["interval contradicts"] == 0, examples
+    assert c["held rows"] >= 1 and c["statement missing"] == 0, examples

@@ -49,7 +49,7 @@ def test_bisect_names_the_slower_commit_and_stores_evidence(repo, capsys):
     assert f"bisect work_rel: culprit {shas[3][:12]}" in out.out
     assert "test executions of test_work.py::test_work" in out.out
     with open_history(db) as h:
-        [row] = h.bisects("work_rel")
+        [row] = h.report_reads.bisects("work_rel")
     assert row["outcome"] == "culprit" and row["culprit"] == shas[3]
     assert row["good"] == shas[0] and row["bad"] == shas[-1] and row["executions"] > 8
     classes = {e["commit"]: e["class"] for e in row["evidence"]["candidates"]}

@@ -223,7 +223,7 @@ def test_untrust_and_trust_by_run_and_commit(hist, capsys):
                         "broken runner gpu-17"], capsys)
     assert code == 0 and out.strip() == f"untrusted 1 run(s): {ids[3]}"
     with open_history(path, readonly=True) as h:
-        row = h.run(ids[3])
+        row = h.report_reads.run(ids[3])
         assert row["trusted"] == 0 and row["trust_reason"] == "broken runner gpu-17"
     code, out, _ = run(["--history", path, "--run", ids[3], "--no-health"], capsys)
     assert "(untrusted)" in out
@@ -231,8 +231,8 @@ def test_untrust_and_trust_by_run_and_commit(hist, capsys):
     code, out, _ = run(["trust", "--history", path, "--commit", commit[:9]], capsys)
     assert code == 0 and out.startswith("trusted 1 run(s)")
     with open_history(path, readonly=True) as h:
-        assert h.run(ids[3])["trusted"] == 1
-        assert [e["reason"] for e in h.trust_log(ids[3])] == [
+        assert h.report_reads.run(ids[3])["trusted"] == 1
+        assert [e["reason"] for e in h.report_reads.trust_log(ids[3])] == [
             "broken runner gpu-17", "trusted again (gate-report trust)"]
 
 
@@ -250,7 +250,7 @@ def test_an_argument_that_is_not_utf8_is_named_not_blamed_on_the_history(hist, c
                                         "(byte 0xff); give it as UTF-8"), err
     assert "history holds" not in err and err.count("\n") == 1
     with open_history(path, readonly=True) as h:
-        assert h.run(ids[3])["trusted"] == 1
+        assert h.report_reads.run(ids[3])["trusted"] == 1
     code, _, err = run(["--history", path, "--suite=\udcfe"], capsys)
     assert code == 2 and err.startswith("error: --suite '\\udcfe': not UTF-8 text"), err
     # A file name may hold such bytes: it is opened, and the bad selector is named.
@@ -265,7 +265,7 @@ def test_an_argument_that_is_not_utf8_is_named_not_blamed_on_the_history(hist, c
 
 def h_commit(path: Path, run_id: str) -> str:
     with open_history(path, readonly=True) as h:
-        return h.run(run_id)["commit_sha"]
+        return h.report_reads.run(run_id)["commit_sha"]
 
 
 # ------------------------------------------------------------------- health

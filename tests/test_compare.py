@@ -123,3 +123,20 @@ def test_values_carry_units_and_two_runs_a_side_say_why_no_verdict(tmp_path, cap
     assert "A has 2 run(s) of this metric; the gate judges against at least 5: change shown, not tested" in out
     assert cli(["compare", "main", "feat", "--history", str(path), "--format", "md"]) == 0
     assert "- insufficient-history: A has 2 run(s)" in capsys.readouterr().out
+
+
+def test_a_compared_row_states_the_test_that_decided(db, capsys):
+    # One statement a row, as the report's (issue 52): the change is B against A as the
+    # row shows them; then the deciding test, its change and its interval at the level
+    # its q was held to; its p and q against that level.
+    assert cli(["compare", "main", "feat", "--history", str(db), "--format", "json"]) == 1
+    lat = _json(capsys)["metrics"][0]
+    assert lat["verdict"] == "regression" and lat["level"] == 0.02 and lat["test"]
+    assert lat["own_change"] == pytest.approx((lat["b"] - lat["a"]) / lat["a"])
+    assert 0 < lat["ci_low"] and 0.9 < lat["ci_conf"] < 1.0
+    assert cli(["compare", "main", "feat", "--history", str(db)]) == 1
+    row = next(ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("regression"))
+    assert f"{lat['own_change'] * 100:+.2f}%" in row
+    assert (f"{lat['test']} {lat['rel_change'] * 100:+.2f}% [{lat['ci_low'] * 100:+.1f}, "
+            f"{lat['ci_high'] * 100:+.1f}] {100 * lat['ci_conf']:.4g}%") in row
+    assert f"p={lat['p_value']:.2g} q={lat['q_value']:.2g} <= 0.02" in row

@@ -19,6 +19,8 @@ from ci_register.planning.evidence import (
     executed_records,
     not_executed,
     record_problem,
+    since_record,
+    still_describes,
 )
 from ci_register.planning.imports import scan
 from ci_register.planning.recorded_imports import recorded_maps
@@ -176,7 +178,7 @@ def test_a_body_change_not_executed_in_a_suite_selects_nothing_there(tmp_path):
     assert "declared to run everything" in sel.everything
 
 
-def test_records_are_used_only_when_complete_fresh_and_describing_the_base():
+def test_records_are_used_only_when_complete_fresh_and_in_the_base_history():
     now = datetime(2026, 12, 3, tzinfo=UTC)
     rows = [
         {"suite": "cpu", "path": EXECUTED_MAP_PATH, "commit_sha": "a" * 40, "recorded_at": "2026-12-02T00:00:00Z",
@@ -189,13 +191,75 @@ def test_records_are_used_only_when_complete_fresh_and_describing_the_base():
     got, notes = executed_records(rows, now, 30)
     assert set(got) == {"cpu"} and len(notes) == 2
     rec = got["cpu"]
-    ignore = parse_select({}, "c").ignore
-    assert record_problem(rec, [], ignore) is None
-    assert "unknown to git" in record_problem(rec, None, ignore)
-    assert "pkg/core.py, which it loaded, changed" in record_problem(rec, [("M", "pkg/core.py")], ignore)
-    assert "was added" in record_problem(rec, [("A", "pkg/conftest.py")], ignore)
-    assert record_problem(rec, [("M", "pkg/other.py"), ("M", "docs/x.md")], ignore) is None
-    assert "data.json changed" in record_problem(rec, [("M", "data.json")], ignore)
+    assert record_problem(rec, known=True, ancestor=True) is None
+    assert "unknown to git" in record_problem(rec, known=False, ancestor=False)
+    assert "not in the base's history" in record_problem(rec, known=True, ancestor=False)
+
+
+def test_a_record_before_the_base_is_judged_on_the_change_since_it(tmp_path):
+    """A record made at R, some commits before the base: what changed between R and the base
+    counts as changed too, by the same rules."""
+    write(tmp_path, TREE)
+    config = parse_select({}, "catalog.toml")
+    graph = scan(tmp_path, config.package_roots)
+    rec = ExecutedRecord("cpu", frozenset({"pkg/core.py", "pkg/core.py::used"}), "abc1234567")
+    # The pull request changes `unused` (never ran); between R and the base, `used` changed (it ran).
+    since = since_record("abc1234567", [("M", "pkg/core.py")], {"pkg/core.py": (MODULE, MODULE.replace(
+        "return 1", "return 11").replace("return 2", "return 22"))})
+    assert since.bodies == {"pkg/core.py": ("unused", "used")}
+    ev = Evidence(set(), {"pkg/core.py": ("unused",)}, {"cpu": rec}, [], {"abc1234567": since})
+    sel = select_by_suite(graph, SUITES, ["pkg/core.py"], config, evidence=ev)
+    assert sel.keeps("cpu", "tests/test_a.py"), sel.summary()
+    # Only dead bodies changed since R: nothing runs in cpu.
+    since = since_record("abc1234567", [("M", "pkg/core.py")], {"pkg/core.py": (MODULE, MODULE.replace(
+        "return 2", "return 22").replace("return 3", "return 33"))})
+    ev = Evidence(set(), {"pkg/core.py": ("unused",)}, {"cpu": rec}, [], {"abc1234567": since})
+    assert not select_by_suite(graph, SUITES, ["pkg/core.py"], config, evidence=ev).keeps("cpu", "tests/test_a.py")
+    # A conftest added between R and the base (the pull request does not touch it): its tests run.
+    write(tmp_path, {"tests/conftest.py": "X = 1\n"})
+    graph = scan(tmp_path, config.package_roots)
+    since = since_record("abc1234567", [("M", "pkg/core.py"), ("A", "tests/conftest.py")], {
+        "pkg/core.py": (MODULE, MODULE.replace("return 2", "return 22")), "tests/conftest.py": (None, "X = 1\n")})
+    ev = Evidence(set(), {"pkg/core.py": ("unused",)}, {"cpu": rec}, [], {"abc1234567": since})
+    sel = select_by_suite(graph, SUITES, ["pkg/core.py"], config, evidence=ev)
+    assert sel.keeps("cpu", "tests/test_a.py") and "tests/conftest.py" in sel.why("cpu", "tests/test_a.py")
+    assert any("changed between the record's commit and the base count too" in n for n in sel.by_suite["cpu"].notes)
+    # Data the run may read, changed since R: the file-level rules (everything for an unknown file).
+    since = since_record("abc1234567", [("M", "pkg/core.py"), ("M", "data.json")], {
+        "pkg/core.py": (MODULE, MODULE.replace("return 2", "return 22"))})
+    ev = Evidence(set(), {"pkg/core.py": ("unused",)}, {"cpu": rec}, [], {"abc1234567": since})
+    assert select_by_suite(graph, SUITES, ["pkg/core.py"], config, evidence=ev).keeps("cpu", "tests/test_a.py")
+    # A pull request of docs only, on a base whose ran-at-R `used` changed since R: the record's
+    # whole change keeps test_a, the static graph on the change itself keeps nothing; both must.
+    since = since_record("abc1234567", [("M", "pkg/core.py"), ("M", "README.md")], {
+        "pkg/core.py": (MODULE, MODULE.replace("return 1", "return 11"))})
+    ev = Evidence(set(), {}, {"cpu": rec}, [], {"abc1234567": since})
+    sel = select_by_suite(graph, SUITES, ["README.md"], config, evidence=ev)
+    assert not sel.keeps("cpu", "tests/test_a.py") and not sel.keeps("gpu", "tests/test_b.py")
+    # The import maps recorded at R too: a suite without an executed record (gpu) is judged on
+    # the change since R with them, and kept only where the static graph on the change keeps it.
+    ev = Evidence(set(), {}, {}, [], {}, maps_since=since)
+    sel = select_by_suite(graph, SUITES, ["README.md"], config, evidence=ev)
+    assert not sel.keeps("gpu", "tests/test_b.py")
+    ev = Evidence(set(), {"pkg/core.py": ("unused",)}, {}, [], {}, maps_since=since)
+    assert select_by_suite(graph, SUITES, ["pkg/core.py"], config, evidence=ev).keeps("gpu", "tests/test_b.py")
+    # Between R and the base only a file the run never loaded changed (one nothing imports: on
+    # its own it runs everything): R's record still describes the base, so it judges the pull
+    # request's own change as a record at the base would.
+    write(tmp_path, {"pkg/orphan.py": "X = 2\n"})
+    graph = scan(tmp_path, config.package_roots)
+    dead = MODULE.replace("return 2", "return 22")
+    for to_base, kept in (([("M", "pkg/orphan.py")], False), ([("M", "pkg/orphan.py"), ("M", "pkg/core.py")], True)):
+        since = since_record("abc1234567", [("M", "pkg/core.py"), ("M", "pkg/orphan.py")], {
+            "pkg/core.py": (MODULE, dead), "pkg/orphan.py": ("X = 1\n", "X = 2\n")}, to_base)
+        assert still_describes(rec.entries, since, config.ignore) is not kept
+        ev = Evidence(set(), {"pkg/core.py": ("unused",)}, {"cpu": rec}, [], {"abc1234567": since})
+        sel = select_by_suite(graph, SUITES, ["pkg/core.py"], config, evidence=ev)
+        assert sel.keeps("cpu", "tests/test_a.py") is kept, (to_base, sel.summary())
+    # A file changed since R and changed back by the pull request: no change.
+    since = since_record("abc1234567", [], {})
+    ev = Evidence(set(), {"pkg/core.py": ("used",)}, {"cpu": rec}, [], {"abc1234567": since})
+    assert not select_by_suite(graph, SUITES, ["pkg/core.py"], config, evidence=ev).keeps("cpu", "tests/test_a.py")
 
 
 # ------------------------------------------------------------------ end to end
@@ -265,12 +329,29 @@ def test_selection_by_what_the_run_executed(recorded):
     change(root, "dead", "return 2", "return 22")
     later = datetime.now(UTC) + timedelta(days=31)
     assert select(root, "main", now=later).keeps("cpu", "suites/test_core.py")
-    # A loaded file changed between the record's commit and the base: the record no longer describes it.
+    # The record serves later commits of main: a body it never ran, changed between its commit
+    # and the base, is no change either.
     change(root, "moved-main", "return 3", "return 33")
     change(root, "dead2", "return 2", "return 22", base="moved-main")
     s = select(root, "moved-main")
-    assert s.keeps("cpu", "suites/test_core.py")
-    assert "pkg/core.py, which it loaded, changed since" in s.maps
+    assert not s.keeps("cpu", "suites/test_core.py"), s.summary()
+    assert "1 commit(s) before the base" in s.maps, s.maps
+    git(root, "checkout", "-q", "main")
+
+
+def test_a_fault_planted_between_the_record_and_the_base_is_selected(recorded):
+    """The record was made at A; main then gets a fault in a function A's run executed; a pull
+    request on top changes only a function that never ran. The test that the fault fails is
+    selected (the change since A counts), and it does fail."""
+    root, _ = recorded
+    change(root, "faulty-main", "return 1", 'raise RuntimeError("planted fault")')
+    change(root, "pr", "return 2", "return 22", base="faulty-main")
+    s = select(root, "faulty-main")
+    assert s.keeps("cpu", "suites/test_core.py"), s.summary()
+    assert "pkg/core.py" in s.why("cpu", "suites/test_core.py")
+    r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "suites/test_core.py"],
+                       cwd=root, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 1 and "planted fault" in r.stdout, r.stdout[-2000:]
     git(root, "checkout", "-q", "main")
 
 

@@ -69,7 +69,7 @@ def test_pass_on_noise_and_saves_verdicts(h):
     assert v.verdict == "pass" and res.exit_code == 0 and not res.tripped_nodeids
     assert v.baseline == pytest.approx(1.0, abs=0.01) and v.n_baseline == 30
     assert v.ci_low < v.rel_change < v.ci_high and v.p_value is not None
-    [row] = h.verdicts(rid)
+    [row] = h.report_reads.verdicts(rid)
     assert row["verdict"] == "pass" and row["attempt"] == 1 and row["q_value"] is not None
 
 
@@ -85,7 +85,7 @@ def test_regression_trips_names_test_then_confirm_holds(h):
     b = add_run(h, 101, {"lat": lat(rng, level=1.10)}, confirm_of=a)
     rb = evaluate_run(h, b, confirm_of=a)
     assert rb.attempt == 2 and rb.verdicts[0].verdict == "regression" and rb.exit_code == 1
-    assert h.verdicts(b)[0]["attempt"] == 2 and h.verdicts(a)[0]["verdict"] == "regression"
+    assert h.report_reads.verdicts(b)[0]["attempt"] == 2 and h.report_reads.verdicts(a)[0]["verdict"] == "regression"
 
 
 def test_confirm_clears_a_one_off(h):
@@ -113,9 +113,9 @@ def test_a_transient_leaves_later_baselines_its_rerun(h):
     b = add_run(h, 101, {"lat": clean}, confirm_of=a)
     [v] = evaluate_run(h, b, confirm_of=a).verdicts
     assert v.verdict == "pass" and v.transient and "transient" in v.message
-    assert h.verdicts(b)[0]["detail"]["transient"] is True
+    assert h.report_reads.verdicts(b)[0]["detail"]["transient"] is True
     c = add_run(h, 102, {"lat": lat(rng)})
-    run = h.run(c)
+    run = h.report_reads.run(c)
     one = baselines.baseline_runs(h.baseline_reads, "s", "lat", run["fingerprint"], run, {c})
     assert one[-1]["run_id"] == a and list(one[-1]["samples"]) == list(clean[0])
     assert one[-1]["standin"] and not any(r.get("standin") for r in one[:-1])
@@ -131,7 +131,7 @@ def test_a_transient_leaves_later_baselines_its_rerun(h):
     e = add_run(h, 104, {"lat": lat(rng, level=1.25)}, confirm_of=d)
     assert not evaluate_run(h, e, confirm_of=d).verdicts[0].transient
     f = add_run(h, 105, {"lat": lat(rng)})
-    run = h.run(f)
+    run = h.report_reads.run(f)
     standins = set()
     assert baselines.bulk_baselines(h.baseline_reads, run, {"lat"}, {f}, 50,
                                     standins_out=standins)["lat"].summaries[-1] > 1.15
@@ -383,7 +383,7 @@ def test_bulk_baselines_summarise_bit_for_bit_like_the_per_metric_path(h):
     _series_history(h)
     rng = np.random.default_rng(12)
     new = add_run(h, 200, {k: lat(rng) for k in ("lat", "one", "pooled", "sparse", "ragged")})
-    run = h.run(new)
+    run = h.report_reads.run(new)
     # Rows whose samples are gone read as their stored median, in the newest runs (the
     # within-run spread) and in older ones, single and pooled.
     gone = [r[0] for r in h.conn.execute(
@@ -472,7 +472,7 @@ def test_two_stage_confirm_chain_a_b_c(h):
     assert "holds alone" in got["lat"].message and got["lat"].stage == "rerun"
     assert "borderline" in got["lat2"].message
     assert rb.tripped_nodeids == [NODE2] and rb.exit_code == 1
-    assert {r["key"]: r["stage"] for r in h.verdicts(b)} == {"lat": "rerun", "lat2": "rerun"}
+    assert {r["key"]: r["stage"] for r in h.report_reads.verdicts(b)} == {"lat": "rerun", "lat2": "rerun"}
     # C reruns lat2 only: the two reruns' mean decides (the last attempt: outright).
     c = add_run(h, 102, {"lat": _const(1.04), "lat2": _const(1.014, NODE2)}, confirm_of=b)
     rc = evaluate_run(h, c)
@@ -520,7 +520,7 @@ def test_sequential_confirm_chain_of_four_reruns(h):
     assert f"held at p <= {decisions.FINAL_MEAN:g}" in got["lat2"].message
     assert got["lat2"].n_baseline == 45 and got["lat"].verdict == "regression"
     assert re_.attempt == 5 and re_.exit_code == 1 and re_.tripped_nodeids == []
-    assert [r["key"] for r in h.verdicts(e)] == ["lat2"]  # carried verdicts are not saved again
+    assert [r["key"] for r in h.report_reads.verdicts(e)] == ["lat2"]  # carried verdicts are not saved again
     # A clean last rerun: the mean of the four is noise, lat2 passes (lat still held).
     e2 = add_run(h, 111, {"lat2": _const(0.998, NODE2)}, confirm_of=d)
     assert ({v.key: v.verdict for v in evaluate_run(h, e2, save=False).verdicts}
@@ -545,7 +545,7 @@ def test_a_chain_whose_first_attempt_is_a_transient_holds_only_clear_reruns(h):
     assert v.verdict == "pass" and res.exit_code == 0 and res.attempt == 5
     assert "first attempt 1.027 is a transient against the mean of its 4 reruns" in v.message
     assert "not clear on their own" in v.message
-    assert h.verdicts(prev)[0]["detail"]["chain_transient"] is True
+    assert h.report_reads.verdicts(prev)[0]["detail"]["chain_transient"] is True
 
 
 def test_confirm_chain_that_loops_is_an_input_error(h):
@@ -603,7 +603,7 @@ def test_unheld_confirm_reruns_of_a_recent_run_join_the_next_confirm(h):
     # run100's confirm went on to a second rerun and did not hold; its two reruns join
     # run110's: the mean of four (+1.0%) holds where run110's own two would not.
     c1, b2 = _two_trips(h, 1.009)
-    assert h.verdicts(c1)[0]["verdict"] == "pass"
+    assert h.report_reads.verdicts(c1)[0]["verdict"] == "pass"
     # What is carried: chains with two or more reruns of the key (run110 has one so far).
     from gates.store.baselines import unheld_chains
     assert unheld_chains(h.baseline_reads, "s", "lat", ["run099", "run100", "run110"]) == [
@@ -622,7 +622,7 @@ def test_a_held_confirm_is_not_carried(h):
     # (a held failure is final), and run110, at the held level, is red at once (a red
     # stays red): no confirm to carry anything into.
     c1 = _first_trip(h, 1.016)
-    assert h.verdicts(c1)[0]["verdict"] == "regression"
+    assert h.report_reads.verdicts(c1)[0]["verdict"] == "regression"
     from gates.store.baselines import unheld_chains
     assert unheld_chains(h.baseline_reads, "s", "lat", ["run100"]) == []
     res = evaluate_run(h, add_run(h, 110, {"lat": _const(1.016)}), attempts_left=2)
@@ -726,7 +726,7 @@ def test_a_run_its_gate_never_judged_is_no_baseline_on_either_path(h):
     add_run(h, 44, {"lat": lat(rng, level=1.3)}, confirm_of="run029", run_id="c029",
             gate_mode="enforce")
     new = add_run(h, 50, {"lat": lat(rng, level=1.3)})
-    run = h.run(new)
+    run = h.report_reads.run(new)
     base = baselines.baseline_runs(h.baseline_reads, "s", "lat", run["fingerprint"], run, {new})
     ids = [r["run_id"] for r in base]
     assert ids[-2:] == [judged, off] and len(ids) == 32 and not set(ids) & set(never)
@@ -767,13 +767,13 @@ def test_a_regression_stays_red_on_every_run_of_the_same_code_until_accepted(h):
         code, said, i = _chain(h, i, lambda: lat(rng, level=1.03, cv=0.004))
         assert code == 1 and said[-1] == "regression", said
     # The 2nd and 3rd bad runs: still at the held level, red at once (no rerun asked).
-    rows = [h.verdicts(f"run{i:03d}")[0] for i in firsts[1:]]
+    rows = [h.report_reads.verdicts(f"run{i:03d}")[0] for i in firsts[1:]]
     assert all(r["verdict"] == "regression" and r["detail"]["open_of"] for r in rows), rows
     assert "the regression held at run run010" in rows[0]["detail"][
         "message"]
     # The first bad run held after one rerun: a 6-run baseline takes no sequential confirm
     # (its reruns' mean against means of 6 runs cannot reach a level; it passed at p 0.065).
-    assert h.verdicts(f"run{firsts[0] + 1:03d}")[0]["verdict"] == "regression"
+    assert h.report_reads.verdicts(f"run{firsts[0] + 1:03d}")[0]["verdict"] == "regression"
     # Accepted from the first bad commit: the failed runs are the new level's baseline.
     h.after_writes.add_acceptance("lat", from_commit=f"{firsts[0]:07d}abc", reason="fa2 work +3%")
     v = evaluate_run(h, add_run(h, i, {"lat": lat(rng, level=1.03, cv=0.004)})).verdicts[0]

@@ -66,27 +66,27 @@ def test_new_file_gets_schema_wal_and_tables(tmp_path):
 
 def test_run_roundtrip(h):
     p = record(h, 1, plan=PLAN)
-    run = h.run(p.run_id)
+    run = h.report_reads.run(p.run_id)
     assert run["status"] == "complete" and run["exit_status"] == 0
     assert run["finished_at"] and run["hardware"] == {"gpus": [{"name": "A"}]}
     assert run["trusted"] == 1 and run["commit_sha"] == p.commit
-    tests = h.tests(p.run_id)
+    tests = h.report_reads.tests(p.run_id)
     assert [(t["nodeid"], t["outcome"], t["attempt"]) for t in tests] == [
         ("suites/a/test_a.py::test_x", "passed", 1), ("suites/b/test_b.py::test_y", "passed", 1)]
-    [metric] = h.metrics(p.run_id)
+    [metric] = h.report_reads.metrics(p.run_id)
     assert metric["samples"] == [1.0, 2.0, 3.0]
     assert (metric["median"], metric["count"], metric["unit"], metric["better"]) == (
         2.0, 3, "s", "lower")
     assert h.planning_reads.plan_files(p.run_id)[0]["est_time"] == 120
     assert h.planning_reads.plan_files(p.run_id)[0]["labels"] == ["x"]
     assert h.planning_reads.plan_gates(p.run_id)[0]["options"] == {"better": "lower", "level": 0.05}
-    assert h.outcome_counts(p.run_id) == {"passed": 2}
+    assert h.report_reads.outcome_counts(p.run_id) == {"passed": 2}
 
 
 def test_started_run_is_incomplete_and_never_a_baseline(h):
     p = prov(1)
     h.run_writes.start_run(p)
-    assert h.run(p.run_id)["status"] == "incomplete"
+    assert h.report_reads.run(p.run_id)["status"] == "incomplete"
     record(h, 2)
     assert [r["run_id"] for r in h.baseline_reads.metric_series("s", "k", "gpu-a")] == ["run002"]
     assert h.planning_reads.file_durations("s", "gpu-a") == {"suites/a/test_a.py": [1.0],
@@ -98,8 +98,8 @@ def test_interrupted_session_is_kept_but_not_a_baseline(h):
     metric = validate_metric("k", [1.0], unit="s", better="lower")
     h.run_writes.record_run(RunRecord(p, [TestResult("t.py::a", "t.py", "passed", 1.0)],
                            [("t.py::a", metric)], None, exit_status=2))
-    assert h.run(p.run_id)["status"] == "interrupted"
-    assert h.metrics(p.run_id)[0]["samples"] == [1.0]
+    assert h.report_reads.run(p.run_id)["status"] == "interrupted"
+    assert h.report_reads.metrics(p.run_id)[0]["samples"] == [1.0]
     assert h.baseline_reads.metric_series("s", "k", "gpu-a") == []
     assert h.planning_reads.file_durations("s", "gpu-a") == {}
 
@@ -130,9 +130,9 @@ def test_reads_return_dicts_and_wrap_errors(h):
 def test_same_run_id_twice_is_a_second_attempt(h):
     record(h, 1)
     record(h, 1, samples=[9.0], start=False)
-    attempts = sorted({t["attempt"] for t in h.tests("run001")})
+    attempts = sorted({t["attempt"] for t in h.report_reads.tests("run001")})
     assert attempts == [1, 2]
-    assert [m["attempt"] for m in h.metrics("run001")] == [1, 2]
+    assert [m["attempt"] for m in h.report_reads.metrics("run001")] == [1, 2]
 
 
 def test_run_id_of_another_suite_is_refused(h):
@@ -145,7 +145,7 @@ def test_bad_outcome_refused_and_nothing_written(h):
     p = prov(1)
     with pytest.raises(HistoryError, match="outcome"):
         h.run_writes.record_run(RunRecord(p, [TestResult("t::x", "t", "exploded")]))
-    assert h.run(p.run_id) is None
+    assert h.report_reads.run(p.run_id) is None
 
 
 def test_metric_series_newest_first_filtered(h):
@@ -186,10 +186,10 @@ def test_untrusted_runs_are_not_baselines_but_stay(h):
     assert len(h.baseline_reads.metric_series("s", "k", "gpu-a", trusted_only=False)) == 3
     assert "suites/a/test_a.py" in h.planning_reads.file_durations("s", "gpu-a")
     assert len(h.planning_reads.file_durations("s", "gpu-a")["suites/a/test_a.py"]) == 2
-    assert h.run("run002")["trust_reason"] == "broken runner"
+    assert h.report_reads.run("run002")["trust_reason"] == "broken runner"
     h.run_writes.set_trust(run_ids="run002", trusted=True, reason="runner fixed")  # a bare id works
     assert len(h.baseline_reads.metric_series("s", "k", "gpu-a")) == 3
-    assert [(e["run_id"], e["trusted"]) for e in h.trust_log()] == [
+    assert [(e["run_id"], e["trusted"]) for e in h.report_reads.trust_log()] == [
         ("run002", 0), ("run002", 1)]
 
 
@@ -203,7 +203,7 @@ def test_set_trust_errors(h):
         h.run_writes.set_trust(run_ids=["run001", "nope"], reason="x")
     with pytest.raises(HistoryError, match="too short"):
         h.run_writes.set_trust(commit="abc", reason="x")
-    assert h.run("run001")["trusted"] == 1  # the failed call changed nothing
+    assert h.report_reads.run("run001")["trusted"] == 1  # the failed call changed nothing
 
 
 def test_file_durations_skip_failing_runs_and_limit(h):
@@ -261,13 +261,13 @@ def test_verdicts_roundtrip_and_replace(h):
              "rel_change": 0.2, "p_value": 0.01, "q_value": 0.02, "mode": "enforce",
              "detail": {"method": "mwu"}, "window": 30}]
     assert h.run_writes.save_verdicts("run001", rows) == 1
-    [v] = h.verdicts("run001")
+    [v] = h.report_reads.verdicts("run001")
     assert v["verdict"] == "regression" and v["attempt"] == 1
     assert v["detail"] == {"method": "mwu", "window": 30}
     h.run_writes.save_verdicts("run001", [{"key": "k", "verdict": "pass"}])
-    assert [v["verdict"] for v in h.verdicts("run001")] == ["pass"]
+    assert [v["verdict"] for v in h.report_reads.verdicts("run001")] == ["pass"]
     h.run_writes.save_verdicts("run001", [{"key": "k", "verdict": "pass", "attempt": 2}])
-    assert [v["attempt"] for v in h.verdicts("run001")] == [1, 2]
+    assert [v["attempt"] for v in h.report_reads.verdicts("run001")] == [1, 2]
     with pytest.raises(HistoryError, match="no run"):
         h.run_writes.save_verdicts("missing", [{"key": "k", "verdict": "pass"}])
     with pytest.raises(HistoryError, match="key or verdict"):
@@ -347,7 +347,7 @@ def test_missing_directory_and_readonly(tmp_path):
     with open_history(tmp_path / "h.db") as h:
         record(h, 1)
     with open_history(tmp_path / "h.db", readonly=True) as ro:
-        assert ro.run("run001")["status"] == "complete"
+        assert ro.report_reads.run("run001")["status"] == "complete"
         with pytest.raises(HistoryError, match="read-only"):
             ro.run_writes.set_trust(run_ids=["run001"], reason="x")
 
@@ -383,8 +383,8 @@ def test_merge_is_idempotent(tmp_path, store_location):
     assert str(report).startswith("merged 3 new run(s) into ")
     with open_history(into) as h:
         snapshot = {r: h.merge_reads.export_run(r) for r in h.merge_reads.run_ids()}
-        assert h.metrics("run003")[0]["samples"] == [1.0, 2.0, 3.0]
-        assert len(h.verdicts("run001")) == 1
+        assert h.report_reads.metrics("run003")[0]["samples"] == [1.0, 2.0, 3.0]
+        assert len(h.report_reads.verdicts("run001")) == 1
         assert h.planning_reads.plan_files("run002")[0]["path"] == "suites/a/test_a.py"
     again = merge_histories([a, b, a], into)
     assert again.added == [] and sorted(again.unchanged) == ["run001", "run002", "run003"]
@@ -401,7 +401,7 @@ def test_merge_after_trust_change_is_not_a_conflict(tmp_path, store_location):
         h.run_writes.set_trust(run_ids=["run001"], reason="bad commit")
     assert merge_histories([a], into).unchanged == ["run001"]
     with open_history(into) as h:
-        assert h.run("run001")["trusted"] == 0
+        assert h.report_reads.run("run001")["trusted"] == 0
 
 
 def test_merge_conflict_with_target_writes_nothing(tmp_path, store_location):
@@ -411,7 +411,7 @@ def test_merge_conflict_with_target_writes_nothing(tmp_path, store_location):
     with pytest.raises(MergeConflict, match="run001 exists in .* different content"):
         merge_histories([other], into)
     with open_history(into) as h:
-        assert h.merge_reads.run_ids() == ["run001"] and h.metrics("run001")[0]["samples"] == [1.0, 2.0, 3.0]
+        assert h.merge_reads.run_ids() == ["run001"] and h.report_reads.metrics("run001")[0]["samples"] == [1.0, 2.0, 3.0]
 
 
 def test_merge_conflict_between_shards(tmp_path, store_location):
@@ -454,9 +454,9 @@ def test_a_shard_of_an_older_schema_merges_and_stays_as_it_was(tmp_path, store_l
     # The migrated copy's runs are the runs the current code wrote: no conflict.
     assert merge_histories([current], store_location).unchanged == ["run001", "run002"]
     with open_history(store_location) as h:
-        assert h.metrics("run002")[0]["samples"] == [1.0, 2.0, 3.0]
+        assert h.report_reads.metrics("run002")[0]["samples"] == [1.0, 2.0, 3.0]
         assert h.planning_reads.plan_files("run001")[0]["path"] == "suites/a/test_a.py"
-        assert len(h.verdicts("run001")) == 1
+        assert len(h.report_reads.verdicts("run001")) == 1
 
 
 def test_baseline_near_reads_the_newest_runs_and_far_the_rest(h):
@@ -475,8 +475,8 @@ def test_baseline_near_reads_the_newest_runs_and_far_the_rest(h):
     # The runs from the edge on: the window read, never every run of the suite.
     assert [r.run_id for r in sorted(near.runs, key=lambda r: r.started_at)] == [
         f"run00{i}" for i in range(4, 7)]
-    assert near.edge == h.run("run004")["started_at"]  # the 2nd newest that may serve
-    by_id = {m["id"]: m for rid in ("run004", "run005", "run006") for m in h.metrics(rid)}
+    assert near.edge == h.report_reads.run("run004")["started_at"]  # the 2nd newest that may serve
+    by_id = {m["id"]: m for rid in ("run004", "run005", "run006") for m in h.report_reads.metrics(rid)}
     assert sorted(near.rows.ids.tolist()) == sorted(by_id)  # run006 excluded, but read
     assert set(near.rows.keys.tolist()) == {1} and set(near.rows.units) == {"s"}
     newest = next(i for i, m in by_id.items() if m["run_id"] == "run005")
@@ -487,7 +487,7 @@ def test_baseline_near_reads_the_newest_runs_and_far_the_rest(h):
                          [newest], limit=2)
     rows = sorted(zip(far.rows.ids.tolist(), far.rows.keys.tolist(),
                       far.rows.medians.tolist(), strict=True))
-    firsts = [m["id"] for rid in ("run002", "run003") for m in h.metrics(rid)]
+    firsts = [m["id"] for rid in ("run002", "run003") for m in h.report_reads.metrics(rid)]
     assert [r[0] for r in rows] == firsts  # the newest 2 before the edge
     assert rows[0][1:] == (1, 2.5) and rows[1][1] == 1 and np.isnan(rows[1][2])
     assert list(far.samples[newest]) == [5.0, 6.0] and list(far.samples[firsts[0]]) == [2.0, 3.0]

@@ -68,7 +68,7 @@ def test_eight_processes_append_without_losing_a_run(store_location: Path | str)
     assert problems == []
     assert [p.exitcode for p in procs] == [0] * WRITERS
     with open_history(path) as h:
-        runs = h.runs(limit=1000)
+        runs = h.report_reads.runs(limit=1000)
         assert len(runs) == WRITERS * RUNS_EACH
         assert {r["status"] for r in runs} == {"complete"}
         assert _count(h, "metrics") == WRITERS * RUNS_EACH * METRICS_EACH
@@ -123,14 +123,14 @@ def test_sigkill_inside_the_write_leaves_run_incomplete(store_location: Path | s
     assert child.returncode == -signal.SIGKILL
     with open_history(path) as h:
         h.check()
-        assert h.run("killed")["status"] == "incomplete"
-        assert h.tests("killed") == [] and h.metrics("killed") == []
-        assert h.run("w0-r0")["status"] == "complete"
+        assert h.report_reads.run("killed")["status"] == "incomplete"
+        assert h.report_reads.tests("killed") == [] and h.report_reads.metrics("killed") == []
+        assert h.report_reads.run("w0-r0")["status"] == "complete"
         assert h.baseline_reads.metric_series("s", "m", "cpu") == []  # incomplete is never a baseline
         more = _record(0, 1)  # the file still takes writes
         h.run_writes.start_run(more.provenance)
         h.run_writes.record_run(more)
-        assert h.run("w0-r1")["status"] == "complete"
+        assert h.report_reads.run("w0-r1")["status"] == "complete"
 
 
 _LOOP_CHILD = """

@@ -77,7 +77,7 @@ def test_new_database_gets_schema_views_and_reopens(pg_url):
         h.run_writes.save_verdicts("run001", [{"key": "k", "verdict": "pass", "rel_change": 0.01}])
         h.check()
     with open_history(pg_url, create=False, readonly=True) as h:
-        assert h.run("run001")["status"] == "complete"
+        assert h.report_reads.run("run001")["status"] == "complete"
     # The report's queries as views, for SQL dashboards.
     assert _sql(pg_url, "SELECT run_id, tests, passed, failed FROM report_runs") == [
         ("run001", 2, 2, 0)]
@@ -114,7 +114,7 @@ def test_older_schema_migrates_read_write_only(pg_url):
         open_history(pg_url, readonly=True)
     with open_history(pg_url) as h:
         assert h.backend.schema_version == len(PG_KNOWN_MIGRATIONS)
-        assert h.run("run001")["status"] == "complete"
+        assert h.report_reads.run("run001")["status"] == "complete"
 
 
 def test_readonly_and_missing_history(pg_url, pg_cluster):
@@ -167,8 +167,8 @@ def test_ingest_loads_per_run_files_by_run_id_idempotently(tmp_path, pg_url, cap
     assert "merged 1 new run(s)" in out and "2 already present" in out
     with open_history(pg_url) as h:
         assert h.merge_reads.run_ids() == ["run001", "run002", "run003"]
-        assert h.metrics("run003")[0]["samples"] == [1.0, 2.0, 3.0]
-        assert [v["verdict"] for v in h.verdicts("run002")] == ["pass"]
+        assert h.report_reads.metrics("run003")[0]["samples"] == [1.0, 2.0, 3.0]
+        assert [v["verdict"] for v in h.report_reads.verdicts("run002")] == ["pass"]
     # The reports read it through the same URL.
     assert main(["report", "--history", pg_url, "--run", "run003", "--format", "json"]) == 0
     assert '"run003"' in capsys.readouterr().out
@@ -208,8 +208,8 @@ def test_plugin_records_into_a_url_and_gate_reads_it(pytester, pg_url, monkeypat
 
     assert gate_main(["--history", pg_url, "--run-id", "r2", "--json"]) in (0, 1)
     with open_history(pg_url) as h:
-        assert h.run("r2")["status"] == "complete"
-        assert {v["key"] for v in h.verdicts("r2")} == {"decode/latency"}
+        assert h.report_reads.run("r2")["status"] == "complete"
+        assert {v["key"] for v in h.report_reads.verdicts("r2")} == {"decode/latency"}
 
 
 def test_check_and_planner_durations_read_a_url(pg_url, capsys):
@@ -271,15 +271,15 @@ def test_m002_database_migrates_to_the_compact_layout(pg_url):
                      "labels) VALUES ('old1', 't.py', 3, 30.0, 28.5, 'gpu', '[\"x\"]')")
     with open_history(pg_url) as h:
         assert h.backend.schema_version == len(PG_KNOWN_MIGRATIONS)
-        assert [(m["key"], m["samples"], m["suite"]) for m in h.metrics("old1")] == [
+        assert [(m["key"], m["samples"], m["suite"]) for m in h.report_reads.metrics("old1")] == [
             ("k", [1.0, 3.0, 2.0], "s")]
-        assert [(t["nodeid"], t["path"], t["duration"]) for t in h.tests("old1")] == [
+        assert [(t["nodeid"], t["path"], t["duration"]) for t in h.report_reads.tests("old1")] == [
             ("t.py::a", "t.py", 1.5)]
-        assert [(v["verdict"], v["detail"]) for v in h.verdicts("old1")] == [("pass", {"n": 1})]
+        assert [(v["verdict"], v["detail"]) for v in h.report_reads.verdicts("old1")] == [("pass", {"n": 1})]
         assert [(f["path"], f["line"], f["est_time"], f["expected"], f["marker"], f["labels"])
                 for f in h.planning_reads.plan_files("old1")] == [("t.py", 3, 30.0, 28.5, "gpu", ["x"])]
         record(h, 1)  # new rows get ids after the migrated ones
-        assert h.metrics("run001")[0]["id"] > 7 and h.merge_reads.sample_count() == 6
+        assert h.report_reads.metrics("run001")[0]["id"] > 7 and h.merge_reads.sample_count() == 6
         h.run_writes.save_verdicts("run001", [{"key": "k", "verdict": "pass"}])
         h.check()
 

@@ -199,7 +199,7 @@ def test_one_key_in_two_units_fails_the_second_test(pytester, no_torch_probe):
     result.stdout.fnmatch_lines(["*recorded in unit 'ms', but test_units.py::test_a recorded "
                                  "it in 's'*"])
     with open_history(db) as h:
-        assert [(m["key"], m["unit"]) for m in h.metrics(h.merge_reads.run_ids()[0])] == [("lat", "s")]
+        assert [(m["key"], m["unit"]) for m in h.report_reads.metrics(h.merge_reads.run_ids()[0])] == [("lat", "s")]
     # A later run in another unit is refused against the history.
     pytester.makepyfile(test_units="def test_c(metrics):\n"
                                    "    metrics.record('lat', 9.0, unit='ms', better='lower')\n")

@@ -142,12 +142,12 @@ def main_history(tmp_path, monkeypatch) -> Path:
 
 def _sent(db: Path) -> list[str]:
     with open_history(db) as h:
-        return [r["dedupe"] for r in h.notifications("webhook")]
+        return [r["dedupe"] for r in h.report_reads.notifications("webhook")]
 
 
 def _pending(db: Path) -> int:
     with open_history(db) as h:
-        return len(h.notifications("webhook:pending"))
+        return len(h.report_reads.notifications("webhook:pending"))
 
 
 def _pr(db: Path, api: str) -> list[str]:
@@ -353,8 +353,8 @@ def test_a_fresh_claim_blocks_a_second_sender_and_a_stale_one_does_not(tmp_path)
         assert h.after_writes.claim_notification("webhook", "k", "r3", stale_s=0.0)  # it died
         h.after_writes.mark_notified("webhook", "k", "r3")
         assert not h.after_writes.claim_notification("webhook", "k", "r4", stale_s=0.0)
-        assert [r["run_id"] for r in h.notifications("webhook")] == ["r3"]
-        assert h.notifications("webhook:pending") == []
+        assert [r["run_id"] for r in h.report_reads.notifications("webhook")] == ["r3"]
+        assert h.report_reads.notifications("webhook:pending") == []
 
 
 @pytest.mark.timeout(600)
@@ -367,7 +367,7 @@ def test_a_sender_killed_mid_post_leaves_the_change_to_be_sent_again(main_histor
     proc.communicate(timeout=30)
     assert _sent(main_history) == []  # not answered: never marked sent
     with open_history(main_history) as h:
-        pending = h.notifications("webhook:pending")
+        pending = h.report_reads.notifications("webhook:pending")
         assert len(pending) == 1
         assert h.after_writes.claim_notification("webhook", pending[0]["dedupe"], "again", stale_s=0.0)
 
@@ -401,7 +401,7 @@ def test_a_claim_is_held_while_its_process_lives_and_released_when_it_is_gone(tm
 
     with open_history(tmp_path / "h.db") as h:
         assert h.after_writes.claim_notification("webhook", "k", "r1")
-        [claim] = h.notifications("webhook:pending")
+        [claim] = h.report_reads.notifications("webhook:pending")
         assert json.loads(claim["run_id"])["run_id"] == "r1"
         assert not h.after_writes.claim_notification("webhook", "k", "r2")  # this process lives
     mine = json.loads(this_claimant("r"))

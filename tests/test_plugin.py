@@ -96,11 +96,11 @@ def test_records_every_outcome_and_metric(suite: pytest.Pytester):
         "gates: recorded run r1 (8 tests, 4 metrics) in *h.db",
     ])
     with open_history(suite.path / "h.db") as h:
-        run = h.run("r1")
+        run = h.report_reads.run("r1")
         assert (run["suite"], run["shard_index"], run["shard_count"]) == ("cpu", 2, 3)
         assert run["status"] == "complete" and run["exit_status"] == 1
         assert run["started_at"] <= run["finished_at"] and run["host"] and run["python"]
-        tests = {t["nodeid"].split("::")[1]: t for t in h.tests("r1")}
+        tests = {t["nodeid"].split("::")[1]: t for t in h.report_reads.tests("r1")}
         assert {k: v["outcome"] for k, v in tests.items()} == {
             "test_latency": "passed", "test_fails": "failed", "test_skipped": "skipped",
             "test_xfail": "xfailed", "test_xpass": "xpassed", "test_setup_error": "error",
@@ -115,7 +115,7 @@ def test_records_every_outcome_and_metric(suite: pytest.Pytester):
         assert "teardown broke" in tests["test_teardown_error"]["error"]
         assert tests["test_latency"]["duration"] >= 0
         assert "MetricError" in tests["test_bad_metric"]["error"]
-        metrics = {(m["nodeid"].split("::")[1], m["key"]): m for m in h.metrics("r1")}
+        metrics = {(m["nodeid"].split("::")[1], m["key"]): m for m in h.report_reads.metrics("r1")}
         latency = metrics[("test_latency", "decode/latency")]
         assert latency["samples"] == [0.5, 0.25, 0.75, 1.0] and latency["median"] == 0.625
         gsm = metrics[("test_latency", "eval/gsm8k")]
@@ -159,19 +159,19 @@ def test_history_from_env_and_default(suite: pytest.Pytester, monkeypatch):
     monkeypatch.setenv("GATES_HISTORY", str(suite.path / "env.db"))
     inner(suite, "suites", "--gates-suite", "cpu", "-k", "latency")
     with open_history(suite.path / "env.db") as h:
-        [run] = h.runs()
+        [run] = h.report_reads.runs()
         assert run["status"] == "complete" and len(run["run_id"]) == 32
     monkeypatch.delenv("GATES_HISTORY")
     inner(suite, "suites", "--gates-suite", "cpu", "-k", "latency")
     with open_history(suite.path / "history.db") as h:
-        assert len(h.runs()) == 1
+        assert len(h.report_reads.runs()) == 1
 
 
 def test_two_sessions_make_two_runs(suite: pytest.Pytester):
     for _ in range(2):
         inner(suite, *args(suite, "-k", "latency"))
     with open_history(suite.path / "h.db") as h:
-        runs = h.runs()
+        runs = h.report_reads.runs()
         assert len(runs) == 2 and runs[0]["run_id"] != runs[1]["run_id"]
         assert len(h.baseline_reads.metric_series("cpu", "decode/latency", runs[0]["fingerprint"])) == 2
         assert list(h.planning_reads.file_durations("cpu", runs[0]["fingerprint"])) == ["suites/test_suite.py"]
@@ -182,9 +182,9 @@ def test_collection_error_is_recorded_against_the_file(pytester: pytest.Pytester
     result = inner(pytester, *args(pytester))
     assert result.ret == pytest.ExitCode.INTERRUPTED
     with open_history(pytester.path / "h.db") as h:
-        [run] = h.runs()
+        [run] = h.report_reads.runs()
         assert run["status"] == "interrupted" and run["exit_status"] == 2
-        [test] = h.tests(run["run_id"])
+        [test] = h.report_reads.tests(run["run_id"])
         assert (test["path"], test["outcome"]) == ("test_broken.py", "error")
         assert "not_a_module_anywhere" in test["error"]
 
@@ -216,8 +216,8 @@ def test_a_token_in_a_traceback_skip_or_output_stays_out_of_the_log_and_xml(
     assert "S3CRET" not in out
     assert "S3CRET" not in xml.read_text() and "AssertionError: Authorization: ***" in xml.read_text()
     with open_history(pytester.path / "h.db") as h:
-        [run] = h.runs()
-        texts = [str(t) for t in h.tests(run["run_id"])]
+        [run] = h.report_reads.runs()
+        texts = [str(t) for t in h.report_reads.tests(run["run_id"])]
     assert texts and not any("S3CRET" in t for t in texts)
 
 
@@ -227,8 +227,8 @@ def test_broken_conftest_is_recorded_as_a_session_error(pytester: pytest.Pyteste
     pytester.path.joinpath("sub", "test_in_sub.py").write_text("def test_x(): pass\n")
     inner(pytester, *args(pytester))
     with open_history(pytester.path / "h.db") as h:
-        [run] = h.runs()
-        errors = [t for t in h.tests(run["run_id"]) if t["outcome"] == "error"]
+        [run] = h.report_reads.runs()
+        errors = [t for t in h.report_reads.tests(run["run_id"]) if t["outcome"] == "error"]
         assert [(t["nodeid"], t["path"]) for t in errors] == [("sub", "sub")]
         assert "bad conftest" in errors[0]["error"]
 
@@ -275,7 +275,7 @@ def test_ci_variables_are_stored_without_credentials_or_refused(pytester: pytest
     monkeypatch.setenv("GATES_CI_URL", "https://bob:hunter2@ci.example/run/5?token=tok123")
     assert inner(pytester, *args(pytester)).ret == pytest.ExitCode.OK
     with open_history(pytester.path / "h.db") as h:
-        [run] = h.runs()
+        [run] = h.report_reads.runs()
     assert run["ci_url"] == "https://bob:***@ci.example/run/5?token=***"
     # A newline in the commit would split every report line that names it: refused,
     # with the variable named, before a run is opened.
@@ -284,7 +284,7 @@ def test_ci_variables_are_stored_without_credentials_or_refused(pytester: pytest
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["*GATES_COMMIT: holds a control character*"])
     with open_history(pytester.path / "h.db") as h:
-        assert len(h.runs()) == 1
+        assert len(h.report_reads.runs()) == 1
 
 
 def test_parse_options_plan_fills_run_and_shard(tmp_path: Path):

@@ -22,10 +22,10 @@ def template(tmp_path_factory) -> Path:
         h.run_writes.set_trust([ids[3]], trusted=False, reason="broken runner gpu-17")
         h.after_writes.carry_acceptances(ids[5], [ENTRY])
         confirm = record(h, 7, confirm_of=ids[7], run_id="confirm7", seed=1)
-        h.after_writes.save_bisect({"suite": SUITE, "key": "k0/latency", "good": h.run(ids[9])["commit_sha"],
-                       "bad": h.run(ids[10])["commit_sha"], "outcome": "culprit",
+        h.after_writes.save_bisect({"suite": SUITE, "key": "k0/latency", "good": h.report_reads.run(ids[9])["commit_sha"],
+                       "bad": h.report_reads.run(ids[10])["commit_sha"], "outcome": "culprit",
                        "executions": 3, "evidence": {}})
-        assert h.run(confirm)
+        assert h.report_reads.run(confirm)
     return path
 
 
@@ -61,8 +61,8 @@ def test_prune_keeps_what_gates_and_reports_read_and_verdicts_do_not_move(templa
         assert {f"run0003{FP}", f"run0005{FP}", f"run0009{FP}", f"run0010{FP}"} <= kept
         assert f"run0007{FP}" not in kept and "confirm7" not in kept
         assert f"run0008{FP}" not in kept
-        assert h.trust_log()[0]["reason"] == "broken runner gpu-17"
-        assert h.merge_reads.orphan_rows() == [] and len(h.acceptances()) == 1 and len(h.bisects()) == 1
+        assert h.report_reads.trust_log()[0]["reason"] == "broken runner gpu-17"
+        assert h.merge_reads.orphan_rows() == [] and len(h.report_reads.acceptances()) == 1 and len(h.report_reads.bisects()) == 1
     verdicts = []
     for path in (full, pruned):
         with open_history(path) as h:
@@ -143,9 +143,9 @@ def test_prune_keeps_the_runs_of_a_bisection_culprit(template, tmp_path, capsys)
     path = tmp_path / "history.db"
     shutil.copy(template, path)
     with open_history(path) as h:
-        h.after_writes.save_bisect({"suite": SUITE, "key": "k0/latency", "good": h.run(f"run0014{FP}")[
-            "commit_sha"], "bad": h.run(f"run0017{FP}")["commit_sha"], "outcome": "culprit",
-            "culprit": h.run(f"run0016{FP}")["commit_sha"], "executions": 9, "evidence": {}})
+        h.after_writes.save_bisect({"suite": SUITE, "key": "k0/latency", "good": h.report_reads.run(f"run0014{FP}")[
+            "commit_sha"], "bad": h.report_reads.run(f"run0017{FP}")["commit_sha"], "outcome": "culprit",
+            "culprit": h.report_reads.run(f"run0016{FP}")["commit_sha"], "executions": 9, "evidence": {}})
     code, out, _ = cli(["prune", "--history", path, "--keep-runs", "10", "--apply"], capsys)
     assert code == 0, out
     with open_history(path) as h:

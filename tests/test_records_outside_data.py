@@ -19,7 +19,7 @@ from ci_register.planning.evidence import (
     record_problem,
 )
 from ci_register.planning.record_check import MAX_ENTRIES, row_problem
-from ci_register.planning.select import fresh_maps, fresh_runner_map, parse_select
+from ci_register.planning.select import fresh_maps, fresh_runner_map
 from gates.commands.cli import main
 from gates.store.history import HistoryError
 from gates.store.merge import merge_histories
@@ -71,9 +71,8 @@ def test_a_sound_record_is_used():
 
 def test_records_are_placed_by_the_commit_graph_not_the_clock():
     rec = ExecutedRecord("cpu", frozenset({"pkg/core.py"}), "b" * 40)
-    ignore = parse_select({}, "c").ignore
-    assert record_problem(rec, [], ignore, ancestor=True) is None
-    assert "not in the base's history" in record_problem(rec, [], ignore, ancestor=False)
+    assert record_problem(rec, known=True, ancestor=True) is None
+    assert "not in the base's history" in record_problem(rec, known=True, ancestor=False)
 
 
 # ------------------------------------------------------------ the store and gate-report check

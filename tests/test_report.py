@@ -164,7 +164,7 @@ def test_report_of_runs_the_real_gate_judged(tmp_path):
     with open_history(path) as h:
         cid = write_run(h, 16, latency=1.0, confirm_of=ids[-1], run_id="confirm" + "0" * 20)
         evaluate_run(h, cid, confirm_of=ids[-1])
-        assert [v["attempt"] for v in h.verdicts(cid)] == [2]
+        assert [v["attempt"] for v in h.report_reads.verdicts(cid)] == [2]
     report = report_of(path)
     lat = next(v for v in report.verdicts if v.key == LAT)
     assert (lat.verdict, lat.confirmed_by, report.exit_code) == ("pass", cid, 0)

@@ -150,3 +150,16 @@ def test_the_quantile_tests_interval_is_the_shifts_it_still_finds(seed):
             if b > 0:
                 assert float(quantile_p(base, new - (b - 1e-9))) <= alpha
                 assert float(quantile_p(base, new - (b + 1e-9))) > alpha
+
+
+def test_a_one_sided_interval_is_read_on_its_bounded_end():
+    from gates.model.verdicts import interval_contradicts
+
+    # lower is better: a regression is a rise; its bound must be above 0
+    assert not interval_contradicts("regression", "lower", 0.02, None)
+    assert interval_contradicts("regression", "lower", -0.01, None)
+    assert interval_contradicts("regression", "lower", None, 0.05)  # (-inf, +5%]: spans 0
+    # higher is better: a regression is a fall
+    assert not interval_contradicts("regression", "higher", None, -0.02)
+    assert interval_contradicts("regression", "higher", None, 0.01)
+    assert not interval_contradicts("regression", "lower", None, None)  # no interval

@@ -97,6 +97,18 @@ def _quantile(runs: list[float], value: float, alpha: float) -> tuple[float, flo
     return p, (least - c) / abs(c), (least - max(at, c)) / abs(c)
 
 
+def _interval(row) -> str:
+    """A stored row's interval as a row states it: "[+0.9, +inf] 97%" (one end None: one-
+    sided), "[no interval]" with none (a rank rule: its p is the statement)."""
+    lo, hi, conf = row["ci_low"], row["ci_high"], row["ci_conf"]
+    if lo is None and hi is None:
+        return "[unbounded]" if conf is not None else "[no interval]"
+    pct = 100 * conf
+    digits = next((d for d in range(4) if float(f"{pct:.{d}f}") < 100), 4)
+    return (f"[{'-inf' if lo is None else f'{100 * lo:+.1f}'}, "
+            f"{'+inf' if hi is None else f'{100 * hi:+.1f}'}] {pct:.{digits}f}%")
+
+
 def _p(x: float) -> str:
     return f"{x:.2g}" if x >= 0.001 else f"{x:.1e}"
 
@@ -155,50 +167,64 @@ def test_a_quantile_trip_and_its_confirm_state_the_quantile_test_on_every_surfac
     tree = make_tree({"test_lat.py": TWO_METRICS})
     (tree / "CODEOWNERS").write_text("suites/ @perf-team\n")
     lat, _ = _two_mode_history(tree / "h.db")
-    first, rerun = 1.040, 1.041
+    first, reruns = 1.040, [1.041, 1.039, 1.042, 1.040]
     session = run(tree, "cpu", "--gate", "enforce", env={
-        "LAT_VALUES": f"{first} {rerun}", "TP_VALUE": "1060", "LAT_COUNT": str(tmp_path / "n")})
+        "LAT_VALUES": " ".join(map(str, [first, *reruns])), "TP_VALUE": "1060",
+        "LAT_COUNT": str(tmp_path / "n")})
     assert session.returncode == 1, session.stdout + session.stderr
-    assert (tmp_path / "n").read_text() == "2"  # the first attempt and one confirm rerun
+    attempts = int((tmp_path / "n").read_text())
+    assert attempts >= 2  # the first attempt and its confirm rerun(s)
 
-    # The deciding tests, from the runs: the first attempt's quantile test (its share of
-    # the level: 0.25) and the rerun's, the first attempt out of its runs (the confirm's
-    # family p: x 1.5, held at the confirm level 0.05).
-    p1, change1, _ = _quantile(lat, first, 0.02)
-    alpha2 = 0.05 * 0.25 / 0.375  # p x 1.5 <= 0.05
-    p2, change2, bound2 = _quantile(lat, rerun, alpha2)
-    p1, p2 = p1 / 0.25, p2 * 1.5
     with open_history(tree / "h.db", create=False) as h:
-        chain = dict(h.backend.db.execute(
-            "SELECT run_id, confirm_of FROM runs WHERE run_id NOT LIKE 'base%'").fetchall())
-        [a] = [rid for rid, of in chain.items() if of is None]
-        [b] = [rid for rid, of in chain.items() if of == a]
-        [stored1] = [r for r in h.verdicts(a) if r["key"] == "lat"]
-        [stored2] = [r for r in h.verdicts(b) if r["key"] == "lat"]
-    d1, d2 = stored1["detail"], stored2["detail"]
-    assert d1["method"] == "robust-t/quantile-7" and d2["method"] == "rerun/quantile-7"
+        of = dict(h.backend.db.execute(
+            "SELECT confirm_of, run_id FROM runs WHERE confirm_of IS NOT NULL").fetchall())
+        [a] = [r["run_id"] for r in h.report_reads.runs("cpu", limit=200)
+               if r["confirm_of"] is None and not r["run_id"].startswith("base")]
+        chain = [a]
+        while chain[-1] in of:
+            chain.append(of[chain[-1]])
+        [stored1] = [r for r in h.report_reads.verdicts(a) if r["key"] == "lat"]
+        [stored] = [r for r in h.report_reads.verdicts(chain[-1]) if r["key"] == "lat"]  # it decided
+    assert len(chain) == attempts
+    d1, d = stored1["detail"], stored["detail"]
+
+    # The first attempt: its quantile test, computed from the runs (its share of the
+    # level: 0.25; held at 0.02).
+    p1, change1, _ = _quantile(lat, first, 0.02)
+    p1 /= 0.25
+    assert d1["method"] == "robust-t/quantile-7" and d1["level"] == 0.02
     assert stored1["p_value"] == pytest.approx(p1) and stored1["rel_change"] == pytest.approx(change1)
-    assert stored2["p_value"] == pytest.approx(p2) and stored2["rel_change"] == pytest.approx(change2)
-    assert (d1["level"], d2["level"]) == (0.02, 0.05) and p2 != pytest.approx(p1)
-    baseline, new = stored2["baseline"], stored2["new"]
+    # The row that decided the chain: what held it, at the level that held it. Under this
+    # commit's confirm rule, the rerun's own quantile-7 test, computed from the runs (the
+    # first attempt out of them; its family p x 1.5, held at 0.05), with its interval
+    # by inversion; under any rule, its p at or below the level it states.
+    assert stored["verdict"] == "regression" and stored["p_value"] <= d["level"]
+    if d["method"] == "rerun/quantile-7":
+        alpha = 0.05 * 0.25 / 0.375
+        p2, change2, bound2 = _quantile(lat, reruns[0], alpha)
+        assert stored["p_value"] == pytest.approx(p2 * 1.5) and d["level"] == 0.05
+        assert stored["rel_change"] == pytest.approx(change2)
+        assert stored["ci_low"] == pytest.approx(bound2) and bound2 > 0
+        assert stored["ci_high"] is None and stored["ci_conf"] == pytest.approx(1 - alpha)
+    baseline, new = stored["baseline"], stored["new"]
     own = f"{(new - baseline) / abs(baseline) * 100:+.1f}%"
-    assert own != f"{change2 * 100:+.1f}%"  # the row's own change is not the test's
+    assert own != f"{stored['rel_change'] * 100:+.1f}%"  # the row's own change is not the test's
+    test = d["method"].rpartition("/")[2]
+    statement = f"{test} {stored['rel_change'] * 100:+.1f}% {_interval(stored)}"
+    pq = f"p={_p(stored['p_value'])} <= {_p(d['level'])}"
 
     # The console: each attempt's verdict table states its own deciding test.
     tables = session.stdout.split("gate: run ")[1:]
-    assert len(tables) == 2, session.stdout
+    assert len(tables) == attempts, session.stdout
     row1 = _line(tables[0], "lat ", "regression")
     assert f"quantile-7 {change1 * 100:+.1f}%" in row1 and f"p={_p(p1)}" in row1
     assert "<= 0.02" in row1 and "+inf]" in row1  # its one-sided interval
-    row2 = _line(tables[1], "lat ", "regression")
-    statement = (f"quantile-7 {change2 * 100:+.1f}% [{bound2 * 100:+.1f}, +inf] "
-                 f"{100 * (1 - alpha2):.0f}%")  # one-sided, at the level that decided
-    assert statement in row2 and bound2 > 0, row2
-    assert f"p={_p(p2)} <= 0.05" in row2 and f"p={_p(p1)}" not in row2 and own in row2
+    row2 = _line(tables[-1], "lat ", "regression")
+    assert statement in row2 and pq in row2 and own in row2, row2
+    assert f"p={_p(p1)}" not in row2
 
     s = _surfaces(tree, tmp_path, monkeypatch, capsys)
     assert {s[f"rc-{f}"] for f in ("text", "md", "html", "json")} == {"1"}
-    pq = f"p={_p(p2)} <= 0.05"
     text_row = _line(s["text"], "FAIL regression (confirmed)", " lat ")
     md_row = _line(s["md"], "FAIL regression (confirmed)", "`lat`")
     [html_row] = [r for r in s["html"].split("<tr") if "<code>lat</code>" in r
@@ -214,11 +240,12 @@ def test_a_quantile_trip_and_its_confirm_state_the_quantile_test_on_every_surfac
         assert esc(own) in row and esc(statement) in row and esc(pq) in row, (name, row)
         assert f"p={_p(p1)}" not in row and "p=1 " not in row, (name, row)
     [j] = [v for v in json.loads(s["json"])["verdicts"] if v["key"] == "lat"]
-    assert (j["test"], j["method"], j["level"]) == ("quantile-7", "rerun/quantile-7", 0.05)
-    assert j["p_value"] == pytest.approx(p2) and j["rel_change"] == pytest.approx(change2)
+    assert (j["test"], j["method"], j["level"]) == (test, d["method"], d["level"])
+    assert j["p_value"] == pytest.approx(stored["p_value"]) and j["q_value"] is None
+    assert j["rel_change"] == pytest.approx(stored["rel_change"])
     assert j["own_change"] == pytest.approx((new - baseline) / abs(baseline))
-    assert j["q_value"] is None and j["ci_high"] is None
-    assert j["ci_low"] == pytest.approx(bound2) and j["ci_conf"] == pytest.approx(1 - alpha2)
+    assert (j["ci_low"], j["ci_high"], j["ci_conf"]) == (
+        stored["ci_low"], stored["ci_high"], stored["ci_conf"])
 
     # The webhook's one figure is the row's own change too.
     with open_history(tree / "h.db", create=False) as h:

@@ -746,7 +746,7 @@ def test_a_database_url_reaches_no_child_command_line(tmp_path, pg_url, how):
     from gates.store.open import open_history  # noqa: PLC0415
 
     with open_history(url, create=False, readonly=True) as h:
-        assert [r["status"] for r in h.runs()] == ["complete"]
+        assert [r["status"] for r in h.report_reads.runs()] == ["complete"]
 
 
 def test_the_watchdogs_marking_of_a_dead_runners_run_is_bounded(monkeypatch, capsys):
@@ -1074,7 +1074,7 @@ def test_the_gates_marks_on_postgresql(tmp_path, pg_url, fault):
     from gates.store.open import open_history  # noqa: PLC0415
 
     with open_history(pg_url, create=False, readonly=True) as h:
-        (run,) = h.runs()
+        (run,) = h.report_reads.runs()
     assert run["gate_mode"] == "enforce"
     assert (run["status"], run["gated_at"] is not None) == {
         "none": ("complete", True), "gate-refused": ("gate-error", False),

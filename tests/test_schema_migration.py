@@ -78,7 +78,7 @@ def test_an_m002_history_migrates_in_place_with_nothing_lost(old):
                 got = [r[:-2] for r in got]
             assert got == before[view], view
         samples = sorted((m["id"], m["samples"]) for rid in h.merge_reads.run_ids()
-                         for m in h.metrics(rid))
+                         for m in h.report_reads.metrics(rid))
         assert samples == before["samples"]
         assert h.merge_reads.orphan_rows() == []
         h.check()
@@ -92,7 +92,7 @@ def test_a_migrated_history_takes_new_runs_and_gates_them(old):
 
     with open_history(old) as h:
         last_id = h.conn.execute("SELECT max(id) FROM metric_rows").fetchone()[0]
-        keys = set(h.metric_keys())
+        keys = set(h.report_reads.metric_keys())
         rid = write_run(h, make_run(20, seed=7), gate=False)
         result = evaluate_run(h, rid)
         # The old runs are baselines: seven complete, one untrusted; the command
@@ -101,8 +101,8 @@ def test_a_migrated_history_takes_new_runs_and_gates_them(old):
         other = [v for v in old_keys if not v.key.startswith("gemm/")]
         assert other and all(v.n_baseline == 6 and v.verdict == "pass" for v in other)
         assert len(old_keys) == 6 and len(result.verdicts) == 73
-        assert min(m["id"] for m in h.metrics(rid)) == last_id + 1
-        assert h.run(rid)["num"] == len(h.merge_reads.run_ids())
+        assert min(m["id"] for m in h.report_reads.metrics(rid)) == last_id + 1
+        assert h.report_reads.run(rid)["num"] == len(h.merge_reads.run_ids())
 
 
 def test_a_history_with_rows_of_no_run_is_refused_and_left_untouched(old):
@@ -174,7 +174,7 @@ def test_the_repository_history_is_at_this_schema_and_reads():
     # Committed migrated, so reports and planners read it without a migrated copy.
     with open_for_reading(REPO_HISTORY) as h:
         assert h.backend.schema_version == SCHEMA_VERSION and not hasattr(h, "folder")
-        assert h.planning_reads.plan_files(h.merge_reads.run_ids()[-1]) and h.verdicts(h.merge_reads.run_ids()[-1])
+        assert h.planning_reads.plan_files(h.merge_reads.run_ids()[-1]) and h.report_reads.verdicts(h.merge_reads.run_ids()[-1])
 
 
 def test_the_repository_history_has_this_codes_views(tmp_path):

@@ -66,7 +66,7 @@ def test_gating_against_a_snapshot_gives_the_full_historys_verdicts(history, tmp
     shutil.copy(history, merged)
     assert merge_histories([shard], merged).added == [f"run0200{FP}"]
     with open_history(merged) as m:
-        saved = m.verdicts(f"run0200{FP}")
+        saved = m.report_reads.verdicts(f"run0200{FP}")
         assert [(v["key"], v["verdict"], v["p_value"]) for v in saved] == \
             [(v["key"], v["verdict"], v["p_value"]) for v in want]
 
@@ -121,7 +121,7 @@ def test_a_bisection_run_on_a_snapshot_merges_as_its_evidence_alone(history, tmp
     assert "1 new bisection" in str(report)
     assert merge_histories([snap], main).bisects == 0  # the same bisection: once
     with open_history(main) as h:
-        [got] = h.bisects("k1/latency")
+        [got] = h.report_reads.bisects("k1/latency")
         assert got["culprit"] == row["culprit"] and got["evidence"] == row["evidence"]
         assert h.merge_reads.run_ids() == runs  # no run of the bisection's file is main's
     # A file whose bisection row is broken is refused whole, as a broken run row is.

@@ -112,7 +112,7 @@ def test_migration_derives_the_stage_of_older_rows(tmp_path: Path):
                        "('m005_verdict_stage', 'm007_verdict_ci_conf')")
         h.conn.commit()
     with open_history(path) as h:
-        got = {r: h.verdicts(r)[0]["stage"] for r in "abcdef"}
+        got = {r: h.report_reads.verdicts(r)[0]["stage"] for r in "abcdef"}
     assert got == {"a": "first", "b": "rerun", "c": "corroborate",
                    "d": "first", "e": "rerun", "f": "reruns"}
 

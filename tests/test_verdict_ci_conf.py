@@ -29,7 +29,7 @@ def test_verdicts_differing_only_in_confidence_share_their_detail_text(tmp_path:
     with open_history(tmp_path / "h.db") as h:
         _run(h, "r1", 1)
         h.run_writes.save_verdicts("r1", _rows(confs))
-        got = h.verdicts("r1")
+        got = h.report_reads.verdicts("r1")
         assert [v["ci_conf"] for v in got] == confs  # full precision, in its column
         assert all("ci_conf" not in v["detail"] for v in got)
         details = h.conn.execute("SELECT count(DISTINCT detail_id) FROM verdict_rows").fetchone()[0]
@@ -60,7 +60,7 @@ def test_migration_copies_older_rows_confidence_out_of_their_detail(tmp_path: Pa
         h.conn.execute("DELETE FROM _sqlite_migrations WHERE name = 'm007_verdict_ci_conf'")
         h.conn.commit()
     with open_history(path) as h:
-        got = {v["key"]: (v["ci_conf"], v["detail"]) for v in h.verdicts("r1")}
+        got = {v["key"]: (v["ci_conf"], v["detail"]) for v in h.report_reads.verdicts("r1")}
     assert got["a"] == (0.98, {"method": "m", "ci_conf": 0.98})  # detail kept as it was
     assert got["b"][0] is None and got["c"][0] is None
     assert json.dumps(got["c"][1])  # an unreadable detail is left alone

@@ -7,9 +7,17 @@ functions none of which executed anywhere in suite S's recorded run (nox, the ru
 pytest's whole process) cannot change S's outcomes, so for S that file counts as
 unchanged. If any changed function ran, or S has no usable record, the file-level rules
 decide. A record is usable when it is complete, no older than ``[select] map_max_age_days``,
-its commit is known to git, and between that commit and the selection's base no project
-Python file it loaded changed, no Python file was added (a new conftest loads unseen) and
-no file outside ``[select] ignore`` changed (data or configuration the run read).
+and its commit R is known to git and is in the base's history (records are placed by the
+commit graph, never the clock: a run of another branch does not describe the base).
+
+Records come from post-merge runs of the main branch, so R is often some commits before
+the change's base. Then the change judged for S is everything from R to the head
+(:class:`Since`, ``git diff R HEAD``), not only the pull request's own paths: what changed
+between R and the base counts as changed too, by the same rules (a body that ran at R, a
+structural edit, an added file, data or configuration). The record describes the tree at
+R, and the head differs from that tree by exactly that diff, so the rule is the one used
+for a record made at the base, applied to a longer change. A file changed between R and
+the base and changed back by the pull request is, rightly, no change.
 
 Pure functions first; the git reads at the end.
 """
@@ -19,15 +27,15 @@ from __future__ import annotations
 import fnmatch
 import subprocess
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
 from ci_register.planning.record_check import row_problem
 from ci_register.planning.units import Change, diff_source
 
-__all__ = ["EXECUTED_MAP_PATH", "Evidence", "ExecutedRecord", "change_kinds", "executed_records", "not_executed",
-           "record_problem"]
+__all__ = ["EXECUTED_MAP_PATH", "Evidence", "ExecutedRecord", "Since", "change_kinds", "change_since",
+           "executed_records", "not_executed", "record_problem", "since_record", "still_describes"]
 
 EXECUTED_MAP_PATH = "<executed>"  # ci_register.running.executed.EXECUTED_MAP_PATH (planning does not import running)
 _GIT_TIMEOUT_S = 120
@@ -41,14 +49,34 @@ class ExecutedRecord:
     recorded_at: str = ""
 
 
+@dataclass(frozen=True)
+class Since:
+    """The change from a record's commit to the head: every path that differs (``git diff
+    R HEAD``), those whose syntax tree is equal, and the bodies-only ones."""
+    commit: str
+    changed: tuple[str, ...]
+    equal: frozenset[str]
+    bodies: Mapping[str, tuple[str, ...]]
+    # (status letter, path) from the commit to the base; None when not read
+    to_base: tuple[tuple[str, str], ...] | None = None
+
+
 @dataclass
 class Evidence:
     """What selection uses: files whose change leaves the syntax tree equal, bodies-only
-    changes (path -> changed units), and each suite's usable record (or why not)."""
+    changes (path -> changed units), and each suite's usable record (or why not).
+    ``since``: {record commit: the change from it to the head}, for records made before the
+    base; a record whose commit has no entry was made at the base (the change is the pull
+    request's own)."""
     equal: set[str]
     bodies: dict[str, tuple[str, ...]]
     records: dict[str, ExecutedRecord]
     notes: list[str]
+    since: dict[str, Since] = field(default_factory=dict)
+    # The change since the commit the import maps and runner map were recorded at, when that
+    # is before the base: suites without a usable executed record are judged on it with those
+    # maps (None: the maps are taken as describing the base).
+    maps_since: Since | None = None
 
 
 def _when(at: object) -> datetime | None:
@@ -116,30 +144,44 @@ def not_executed(bodies: Mapping[str, tuple[str, ...]], record: ExecutedRecord) 
     return out
 
 
-def _match(path: str, globs: Iterable[str]) -> bool:
-    return any(fnmatch.fnmatchcase(path, g) or (g.endswith("/**") and path.startswith(g[:-2])) for g in globs)
-
-
-def record_problem(record: ExecutedRecord, status: list[tuple[str, str]] | None, ignore: Iterable[str],
-                   ancestor: bool = True) -> str | None:
-    """Why the record does not describe the base's tree, else None. ``status``: ``git diff
-    --name-status`` (status letter, path) from the record's commit to the base; None when
-    git does not know the commit. ``ancestor``: whether the record's commit is in the
-    base's history (records are ordered by the commit graph, never by their clock: a run
-    of another branch, or of a later commit, does not describe the base)."""
-    if status is None:
+def record_problem(record: ExecutedRecord, known: bool, ancestor: bool) -> str | None:
+    """Why the record cannot serve the base, else None. ``known``: git knows its commit;
+    ``ancestor``: that commit is in the base's history. What changed since it is no reason
+    (:class:`Since` carries it into the selection)."""
+    if not known:
         return f"its commit {record.commit[:10] or '(none)'} is unknown to git"
     if not ancestor:
         return f"its commit {record.commit[:10]} is not in the base's history (another branch, or later)"
-    for letter, path in status:
-        if path.endswith(".py"):
-            if path in record.entries:
-                return f"{path}, which it loaded, changed since {record.commit[:10]}"
-            if letter.startswith("A"):
-                return f"{path} was added since {record.commit[:10]} (it may load unseen)"
-        elif not _match(path, ignore):
-            return f"{path} changed since {record.commit[:10]} (a run may read it)"
     return None
+
+
+def since_record(commit: str, status: list[tuple[str, str]], sources: Mapping[str, tuple[str | bytes | None,
+                                                                                          str | bytes | None]],
+                 to_base: list[tuple[str, str]] | None = None) -> Since:
+    """The change from ``commit`` to the head, from ``git diff --name-status`` and the Python
+    files' texts on both sides ({path: (at the commit, at the head)}); ``to_base``: the
+    name-status from the commit to the base."""
+    equal, bodies = change_kinds(sources)
+    return Since(commit, tuple(dict.fromkeys(path for _, path in status)), frozenset(equal), bodies,
+                 None if to_base is None else tuple(to_base))
+
+
+def still_describes(loaded: Iterable[str], since: Since, ignore: Iterable[str]) -> bool:
+    """Whether a run recorded at ``since.commit`` that loaded ``loaded`` (paths) describes the
+    base as well: between the two no Python file it loaded changed, no Python file was added
+    (a new conftest loads unseen) and no file outside ``ignore`` changed (data or
+    configuration the run read). Then its record judges the pull request's own change as if
+    made at the base; else only the whole change since it (:class:`Since`)."""
+    if since.to_base is None:
+        return False
+    seen = {e.split("::", 1)[0] for e in loaded}
+    for letter, path in since.to_base:
+        if path.endswith(".py"):
+            if path in seen or letter.startswith("A"):
+                return False
+        elif not any(fnmatch.fnmatchcase(path, g) or (g.endswith("/**") and path.startswith(g[:-2])) for g in ignore):
+            return False
+    return True
 
 
 # ---------------------------------------------------------------------------- git reads
@@ -157,9 +199,12 @@ def _is_ancestor(root: Path, commit: str, of: str) -> bool:
     return _git(root, "merge-base", "--is-ancestor", "--end-of-options", commit, of).returncode == 0
 
 
+def _known(root: Path, commit: str) -> bool:
+    return bool(commit) and not commit.startswith("-") and \
+        _git(root, "cat-file", "-e", f"{commit}^{{commit}}").returncode == 0
+
+
 def _status(root: Path, frm: str, to: str) -> list[tuple[str, str]] | None:
-    if not frm or frm.startswith("-") or _git(root, "cat-file", "-e", f"{frm}^{{commit}}").returncode != 0:
-        return None
     r = _git(root, "diff", "--name-status", "--no-renames", "--end-of-options", frm, to)
     if r.returncode != 0:
         return None
@@ -171,22 +216,57 @@ def _status(root: Path, frm: str, to: str) -> list[tuple[str, str]] | None:
     return out
 
 
-def gather(root: Path, base_rev: str, head_rev: str, changed: Iterable[str], records: Mapping[str, ExecutedRecord],
-           ignore: Iterable[str]) -> Evidence:
+def _sources(root: Path, frm: str, to: str, paths: Iterable[str]) -> dict[str, tuple[bytes | None, bytes | None]]:
+    return {p: (_show(root, frm, p), _show(root, to, p)) for p in paths if p.endswith(".py")}
+
+
+def change_since(root: Path, commit: str, head_rev: str, base_rev: str | None = None) -> Since | str:
+    """The change from ``commit`` to ``head_rev`` (:class:`Since`, with the paths changed from
+    ``commit`` to ``base_rev``), or why it cannot be read."""
+    status = _status(root, commit, head_rev)
+    if status is None:
+        return f"git cannot diff its commit {commit[:10]} against {head_rev}"
+    if len(status) > MAX_SINCE_PATHS:
+        return f"{len(status)} paths changed since its commit {commit[:10]}, more than the {MAX_SINCE_PATHS} a selection reads"
+    to_base = _status(root, commit, base_rev) if base_rev else None
+    return since_record(commit, status, _sources(root, commit, head_rev, (p for _, p in status)), to_base)
+
+
+# A record further back than this many changed paths is not read (each Python path costs two
+# `git show`s); past it selection would run everything anyway (select.MAX_CHANGED_PATHS).
+MAX_SINCE_PATHS = 5_000
+
+
+def gather(root: Path, base_rev: str, head_rev: str, changed: Iterable[str],
+           records: Mapping[str, ExecutedRecord]) -> Evidence:
     """The evidence for a change from ``base_rev`` to ``head_rev`` (commits of the git
-    repository at ``root``), with each suite's record checked against ``base_rev``."""
-    sources = {p: (_show(root, base_rev, p), _show(root, head_rev, p)) for p in changed if p.endswith(".py")}
-    equal, bodies = change_kinds(sources)
+    repository at ``root``): each suite's record is used when its commit is in
+    ``base_rev``'s history, with the change from that commit to ``head_rev`` (:class:`Since`)
+    when it was made before ``base_rev``."""
+    equal, bodies = change_kinds(_sources(root, base_rev, head_rev, changed))
     usable: dict[str, ExecutedRecord] = {}
     notes: list[str] = []
-    status_of: dict[str, list[tuple[str, str]] | None] = {}
+    since: dict[str, Since] = {}
+    base_sha = _git(root, "rev-parse", "--verify", "--end-of-options", f"{base_rev}^{{commit}}").stdout.decode().strip()
+    checked: dict[str, str | None] = {}
     for suite, rec in sorted(records.items()):
-        if rec.commit not in status_of:
-            status_of[rec.commit] = _status(root, rec.commit, base_rev)
-        status = status_of[rec.commit]
-        why = record_problem(rec, status, ignore, status is None or _is_ancestor(root, rec.commit, base_rev))
+        if rec.commit not in checked:
+            known = _known(root, rec.commit)
+            why = record_problem(rec, known, known and _is_ancestor(root, rec.commit, base_rev))
+            full = _git(root, "rev-parse", "--verify", "--end-of-options", f"{rec.commit}^{{commit}}").stdout.decode().strip()
+            if why is None and full != base_sha:
+                got = change_since(root, rec.commit, head_rev, base_rev)
+                if isinstance(got, str):
+                    why = got
+                else:
+                    since[rec.commit] = got
+                    behind = _git(root, "rev-list", "--count", f"{rec.commit}..{base_rev}").stdout.decode().strip()
+                    notes.append(f"suite(s) with the record at {rec.commit[:10]} ({behind} commit(s) before the "
+                                 f"base): the {len(got.changed)} path(s) changed since it count as changed")
+            checked[rec.commit] = why
+        why = checked[rec.commit]
         if why:
             notes.append(f"suite {suite}: executed-functions record not used: {why}")
         else:
             usable[suite] = rec
-    return Evidence(equal, bodies, usable, notes)
+    return Evidence(equal, bodies, usable, notes, since)

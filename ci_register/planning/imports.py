@@ -45,12 +45,21 @@ from pathlib import Path
 
 from ci_register.registered.paths import read_regular
 
-__all__ = ["FileNode", "Graph", "module_names", "scan", "parse_imports"]
+__all__ = ["FileNode", "Graph", "module_names", "parse_imports", "scan", "skipped_by_scan"]
 
 _SKIP_DIRS = {"__pycache__", ".git", ".nox", ".venv", "venv", "node_modules", ".tox", "build", "dist"}
 _DYNAMIC_CALLS = {"import_module", "__import__"}
+# Calls that run a file named by its path (the path argument's index): a literal path is an
+# edge to that file, any other makes the file open, like a computed import_module.
+_FILE_LOADERS = {"spec_from_file_location": 1, "run_path": 0, "SourceFileLoader": 1, "SourcelessFileLoader": 1}
 _SCRIPT = re.compile(r"[\w./-]+\.py\b")
 _MODULE_FLAG = re.compile(r"-m\s+([A-Za-z_][\w.]*)")
+# A dotted name standing as a word of a command line (`--custom-rm-path pkg.rm.score`,
+# `--spec pkg.models.x get_spec`): a loader the command starts imports it by that name.
+_DOTTED = re.compile(r"(?<![\w./-])([A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+)(?![\w/-])")
+# The longest string literal read for the names and paths inside it (a command line joined
+# from many literals is one constant); longer ones are data.
+MAX_COMMAND_CHARS = 20_000
 
 
 # The largest Python file the scan parses: ast takes ~440 times a file's size in memory
@@ -311,6 +320,8 @@ def _edits_sys_path(n: ast.Call) -> bool:
 
 
 def _collect(nodes: Iterable[ast.AST], node: FileNode, path: str, consts: _LazyConsts) -> None:
+    nodes = list(nodes)
+    docs = _docstrings(nodes)
     for n in nodes:
         if isinstance(n, ast.Assign | ast.AugAssign):  # sys.path[:0] = [...], sys.path += [...], sys.path = [...]
             targets = n.targets if isinstance(n, ast.Assign) else [n.target]
@@ -333,6 +344,9 @@ def _collect(nodes: Iterable[ast.AST], node: FileNode, path: str, consts: _LazyC
             name = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else None
             if _edits_sys_path(n):
                 node.path_edit = node.path_edit or n.lineno
+            if name in _FILE_LOADERS:
+                _file_loader(n, _FILE_LOADERS[name], node, consts)
+                continue
             if name not in _DYNAMIC_CALLS or not n.args:
                 continue
             arg = n.args[0]
@@ -353,11 +367,38 @@ def _collect(nodes: Iterable[ast.AST], node: FileNode, path: str, consts: _LazyC
                 node.prefixes.update(starts)
             else:
                 node.open_import = node.open_import or n.lineno
-        elif isinstance(n, ast.Constant) and isinstance(n.value, str) and 0 < len(n.value) < 200 and "\n" not in n.value:
-            node.strings.add(n.value)
+        elif isinstance(n, ast.Constant) and isinstance(n.value, str) and 0 < len(n.value) <= MAX_COMMAND_CHARS \
+                and id(n) not in docs:
+            if len(n.value) < 200 and "\n" not in n.value:
+                node.strings.add(n.value)
             if " " in n.value or "/" in n.value:  # a command line: `python -m pkg.x`, `python scripts/run.py`
                 node.strings.update(_SCRIPT.findall(n.value))
                 node.strings.update(_MODULE_FLAG.findall(n.value))
+                if " " in n.value:  # `--custom-rm-path pkg.rm.score`: a loader's dotted name
+                    node.strings.update(_DOTTED.findall(n.value))
+
+
+def _docstrings(nodes: Iterable[ast.AST]) -> set[int]:
+    """The ids of the docstring constants among ``nodes`` (prose, not names a program loads)."""
+    out = set()
+    for n in nodes:
+        if isinstance(n, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef) and n.body:
+            first = n.body[0]
+            if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant) and isinstance(first.value.value, str):
+                out.add(id(first.value))
+    return out
+
+
+def _file_loader(n: ast.Call, index: int, node: FileNode, consts: _LazyConsts) -> None:
+    """``spec_from_file_location(name, path)``, ``runpy.run_path(path)``, ...: a literal path
+    is an edge (a script path, from the root or the file's folder); any other opens the file."""
+    arg = n.args[index] if len(n.args) > index else next(
+        (k.value for k in n.keywords if k.arg in ("location", "path", "path_name")), None)
+    paths = consts.values(arg) if arg is not None else None
+    if paths and all(p.endswith(".py") for p in paths):
+        node.strings.update(paths)
+    else:
+        node.open_import = node.open_import or n.lineno
 
 
 def module_names(rel: str, roots: Sequence[str]) -> list[str]:
@@ -473,6 +514,12 @@ class Graph:
                     out.add(path)
                     break
         return out
+
+
+def skipped_by_scan(rel: str) -> bool:
+    """Whether the scan leaves ``rel`` out: a file under a hidden or build folder
+    (``.claude/``, ``build/``, ``__pycache__``), which no graph node stands for."""
+    return any(part in _SKIP_DIRS or part.startswith(".") for part in Path(rel).parts[:-1])
 
 
 def _walk(root: Path) -> list[str]:

@@ -35,7 +35,9 @@ holds runs everything whether declared or not.
 Function-level evidence (:func:`select_by_suite`, :mod:`ci_register.planning.evidence`):
 with a base revision, a changed Python file whose syntax tree is equal affects nothing,
 and a change to function bodies only counts, per suite, only when one of those functions
-ran in that suite's recorded run (the ``<executed>`` row); else the rules above decide.
+ran in that suite's recorded run (the ``<executed>`` row); else the rules above decide. A
+record made at a commit before the base (a post-merge run of main) is judged on the whole
+change since that commit: what changed between it and the base counts as changed too.
 """
 
 from __future__ import annotations
@@ -46,8 +48,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
-from ci_register.planning.evidence import Evidence, not_executed
-from ci_register.planning.imports import Graph, module_names
+from ci_register.planning.evidence import Evidence, not_executed, still_describes
+from ci_register.planning.imports import Graph, module_names, skipped_by_scan
 from ci_register.planning.record_check import row_problem
 
 __all__ = [
@@ -292,6 +294,19 @@ def select_tests(graph: Graph, tests: Iterable[str], changed: Sequence[str], con
             return sel
         if path.endswith(".py"):
             node = graph.files.get(path)
+            if node is None and skipped_by_scan(path) and not _match(path, config.ignore):
+                # Under a folder the scan skips (.claude/, build/): no node, no importers by name,
+                # but a file loaded by its path may still run. The files whose [select.dynamic]
+                # globs name it load it; with none, what loads it is unknown.
+                loaders = sorted(p for p, globs in config.dynamic if p in graph.files and _match(path, globs))
+                for p in loaders:
+                    hit.setdefault(p, f"loads {path} by its path ([select.dynamic]), changed")
+                if not loaders:
+                    sel.everything = (f"{path} changed: the scan skips its folder (hidden or build), so what loads "
+                                      "it is unknown; declare it in [select] ignore if no test loads it, or name it "
+                                      "in the [select.dynamic] globs of the file that loads it")
+                    return sel
+                continue
             if node is None:  # deleted, or outside the scanned tree: its importers stand in
                 names = module_names(path, (*graph.package_roots, *_parents(path)))
                 for imp in graph.importers_of_name(names):
@@ -373,32 +388,75 @@ def select_by_suite(graph: Graph, suites: Mapping[str, Iterable[str]], changed: 
     """:func:`select_tests` with function-level evidence (:mod:`ci_register.planning.evidence`):
     a changed file whose syntax tree is equal affects nothing, and for a suite whose record
     is usable, a bodies-only change none of whose changed functions ran in that suite's
-    recorded run counts as no change. ``suites``: {suite: its registered paths}."""
+    recorded run counts as no change. A suite whose record was made before the base is
+    judged on the whole change since the record's commit (``evidence.since``), not only on
+    ``changed``. ``suites``: {suite: its registered paths}."""
     tests = sorted({p for paths in suites.values() for p in paths})
     changed = tuple(dict.fromkeys(Path(c).as_posix().removeprefix("./") for c in changed))
     if evidence is None:
         return select_tests(graph, tests, changed, config, maps, runner)
     # Declared paths (CI configuration, the catalog) stay as the catalog says.
-    declared = {p for p in changed if _match(p, config.declared_always) or _match(p, config.always)}
-    equal = evidence.equal - declared
-    bodies = {p: u for p, u in evidence.bodies.items() if p not in declared}
+    def declared(paths: Iterable[str]) -> set[str]:
+        return {p for p in paths if _match(p, config.declared_always) or _match(p, config.always)}
+
+    equal = evidence.equal - declared(changed)
     notes = [f"{p}: the syntax tree is unchanged (comments or layout only); affects nothing" for p in changed
              if p in equal]
-    rest = [p for p in changed if p not in equal]
+    rest = tuple(p for p in changed if p not in equal)
     base = select_tests(graph, tests, rest, config, maps, runner)
     base.changed, base.notes = changed, notes + base.notes
-    dropped = {s: not_executed(bodies, rec) for s, rec in evidence.records.items() if s in suites}
-    if not any(dropped.values()):
+    # Per suite with a record: the paths that count (the change since its record, less the
+    # equal ones and the bodies that did not run there) and why the others do not.
+    # ``near``: where the record still describes the base (nothing it loaded changed since), the
+    # paths of the pull request's own change that count, judged as if recorded at the base.
+    judged: dict[str, tuple[tuple[str, ...], dict[str, str], bool, tuple[str, ...] | None]] = {}
+    own_bodies = {p: u for p, u in evidence.bodies.items() if p not in declared(changed)}
+    for suite, rec in evidence.records.items():
+        if suite not in suites:
+            continue
+        since = evidence.since.get(rec.commit)
+        s_changed, s_equal, s_bodies = ((since.changed, set(since.equal), dict(since.bodies)) if since is not None
+                                        else (changed, set(evidence.equal), dict(evidence.bodies)))
+        kept = declared(s_changed)
+        s_equal -= kept
+        why = not_executed({p: u for p, u in s_bodies.items() if p not in kept}, rec)
+        near = None
+        if since is not None and still_describes(rec.entries, since, config.ignore):
+            own = not_executed(own_bodies, rec)
+            near = tuple(p for p in rest if p not in own)
+        judged[suite] = (tuple(p for p in s_changed if p not in s_equal and p not in why), why, since is not None, near)
+    if evidence.maps_since is None and all(paths == rest and not wide for paths, _, wide, _ in judged.values()):
         return base
     out = Selection(changed, always_suites=config.always_suites, notes=list(base.notes))
-    cache: dict[frozenset[str], Selection] = {frozenset(): base}
+    cache: dict[tuple, Selection] = {(rest, False, None): base}
+    alone: list[Selection] = []  # the static graph alone on the change itself (built on first need)
+    if evidence.maps_since is not None:  # suites without a record: the maps' whole change
+        m = evidence.maps_since
+        m_equal = set(m.equal) - declared(m.changed)
+        m_paths = tuple(p for p in m.changed if p not in m_equal)
+        loaded = set().union(*(maps or {}).values(), runner.files if runner else ())
+        m_near = rest if still_describes(loaded, m, config.ignore) else None
     for suite in sorted(suites):
-        why = dropped.get(suite, {})
-        key = frozenset(why)
-        if key not in cache:  # over every registered file: suites with the same drops share it
-            sel = select_tests(graph, tests, [p for p in rest if p not in why], config, maps, runner)
+        paths, why, wide, near = judged.get(suite, (rest, {}, False, None))
+        if suite not in judged and evidence.maps_since is not None:
+            paths, wide, near = m_paths, True, m_near
+        key = (paths, wide, near)
+        if key not in cache:  # over every registered file: suites with the same paths share it
+            sel = select_tests(graph, tests, paths, config, maps, runner)
             sel.changed = changed
-            sel.notes = [*notes, *(f"{p}: {w}" for p, w in sorted(why.items())), *sel.notes]
+            widened = sorted(set(paths) - set(changed))
+            sel.notes = [*notes, *(f"{p}: {w}" for p, w in sorted(why.items())),
+                         *([f"{len(widened)} path(s) changed between the record's commit and the base count too "
+                            f"(e.g. {widened[0]})"] if widened else []), *sel.notes]
+            if wide:
+                # A record made before the base judges the whole change since it; the static
+                # graph alone judges the change itself without any record. Each keeps every
+                # test the change can affect, so a test runs only where both keep it.
+                if not alone:
+                    alone.append(select_tests(graph, tests, rest, config))
+                sel = _both(sel, alone[0], tests)
+            if near is not None:  # the record describes the base too: its judgement of the change itself
+                sel = _both(sel, select_tests(graph, tests, near, config, maps, runner), tests)
             cache[key] = sel
         out.by_suite[suite] = cache[key]
         for p, w in sorted(why.items()):
@@ -409,6 +467,20 @@ def select_by_suite(graph: Graph, suites: Mapping[str, Iterable[str]], changed: 
     out.everything = everything.pop() if len(everything) == 1 else ""  # all suites alike, else per suite
     out.files = {p: w for sel in out.by_suite.values() for p, w in sel.files.items()}
     return out
+
+
+def _both(a: Selection, b: Selection, tests: Iterable[str]) -> Selection:
+    """The tests both selections keep (each is sound alone, so both together are), with
+    ``a``'s reasons and notes."""
+    if b.everything:
+        return a
+    if a.everything:
+        out = Selection(a.changed, always_suites=a.always_suites, files=dict(b.files), notes=list(a.notes))
+        out.notes.append(f"the record's whole change runs everything ({a.everything[:160]}); the static graph "
+                         "on the change itself keeps less")
+        return out
+    files = {t: a.files[t] for t in tests if t in a.files and t in b.files}
+    return Selection(a.changed, always_suites=a.always_suites, files=files, notes=list(a.notes))
 
 
 def contradicted_declarations(graph: Graph, config: SelectConfig, maps: Mapping[str, Iterable[str]]) -> dict[str, str]:
@@ -596,7 +668,7 @@ def select_in_tree(root: Path, catalog, tests: Iterable[str], changed: Sequence[
         merge_base = _merge_base(base, root)
         records, ev_notes = executed_records(rows, now, config.map_max_age_days)
         if merge_base:
-            evidence = gather(root, merge_base, "HEAD", changed, records, config.ignore)
+            evidence = gather(root, merge_base, "HEAD", changed, records)
             ev_notes += evidence.notes
         sel = select_by_suite(graph, suites, changed, config, maps, runner, evidence)
     else:

@@ -62,7 +62,7 @@ def who() -> str:
 def run(args: argparse.Namespace) -> int:
     with open_history_arg(args.history, write=not args.list) as history:
         if args.list:
-            for a in history.acceptances(args.suite):
+            for a in history.report_reads.acceptances(args.suite):
                 scope = " ".join(f"{k}={a[k]}" for k in ("suite", "test") if a.get(k))
                 start = f"from {a['from_commit'][:10]}" if a.get("from_commit") else a["source"]
                 print(f"#{a['id']} {a['pattern']} {scope} {start} by {a.get('who') or '-'} "
@@ -72,12 +72,13 @@ def run(args: argparse.Namespace) -> int:
             raise UsageError("give KEY-or-glob, --from COMMIT and --reason \"why\" (or --list)")
         import fnmatch  # noqa: PLC0415
 
-        keys = [k for k in history.metric_keys(args.suite) if fnmatch.fnmatchcase(k, args.key)]
+        reads = history.report_reads
+        keys = [k for k in reads.metric_keys(args.suite) if fnmatch.fnmatchcase(k, args.key)]
         if not keys:
             where = f" in suite {args.suite!r}" if args.suite else ""
             raise UsageError(f"{args.key!r} matches no recorded metric key{where}; check the "
                              "key or glob (gate-report --since 30d lists them)")
-        start = history.commit_start(args.commit)
+        start = reads.commit_start(args.commit)
         if start is None and not _git_knows(Path(args.root), args.commit):
             # An acceptance of a commit that never runs never applies: refuse a typo.
             raise UsageError(f"--from {args.commit}: no run in {history.path} is of that "
@@ -85,8 +86,8 @@ def run(args: argparse.Namespace) -> int:
                              "give a commit that exists (git log --oneline), from --root's "
                              "checkout")
         suites = [args.suite] if args.suite else [
-            s for s in history.report_reads.suite_names()
-            if any(fnmatch.fnmatchcase(k, args.key) for k in history.metric_keys(s))]
+            s for s in reads.suite_names()
+            if any(fnmatch.fnmatchcase(k, args.key) for k in reads.metric_keys(s))]
         row = history.after_writes.add_acceptance(args.key, reason=args.reason, who=args.who or who(),
                                      from_commit=args.commit, suite=args.suite, test=args.test)
     note = ("in force from its first run " + start if start

@@ -229,7 +229,8 @@ def assign_owners(history, report, root: Path) -> None:
     started = {r.run_id: r.started_at for r in report.runs}
 
     def streak(v) -> tuple[int, str | None]:
-        rows = history.key_verdicts(v.suite, v.key, v.fingerprint, until=started.get(v.run_id))
+        rows = history.report_reads.key_verdicts(v.suite, v.key, v.fingerprint,
+                                                 until=started.get(v.run_id))
         return held_since(rows, v.verdict)
 
     try:
@@ -242,7 +243,7 @@ def assign_owners(history, report, root: Path) -> None:
     for v in report.verdicts:
         if v.cls == "pass":
             continue
-        done = [b for b in history.bisects(v.key) if b["suite"] in (None, v.suite)]
+        done = [b for b in history.report_reads.bisects(v.key) if b["suite"] in (None, v.suite)]
         if done:
             b = done[0]
             v.bisect = (f"{b['outcome']} {b['culprit'][:12]}" if b.get("culprit")

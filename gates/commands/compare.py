@@ -55,7 +55,7 @@ def run(args: argparse.Namespace) -> int:
     check_out(args)
     with open_history_arg(args.history) as history:
         kind_b, side_b = load_side(history, b, suite=args.suite, limit=args.runs_b)
-        skip = {r["run_id"] for r in history.runs_by_ref(b, suite=args.suite,
+        skip = {r["run_id"] for r in history.report_reads.runs_by_ref(b, suite=args.suite,
                                                          limit=args.runs_b)[1]}
         kind_a, side_a = load_side(history, a, suite=args.suite,
                                    limit=stats.DEFAULTS.window + max(stats.DEFAULTS.windows),

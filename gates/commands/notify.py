@@ -142,7 +142,7 @@ def run(args: argparse.Namespace) -> int:
                 started = {r.run_id: r.started_at for r in report.runs}
 
                 def first_commit(v) -> str | None:
-                    rows = history.key_verdicts(v.suite, v.key, v.fingerprint,
+                    rows = history.report_reads.key_verdicts(v.suite, v.key, v.fingerprint,
                                                 until=started.get(v.run_id))
                     return held_since(rows, "regression")[1]
 

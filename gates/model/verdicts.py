@@ -154,12 +154,15 @@ def interval_contradicts(verdict: str | None, better: str | None, ci_low: float 
     """A ``regression`` or ``improvement`` shown beside an interval of the relative change
     that does not exclude 0 on its side: the interval is not the statement of the test
     that decided (a rank or quantile rule, a mean of reruns), so it must not be shown
-    as if it were. ``better``: "lower" (a rise is worse) or "higher"."""
-    if verdict not in ("regression", "improvement") or ci_low is None or ci_high is None:
+    as if it were. ``better``: "lower" (a rise is worse) or "higher". A one-sided
+    interval (a quantile test's: its other end None) is read on its bounded end; with
+    neither end there is no interval to contradict."""
+    if verdict not in ("regression", "improvement") or (ci_low is None and ci_high is None):
         return False
     rise_is_bad = better != "higher"
     rises = (verdict == "regression") == rise_is_bad
-    return not (ci_low > 0.0 if rises else ci_high < 0.0)
+    end = ci_low if rises else ci_high
+    return end is None or not (end > 0.0 if rises else end < 0.0)
 
 
 @dataclass

@@ -124,7 +124,7 @@ def read_accept_file(root: Path) -> list[dict[str, Any]]:
 
 def held_since(rows: Sequence[Mapping[str, Any]], verdict: str) -> tuple[int, str | None]:
     """(runs in a row whose final verdict is ``verdict``, the commit of the first of them)
-    from ``History.key_verdicts`` rows (newest first); a confirm rerun's verdict is
+    from ``ReportReads.key_verdicts`` rows (newest first); a confirm rerun's verdict is
     its first attempt's final word."""
     parent = {r["run_id"]: r.get("confirm_of") for r in rows}
     root: dict[str, str] = {}

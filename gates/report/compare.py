@@ -1,6 +1,6 @@
 """`gate-report compare A B`: every metric of B's runs against A's, with the gate's statistics.
 
-A and B each name runs (``History.runs_by_ref``): a run id, a commit, a branch
+A and B each name runs (``ReportReads.runs_by_ref``): a run id, a commit, a branch
 or a hardware fingerprint (two GPU types, two images). A's newest ``window``
 trusted runs are the baseline; B's newest runs (up to 10) are judged as one: one run by
 ``stats.judge_many`` as the gate judges a new run, several by the mean of
@@ -50,6 +50,17 @@ class CompareRow:
     q_value: float | None
     verdict: str
     note: str = ""  # why a change is shown without a verdict (too few runs of A)
+    # What decided (one statement a row, as the report's): the test heading the judgement,
+    # its change (rel_change) and interval at the level its BH q was held to (ci_conf)
+    test: str = ""
+    level: float | None = None
+    ci_conf: float | None = None
+
+    @property
+    def own_change(self) -> float | None:
+        """B against A, as the row shows them."""
+        return None if self.a is None or self.b is None or not self.a else (
+            (self.b - self.a) / abs(self.a))
 
 
 def load_side(history: Any, ref: str, *, suite: str | None, limit: int,
@@ -58,7 +69,7 @@ def load_side(history: Any, ref: str, *, suite: str | None, limit: int,
     """(kind of ref, {(suite, fingerprint, key): (unit, better, [samples per run, oldest
     first])}) of the runs ``ref`` names (a run with several rows of a key: pooled);
     ``trusted_only`` for the baseline side A."""
-    kind, runs = history.runs_by_ref(ref, suite=suite, limit=limit + len(skip),
+    kind, runs = history.report_reads.runs_by_ref(ref, suite=suite, limit=limit + len(skip),
                                      trusted_only=trusted_only)
     runs = [r for r in runs if r["run_id"] not in skip][:limit]
     if not runs:
@@ -69,7 +80,7 @@ def load_side(history: Any, ref: str, *, suite: str | None, limit: int,
     for run in reversed(runs):  # oldest first
         per: dict[str, list[float]] = {}
         meta: dict[str, tuple[str | None, str | None]] = {}
-        for m in history.metrics(run["run_id"]):
+        for m in history.report_reads.metrics(run["run_id"]):
             if m.get("samples"):
                 per.setdefault(m["key"], []).extend(m["samples"])
                 meta[m["key"]] = (m.get("unit"), m.get("better"))
@@ -137,9 +148,26 @@ def compare(a: Mapping[tuple[str, str, str], Any], b: Mapping[tuple[str, str, st
         for (row, j), qi, qbi in zip(judged, q, qb, strict=True):
             row.q_value = float(qi) if j.z >= 0 else float(qbi)
             row.verdict = stats.decide(j, float(qi), level=params.level, q_better=float(qbi))
+            _state(row, j, params.level)
     order = {"regression": 0, "improvement": 1, "pass": 2}
     rows.sort(key=lambda r: (order.get(r.verdict, 3), r.suite, r.key, r.fingerprint))
     return rows
+
+
+def _state(row: CompareRow, j: stats.Judgement, level: float) -> None:
+    """The row's statement: the deciding test, its interval at the level its q was held to
+    (on its p's scale: level x p / q), as ``gates.gate`` states a first attempt's."""
+    row.test = j.statistic.rpartition("/")[2]
+    row.level = level
+    p, q = row.p_value, row.q_value
+    at = level * (p / q) if p is not None and q and p <= q else level
+    d = j.decider
+    if d is None:
+        row.ci_low = row.ci_high = None
+        return
+    ci = d.interval(at)
+    row.ci_low, row.ci_high = (_num(ci[0]), _num(ci[1])) if ci is not None else (None, None)
+    row.ci_conf = d.confidence(at)
 
 
 def _num(x: Any) -> float | None:
@@ -150,22 +178,40 @@ def _pct(x: float | None) -> str:
     return "-" if x is None else f"{x * 100:+.2f}%"
 
 
+def _statement(r: CompareRow) -> str:
+    """"huber-3 +8.1% [+5.0, +11.2] 99.9%": the deciding test, its change and interval."""
+    if not r.test:
+        return "-"
+    if r.ci_low is None and r.ci_high is None:
+        ci = "[unbounded]" if r.ci_conf is not None else ""
+    else:
+        lo = "-inf" if r.ci_low is None else f"{r.ci_low * 100:+.1f}"
+        hi = "+inf" if r.ci_high is None else f"{r.ci_high * 100:+.1f}"
+        ci = f"[{lo}, {hi}]"
+    conf = "" if r.ci_conf is None else f" {100 * r.ci_conf:.4g}%"
+    return f"{r.test} {_pct(r.rel_change)} {ci}{conf}".rstrip()
+
+
 def render_compare(rows: Sequence[CompareRow], a: str, b: str, fmt: str = "text") -> str:
     """The comparison as text, Markdown or JSON (``fmt``)."""
     if fmt == "json":
         import json  # noqa: PLC0415
 
-        return json.dumps({"a": a, "b": b, "metrics": [asdict(r) for r in rows]},
+        return json.dumps({"a": a, "b": b, "metrics": [dict(asdict(r), own_change=r.own_change)
+                                                    for r in rows]},
                           indent=1) + "\n"
-    head = ["verdict", "suite", "hardware", "metric", "A", "B", "change", "95% CI", "p / q",
-            "runs A/B"]
+    head = ["verdict", "suite", "hardware", "metric", "A", "B", "change",
+            "decided by: change [interval] level", "p / q <= level", "runs A/B"]
     body = []
     for r in rows:
-        ci = "-" if r.ci_low is None else f"{_pct(r.ci_low)} .. {_pct(r.ci_high)}"
-        pq = "-" if r.p_value is None else f"{r.p_value:.2g} / {r.q_value:.2g}"
+        pq = "-" if r.p_value is None else f"p={r.p_value:.2g} q={r.q_value:.2g}"
+        if r.p_value is not None and r.level is not None and r.verdict in (
+                "regression", "improvement"):
+            pq += f" <= {r.level:g}"
         body.append([one_line(str(c)) for c in (r.verdict, r.suite, r.fingerprint, r.key)] + [
                      fmt_value(r.a, r.unit), fmt_value(r.b, r.unit),
-                     _pct(r.rel_change), ci, pq, f"{r.n_a}/{r.n_b}"])
+                     _pct(r.own_change if r.test else r.rel_change), _statement(r), pq,
+                     f"{r.n_a}/{r.n_b}"])
     a, b = one_line(str(a)), one_line(str(b))
     counts: dict[str, int] = {}
     for r in rows:

@@ -1,8 +1,8 @@
 """Read side of the report: select runs and fetch, in a few bulk queries, the rows
 that `gates.report.build.build_report` and `gates.report.health.analyse` need.
 
-Every read is a method of the store (`gates.store.history.History`, its report
-reads in `gates.store.report_reads`); this module chooses what to read and
+Every read is a method of the store's report reader (`gates.store.report_reads.
+ReportReads`, ``History.report_reads``); this module chooses what to read and
 shapes it for the report.
 """
 
@@ -321,14 +321,14 @@ def load_health_input(h: History, suite: str, *, window: int = 20,
                       registrations: list[dict[str, Any]] | None = None,
                       until: str | None = None) -> dict[str, Any]:
     """Rows for `gates.report.health.analyse` over the last `window` runs of `suite`."""
-    runs = h.report_reads.health_runs(suite, window=window, until=until)
+    runs = h.health_reads.runs(suite, window=window, until=until)
     ids = [r["run_id"] for r in runs]
-    all_runs = runs + h.report_reads.health_confirm_runs(ids)
-    tests = h.report_reads.test_rows_of([r["run_id"] for r in all_runs])
-    plan_files = h.report_reads.planned_est_times(ids)
+    all_runs = runs + h.health_reads.confirm_runs(ids)
+    tests = h.health_reads.test_rows_of([r["run_id"] for r in all_runs])
+    plan_files = h.health_reads.planned_est_times(ids)
     fingerprint = runs[0]["fingerprint"] if runs else None
     durations = h.planning_reads.file_durations(suite, fingerprint, limit=15) if fingerprint else {}
-    ever = h.report_reads.paths_ever_run(suite)
+    ever = h.health_reads.paths_ever_run(suite)
     return {
         "suite": suite, "fingerprint": fingerprint, "runs": all_runs, "tests": tests,
         "plan_files": plan_files, "durations": durations, "registrations": registrations,

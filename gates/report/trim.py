@@ -25,7 +25,7 @@ attempts), verdicts and test durations from the store and suggests, never edits:
 Each suggestion says what detection is lost: for a twin, a shift confined to the
 dropped metric (1 - rho^2 of its rank variance is its own); for a dead metric, every
 shift below its detectable size was never visible anyway. Pure: :class:`TrimInput`
-in, :class:`TrimReport` out; ``gates.store.history.History.trim_rows`` reads the input.
+in, :class:`TrimReport` out; ``ReportReads.trim_rows`` (``gates.store.report_reads``) reads the input.
 """
 
 from __future__ import annotations

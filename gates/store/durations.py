@@ -29,8 +29,9 @@ from pathlib import Path
 from typing import Any
 
 from gates.store.backend import history_location
-from gates.store.history import HistoryError, check_file, open_for_reading
+from gates.store.history import HistoryError, open_for_reading
 from gates.store.open import open_history
+from gates.store.sqlite_backend import check_file
 
 __all__ = ["LATEST", "file_durations", "main", "suites_durations"]
 
@@ -52,7 +53,7 @@ def suites_durations(path: Path | str, suites: Sequence[str], fingerprint: str, 
     with (open_for_reading(path, busy_timeout_s=lock_wait_s) if isinstance(path, Path)
           else open_history(path, create=False, readonly=True, busy_timeout_s=lock_wait_s)) as hist:
         for suite in suites:
-            fp = hist.report_reads.latest_trusted_fingerprint(suite) if fingerprint == LATEST else fingerprint
+            fp = hist.planning_reads.latest_trusted_fingerprint(suite) if fingerprint == LATEST else fingerprint
             found = hist.planning_reads.file_durations(suite, fp, limit=limit) if fp is not None else {}
             out[suite] = {"fingerprint": fp, "durations": found}
     return out

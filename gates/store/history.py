@@ -68,34 +68,31 @@ Tables (browse them with ``sqlite-utils tables history.db --counts``):
 
 Merging shard files into one history is `gates.store.merge`.
 
-`History` is one class built from parts: a backend (`SqliteBackend` here) holds the
-connection, transactions and schema guard; the bulk reads are `BaselineReads`,
-`ReportReads` and `FleetSQL`, which it holds and hands on. The same class runs on
-PostgreSQL: `open_history("postgresql://...")` (`gates.store.open`; or
-``GATES_HISTORY=postgresql://...``) gives it a `gates.store.pg.PgBackend`, which
-replaces only the connection, transactions and schema guard. SQL here is written to run on both (see `gates.store.pg.translate`
-for the few rewrites).
+`History` is one class built from parts: a backend (`gates.store.sqlite_backend.
+SqliteBackend`, or `gates.store.pg.PgBackend` for `open_history("postgresql://...")`)
+holds the connection, transactions and schema guard; `History` opens and closes it,
+holds the writer lock and runs transactions. Every statement lives in a part named for
+whom it serves: the writes `RunWrites` and `AfterWrites`; the reads `BaselineReads` (the
+gate's inputs), `ReportReads` (reports and the commands that look at one run or metric),
+`HealthReads` (CI health), `PlanningReads`, `MergeReads` and `FleetSQL`. SQL is written to run on both
+backends (see `gates.store.pg.translate` for the few rewrites).
 """
 
 from __future__ import annotations
 
-import json
 import os
-import random
-import re
 import shutil
 import sqlite3
 import tempfile
-import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
-from ci_register.planning.history_value import is_conninfo
 from gates.store.after_writes import AfterWrites
 from gates.store.baseline_reads import BaselineReads
 from gates.store.dialect import DIALECTS, Dialect
 from gates.store.fleet_sql import FleetSQL
+from gates.store.health_reads import HealthReads
 from gates.store.merge_reads import MergeReads
 from gates.store.planning_reads import PlanningReads
 from gates.store.records import (
@@ -114,20 +111,12 @@ from gates.store.records import (
     TestResult,
 )
 from gates.store.report_reads import ReportReads
-from gates.store.rows import (
-    decode_run,
-)
 from gates.store.run_writes import RunWrites
 from gates.store.schema import (
-    KNOWN_MIGRATIONS,
-    MIGRATION_SET,
     SCHEMA_VERSION,
     VERDICT_COLUMNS,
-    MigrationRefused,
-    like_prefix,
-    migrations,
-    with_samples,
 )
+from gates.store.sqlite_backend import SqliteBackend, connect
 
 if TYPE_CHECKING:
     from gates.store.sqlite_lib import Database
@@ -145,7 +134,6 @@ __all__ = [
     "STATUSES",
     "UNFINISHED",
     "VERDICT_COLUMNS",
-    "check_file",
     "History",
     "HistoryError",
     "RunRecord",
@@ -153,10 +141,6 @@ __all__ = [
     "open_for_reading",
 ]
 
-_SQLITE_MAGIC = b"SQLite format 3\x00"
-# Where a history path comes from, as users give it: `nox -s SUITE -- --history PATH` and
-# `gate-report --history PATH`, pytest's own `--gates-history PATH`, or the environment.
-HISTORY_OPTION = "--history PATH, pytest's --gates-history PATH, or GATES_HISTORY"
 _T = TypeVar("_T")
 
 
@@ -181,7 +165,7 @@ def open_for_reading(path: str | os.PathLike[str], *,
             raise
     folder = Path(tempfile.mkdtemp(prefix="gates-read-"))
     try:
-        src = _connect(source, True, busy_timeout_s)
+        src = connect(source, True, busy_timeout_s)
         try:
             dst = sqlite3.connect(folder / source.name)
             try:
@@ -220,187 +204,19 @@ class Backend(Protocol):
     def check(self) -> None: ...
 
 
-class SqliteBackend:
-    """A history file's connection, transactions and schema guard (the part of a
-    `History` that is SQLite's; `gates.store.pg.PgBackend` is PostgreSQL's).
-
-    `create=False` refuses a missing file; `readonly=True` opens without writing
-    (no WAL switch, no migration; an older schema is then an error).
-    `busy_timeout_s`: how long to wait on another process's lock (a planner that
-    can fall back to est_time waits seconds, not a minute).
-    """
-
-    dialect = "sqlite"
-    _db_errors: tuple[type[BaseException], ...] = (sqlite3.DatabaseError,)
-
-    def __init__(self, path: str | os.PathLike[str], *, create: bool = True,
-                 readonly: bool = False, busy_timeout_s: float = BUSY_TIMEOUT_S) -> None:
-        self.path = Path(path)
-        self.readonly = readonly
-        self.busy_timeout_s = busy_timeout_s
-        check_file(self.path, create=create and not readonly)
-        if not self.path.exists():
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-        if not readonly and self.path.parent.exists() and \
-                not os.access(self.path.parent, os.W_OK | os.X_OK):
-            raise HistoryError(
-                f"{self.path}: its folder is read-only, and a history is written with "
-                "SQLite's write-ahead log (files beside it); copy it to a writable folder "
-                f"or give a history path there ({HISTORY_OPTION}); reports read it as it is")
-        try:
-            conn = _connect(self.path, readonly, busy_timeout_s)
-        except sqlite3.Error as exc:
-            raise HistoryError(f"{self.path}: cannot open ({exc}); check the path and "
-                               "its permissions") from exc
-        self.conn = conn
-        try:
-            conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout_s * 1000)}")
-            conn.execute("PRAGMA foreign_keys = ON")
-            # In WAL mode NORMAL loses nothing on a process crash (only the last commits
-            # on power loss) and spares an fsync per commit: the plugin commits per test.
-            # (Not for readers: an immutable open refuses the pragma as a write.)
-            if not readonly:
-                conn.execute("PRAGMA synchronous = NORMAL")
-            self._db: Database | None = None
-            self._retry(self._prepare)
-        except sqlite3.DatabaseError as exc:
-            conn.close()
-            raise _corrupt(self.path, exc) from exc
-        except BaseException:
-            conn.close()
-            raise
-
-    def close(self) -> None:
-        self.conn.close()
-
-    @property
-    def db(self) -> Database:
-        """sqlite-utils' view of the file, made on first use (migrations, tools): opening
-        and reading an up-to-date file needs only the standard library's sqlite3."""
-        if self._db is None:
-            from gates.store.sqlite_lib import Database  # noqa: PLC0415 - ~0.1 s to load
-
-            self._db = Database(self.conn, execute_plugins=False)
-        return self._db
-
-    def _applied(self) -> list[str]:
-        """Names of the migrations applied to this file, in order (sqlite-utils' record)."""
-        if not self.conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND "
-                                 "name = '_sqlite_migrations'").fetchone():
-            return []
-        return [r[0] for r in self.conn.execute(
-            "SELECT name FROM _sqlite_migrations WHERE migration_set = ? ORDER BY rowid",
-            (MIGRATION_SET,))]
-
-    def _prepare(self) -> None:
-        # First read: fails here on a damaged file, before anything is written; a
-        # foreign or newer file is refused before the WAL switch, so it stays untouched.
-        self.conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
-        self._check_and_migrate(migrate=False)
-        # Migrate before the WAL switch: a migration that refuses leaves the file as it was.
-        self._check_and_migrate()
-        if not self.readonly:
-            mode = self.conn.execute("PRAGMA journal_mode").fetchone()[0]
-            if mode.lower() != "wal":
-                self.conn.execute("PRAGMA journal_mode = wal")
-
-    def _check_and_migrate(self, migrate: bool = True) -> None:
-        applied = set(self._applied())
-        unknown = sorted(applied - set(KNOWN_MIGRATIONS))
-        if unknown:
-            raise HistoryError(
-                f"{self.path}: written by a newer gates (schema migrations {', '.join(unknown)}); "
-                "update this checkout (git pull, pip install -e .) or give another history "
-                f"file ({HISTORY_OPTION})"
-            )
-        if not applied:
-            tables = [r[0] for r in self.conn.execute(
-                "SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY rowid")
-                      if not r[0].startswith(("sqlite_", "_sqlite_migrations"))]
-            if tables:
-                raise HistoryError(
-                    f"{self.path}: an SQLite database but not a gates history (tables: "
-                    f"{', '.join(tables[:5])}); give another history file ({HISTORY_OPTION})"
-                )
-        if len(applied) == SCHEMA_VERSION or not migrate:
-            return
-        if self.readonly:
-            raise HistoryError(f"{self.path}: schema is older than this code's; open it "
-                               "once read-write (e.g. gate-report) to migrate it")
-        try:
-            self._write(lambda: migrations().apply(self.db))
-        except MigrationRefused as exc:
-            raise HistoryError(f"{self.path}: cannot migrate to this code's schema: {exc}; "
-                               "the file is unchanged") from None
-
-    def _retry(self, fn: Callable[[], _T]) -> _T:
-        # busy_timeout already waits inside SQLite; this outer loop covers the cases
-        # where SQLite returns BUSY without calling the handler (lock upgrades in WAL).
-        deadline = time.monotonic() + self.busy_timeout_s
-        delay = 0.005
-        while True:
-            try:
-                return fn()
-            except sqlite3.OperationalError as exc:
-                message = str(exc).lower()
-                if "locked" not in message and "busy" not in message:
-                    raise
-                if time.monotonic() > deadline:
-                    raise HistoryError(f"{self.path}: {exc}; another process holds the "
-                                       "file for too long, retry later") from exc
-                time.sleep(delay * (1 + random.random()))
-                delay = min(delay * 2, 0.5)
-
-    def _write(self, fn: Callable[[], _T]) -> _T:
-        """Run `fn` in one BEGIN IMMEDIATE transaction, retried while the file is locked."""
-        if self.readonly:
-            raise HistoryError(f"{self.path}: opened read-only; open it without readonly "
-                               "to write")
-
-        def attempt() -> _T:
-            self.conn.execute("BEGIN IMMEDIATE")
-            try:
-                result = fn()
-                self.conn.execute("COMMIT")
-            except BaseException:
-                if self.conn.in_transaction:
-                    self.conn.execute("ROLLBACK")
-                raise
-            return result
-
-        try:
-            return self._retry(attempt)
-        except sqlite3.DatabaseError as exc:
-            raise _corrupt(self.path, exc) from exc
-
-    def _fail(self, exc: BaseException) -> HistoryError:
-        """The `HistoryError` (naming the file and the fix) for a database error."""
-        return _corrupt(self.path, exc)
-
-    @property
-    def schema_version(self) -> int:
-        """Number of schema migrations applied to this file."""
-        return len(self._applied())
-
-    def check(self) -> None:
-        """Run SQLite's integrity check; raise `HistoryError` if the file is damaged."""
-        result = [r[0] for r in self.conn.execute("PRAGMA quick_check").fetchall()]
-        if result != ["ok"]:
-            raise HistoryError(f"{self.path}: integrity check failed ({result[0]}); restore "
-                               "it from a backup or CI artifact")
-
-
 class History:
     """A history: its runs, tests, metrics and verdicts. Use as a context manager or call
     `close()`. `gates.store.open.open_history` opens one on a file or a database URL.
 
     Built from parts, not inherited: ``backend`` holds the connection, transactions and
     schema guard (`SqliteBackend` by default; `gates.store.pg.PgBackend`); this class
-    opens and closes it, holds the writer lock and keeps the per-run reads. Each other
-    part owns its SQL and is named for what it serves: ``run_writes`` (`RunWrites`:
-    runs, tests, trust, verdicts), ``after_writes`` (`AfterWrites`: acceptances,
-    bisects, notifications, import maps), ``baseline_reads`` (the gate's inputs),
-    ``report_reads`` (reports, health), ``planning_reads`` (durations, plans, units),
+    opens and closes it, holds the writer lock and runs transactions. Each other part
+    owns its SQL and is named for what it serves: ``run_writes`` (`RunWrites`: runs,
+    tests, trust, verdicts), ``after_writes`` (`AfterWrites`: acceptances, bisects,
+    notifications, import maps), ``baseline_reads`` (the gate's inputs),
+    ``report_reads`` (reports, and one run or metric for the commands: its row, tests,
+    metrics, verdicts, trust log ...), ``health_reads`` (CI health),
+    ``planning_reads`` (durations, plans, units),
     ``merge_reads`` (whole runs for merges and snapshots) and ``fleet_sql``. Callers
     call the part (``h.run_writes.record_run(...)``); nothing here hands a call on.
     Every part runs its SQL on the one connection.
@@ -420,6 +236,7 @@ class History:
         self.conn = self.backend.conn
         self.baseline_reads = BaselineReads(self)
         self.report_reads = ReportReads(self)
+        self.health_reads = HealthReads(self)
         self.fleet_sql = FleetSQL(self)
         self.run_writes = RunWrites(self)
         self.after_writes = AfterWrites(self)
@@ -495,276 +312,6 @@ class History:
             raise self.backend._fail(exc) from exc
         names = [d[0] for d in cursor.description]
         return [dict(zip(names, row, strict=True)) for row in cursor.fetchall()]
-
-    # ------------------------------------------------------------------ reads
-
-    def _run_suite(self, run_id: str) -> str | None:
-        row = self.conn.execute("SELECT suite FROM runs WHERE run_id = ?", (run_id,)).fetchone()
-        return None if row is None else row[0]
-
-    def run(self, run_id: str) -> dict[str, Any] | None:
-        """The `runs` row of `run_id` with `hardware` decoded, or None."""
-        rows = self._rows("SELECT * FROM runs WHERE run_id = ?", (run_id,))
-        return decode_run(rows[0]) if rows else None
-
-    def runs(self, suite: str | None = None, *, limit: int = 100,
-             status: str | None = None) -> list[dict[str, Any]]:
-        """Runs newest first, optionally of one suite and/or status."""
-        clauses, params = [], []
-        if suite is not None:
-            clauses.append("suite = ?")
-            params.append(suite)
-        if status is not None:
-            clauses.append("status = ?")
-            params.append(status)
-        where = f"WHERE {' AND '.join(clauses)}" if clauses else ""
-        rows = self._rows(f"SELECT * FROM runs {where} ORDER BY started_at DESC, run_id "
-                          "LIMIT ?", [*params, limit])
-        return [decode_run(r) for r in rows]
-
-    def tests(self, run_id: str) -> list[dict[str, Any]]:
-        """The run's test rows, by attempt then nodeid."""
-        return self._rows("SELECT * FROM tests WHERE run_id = ? ORDER BY attempt, nodeid",
-                          (run_id,))
-
-    def outcome_counts(self, run_id: str, attempt: int | None = None) -> dict[str, int]:
-        """{outcome: count} of a run (all attempts unless one is given)."""
-        sql = "SELECT outcome, count(*) FROM tests WHERE run_id = ?"
-        params: list[Any] = [run_id]
-        if attempt is not None:
-            sql += " AND attempt = ?"
-            params.append(attempt)
-        return dict(self.conn.execute(sql + " GROUP BY outcome", params).fetchall())
-
-    def metrics(self, run_id: str) -> list[dict[str, Any]]:
-        """The run's metric rows, each with its ``samples`` list, by attempt, nodeid, key."""
-        rows = self._rows("SELECT * FROM metrics WHERE run_id = ? "
-                          "ORDER BY attempt, nodeid, key", (run_id,))
-        return with_samples(self.conn, rows)
-
-    def verdicts(self, run_id: str, attempt: int | None = None) -> list[dict[str, Any]]:
-        """Saved verdict rows of a run (``detail`` decoded), by attempt then insertion."""
-        sql = "SELECT * FROM verdicts WHERE run_id = ?"
-        params: list[Any] = [run_id]
-        if attempt is not None:
-            sql += " AND attempt = ?"
-            params.append(attempt)
-        rows = self._rows(sql + " ORDER BY attempt, id", params)
-        for row in rows:
-            row["detail"] = json.loads(row["detail"]) if row["detail"] else None
-        return rows
-
-    def trust_log(self, run_id: str | None = None) -> list[dict[str, Any]]:
-        """Trust changes, oldest first (of one run, or all)."""
-        if run_id is None:
-            return self._rows("SELECT * FROM trust_log ORDER BY id")
-        return self._rows("SELECT * FROM trust_log WHERE run_id = ? ORDER BY id", (run_id,))
-
-    # ------------------------------------------------------- after the verdict
-
-    def acceptances(self, suite: str | None = None) -> list[dict[str, Any]]:
-        """Acceptances oldest first: all, or those that may apply to ``suite``."""
-        if suite is None:
-            return self._rows("SELECT * FROM acceptances ORDER BY id")
-        return self._rows("SELECT * FROM acceptances WHERE suite IS NULL OR suite = ? "
-                          "ORDER BY id", (suite,))
-
-    def commit_start(self, commit: str) -> str | None:
-        """The earliest start time of a run of ``commit`` (sha or prefix), or None."""
-        return self.conn.execute(
-            "SELECT min(started_at) FROM runs WHERE commit_sha LIKE ? ESCAPE '\\'",
-            (like_prefix(commit),)).fetchone()[0]
-
-    def metric_keys(self, suite: str | None = None) -> list[str]:
-        """Every metric key recorded (in ``suite``), sorted."""
-        if suite is None:
-            rows = self.conn.execute("SELECT DISTINCT key FROM metrics ORDER BY key")
-        else:
-            rows = self.conn.execute("SELECT DISTINCT key FROM metrics WHERE suite = ? "
-                                     "ORDER BY key", (suite,))
-        return [r[0] for r in rows]
-
-    def key_tests(self, key: str, suite: str | None = None) -> list[dict[str, Any]]:
-        """The tests that recorded ``key`` (nodeid, path, suite, better, runs), most runs
-        first."""
-        sql = ("SELECT m.nodeid, max(t.path) AS path, m.suite, max(m.better) AS better, "
-               "count(DISTINCT m.run_id) AS runs "
-               "FROM metrics m LEFT JOIN tests t ON t.run_id = m.run_id "
-               "AND t.attempt = m.attempt AND t.nodeid = m.nodeid WHERE m.key = ?")
-        params: list[Any] = [key]
-        if suite is not None:
-            sql += " AND m.suite = ?"
-            params.append(suite)
-        return self._rows(sql + " GROUP BY m.nodeid, m.suite ORDER BY runs DESC, m.nodeid",
-                          params)
-
-    def key_verdicts(self, suite: str, key: str, fingerprint: str | None, *,
-                     until: str | None = None, limit: int = 200) -> list[dict[str, Any]]:
-        """Verdict rows of ``key`` in complete runs of ``suite`` (confirm reruns too),
-        newest run first: run_id, confirm_of, commit, started_at, verdict, id."""
-        sql = ("SELECT r.run_id, r.confirm_of, r.commit_sha AS \"commit\", r.started_at, "
-               "v.verdict, v.id FROM verdicts v JOIN runs r ON r.run_id = v.run_id "
-               "WHERE r.suite = ? AND v.key = ? AND r.status = 'complete'")
-        params: list[Any] = [suite, key]
-        if fingerprint is not None:
-            sql += " AND r.fingerprint = ?"
-            params.append(fingerprint)
-        if until is not None:
-            sql += " AND r.started_at <= ?"
-            params.append(until)
-        return self._rows(sql + " ORDER BY r.started_at DESC, v.id DESC LIMIT ?",
-                          [*params, limit])
-
-    def runs_by_ref(self, ref: str, *, suite: str | None = None, limit: int = 40,
-                    trusted_only: bool = False) -> tuple[str, list[dict[str, Any]]]:
-        """(what ``ref`` named, its complete top-level runs newest first): a run id (or a
-        prefix of >= 6 characters), else a commit (prefix >= 7), a branch, a fingerprint.
-        Confirm reruns are left out (one value per CI run); ``suite`` narrows;
-        ``trusted_only`` keeps trusted runs (a baseline)."""
-        base = "status = 'complete' AND confirm_of IS NULL"
-        if trusted_only:
-            base += " AND trusted = 1"
-        params: list[Any] = []
-        if suite is not None:
-            base += " AND suite = ?"
-            params.append(suite)
-        tries: list[tuple[str, str, list[Any]]] = [("run", "run_id = ?", [ref])]
-        if len(ref) >= 6:
-            tries.append(("run", "run_id LIKE ? ESCAPE '\\'", [like_prefix(ref)]))
-        if len(ref) >= 7:
-            tries.append(("commit", "commit_sha LIKE ? ESCAPE '\\'", [like_prefix(ref)]))
-        tries += [("branch", "branch = ?", [ref]), ("fingerprint", "fingerprint = ?", [ref])]
-        for kind, clause, extra in tries:
-            rows = self._rows(f"SELECT * FROM runs WHERE {base} AND {clause} "
-                              "ORDER BY started_at DESC, run_id LIMIT ?",
-                              [*params, *extra, limit])
-            if rows:
-                if kind == "run" and len({r["run_id"] for r in rows}) > 1:
-                    raise HistoryError(f"{ref!r} matches {len(rows)} run ids; give more "
-                                       "characters")
-                return kind, [decode_run(r) for r in rows]
-        return "", []
-
-    def bisects(self, key: str | None = None) -> list[dict[str, Any]]:
-        """Stored bisections, newest first (of one key, or all), evidence decoded."""
-        sql, params = "SELECT * FROM bisects", []
-        if key is not None:
-            sql += " WHERE key = ?"
-            params.append(key)
-        rows = self._rows(sql + " ORDER BY id DESC", params)
-        for r in rows:
-            r["evidence"] = json.loads(r["evidence"]) if r["evidence"] else {}
-        return rows
-
-    def notifications(self, channel: str) -> list[dict[str, Any]]:
-        """The notifications of ``channel`` marked sent, oldest first."""
-        return self._rows("SELECT channel, dedupe, run_id, at FROM notifications WHERE "
-                          "channel = ? ORDER BY id", [channel])
-
-    # ------------------------------------------------------------ import maps
-
-    # ---------------------------------------------------------------- bundles
-
-# ------------------------------------------------------------------- helpers
-
-
-# A location that is no file path, reaching the store without the entry points' check
-# (`ci_register.planning.history_value.history_problem`): a URL of another scheme (Path
-# folds its "//"), or a libpq key=value string. Taken as a path, it became an SQLite file
-# (or folders) named after it, password included, and nothing reached the database meant.
-_URL_LIKE = re.compile(r"(?i)^([a-z][a-z0-9+.-]+):/")
-
-
-def _not_a_path(text: str) -> str | None:
-
-    url = _URL_LIKE.match(text)
-    if url:
-        return (f"a {url.group(1)}: URL, not a history file path; a history is a file path or "
-                f"a postgresql:// URL ({HISTORY_OPTION})")
-    if is_conninfo(text):
-        return ("a key=value connection string, not a history file path; write it as a URL: "
-                f"postgresql://USER:PASSWORD@HOST:PORT/DBNAME ({HISTORY_OPTION})")
-    return None
-
-
-def check_file(path: Path, *, create: bool) -> None:
-    """Raise ``HistoryError`` (naming the fix) unless ``path`` can be a history file:
-    a URL or connection string given for one, missing (unless ``create``), a directory,
-    a FIFO or device, unreadable, or not SQLite."""
-    problem = _not_a_path(os.fspath(path))
-    if problem:
-        raise HistoryError(f"history location: {problem}")
-    if not path.exists():
-        if not create:
-            raise HistoryError(f"{path}: no such history; check the path ({HISTORY_OPTION}) "
-                               "or run a suite to create it")
-        return
-    if path.is_dir():
-        raise HistoryError(f"{path}: is a directory; give a file path ({HISTORY_OPTION})")
-    if not path.is_file():
-        # Opening a FIFO to read its header blocks until a writer comes: forever.
-        raise HistoryError(f"{path}: not a regular file (a FIFO, socket or device); give a "
-                           f"history file path ({HISTORY_OPTION})")
-    try:
-        with path.open("rb") as handle:
-            header = handle.read(len(_SQLITE_MAGIC))
-    except OSError as exc:
-        raise HistoryError(f"{path}: cannot read ({exc}); check its permissions") from exc
-    if header and header != _SQLITE_MAGIC:
-        raise HistoryError(f"{path}: not an SQLite database; move it away or give another "
-                           f"history file ({HISTORY_OPTION})")
-
-
-def _connect(path: Path, readonly: bool,
-             timeout: float = BUSY_TIMEOUT_S) -> sqlite3.Connection:
-    if not readonly:
-        return sqlite3.connect(path, timeout=timeout)
-    uri = path.resolve().as_uri()
-    conn = sqlite3.connect(uri + "?mode=ro", uri=True, timeout=timeout)
-    try:
-        conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
-        return conn
-    except sqlite3.OperationalError as exc:
-        # SQLite says "unable to open" or, for a WAL file whose -shm it cannot create
-        # (SQLITE_READONLY_CANTINIT), "attempt to write a readonly database".
-        if "unable to open" not in str(exc) and "readonly" not in str(exc):
-            return conn  # locked, busy: the caller's retries and messages handle it
-        conn.close()
-        # A WAL file in a read-only folder: SQLite cannot create its -shm index. With
-        # no -wal file beside it, every write is in the file itself, and reading it as
-        # immutable is exact.
-        wal = path.with_name(path.name + "-wal")
-        if wal.exists() and wal.stat().st_size:
-            raise HistoryError(
-                f"{path}: in a read-only folder with an unmerged write-ahead log ({wal.name}); "
-                "copy both files to a writable folder and read the copy") from None
-        return sqlite3.connect(uri + "?mode=ro&immutable=1", uri=True, timeout=timeout)
-    except sqlite3.DatabaseError:
-        return conn  # not a database: the first read in History says so, with the fix
-
-
-def _corrupt(path: Path, exc: BaseException) -> HistoryError:
-    if isinstance(exc, HistoryError):
-        return exc
-    if any(word in str(exc).lower() for word in ("locked", "busy")):
-        return HistoryError(f"{path}: {exc}; another process holds the file for too long, "
-                            "retry later")
-    text = str(exc).lower()
-    if "disk is full" in text:
-        return HistoryError(f"{path}: {exc}; free space on its filesystem (or give another "
-                            f"history file, {HISTORY_OPTION}), then run again")
-    if "disk i/o error" in text:
-        return HistoryError(f"{path}: {exc}; the disk refused a read or write (full, failing "
-                            "or gone): check its filesystem, then run again")
-    if "readonly database" in text or "read-only file system" in text:
-        return HistoryError(f"{path}: {exc}; the file or its folder cannot be written: make "
-                            f"it writable, or give another history file ({HISTORY_OPTION})")
-    if isinstance(exc, (sqlite3.OperationalError, sqlite3.ProgrammingError,
-                        sqlite3.IntegrityError)):
-        # A bad query or constraint, not a damaged file.
-        return HistoryError(f"{path}: {exc}")
-    return HistoryError(f"{path}: unreadable or corrupt SQLite file ({exc}); restore it from "
-                        "a backup or CI artifact, or move it away to start a new history")
 
 
 class _ReadCopy(History):

@@ -9,6 +9,7 @@ from typing import Any
 
 from gates.store.records import HistoryError
 from gates.store.run_writes import _drop
+from gates.store.schema import with_samples
 
 __all__ = ["MergeReads"]
 
@@ -24,10 +25,12 @@ class MergeReads:
         runs = self._h._rows("SELECT * FROM runs WHERE run_id = ?", (run_id,))
         if not runs:
             raise HistoryError(f"{self._h.path}: no run {run_id}")
-        metrics = self._h.metrics(run_id)
+        metrics = with_samples(self._h.conn, self._h._rows(
+            "SELECT * FROM metrics WHERE run_id = ? ORDER BY attempt, nodeid, key", (run_id,)))
         return {
             "run": _drop(runs[0], "num"),
-            "tests": [_drop(r, "id") for r in self._h.tests(run_id)],
+            "tests": [_drop(r, "id") for r in self._h._rows(
+                "SELECT * FROM tests WHERE run_id = ? ORDER BY attempt, nodeid", (run_id,))],
             "metrics": [_drop(r, "id") for r in metrics],
             "plan_files": self._h._rows("SELECT * FROM plan_files WHERE run_id = ? ORDER BY path",
                                      (run_id,)),
@@ -48,7 +51,8 @@ class MergeReads:
         }
 
     def has_run(self, run_id: str) -> bool:
-        return self._h._run_suite(run_id) is not None
+        return self._h.conn.execute("SELECT 1 FROM runs WHERE run_id = ?",
+                                    (run_id,)).fetchone() is not None
 
     def run_ids(self) -> list[str]:
         return [r[0] for r in self._h.conn.execute("SELECT run_id FROM runs ORDER BY started_at")]

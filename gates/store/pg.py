@@ -38,7 +38,7 @@ from functools import lru_cache
 from typing import Any, TypeVar
 
 from gates.store.backend import display_location, hide_url_secrets, history_location
-from gates.store.history import BUSY_TIMEOUT_S, HISTORY_OPTION, History, HistoryError
+from gates.store.history import BUSY_TIMEOUT_S, History, HistoryError
 from gates.store.pg_schema import (
     MIGRATIONS_TABLE,
     PACK_SAMPLES,
@@ -46,6 +46,7 @@ from gates.store.pg_schema import (
     PG_MIGRATIONS,
 )
 from gates.store.provenance import utc_now
+from gates.store.records import HISTORY_OPTION
 from gates.store.schema import BY_NUM, BY_RUN_ID, TEXT_REFS, pack_samples
 
 try:

@@ -15,7 +15,8 @@ __all__ = ["PlanningReads"]
 
 
 class PlanningReads:
-    """``History.planning_reads``: units, file durations, plans and import maps."""
+    """``History.planning_reads``: units, file durations (and the fingerprint they are
+    read for), plans and import maps."""
 
     def __init__(self, store: Any) -> None:  # the History it is part of (no import: a cycle)
         self._h = store
@@ -48,6 +49,13 @@ class PlanningReads:
             if row is not None:
                 out[key] = (row[0], row[1])
         return out
+
+    def latest_trusted_fingerprint(self, suite: str) -> str | None:
+        """The hardware fingerprint of the suite's newest complete, trusted run."""
+        rows = self._h._rows(
+            "SELECT fingerprint FROM runs WHERE suite = ? AND status = 'complete' "
+            "AND trusted = 1 ORDER BY started_at DESC, run_id LIMIT 1", (suite,))
+        return rows[0]["fingerprint"] if rows else None
 
     def file_durations(self, suite: str, fingerprint: str,
                        limit: int = 15) -> dict[str, list[float]]:

@@ -37,6 +37,9 @@ STATUSES = ("incomplete", "complete", "interrupted", "crashed", "gate-unfinished
 GATE_UNFINISHED = "gate-unfinished"
 GATE_ERROR = "gate-error"
 BUSY_TIMEOUT_S = 60.0
+# Where a history path comes from, as users give it: `nox -s SUITE -- --history PATH` and
+# `gate-report --history PATH`, pytest's own `--gates-history PATH`, or the environment.
+HISTORY_OPTION = "--history PATH, pytest's --gates-history PATH, or GATES_HISTORY"
 STALE_NOTE = ("its writer died without closing the run (closed as crashed by the next "
               "writer on this host)")
 PENDING = ":pending"  # notifications: a claim, not yet answered 2xx

@@ -40,6 +40,12 @@ class RunWrites:
     def __init__(self, store: Any) -> None:  # the History it is part of (no import: a cycle)
         self._h = store
 
+    def _suite_of(self, run_id: str) -> str | None:
+        """The suite of the stored run ``run_id``; None where there is none."""
+        row = self._h.conn.execute("SELECT suite FROM runs WHERE run_id = ?",
+                                   (run_id,)).fetchone()
+        return None if row is None else row[0]
+
     def start_run(self, provenance: Provenance) -> int:
         """Insert the run's provenance as ``incomplete`` (kept if the run id exists).
 
@@ -49,7 +55,7 @@ class RunWrites:
         row = _run_row(provenance, status="incomplete", exit_status=None)
 
         def insert() -> int:
-            existing = self._h._run_suite(provenance.run_id)
+            existing = self._suite_of(provenance.run_id)
             if existing is None:
                 _insert(self._h.conn, "runs", [row])
             elif existing != provenance.suite:
@@ -167,7 +173,7 @@ class RunWrites:
         _check_outcomes(self._h.path, record.tests)
 
         def write() -> int:
-            existing = self._h._run_suite(prov.run_id)
+            existing = self._suite_of(prov.run_id)
             if existing is not None and existing != prov.suite:
                 raise HistoryError(f"{self._h.path}: run id {prov.run_id} already belongs to "
                                    f"suite {existing!r}; pass a fresh --gates-run-id")
@@ -285,7 +291,7 @@ class RunWrites:
             prepared.append(out)
 
         def write() -> int:
-            if self._h._run_suite(run_id) is None:
+            if self._suite_of(run_id) is None:
                 raise HistoryError(f"{self._h.path}: no run {run_id}; record the run before "
                                    "saving its verdicts")
             for attempt in sorted({r["attempt"] for r in prepared}):
