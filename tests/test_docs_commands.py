@@ -105,7 +105,7 @@ HOW: list[tuple[str, How]] = [
                                          out=r"1 new run", why="the shard: the CPU run recorded above")),
     ("gate-report health --history history.db --suite base-b-1gpu", How(out=r"CI health of base-b-1gpu")),
     ("gate-report --history history.db --suite base-b-1gpu --format html", How(out=r"")),
-    ("gate-report --history history.db  ", How(out=r"^base-b-1gpu @ ", why="the committed history's latest run")),
+    ("gate-report --history history.db  ", How(out=r"^cpu, serving-cpu @ ", why="the committed history's newest commit")),
     ("gate-report  ", How(out=r"^cpu @ [\s\S]*note: reading \.gates/local-history\.db",
                          why="after `nox -s cpu` outside CI: the run it just recorded, and which file")),
     ("nox -s rerun -- suites/kernels/test_flashinfer_decode.py::", How(
