@@ -759,8 +759,16 @@ def test_the_watchdogs_marking_of_a_dead_runners_run_is_bounded(monkeypatch, cap
     monkeypatch.setenv("GATES_STEP_TIMEOUT_S", "0.5")
     monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(b"")))  # the runner is gone
     monkeypatch.setattr(watchdog, "group_members", lambda pgid: [])
+    # The watchdog ignores Ctrl-C and SIGHUP for the rest of its own process's life; run
+    # in this one, it must leave them as they were: a Ctrl-C test after it in the same
+    # process (pytest-xdist's order) had its child inherit the ignored SIGINT: exit 2, not 130.
+    handlers = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGHUP)}
     began = time.monotonic()
-    assert watchdog.main(["999999", "1", "sleep", "30"]) == 1
+    try:
+        assert watchdog.main(["999999", "1", "sleep", "30"]) == 1
+    finally:
+        for sig, handler in handlers.items():
+            signal.signal(sig, handler)
     assert time.monotonic() - began < 30  # cut at 0.5 s, not the step's own 30 s
     assert "marking its run ran past 0.5 s (GATES_STEP_TIMEOUT_S)" in capsys.readouterr().err
 
