@@ -185,6 +185,23 @@ def test_a_program_that_switches_the_tracers_events_off_makes_it_incomplete(monk
     assert "events" in (tmp_path / "sink").read_text()
 
 
+
+# The same two escapes against the real sys.monitoring, in a traced process (Python >= 3.12).
+TAKE_TOOL = ("import sys, pkg.core\ntool = sys.modules['_ci_register_executed']._PROCESS._tool\n"
+             "sys.monitoring.use_tool_id(tool, 'my profiler')\n"
+             "assert sys.monitoring.get_tool(tool) == 'my profiler'\npkg.core.used()\n")
+EVENTS_OFF = ("import sys, pkg.core\nfor tool in range(6):\n    if sys.monitoring.get_tool(tool):\n"
+              "        sys.monitoring.set_events(tool, 0)\npkg.core.used()\n")
+
+
+@pytest.mark.skipif(sys.version_info < (3, 12), reason="the real sys.monitoring is Python >= 3.12")
+@pytest.mark.parametrize("program", [TAKE_TOOL, EVENTS_OFF], ids=["tool id taken", "events off"])
+def test_real_sys_monitoring_escapes_make_the_record_incomplete(tmp_path, program):
+    write(tmp_path, {"pkg/__init__.py": "", "pkg/core.py": CORE})
+    record, r = traced(tmp_path, program)
+    assert r.returncode == 0, r.stderr  # the program gets what it asked for
+    assert executed.incomplete_reason(record) is not None, record
+
 # ------------------------------------------------------------ source read rather than run
 
 def test_a_body_change_under_a_jit_decorator_is_structural():
