@@ -137,6 +137,8 @@ try:
 except CatalogError as _exc:  # one line naming file, line and fix; never a traceback
     print(f"error: {_exc}", file=sys.stderr)
     raise SystemExit(2) from None
+TEST_WORKERS = ("-n", "2", "--dist", "loadfile", "--no-loadscope-reorder")  # pytest-xdist (dev extra)
+
 # Only CPU-safe sessions run by default: the framework's tests and the cpu suite, or the
 # catalog's CPU suites when it has none of that name (never a name nox cannot find).
 nox.options.sessions = ["tests", *(["cpu"] if "cpu" in CATALOG.suites else default_sessions(CATALOG))]
@@ -146,7 +148,11 @@ nox.options.sessions = ["tests", *(["cpu"] if "cpu" in CATALOG.suites else defau
 def tests(session: nox.Session) -> None:
     """The framework's own tests (CPU only; the store's on SQLite and PostgreSQL)."""
     _install_project(session, "cpu", "dev", "postgres")
-    args = session.posargs or ["tests"]
+    # Two pytest-xdist workers, one test file each at a time (a file's module fixtures are
+    # built once; its tests run in order, as alone): on a 2-core machine the suite takes
+    # about half the wall time (benchmarks/results/test_suite_time.md). Arguments after
+    # `--` replace all of this: `nox -s tests -- tests/test_stats.py -x` runs in one process.
+    args = session.posargs or [*TEST_WORKERS, "tests"]
     # pytest exit 5 means "no tests collected": here that is a broken tree, never a pass.
     session.run("python", "-m", "pytest", *args, success_codes=[0])
 

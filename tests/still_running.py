@@ -20,14 +20,20 @@ __all__ = ["ENV", "pytest_configure", "pytest_runtest_logfinish", "pytest_runtes
            "pytest_unconfigure"]
 
 ENV = "TESTS_STILL_RUNNING_S"
-_state: dict = {"fd": None, "timer": None, "every": 30.0}
+_state: dict = {"fd": None, "every": 30.0, "timers": {}}  # timers: nodeid -> its next beat
 _lock = threading.Lock()  # a beat and the test's end never interleave
 
 
-def _stop() -> None:
+def _stop(nodeid: str | None = None) -> None:
+    """Cancel the beats of one test (None: of every test)."""
     with _lock:
-        timer, _state["timer"] = _state["timer"], None
-    if timer is not None:
+        timers = _state["timers"]
+        gone = list(timers.values()) if nodeid is None else [t for t in (timers.get(nodeid),) if t]
+        if nodeid is None:
+            timers.clear()
+        else:
+            timers.pop(nodeid, None)
+    for timer in gone:
         timer.cancel()
 
 
@@ -36,7 +42,10 @@ def pytest_configure(config: pytest.Config) -> None:
         every = float(os.environ.get(ENV, "30"))
     except ValueError:
         raise pytest.UsageError(f"{ENV}={os.environ[ENV]!r}: give seconds (0 turns it off)") from None
-    if every > 0:
+    # Under pytest-xdist (`nox -s tests` runs `-n 2`) a worker's stdout is not the
+    # terminal; the controller hears every worker's test start and end through these same
+    # hooks and writes the lines, one timer per running test.
+    if every > 0 and not hasattr(config, "workerinput"):
         _state.update(fd=os.dup(1), every=every)
 
 
@@ -48,7 +57,7 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 
 
 def pytest_runtest_logstart(nodeid: str, location: tuple) -> None:
-    _stop()
+    _stop(nodeid)
     fd = _state["fd"]
     if fd is None:
         return
@@ -56,7 +65,7 @@ def pytest_runtest_logstart(nodeid: str, location: tuple) -> None:
 
     def beat() -> None:
         with _lock:
-            if _state["timer"] is not timer_box[0]:
+            if _state["timers"].get(nodeid) is not timer_box[0]:
                 return  # the test finished meanwhile
             line = f"\n[still running after {time.monotonic() - start:.0f} s: {nodeid}]\n"
             try:
@@ -68,7 +77,7 @@ def pytest_runtest_logstart(nodeid: str, location: tuple) -> None:
     def schedule() -> None:
         timer = threading.Timer(_state["every"], beat)
         timer.daemon = True
-        timer_box[0] = _state["timer"] = timer
+        timer_box[0] = _state["timers"][nodeid] = timer
         timer.start()
 
     timer_box: list = [None]
@@ -77,4 +86,4 @@ def pytest_runtest_logstart(nodeid: str, location: tuple) -> None:
 
 
 def pytest_runtest_logfinish(nodeid: str, location: tuple) -> None:
-    _stop()
+    _stop(nodeid)
