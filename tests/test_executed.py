@@ -397,3 +397,31 @@ def test_the_nox_session_hands_its_tracer_to_the_runner(monkeypatch, tmp_path):
     assert env["PYTHONPATH"].split(os.pathsep)[:2] == [str(executed.SITE_DIR), "/mine"]
     # Only nox's own process starts that tracer (a test importing the module does not).
     assert nox_sessions.in_nox(["/usr/bin/nox", "-s", "cpu"]) and not nox_sessions.in_nox(["pytest"])
+
+
+def test_maps_recorded_before_the_base_are_judged_on_the_change_since_them(tmp_path):
+    """select_in_tree hands the change since the maps' commits to the suites without an
+    executed record (select_by_suite's maps_since): several commits are merged."""
+    from ci_register.planning.evidence import maps_change, merge_since
+
+    write(tmp_path, TREE)
+    git(tmp_path, "init", "-q", "-b", "main")
+    git(tmp_path, "add", "-A")
+    git(tmp_path, "commit", "-qm", "A")
+    a = git(tmp_path, "rev-parse", "HEAD")
+    (tmp_path / "pkg" / "core.py").write_text(MODULE.replace("return 1", "return 11"))
+    git(tmp_path, "commit", "-qam", "B")
+    b = git(tmp_path, "rev-parse", "HEAD")
+    (tmp_path / "README.md").write_text("x\n")
+    git(tmp_path, "add", "-A")
+    git(tmp_path, "commit", "-qm", "C")
+    since, notes = maps_change(tmp_path, {a, "f" * 40}, b, "HEAD")
+    assert since is not None and set(since.changed) == {"pkg/core.py", "README.md"}, since
+    assert since.bodies == {"pkg/core.py": ("used",)} and since.to_base == (("M", "pkg/core.py"),)
+    assert any("outside the base's history" in n for n in notes), notes
+    assert maps_change(tmp_path, {b}, b, "HEAD")[0] is None  # recorded at the base: the change itself
+    # Merged: a path structural in one commit's change is structural in the merge.
+    one = since_record("a", [("M", "x.py")], {"x.py": ("def f():\n    return 1\n", "def f():\n    return 2\n")}, [])
+    two = since_record("b", [("M", "x.py")], {"x.py": ("def g():\n    return 1\n", "def f():\n    return 2\n")}, [])
+    both = merge_since([one, two])
+    assert one.bodies == {"x.py": ("f",)} and "x.py" not in both.bodies and "x.py" not in both.equal

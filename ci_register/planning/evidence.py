@@ -35,7 +35,8 @@ from ci_register.planning.record_check import row_problem
 from ci_register.planning.units import Change, diff_source
 
 __all__ = ["EXECUTED_MAP_PATH", "Evidence", "ExecutedRecord", "Since", "change_kinds", "change_since",
-           "executed_records", "not_executed", "record_problem", "since_record", "still_describes"]
+           "executed_records", "maps_change", "merge_since", "not_executed", "record_problem", "since_record",
+           "still_describes"]
 
 EXECUTED_MAP_PATH = "<executed>"  # ci_register.running.executed.EXECUTED_MAP_PATH (planning does not import running)
 _GIT_TIMEOUT_S = 120
@@ -164,6 +165,51 @@ def since_record(commit: str, status: list[tuple[str, str]], sources: Mapping[st
     equal, bodies = change_kinds(sources)
     return Since(commit, tuple(dict.fromkeys(path for _, path in status)), frozenset(equal), bodies,
                  None if to_base is None else tuple(to_base))
+
+
+def merge_since(items: Iterable[Since]) -> Since | None:
+    """One :class:`Since` standing for several record commits: every path any of them
+    changed; equal only where equal in each that changed it; bodies only where bodies (or
+    equal) in each, with every changed unit; ``to_base`` every path of each."""
+    items = list(items)
+    if not items:
+        return None
+    if len(items) == 1:
+        return items[0]
+    changed = tuple(dict.fromkeys(p for s in items for p in s.changed))
+    touched = {p: [s for s in items if p in s.changed] for p in changed}
+    equal = frozenset(p for p, ss in touched.items() if all(p in s.equal for s in ss))
+    bodies = {p: tuple(sorted({u for s in ss for u in s.bodies.get(p, ())})) for p, ss in touched.items()
+              if p not in equal and all(p in s.bodies or p in s.equal for s in ss)}
+    to_base = None if any(s.to_base is None for s in items) else tuple(
+        dict.fromkeys(x for s in items for x in (s.to_base or ())))
+    return Since(",".join(s.commit for s in items), changed, equal, bodies, to_base)
+
+
+def maps_change(root: Path, commits: Iterable[str], base_rev: str, head_rev: str) -> tuple[Since | None, list[str]]:
+    """(the change since the commits the import maps and runner map were recorded at, notes):
+    None when every one is the base. A commit unknown to git or outside the base's history
+    is named in the notes."""
+    base_sha = _git(root, "rev-parse", "--verify", "--end-of-options", f"{base_rev}^{{commit}}").stdout.decode().strip()
+    got: list[Since] = []
+    notes: list[str] = []
+    for commit in sorted(set(commits)):
+        if not _known(root, commit) or not _is_ancestor(root, commit, base_rev):
+            notes.append(f"import maps recorded at {commit[:10]}, a commit outside the base's history")
+            continue
+        full = _git(root, "rev-parse", "--verify", "--end-of-options", f"{commit}^{{commit}}").stdout.decode().strip()
+        if full == base_sha:
+            continue
+        one = change_since(root, commit, head_rev, base_rev)
+        if isinstance(one, str):
+            notes.append(f"import maps recorded at {commit[:10]}: {one}")
+            continue
+        got.append(one)
+    since = merge_since(got)
+    if since is not None:
+        notes.append(f"import maps recorded before the base (at {since.commit[:40]}): suites without an "
+                     f"executed record judge the {len(since.changed)} path(s) changed since")
+    return since, notes
 
 
 def still_describes(loaded: Iterable[str], since: Since, ignore: Iterable[str]) -> bool:

@@ -643,7 +643,7 @@ def select_in_tree(root: Path, catalog, tests: Iterable[str], changed: Sequence[
     ``ROOT/history.db``) recorded. With ``base`` (a git ref; the change is its merge base
     with HEAD to HEAD) and ``suites`` ({suite: registered paths}), function-level evidence
     too (:func:`select_by_suite`)."""
-    from ci_register.planning.evidence import executed_records, gather  # noqa: PLC0415
+    from ci_register.planning.evidence import executed_records, gather, maps_change  # noqa: PLC0415
     from ci_register.planning.imports import scan  # noqa: PLC0415
     from ci_register.planning.recorded_imports import recorded_maps  # noqa: PLC0415
 
@@ -670,6 +670,9 @@ def select_in_tree(root: Path, catalog, tests: Iterable[str], changed: Sequence[
         if merge_base:
             evidence = gather(root, merge_base, "HEAD", changed, records)
             ev_notes += evidence.notes
+            evidence.maps_since, got = maps_change(root, _map_commits(rows, now, config.map_max_age_days),
+                                                   merge_base, "HEAD")
+            ev_notes += got
         sel = select_by_suite(graph, suites, changed, config, maps, runner, evidence)
     else:
         sel = select_tests(graph, tests, changed, config, maps, runner)
@@ -681,6 +684,23 @@ def select_in_tree(root: Path, catalog, tests: Iterable[str], changed: Sequence[
                           *([held_ex] if held_ex else []), *notes, *runner_notes, *ev_notes,
                           *([f"no recorded import maps read ({problem}): the static graph alone"] if problem else [])])
     return sel
+
+
+def _map_commits(rows: Iterable[Mapping], now: datetime, max_age_days: float) -> set[str]:
+    """The commits of the import-map and runner-map rows selection uses (sound and fresh)."""
+    out = set()
+    for r in rows:
+        path, commit = r.get("path"), r.get("commit_sha")
+        if not isinstance(path, str) or path == "<executed>" or not commit or row_problem(r, now):
+            continue
+        try:
+            when = datetime.fromisoformat(str(r.get("recorded_at")).replace("Z", "+00:00"))
+        except ValueError:
+            continue
+        when = when if when.tzinfo else when.replace(tzinfo=UTC)
+        if (now - when).total_seconds() <= max_age_days * 86400:
+            out.add(str(commit))
+    return out
 
 
 def _merge_base(base: str, root: Path) -> str | None:
