@@ -50,7 +50,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from suitelib.attention import DECODE_BLOCKS  # noqa: E402
+from suitelib.attention import DECODE_BLOCKS, DECODE_PACED  # noqa: E402
 
 HQ, HKV, D, PAGE = 32, 8, 128, 16
 SHAPES = ((8, 32768), (32, 32768), (64, 32768))
@@ -59,6 +59,12 @@ PINNED = (8, 8192)  # the reference shape of perm_fa2ref (--diag)
 WORKSPACE_BYTES = 128 << 20  # FlashInfer's workspace, as the suite gives it
 OLD = {"samples": 5, "iters": 20, "warmup": 3}  # the suite's time_cuda arguments
 BLOCKS = dict(DECODE_BLOCKS)  # the suite's block timing
+PACED = dict(DECODE_PACED)  # the suite's paced block timing (the new measurement)
+# Paced variants (``--modes``): mode -> (overrides of PACED, reference: copy or none).
+PACED_MODES = {"paced": ({}, False), "paced_half": ({"pace": 0.5}, False),
+               "paced2": ({"pace": 2.0}, False), "paced_ref": ({}, True),
+               "settle_only": ({"pace": 0.0}, False)}
+DIAG_MODES = ("perm", "same", "alloc", "perm_fa2ref")
 
 
 def _key(shape: tuple[int, int]) -> str:
@@ -91,6 +97,29 @@ class _Clocks:
         except Exception:  # noqa: BLE001
             return None
 
+    def sm_reader(self, log: list[list[Any]]):
+        """A ``suitelib.blocks`` clock: the SM clock in MHz; each reading also appends
+        [SM MHz, power W, clock-event reasons] to ``log``. None without NVML."""
+        if self.nv is None:
+            return None
+        nv, h = self.nv, self.h
+        reasons = getattr(nv, "nvmlDeviceGetCurrentClocksEventReasons",
+                          getattr(nv, "nvmlDeviceGetCurrentClocksThrottleReasons", None))
+
+        def read() -> float | None:
+            row: list[Any] = []
+            for f in (lambda: nv.nvmlDeviceGetClockInfo(h, nv.NVML_CLOCK_SM),
+                      lambda: round(nv.nvmlDeviceGetPowerUsage(h) / 1e3, 1),
+                      lambda: reasons(h)):
+                try:
+                    row.append(f())
+                except Exception:  # noqa: BLE001 - diagnostics only
+                    row.append(None)
+            log.append(row)
+            return None if row[0] is None else float(row[0])
+
+        return read
+
     def read(self, where: str) -> dict[str, Any]:
         if self.nv is None:
             return {"where": where, "error": self.error}
@@ -110,13 +139,13 @@ class _Clocks:
         return out
 
 
-def _proc(out: Path, index: int, diag: bool) -> None:
+def _proc(out: Path, index: int, diag: bool, modes: tuple[str, ...] = ("perm", "paced")) -> None:
     import torch
 
     from suitelib import hardware as hw
     from suitelib.attention import POOL_SPARE_SHARE as SPARE
     from suitelib.attention import build_paged_kv, time_decode_blocks
-    from suitelib.blocks import copy_reference, time_cuda_blocks
+    from suitelib.blocks import NO_REFERENCE, copy_reference, time_cuda_blocks
     from suitelib.timing import time_cuda
 
     t_start = time.time()
@@ -152,8 +181,14 @@ def _proc(out: Path, index: int, diag: bool) -> None:
         q = torch.randn(shape[0], HQ, D, dtype=torch.bfloat16, device="cuda")
         w = paged.decode_wrapper(fi, workspace, HQ)
         o = torch.empty_like(q)
+        log: list[list[Any]] = []
+        read = clocks.sm_reader(log)
+        if read:
+            read()
         t = time_cuda(lambda: w.run(q, paged.cache, out=o), **OLD)
-        return {"samples": t.samples, "ptr": paged.cache.data_ptr()}
+        if read:
+            read()
+        return {"samples": t.samples, "ptr": paged.cache.data_ptr(), "nvml": log}
 
     def blocks(shape, mode: str) -> dict[str, Any]:
         b, kv = shape
@@ -180,12 +215,21 @@ def _proc(out: Path, index: int, diag: bool) -> None:
             w = p.decode_wrapper(fi, workspace, HQ)
             return lambda: w.run(q, p.cache, out=o)
 
-        if mode in ("perm", "perm_fa2ref"):  # what the suite records: suitelib's own helper
+        log: list[list[Any]] = []
+        if mode in PACED_MODES:  # the suite's paced blocks, or a variant of them
+            over, with_ref = PACED_MODES[mode]
             t = time_decode_blocks(fi, workspace, [kv] * b, HQ, HKV, D, page_size=PAGE,
-                                   reference=ref if mode == "perm" else pinned(), **BLOCKS)
+                                   config={**PACED, **over}, clock=clocks.sm_reader(log),
+                                   reference=ref if with_ref else NO_REFERENCE)
+        elif mode in ("perm", "perm_fa2ref"):  # what the suite records: suitelib's own helper
+            t = time_decode_blocks(fi, workspace, [kv] * b, HQ, HKV, D, page_size=PAGE,
+                                   reference=ref if mode == "perm" else pinned(),
+                                   clock=clocks.sm_reader(log), **BLOCKS)
         else:
-            t = time_cuda_blocks(setup, reference=ref, **BLOCKS)
-        return {"samples": t.samples, "reference": t.reference, "ptrs": ptrs}
+            t = time_cuda_blocks(setup, reference=ref, clock=clocks.sm_reader(log), **BLOCKS)
+        return {"samples": t.samples, "reference": t.reference, "ptrs": ptrs,
+                "clocks": t.clocks, "settle_clocks": t.settle_clocks, "gap_s": t.gap_s,
+                "nvml": log}
 
     # The suite's measurement first, in the suite's order, as a suite process starts.
     for shape in SHAPES:
@@ -197,7 +241,9 @@ def _proc(out: Path, index: int, diag: bool) -> None:
     rec["clocks"].append(clocks.read("after old"))
     order = list(SHAPES)[::-1] if (diag and index % 2) else list(SHAPES)
     rec["order"] = [_key(s) for s in order]
-    modes = ("perm", "same", "alloc", "perm_fa2ref") if diag else ("perm",)
+    if diag:
+        modes = tuple(dict.fromkeys((*modes, *DIAG_MODES)))
+    rec["modes"] = list(modes)
     for mode in modes:
         rec.setdefault(mode, {})
         for shape in order:
@@ -222,9 +268,10 @@ def _proc(out: Path, index: int, diag: bool) -> None:
     with out.open("a") as f:
         f.write(json.dumps(rec) + "\n")
     print(f"proc {index}: " + " ".join(
-        f"{k} old {1e3 * statistics.median(v['samples']):.4f} ms"
-        f" perm {1e3 * statistics.median(rec['perm'][k]['samples']):.4f} ms"
-        for k, v in rec["old"].items() if k in rec["perm"]), f"errors {len(rec['errors'])}",
+        f"{k} old {1e3 * statistics.median(v['samples']):.4f}" + "".join(
+            f" {m} {1e3 * statistics.median(rec[m][k]['samples']):.4f}"
+            for m in modes if k in rec.get(m, {}))
+        for k, v in rec["old"].items()) + " ms", f"errors {len(rec['errors'])}",
         f"{rec['wall_s']:.1f} s", flush=True)
 
 
@@ -300,7 +347,10 @@ METHODS = (("old", "old", False), ("perm", "perm", False), ("perm/copy", "perm",
            ("same", "same", False), ("same/copy", "same", True), ("alloc", "alloc", False),
            ("alloc/copy", "alloc", True), ("perm/fa2 b8_kv8192", "perm_fa2ref", True),
            ("copy (perm blocks)", "perm", "ref"), ("fa2 b8_kv8192 (ref)", "perm_fa2ref", "ref"),
-           ("old_again", "old_again", False))
+           ("old_again", "old_again", False), ("paced", "paced", False),
+           ("paced_half", "paced_half", False), ("paced2", "paced2", False),
+           ("paced_ref", "paced_ref", False), ("paced_ref/copy", "paced_ref", True),
+           ("settle_only", "settle_only", False))
 
 
 def summarize(recs: list[dict[str, Any]]) -> dict[str, Any]:
@@ -340,16 +390,17 @@ def summarize(recs: list[dict[str, Any]]) -> dict[str, Any]:
 
 def target_doc(summary: dict[str, Any], recs: list[dict[str, Any]]) -> dict[str, Any]:
     """Issue 56's figures per shape: ``sd_before`` (the suite's first measurement,
-    ``old``), ``sd_after`` (the block timing's raw block medians, what the suite records
-    as ``<key>/blocks/latency``) and ``sd_after_vs_copy`` (``<key>/blocks/vs_copy``), each
-    the SD of per-process medians over their median; every method's cell beside them."""
+    ``old``, ``<key>/latency``), ``sd_after`` (paced blocks, ``<key>/paced/latency``),
+    ``sd_blocks`` and ``sd_blocks_vs_copy`` (unpaced blocks, ``<key>/blocks/latency`` and
+    ``<key>/blocks/vs_copy``), each the SD of per-process medians over their median
+    (None where the method did not run); every method's cell beside them."""
     shapes = {}
     for k, row in summary.items():
         sd = {name: row[name]["sd_rel"] if name in row else None
-              for name in ("old", "perm", "perm/copy")}
-        shapes[k] = {"sd_before": sd["old"], "sd_after": sd["perm"],
-                     "sd_after_vs_copy": sd["perm/copy"], "processes": row["old"]["n"]
-                     if "old" in row else 0, "methods": row}
+              for name in ("old", "perm", "perm/copy", "paced")}
+        shapes[k] = {"sd_before": sd["old"], "sd_after": sd["paced"],
+                     "sd_blocks": sd["perm"], "sd_blocks_vs_copy": sd["perm/copy"],
+                     "processes": row["old"]["n"] if "old" in row else 0, "methods": row}
     return {"processes": len(recs), "gpu": recs[0].get("gpu") if recs else None,
             "shapes": shapes}
 
@@ -382,15 +433,18 @@ def spread_of_recorded(doc: dict[str, Any], min_runs: int = 3) -> list[str]:
 
 def series_doc(recs: list[dict[str, Any]], source: str) -> dict[str, Any]:
     """The processes' samples in ``history``'s JSON format (what ``series.suite_data``
-    reads), by GPU: ``old`` under the suite's ``<key>/latency``, ``perm`` under
-    ``<key>/blocks/latency`` and its ratios under ``<key>/blocks/vs_copy``; a process a
-    run, as the suite records them."""
+    reads), by GPU: ``old`` under the suite's ``<key>/latency``, ``paced`` under
+    ``<key>/paced/latency``, ``perm`` under ``<key>/blocks/latency`` and its ratios under
+    ``<key>/blocks/vs_copy``; a process a run, as the suite records them."""
     keys: dict[str, dict[str, list[list[float]]]] = {}
     for r in recs:
         gpu = r.get("uuid") or r.get("gpu") or "?"
         for shape, part in r.get("old", {}).items():
             keys.setdefault(f"attn/decode/fa2/{shape}/latency", {}).setdefault(gpu, []).append(
                 part["samples"])
+        for shape, part in r.get("paced", {}).items():
+            keys.setdefault(f"attn/decode/fa2/{shape}/paced/latency", {}).setdefault(
+                gpu, []).append(part["samples"])
         for shape, part in r.get("perm", {}).items():
             base = f"attn/decode/fa2/{shape}/blocks"
             keys.setdefault(f"{base}/latency", {}).setdefault(gpu, []).append(part["samples"])
@@ -413,6 +467,37 @@ def _launch_table(recs: list[dict[str, Any]]) -> list[str]:
     errs = sorted({f"{k}: {v}" for r in recs for k, v in r.get("launch", {}).items()
                    if k.endswith("/error")})
     return lines + [f"- {e}" for e in errs]
+
+
+def clock_table(recs: list[dict[str, Any]]) -> list[str]:
+    """Per block method and shape, the SM clock read after each block (NVML): its median,
+    lowest, the share of blocks at the highest clock any block saw, and how the
+    per-process medians of the time follow the per-process medians of the clock."""
+    fields = sorted({m for r in recs for m, v in r.items() if isinstance(v, dict)
+                     and any(isinstance(p, dict) and p.get("clocks") for p in v.values())})
+    top = max((c for r in recs for m in fields for p in r.get(m, {}).values()
+               for c in p.get("clocks") or [] if c), default=None)
+    if top is None:
+        return []
+    lines = ["| method | shape | blocks | median SM MHz | lowest | at the top clock "
+             f"({top:.0f}) | corr. of process medians: time, clock | settled (3 equal reads) |",
+             "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |"]
+    for m in fields:
+        for k in sorted({k for r in recs for k in r.get(m, {})},
+                        key=lambda k: int(k[1:k.index("_")])):
+            parts = [r[m][k] for r in recs if k in r.get(m, {})]
+            cs = [c for p in parts for c in p.get("clocks") or [] if c]
+            if not cs:
+                continue
+            t_med = [statistics.median(p["samples"]) for p in parts if p.get("clocks")]
+            c_med = [statistics.median([c for c in p["clocks"] if c] or [0]) for p in parts
+                     if p.get("clocks")]
+            settled = [len(p.get("settle_clocks") or []) >= 3
+                       and len(set(p["settle_clocks"][-3:])) == 1 for p in parts]
+            lines.append(f"| {m} | {k} | {len(cs)} | {statistics.median(cs):.0f} | {min(cs):.0f} | "
+                         f"{100 * sum(c == top for c in cs) / len(cs):.0f}% | "
+                         f"{_corr(t_med, c_med):.2f} | {sum(settled)}/{len(parts)} |")
+    return lines
 
 
 def _clock_lines(recs: list[dict[str, Any]]) -> list[str]:
@@ -439,7 +524,8 @@ def render(summary: dict[str, Any], recs: list[dict[str, Any]], title: str) -> s
             lines.append(f"| {k} | {name} | {c['n']} | {unit} | {100 * c['sd_rel']:.3f}% | "
                          f"{100 * c['within_sd_rel']:.3f}% | "
                          f"{'' if corr is None else f'{corr:.2f}'} |")
-    lines += ["", *_launch_table(recs), "", "Clock readings seen (NVML):", *_clock_lines(recs)]
+    lines += ["", *_launch_table(recs), "", "SM clock after each block (NVML):", "",
+              *clock_table(recs), "", "Clock readings seen (NVML):", *_clock_lines(recs)]
     errs = [e for r in recs for e in r.get("errors", [])]
     if errs:
         lines += ["", f"Errors ({len(errs)}):", *(f"- {e}" for e in errs[:20])]
@@ -510,6 +596,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", type=Path, required=True)
     p.add_argument("--index", type=int, default=0)
     p.add_argument("--diag", action="store_true")
+    p.add_argument("--modes", default="perm,paced",
+                   help="block methods after the old measurement, in order: "
+                        f"{', '.join(('perm', *PACED_MODES, *DIAG_MODES[1:]))}")
     s = sub.add_parser("summarize", help="spread across processes")
     s.add_argument("lines", type=Path)
     s.add_argument("--skip", type=int, default=0, help="first processes to leave out")
@@ -535,7 +624,14 @@ def main(argv: list[str] | None = None) -> int:
             return 2
         return 0
     if a.cmd == "proc":
-        _proc(a.out, a.index, a.diag)
+        modes = tuple(m for m in a.modes.split(",") if m)
+        known = ("perm", *PACED_MODES, *DIAG_MODES)
+        bad = [m for m in modes if m not in known]
+        if bad:
+            print(f"error: --modes {a.modes}: unknown {bad[0]!r}; known: {', '.join(known)}",
+                  file=sys.stderr)
+            return 2
+        _proc(a.out, a.index, a.diag, modes)
         return 0
     if a.cmd == "history":
         missing = [p for p in a.histories if not Path(p).is_file()]

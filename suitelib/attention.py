@@ -27,6 +27,7 @@ __all__ = [
     "PAD_V",
     "POOL_SPARE_SHARE",
     "DECODE_BLOCKS",
+    "DECODE_PACED",
     "time_decode_blocks",
 ]
 
@@ -225,25 +226,33 @@ POOL_SPARE_SHARE = 8  # spare pages: 1/8 of the requests' pages
 # (their recorded latencies, 0.38-3.0 ms a call), under a tenth of a warm `base-b-1gpu`
 # run (10-13 s in the committed history).
 DECODE_BLOCKS = {"blocks": 8, "iters": 8, "warmup": 2, "settle_s": 0.1}
+# Paced blocks (issue 56): as DECODE_BLOCKS, no reference, and after every call the GPU
+# idles as long as the call took, so the card stays under its power cap and its SM
+# clock where the load does not push it; before the first block the calls run untimed
+# (paced) until three SM clock readings in a row agree, at most 1 s.
+DECODE_PACED = {"blocks": 8, "iters": 8, "warmup": 2, "settle_s": 0.1, "pace": 1.0,
+                "settle_max_s": 1.0}
 
 
 def time_decode_blocks(fi, workspace: torch.Tensor, lengths: Sequence[int], num_qo_heads: int,
                        num_kv_heads: int, head_dim: int, *, page_size: int = 16,
-                       tensor_cores: bool = False, blocks: int | None = None,
-                       iters: int | None = None, warmup: int | None = None,
-                       settle_s: float | None = None, reference=None):
+                       tensor_cores: bool = False, config: dict | None = None,
+                       reference=None, clock=None, **overrides):
     """Batch decode timed in blocks, each on a fresh page table over one pool (a
     :class:`suitelib.blocks.BlockTiming`): the requests of ``lengths`` move to other
     pages every block, so where one page table's pages landed in device memory is one
     block of the run, not the run. Block ``b`` uses ``PagedKV.reseated(b + 1)``: the
     same page tables in every process, only their placement in memory differs.
-    ``blocks``, ``iters``, ``warmup``, ``settle_s``: ``DECODE_BLOCKS``'s where not given."""
+    ``config``: ``DECODE_BLOCKS`` (the default) or ``DECODE_PACED``; ``overrides``
+    (``blocks``, ``iters``, ``warmup``, ``settle_s``, ``pace``, ``settle_max_s``) replace
+    its values; ``reference`` and ``clock`` as ``time_cuda_blocks`` takes them."""
     from suitelib.blocks import time_cuda_blocks  # local: CUDA work only
 
-    blocks = DECODE_BLOCKS["blocks"] if blocks is None else blocks
-    iters = DECODE_BLOCKS["iters"] if iters is None else iters
-    warmup = DECODE_BLOCKS["warmup"] if warmup is None else warmup
-    settle_s = DECODE_BLOCKS["settle_s"] if settle_s is None else settle_s
+    kw = dict(DECODE_BLOCKS if config is None else config)
+    unknown = set(overrides) - {"blocks", "iters", "warmup", "settle_s", "pace", "settle_max_s"}
+    if unknown:
+        raise TypeError(f"time_decode_blocks: unknown timing argument(s) {sorted(unknown)}")
+    kw.update({k: v for k, v in overrides.items() if v is not None})
 
     need = sum(math.ceil(n / page_size) for n in lengths)
     pool = build_paged_kv(lengths, num_kv_heads=num_kv_heads, head_dim=head_dim,
@@ -258,5 +267,4 @@ def time_decode_blocks(fi, workspace: torch.Tensor, lengths: Sequence[int], num_
         w = p.decode_wrapper(fi, workspace, num_qo_heads, tensor_cores=tensor_cores)
         return lambda: w.run(q, p.cache, out=out)
 
-    return time_cuda_blocks(setup, reference=reference, blocks=blocks, iters=iters,
-                            warmup=warmup, settle_s=settle_s)
+    return time_cuda_blocks(setup, reference=reference, clock=clock, **kw)

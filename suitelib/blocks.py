@@ -39,6 +39,8 @@ from suitelib.timing import Timing, injected_slowdown
 __all__ = [
     "BlockTiming",
     "COPY_BYTES",
+    "NO_REFERENCE",
+    "STEADY_READS",
     "copy_reference",
     "cpu_measure",
     "cuda_measure",
@@ -47,12 +49,20 @@ __all__ = [
 ]
 
 Call = Callable[[], Any]
-# Times each call of the list, in order, in seconds.
-Measure = Callable[[Sequence[Call]], list[float]]
+# Times each call of the list, in order, in seconds; with ``gap_s=`` (only passed when
+# pacing) the GPU idles that long after each call, untimed.
+Measure = Callable[..., list[float]]
+# Reads the GPU's SM clock in MHz (None where it cannot): ``suitelib.hardware.sm_clock``.
+Clock = Callable[[], "float | None"]
+
+# Settling with a clock ends when this many readings in a row agree.
+STEADY_READS = 3
 
 # The reference copy: 4x the H100's 50 MB L2 so it streams from HBM, and short enough
 # (0.1-0.2 ms) that interleaving it costs a fraction of a decode shape's time.
 COPY_BYTES = 256 << 20
+# The idle kernel's calibration: about 1 ms at an H100's 1.98 GHz.
+CALIBRATE_CYCLES = 2_000_000
 
 
 @dataclass(frozen=True)
@@ -61,6 +71,11 @@ class BlockTiming(Timing):
     with the reference's median of each block beside it, in seconds."""
 
     reference: list[float] = field(default_factory=list)
+    # The SM clock (MHz) read after each block, and while settling (empty without a
+    # clock); the idle gap after each call when paced (0 otherwise), in seconds.
+    clocks: list[float | None] = field(default_factory=list)
+    settle_clocks: list[float | None] = field(default_factory=list)
+    gap_s: float = 0.0
 
     @property
     def ratios(self) -> list[float]:
@@ -86,6 +101,9 @@ def run_blocks(
     iters: int = 20,
     warmup: int = 3,
     settle_s: float = 0.0,
+    pace: float = 0.0,
+    clock: Clock | None = None,
+    settle_max_s: float = 0.0,
     slowdown: float | None = None,
 ) -> BlockTiming:
     """``blocks`` samples of ``setup(b)()``'s median time, ``reference`` interleaved.
@@ -97,41 +115,77 @@ def run_blocks(
     its first tens of milliseconds: ``benchmarks/results/gpu_noise.md``). ``slowdown``:
     the injected fault (default: the environment's ``SUITELIB_INJECT_SLOWDOWN``),
     applied to the kernel's samples only.
+
+    ``pace``: after every call (timed or not) the GPU idles ``pace`` times the call's
+    own duration (measured on the first untimed calls), so the average power stays
+    under the card's cap and its SM clock stays where the load does not push it
+    (``measure`` is then called with ``gap_s``). ``clock``: reads the SM clock (MHz,
+    None where it cannot); read after each block (``BlockTiming.clocks``) and while
+    settling: with a clock the settling goes on past ``settle_s`` until its last
+    ``STEADY_READS`` readings agree, for at most ``settle_max_s`` seconds of wall time.
     """
     _check(blocks, iters, warmup)
-    if settle_s < 0:
-        raise ValueError(f"settle_s={settle_s}: need 0 or more seconds")
+    if settle_s < 0 or settle_max_s < 0 or pace < 0:
+        raise ValueError(f"settle_s={settle_s}, settle_max_s={settle_max_s}, pace={pace}: "
+                         "need 0 or more")
     scale = 1.0 + (injected_slowdown() if slowdown is None else slowdown)
     samples: list[float] = []
     refs: list[float] = []
+    clocks: list[float | None] = []
+    settle_reads: list[float | None] = []
     first: float | None = None
+    gap = 0.0
+
+    def timed(calls: list[Call], untimed: bool = False) -> list[float]:
+        nonlocal first, gap
+        t = measure(calls, gap_s=gap) if gap > 0 else measure(calls)
+        if untimed and first is None:
+            first = t[0]
+            if pace > 0:  # the gap follows the kernel's own time (the median, not the first)
+                gap = pace * statistics.median(t)
+        return t
+
     for b in range(blocks):
         fn = setup(b)
-        spent = 0.0
-        while b == 0 and spent < settle_s:
-            t = measure([fn] * 5)
-            first = t[0] if first is None else first
-            spent += sum(t)
+        if b == 0:
+            if pace > 0:
+                timed([fn] * 3, untimed=True)
+            spent, t0 = 0.0, time.perf_counter()
+            while spent < settle_s or (clock is not None and not _steady(settle_reads)
+                                       and time.perf_counter() - t0 < settle_max_s):
+                spent += sum(timed([fn] * 5, untimed=True))
+                if clock is not None:
+                    settle_reads.append(clock())
         if warmup:
-            t = measure([fn] * warmup)
-            if first is None:
-                first = t[0]
+            timed([fn] * warmup, untimed=True)
         if reference is None:
-            samples.append(scale * statistics.median(measure([fn] * iters)))
-            continue
-        t = measure([reference, fn] * iters)
-        refs.append(statistics.median(t[0::2]))
-        samples.append(scale * statistics.median(t[1::2]))
-    return BlockTiming(samples, iters, warmup, first, reference=refs)
+            samples.append(scale * statistics.median(timed([fn] * iters)))
+        else:
+            t = timed([reference, fn] * iters)
+            refs.append(statistics.median(t[0::2]))
+            samples.append(scale * statistics.median(t[1::2]))
+        if clock is not None:
+            clocks.append(clock())
+    return BlockTiming(samples, iters, warmup, first, reference=refs, clocks=clocks,
+                       settle_clocks=settle_reads, gap_s=gap)
 
 
-def cpu_measure(calls: Sequence[Call]) -> list[float]:
-    """Wall-clock seconds of each call (the CPU clock for :func:`run_blocks`)."""
+def _steady(reads: list[float | None]) -> bool:
+    """The last ``STEADY_READS`` clock readings are all the same (and readable)."""
+    last = reads[-STEADY_READS:]
+    return len(last) == STEADY_READS and last[0] is not None and len(set(last)) == 1
+
+
+def cpu_measure(calls: Sequence[Call], gap_s: float = 0.0) -> list[float]:
+    """Wall-clock seconds of each call (the CPU clock for :func:`run_blocks`), a sleep of
+    ``gap_s`` after each."""
     out = []
     for fn in calls:
         t0 = time.perf_counter()
         fn()
         out.append(time.perf_counter() - t0)
+        if gap_s > 0:
+            time.sleep(gap_s)
     return out
 
 
@@ -143,8 +197,21 @@ def cuda_measure(flush_bytes: int | None = None) -> Measure:
     from suitelib.timing import _FLUSH_BYTES
 
     flush = torch.empty(flush_bytes or _FLUSH_BYTES, dtype=torch.uint8, device="cuda")
+    cycles_per_s: list[float] = []
 
-    def measure(calls: Sequence[Call]) -> list[float]:
+    def idle(seconds: float) -> None:
+        """A one-thread spin kernel of about ``seconds`` (``torch.cuda._sleep`` counts SM
+        cycles: calibrated once, with events)."""
+        if not cycles_per_s:
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            torch.cuda._sleep(CALIBRATE_CYCLES)
+            end.record()
+            end.synchronize()
+            cycles_per_s.append(CALIBRATE_CYCLES / max(start.elapsed_time(end) / 1e3, 1e-6))
+        torch.cuda._sleep(max(1, int(seconds * cycles_per_s[0])))
+
+    def measure(calls: Sequence[Call], gap_s: float = 0.0) -> list[float]:
         evs = []
         for fn in calls:
             start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
@@ -152,6 +219,8 @@ def cuda_measure(flush_bytes: int | None = None) -> Measure:
             start.record()
             fn()
             end.record()
+            if gap_s > 0:
+                idle(gap_s)
             evs.append((start, end))
         torch.cuda.synchronize()
         return [s.elapsed_time(e) / 1e3 for s, e in evs]
@@ -169,6 +238,10 @@ def copy_reference(nbytes: int = COPY_BYTES) -> Call:
     return lambda: dst.copy_(src)
 
 
+# Pass as ``reference`` to time the kernel alone (the default is a copy).
+NO_REFERENCE: Call = lambda: None  # noqa: E731
+
+
 def time_cuda_blocks(
     setup: Callable[[int], Call],
     *,
@@ -177,9 +250,17 @@ def time_cuda_blocks(
     iters: int = 20,
     warmup: int = 3,
     settle_s: float = 0.0,
+    pace: float = 0.0,
+    clock: Clock | None = None,
+    settle_max_s: float = 0.0,
 ) -> BlockTiming:
     """:func:`run_blocks` with CUDA events and an L2 flush before every timed call;
-    ``reference`` defaults to a :func:`copy_reference` of ``COPY_BYTES``."""
-    ref = reference if reference is not None else copy_reference()
+    ``reference``: a call, :data:`NO_REFERENCE` for none, or by default a
+    :func:`copy_reference` of ``COPY_BYTES``."""
+    if reference is NO_REFERENCE:
+        ref = None
+    else:
+        ref = reference if reference is not None else copy_reference()
     return run_blocks(setup, ref, measure=cuda_measure(), blocks=blocks, iters=iters,
-                      warmup=warmup, settle_s=settle_s)
+                      warmup=warmup, settle_s=settle_s, pace=pace, clock=clock,
+                      settle_max_s=settle_max_s)

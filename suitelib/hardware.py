@@ -30,6 +30,7 @@ __all__ = [
     "hbm_peak_bytes_per_s",
     "bf16_peak_flop_per_s",
     "is_h200",
+    "sm_clock",
 ]
 
 # NVLink multicast (NVLS) can put a host's shared GPUs out of service; it stays off in
@@ -147,3 +148,30 @@ def bf16_peak_flop_per_s(name: str | None = None) -> float | None:
 def is_h200(name: str | None = None) -> bool:
     """GPU-NOTES' floors were measured on an H200; an H100 shares its capability."""
     return "H200" in (gpu_name() if name is None else name).split()
+
+
+def sm_clock(index: int = 0, nvml: ModuleType | None = None):
+    """A reader of GPU ``index``'s SM clock in MHz (NVML), or None where NVML is missing
+    or does not know the GPU. The reader returns None when a reading fails. For timing
+    diagnostics and settling (``suitelib.blocks``): never a reason to fail a test.
+
+    The GPU is found by torch's UUID (CUDA_VISIBLE_DEVICES renumbers, NVML does not);
+    ``nvml``: the pynvml module (a fake in tests)."""
+    try:
+        if nvml is None:
+            import pynvml as nvml
+        import torch
+
+        nvml.nvmlInit()
+        uuid = str(torch.cuda.get_device_properties(index).uuid)
+        handle = nvml.nvmlDeviceGetHandleByUUID(uuid if uuid.startswith("GPU-") else f"GPU-{uuid}")
+    except Exception:  # noqa: BLE001 - no NVML, no GPU it knows: no clock, timing goes on
+        return None
+
+    def read() -> float | None:
+        try:
+            return float(nvml.nvmlDeviceGetClockInfo(handle, nvml.NVML_CLOCK_SM))
+        except Exception:  # noqa: BLE001
+            return None
+
+    return read

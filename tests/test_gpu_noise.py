@@ -14,19 +14,23 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 import gpu_noise  # noqa: E402
 
 
-def _rec(i: int, old_ms: float, perm_ms: float, copy_ms: float) -> dict:
+def _rec(i: int, old_ms: float, perm_ms: float, copy_ms: float, paced_ms: float = 1.0,
+         mhz: float = 1980.0) -> dict:
     part = {"samples": [perm_ms / 1e3] * 3, "reference": [copy_ms / 1e3] * 3}
+    paced = {"samples": [paced_ms / 1e3] * 3, "reference": [], "clocks": [mhz] * 3,
+             "settle_clocks": [mhz] * 3}
     return {"index": i, "gpu": "NVIDIA H100 80GB HBM3", "wall_s": 5.0, "errors": [],
             "old": {"b8_kv32768": {"samples": [old_ms / 1e3, old_ms / 1e3 * 1.001]}},
-            "perm": {"b8_kv32768": part},
+            "perm": {"b8_kv32768": part}, "paced": {"b8_kv32768": paced},
             "clocks": [{"where": "start", "sm_mhz": 1980, "mem_mhz": 2619, "reasons": 0}]}
 
 
 def test_spread_of_per_process_medians_per_method(tmp_path: Path):
     # Four processes; the second is 10% slow in the old measurement and in the raw block
-    # medians, and its copy reference is as slow: the ratio does not move.
+    # medians, and its copy reference is as slow: the ratio does not move. Paced, the
+    # fourth is 2% slow, at a lower clock.
     recs = [_rec(0, 1.0, 1.0, 0.5), _rec(1, 1.1, 1.1, 0.55), _rec(2, 1.0, 1.0, 0.5),
-            _rec(3, 1.0, 1.0, 0.5)]
+            _rec(3, 1.0, 1.0, 0.5, paced_ms=1.02, mhz=1965.0)]
     s = gpu_noise.summarize(recs)["b8_kv32768"]
     assert s["old"]["n"] == 4
     assert s["old"]["sd_rel"] == pytest.approx(0.05, rel=1e-6)
@@ -41,10 +45,14 @@ def test_spread_of_per_process_medians_per_method(tmp_path: Path):
                            str(out_md)]) == 0
     doc = json.loads(out_json.read_text())
     assert doc["processes"] == 4
-    fig = doc["shapes"]["b8_kv32768"]  # issue 56's figures: old, blocks, blocks over copy
-    assert fig["sd_before"] == pytest.approx(0.05) and fig["sd_after"] == pytest.approx(0.05)
-    assert fig["sd_after_vs_copy"] == pytest.approx(0.0, abs=1e-12) and fig["processes"] == 4
-    assert "| b8_kv32768 | perm/copy | 4 |" in out_md.read_text()
+    fig = doc["shapes"]["b8_kv32768"]  # issue 56's figures: old, paced; blocks, over copy
+    assert fig["sd_before"] == pytest.approx(0.05) and fig["sd_blocks"] == pytest.approx(0.05)
+    assert fig["sd_after"] == pytest.approx(0.01, rel=1e-6)  # SD of 1, 1, 1, 1.02 over 1
+    assert fig["sd_blocks_vs_copy"] == pytest.approx(0.0, abs=1e-12) and fig["processes"] == 4
+    md = out_md.read_text()
+    assert "| b8_kv32768 | perm/copy | 4 |" in md
+    # The clock after each paced block: 9 of 12 at the top clock; time follows the clock.
+    assert "| paced | b8_kv32768 | 12 | 1980 | 1965 | 75% | -1.00 | 4/4 |" in md
     # --skip leaves out the first processes (the one that compiled the kernels).
     assert gpu_noise.main(["summarize", str(lines), "--skip", "1", "--json", str(out_json)]) == 0
     assert json.loads(out_json.read_text())["processes"] == 3
@@ -73,6 +81,9 @@ class _Event:
         import time
 
         self.t = time.perf_counter()
+
+    def synchronize(self) -> None:
+        pass
 
     def elapsed_time(self, end: _Event) -> float:
         return (end.t - self.t) * 1e3
@@ -134,7 +145,7 @@ def cpu_as_cuda(monkeypatch):
 
     monkeypatch.setattr(torch.Tensor, "to", to)
     monkeypatch.setattr(torch.cuda, "Event", _Event)
-    for n in ("synchronize", "empty_cache"):
+    for n in ("synchronize", "empty_cache", "_sleep"):
         monkeypatch.setattr(torch.cuda, n, lambda *a: None)
     monkeypatch.setattr(torch.cuda, "get_device_name", lambda *a: "fake GPU")
     from suitelib import blocks, hardware, timing
@@ -149,6 +160,8 @@ def cpu_as_cuda(monkeypatch):
     monkeypatch.setattr(gpu_noise, "LAUNCH_SHAPES", ((1, 16),))
     monkeypatch.setattr(gpu_noise, "OLD", {"samples": 2, "iters": 2, "warmup": 1})
     monkeypatch.setattr(gpu_noise, "BLOCKS", {"blocks": 3, "iters": 2, "warmup": 1})
+    monkeypatch.setattr(gpu_noise, "PACED", {"blocks": 3, "iters": 2, "warmup": 1, "pace": 1.0,
+                                             "settle_max_s": 0.2})
 
 
 def test_a_diagnostic_process_records_every_method_and_summarizes(tmp_path: Path, cpu_as_cuda):
@@ -161,11 +174,13 @@ def test_a_diagnostic_process_records_every_method_and_summarizes(tmp_path: Path
         # Only the CUDA graph needs a real GPU; everything else ran.
         assert r["errors"] == [] and list(r["launch"]) == ["b1_kv16/flush", "b1_kv16/noflush",
                                                           "b1_kv16/error"]
-        for mode in ("old", "perm", "same", "alloc", "perm_fa2ref", "old_again"):
+        for mode in ("old", "perm", "paced", "same", "alloc", "perm_fa2ref", "old_again"):
             assert set(r[mode]) == {"b4_kv64", "b2_kv100"}, mode
         assert len(r["old"]["b4_kv64"]["samples"]) == 2
         assert len(r["perm"]["b4_kv64"]["samples"]) == len(r["perm"]["b4_kv64"]["reference"]) == 3
         assert len(set(r["alloc"]["b4_kv64"]["ptrs"])) == 3  # a new cache each block
+        paced = r["paced"]["b4_kv64"]  # no reference; an idle gap after each call
+        assert len(paced["samples"]) == 3 and paced["reference"] == [] and paced["gap_s"] > 0
     s = gpu_noise.summarize(recs)
     assert set(s) == {"b2_kv100", "b4_kv64"}
     assert {"old", "perm", "perm/copy", "same", "alloc/copy", "perm/fa2 b8_kv8192",
@@ -181,7 +196,8 @@ def test_a_diagnostic_process_records_every_method_and_summarizes(tmp_path: Path
 
     doc = json.loads(series_json.read_text())
     assert set(doc["keys"]) == {f"attn/decode/fa2/{k}/{m}" for k in ("b4_kv64", "b2_kv100")
-                                for m in ("latency", "blocks/latency", "blocks/vs_copy")}
+                                for m in ("latency", "paced/latency", "blocks/latency",
+                                          "blocks/vs_copy")}
     data = series.suite_data(series_json, (("b4", "attn/decode/fa2/b4_kv64/blocks/vs_copy"),))
     offsets, within = data["b4"]
     assert len(offsets) == 3 and len(within) == 3 and within[0].size == 3
