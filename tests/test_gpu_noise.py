@@ -203,10 +203,10 @@ def test_a_diagnostic_process_records_every_method_and_summarizes(tmp_path: Path
     assert len(offsets) == 3 and len(within) == 3 and within[0].size == 3
 
 
-def test_the_decode_suite_records_block_latency_and_ratio_beside_its_old_keys(cpu_as_cuda,
-                                                                               monkeypatch):
+def test_the_decode_suite_records_paced_latency_beside_its_old_keys(cpu_as_cuda, monkeypatch):
     """suites/kernels/test_flashinfer_decode.py's perf step on the fake GPU: the old keys
-    as before, and <key>/blocks/latency and <key>/blocks/vs_copy from the block timing."""
+    as before, and <key>/paced/latency from the paced block timing (batch 8 and more),
+    settled on the SM clock it is given, the clock noted beside."""
     import importlib.util
     import types
 
@@ -227,29 +227,33 @@ def test_the_decode_suite_records_block_latency_and_ratio_beside_its_old_keys(cp
                                                                          warmup=0))
     from suitelib import attention
 
-    monkeypatch.setitem(attention.DECODE_BLOCKS, "iters", 1)
-    monkeypatch.setitem(attention.DECODE_BLOCKS, "warmup", 0)
-    monkeypatch.setitem(attention.DECODE_BLOCKS, "settle_s", 0.0)
+    monkeypatch.setitem(attention.DECODE_PACED, "iters", 1)
+    monkeypatch.setitem(attention.DECODE_PACED, "warmup", 0)
+    monkeypatch.setitem(attention.DECODE_PACED, "settle_s", 0.0)
+    # Float64 attention on a loaded CPU is slow: no wall-time bound cuts the settling short.
+    monkeypatch.setitem(attention.DECODE_PACED, "settle_max_s", 600.0)
     fi = hardware.import_flashinfer()
     workspace = torch.zeros(1 << 16, dtype=torch.uint8, device="cuda")
-    from suitelib.blocks import copy_reference
+    reads = iter([1700.0, 1800.0, 1980.0, 1980.0, 1980.0] + [1980.0] * 8)
 
     book = MetricBook()
     metrics = MetricsRecorder(book)
     request = types.SimpleNamespace(node=types.SimpleNamespace(user_properties=[]))
     for shape in ((8, 48), (1, 32)):
         suite._decode_perf(fi, workspace, shape, False, None, metrics, request)
-        suite._decode_blocks(fi, workspace, copy_reference(), shape, False, metrics, request)
+        suite._decode_paced(fi, workspace, lambda: next(reads), shape, False, metrics, request)
     keys = sorted(book.metrics)
     assert keys == sorted([
-        *(f"attn/decode/fa2/b8_kv48/{k}"
-          for k in ("latency", "bandwidth", "blocks/latency", "blocks/vs_copy")),
+        *(f"attn/decode/fa2/b8_kv48/{k}" for k in ("latency", "bandwidth", "paced/latency")),
         "attn/decode/fa2/b1_kv32/latency", "attn/decode/fa2/b1_kv32/bandwidth"])
-    blocks = book.metrics["attn/decode/fa2/b8_kv48/blocks/latency"]
-    assert len(blocks.samples) == attention.DECODE_BLOCKS["blocks"] == 8
-    assert len(book.metrics["attn/decode/fa2/b8_kv48/blocks/vs_copy"].samples) == 8
-    assert ("attn/decode/fa2/b8_kv48/blocks/copy_median_s"
-            in dict(request.node.user_properties))
+    paced = book.metrics["attn/decode/fa2/b8_kv48/paced/latency"]
+    assert len(paced.samples) == attention.DECODE_PACED["blocks"] == 8
+    props = dict(request.node.user_properties)
+    # Settled once three readings agreed; then one reading after each block.
+    assert props["attn/decode/fa2/b8_kv48/paced/settle_sm_mhz"] == [1700.0, 1800.0, 1980.0,
+                                                                     1980.0, 1980.0]
+    assert props["attn/decode/fa2/b8_kv48/paced/sm_mhz"] == [1980.0] * 8
+    assert props["attn/decode/fa2/b8_kv48/paced/gap_s"] > 0
 
 
 # ------------------------------------------- the suite's recorded noise, for the benchmark
