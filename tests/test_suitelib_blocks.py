@@ -158,3 +158,84 @@ def test_reseated_moves_every_request_to_other_pages_of_the_same_cache():
     k, v = a.request_kv(2)
     first = int(a.indices[int(a.indptr[2])])
     assert torch.equal(k[:16], paged.cache[first, 0]) and torch.equal(v[:16], paged.cache[first, 1])
+
+
+def test_paced_calls_leave_a_gap_of_their_own_time_after_each_call():
+    # pace 0.5: the gap is half the kernel's time, measured on 3 untimed calls first; every
+    # later list (settle, warm-up, timed) is measured with that gap.
+    log: list[str] = []
+    gaps: list[float] = []
+    base = _fake_measure()
+
+    def measure(calls, gap_s=0.0):
+        gaps.append(gap_s)
+        return base(calls)
+
+    t = run_blocks(lambda b: _Call("k", 2.0, log), None, measure=measure, blocks=2, iters=3,
+                   warmup=1, pace=0.5, slowdown=0.0)
+    assert gaps == [0.0, 1.0, 1.0, 1.0, 1.0]  # estimate; per block: warm-up, timed
+    assert t.gap_s == 1.0 and t.samples == [2.0, 2.0] and t.first_call_s == 2.0
+    assert log.count("k") == 3 + 2 * (1 + 3)
+    # Unpaced, measure is called as before (no gap argument).
+    t = run_blocks(lambda b: _Call("k", 2.0, log), None, measure=_fake_measure(), blocks=1,
+                   iters=1, warmup=0, slowdown=0.0)
+    assert t.gap_s == 0.0
+    with pytest.raises(ValueError, match="pace"):
+        run_blocks(lambda b: _Call("k", 2.0, log), None, measure=measure, pace=-1.0)
+
+
+def test_with_a_clock_settling_goes_on_until_three_readings_agree_then_one_a_block():
+    log: list[str] = []
+    reads = iter([1700.0, 1800.0, 1980.0, 1965.0, 1980.0, 1980.0, 1980.0, 1.0, 2.0, 3.0])
+    t = run_blocks(lambda b: _Call("k", 0.001, log), None, measure=_fake_measure(), blocks=3,
+                   iters=2, warmup=0, clock=lambda: next(reads), settle_max_s=60.0,
+                   slowdown=0.0)
+    assert t.settle_clocks == [1700.0, 1800.0, 1980.0, 1965.0, 1980.0, 1980.0, 1980.0]
+    assert t.clocks == [1.0, 2.0, 3.0]
+    assert log.count("k") == 7 * 5 + 3 * 2  # settling in chunks of 5, then the blocks
+
+
+def test_settling_on_a_clock_that_never_steadies_stops_at_its_bound():
+    log: list[str] = []
+    n = [0]
+
+    def wobbly() -> float:
+        n[0] += 1
+        return 1980.0 if n[0] % 2 else 1965.0
+
+    t = run_blocks(lambda b: _Call("k", 0.001, log), None, measure=cpu_measure, blocks=1,
+                   iters=1, warmup=0, clock=wobbly, settle_max_s=0.05, slowdown=0.0)
+    # Bounded by wall time: a few readings, never three equal, then the block and its read.
+    assert 1 <= len(t.settle_clocks) and len(set(t.settle_clocks[-3:])) > 1
+    assert len(t.clocks) == 1
+    # An unreadable clock (None) never counts as steady either.
+    t = run_blocks(lambda b: _Call("k", 0.001, log), None, measure=cpu_measure, blocks=1,
+                   iters=1, warmup=0, clock=lambda: None, settle_max_s=0.02, slowdown=0.0)
+    assert t.settle_clocks and set(t.settle_clocks) == {None} and t.clocks == [None]
+
+
+def test_sm_clock_reads_nvml_by_the_gpus_uuid_and_none_when_it_cannot(monkeypatch):
+    import types
+
+    from suitelib import hardware
+
+    monkeypatch.setattr(torch.cuda, "get_device_properties",
+                        lambda i: types.SimpleNamespace(uuid="212313b9-8698"))
+    asked: list[str] = []
+    state = {"fail": False}
+
+    def clock(h, kind):
+        if state["fail"]:
+            raise RuntimeError("gone")
+        return 1980
+
+    nvml = types.SimpleNamespace(
+        nvmlInit=lambda: None, NVML_CLOCK_SM=0,
+        nvmlDeviceGetHandleByUUID=lambda u: asked.append(u) or "h",
+        nvmlDeviceGetClockInfo=clock)
+    read = hardware.sm_clock(0, nvml=nvml)
+    assert asked == ["GPU-212313b9-8698"] and read() == 1980.0
+    state["fail"] = True
+    assert read() is None
+    broken = types.SimpleNamespace(nvmlInit=lambda: (_ for _ in ()).throw(RuntimeError("no")))
+    assert hardware.sm_clock(0, nvml=broken) is None
