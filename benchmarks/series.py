@@ -32,6 +32,9 @@ Noise models (run-level / within-run):
   series). One GPU per series, as the ``h200`` model: the run offset is a recorded run's
   median over its GPU's median run (pooled over GPUs with 3 runs or more), the within-run
   noise a recorded run's samples over their median.
+- ``paced``: as ``suite``, from the paced measurement the suite records since issue 56
+  (``benchmarks/data/gpu_noise_paced_h100/series.json``: fa2 decode at b8, b32 and b64 kv32768,
+  a fresh process a run on one lent GPU, 8 paced blocks a run; ``gpu_noise.md``).
 
 Effects start at run ``tau``: ``null``; ``stepX`` (a lasting X% increase);
 ``drift`` (+0.5% per run, 5% after 10 runs); ``spike`` (one run +20%, a
@@ -62,10 +65,12 @@ __all__ = [
     "benches",
     "bench_index",
     "SUITE_BENCHES",
+    "PACED_KEYS",
     "make_pool_series",
 ]
 
-NOISE_MODELS = ("gauss1", "gauss3", "gauss8", "student_t", "bimodal", "ar1", "h200", "suite")
+NOISE_MODELS = ("gauss1", "gauss3", "gauss8", "student_t", "bimodal", "ar1", "h200", "suite",
+                "paced")
 EFFECTS = ("null", "step1", "step2", "step5", "step10", "step20", "drift", "spike")
 H200_BENCHES = ("matmul", "fi_decode", "sdpa_decode")
 H200_BETWEEN = {"matmul": 0.012, "fi_decode": 0.0045, "sdpa_decode": 0.0045}
@@ -79,6 +84,13 @@ SUITE_KEYS = {"fa2_b8": "attn/decode/fa2/b8_kv32768/latency",
               "fa2_b64": "attn/decode/fa2/b64_kv32768/latency"}
 SUITE_DATA = Path(__file__).resolve().parent / "data" / "suite-noise" / "fa2_decode.json"
 SUITE_MIN_RUNS = 3  # a GPU with fewer runs says too little of its run-to-run spread
+# The paced measurement (issue 56): fa2 decode as the suite now records it under
+# <key>/paced/latency, a fresh process a run, all on one lent GPU
+# (benchmarks/gpu_noise.py summarize --series-json of the device comparison).
+PACED_KEYS = {"fa2_b8": "attn/decode/fa2/b8_kv32768/paced/latency",
+              "fa2_b32": "attn/decode/fa2/b32_kv32768/paced/latency",
+              "fa2_b64": "attn/decode/fa2/b64_kv32768/paced/latency"}
+PACED_DATA = Path(__file__).resolve().parent / "data" / "gpu_noise_paced_h100" / "series.json"
 
 
 @dataclass(frozen=True)
@@ -135,7 +147,8 @@ def h200_data() -> dict[str, list[np.ndarray]]:
 
 def benches(model: str) -> tuple[str, ...]:
     """The measured benchmarks a model draws its series from (none for the synthetic ones)."""
-    return {"h200": H200_BENCHES, "suite": SUITE_BENCHES}.get(model, ())
+    return {"h200": H200_BENCHES, "suite": SUITE_BENCHES, "paced": tuple(PACED_KEYS)}.get(
+        model, ())
 
 
 def bench_index(model: str, bench: str) -> int:
@@ -167,6 +180,13 @@ def suite_data(path: Path = SUITE_DATA, keys: tuple[tuple[str, str], ...] = tupl
     return out
 
 
+def _measured(model: str) -> dict[str, tuple[np.ndarray, list[np.ndarray]]]:
+    """The recorded runs a measured model draws from (``suite_data``'s format)."""
+    if model == "paced":
+        return suite_data(PACED_DATA, tuple(PACED_KEYS.items()))
+    return suite_data()
+
+
 def _within(model: str, rng: np.random.Generator, n: int, m: int, bench: str) -> np.ndarray:
     if m == 1 and not benches(model):
         return np.zeros((n, 1))
@@ -178,8 +198,8 @@ def _within(model: str, rng: np.random.Generator, n: int, m: int, bench: str) ->
         return rng.normal(0, 0.005, (n, m))
     if model == "ar1":
         return rng.normal(0, 0.03, (n, m))
-    if model == "suite":
-        runs = suite_data()[bench][1]
+    if model in ("suite", "paced"):
+        runs = _measured(model)[bench][1]
         out = np.empty((n, m))
         for i in range(n):
             r = runs[rng.integers(len(runs))]
@@ -221,8 +241,8 @@ def _offsets(
             return x
 
         return draw(), draw()
-    if model == "suite":
-        pool = suite_data()[bench][0]
+    if model in ("suite", "paced"):
+        pool = _measured(model)[bench][0]
         return pool[rng.integers(len(pool), size=n)], pool[rng.integers(len(pool), size=n)]
     if model == "ar1":
         phi, sd = AR_PHI, AR_SD
