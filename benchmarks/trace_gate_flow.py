@@ -67,9 +67,15 @@ def trace(history: Any, call: Callable[[], Any]) -> tuple[Any, Flow]:
     """``call()``'s result and the flow of ``history`` through ``gates`` modules."""
     seen: list[str] = []
 
+    def part(v: Any) -> bool:
+        # The store's writers and readers hold the History they belong to as ``_h``:
+        # a frame holding one of them holds the history.
+        d = getattr(v, "__dict__", None)
+        return v is history or (isinstance(d, dict) and d.get("_h") is history)
+
     def holds(frame: Any) -> bool:
         name = frame.f_globals.get("__name__", "")
-        return name.startswith("gates.") and any(v is history for v in frame.f_locals.values())
+        return name.startswith("gates.") and any(part(v) for v in frame.f_locals.values())
 
     def prof(frame: Any, event: str, _arg: Any) -> None:
         if event == "call" and holds(frame):

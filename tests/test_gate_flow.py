@@ -18,7 +18,7 @@ def test_each_judgement_visits_the_store_twice_read_then_save(tmp_path):
     for label, flow in flows:
         assert flow.store_visits == 2 and len(flow.stays) <= 10, (label, flow.stays)
         assert flow.stays[0] == flow.stays[-1] == "gates.gate", (label, flow.stays)
-        assert flow.stays[-2] == "gates.store.history", (label, flow.stays)  # the save
+        assert flow.stays[-2] == "gates.store.run_writes", (label, flow.stays)  # the save
 
 
 def test_the_flow_counts_stays_returns_and_store_visits():
