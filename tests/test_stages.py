@@ -61,8 +61,8 @@ def test_sequential_step_boundaries():
     assert sequential_step(1e-3, 2, final=False, level=lv) == "regression"  # z >= 3
     assert sequential_step(0.01, 3, final=False, level=lv) == "suspect"
     assert sequential_step(0.51, 2, final=False, level=lv) == "pass"
-    assert sequential_step(0.019, 2, final=True, level=lv) == "regression"
-    assert sequential_step(0.019, 3, final=True, level=lv) == "pass"
+    assert sequential_step(0.009, 2, final=True, level=lv) == "regression"
+    assert sequential_step(0.009, 3, final=True, level=lv) == "pass"
 
 
 def test_one_clear_rerun_settles_the_sequential_confirm():

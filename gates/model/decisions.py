@@ -11,7 +11,7 @@ Pure; the model on one page: ``docs/gates/design.md``.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
@@ -72,14 +72,14 @@ TRANSIENT_LEVEL = 0.001  # ... at or below this: later baselines take the rerun'
 WINDOW_RUN_LEVEL = 0.05  # a window trip: the pair's mean against single runs (confirm level)
 PAIR_LEVEL = 0.01  # ... or against the baseline's pair means (iid baselines)
 SUSPECT_PAIR_LEVEL = 0.002  # a suspect: its pair's mean against pair means (level / 10)
-CORROBORATE_RANK = 0.4  # CORROBORATE: the next rerun among the worst 0.4 of baseline runs
+CORROBORATE_RANK = 0.1  # CORROBORATE: the next rerun among the worst 0.1 of baseline runs
 # The sequential rule (``sequential_step``), reruns of an independent baseline:
 MIXTURE_TAU = 1.0  # mixture SPRT prior SD of the shift, in run SDs (one rerun's early hold)
 EARLY_HOLD = 0.00135  # two or more reruns: Haybittle-Peto z = 3
 FUTILITY_FIRST = 0.46  # one rerun this weak keeps the one-rerun verdict
 FUTILITY = 0.5  # a mean of reruns not on the bad side: pass
-FINAL_PAIR = 0.02  # the last look, two reruns: the first attempt's level
-FINAL_MEAN = 0.015  # ... three or more (reruns share the previous run's AR(1) state)
+FINAL_PAIR = 0.01  # the last look, two reruns: half the first attempt's level
+FINAL_MEAN = 0.0075  # ... three or more (reruns share the previous run's AR(1) state)
 RERUN_CLIP = 3.0  # each rerun counts at most this many run scales from the centre
 
 
@@ -411,10 +411,7 @@ def confirm(history: np.ndarray, rerun: float, *, sign: int, first: float | None
         step = sequential_step(j.extras.p_run_worse, 1, final=False, level=params.level)
         if step == "suspect" or (step == "regression" and v != "regression"):
             v = "suspect"
-    return j, _outlier_check(
-        j, v, another, params,
-        lambda: jf if jf is not None or first is None else judge_summaries(history, first, **kw),
-        suspect)
+    return j, _outlier_check(j, v, another)
 
 
 def split_p(first: float, reruns: Sequence[float], *, sign: int, scale: float,
@@ -481,47 +478,19 @@ def _reference(history: np.ndarray, window: int = DEFAULTS.window) -> np.ndarray
     return h[np.isfinite(h)][-window:]
 
 
-def _outlier_check(j: Judgement, v: str, another: bool, params: GateParams,
-                   first_judged: Callable[[], Judgement | None], suspect: bool) -> str:
+def _outlier_check(j: Judgement, v: str, another: bool) -> str:
     """A held rerun beyond every baseline run, where another rerun may follow, is
     ``suspect`` with ``extras.corroborate`` (the next rerun decides, ``corroborate``)
     on a heavy-tailed baseline, or on one with 0 < ``rho_lo`` <= ``QUANTILE_RHO``
-    (no sequential confirm there): its p rests on the fitted tail alone. Unless the
-    two attempts (``first_judged``: the first judged on the same baseline, where it is
-    asked for; ``suspect``: it was screened, not tripped) lie far beyond the fitted
-    tail (``_far_beyond``): two draws that far out hold at once."""
+    (no sequential confirm there): its p rests on the fitted tail alone, and a tail
+    fitted over a few outliers (a GEMM's power-cap dips) understates it far out (null
+    pairs of real H200 GEMM samples reach p 1e-12 both)."""
     rho_lo = j.extras.rho_lo
     if (another and v == "regression" and j.extras.beyond
-            and (j.extras.heavy or 0.0 < rho_lo <= QUANTILE_RHO)
-            and not _far_beyond(j, first_judged(), params.level,
-                                params.screen_level if suspect else params.level)):
+            and (j.extras.heavy or 0.0 < rho_lo <= QUANTILE_RHO)):
         j.extras.corroborate = True
         return "suspect"
     return v
-
-
-def _far_beyond(j: Judgement, jf: Judgement | None, level: float, selected: float) -> bool:
-    """Two attempts far beyond the fitted tail, at the one-rerun boundary
-    (``mixture_hold_p`` at ``level``).
-
-    Where both lie beyond the far mode of a two-mode baseline, their tail p's
-    (``JudgeExtras.p_run_far``) are fitted above that mode's centre, on the mode's own
-    upper half, where the mean excess has settled (Coles 2001, sec. 4.3); two draws of
-    one regime are then pooled: the first attempt's p given that it was picked at
-    ``selected`` (under no change a first attempt tripped at level a has p uniform on
-    [0, a]) and the rerun's, by Fisher's product (P(U1 U2 <= c) = c (1 - ln c); Fisher,
-    *Statistical Methods for Research Workers*, 1932, sec. 21.1). Elsewhere the tail is
-    fitted over a few outliers (a GEMM's power-cap dips), which an exponential
-    understates far out (null pairs of real H200 GEMM samples reach p 1e-12 both), so
-    each attempt must reach the boundary alone."""
-    if jf is None or jf.status != "ok":
-        return False
-    b = mixture_hold_p(level)
-    p1, p2 = jf.extras.p_run_far, j.extras.p_run_far
-    if j.extras.far_mode and jf.extras.far_mode:
-        c = min(1.0, p1 / selected) * p2
-        return c <= 0.0 or c * (1.0 - math.log(c)) <= b
-    return p1 <= b and p2 <= b
 
 
 def corroborate(history: np.ndarray, rerun: float, *, sign: int, params: GateParams = DEFAULTS,

@@ -35,7 +35,6 @@ from gates.model.robust import (
     bootstrap_idx,
     center_scale,
     empirical_bound,
-    far_mode_threshold,
     huber_location,
     median,
     predictive_z_pvalue,
@@ -103,10 +102,6 @@ class JudgeExtras:
     """
 
     p_run_worse: float = 1.0  # the new run alone (k = 1): one-sided p, bad direction
-    # ... its tail fitted above the bad side's far mode, where the baseline has one
-    # (``robust.far_mode_threshold``) and the run lies beyond that mode's centre
-    p_run_far: float = 1.0
-    far_mode: bool = False  # ... where it is so fitted (not the usual tail's p)
     w_run: float = 1.0  # its Bonferroni weight among the windows
     rho_lo: float = 0.0  # cautious lower bound of the lag-1 autocorrelation (> 0: predicted one step ahead)
     rho_q: float = 0.0  # ... read about the mean: the quantile test runs where it is <= QUANTILE_RHO
@@ -377,7 +372,7 @@ def _judge_rows(H: np.ndarray, cs: list[Case], standin: np.ndarray,
             pq_w = np.minimum(pq_w, pw_k)
     new_host = b.mm is not None and not no_host and b.lab_new not in b.mm.known
     extras = {
-        "p_run_worse": rt.pw, "p_run_far": rt.pf, "far_mode": rt.far,
+        "p_run_worse": rt.pw,
         "w_run": w[:, 0], "rho_lo": sr.rho_lo, "rho_q": sr.rho_q, "s1": sr.s1,
         "s1c": rt.s1c, "mu1": rt.mu1, "heavy": rt.heavy,
         # The value beyond every baseline run: on a heavy-tailed baseline
@@ -592,8 +587,6 @@ class _RunTest(NamedTuple):
     df: np.ndarray  # t degrees of freedom
     pw: np.ndarray  # one-sided p, bad direction (after the rank and tail bounds)
     pb: np.ndarray  # ... good direction
-    pf: np.ndarray  # pw with the tail fitted above a far mode (``JudgeExtras.p_run_far``)
-    far: np.ndarray  # ... where the run lies beyond that mode's centre (else pf = pw)
     worse: np.ndarray  # reference runs as bad as the new run or worse
     n_ref: np.ndarray  # reference runs (baseline runs, residuals or subset means)
     heavy: np.ndarray  # 3+ reference runs beyond PAIR_TAIL scales on the bad side
@@ -650,17 +643,11 @@ def _run_test(b: _Baseline, sr: _Serial, mean_of: int) -> _RunTest:
     z1 = d1 / se1
     pw, pb = predictive_z_pvalue(z1, df1), predictive_z_pvalue(-z1, df1)
     worse, n_ref = np.zeros(c.size, dtype=int), np.zeros(c.size, dtype=int)
-    pf, far = np.ones(c.size), np.zeros(c.size, dtype=bool)
     for i, dev in devs:
         pw[i], pb[i] = empirical_bound(dev, d1[i], pw[i], pb[i])
-        # A far mode: runs beyond PAIR_TAIL scales (as ``heavy`` counts them).
-        u2 = far_mode_threshold(dev, PAIR_TAIL / TAIL_SCALES * u1[i], u1[i])
-        pfar = tail_bound(dev, d1[i], u2, pw[i], pw[i])[0]
         pw[i], pb[i] = tail_bound(dev, d1[i], u1[i], pw[i], pb[i])
-        far[i] = (u2 > u1[i]) & (d1[i] > u2)
-        pf[i] = np.where(far[i], pfar, pw[i])
         worse[i], n_ref[i] = np.add.reduce(dev >= d1[i, None], axis=1), dev.shape[1]
-    return _RunTest(mu1, s1c, se1, z1, df1, pw, pb, pf, far, worse, n_ref, heavy,
+    return _RunTest(mu1, s1c, se1, z1, df1, pw, pb, worse, n_ref, heavy,
                     c if own is None else mu1)
 
 

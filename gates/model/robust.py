@@ -28,7 +28,7 @@ __all__ = [
     "run_summary", "robust_scale", "triu_pairs", "median", "row_medians", "lag1_autocorr",
     "ar1_variance_factor", "predictive_z_pvalue", "center_scale", "huber_location", "quantile_p",
     "quantile_bound",
-    "subset_means", "tail_bound", "far_mode_threshold", "FAR_MODE_MIN", "rolling_idx",
+    "subset_means", "tail_bound", "rolling_idx",
     "bootstrap_idx", "empirical_bound", "rho_var",
     "rho_bounds", "bh_qvalues", "pettitt",
 ]
@@ -40,7 +40,6 @@ HUBER_C = 1.5  # Huber's clipping constant, in scales (95% efficient at the norm
 HUBER_VAR = 1.037  # asymptotic variance of the Huber location (c = 1.5) over sigma^2 / k
 HALF_PI = math.pi / 2  # variance of a median of k normals ~ (pi/2) sigma^2 / k
 RHO_CAUTION = 1.0  # window tests: lag-1 autocorrelation r + RHO_CAUTION * se(r)
-FAR_MODE_MIN = 5  # runs beyond PAIR_TAIL scales that make a mode, not a tail
 
 
 def run_summary(samples: Sequence[float] | np.ndarray | float) -> float:
@@ -314,44 +313,6 @@ def tail_bound(
         q = m / (n + 1) * np.exp(-np.where(fit, side * dev - u, 0.0) / np.where(fit, mean, 1.0))
         out.append(np.where(fit, np.maximum(p, q), p)[()])
     return out[0], out[1]
-
-
-def far_mode_threshold(base_dev: np.ndarray, u_mode: np.ndarray | float,
-                       u: np.ndarray | float) -> np.ndarray:
-    """Where the mixture's tail starts when the bad side has a second mode: the median
-    of the baseline's deviations beyond ``u_mode``, on rows with ``FAR_MODE_MIN`` or
-    more of them (12% of a 40-run baseline beyond 2 scales, where a normal puts 0.9
-    runs: 5 or more in 0.8% of baselines) whose median lies beyond the usual threshold ``u``; ``u`` elsewhere.
-
-    So many runs out there are a mode, not a tail: an exponential fitted to their
-    excess over ``u`` (``tail_bound``) takes the spread of the whole mode as its
-    mean excess and extrapolates the gap between the modes. Beyond the far mode the
-    mixture falls as that mode's own tail, fitted above its centre. An exponential
-    tail is memoryless (the same mean excess above any threshold) and a heavier one
-    has a larger mean excess higher up (Pareto: growing linearly), so the higher
-    threshold reads a light far mode as light and no heavy tail as lighter; what it
-    costs is fewer points (Coles 2001, sec. 4.3: the threshold goes where the mean
-    excess settles).
-    """
-    base_dev = np.asarray(base_dev, float)
-    u_mode, u = np.asarray(u_mode, float), np.asarray(u, float)
-    if base_dev.shape[-1] < FAR_MODE_MIN:  # (no reference runs, as a bisection step has)
-        return np.broadcast_to(u, base_dev.shape[:-1]).copy()[()]
-    over = base_dev > u_mode[..., None]
-    m = np.add.reduce(over, axis=-1)
-    # The median of each row's m deviations beyond u_mode (the middle of its m
-    # largest), or lower, so that 3 lie above it for the fit (``tail_bound``).
-    top = -np.sort(-np.where(over, base_dev, -np.inf), axis=-1)
-
-    def kth(k: np.ndarray) -> np.ndarray:
-        return np.take_along_axis(top, np.clip(k, 0, top.shape[-1] - 1)[..., None],
-                                  axis=-1)[..., 0]
-
-    far = m >= FAR_MODE_MIN
-    mid = np.where(far, 0.5 * (np.where(far, kth((m - 1) // 2), 0.0)
-                               + np.where(far, kth(m // 2), 0.0)), u)
-    mid = np.minimum(mid, np.where(far, kth(np.full_like(m, 3)), u))
-    return np.where(far & (mid > u), mid, u)[()]
 
 
 @lru_cache(maxsize=256)
