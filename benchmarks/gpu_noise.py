@@ -1,21 +1,30 @@
-"""Run-to-run noise of FlashInfer fa2 batch decode: the suite's timing against block timing.
+"""Run-to-run noise of FlashInfer fa2 batch decode: the suite's timing against paced blocks.
 
-    python benchmarks/gpu_noise.py proc --out procs.jsonl --index I [--diag]   # on a GPU
+    python benchmarks/gpu_noise.py proc --out procs.jsonl --index I [--modes M,...] [--diag]
     python benchmarks/gpu_noise.py summarize procs.jsonl [--json J] [--md M] [--skip N] \
         [--series-json S]
     python benchmarks/gpu_noise.py history DB [DB ...] --out JSON [--suite base-b-1gpu]
     python benchmarks/gpu_noise.py spread JSON      # history's JSON: spread per GPU
 
-``proc`` is one fresh process: it appends one JSON line to ``--out``. It times each decode
-shape (GQA 32/8, head dim 128, bf16, pages of 16, kv 32768 at batch 8, 32 and 64)
+``proc`` is one fresh process (on a GPU): it appends one JSON line to ``--out``. It times
+each decode shape (GQA 32/8, head dim 128, bf16, pages of 16, kv 32768 at batch 8, 32 and
+64) first as the suite's ``<key>/latency`` does, then by each of ``--modes`` in turn
+(default ``perm,paced``):
 
-- ``old``: as ``suites/kernels/test_flashinfer_decode.py`` did before block timing
-  (``time_cuda``, 5 samples of 20 iterations, one allocation, the suite's page table);
-- ``perm``: ``suitelib.blocks.time_cuda_blocks``, each block a fresh page table over a
-  pool with an eighth more pages than the requests need (``PagedKV.reseated``), a
-  256 MiB copy interleaved as the reference; what the suite now records beside ``old``.
+- ``old`` (always, first): ``time_cuda``, 5 samples of 20 iterations, one allocation, the
+  suite's page table, the SM clock read before and after;
+- ``paced``: ``suitelib.attention.time_decode_blocks`` with ``DECODE_PACED``, what the
+  suite records as ``<key>/paced/latency``: each block a fresh page table, an idle gap as
+  long as the call after every call, settled on the SM clock (NVML), no reference;
+  ``paced_half`` / ``paced2`` (gaps of half / twice the call), ``paced_ref`` (the copy
+  interleaved too), ``settle_only`` (settled, no gaps) are its variants;
+- ``perm``: unpaced blocks (``DECODE_BLOCKS``), each a fresh page table over a pool with
+  an eighth more pages than the requests need (``PagedKV.reseated``), a 256 MiB copy
+  interleaved as the reference; what the suite recorded until paced blocks replaced it.
 
-With ``--diag`` it also times, per shape, ``same`` (blocks on one page table: what a block
+Every block method reads the SM clock, power and clock-event reasons after each block.
+
+With ``--diag`` it also times, per shape, ``perm`` and ``same`` (blocks on one page table: what a block
 cancels without moving the inputs), ``alloc`` (blocks on a fresh allocation each, the
 previous one still held so the new one lands elsewhere; the workspace, queries and output
 too), ``perm_fa2ref`` (``perm`` with the same kernel on a pinned shape, batch 8 kv 8192, as
