@@ -18,8 +18,8 @@ from pathlib import Path
 import pytest
 
 from gates.commands.cli import main as gate_report
-from gates.store.history import SCHEMA_VERSION, open_for_reading
-from gates.store.open import open_history
+from gates.store.history import SCHEMA_VERSION
+from gates.store.open import open_for_reading, open_history
 
 DATA = Path(__file__).parent / "data" / "history-m002.db"
 REPO = Path(__file__).resolve().parents[1]

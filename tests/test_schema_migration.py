@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 
 from gates.gate import evaluate_run
-from gates.store.history import HistoryError, open_for_reading
-from gates.store.open import open_history
+from gates.store.history import HistoryError
+from gates.store.open import open_for_reading, open_history
 from gates.store.schema import SCHEMA_VERSION
 
 OLD = Path(__file__).parent / "data" / "history-m002.db"

@@ -101,8 +101,8 @@ def add_out(p: argparse.ArgumentParser) -> None:
 def open_history_arg(path: str | None, *, write: bool = False):
     """The history, read-only for reports; a missing file is a usage error naming the fix."""
     from gates.store.backend import history_location  # noqa: PLC0415
-    from gates.store.history import HistoryError, open_for_reading  # noqa: PLC0415
-    from gates.store.open import open_history  # noqa: PLC0415
+    from gates.store.history import HistoryError  # noqa: PLC0415
+    from gates.store.open import open_for_reading, open_history  # noqa: PLC0415
 
     target = history_location(path or default_history())
     if isinstance(target, Path) and not target.exists():

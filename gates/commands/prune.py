@@ -38,8 +38,7 @@ def add_parser(sub) -> argparse.ArgumentParser:
 
 def run(args: argparse.Namespace) -> int:
     from gates.report.query import parse_since  # noqa: PLC0415
-    from gates.store.history import open_for_reading  # noqa: PLC0415
-    from gates.store.open import open_history  # noqa: PLC0415
+    from gates.store.open import open_for_reading, open_history  # noqa: PLC0415
     from gates.store.prune import apply_prune, plan_prune  # noqa: PLC0415
 
     if (args.keep is None) == (args.keep_runs is None):

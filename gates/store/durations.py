@@ -29,8 +29,8 @@ from pathlib import Path
 from typing import Any
 
 from gates.store.backend import history_location
-from gates.store.history import HistoryError, open_for_reading
-from gates.store.open import open_history
+from gates.store.history import HistoryError
+from gates.store.open import open_for_reading, open_history
 from gates.store.sqlite_backend import check_file
 
 __all__ = ["LATEST", "file_durations", "main", "suites_durations"]

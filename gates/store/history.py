@@ -81,11 +81,7 @@ backends (see `gates.store.pg.translate` for the few rewrites).
 from __future__ import annotations
 
 import os
-import shutil
-import sqlite3
-import tempfile
 from collections.abc import Callable, Mapping, Sequence
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from gates.store.after_writes import AfterWrites
@@ -116,7 +112,7 @@ from gates.store.schema import (
     SCHEMA_VERSION,
     VERDICT_COLUMNS,
 )
-from gates.store.sqlite_backend import SqliteBackend, connect
+from gates.store.sqlite_backend import SqliteBackend
 
 if TYPE_CHECKING:
     from gates.store.sqlite_lib import Database
@@ -138,50 +134,12 @@ __all__ = [
     "HistoryError",
     "RunRecord",
     "TestResult",
-    "open_for_reading",
 ]
 
 _T = TypeVar("_T")
 
 
 # ------------------------------------------------------------------ the store
-
-
-def open_for_reading(path: str | os.PathLike[str], *,
-                     busy_timeout_s: float = BUSY_TIMEOUT_S) -> History:
-    """Open a history file to read it, never writing it.
-
-    Read-only; a file of an older schema is read through a migrated temporary copy
-    (SQLite's backup of it, migrated, deleted on close), so a report, a dry run or a
-    planner reading a committed history leaves it byte for byte as it was. The file
-    itself migrates on its next write (a suite run, ``gate-report accept``).
-    Messages name the file, not the copy.
-    """
-    source = Path(path)
-    try:
-        return History(source, create=False, readonly=True, busy_timeout_s=busy_timeout_s)
-    except HistoryError as exc:
-        if "schema is older" not in str(exc):
-            raise
-    folder = Path(tempfile.mkdtemp(prefix="gates-read-"))
-    try:
-        src = connect(source, True, busy_timeout_s)
-        try:
-            dst = sqlite3.connect(folder / source.name)
-            try:
-                src.backup(dst)
-            finally:
-                dst.close()
-        finally:
-            src.close()
-        History(folder / source.name, create=False).close()  # migrates the copy
-        copy = _ReadCopy(folder / source.name, create=False, readonly=True,
-                         busy_timeout_s=busy_timeout_s)
-    except BaseException:
-        shutil.rmtree(folder, ignore_errors=True)
-        raise
-    copy.folder, copy.path = folder, source
-    return copy
 
 
 class Backend(Protocol):
@@ -312,16 +270,3 @@ class History:
             raise self.backend._fail(exc) from exc
         names = [d[0] for d in cursor.description]
         return [dict(zip(names, row, strict=True)) for row in cursor.fetchall()]
-
-
-class _ReadCopy(History):
-    """A migrated temporary copy of an older history (``open_for_reading``): its
-    folder goes on close."""
-
-    folder: Path
-
-    def close(self) -> None:
-        try:
-            super().close()
-        finally:
-            shutil.rmtree(self.folder, ignore_errors=True)

@@ -18,9 +18,9 @@ from typing import Any
 from ci_register.planning.record_check import row_problem
 from gates.store.backend import display_location, history_location
 from gates.store.fleet_sql import BISECT_COLUMNS
-from gates.store.history import History, HistoryError, open_for_reading
+from gates.store.history import History, HistoryError
 from gates.store.merge_check import ShardRejected, check_bundle
-from gates.store.open import open_history
+from gates.store.open import open_for_reading, open_history
 
 __all__ = ["MergeConflict", "MergeReport", "check_history", "merge_histories", "run_digest"]
 

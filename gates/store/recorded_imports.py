@@ -22,8 +22,8 @@ import sys
 from collections.abc import Sequence
 
 from gates.store.backend import history_location
-from gates.store.history import HistoryError, open_for_reading
-from gates.store.open import open_history
+from gates.store.history import HistoryError
+from gates.store.open import open_for_reading, open_history
 from gates.store.sqlite_backend import check_file
 
 __all__ = ["main"]

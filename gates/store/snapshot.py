@@ -31,8 +31,8 @@ from pathlib import Path
 
 from gates.store.backend import history_location
 from gates.store.baselines import SERIES_LIMIT
-from gates.store.history import HistoryError, open_for_reading
-from gates.store.open import open_history
+from gates.store.history import HistoryError
+from gates.store.open import open_for_reading, open_history
 from gates.store.sqlite_backend import check_file
 
 __all__ = ["PER_FILE", "SnapshotReport", "make_snapshot", "seed_shard", "strip_shard"]
