@@ -59,7 +59,7 @@ def test_an_m002_history_migrates_in_place_with_nothing_lost(old):
     before = _old_content(old)
     assert len(before["metrics"]) == 48 and len(before["verdicts"]) == 42
     with open_history(old) as h:
-        assert h.backend.schema_version == SCHEMA_VERSION == 12
+        assert h.backend.schema_version == SCHEMA_VERSION == 13
         runs = _rows(h.conn, "SELECT * FROM runs ORDER BY rowid")
         # m009's gate_note, m010's gate_mode and gated_at, m011's planned_shards: NULL,
         # so they read as before
@@ -142,7 +142,7 @@ def test_an_m007_history_reads_the_same_after_m008(tmp_path):
     conn.close()
     assert before["plan_files"] and before["verdicts"]
     with open_history(path) as h:
-        assert h.backend.schema_version == SCHEMA_VERSION == 12
+        assert h.backend.schema_version == SCHEMA_VERSION == 13
         assert _views(h.conn) == before
         assert h.merge_reads.orphan_rows() == [] and h.check() is None
     # A read-only open of the old file reads the same through a migrated copy, and

@@ -439,10 +439,13 @@ class BaselineReads:
         hit: set[str] = set()  # runs with a failing row on a key asked for
         marks = _marks(FAILED_VERDICTS)
         for part in _chunks(keys):
+            # From the failed rows of the keys (index verdict_rows_failed), not the runs.
             hit.update(rid for (rid,) in self.conn.execute(
-                "SELECT DISTINCT v.run_id FROM verdicts v JOIN runs r ON r.run_id = v.run_id "
-                f"WHERE r.suite = ? AND r.status = 'complete' AND v.verdict IN ({marks}) "
-                f"AND v.key IN ({_marks(part)})", [suite, *FAILED_VERDICTS, *part]))
+                "SELECT DISTINCT r.run_id FROM verdict_rows v CROSS JOIN runs r "
+                f"WHERE v.verdict_id IN (SELECT id FROM texts WHERE text IN ({marks})) "
+                f"AND v.key_id IN (SELECT id FROM texts WHERE text IN ({_marks(part)})) "
+                "AND r.num = v.run_num AND r.suite = ? AND r.status = 'complete'",
+                [*FAILED_VERDICTS, *part, suite]))
         if not hit:
             return []
         parent = self._parents(hit, depth)

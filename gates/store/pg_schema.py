@@ -266,6 +266,9 @@ _M012 = [f"ALTER TABLE runs ADD COLUMN planned_shards {_T}"]
 _M013 = ["CREATE INDEX runs_suite_confirm ON runs (suite, confirm_of) "
          "WHERE confirm_of IS NOT NULL"]
 
+# A suite's failed verdicts on a key through an index (SQLite's m013): the open failures.
+_M014 = ["CREATE INDEX verdict_rows_failed ON verdict_rows (verdict_id, key_id)"]
+
 PG_MIGRATIONS: tuple[tuple[str, list[str]], ...] = (
     ("m001_initial", _M001),
     ("m002_after_verdict", _M002),
@@ -280,5 +283,6 @@ PG_MIGRATIONS: tuple[tuple[str, list[str]], ...] = (
     ("m010_gate_mode", _M011),
     ("m011_planned_shards", _M012),
     ("m012_runs_confirm", _M013),
+    ("m013_verdicts_failed", _M014),
 )
 PG_KNOWN_MIGRATIONS = tuple(name for name, _ in PG_MIGRATIONS)
